@@ -1,0 +1,5 @@
+"""supervisor package."""
+
+from __future__ import annotations
+
+__all__: tuple[str, ...] = ()
