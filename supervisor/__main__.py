@@ -1,0 +1,7 @@
+"""``python -m supervisor`` runs the command-line program."""
+
+from __future__ import annotations
+
+from ._cli import main
+
+raise SystemExit(main())

@@ -1,0 +1,133 @@
+"""The ``supervisor`` command line: ``run``, ``exec``, ``serve``, ``reap``.
+
+Each subcommand imports its implementation lazily so ``supervisor --help`` stays fast.
+
+Exit codes:
+    ``run``: 0 when every job ended as expected, 1 otherwise, 2 for a bad lanes file,
+    130/143 when interrupted by SIGINT/SIGTERM.
+    ``exec``: the command's own exit code; 128+N when a signal N ended it; 124 when it timed
+    out; 2 when the request was refused (bad argv, missing executable or cwd).
+    ``serve``: 0 after ``shutdown`` then ``exit``, 1 otherwise.
+    ``reap``: 0.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import sys
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+    from protocol import JSONObject
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="supervisor",
+        description="Trio structured-concurrency process supervisor for IDE backends.",
+    )
+    parser.add_argument(
+        "--log-level",
+        default="WARNING",
+        choices=("DEBUG", "INFO", "WARNING", "ERROR"),
+        help="log level of the messages written to stderr (default WARNING)",
+    )
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    run = sub.add_parser("run", help="run the jobs of a lanes file (TOML) and report them")
+    run.add_argument("file", help="the lanes file, e.g. examples/demo.toml")
+    run.add_argument("--json", action="store_true", help="one JSON object per event on stdout")
+
+    exec_ = sub.add_parser(
+        "exec", help="run one command (process.run) and print its result as JSON"
+    )
+    exec_.add_argument("--timeout-ms", type=int, default=None, help="deadline in milliseconds")
+    exec_.add_argument(
+        "--max-output-bytes",
+        type=int,
+        default=None,
+        help="output kept per stream in bytes (default 16 MiB)",
+    )
+    exec_.add_argument("--cwd", default=None, help="working directory of the command")
+    exec_.add_argument("argv", nargs=argparse.REMAINDER, help="-- PROGRAM [ARGS...]")
+
+    sub.add_parser("serve", help="JSON-RPC 2.0 over the LSP base protocol on stdin/stdout")
+    reap = sub.add_parser(
+        "reap", help="end processes left by supervisors that died (SIGKILL, crash)"
+    )
+    reap.add_argument("--json", action="store_true", help="print the reaped pids as JSON")
+    return parser
+
+
+def _exec(args: argparse.Namespace) -> int:
+    import trio
+
+    from ._core import open_core
+
+    argv = list(args.argv)
+    if argv and argv[0] == "--":
+        argv = argv[1:]
+    payload: JSONObject = {"argv": list(argv)}  # type: ignore[dict-item]
+    if args.timeout_ms is not None:
+        payload["timeoutMilliseconds"] = args.timeout_ms
+    if args.max_output_bytes is not None:
+        payload["maxOutputBytes"] = args.max_output_bytes
+    if args.cwd is not None:
+        payload["cwd"] = args.cwd
+
+    async def main() -> JSONObject:
+        async with open_core() as core:
+            return await core.execute({"id": "exec", "command": "process.run", "payload": payload})
+
+    response = trio.run(main)
+    print(json.dumps(response, ensure_ascii=False, indent=2))
+    if not response.get("ok"):
+        return 2
+    data = response["data"]
+    assert isinstance(data, dict)
+    if data.get("timedOut"):
+        return 124
+    signal = data.get("signal")
+    if isinstance(signal, int):
+        return 128 + signal
+    code = data.get("exitCode")
+    return code if isinstance(code, int) and 0 <= code < 256 else 1
+
+
+def _reap(args: argparse.Namespace) -> int:
+    from ._process import reap_orphans
+
+    pids = reap_orphans()
+    if args.json:
+        print(json.dumps({"reaped": pids}))
+    else:
+        print(f"reaped {len(pids)} process(es)" + (f": {' '.join(map(str, pids))}" if pids else ""))
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the command line and return its exit code."""
+    args = _parser().parse_args(argv)
+    # Logs always go to stderr: in serve mode stdout carries only protocol frames.
+    logging.basicConfig(
+        level=getattr(logging, args.log_level),
+        stream=sys.stderr,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
+    if args.command == "run":
+        from ._run import run_command
+
+        return run_command(args.file, json_output=args.json)
+    if args.command == "exec":
+        return _exec(args)
+    if args.command == "serve":
+        from ._serve import serve_stdio
+
+        return serve_stdio()
+    if args.command == "reap":
+        return _reap(args)
+    raise AssertionError(f"unhandled command {args.command!r}")  # argparse refuses others

@@ -1,0 +1,416 @@
+"""The Core: one root nursery, an operation registry and envelope dispatch.
+
+Contract (core-api.md "Envelope", DESIGN.md "Interfaces"): a request
+``{id, operationId?, timeoutMilliseconds?, command, payload}`` runs one command inside its own
+cancel scope, registered under its operation id. ``cancel(operation_id)`` cancels that scope;
+a positive ``timeoutMilliseconds`` is the scope's deadline. Whatever happens, the request ends
+exactly once: ``{id, ok: true, data}`` or ``{id, ok: false, error: {code, message}}`` with a
+code from the catalog (``cancelled``, ``timed_out``, ``not_supported``, ...).
+
+Everything the Core starts lives under its root nursery: the job lanes, and every operation's
+processes (they are started inside the operation's scope, so cancelling the operation ends
+them). Closing the Core cancels every operation, ends every lane, and only then returns.
+
+:class:`CoreThread` runs a Core on its own thread for hosts that are not Trio programs; it is
+the thread-safe synchronous facade of the reference C ABI (``execute_json``,
+``cancel_operation``).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+from importlib import metadata
+import itertools
+from typing import TYPE_CHECKING, Final, final
+
+import trio
+
+from lanes import open_lanes, parse_job_start
+from protocol import CoreError, EnvelopeError, envelope_error, envelope_ok, parse_envelope
+
+from ._events import EventQueue
+from ._jobs import ProcessJobRunner
+from ._payload import (
+    check_fields,
+    optional_env,
+    optional_positive_int,
+    optional_str,
+    require_argv,
+    require_str,
+)
+from ._process import run_process
+
+if TYPE_CHECKING:
+    from collections.abc import AsyncIterator, Awaitable, Callable
+    from types import TracebackType
+
+    from lanes import Lanes
+    from protocol import JSONObject, JSONValue
+
+__all__ = ("PROTOCOL_VERSION", "Core", "CoreThread", "open_core")
+
+logger = logging.getLogger("supervisor.core")
+
+#: ``core.ping``'s ``protocolVersion``.
+PROTOCOL_VERSION: Final = 1
+#: Output kept per stream of ``process.run`` unless the caller says otherwise (16 MiB).
+DEFAULT_MAX_OUTPUT_BYTES: Final = 16 * 1024 * 1024
+#: The longest a ``*.waitEvents`` call may block (ours): 10 minutes.
+MAX_WAIT_EVENTS_MS: Final = 600_000
+
+def _version() -> str:
+    try:
+        return metadata.version("trio-process-supervisor")
+    except metadata.PackageNotFoundError:  # running from a source tree without install
+        return "0+unknown"
+
+
+@dataclass
+class _Operation:
+    scope: trio.CancelScope
+    cancel_requested: bool = False
+    done: trio.Event = field(default_factory=trio.Event)
+
+
+@final
+class Core:
+    """A running Core. Made by :func:`open_core`; it has no public constructor.
+
+    Attributes:
+        job_events: The queue that ``job.started``/``job.output``/``job.finished`` events go
+            to (drained by ``job.waitEvents`` and ``job.pollEvents``; ``supervisor serve``
+            forwards them as notifications instead).
+    """
+
+    def __init__(self, lanes: Lanes, job_events: EventQueue) -> None:
+        self._lanes = lanes
+        self.job_events = job_events
+        self._operations: dict[str, _Operation] = {}
+        self._anonymous = itertools.count(1)
+        self._closing = False
+        self._idle = trio.Event()
+        self._idle.set()
+        self._commands: dict[str, Callable[[JSONObject], Awaitable[JSONValue]]] = {
+            "core.ping": self._ping,
+            "process.run": self._process_run,
+            "job.start": self._job_start,
+            "job.cancel": self._job_cancel,
+            "job.list": self._job_list,
+            "job.waitEvents": self._job_wait_events,
+            "job.pollEvents": self._job_poll_events,
+        }
+
+    @property
+    def commands(self) -> tuple[str, ...]:
+        """The command names this Core answers, sorted."""
+        return tuple(sorted(self._commands))
+
+    @property
+    def lanes(self) -> Lanes:
+        """The job lanes of this Core."""
+        return self._lanes
+
+    def active_operations(self) -> tuple[str, ...]:
+        """The operation ids that are running now."""
+        return tuple(self._operations)
+
+    # -- dispatch ------------------------------------------------------------------------
+
+    async def call(
+        self,
+        command: str,
+        payload: JSONObject,
+        *,
+        operation_id: str | None = None,
+        timeout_ms: int | None = None,
+    ) -> JSONValue:
+        """Run one command in its own cancel scope and return its data.
+
+        Args:
+            command: The command name, e.g. ``"process.run"``.
+            payload: Its payload (a JSON object).
+            operation_id: The id :meth:`cancel` knows it by; None makes it uncancellable by id.
+            timeout_ms: A deadline in milliseconds from now; None or 0 for none.
+
+        Returns:
+            The command's data (JSON).
+
+        Raises:
+            CoreError: ``not_supported`` for an unknown command; ``invalid_request`` for a bad
+                payload or an operation id already active; ``cancelled`` after
+                :meth:`cancel` or while the Core closes; ``timed_out`` after the deadline;
+                or the command's own error.
+
+        **Cancellation:** cancelling the caller cancels the command (its processes end) and
+        raises :class:`trio.Cancelled` as usual.
+        """
+        handler = self._commands.get(command)
+        if handler is None:
+            raise CoreError("not_supported", f"Unknown command: {command}")
+        if self._closing:
+            raise CoreError("cancelled", "The supervisor is shutting down")
+        if operation_id is not None and operation_id in self._operations:
+            raise CoreError("invalid_request", f"Operation {operation_id!r} is already active")
+        operation = _Operation(trio.CancelScope())
+        if timeout_ms:
+            operation.scope.deadline = trio.current_time() + timeout_ms / 1000
+        # An operation without an id still belongs to the registry, so closing the Core
+        # cancels it; its private key can't collide with a caller's id.
+        key = operation_id if operation_id is not None else f"\0anonymous-{next(self._anonymous)}"
+        self._operations[key] = operation
+        self._idle = trio.Event() if self._idle.is_set() else self._idle
+        try:
+            with operation.scope:
+                return await handler(payload)
+        finally:
+            del self._operations[key]
+            operation.done.set()
+            if not self._operations:
+                self._idle.set()
+        # Only reached when the operation's own scope caught a cancellation.
+        if operation.cancel_requested:
+            if self._closing:
+                raise CoreError("cancelled", "The supervisor is shutting down")
+            raise CoreError("cancelled", "The operation was cancelled")
+        raise CoreError("timed_out", f"The operation exceeded its deadline of {timeout_ms} ms")
+
+    async def execute(self, request: str | bytes | JSONObject) -> JSONObject:
+        """Run one envelope request and return its envelope response (never raises for it).
+
+        Args:
+            request: The envelope as JSON text or a decoded object (core-api.md "Envelope").
+
+        Returns:
+            ``{id, ok: true, data}`` or ``{id, ok: false, error: {code, message, details?}}``.
+            Invalid JSON is ``invalid_request`` with the message "Invalid JSON request".
+
+        **Cancellation:** as :meth:`call`.
+        """
+        try:
+            envelope = parse_envelope(request)
+        except EnvelopeError as exc:
+            return envelope_error(exc.request_id, exc)
+        try:
+            data = await self.call(
+                envelope.command,
+                envelope.payload,
+                operation_id=envelope.operation_id,
+                timeout_ms=envelope.timeout_ms,
+            )
+        except CoreError as exc:
+            return envelope_error(envelope.id, exc)
+        except Exception as exc:
+            # A bug of ours in one command must not take the host down with it: the
+            # request still ends exactly once, as `internal`, and the traceback is logged.
+            logger.exception("command %s failed", envelope.command)
+            return envelope_error(envelope.id, CoreError("internal", f"Internal error: {exc}"))
+        return envelope_ok(envelope.id, data)
+
+    def cancel(self, operation_id: str) -> bool:
+        """Cancel a running operation.
+
+        Returns:
+            True when the operation was active (it will end ``cancelled``), False otherwise.
+        """
+        operation = self._operations.get(operation_id)
+        if operation is None:
+            return False
+        operation.cancel_requested = True
+        operation.scope.cancel()
+        return True
+
+    async def _shutdown(self) -> None:
+        """Cancel every operation and end every lane; shielded by the caller."""
+        self._closing = True
+        for operation in list(self._operations.values()):
+            operation.cancel_requested = True
+            operation.scope.cancel()
+        await self._idle.wait()
+        await self._lanes.aclose()
+
+    # -- commands ------------------------------------------------------------------------
+
+    async def _ping(self, payload: JSONObject) -> JSONValue:
+        check_fields(payload, frozenset(), "core.ping")
+        return {"protocolVersion": PROTOCOL_VERSION, "version": _version()}
+
+    async def _process_run(self, payload: JSONObject) -> JSONValue:
+        check_fields(
+            payload,
+            frozenset(
+                {"argv", "cwd", "env", "stdin", "timeoutMilliseconds", "maxOutputBytes"}
+            ),
+            "process.run",
+        )
+        argv = require_argv(payload)
+        cwd = optional_str(payload, "cwd")
+        env = optional_env(payload)
+        stdin = optional_str(payload, "stdin")
+        timeout_ms = optional_positive_int(payload, "timeoutMilliseconds")
+        max_output = optional_positive_int(payload, "maxOutputBytes")
+        result = await run_process(
+            argv,
+            cwd=cwd,
+            env=env,
+            stdin=stdin.encode() if stdin is not None else None,
+            timeout_ms=timeout_ms,
+            max_output_bytes=max_output if max_output is not None else DEFAULT_MAX_OUTPUT_BYTES,
+        )
+        return result.to_wire()
+
+    async def _job_start(self, payload: JSONObject) -> JSONValue:
+        request = parse_job_start(payload)
+        return {"jobId": self._lanes.start_job(request)}
+
+    async def _job_cancel(self, payload: JSONObject) -> JSONValue:
+        check_fields(payload, frozenset({"jobId"}), "job.cancel")
+        return {"cancelled": self._lanes.cancel_job(require_str(payload, "jobId"))}
+
+    async def _job_list(self, payload: JSONObject) -> JSONValue:
+        check_fields(payload, frozenset(), "job.list")
+        jobs: list[JSONValue] = list(self._lanes.list_jobs())
+        return jobs
+
+    async def _job_wait_events(self, payload: JSONObject) -> JSONValue:
+        check_fields(payload, frozenset({"timeoutMilliseconds"}), "job.waitEvents")
+        value = payload.get("timeoutMilliseconds", 0)
+        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+            raise CoreError("invalid_request", "timeoutMilliseconds must be an integer >= 0")
+        return await self.job_events.wait(min(value, MAX_WAIT_EVENTS_MS))
+
+    async def _job_poll_events(self, payload: JSONObject) -> JSONValue:
+        check_fields(payload, frozenset(), "job.pollEvents")
+        return self.job_events.poll()
+
+
+@asynccontextmanager
+async def open_core(*, trusted: bool = True, max_events: int | None = None) -> AsyncIterator[Core]:
+    """Start a Core and close it when the block ends.
+
+    Args:
+        trusted: False declares the workspace untrusted: ``build`` and ``test`` jobs end
+            ``denied`` without starting (ide-backend-protocol ``initialize`` option).
+        max_events: The bound of the job event queue (default
+            :data:`supervisor._events.DEFAULT_MAX_EVENTS`).
+
+    Yields:
+        The running :class:`Core`.
+
+    **Cancellation:** leaving the block, normally, by error or by cancellation, cancels every
+    operation, ends every lane and waits (shielded, bounded by each process tree's own bounds)
+    until every process the Core started is gone.
+    """
+    job_events = EventQueue(max_events) if max_events else EventQueue()
+    async with open_lanes(ProcessJobRunner(), on_event=job_events.put, trusted=trusted) as lanes:
+        core = Core(lanes, job_events)
+        try:
+            yield core
+        finally:
+            with trio.CancelScope(shield=True):
+                await core._shutdown()
+
+
+@final
+class CoreThread:
+    """A Core on its own thread, for hosts that are not Trio programs.
+
+    Use it as ``with CoreThread() as core:``; ``execute_json`` and ``cancel_operation`` may be
+    called from any thread, concurrently. Leaving the block ends everything the Core started
+    before it returns.
+
+    Args:
+        trusted: As for :func:`open_core`.
+    """
+
+    def __init__(self, *, trusted: bool = True) -> None:
+        self._trusted = trusted
+        self._thread: threading.Thread | None = None
+        self._ready = threading.Event()
+        self._core: Core | None = None
+        self._token: trio.lowlevel.TrioToken | None = None
+        self._stop: trio.Event | None = None
+        self._error: BaseException | None = None
+
+    def __enter__(self) -> CoreThread:
+        if self._thread is not None:
+            raise RuntimeError("a CoreThread can be entered only once")
+        self._thread = threading.Thread(target=self._run, name="supervisor-core", daemon=True)
+        self._thread.start()
+        self._ready.wait()
+        if self._error is not None:
+            raise RuntimeError("the Core failed to start") from self._error
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """End everything the Core started and stop its thread; idempotent."""
+        if self._thread is None:
+            return
+        if self._token is not None and self._stop is not None:
+            try:
+                trio.from_thread.run_sync(self._stop.set, trio_token=self._token)
+            except trio.RunFinishedError:
+                pass
+        self._thread.join()
+        self._token = None
+
+    def _run(self) -> None:
+        try:
+            trio.run(self._main)
+        except BaseException as exc:
+            self._error = exc
+            logger.exception("the Core thread failed")
+        finally:
+            self._ready.set()
+
+    async def _main(self) -> None:
+        self._stop = trio.Event()
+        async with open_core(trusted=self._trusted) as core:
+            self._core = core
+            self._token = trio.lowlevel.current_trio_token()
+            self._ready.set()
+            await self._stop.wait()
+
+    def _require(self) -> tuple[Core, trio.lowlevel.TrioToken]:
+        if self._core is None or self._token is None:
+            raise RuntimeError("the CoreThread is not running")
+        return self._core, self._token
+
+    def execute_json(self, request: str) -> str:
+        """Run one envelope request given as JSON text; return the JSON response text.
+
+        Blocks the calling thread until the request ends (it always ends exactly once).
+
+        Raises:
+            RuntimeError: The CoreThread is not running.
+        """
+        core, token = self._require()
+        try:
+            response = trio.from_thread.run(core.execute, request, trio_token=token)
+        except trio.RunFinishedError as exc:
+            raise RuntimeError("the CoreThread is not running") from exc
+        return json.dumps(response, ensure_ascii=False, separators=(",", ":"))
+
+    def cancel_operation(self, operation_id: str) -> int:
+        """Cancel an operation from any thread.
+
+        Returns:
+            1 when the operation was active, 0 otherwise (core-api.md ``lithe_core_cancel``).
+        """
+        core, token = self._require()
+        try:
+            active = trio.from_thread.run_sync(core.cancel, operation_id, trio_token=token)
+        except trio.RunFinishedError:
+            return 0
+        return 1 if active else 0

@@ -1,0 +1,113 @@
+"""Bounded, ordered event queues drained by ``*.waitEvents`` and ``*.pollEvents``.
+
+Strategy: producers (lanes, sessions) call :meth:`EventQueue.put` synchronously from the Trio
+thread; it never blocks and never grows past ``max_events``. When the queue is full the
+*oldest* event is dropped and the next drain reports ``gap: true``, so a consumer that stops
+draining costs bounded memory and still learns that it missed something (DESIGN.md
+invariant 6). A waiter blocks on a :class:`trio.Event` that ``put`` sets: an idle queue costs
+no CPU, there is no polling loop.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import trio
+
+if TYPE_CHECKING:
+    from protocol import JSONObject
+
+__all__ = ("DEFAULT_MAX_EVENTS", "EventQueue", "EventQueueStatistics")
+
+#: Events a queue keeps before it drops the oldest.
+DEFAULT_MAX_EVENTS = 4096
+
+
+@dataclass(frozen=True)
+class EventQueueStatistics:
+    """A snapshot of an :class:`EventQueue`.
+
+    Attributes:
+        queued: Events waiting to be drained.
+        dropped: Events dropped since the queue was made, because it was full.
+        next_seq: The sequence number the next event will get.
+    """
+
+    queued: int
+    dropped: int
+    next_seq: int
+
+
+class EventQueue:
+    """An ordered, bounded queue of wire-shaped events.
+
+    Each event is stored as ``{"seq": n, "event": name, **params}``; ``seq`` grows by one per
+    event put, so a consumer can see order and gaps.
+
+    Args:
+        max_events: How many events the queue keeps; past that the oldest is dropped.
+
+    Raises:
+        ValueError: ``max_events`` is not positive.
+    """
+
+    def __init__(self, max_events: int = DEFAULT_MAX_EVENTS) -> None:
+        if max_events <= 0:
+            raise ValueError("max_events must be positive")
+        self._events: deque[JSONObject] = deque()
+        self._max_events = max_events
+        self._gap = False
+        self._dropped = 0
+        self._seq = 0
+        self._ready = trio.Event()
+
+    def put(self, event: str, params: JSONObject) -> None:
+        """Queue one event; never blocks.
+
+        Args:
+            event: The event name, e.g. ``"job.finished"``.
+            params: Its wire-shaped fields (camelCase).
+        """
+        self._seq += 1
+        self._events.append({"seq": self._seq, "event": event, **params})
+        if len(self._events) > self._max_events:
+            self._events.popleft()
+            self._gap = True
+            self._dropped += 1
+        self._ready.set()
+
+    def poll(self) -> JSONObject:
+        """Drain every queued event without waiting.
+
+        Returns:
+            ``{"events": [...], "gap": bool}``; ``gap`` is true when events were dropped since
+            the previous drain.
+        """
+        events: list[JSONObject] = list(self._events)
+        self._events.clear()
+        gap = self._gap
+        self._gap = False
+        self._ready = trio.Event()
+        return {"events": events, "gap": gap}  # type: ignore[dict-item]
+
+    async def wait(self, timeout_ms: int) -> JSONObject:
+        """Block until events are queued or ``timeout_ms`` passes, then drain them.
+
+        Args:
+            timeout_ms: The longest wait in milliseconds; 0 drains at once.
+
+        Returns:
+            The same shape as :meth:`poll`; ``events`` is empty when the timeout passed.
+
+        **Cancellation:** cancelling the caller leaves the queue untouched.
+        """
+        if not self._events and timeout_ms > 0:
+            with trio.move_on_after(timeout_ms / 1000):
+                await self._ready.wait()
+        return self.poll()
+
+    def statistics(self) -> EventQueueStatistics:
+        """Return queued and dropped counts."""
+        return EventQueueStatistics(len(self._events), self._dropped, self._seq + 1)

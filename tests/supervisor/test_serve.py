@@ -1,0 +1,350 @@
+"""``supervisor serve`` driven by a plain framed client over a real subprocess's stdio.
+
+The client below frames by hand (it does not use our protocol package), so these tests also
+prove that stdout carries nothing but well-formed frames: any stray byte breaks its parser.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from typing import TYPE_CHECKING
+
+import pytest
+import trio
+
+if TYPE_CHECKING:
+    from collections.abc import AsyncIterator
+
+    from protocol import JSONObject, JSONValue
+
+PY = sys.executable
+REPLY_TIMEOUT_S = 30
+
+
+def _gone(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            stat = f.read()
+    except OSError:
+        return True
+    return stat[stat.rfind(b")") + 2 :].startswith(b"Z")
+
+
+def _read_pid(path: str) -> int | None:
+    try:
+        with open(path) as f:
+            text = f.read()
+    except FileNotFoundError:
+        return None
+    return int(text) if text else None
+
+
+class Client:
+    """A minimal LSP-framed JSON-RPC client: strict framing, no leniency."""
+
+    def __init__(self, process: trio.Process) -> None:
+        assert process.stdin is not None
+        assert process.stdout is not None
+        self.process = process
+        self._stdin = process.stdin
+        self._stdout = process.stdout
+        self._buffer = bytearray()
+        self.notifications: list[JSONObject] = []
+        self._replies: dict[str, JSONObject] = {}
+        self._next_id = 0
+
+    async def send_raw(self, data: bytes) -> None:
+        await self._stdin.send_all(data)
+
+    async def send(self, message: JSONObject) -> None:
+        body = json.dumps(message).encode()
+        await self.send_raw(b"Content-Length: %d\r\n\r\n" % len(body) + body)
+
+    async def close_stdin(self) -> None:
+        await self._stdin.aclose()
+
+    async def read_message(self) -> JSONObject | None:
+        """The next message, or None at end of output; fails on anything but a frame."""
+        while b"\r\n\r\n" not in self._buffer:
+            chunk = await self._stdout.receive_some(65536)
+            if not chunk:
+                assert not self._buffer, f"stdout ended inside a header: {bytes(self._buffer)!r}"
+                return None
+            self._buffer += chunk
+        head, _, rest = bytes(self._buffer).partition(b"\r\n\r\n")
+        assert head.startswith(b"Content-Length: "), f"not a frame header: {head!r}"
+        length = int(head.split(b":", 1)[1])
+        while len(rest) < length:
+            chunk = await self._stdout.receive_some(65536)
+            assert chunk, "stdout ended inside a body"
+            rest += chunk
+        self._buffer = bytearray(rest[length:])
+        message = json.loads(rest[:length])
+        assert isinstance(message, dict)
+        assert message.get("jsonrpc") == "2.0"
+        return message
+
+    async def reply_to(self, request_id: JSONValue) -> JSONObject:
+        key = json.dumps(request_id)
+        with trio.fail_after(REPLY_TIMEOUT_S):
+            while key not in self._replies:
+                message = await self.read_message()
+                assert message is not None, "server closed before replying"
+                if "id" in message and "method" not in message:
+                    self._replies[json.dumps(message["id"])] = message
+                else:
+                    self.notifications.append(message)
+        return self._replies.pop(key)
+
+    async def request(
+        self, method: str, params: JSONValue | None = None, *, request_id: JSONValue = None
+    ) -> JSONObject:
+        if request_id is None:
+            self._next_id += 1
+            request_id = self._next_id
+        message: JSONObject = {"jsonrpc": "2.0", "id": request_id, "method": method}
+        if params is not None:
+            message["params"] = params
+        await self.send(message)
+        return await self.reply_to(request_id)
+
+    async def notify(self, method: str, params: JSONValue | None = None) -> None:
+        message: JSONObject = {"jsonrpc": "2.0", "method": method}
+        if params is not None:
+            message["params"] = params
+        await self.send(message)
+
+    async def wait_notification(self, method: str, **match: JSONValue) -> JSONObject:
+        with trio.fail_after(REPLY_TIMEOUT_S):
+            while True:
+                for note in self.notifications:
+                    params = note.get("params")
+                    if note["method"] == method and isinstance(params, dict) and all(
+                        params.get(k) == v for k, v in match.items()
+                    ):
+                        self.notifications.remove(note)
+                        return note
+                message = await self.read_message()
+                assert message is not None, "server closed"
+                if "method" in message and "id" not in message:
+                    self.notifications.append(message)
+                else:
+                    self._replies[json.dumps(message.get("id"))] = message
+
+    async def initialize(self, **options: JSONValue) -> JSONObject:
+        params: JSONObject = {"processId": os.getpid(), "capabilities": {}}
+        if options:
+            params["initializationOptions"] = dict(options)
+        reply = await self.request("initialize", params)
+        result = reply["result"]
+        assert isinstance(result, dict)
+        await self.notify("initialized", {})
+        return result
+
+    async def wait_exit(self) -> int:
+        with trio.fail_after(REPLY_TIMEOUT_S):
+            while await self.read_message() is not None:
+                pass
+            return await self.process.wait()
+
+
+@pytest.fixture
+async def client() -> AsyncIterator[Client]:
+    process = await trio.lowlevel.open_process(
+        [PY, "-m", "supervisor", "serve"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+    )
+    try:
+        yield Client(process)
+    finally:
+        with trio.CancelScope(shield=True):
+            if process.returncode is None:
+                with trio.move_on_after(10):
+                    if process.stdin is not None:
+                        await process.stdin.aclose()
+                    await process.wait()
+            if process.returncode is None:
+                process.kill()
+                await process.wait()
+
+
+async def test_handshake_and_requests_before_initialize(client: Client) -> None:
+    early = await client.request("core.ping", {})
+    assert early["error"]["code"] == -32002  # type: ignore[index]
+    await client.notify("job.cancel", {"jobId": "x"})  # dropped before initialize
+    result = await client.initialize()
+    assert result["protocol"] == 1
+    server_info = result["serverInfo"]
+    assert isinstance(server_info, dict)
+    assert server_info["name"] == "trio-process-supervisor"
+    assert isinstance(server_info["version"], str)
+    commands = result["commands"]
+    assert isinstance(commands, list)
+    assert {"core.ping", "process.run", "job.start", "job.cancel", "job.list"} <= set(commands)
+    again = await client.request("initialize", {"capabilities": {}})
+    assert again["error"]["code"] == -32600  # type: ignore[index]
+    ping = await client.request("core.ping", {}, request_id="string-id")
+    assert ping["id"] == "string-id"
+    assert ping["result"]["protocolVersion"] == 1  # type: ignore[index]
+    assert (await client.request("shutdown"))["result"] is None
+    await client.notify("exit")
+    assert await client.wait_exit() == 0
+
+
+async def test_command_errors_carry_the_core_code(client: Client) -> None:
+    await client.initialize()
+    unknown = await client.request("no.such.method", {})
+    assert unknown["error"]["code"] == -32601  # type: ignore[index]
+    assert unknown["error"]["data"]["code"] == "not_supported"  # type: ignore[index]
+    bad = await client.request("process.run", {"argv": []})
+    assert bad["error"]["data"]["code"] == "invalid_request"  # type: ignore[index]
+    missing = await client.request("process.run", {"argv": ["/no/such/program"]})
+    error = missing["error"]
+    assert isinstance(error, dict)
+    assert error["data"]["code"] == "launch_failed"  # type: ignore[index]
+    assert "/no/such/program" in str(error["message"])
+    ran = await client.request("process.run", {"argv": [PY, "-c", "print('hi')"]})
+    assert ran["result"]["stdout"] == "hi\n"  # type: ignore[index]
+    assert (await client.request("shutdown"))["result"] is None
+    await client.notify("exit")
+    assert await client.wait_exit() == 0
+
+
+async def test_garbage_body_gets_parse_error_and_server_goes_on(client: Client) -> None:
+    await client.initialize()
+    await client.send_raw(b"Content-Length: 9\r\n\r\nnot json!")
+    parse_error = await client.reply_to(None)
+    assert parse_error["error"]["code"] == -32700  # type: ignore[index]
+    pong = await client.request("core.ping", {})
+    assert "result" in pong
+    await client.request("shutdown")
+    await client.notify("exit")
+    assert await client.wait_exit() == 0
+
+
+async def test_cancel_request_answers_32800_and_ends_the_process(
+    client: Client, tmp_path: os.PathLike[str]
+) -> None:
+    await client.initialize()
+    pid_file = os.path.join(tmp_path, "pid")
+    script = f"import os, time; open({pid_file!r}, 'w').write(str(os.getpid())); time.sleep(60)"
+    await client.send(
+        {"jsonrpc": "2.0", "id": 77, "method": "process.run", "params": {"argv": [PY, "-c", script]}}
+    )
+    with trio.fail_after(REPLY_TIMEOUT_S):
+        while _read_pid(pid_file) is None:
+            await trio.sleep(0.02)
+    await client.notify("$/cancelRequest", {"id": 77})
+    reply = await client.reply_to(77)
+    assert reply["error"]["code"] == -32800  # type: ignore[index]
+    pid = _read_pid(pid_file)
+    assert pid is not None
+    with trio.fail_after(10):
+        while not _gone(pid):
+            await trio.sleep(0.02)
+    await client.request("shutdown")
+    await client.notify("exit")
+    assert await client.wait_exit() == 0
+
+
+async def test_jobs_push_notifications_and_shutdown_waits(
+    client: Client, tmp_path: os.PathLike[str]
+) -> None:
+    await client.initialize()
+    job = await client.request(
+        "job.start",
+        {"kind": "build", "root": str(tmp_path), "argv": [PY, "-c", "print('compiled')"]},
+    )
+    job_id = job["result"]["jobId"]  # type: ignore[index]
+    started = await client.wait_notification("job.started", jobId=job_id)
+    assert started["params"]["kind"] == "build"  # type: ignore[index]
+    finished = await client.wait_notification("job.finished", jobId=job_id)
+    assert finished["params"]["status"] == "ok"  # type: ignore[index]
+    # A request in flight when shutdown arrives is answered before shutdown is.
+    await client.send(
+        {"jsonrpc": "2.0", "id": 5, "method": "process.run",
+         "params": {"argv": [PY, "-c", "import time; time.sleep(0.5); print('late')"]}}
+    )
+    await client.send({"jsonrpc": "2.0", "id": 6, "method": "shutdown"})
+    order: list[JSONValue] = []
+    with trio.fail_after(REPLY_TIMEOUT_S):
+        while len(order) < 2:
+            message = await client.read_message()
+            assert message is not None
+            if "id" in message:
+                order.append(message["id"])
+                if message["id"] == 5:
+                    assert message["result"]["stdout"] == "late\n"  # type: ignore[index]
+    assert order == [5, 6]
+    after = await client.request("core.ping", {})
+    assert after["error"]["code"] == -32600  # type: ignore[index]
+    await client.notify("exit")
+    assert await client.wait_exit() == 0
+
+
+async def test_untrusted_workspace_denies_build(client: Client, tmp_path: os.PathLike[str]) -> None:
+    await client.initialize(trusted=False)
+    job = await client.request(
+        "job.start", {"kind": "build", "root": str(tmp_path), "argv": [PY, "-c", "pass"]}
+    )
+    job_id = job["result"]["jobId"]  # type: ignore[index]
+    finished = await client.wait_notification("job.finished", jobId=job_id)
+    assert finished["params"]["status"] == "denied"  # type: ignore[index]
+    await client.request("shutdown")
+    await client.notify("exit")
+    assert await client.wait_exit() == 0
+
+
+async def test_exit_without_shutdown_is_1(client: Client) -> None:
+    await client.initialize()
+    await client.notify("exit")
+    assert await client.wait_exit() == 1
+
+
+async def test_end_of_input_cleans_up_and_exits_1(
+    client: Client, tmp_path: os.PathLike[str]
+) -> None:
+    await client.initialize()
+    pid_file = os.path.join(tmp_path, "pid")
+    script = f"import os, time; open({pid_file!r}, 'w').write(str(os.getpid())); time.sleep(60)"
+    await client.request(
+        "job.start", {"kind": "test", "root": str(tmp_path), "argv": [PY, "-c", script]}
+    )
+    with trio.fail_after(REPLY_TIMEOUT_S):
+        while _read_pid(pid_file) is None:
+            await trio.sleep(0.02)
+    await client.close_stdin()
+    assert await client.wait_exit() == 1
+    pid = _read_pid(pid_file)
+    assert pid is not None
+    assert _gone(pid)
+
+
+async def test_broken_header_ends_the_session(client: Client) -> None:
+    await client.initialize()
+    await client.send_raw(b"Content-Length: banana\r\n\r\n{}")
+    assert await client.wait_exit() == 1
+
+
+async def test_sigterm_cleans_up_and_exits_143(
+    client: Client, tmp_path: os.PathLike[str]
+) -> None:
+    await client.initialize()
+    pid_file = os.path.join(tmp_path, "pid")
+    script = f"import os, time; open({pid_file!r}, 'w').write(str(os.getpid())); time.sleep(60)"
+    await client.send(
+        {"jsonrpc": "2.0", "id": 3, "method": "process.run", "params": {"argv": [PY, "-c", script]}}
+    )
+    with trio.fail_after(REPLY_TIMEOUT_S):
+        while _read_pid(pid_file) is None:
+            await trio.sleep(0.02)
+    client.process.terminate()
+    with trio.fail_after(REPLY_TIMEOUT_S):
+        assert await client.process.wait() == 143
+    pid = _read_pid(pid_file)
+    assert pid is not None
+    assert _gone(pid)
