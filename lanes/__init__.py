@@ -1,5 +1,46 @@
-"""lanes package."""
+"""Job lanes: one job at a time per project root, as a pure policy plus a thin Trio driver.
+
+The lane policy (:class:`LanePolicy`) decides; the driver (:class:`Lanes`) runs each job through
+the :class:`JobRunner` it is given, so this package never imports ``supervisor``.
+"""
 
 from __future__ import annotations
 
-__all__: tuple[str, ...] = ()
+from ._driver import (
+    Job as Job,
+    JobRunner as JobRunner,
+    Lanes as Lanes,
+    LanesStatistics as LanesStatistics,
+    open_lanes as open_lanes,
+)
+from ._policy import (
+    CancelRunning as CancelRunning,
+    FinishQueued as FinishQueued,
+    JobKind as JobKind,
+    JobState as JobState,
+    JobStatus as JobStatus,
+    LaneAction as LaneAction,
+    LanePolicy as LanePolicy,
+    StartJob as StartJob,
+    normalize_root as normalize_root,
+)
+from ._request import JobRequest as JobRequest, parse_job_start as parse_job_start
+
+__all__ = (
+    "CancelRunning",
+    "FinishQueued",
+    "Job",
+    "JobKind",
+    "JobRequest",
+    "JobRunner",
+    "JobState",
+    "JobStatus",
+    "LaneAction",
+    "LanePolicy",
+    "Lanes",
+    "LanesStatistics",
+    "StartJob",
+    "normalize_root",
+    "open_lanes",
+    "parse_job_start",
+)

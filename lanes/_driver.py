@@ -1,0 +1,714 @@
+"""The Trio driver of the job lanes: it carries out what :class:`LanePolicy` decides.
+
+Contract (docs/architecture.md "lanes/", issue 2 section 6, DESIGN.md "cancel-scope tree")::
+
+    Lanes nursery                 (Lanes.run)
+    `- job task                   one per running job, at most one per lane
+       |- output flusher          coalesces job.output
+       `- job cancel scope        deadline = start + timeout_ms -> runner(job, emit_output)
+
+The driver never runs a process itself: it calls the :class:`JobRunner` it is given (the
+supervisor plugs in one that runs ``job.request.argv`` as a process tree). Notifications go to
+the synchronous ``on_event(method, params)`` callback, in order, wire-shaped:
+
+- ``job.started {jobId, kind, root, argv}``, only for jobs that start;
+- ``job.output {jobId, stream, text}``, coalesced per job and stream and bounded (see
+  :class:`Lanes`); past the cap one notice ``{jobId, stream, text, droppedBytes}`` at job end;
+- ``job.finished {jobId, kind, root, status, exitCode, signal, timedOut, durationMs}`` (plus
+  ``error`` when the runner raised): exactly once per job, after all of its ``job.output``.
+
+Where the line between "the job failed" and "a bug" is drawn: an ``Exception`` raised out of
+the runner call is the job's failure (status ``failed``, its message in ``error``) and the
+lane goes on; that includes a runner misusing ``emit_output``. Anything else propagates to the
+lanes' nursery and ends the lanes: a ``BaseException`` other than the job's own cancellation,
+an exception raised by ``on_event`` (the host's bug), and any exception in the driver itself
+(ours), as trio's "exceptions always propagate".
+"""
+
+from __future__ import annotations
+
+import enum
+import math
+from collections import deque
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Protocol, final
+
+import trio
+
+from ._policy import (
+    CancelRunning,
+    FinishQueued,
+    JobState,
+    JobStatus,
+    LaneAction,
+    LanePolicy,
+    StartJob,
+)
+from ._request import JobRequest
+
+if TYPE_CHECKING:
+    from collections.abc import AsyncIterator, Callable
+
+    from protocol import JSONObject
+
+__all__ = ("Job", "JobRunner", "Lanes", "LanesStatistics", "open_lanes")
+
+#: Default bound of one ``job.output`` event's text, and the pending size that flushes at once.
+DEFAULT_MAX_OUTPUT_EVENT_BYTES = 64 * 1024
+#: Default cap of the output forwarded per job and stream (UTF-8 bytes).
+DEFAULT_MAX_OUTPUT_BYTES = 1024 * 1024
+#: Default delay after the first pending output before it is flushed (milliseconds).
+DEFAULT_OUTPUT_FLUSH_MS = 50
+#: Default number of finished jobs that :meth:`Lanes.list_jobs` still reports.
+DEFAULT_KEEP_FINISHED = 64
+
+_STREAMS = ("stdout", "stderr")
+
+
+def _cut_utf8(data: bytes | memoryview, limit: int) -> int:
+    """The largest length <= ``limit`` that ends ``data`` on a character boundary."""
+    if len(data) <= limit:
+        return len(data)
+    end = limit
+    # A UTF-8 continuation byte is 0b10xxxxxx: step back to the start of its character.
+    while end > 0 and (data[end] & 0xC0) == 0x80:
+        end -= 1
+    return end
+
+
+def _encode(text: str) -> bytes:
+    # surrogatepass: a runner that decoded with surrogateescape still round-trips exactly.
+    return text.encode("utf-8", "surrogatepass")
+
+
+def _decode(data: bytes | memoryview) -> str:
+    return bytes(data).decode("utf-8", "surrogatepass")
+
+
+class JobRunner(Protocol):
+    """Runs one job to completion; the driver owns its deadline and its cancellation.
+
+    The runner runs ``job.request.argv`` (no shell), calls ``emit_output(stream, text)`` with
+    ``stream`` ``"stdout"`` or ``"stderr"`` and decoded text as output arrives, and sets
+    ``job.exit_code`` / ``job.signal`` before it returns. It never applies the job's timeout
+    itself: it is called inside the job's cancel scope, whose deadline is the timeout.
+
+    **Cancellation:** on ``trio.Cancelled`` (cancel, supersede, deadline, or the lanes ending)
+    the runner ends its process tree (shielded, bounded) and lets ``trio.Cancelled``
+    propagate. ``emit_output`` may be called while cancelled; it never blocks.
+    """
+
+    async def __call__(self, job: Job, emit_output: Callable[[str, str], None]) -> None:
+        """Run ``job``; see the class docstring."""
+
+
+@final
+class Job:
+    """One job: its request, and the outcome the runner and the driver record.
+
+    :class:`Lanes` creates the jobs; the constructor is public so that a runner can be tested
+    on its own. The runner sets :attr:`exit_code` and :attr:`signal`; everything else is
+    read-only and maintained by the driver.
+
+    Args:
+        job_id: The job's id (``"job-1"``, ...).
+        request: What to run and on which lane.
+    """
+
+    def __init__(self, job_id: str, request: JobRequest) -> None:
+        self.id = job_id
+        self.request = request
+        #: The main process's exit code, set by the runner; None if it never exited normally.
+        self.exit_code: int | None = None
+        #: The number of the signal that ended the main process, set by the runner, or None.
+        self.signal: int | None = None
+        self._state = JobState.QUEUED
+        self._status: JobStatus | None = None
+        self._timed_out = False
+        self._error: str | None = None
+        self._started_at: float | None = None
+        self._duration_ms = 0
+        # Set by cancel/supersede/close: the status the job ends with, whatever the runner does.
+        self._cancel_status: JobStatus | None = None
+        self._scope: trio.CancelScope | None = None
+        self._output: _JobOutput | None = None
+
+    @property
+    def state(self) -> JobState:
+        """``queued``, ``running`` or ``finished``."""
+        return self._state
+
+    @property
+    def status(self) -> JobStatus | None:
+        """How the job ended, or None while it has not finished."""
+        return self._status
+
+    @property
+    def timed_out(self) -> bool:
+        """True when the job ended ``failed`` because its deadline passed."""
+        return self._timed_out
+
+    @property
+    def error(self) -> str | None:
+        """The exception the runner raised (``"TypeName: message"``), or None."""
+        return self._error
+
+    @property
+    def duration_ms(self) -> int:
+        """Milliseconds from start to finish (Trio clock); 0 for a job that never started."""
+        return self._duration_ms
+
+    def __repr__(self) -> str:
+        return (
+            f"<Job {self.id} {self.request.kind.value} {self.request.root!r}"
+            f" {self._state.value}{' ' + self._status.value if self._status else ''}>"
+        )
+
+
+class _JobOutput:
+    """Coalesces one job's output into bounded ``job.output`` events.
+
+    Pending output is kept as encoded bytes per stream (insertion order of the dict = the
+    order in which streams got pending data, which is the order they are flushed in). It is
+    flushed when a stream holds ``max_event_bytes`` or more, ``flush_s`` after the first
+    pending write, and at job end. Accepted bytes per stream are capped at ``max_bytes``
+    (pending bytes included, so memory stays bounded); the rest is counted and dropped.
+    """
+
+    def __init__(
+        self,
+        job_id: str,
+        notify: Callable[[str, JSONObject], None],
+        *,
+        max_event_bytes: int,
+        max_bytes: int,
+        flush_s: float,
+    ) -> None:
+        self._job_id = job_id
+        self._notify = notify
+        self._max_event_bytes = max_event_bytes
+        self._max_bytes = max_bytes
+        self._flush_s = flush_s
+        self._pending: dict[str, list[bytes]] = {}
+        self._pending_bytes = dict.fromkeys(_STREAMS, 0)
+        self._accepted = dict.fromkeys(_STREAMS, 0)
+        self._dropped = dict.fromkeys(_STREAMS, 0)
+        self._closed = False
+        self._have_data = trio.Event()
+        self._urgent = trio.Event()
+
+    def emit(self, stream: str, text: str) -> None:
+        """The ``emit_output`` callable given to the runner; never blocks.
+
+        Raises:
+            ValueError: ``stream`` is not ``"stdout"`` or ``"stderr"``.
+            TypeError: ``text`` is not a ``str``.
+            RuntimeError: The job has already finished.
+        """
+        if stream not in _STREAMS:
+            raise ValueError(f"stream must be 'stdout' or 'stderr', not {stream!r}")
+        if not isinstance(text, str):
+            raise TypeError(f"text must be a str, not {type(text).__name__}")
+        if self._closed:
+            raise RuntimeError(f"job {self._job_id} has finished; its output is closed")
+        if not text:
+            return
+        data = _encode(text)
+        room = self._max_bytes - self._accepted[stream]
+        if len(data) > room:
+            keep = _cut_utf8(data, max(room, 0))
+            self._dropped[stream] += len(data) - keep
+            data = data[:keep]
+            if not data:
+                return
+        self._accepted[stream] += len(data)
+        self._pending.setdefault(stream, []).append(data)
+        self._pending_bytes[stream] += len(data)
+        self._have_data.set()
+        if self._pending_bytes[stream] >= self._max_event_bytes:
+            self._urgent.set()
+
+    async def flush_loop(self) -> None:
+        """Flush pending output ``flush_s`` after it appears, or at once past the size bound."""
+        while True:
+            await self._have_data.wait()
+            with trio.move_on_after(self._flush_s):
+                await self._urgent.wait()
+            # No checkpoint from here to the end of flush(): no emit can slip in between.
+            self._have_data = trio.Event()
+            self._urgent = trio.Event()
+            self.flush()
+
+    def flush(self) -> None:
+        """Send every pending byte as ``job.output`` events of at most ``max_event_bytes``."""
+        pending, self._pending = self._pending, {}
+        for stream, parts in pending.items():
+            self._pending_bytes[stream] = 0
+            view = memoryview(b"".join(parts))
+            while view:
+                size = _cut_utf8(view, self._max_event_bytes)
+                self._notify(
+                    "job.output",
+                    {"jobId": self._job_id, "stream": stream, "text": _decode(view[:size])},
+                )
+                view = view[size:]
+
+    def close(self) -> None:
+        """Flush, send one notice per stream that dropped output, and refuse further output."""
+        self._closed = True
+        self.flush()
+        for stream in _STREAMS:
+            dropped = self._dropped[stream]
+            if dropped:
+                self._notify(
+                    "job.output",
+                    {
+                        "jobId": self._job_id,
+                        "stream": stream,
+                        "text": (
+                            f"\n[supervisor: {dropped} bytes of {stream} dropped: the"
+                            f" {self._max_bytes}-byte output cap was reached]\n"
+                        ),
+                        "droppedBytes": dropped,
+                    },
+                )
+
+
+@dataclass(frozen=True, slots=True)
+class LanesStatistics:
+    """A snapshot of the lanes (trio's ``statistics()`` convention).
+
+    Attributes:
+        queued: Jobs waiting in a lane.
+        running: Jobs whose runner is running (including ones being cancelled).
+        finished: Jobs finished since the lanes started (any status, including denied).
+        peak_queued: The largest ``queued`` seen so far.
+        lanes: Lanes with a queued or running job.
+    """
+
+    queued: int
+    running: int
+    finished: int
+    peak_queued: int
+    lanes: int
+
+
+class _Phase(enum.Enum):
+    NEW = "new"
+    RUNNING = "running"
+    CLOSING = "closing"
+    CLOSED = "closed"
+
+
+class Lanes(trio.abc.AsyncResource):
+    """Per-project job lanes run by Trio: one job at a time per project root.
+
+    Use ``async with open_lanes(runner, on_event=...) as lanes:``, or build one and
+    ``await nursery.start(lanes.run)``. Scheduling follows :class:`LanePolicy`.
+
+    Output is coalesced per job and stream: a ``job.output`` event carries at most
+    ``max_output_event_bytes`` of UTF-8 text (cut on a character boundary); pending output is
+    sent ``output_flush_ms`` after it appears, at once when a stream holds
+    ``max_output_event_bytes``, and at job end. Each job forwards at most ``max_output_bytes``
+    per stream; the rest is dropped and counted, and one notice per stream (``droppedBytes``)
+    follows at job end. stdout and stderr are coalesced separately, so their relative order
+    is kept only at flush granularity.
+
+    Args:
+        runner: Runs one job (see :class:`JobRunner`).
+        on_event: Called synchronously, in order, with ``(method, params)`` for every
+            ``job.started``, ``job.output`` and ``job.finished``. It may be called from within
+            :meth:`start_job`, :meth:`cancel_job` and :meth:`aclose` (``job.started`` of a job
+            that starts at once; ``job.finished`` of a job that never started: denied,
+            replaced, cancelled while waiting), so a host that must answer ``job.start``
+            before sending notifications should queue them. It must not block or raise; an
+            exception from it is a bug: it propagates out of the call that made it (or out
+            of the lanes' nursery, ending the lanes).
+        trusted: False declares the workspace untrusted: ``build`` and ``test`` end ``denied``.
+        max_output_event_bytes: Bound of one event's text in bytes (>= 4, default 64 KiB).
+        max_output_bytes: Output forwarded per job and stream in bytes (>= 0, default 1 MiB).
+        output_flush_ms: Delay in milliseconds before pending output is sent (>= 0, default
+            50).
+        keep_finished: How many finished jobs :meth:`list_jobs` still reports (>= 0, default
+            64); memory stays bounded however many jobs run.
+
+    Raises:
+        ValueError: A bound is out of range.
+    """
+
+    def __init__(
+        self,
+        runner: JobRunner,
+        *,
+        on_event: Callable[[str, JSONObject], None],
+        trusted: bool = True,
+        max_output_event_bytes: int = DEFAULT_MAX_OUTPUT_EVENT_BYTES,
+        max_output_bytes: int = DEFAULT_MAX_OUTPUT_BYTES,
+        output_flush_ms: int = DEFAULT_OUTPUT_FLUSH_MS,
+        keep_finished: int = DEFAULT_KEEP_FINISHED,
+    ) -> None:
+        if max_output_event_bytes < 4:
+            # Below 4 bytes a single UTF-8 character might not fit in an event.
+            raise ValueError("max_output_event_bytes must be at least 4")
+        if max_output_bytes < 0:
+            raise ValueError("max_output_bytes must not be negative")
+        if output_flush_ms < 0:
+            raise ValueError("output_flush_ms must not be negative")
+        if keep_finished < 0:
+            raise ValueError("keep_finished must not be negative")
+        self._runner = runner
+        self._on_event = on_event
+        self._trusted = trusted
+        self._max_output_event_bytes = max_output_event_bytes
+        self._max_output_bytes = max_output_bytes
+        self._output_flush_s = output_flush_ms / 1000
+        self._phase = _Phase.NEW
+        self._nursery: trio.Nursery | None = None
+        self._lanes: dict[str, LanePolicy] = {}
+        self._jobs: dict[str, Job] = {}  # unfinished jobs, in submission order
+        self._recent: deque[Job] = deque(maxlen=keep_finished)
+        self._next_number = 1
+        self._queued = 0
+        self._running = 0
+        self._finished = 0
+        self._peak_queued = 0
+        self._idle = trio.Event()
+        self._idle.set()
+        self._close_requested = trio.Event()
+        self._done = trio.Event()
+
+    # -- configuration and queries -------------------------------------------------------
+
+    @property
+    def trusted(self) -> bool:
+        """Whether the workspace is trusted; settable (it applies to jobs started later)."""
+        return self._trusted
+
+    @trusted.setter
+    def trusted(self, value: bool) -> None:
+        self._trusted = bool(value)
+
+    def statistics(self) -> LanesStatistics:
+        """Return a snapshot of the queued, running and finished counts."""
+        return LanesStatistics(
+            queued=self._queued,
+            running=self._running,
+            finished=self._finished,
+            peak_queued=self._peak_queued,
+            lanes=len(self._lanes),
+        )
+
+    def list_jobs(self) -> list[JSONObject]:
+        """Return the unfinished jobs and the last ``keep_finished`` finished ones.
+
+        Returns:
+            ``[{id, kind, root, state}]`` in submission order (``mcpp-ide/job/list``); a
+            finished job also has ``status``.
+        """
+        jobs = sorted(
+            [*self._recent, *self._jobs.values()], key=lambda job: int(job.id.rpartition("-")[2])
+        )
+        listed: list[JSONObject] = []
+        for job in jobs:
+            entry: JSONObject = {
+                "id": job.id,
+                "kind": job.request.kind.value,
+                "root": job.request.root,
+                "state": job.state.value,
+            }
+            if job.status is not None:
+                entry["status"] = job.status.value
+            listed.append(entry)
+        return listed
+
+    # -- commands ------------------------------------------------------------------------
+
+    def start_job(self, request: JobRequest) -> str:
+        """Queue a job on its lane (and start it at once if the lane is free).
+
+        Args:
+            request: The job; its normalized ``root`` names the lane.
+
+        Returns:
+            The new job's id, unique for these lanes (``"job-1"``, ``"job-2"``, ...).
+
+        Raises:
+            TypeError: ``request`` is not a :class:`JobRequest`.
+            RuntimeError: The lanes are not running (before :meth:`run` started, or after
+                :meth:`aclose`).
+        """
+        if not isinstance(request, JobRequest):
+            raise TypeError(f"request must be a JobRequest, not {type(request).__name__}")
+        if self._phase is not _Phase.RUNNING:
+            raise RuntimeError(f"the lanes are {self._phase.value}: they accept no job")
+        job_id = f"job-{self._next_number}"
+        self._next_number += 1
+        job = Job(job_id, request)
+        self._jobs[job_id] = job
+        self._queued += 1
+        if self._idle.is_set():
+            self._idle = trio.Event()
+        lane = self._lanes.get(request.root)
+        if lane is None:
+            lane = self._lanes[request.root] = LanePolicy(request.root)
+        actions = lane.submit(
+            job_id, request.kind, supersede=request.supersede, trusted=self._trusted
+        )
+        self._execute(lane, actions)
+        self._peak_queued = max(self._peak_queued, self._queued)
+        return job_id
+
+    def cancel_job(self, job_id: str) -> bool:
+        """Cancel a queued or running job; it ends ``cancelled``.
+
+        A queued job ends at once (its ``job.finished`` is sent before this returns); a
+        running job's scope is cancelled and it ends when its runner has cleaned up.
+
+        Args:
+            job_id: The job's id.
+
+        Returns:
+            True if the job was queued or running and is now cancelled; False for an unknown
+            or finished job, or a running one already being cancelled or superseded.
+        """
+        job = self._jobs.get(job_id)
+        if job is None:
+            return False
+        lane = self._lanes[job.request.root]
+        actions = lane.cancel(job_id, JobStatus.CANCELLED)
+        self._execute(lane, actions)
+        return bool(actions)
+
+    async def wait_idle(self) -> None:
+        """Wait until no job is queued or running (every started job has sent job.finished).
+
+        **Cancellation:** safe to cancel; nothing is lost.
+        """
+        if not self._jobs:
+            await trio.lowlevel.checkpoint()
+            return
+        while self._jobs:
+            await self._idle.wait()
+
+    async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        """Run the lanes until :meth:`aclose`: every job task lives in this call's nursery.
+
+        Works with ``await nursery.start(lanes.run)``, which returns once jobs can be started.
+        Returns after :meth:`aclose` once every job has finished.
+
+        **Cancellation:** cancelling this call cancels every running job (each runner cleans
+        up its process tree), ends every job ``cancelled`` (each still gets its one
+        ``job.finished``) and closes the lanes.
+
+        Raises:
+            RuntimeError: ``run`` was already called, or the lanes were closed before it.
+        """
+        if self._phase is not _Phase.NEW:
+            raise RuntimeError("Lanes.run can only be called once, before aclose()")
+        self._phase = _Phase.RUNNING
+        try:
+            async with trio.open_nursery() as nursery:
+                self._nursery = nursery
+                task_status.started()
+                await self._close_requested.wait()
+                # aclose() has cancelled every job; the nursery now waits for their cleanup.
+        finally:
+            # Reached normally after aclose(), or when cancelled from outside: jobs still
+            # waiting end now (running ones ended in their own tasks).
+            self._close_all()
+            self._phase = _Phase.CLOSED
+            self._nursery = None
+            self._done.set()
+
+    async def aclose(self) -> None:
+        """Close the lanes: cancel every queued and running job (``cancelled``), then wait.
+
+        Idempotent; a second call waits for the first one's cleanup. Every job is cancelled
+        before the first checkpoint, so even a cancelled ``aclose`` leaves nothing to start;
+        it then waits until every runner has cleaned up. Do not call it from inside a runner
+        (it would wait for itself).
+
+        **Cancellation:** if cancelled while waiting, the jobs are already cancelled and
+        finish in the lanes' nursery; ``trio.Cancelled`` propagates.
+        """
+        if self._phase is _Phase.NEW:
+            self._phase = _Phase.CLOSED
+            self._done.set()
+        elif self._phase is _Phase.RUNNING:
+            self._phase = _Phase.CLOSING
+            self._close_all()
+            self._close_requested.set()
+        await self._done.wait()
+
+    # -- the driver ----------------------------------------------------------------------
+
+    def _notify(self, method: str, params: JSONObject) -> None:
+        self._on_event(method, params)
+
+    def _close_all(self) -> None:
+        for lane in list(self._lanes.values()):
+            self._execute(lane, lane.cancel_all(JobStatus.CANCELLED))
+
+    def _execute(self, lane: LanePolicy, actions: list[LaneAction]) -> None:
+        for action in actions:
+            job = self._jobs.get(action.job_id)
+            if job is None:
+                # Only after a job task ended by an exception (finished in its own task).
+                continue
+            if isinstance(action, StartJob):
+                assert self._nursery is not None  # jobs start only while running
+                job._state = JobState.RUNNING
+                job._started_at = trio.current_time()
+                self._queued -= 1
+                self._running += 1
+                # Sent here rather than in the job's task, so that job.started events come in
+                # the order the policy started the jobs (trio shuffles new tasks).
+                self._notify(
+                    "job.started",
+                    {
+                        "jobId": job.id,
+                        "kind": job.request.kind.value,
+                        "root": job.request.root,
+                        "argv": list(job.request.argv),
+                    },
+                )
+                self._nursery.start_soon(self._run_job, lane, job, name=f"lanes {job.id}")
+            elif isinstance(action, CancelRunning):
+                job._cancel_status = action.status
+                if job._scope is not None:
+                    job._scope.cancel()
+            else:
+                assert isinstance(action, FinishQueued)
+                self._finish(job, action.status)
+        if lane.idle and self._lanes.get(lane.root) is lane:
+            del self._lanes[lane.root]
+
+    async def _run_job(self, lane: LanePolicy, job: Job) -> None:
+        request = job.request
+        assert job._started_at is not None  # set by StartJob
+        output = job._output = _JobOutput(
+            job.id,
+            self._notify,
+            max_event_bytes=self._max_output_event_bytes,
+            max_bytes=self._max_output_bytes,
+            flush_s=self._output_flush_s,
+        )
+        deadline = math.inf
+        if request.timeout_ms is not None:
+            deadline = job._started_at + request.timeout_ms / 1000
+        scope = job._scope = trio.CancelScope(deadline=deadline)
+        if job._cancel_status is not None:
+            # Cancelled between StartJob and this task's first step.
+            scope.cancel()
+        error: str | None = None
+        try:
+            async with trio.open_nursery() as output_nursery:
+                output_nursery.start_soon(output.flush_loop)
+                # The try sits outside the scope so that the scope first strips its own
+                # Cancelled out of any exception group the runner raises.
+                try:
+                    with scope:
+                        await self._runner(job, output.emit)
+                except Exception as exc:
+                    error = f"{type(exc).__name__}: {exc}"
+                output_nursery.cancel_scope.cancel()
+        except BaseException:
+            # Cancelled from outside (the lanes are ending) or a bug on its way out: the job
+            # still finishes exactly once, then the exception goes on.
+            job._scope = None
+            self._finish(job, job._cancel_status or JobStatus.CANCELLED)
+            # The lanes' nursery is ending either way: close now so that no queued job of
+            # this lane starts behind a job its policy still counts as running.
+            if self._phase is _Phase.RUNNING:
+                self._phase = _Phase.CLOSING
+            self._close_all()
+            raise
+        job._scope = None
+        timed_out = job._cancel_status is None and scope.cancel_called
+        if job._cancel_status is not None:
+            status = job._cancel_status
+        elif timed_out or error is not None or job.exit_code != 0:
+            status = JobStatus.FAILED
+        else:
+            status = JobStatus.OK
+        self._finish(job, status, timed_out=timed_out, error=error)
+        self._execute(lane, lane.job_ended(job.id))
+
+    def _finish(
+        self,
+        job: Job,
+        status: JobStatus,
+        *,
+        timed_out: bool = False,
+        error: str | None = None,
+    ) -> None:
+        assert job.state is not JobState.FINISHED, job
+        if job.state is JobState.RUNNING:
+            self._running -= 1
+        else:
+            self._queued -= 1
+        if job._started_at is not None:
+            job._duration_ms = round((trio.current_time() - job._started_at) * 1000)
+        job._state = JobState.FINISHED
+        job._status = status
+        job._timed_out = timed_out
+        job._error = error
+        del self._jobs[job.id]
+        self._recent.append(job)
+        self._finished += 1
+        if job._output is not None:
+            job._output.close()
+        params: JSONObject = {
+            "jobId": job.id,
+            "kind": job.request.kind.value,
+            "root": job.request.root,
+            "status": status.value,
+            "exitCode": job.exit_code,
+            "signal": job.signal,
+            "timedOut": timed_out,
+            "durationMs": job.duration_ms,
+        }
+        if error is not None:
+            params["error"] = error
+        self._notify("job.finished", params)
+        if not self._jobs:
+            self._idle.set()
+
+
+@asynccontextmanager
+async def open_lanes(
+    runner: JobRunner,
+    *,
+    on_event: Callable[[str, JSONObject], None],
+    trusted: bool = True,
+    max_output_event_bytes: int = DEFAULT_MAX_OUTPUT_EVENT_BYTES,
+    max_output_bytes: int = DEFAULT_MAX_OUTPUT_BYTES,
+    output_flush_ms: int = DEFAULT_OUTPUT_FLUSH_MS,
+    keep_finished: int = DEFAULT_KEEP_FINISHED,
+) -> AsyncIterator[Lanes]:
+    """Run :class:`Lanes` for the body of an ``async with`` block.
+
+    The arguments are those of :class:`Lanes`. Leaving the block (normally or by an
+    exception) calls :meth:`Lanes.aclose`: every job still queued or running ends
+    ``cancelled`` and its runner has cleaned up before the block exits.
+
+    **Cancellation:** cancelling the block cancels every job, as :meth:`Lanes.run` says.
+    """
+    lanes = Lanes(
+        runner,
+        on_event=on_event,
+        trusted=trusted,
+        max_output_event_bytes=max_output_event_bytes,
+        max_output_bytes=max_output_bytes,
+        output_flush_ms=output_flush_ms,
+        keep_finished=keep_finished,
+    )
+    async with trio.open_nursery() as nursery:
+        await nursery.start(lanes.run)
+        try:
+            yield lanes
+        finally:
+            # Unshielded on purpose: if this is cancelled, the nursery still waits for run(),
+            # which returns only once every job has finished.
+            await lanes.aclose()

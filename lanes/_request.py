@@ -1,0 +1,243 @@
+"""A job request, and the strict parser of the wire ``job.start`` payload.
+
+Contract (issue 2 section 6): ``job.start {kind, root, argv, cwd?, env?, timeoutMilliseconds?,
+supersede?}``. Parsing is all-or-nothing and starts nothing: the first problem found raises
+``CoreError("invalid_request")`` whose message names the field and whose ``details`` is
+``{"field": <wire name>}`` (DESIGN.md invariant 9: bad input gets a clear, stable code).
+
+Strategy: the wire parser checks JSON types and wire names; :class:`JobRequest` itself checks
+the same rules for Python callers and raises ``TypeError``/``ValueError`` (docs/architecture.md:
+misuse of the Python API never raises a protocol error). Both share the per-field checks below,
+which return a message instead of raising, so each layer picks its own exception.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from types import MappingProxyType
+from typing import TYPE_CHECKING
+
+from protocol import CoreError, CoreErrorCode
+
+from ._policy import JobKind, normalize_root
+
+if TYPE_CHECKING:
+    from protocol import JSONObject, JSONValue
+
+__all__ = ("JobRequest", "parse_job_start")
+
+_KINDS = ", ".join(kind.value for kind in JobKind)
+_KIND_VALUES = frozenset(kind.value for kind in JobKind)
+_WIRE_FIELDS = frozenset({"kind", "root", "argv", "cwd", "env", "timeoutMilliseconds", "supersede"})
+
+
+def _check_path(value: str, field: str) -> str | None:
+    if not value:
+        return f"{field} must not be empty"
+    if "\0" in value:
+        return f"{field} must not contain a NUL character"
+    return None
+
+
+def _check_argv_item(index: int, value: object, field: str) -> str | None:
+    if not isinstance(value, str):
+        return f"{field}[{index}] must be a string, not {_json_type(value)}"
+    if "\0" in value:
+        return f"{field}[{index}] must not contain a NUL character"
+    if index == 0 and not value:
+        return f"{field}[0] (the program) must not be empty"
+    return None
+
+
+def _check_env_item(key: object, value: object, field: str) -> str | None:
+    if not isinstance(key, str):
+        return f"{field} keys must be strings"
+    if not key or "=" in key or "\0" in key:
+        return f"{field} has an invalid variable name {key!r} (empty, '=' or NUL)"
+    if value is not None and not isinstance(value, str):
+        return f"{field}[{key!r}] must be a string or null, not {_json_type(value)}"
+    if isinstance(value, str) and "\0" in value:
+        return f"{field}[{key!r}] must not contain a NUL character"
+    return None
+
+
+def _json_type(value: object) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, int | float):
+        return "a number"
+    if isinstance(value, str):
+        return "a string"
+    if isinstance(value, list | tuple):
+        return "an array"
+    if isinstance(value, dict):
+        return "an object"
+    return type(value).__name__
+
+
+@dataclass(frozen=True, slots=True)
+class JobRequest:
+    """What a job runs and on which lane; immutable once built.
+
+    Args:
+        kind: The job kind (a :class:`JobKind` or its wire string).
+        root: The project root; stored normalized (see :func:`normalize_root`), it names the
+            lane.
+        argv: The program and its arguments (no shell); non-empty, strings without NUL.
+        cwd: The working directory, or None for the runner's default (the root is a natural
+            choice; the runner decides).
+        env: Variables to set (a string) or remove (None) on top of the inherited environment,
+            or None for no change.
+        timeout_ms: The job's deadline in milliseconds, counted from the moment the job starts
+            running (time spent waiting in the lane does not count), or None for no deadline.
+        supersede: Cancel the lane's running job (it ends ``superseded``).
+
+    Raises:
+        TypeError: A field has the wrong type.
+        ValueError: A field has a bad value (empty argv, NUL, unknown kind, timeout <= 0).
+    """
+
+    kind: JobKind
+    root: str
+    argv: tuple[str, ...]
+    cwd: str | None = None
+    env: Mapping[str, str | None] | None = None
+    timeout_ms: int | None = None
+    supersede: bool = False
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "kind", JobKind(self.kind))
+        if not isinstance(self.root, str):
+            raise TypeError("root must be a string")
+        if (problem := _check_path(self.root, "root")) is not None:
+            raise ValueError(problem)
+        object.__setattr__(self, "root", normalize_root(self.root))
+        if isinstance(self.argv, str | bytes):
+            raise TypeError("argv must be a sequence of strings, not a single string")
+        argv: tuple[object, ...] = tuple(self.argv)
+        if not argv:
+            raise ValueError("argv must not be empty")
+        for index, item in enumerate(argv):
+            if (problem := _check_argv_item(index, item, "argv")) is not None:
+                raise (ValueError if isinstance(item, str) else TypeError)(problem)
+        object.__setattr__(self, "argv", argv)
+        if self.cwd is not None:
+            if not isinstance(self.cwd, str):
+                raise TypeError("cwd must be a string or None")
+            if (problem := _check_path(self.cwd, "cwd")) is not None:
+                raise ValueError(problem)
+        if self.env is not None:
+            env: object = self.env  # checked at run time too: Python callers are not typed
+            if not isinstance(env, Mapping):
+                raise TypeError("env must be a mapping of str to str or None")
+            for key, value in self.env.items():
+                if (problem := _check_env_item(key, value, "env")) is not None:
+                    raise ValueError(problem)
+            object.__setattr__(self, "env", MappingProxyType(dict(self.env)))
+        if self.timeout_ms is not None:
+            if isinstance(self.timeout_ms, bool) or not isinstance(self.timeout_ms, int):
+                raise TypeError("timeout_ms must be an int (milliseconds) or None")
+            if self.timeout_ms <= 0:
+                raise ValueError("timeout_ms must be positive")
+        if not isinstance(self.supersede, bool):
+            raise TypeError("supersede must be a bool")
+
+
+def _invalid(field: str, message: str) -> CoreError:
+    return CoreError(CoreErrorCode.INVALID_REQUEST, f"job.start: {message}", {"field": field})
+
+
+def _optional(payload: JSONObject, field: str) -> JSONValue:
+    # null and absence mean the same for optional fields: JSON clients often send null.
+    return payload.get(field)
+
+
+def parse_job_start(payload: JSONObject) -> JobRequest:
+    """Validate a wire ``job.start`` payload strictly and build the request; start nothing.
+
+    Args:
+        payload: ``{kind, root, argv, cwd?, env?, timeoutMilliseconds?, supersede?}``; an
+            optional field given as null counts as absent.
+
+    Returns:
+        The request, with ``root`` normalized.
+
+    Raises:
+        CoreError: ``invalid_request`` (details ``{"field": name}``) for a payload that is not
+            an object, an unknown field, a missing or wrong-typed field, an unknown kind, an
+            empty root/cwd, an empty argv, a non-string argument or an argument with NUL, an
+            env that is not an object of string to string-or-null, a timeout that is not a
+            positive integer of milliseconds, or a supersede that is not a boolean.
+    """
+    if not isinstance(payload, dict):
+        raise _invalid("payload", f"the payload must be an object, not {_json_type(payload)}")
+    unknown = sorted(set(payload) - _WIRE_FIELDS)
+    if unknown:
+        raise _invalid(unknown[0], f"unknown field {unknown[0]!r}")
+
+    kind = payload.get("kind")
+    if not isinstance(kind, str):
+        raise _invalid("kind", f"kind is required and must be a string ({_KINDS})")
+    if kind not in _KIND_VALUES:
+        raise _invalid("kind", f"unknown kind {kind!r}; expected one of {_KINDS}")
+
+    root = payload.get("root")
+    if not isinstance(root, str):
+        raise _invalid("root", "root is required and must be a string")
+    if (problem := _check_path(root, "root")) is not None:
+        raise _invalid("root", problem)
+
+    argv = payload.get("argv")
+    if not isinstance(argv, list):
+        raise _invalid("argv", "argv is required and must be an array of strings")
+    if not argv:
+        raise _invalid("argv", "argv must not be empty")
+    for index, item in enumerate(argv):
+        if (problem := _check_argv_item(index, item, "argv")) is not None:
+            raise _invalid("argv", problem)
+
+    cwd = _optional(payload, "cwd")
+    if cwd is not None:
+        if not isinstance(cwd, str):
+            raise _invalid("cwd", f"cwd must be a string, not {_json_type(cwd)}")
+        if (problem := _check_path(cwd, "cwd")) is not None:
+            raise _invalid("cwd", problem)
+
+    env = _optional(payload, "env")
+    env_map: dict[str, str | None] | None = None
+    if env is not None:
+        if not isinstance(env, dict):
+            raise _invalid("env", f"env must be an object, not {_json_type(env)}")
+        env_map = {}
+        for key, value in env.items():
+            if (problem := _check_env_item(key, value, "env")) is not None:
+                raise _invalid("env", problem)
+            assert value is None or isinstance(value, str)  # checked just above
+            env_map[key] = value
+
+    timeout = _optional(payload, "timeoutMilliseconds")
+    if timeout is not None:
+        if isinstance(timeout, bool) or not isinstance(timeout, int):
+            raise _invalid(
+                "timeoutMilliseconds",
+                f"timeoutMilliseconds must be an integer, not {_json_type(timeout)}",
+            )
+        if timeout <= 0:
+            raise _invalid("timeoutMilliseconds", "timeoutMilliseconds must be positive")
+
+    supersede = _optional(payload, "supersede")
+    if supersede is not None and not isinstance(supersede, bool):
+        raise _invalid("supersede", f"supersede must be a boolean, not {_json_type(supersede)}")
+
+    return JobRequest(
+        kind=JobKind(kind),
+        root=root,
+        argv=tuple(item for item in argv if isinstance(item, str)),
+        cwd=cwd,
+        env=env_map,
+        timeout_ms=timeout,
+        supersede=bool(supersede),
+    )

@@ -1,0 +1,400 @@
+"""The Trio lanes driver with a simulated runner, on Trio's autojump clock."""
+
+from __future__ import annotations
+
+import pytest
+import trio
+import trio.testing
+
+from lanes import Job, JobKind, JobRequest, JobState, Lanes, LanesStatistics, open_lanes
+
+from ._sim import CLEANUP_S, Events, SimRunner
+
+
+def req(
+    *steps: str,
+    kind: str = "command",
+    root: str = "/p",
+    timeout_ms: int | None = None,
+    supersede: bool = False,
+) -> JobRequest:
+    return JobRequest(
+        kind=JobKind(kind),
+        root=root,
+        argv=steps or ("sleep:1",),
+        timeout_ms=timeout_ms,
+        supersede=supersede,
+    )
+
+
+async def test_one_job_at_a_time_per_lane_in_order(autojump_clock: trio.abc.Clock) -> None:
+    runner, events = SimRunner(), Events()
+    async with open_lanes(runner, on_event=events) as lanes:
+        ids = [lanes.start_job(req("sleep:1", "out:hi\n")) for _ in range(3)]
+        other = lanes.start_job(req("sleep:2", root="/q"))
+        assert ids == ["job-1", "job-2", "job-3"]
+        assert other == "job-4"
+        await lanes.wait_idle()
+    assert runner.overlaps == []
+    assert events.started_ids() == ["job-1", "job-4", "job-2", "job-3"]  # policy order
+    start = runner.times("start")
+    assert start["job-2"] - start["job-1"] == pytest.approx(1.0)
+    assert start["job-3"] - start["job-2"] == pytest.approx(1.0)
+    # Different roots are different lanes: they run side by side.
+    assert start["job-4"] == pytest.approx(start["job-1"])
+    finished = events.finished()
+    assert {f["status"] for f in finished.values()} == {"ok"}
+    assert finished["job-1"] == {
+        "jobId": "job-1",
+        "kind": "command",
+        "root": "/p",
+        "status": "ok",
+        "exitCode": 0,
+        "signal": None,
+        "timedOut": False,
+        "durationMs": 1000,
+    }
+    assert events.of("job.started")[0] == {
+        "jobId": "job-1",
+        "kind": "command",
+        "root": "/p",
+        "argv": ["sleep:1", "out:hi\n"],
+    }
+    assert events.output("job-2", "stdout") == "hi\n"
+    events.check_job_order()
+
+
+async def test_roots_are_normalized_into_one_lane(autojump_clock: trio.abc.Clock) -> None:
+    runner, events = SimRunner(), Events()
+    async with open_lanes(runner, on_event=events) as lanes:
+        lanes.start_job(req("sleep:1", root="/p/x/"))
+        lanes.start_job(req("sleep:1", root="/p/./y/../x"))
+        assert lanes.statistics().lanes == 1
+        assert lanes.statistics().queued == 1
+        await lanes.wait_idle()
+    assert runner.overlaps == []
+
+
+async def test_a_waiting_build_is_replaced(autojump_clock: trio.abc.Clock) -> None:
+    runner, events = SimRunner(), Events()
+    async with open_lanes(runner, on_event=events) as lanes:
+        lanes.start_job(req("sleep:5"))
+        old = lanes.start_job(req("out:old", kind="build"))
+        test = lanes.start_job(req("out:t", kind="test"))
+        assert events.finished() == {}
+        new = lanes.start_job(req("out:new", kind="build"))
+        # The replaced job ends at once, before start_job returns.
+        assert events.finished()[old] == {
+            "jobId": old,
+            "kind": "build",
+            "root": "/p",
+            "status": "superseded",
+            "exitCode": None,
+            "signal": None,
+            "timedOut": False,
+            "durationMs": 0,
+        }
+        await lanes.wait_idle()
+    assert old not in events.started_ids()
+    # The replacement takes the waiting build's place: it runs before the test.
+    assert events.started_ids() == ["job-1", new, test]
+    assert events.status(new) == "ok"
+    assert events.output(new, "stdout") == "new"
+    events.check_job_order()
+
+
+async def test_supersede_cancels_the_running_job(autojump_clock: trio.abc.Clock) -> None:
+    runner, events = SimRunner(), Events()
+    async with open_lanes(runner, on_event=events) as lanes:
+        first = lanes.start_job(req("sleep:10", kind="build"))
+        await trio.sleep(1)
+        second = lanes.start_job(req("sleep:1", kind="build", supersede=True))
+        await lanes.wait_idle()
+    assert events.status(first) == "superseded"
+    assert events.finished()[first]["signal"] == 15
+    assert events.finished()[first]["durationMs"] == 1000 + CLEANUP_S * 1000
+    assert events.status(second) == "ok"
+    # The next job starts only once the superseded one has cleaned up.
+    assert runner.times("start")[second] == pytest.approx(runner.times("cleaned")[first])
+    assert runner.times("start")[second] == pytest.approx(1 + CLEANUP_S)
+    assert events.output(first, "stderr") == "terminating\n"
+    assert runner.overlaps == []
+    events.check_job_order()
+
+
+async def test_cancel_queued_and_running(autojump_clock: trio.abc.Clock) -> None:
+    runner, events = SimRunner(), Events()
+    async with open_lanes(runner, on_event=events) as lanes:
+        running = lanes.start_job(req("sleep:10"))
+        queued = lanes.start_job(req("sleep:1"))
+        last = lanes.start_job(req("sleep:1"))
+        await trio.testing.wait_all_tasks_blocked()
+        assert lanes.cancel_job(queued) is True
+        assert events.status(queued) == "cancelled"
+        assert lanes.cancel_job(queued) is False
+        assert lanes.cancel_job("job-99") is False
+        assert lanes.cancel_job(running) is True
+        assert lanes.cancel_job(running) is False  # already being cancelled
+        assert running not in events.finished()  # ends once its runner has cleaned up
+        await lanes.wait_idle()
+        assert lanes.cancel_job(last) is False  # finished
+    assert events.status(running) == "cancelled"
+    assert events.finished()[running]["exitCode"] is None
+    assert events.status(last) == "ok"
+    assert queued not in events.started_ids()
+    assert runner.times("start")[last] == pytest.approx(CLEANUP_S)
+    events.check_job_order()
+
+
+async def test_deadline_fails_with_timed_out(autojump_clock: trio.abc.Clock) -> None:
+    runner, events = SimRunner(), Events()
+    async with open_lanes(runner, on_event=events) as lanes:
+        slow = lanes.start_job(req("sleep:1", "sleep:60", timeout_ms=1500))
+        # The deadline counts from the job's start, not from its submission.
+        fast = lanes.start_job(req("sleep:1", timeout_ms=1500))
+        await lanes.wait_idle()
+    finished = events.finished()
+    assert finished[slow]["status"] == "failed"
+    assert finished[slow]["timedOut"] is True
+    assert finished[slow]["durationMs"] == 1500 + CLEANUP_S * 1000
+    assert finished[fast]["status"] == "ok"
+    assert finished[fast]["timedOut"] is False
+    events.check_job_order()
+
+
+async def test_exit_codes_and_runner_errors(autojump_clock: trio.abc.Clock) -> None:
+    runner, events = SimRunner(), Events()
+    async with open_lanes(runner, on_event=events) as lanes:
+        bad = lanes.start_job(req("out:partial", "exit:3"))
+        boom = lanes.start_job(req("sleep:1", "out:before", "raise:boom"))
+        after = lanes.start_job(req("sleep:1"))
+        await lanes.wait_idle()
+    finished = events.finished()
+    assert (finished[bad]["status"], finished[bad]["exitCode"]) == ("failed", 3)
+    assert "error" not in finished[bad]
+    assert finished[boom]["status"] == "failed"
+    assert finished[boom]["error"] == "RuntimeError: boom"
+    assert events.output(boom, "stdout") == "before"
+    # The lane goes on after a runner that raised.
+    assert finished[after]["status"] == "ok"
+    events.check_job_order()
+
+
+async def test_untrusted_build_and_test_are_denied(autojump_clock: trio.abc.Clock) -> None:
+    runner, events = SimRunner(), Events()
+    async with open_lanes(runner, on_event=events, trusted=False) as lanes:
+        build = lanes.start_job(req(kind="build"))
+        test = lanes.start_job(req(kind="test"))
+        pack = lanes.start_job(req(kind="pack"))
+        assert events.status(build) == "denied"
+        assert events.status(test) == "denied"
+        lanes.trusted = True
+        later = lanes.start_job(req(kind="build"))
+        await lanes.wait_idle()
+    assert events.status(pack) == "ok"
+    assert events.status(later) == "ok"
+    assert events.started_ids() == [pack, later]
+    assert events.finished()[build]["durationMs"] == 0
+    assert events.finished()[build]["exitCode"] is None
+    events.check_job_order()
+
+
+async def test_aclose_cancels_everything_and_waits(autojump_clock: trio.abc.Clock) -> None:
+    runner, events = SimRunner(), Events()
+    async with open_lanes(runner, on_event=events) as lanes:
+        running = [lanes.start_job(req("sleep:100", root=r)) for r in ("/a", "/b")]
+        queued = [lanes.start_job(req("sleep:1", root="/a")) for _ in range(2)]
+        await trio.sleep(1)
+        await lanes.aclose()
+        # aclose returned only after every runner cleaned up.
+        assert set(runner.times("cleaned")) == set(running)
+        assert len(events.finished()) == 4
+        assert {events.status(j) for j in running + queued} == {"cancelled"}
+        await lanes.aclose()  # idempotent
+        with pytest.raises(RuntimeError, match="closed"):
+            lanes.start_job(req())
+        assert lanes.statistics().running == 0
+    assert not set(queued) & set(events.started_ids())
+    events.check_job_order()
+
+
+async def test_cancelling_run_from_outside_finishes_every_job(
+    autojump_clock: trio.abc.Clock,
+) -> None:
+    runner, events = SimRunner(), Events()
+    lanes = Lanes(runner, on_event=events)
+    async with trio.open_nursery() as nursery:
+        await nursery.start(lanes.run)
+        running = lanes.start_job(req("sleep:100"))
+        queued = lanes.start_job(req("sleep:1"))
+        await trio.sleep(1)
+        nursery.cancel_scope.cancel()
+    assert events.status(running) == "cancelled"
+    assert events.status(queued) == "cancelled"
+    assert runner.times("cleaned").keys() == {running}
+    assert queued not in events.started_ids()
+    with pytest.raises(RuntimeError):
+        lanes.start_job(req())
+    await lanes.aclose()
+    events.check_job_order()
+
+
+async def test_run_twice_or_before_start_is_refused() -> None:
+    lanes = Lanes(SimRunner(), on_event=Events())
+    with pytest.raises(RuntimeError, match="new"):
+        lanes.start_job(req())
+    async with trio.open_nursery() as nursery:
+        await nursery.start(lanes.run)
+        with pytest.raises(RuntimeError, match="once"):
+            await lanes.run()
+        await lanes.aclose()
+    closed_early = Lanes(SimRunner(), on_event=Events())
+    await closed_early.aclose()
+    with pytest.raises(RuntimeError, match="once"):
+        await closed_early.run()
+
+
+async def test_output_is_coalesced(autojump_clock: trio.abc.Clock) -> None:
+    runner, events = SimRunner(), Events()
+    async with open_lanes(runner, on_event=events, output_flush_ms=50) as lanes:
+        burst = lanes.start_job(req(*(["out:a"] * 100), "err:e1", "err:e2", "sleep:1"))
+        spaced = lanes.start_job(req("out:1", "sleep:0.2", "out:2", "sleep:0.2", "out:3"))
+        await lanes.wait_idle()
+    burst_out = [p for p in events.of("job.output") if p["jobId"] == burst]
+    assert burst_out[:2] == [
+        {"jobId": burst, "stream": "stdout", "text": "a" * 100},
+        {"jobId": burst, "stream": "stderr", "text": "e1e2"},
+    ]
+    spaced_out = [p["text"] for p in events.of("job.output") if p["jobId"] == spaced]
+    assert spaced_out == ["1", "2", "3"]
+    events.check_job_order()
+
+
+async def test_output_flushes_at_the_size_bound_on_character_boundaries(
+    autojump_clock: trio.abc.Clock,
+) -> None:
+    runner, events = SimRunner(), Events()
+    text = "é€😀x" * 20  # 2-, 3-, 4- and 1-byte characters
+    async with open_lanes(
+        runner, on_event=events, max_output_event_bytes=7, output_flush_ms=60_000
+    ) as lanes:
+        job = lanes.start_job(req(f"out:{text}", "sleep:1", "out:tail"))
+        await trio.sleep(0.5)
+        # Past the size bound the flush does not wait for output_flush_ms.
+        assert events.output(job, "stdout") == text
+        await lanes.wait_idle()
+    chunks = [str(p["text"]) for p in events.of("job.output") if p["jobId"] == job]
+    assert all(0 < len(c.encode()) <= 7 for c in chunks)
+    assert "".join(chunks) == text + "tail"
+    # The last chunk was sent at job end, not after a minute.
+    assert events.finished()[job]["durationMs"] == 1000
+
+
+async def test_output_cap_drops_and_reports(autojump_clock: trio.abc.Clock) -> None:
+    runner, events = SimRunner(), Events()
+    async with open_lanes(runner, on_event=events, max_output_bytes=100) as lanes:
+        job = lanes.start_job(req("bulk:60", "sleep:1", "bulk:90", "err:small", "bulk:5"))
+        await lanes.wait_idle()
+    assert events.output(job, "stdout") == "x" * 100
+    assert events.output(job, "stderr") == "small"
+    notices = [p for p in events.of("job.output") if "droppedBytes" in p]
+    assert len(notices) == 1
+    assert notices[0]["jobId"] == job
+    assert notices[0]["stream"] == "stdout"
+    assert notices[0]["droppedBytes"] == 55
+    assert "55 bytes of stdout dropped" in str(notices[0]["text"])
+    events.check_job_order()
+
+
+async def test_statistics_and_list_jobs(autojump_clock: trio.abc.Clock) -> None:
+    runner, events = SimRunner(), Events()
+    async with open_lanes(runner, on_event=events, keep_finished=2) as lanes:
+        assert lanes.statistics() == LanesStatistics(0, 0, 0, 0, 0)
+        a = lanes.start_job(req("sleep:1"))
+        b = lanes.start_job(req("sleep:1"))
+        c = lanes.start_job(req("sleep:1", kind="pack"))
+        d = lanes.start_job(req("sleep:1", root="/q"))
+        assert lanes.statistics() == LanesStatistics(
+            queued=2, running=2, finished=0, peak_queued=2, lanes=2
+        )
+        assert lanes.list_jobs() == [
+            {"id": a, "kind": "command", "root": "/p", "state": "running"},
+            {"id": b, "kind": "command", "root": "/p", "state": "queued"},
+            {"id": c, "kind": "pack", "root": "/p", "state": "queued"},
+            {"id": d, "kind": "command", "root": "/q", "state": "running"},
+        ]
+        await trio.sleep(1.5)
+        assert lanes.statistics() == LanesStatistics(1, 1, 2, 2, 1)
+        await lanes.wait_idle()
+        assert lanes.statistics() == LanesStatistics(0, 0, 4, 2, 0)
+        # Only the last keep_finished finished jobs are remembered.
+        assert lanes.list_jobs() == [
+            {"id": b, "kind": "command", "root": "/p", "state": "finished", "status": "ok"},
+            {"id": c, "kind": "pack", "root": "/p", "state": "finished", "status": "ok"},
+        ]
+
+
+async def test_job_object_given_to_the_runner(autojump_clock: trio.abc.Clock) -> None:
+    seen: list[Job] = []
+    emits: list[object] = []
+
+    async def runner(job: Job, emit_output: object) -> None:
+        seen.append(job)
+        assert job.state is JobState.RUNNING
+        assert job.status is None
+        job.exit_code = 0
+        emits.append(emit_output)
+
+    events = Events()
+    async with open_lanes(runner, on_event=events) as lanes:
+        lanes.start_job(req())
+        await lanes.wait_idle()
+    (job,) = seen
+    assert job.state is JobState.FINISHED
+    assert job.status is not None
+    assert job.status.value == "ok"
+    assert not job.timed_out
+    assert job.error is None
+    assert job.duration_ms == 0
+    assert "job-1" in repr(job)
+    emit = emits[0]
+    assert callable(emit)
+    with pytest.raises(RuntimeError, match="finished"):
+        emit("stdout", "late")
+
+
+async def test_emit_output_misuse_fails_the_job(autojump_clock: trio.abc.Clock) -> None:
+    async def runner(job: Job, emit_output: object) -> None:
+        assert callable(emit_output)
+        emit_output("stdin", "x")
+
+    events = Events()
+    async with open_lanes(runner, on_event=events) as lanes:
+        job = lanes.start_job(req())
+        await lanes.wait_idle()
+    assert events.status(job) == "failed"
+    assert "stdin" in str(events.finished()[job]["error"])
+
+
+async def test_an_on_event_error_is_a_bug_and_propagates(
+    autojump_clock: trio.abc.Clock,
+) -> None:
+    def on_event(method: str, params: object) -> None:
+        if method == "job.output":
+            raise KeyError("host bug")
+
+    with pytest.RaisesGroup(pytest.RaisesExc(KeyError), flatten_subgroups=True):
+        async with open_lanes(SimRunner(), on_event=on_event) as lanes:
+            lanes.start_job(req("out:x", "sleep:10"))
+            await trio.sleep(20)
+
+
+def test_bounds_are_checked() -> None:
+    with pytest.raises(ValueError, match="max_output_event_bytes"):
+        Lanes(SimRunner(), on_event=Events(), max_output_event_bytes=3)
+    with pytest.raises(ValueError, match="max_output_bytes"):
+        Lanes(SimRunner(), on_event=Events(), max_output_bytes=-1)
+    with pytest.raises(ValueError, match="output_flush_ms"):
+        Lanes(SimRunner(), on_event=Events(), output_flush_ms=-1)
+    with pytest.raises(ValueError, match="keep_finished"):
+        Lanes(SimRunner(), on_event=Events(), keep_finished=-1)
