@@ -1,0 +1,346 @@
+"""JSON-RPC 2.0 messages: a frozen value type per message kind, decoding and encoding.
+
+Contract (JSON-RPC 2.0, https://www.jsonrpc.org/specification, as LSP 3.17 uses it):
+
+* A body decodes to exactly one :class:`Request`, :class:`Notification`,
+  :class:`Response`, :class:`ErrorResponse`, or a :class:`Batch` of them. Bytes that are
+  not UTF-8 JSON raise :class:`RemoteProtocolError` with ``PARSE_ERROR``; JSON of the
+  wrong shape raises it with ``INVALID_REQUEST`` and the message's id in
+  ``request_id`` when that id could be read.
+* ``"jsonrpc"`` must be ``"2.0"``. Request ids are ``int`` or ``str`` (LSP's
+  ``integer | string``): ``null``, booleans and floats (even ``1.0``) are refused. Ids
+  keep their JSON type. A response needs an id; an error response may have ``null``
+  when the request's id could not be read.
+* ``params``, when given, is an object or an array. Absent params are ``None``; a
+  ``"params": null`` some clients send is read as absent (so it encodes back as
+  absent). ``error.data`` follows the same rule. Everything else round-trips exactly.
+* Members the specification does not define are ignored.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, TypeAlias
+
+from . import _json
+from ._codes import ErrorCode
+from ._errors import RemoteProtocolError
+
+if TYPE_CHECKING:
+    from ._types import JSONObject, JSONValue, RequestId
+
+__all__ = (
+    "Batch",
+    "ErrorObject",
+    "ErrorResponse",
+    "Message",
+    "Notification",
+    "Params",
+    "Request",
+    "Response",
+    "decode_message",
+    "encode_message",
+)
+
+#: Structured ``params``: a JSON object (by-name) or array (by-position).
+Params: TypeAlias = "JSONObject | list[JSONValue]"
+
+
+def _is_id(value: object) -> bool:
+    # type() rather than isinstance(): bool is an int subclass and is not an id.
+    return type(value) is int or type(value) is str
+
+
+def _readable_id(value: JSONValue) -> RequestId | None:
+    if isinstance(value, str) or (isinstance(value, int) and not isinstance(value, bool)):
+        return value
+    return None
+
+
+def _check_id(value: object, *, allow_none: bool = False) -> None:
+    if not (_is_id(value) or (allow_none and value is None)):
+        kinds = "an int, a str or None" if allow_none else "an int or a str"
+        raise TypeError(f"id must be {kinds}, not {type(value).__name__}")
+
+
+def _check_params(params: object) -> None:
+    if params is not None and not isinstance(params, dict | list):
+        raise TypeError(f"params must be a dict, a list or None, not {type(params).__name__}")
+
+
+def _check_method(method: object) -> None:
+    if not isinstance(method, str):
+        raise TypeError(f"method must be a str, not {type(method).__name__}")
+
+
+@dataclass(frozen=True, slots=True)
+class Request:
+    """A call that expects exactly one :class:`Response` or :class:`ErrorResponse`.
+
+    Attributes:
+        id: The request id (``int`` or ``str``).
+        method: The method name.
+        params: An object or array, or ``None`` when absent.
+
+    Raises:
+        TypeError: A field has the wrong type.
+    """
+
+    id: RequestId
+    method: str
+    params: Params | None = None
+
+    def __post_init__(self) -> None:
+        _check_id(self.id)
+        _check_method(self.method)
+        _check_params(self.params)
+
+
+@dataclass(frozen=True, slots=True)
+class Notification:
+    """A call without an id, never answered.
+
+    Attributes:
+        method: The method name.
+        params: An object or array, or ``None`` when absent.
+
+    Raises:
+        TypeError: A field has the wrong type.
+    """
+
+    method: str
+    params: Params | None = None
+
+    def __post_init__(self) -> None:
+        _check_method(self.method)
+        _check_params(self.params)
+
+
+@dataclass(frozen=True, slots=True)
+class Response:
+    """A successful reply.
+
+    Attributes:
+        id: The id of the request it answers.
+        result: The result; ``None`` is JSON ``null``, a valid result.
+
+    Raises:
+        TypeError: ``id`` is not an ``int`` or ``str``.
+    """
+
+    id: RequestId
+    result: JSONValue
+
+    def __post_init__(self) -> None:
+        _check_id(self.id)
+
+
+@dataclass(frozen=True, slots=True)
+class ErrorObject:
+    """The ``error`` member of an :class:`ErrorResponse` (JSON-RPC 2.0 §5.1).
+
+    Attributes:
+        code: The error number; :class:`~protocol.ErrorCode` for the standard ones. It
+            stays a plain ``int`` after decoding, since peers use codes we do not know.
+        message: A short description.
+        data: Additional information, or ``None`` when absent.
+
+    Raises:
+        TypeError: ``code`` is not an ``int`` (booleans are refused) or ``message`` is
+            not a ``str``.
+    """
+
+    code: int
+    message: str
+    data: JSONValue = None
+
+    def __post_init__(self) -> None:
+        code: object = self.code
+        if not isinstance(code, int) or isinstance(code, bool):
+            raise TypeError(f"code must be an int, not {type(code).__name__}")
+        if not isinstance(self.message, str):
+            raise TypeError(f"message must be a str, not {type(self.message).__name__}")
+
+
+@dataclass(frozen=True, slots=True)
+class ErrorResponse:
+    """A failed reply.
+
+    Attributes:
+        id: The id of the request it answers, or ``None`` when that id could not be read
+            (a parse error or an invalid request).
+        error: The error.
+
+    Raises:
+        TypeError: A field has the wrong type.
+    """
+
+    id: RequestId | None
+    error: ErrorObject
+
+    def __post_init__(self) -> None:
+        _check_id(self.id, allow_none=True)
+        if not isinstance(self.error, ErrorObject):
+            raise TypeError(f"error must be an ErrorObject, not {type(self.error).__name__}")
+
+
+#: One JSON-RPC message.
+Message: TypeAlias = "Request | Notification | Response | ErrorResponse"
+
+
+@dataclass(frozen=True, slots=True)
+class Batch:
+    """A JSON array of messages sent as one body.
+
+    Attributes:
+        items: The messages in order. A decoded batch keeps one
+            :class:`RemoteProtocolError` in place of each item that was invalid, so
+            the receiver can answer the valid ones and report the others.
+    """
+
+    items: tuple[Message | RemoteProtocolError, ...]
+
+
+_MESSAGE_TYPES = (Request, Notification, Response, ErrorResponse)
+
+
+def _invalid(message: str, request_id: RequestId | None = None) -> RemoteProtocolError:
+    return RemoteProtocolError(message, error_code=ErrorCode.INVALID_REQUEST, request_id=request_id)
+
+
+def _decode_one(obj: JSONValue) -> Message:
+    if not isinstance(obj, dict):
+        raise _invalid(f"a message must be a JSON object, not {_json_kind(obj)}")
+    raw_id = obj.get("id")
+    readable_id = _readable_id(raw_id)
+    if obj.get("jsonrpc") != "2.0":
+        raise _invalid('"jsonrpc" must be "2.0"', readable_id)
+    if "method" in obj:
+        method = obj["method"]
+        if not isinstance(method, str):
+            raise _invalid('"method" must be a string', readable_id)
+        if "result" in obj or "error" in obj:
+            raise _invalid('a request must not carry "result" or "error"', readable_id)
+        params = obj.get("params")
+        if params is not None and not isinstance(params, dict | list):
+            raise _invalid('"params" must be an object or an array', readable_id)
+        if "id" not in obj:
+            return Notification(method, params)
+        if readable_id is None:
+            raise _invalid('a request "id" must be an integer or a string')
+        return Request(readable_id, method, params)
+    has_result = "result" in obj
+    if has_result == ("error" in obj):
+        raise _invalid('a response must carry exactly one of "result" and "error"', readable_id)
+    if "id" not in obj:
+        raise _invalid('a response must carry an "id"')
+    if has_result:
+        if readable_id is None:
+            raise _invalid('a response "id" must be an integer or a string')
+        return Response(readable_id, obj["result"])
+    if raw_id is not None and readable_id is None:
+        raise _invalid('an error response "id" must be an integer, a string or null')
+    error = obj["error"]
+    if not isinstance(error, dict):
+        raise _invalid('"error" must be an object', readable_id)
+    code = error.get("code")
+    if type(code) is not int:
+        raise _invalid('"error.code" must be an integer', readable_id)
+    message = error.get("message")
+    if not isinstance(message, str):
+        raise _invalid('"error.message" must be a string', readable_id)
+    return ErrorResponse(readable_id, ErrorObject(code, message, error.get("data")))
+
+
+def _json_kind(value: JSONValue) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, int | float):
+        return "a number"
+    if isinstance(value, str):
+        return "a string"
+    return "an array" if isinstance(value, list) else "an object"
+
+
+def decode_message(body: bytes | bytearray | memoryview) -> Message | Batch:
+    """Decode one message body (a :class:`~protocol.Frame`'s ``body``).
+
+    Args:
+        body: UTF-8 JSON bytes.
+
+    Returns:
+        The message, or a :class:`Batch` for a JSON array.
+
+    Raises:
+        RemoteProtocolError: ``PARSE_ERROR`` when the bytes are not UTF-8 or not JSON;
+            ``INVALID_REQUEST`` when the JSON is not a valid message (``request_id`` is
+            the message's id when it could be read) or is an empty array.
+    """
+    try:
+        obj = _json.loads(bytes(body))
+    except ValueError as exc:
+        # UnicodeDecodeError is a ValueError too; say which without echoing the bytes.
+        what = "not UTF-8" if isinstance(exc, UnicodeDecodeError) else "not valid JSON"
+        raise RemoteProtocolError(
+            f"message body is {what}", error_code=ErrorCode.PARSE_ERROR
+        ) from None
+    if not isinstance(obj, list):
+        return _decode_one(obj)
+    if not obj:
+        raise _invalid("a batch must not be empty")
+    items: list[Message | RemoteProtocolError] = []
+    for item in obj:
+        try:
+            items.append(_decode_one(item))
+        except RemoteProtocolError as exc:
+            items.append(exc)
+    return Batch(tuple(items))
+
+
+def _to_json(message: Message) -> JSONObject:
+    if isinstance(message, Request):
+        out: JSONObject = {"jsonrpc": "2.0", "id": message.id, "method": message.method}
+        if message.params is not None:
+            out["params"] = message.params
+        return out
+    if isinstance(message, Notification):
+        out = {"jsonrpc": "2.0", "method": message.method}
+        if message.params is not None:
+            out["params"] = message.params
+        return out
+    if isinstance(message, Response):
+        return {"jsonrpc": "2.0", "id": message.id, "result": message.result}
+    if isinstance(message, ErrorResponse):
+        error: JSONObject = {"code": int(message.error.code), "message": message.error.message}
+        if message.error.data is not None:
+            error["data"] = message.error.data
+        return {"jsonrpc": "2.0", "id": message.id, "error": error}
+    raise TypeError(f"not a JSON-RPC message: {type(message).__name__}")
+
+
+def encode_message(message: Message | Batch) -> bytes:
+    """Encode a message (or batch) as a compact UTF-8 JSON body.
+
+    Args:
+        message: The message. Frame the result with :func:`~protocol.encode_frame`.
+
+    Returns:
+        The body bytes.
+
+    Raises:
+        TypeError: ``message`` is not a message, or holds a value JSON cannot represent.
+        ValueError: A batch is empty or holds a :class:`RemoteProtocolError`, or a value
+            is a NaN or infinite float.
+    """
+    if isinstance(message, Batch):
+        if not message.items:
+            raise ValueError("a batch must not be empty")
+        parts: list[JSONValue] = []
+        for item in message.items:
+            if not isinstance(item, _MESSAGE_TYPES):
+                raise ValueError(f"a batch to send holds a {type(item).__name__}")
+            parts.append(_to_json(item))
+        return _json.dumps(parts)
+    return _json.dumps(_to_json(message))

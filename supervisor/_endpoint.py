@@ -1,0 +1,855 @@
+"""A JSON-RPC 2.0 endpoint over a pair of Trio byte streams (issue 2 §4).
+
+Strategy: this module only moves bytes and routes messages. Framing (the LSP base
+protocol) and JSON-RPC parsing live in :mod:`protocol`, which is sans-I/O; the endpoint
+feeds it what ``receive_some`` returns and acts on the events it gives back.
+
+Tasks, all in one nursery owned by :func:`open_jsonrpc_endpoint`:
+
+- the *reader* pulls bytes, routes replies to the waiting :meth:`JSONRPCEndpoint.request`
+  callers, starts one task per inbound request and queues inbound notifications;
+- the *writer* is the only task that touches the send stream: it takes every frame that is
+  queued, joins them into one buffer and writes it, so frames never interleave and a burst of
+  replies costs one system call instead of one each;
+- the *notification dispatcher* runs the notification handler on one notification at a time,
+  in arrival order (LSP's ``didOpen``/``didChange`` ordering depends on it);
+- one *handler task* per inbound request, each inside its own cancel scope, so that
+  ``$/cancelRequest`` cancels exactly that request.
+
+Every background task runs in a cancel scope of its own rather than in the nursery's, because
+the caller's ``async with`` body runs in the nursery too and a transport failure must stop our
+tasks without cancelling the caller.
+
+Exactly-once bookkeeping: an outbound request is entered in ``_pending`` *before* its frame is
+queued, and whoever removes the entry (the reply, the caller's cancellation, or the close)
+completes it; a reply that finds no entry is ignored. An inbound request is entered in
+``_inbound`` before its task starts and removed by that task before it queues its one answer.
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+import math
+from collections import deque
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Final, NoReturn, TypeAlias, TypeVar, final
+
+import trio
+
+from protocol import (
+    EOF,
+    NEED_DATA,
+    Batch,
+    ErrorCode,
+    ErrorObject,
+    ErrorResponse,
+    Frame,
+    FrameDecoder,
+    Notification,
+    RemoteProtocolError,
+    Request,
+    Response,
+    StrayText,
+    decode_message,
+    encode_frame,
+    encode_message,
+)
+
+if TYPE_CHECKING:
+    from collections.abc import AsyncIterator, Awaitable, Callable
+
+    from protocol import JSONValue, Params, RequestId
+
+__all__ = (
+    "EndpointClosed",
+    "EndpointStatistics",
+    "JSONRPCEndpoint",
+    "JSONRPCError",
+    "NotificationHandler",
+    "RequestHandler",
+    "method_not_found",
+    "open_jsonrpc_endpoint",
+)
+
+logger = logging.getLogger("supervisor.endpoint")
+
+#: Default bound of the write queue, in frames (DESIGN.md invariant 6).
+DEFAULT_MAX_PENDING_WRITES: Final = 256
+#: Default time a single write may make no progress before the transport is declared dead.
+DEFAULT_WRITE_TIMEOUT_MS: Final = 10_000
+#: Default frame-body limit, in bytes (DESIGN.md "Default bounds": 64 MiB).
+DEFAULT_MAX_BODY_BYTES: Final = 64 * 1024 * 1024
+#: Default number of inbound requests whose handlers may run at once.
+DEFAULT_MAX_INBOUND_CONCURRENCY: Final = 128
+
+#: The most a single ``send_all`` is asked to move; the write timeout applies per chunk, so
+#: a large frame to a slow but live reader is not mistaken for a dead one.
+_WRITE_CHUNK_BYTES: Final = 64 * 1024
+#: How much one ``receive_some`` may return.
+_READ_CHUNK_BYTES: Final = 64 * 1024
+#: Inbound notifications waiting for the dispatcher; past this the reader stops reading,
+#: which is backpressure on the peer that sends them.
+_NOTIFICATION_QUEUE_SIZE: Final = 128
+#: The LSP method both sides use to cancel a request (LSP 3.17 "Cancellation Support").
+CANCEL_METHOD: Final = "$/cancelRequest"
+
+#: ``await request_handler(method, params) -> result``
+RequestHandler: TypeAlias = "Callable[[str, JSONValue | None], Awaitable[JSONValue]]"
+#: ``await notification_handler(method, params)``
+NotificationHandler: TypeAlias = "Callable[[str, JSONValue | None], Awaitable[None]]"
+
+_T = TypeVar("_T")
+
+
+class JSONRPCError(Exception):
+    """A JSON-RPC error object (JSON-RPC 2.0 §5.1), in both directions.
+
+    :meth:`JSONRPCEndpoint.request` raises it when the peer answers with an error response.
+    A request handler raises it to answer with that error instead of a result.
+
+    Args:
+        code: The error code, an ``int`` (see :class:`protocol.ErrorCode`).
+        message: A short description.
+        data: Optional extra JSON data, sent as ``error.data``.
+    """
+
+    def __init__(self, code: int, message: str, data: JSONValue | None = None) -> None:
+        super().__init__(code, message, data)
+        self.code = int(code)
+        self.message = message
+        self.data = data
+
+    def __str__(self) -> str:
+        return f"{self.code}: {self.message}"
+
+
+class EndpointClosed(Exception):
+    """The endpoint is closed, so the request can not complete.
+
+    Raised by :meth:`JSONRPCEndpoint.request` for every request pending when the transport
+    ended, and by ``request``/``notify`` after that.
+
+    Args:
+        reason: Why the endpoint closed: ``"eof"``, ``"closed"`` (our side left the context
+            manager), ``"write timeout"``, ``"protocol error: ..."``, ``"read failed: ..."``,
+            ``"write failed: ..."`` or ``"internal error: ..."``.
+    """
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+
+def method_not_found(method: str) -> JSONRPCError:
+    """The error a request handler raises for a method it does not implement.
+
+    Usage: ``raise method_not_found(method)`` at the end of a handler's dispatch.
+
+    Args:
+        method: The method name the peer asked for.
+
+    Returns:
+        A :class:`JSONRPCError` with code -32601 (JSON-RPC 2.0 §5.1 "Method not found").
+    """
+    return JSONRPCError(ErrorCode.METHOD_NOT_FOUND, f"Method not found: {method}")
+
+
+@dataclass(frozen=True, slots=True)
+class EndpointStatistics:
+    """A snapshot of an endpoint's queues and counters (trio's ``statistics()`` convention).
+
+    Attributes:
+        pending_requests: Outbound requests waiting for their reply.
+        running_handlers: Inbound requests whose handler has not answered yet.
+        queued_writes: Frames waiting for the writer.
+        frames_written: Frames the writer has handed to the send stream.
+        writes: ``send_all`` calls the writer made (fewer than frames when it coalesced).
+        frames_read: Frames the reader decoded.
+        ignored_replies: Replies that matched no pending request (late, duplicate, unknown).
+    """
+
+    pending_requests: int
+    running_handlers: int
+    queued_writes: int
+    frames_written: int
+    writes: int
+    frames_read: int
+    ignored_replies: int
+
+
+class _NoPublicConstructor(type):
+    """Metaclass that hides the constructor: only the module creates instances (trio's idiom)."""
+
+    def __call__(cls, *args: object, **kwargs: object) -> NoReturn:
+        raise TypeError(f"{cls.__module__}.{cls.__qualname__} has no public constructor")
+
+    def _create(cls: type[_T], *args: Any, **kwargs: Any) -> _T:
+        return super().__call__(*args, **kwargs)  # type: ignore[misc,no-any-return]
+
+
+class _Pending:
+    """One outbound request waiting for its reply; completed at most once.
+
+    A hand-rolled one-shot wait (what ``trio.Event`` does, minus its parking lot): this
+    is the per-request hot path.
+    """
+
+    __slots__ = ("error", "queued", "reply", "task")
+
+    def __init__(self) -> None:
+        self.reply: Response | ErrorResponse | None = None
+        self.error: str | None = None
+        self.queued = False
+        self.task: trio.lowlevel.Task | None = None
+
+    def finish(self) -> None:
+        """Wake the waiter, if it is waiting; ``reply`` or ``error`` is already set."""
+        task, self.task = self.task, None
+        if task is not None:
+            trio.lowlevel.reschedule(task)
+
+    async def wait(self) -> None:
+        if self.reply is not None or self.error is not None:
+            await trio.lowlevel.checkpoint()
+            return
+        self.task = trio.lowlevel.current_task()
+
+        def abort(_: object) -> trio.lowlevel.Abort:
+            self.task = None
+            return trio.lowlevel.Abort.SUCCEEDED
+
+        await trio.lowlevel.wait_task_rescheduled(abort)
+
+
+class _Inbound:
+    """One inbound request being handled: its cancel scope, and whether the peer cancelled."""
+
+    __slots__ = ("cancelled_by_peer", "scope")
+
+    def __init__(self) -> None:
+        self.scope = trio.CancelScope()
+        self.cancelled_by_peer = False
+
+
+def _error_response(
+    request_id: RequestId | None, code: int, message: str, data: JSONValue = None
+) -> ErrorResponse:
+    return ErrorResponse(id=request_id, error=ErrorObject(code=code, message=message, data=data))
+
+
+def _id_key(request_id: object) -> tuple[type, object]:
+    # The JSON type is part of an id's identity: "1" and 1 are different requests, and
+    # Python's 1 == 1.0 == True must not make them collide either.
+    return (type(request_id), request_id)
+
+
+class _WriteQueue:
+    """A bounded FIFO of encoded frames between producers and the single writer task.
+
+    Producers wait while ``limit`` frames are queued; ``put_urgent`` skips the bound for the
+    few frames that must be queued from a cancelled context (``$/cancelRequest``), whose
+    number is bounded by the requests that were pending.
+    """
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.frames: deque[tuple[bytes, trio.Event | None]] = deque()
+        self.closed_reason: str | None = None
+        self._not_full = trio.lowlevel.ParkingLot()
+        self._not_empty = trio.lowlevel.ParkingLot()
+
+    async def put(self, frame: bytes, written: trio.Event | None = None) -> None:
+        await trio.lowlevel.checkpoint_if_cancelled()
+        while len(self.frames) >= self.limit and self.closed_reason is None:
+            await self._not_full.park()
+        if self.closed_reason is not None:
+            raise EndpointClosed(self.closed_reason)
+        self.frames.append((frame, written))
+        self._not_empty.unpark_all()
+        await trio.lowlevel.cancel_shielded_checkpoint()
+
+    def put_nowait(self, frame: bytes) -> bool:
+        """Queue ``frame`` if there is room and the queue is open; say whether it did."""
+        if len(self.frames) >= self.limit or self.closed_reason is not None:
+            return False
+        self.frames.append((frame, None))
+        self._not_empty.unpark_all()
+        return True
+
+    def put_urgent(self, frame: bytes) -> None:
+        if self.closed_reason is None:
+            self.frames.append((frame, None))
+            self._not_empty.unpark_all()
+
+    async def get_all(self) -> list[tuple[bytes, trio.Event | None]]:
+        while not self.frames:
+            if self.closed_reason is not None:
+                return []
+            await self._not_empty.park()
+        items = list(self.frames)
+        self.frames.clear()
+        self._not_full.unpark_all()
+        return items
+
+    def close(self, reason: str) -> None:
+        if self.closed_reason is None:
+            self.closed_reason = reason
+        self._not_full.unpark_all()
+        self._not_empty.unpark_all()
+
+
+@final
+class JSONRPCEndpoint(metaclass=_NoPublicConstructor):
+    """One side of a JSON-RPC 2.0 session over the LSP base protocol.
+
+    Create it with :func:`open_jsonrpc_endpoint`; it has no public constructor. It is both
+    a client (:meth:`request`, :meth:`notify`) and a server (the handlers given to
+    :func:`open_jsonrpc_endpoint`).
+    """
+
+    def __init__(
+        self,
+        send_stream: trio.abc.SendStream,
+        receive_stream: trio.abc.ReceiveStream,
+        *,
+        request_handler: RequestHandler,
+        notification_handler: NotificationHandler | None,
+        name: str,
+        max_pending_writes: int,
+        write_timeout_ms: float,
+        max_body_bytes: int,
+        max_inbound_concurrency: int,
+    ) -> None:
+        self.name = name
+        self._send_stream = send_stream
+        self._receive_stream = receive_stream
+        self._request_handler = request_handler
+        self._notification_handler = notification_handler
+        self._write_timeout_s = write_timeout_ms / 1000
+        self._max_body_bytes = max_body_bytes
+        self._max_inbound = max_inbound_concurrency
+        self._ids = itertools.count(1)
+        self._pending: dict[int, _Pending] = {}
+        self._inbound: dict[tuple[type, object], _Inbound] = {}
+        self._queue = _WriteQueue(max_pending_writes)
+        self._notifications_in, self._notifications_out = trio.open_memory_channel[Notification](
+            _NOTIFICATION_QUEUE_SIZE
+        )
+        self._closed_event = trio.Event()
+        self._close_reason: str | None = None
+        self._writer_done = trio.Event()
+        self._nursery: trio.Nursery | None = None
+        self._task_scopes: set[trio.CancelScope] = set()
+        self._writer_scope = trio.CancelScope()
+        self._frames_written = 0
+        self._writes = 0
+        self._frames_read = 0
+        self._ignored_replies = 0
+
+    # -- public API ----------------------------------------------------------------------
+
+    @property
+    def closed(self) -> bool:
+        """True once the endpoint has closed (see :attr:`close_reason`)."""
+        return self._close_reason is not None
+
+    @property
+    def close_reason(self) -> str | None:
+        """Why the endpoint closed (the :class:`EndpointClosed` reasons), or None while open."""
+        return self._close_reason
+
+    async def request(
+        self, method: str, params: Params | None = None, *, timeout_ms: float | None = None
+    ) -> JSONValue:
+        """Send a request and wait for its reply.
+
+        The request gets a fresh integer id (ids are never reused by an endpoint). Its pending
+        entry exists before the frame is queued, so a reply that arrives at once is not lost.
+
+        Args:
+            method: The JSON-RPC method.
+            params: The params (an object or an array), or None to send none.
+            timeout_ms: Give up after this many milliseconds; None waits for ever.
+
+        Returns:
+            The reply's ``result``.
+
+        Raises:
+            JSONRPCError: The peer answered with an error response.
+            EndpointClosed: The endpoint closed before the reply arrived (or was closed).
+            trio.TooSlowError: ``timeout_ms`` passed; the peer was sent ``$/cancelRequest``.
+
+        **Cancellation:** if the caller is cancelled (or the timeout passes) after the
+        request was queued, the pending entry is removed first and ``$/cancelRequest``
+        ``{id}`` is sent; a reply that comes later is ignored (logged at debug level).
+        """
+        if self._close_reason is not None:
+            await trio.lowlevel.checkpoint()
+            raise EndpointClosed(self._close_reason)
+        request_id = next(self._ids)
+        frame = encode_frame(encode_message(Request(id=request_id, method=method, params=params)))
+        pending = _Pending()
+        self._pending[request_id] = pending
+        try:
+            if timeout_ms is None:
+                # No cancel scope when there is no deadline: entering one costs more than
+                # the rest of a request's bookkeeping.
+                await self._exchange(frame, pending)
+            else:
+                with trio.fail_after(timeout_ms / 1000):
+                    await self._exchange(frame, pending)
+        except BaseException:
+            if self._pending.pop(request_id, None) is not None and pending.queued:
+                self._queue.put_urgent(
+                    encode_frame(
+                        encode_message(
+                            Notification(method=CANCEL_METHOD, params={"id": request_id})
+                        )
+                    )
+                )
+            raise
+        if pending.error is not None:
+            raise EndpointClosed(pending.error)
+        reply = pending.reply
+        if isinstance(reply, ErrorResponse):
+            raise JSONRPCError(reply.error.code, reply.error.message, reply.error.data)
+        assert reply is not None  # _complete() set it before waking us
+        return reply.result
+
+    async def _exchange(self, frame: bytes, pending: _Pending) -> None:
+        # Waiting for the reply is this call's checkpoint, so a free slot in the queue is
+        # taken without yielding first: one trip through the scheduler less per request.
+        if not self._queue.put_nowait(frame):
+            await self._queue.put(frame)
+        pending.queued = True
+        await pending.wait()
+
+    async def notify(self, method: str, params: Params | None = None) -> None:
+        """Queue a notification for the writer.
+
+        Returns once the frame is queued, not written; leaving the context manager normally
+        writes what is queued (bounded by ``write_timeout_ms``).
+
+        Args:
+            method: The JSON-RPC method.
+            params: The params (an object or an array), or None to send none.
+
+        Raises:
+            EndpointClosed: The endpoint is closed.
+
+        **Cancellation:** waits only while the write queue is full; if cancelled then, the
+        notification is not sent.
+        """
+        if self._close_reason is not None:
+            await trio.lowlevel.checkpoint()
+            raise EndpointClosed(self._close_reason)
+        await self._queue.put(
+            encode_frame(encode_message(Notification(method=method, params=params)))
+        )
+
+    async def wait_closed(self) -> None:
+        """Wait until the endpoint has closed; :attr:`close_reason` then says why.
+
+        **Cancellation:** safe to cancel; nothing changes.
+        """
+        await self._closed_event.wait()
+
+    def statistics(self) -> EndpointStatistics:
+        """Return an :class:`EndpointStatistics` snapshot."""
+        return EndpointStatistics(
+            pending_requests=len(self._pending),
+            running_handlers=len(self._inbound),
+            queued_writes=len(self._queue.frames),
+            frames_written=self._frames_written,
+            writes=self._writes,
+            frames_read=self._frames_read,
+            ignored_replies=self._ignored_replies,
+        )
+
+    # -- closing ---------------------------------------------------------------------------
+
+    def _close(self, reason: str, *, keep_writer: bool = False) -> None:
+        """Close the endpoint: fail pending requests, cancel our tasks. Idempotent.
+
+        ``keep_writer`` leaves the writer running so a graceful close can flush the queue.
+        """
+        if self._close_reason is None:
+            self._close_reason = reason
+            if reason in ("eof", "closed"):
+                logger.debug("%s: endpoint closed (%s)", self.name, reason)
+            else:
+                logger.warning("%s: endpoint closed (%s)", self.name, reason)
+            pending, self._pending = self._pending, {}
+            for entry in pending.values():
+                entry.error = reason
+                entry.finish()
+            self._closed_event.set()
+        for scope in self._task_scopes:
+            scope.cancel()
+        if not keep_writer:
+            self._queue.close(self._close_reason)
+            self._writer_scope.cancel()
+
+    # -- background tasks --------------------------------------------------------------------
+
+    def _spawn(self, fn: Callable[..., Awaitable[None]], *args: object) -> None:
+        assert self._nursery is not None
+        scope = trio.CancelScope()
+        self._task_scopes.add(scope)
+        if self._close_reason is not None:
+            scope.cancel()
+        self._nursery.start_soon(self._run_in_scope, scope, fn, *args)
+
+    async def _run_in_scope(
+        self, scope: trio.CancelScope, fn: Callable[..., Awaitable[None]], *args: object
+    ) -> None:
+        try:
+            with scope:
+                await fn(*args)
+        finally:
+            self._task_scopes.discard(scope)
+
+    async def _write_loop(self) -> None:
+        # One cancel scope for the life of the writer whose deadline is armed around each
+        # send_all: a fresh fail_after() per write would cost more than the write.
+        with self._writer_scope, trio.CancelScope() as deadline:
+            try:
+                while True:
+                    items = await self._queue.get_all()
+                    if not items:
+                        return
+                    data = b"".join([frame for frame, _ in items])
+                    await self._send(data, deadline)
+                    self._frames_written += len(items)
+                    for _, written in items:
+                        if written is not None:
+                            written.set()
+            except (trio.BrokenResourceError, trio.ClosedResourceError) as exc:
+                self._close(f"write failed: {type(exc).__name__}: {exc}")
+            finally:
+                self._writer_done.set()
+        if deadline.cancelled_caught:
+            self._close("write timeout")
+
+    async def _send(self, data: bytes, deadline: trio.CancelScope) -> None:
+        if len(data) <= _WRITE_CHUNK_BYTES:
+            self._writes += 1
+            deadline.deadline = trio.current_time() + self._write_timeout_s
+            await self._send_stream.send_all(data)
+            deadline.deadline = math.inf
+            return
+        view = memoryview(data)
+        for start in range(0, len(view), _WRITE_CHUNK_BYTES):
+            self._writes += 1
+            deadline.deadline = trio.current_time() + self._write_timeout_s
+            await self._send_stream.send_all(view[start : start + _WRITE_CHUNK_BYTES])
+        deadline.deadline = math.inf
+
+    async def _read_loop(self) -> None:
+        decoder = FrameDecoder(max_body_bytes=self._max_body_bytes)
+        while True:
+            try:
+                event = decoder.next_event()
+            except RemoteProtocolError as exc:
+                self._close(f"protocol error: {exc}")
+                return
+            if event is NEED_DATA:
+                try:
+                    data = await self._receive_stream.receive_some(_READ_CHUNK_BYTES)
+                except (trio.BrokenResourceError, trio.ClosedResourceError) as exc:
+                    self._close(f"read failed: {type(exc).__name__}: {exc}")
+                    return
+                if data:
+                    decoder.receive_data(data)
+                else:
+                    decoder.receive_eof()
+            elif event is EOF:
+                self._close("eof")
+                return
+            elif isinstance(event, StrayText):
+                # The count only: stray output may hold anything, secrets included.
+                logger.warning(
+                    "%s: skipped %d bytes of stray text between frames", self.name, event.byte_count
+                )
+            elif isinstance(event, Frame):
+                self._frames_read += 1
+                try:
+                    message = decode_message(event.body)
+                except RemoteProtocolError as exc:
+                    logger.debug("%s: bad message: %s", self.name, exc)
+                    await self._reply_error(exc.request_id, int(exc.error_code), str(exc))
+                    continue
+                # Replies, the hot path, are routed without a coroutine call.
+                if isinstance(message, (Response, ErrorResponse)):
+                    self._complete(message)
+                else:
+                    await self._route(message)
+
+    async def _route(self, message: Request | Notification | Batch) -> None:
+        if isinstance(message, Request):
+            await self._start_inbound(message)
+        elif isinstance(message, Notification):
+            if message.method == CANCEL_METHOD:
+                self._cancel_inbound(message.params)
+            else:
+                await self._notifications_in.send(message)
+        else:
+            # LSP's base protocol has no batches and none of our peers send them; answering
+            # one would tie every member's reply to the slowest member. Refuse it whole.
+            await self._reply_error(
+                None, ErrorCode.INVALID_REQUEST, "Invalid Request: batches are not supported"
+            )
+
+    def _complete(self, reply: Response | ErrorResponse) -> None:
+        request_id = reply.id
+        entry = self._pending.pop(request_id, None) if type(request_id) is int else None
+        if entry is None:
+            self._ignored_replies += 1
+            if request_id is None and isinstance(reply, ErrorResponse):
+                logger.warning(
+                    "%s: peer reported an error without id: %s %s",
+                    self.name,
+                    reply.error.code,
+                    reply.error.message,
+                )
+            else:
+                logger.debug(
+                    "%s: ignored a reply to id %r (late, duplicate or never sent)",
+                    self.name,
+                    request_id,
+                )
+            return
+        entry.reply = reply
+        entry.finish()
+
+    async def _start_inbound(self, request: Request) -> None:
+        key = _id_key(request.id)
+        if key in self._inbound:
+            await self._reply_error(
+                request.id, ErrorCode.INVALID_REQUEST, "Invalid Request: id already in use"
+            )
+            return
+        if len(self._inbound) >= self._max_inbound:
+            await self._reply_error(
+                request.id,
+                ErrorCode.REQUEST_FAILED,
+                "too many requests in flight",
+                {"code": "busy"},
+            )
+            return
+        inbound = _Inbound()
+        self._inbound[key] = inbound
+        self._spawn(self._handle_request, request, key, inbound)
+
+    def _cancel_inbound(self, params: JSONValue | None) -> None:
+        request_id = params.get("id") if isinstance(params, dict) else None
+        inbound = self._inbound.get(_id_key(request_id))
+        if inbound is None:
+            logger.debug("%s: $/cancelRequest for id %r: not running", self.name, request_id)
+            return
+        inbound.cancelled_by_peer = True
+        inbound.scope.cancel()
+
+    async def _handle_request(
+        self, request: Request, key: tuple[type, object], inbound: _Inbound
+    ) -> None:
+        answer: Response | ErrorResponse
+        try:
+            try:
+                with inbound.scope:
+                    result = await self._request_handler(request.method, request.params)
+            finally:
+                # Removed before any answer is queued: a $/cancelRequest from now on finds
+                # nothing, so a finished request is never answered twice.
+                del self._inbound[key]
+        except JSONRPCError as exc:
+            answer = _error_response(request.id, exc.code, exc.message, exc.data)
+        except Exception as exc:
+            logger.error(
+                "%s: handler for %r raised; answering -32603 and closing",
+                self.name,
+                request.method,
+                exc_info=True,
+            )
+            await self._answer_before_raising(
+                _error_response(
+                    request.id, ErrorCode.INTERNAL_ERROR, f"Internal error: {type(exc).__name__}"
+                )
+            )
+            self._close(f"internal error: {type(exc).__name__} in handler for {request.method!r}")
+            raise
+        else:
+            if inbound.scope.cancelled_caught:
+                answer = _error_response(
+                    request.id, ErrorCode.REQUEST_CANCELLED, "Request cancelled"
+                )
+            else:
+                answer = Response(id=request.id, result=result)
+        await self._queue.put(encode_frame(encode_message(answer)))
+
+    async def _answer_before_raising(self, answer: ErrorResponse) -> None:
+        # The peer still gets its one answer when our handler has a bug; shielded and bounded
+        # so that neither a concurrent close nor a stuck peer replaces the bug being raised.
+        written = trio.Event()
+        with trio.move_on_after(self._write_timeout_s, shield=True):
+            try:
+                await self._queue.put(encode_frame(encode_message(answer)), written)
+            except EndpointClosed:
+                return
+            await written.wait()
+
+    async def _dispatch_notifications(self) -> None:
+        async for note in self._notifications_out:
+            if self._notification_handler is None:
+                logger.debug("%s: no handler for notification %r", self.name, note.method)
+                continue
+            try:
+                await self._notification_handler(note.method, note.params)
+            except JSONRPCError as exc:
+                # A notification has no reply to carry the error (JSON-RPC 2.0 §4.1).
+                logger.debug("%s: notification %r failed: %s", self.name, note.method, exc)
+            except Exception:
+                logger.error(
+                    "%s: notification handler for %r raised", self.name, note.method, exc_info=True
+                )
+                self._close(f"internal error: notification handler for {note.method!r}")
+                raise
+
+    async def _reply_error(
+        self, request_id: RequestId | None, code: int, message: str, data: JSONValue = None
+    ) -> None:
+        await self._queue.put(
+            encode_frame(encode_message(_error_response(request_id, code, message, data)))
+        )
+
+    async def _flush(self) -> None:
+        """Let the writer finish what is queued, then stop it; bounded by the write timeout."""
+        self._queue.close(self._close_reason or "closed")
+        with trio.move_on_after(self._write_timeout_s):
+            await self._writer_done.wait()
+
+
+@asynccontextmanager
+async def open_jsonrpc_endpoint(
+    send_stream: trio.abc.SendStream,
+    receive_stream: trio.abc.ReceiveStream,
+    *,
+    request_handler: RequestHandler,
+    notification_handler: NotificationHandler | None = None,
+    name: str = "peer",
+    max_pending_writes: int = DEFAULT_MAX_PENDING_WRITES,
+    write_timeout_ms: float = DEFAULT_WRITE_TIMEOUT_MS,
+    max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
+    max_inbound_concurrency: int = DEFAULT_MAX_INBOUND_CONCURRENCY,
+) -> AsyncIterator[JSONRPCEndpoint]:
+    """Run a JSON-RPC 2.0 endpoint over two byte streams (LSP base-protocol framing).
+
+    Implements issue 2 §4 and DESIGN.md invariants 4, 6 and 9. Inbound requests run
+    concurrently, each in its own task and cancel scope; the handler's return value is the
+    result, a :class:`JSONRPCError` it raises becomes the error response, and
+    ``$/cancelRequest`` cancels its task, which is then answered -32800 (once: a handler
+    that already finished keeps its result). Unknown methods are the handler's to refuse
+    with :func:`method_not_found`. Malformed input is answered (-32700 with id null for a
+    body that is not JSON, -32600 for an invalid request, with its id when known) and the
+    endpoint goes on. Batches are refused with one -32600 (LSP has none). Inbound requests
+    past ``max_inbound_concurrency`` are refused at once with -32803 and
+    ``data: {"code": "busy"}``, so the reader never stops reading replies.
+
+    A handler that raises anything else is a bug of ours: the peer gets -32603 (written
+    before going on), the error is logged with its traceback, the endpoint closes with
+    ``"internal error: ..."`` and the exception propagates out of this context manager, as
+    trio's exceptions always do. The same holds for a notification handler, except that
+    nothing is answered.
+
+    Notifications go to ``notification_handler`` one at a time, in arrival order, on a task
+    of their own (so a slow handler does not stop replies from being read); with none, they
+    are dropped (debug log). ``$/cancelRequest`` is handled here and not passed on.
+
+    When the transport ends -- EOF, a broken frame header, a write that fails or makes no
+    progress for ``write_timeout_ms`` -- the endpoint closes: pending requests fail at once
+    with :class:`EndpointClosed`, handler tasks are cancelled (and not answered), and
+    :meth:`JSONRPCEndpoint.wait_closed` returns. The ``async with`` body is not cancelled.
+    Stray text between frames is logged as a warning with its byte count only.
+
+    Leaving the block closes the endpoint with reason ``"closed"``: pending requests fail,
+    handler tasks are cancelled, frames already queued are written when the block is left
+    without an exception (bounded by ``write_timeout_ms``), and both streams are closed
+    with :func:`trio.aclose_forcefully`. The process behind the streams, if any, is the
+    caller's to end.
+
+    Args:
+        send_stream: Where frames are written.
+        receive_stream: Where frames are read from (may be the same object as
+            ``send_stream``, e.g. a socket stream).
+        request_handler: ``await request_handler(method, params) -> result``.
+        notification_handler: ``await notification_handler(method, params)``, or None.
+        name: The peer's name, used in log messages.
+        max_pending_writes: Frames the write queue holds before senders wait.
+        write_timeout_ms: Milliseconds a write of up to 64 KiB may take before the transport
+            is declared dead (``"write timeout"``).
+        max_body_bytes: The largest frame body accepted, in bytes; a larger one is a protocol
+            error that closes the endpoint.
+        max_inbound_concurrency: Inbound requests that may be handled at once.
+
+    Yields:
+        The :class:`JSONRPCEndpoint`.
+
+    Raises:
+        ValueError: A bound is not positive.
+        Exception: What a handler raised, other than :class:`JSONRPCError` (see above).
+
+    **Cancellation:** cancelling the block closes the endpoint without writing what is
+    still queued; it never hangs.
+    """
+    if max_pending_writes < 1 or max_inbound_concurrency < 1 or max_body_bytes < 1:
+        raise ValueError("endpoint bounds must be positive")
+    if not write_timeout_ms > 0 or math.isnan(write_timeout_ms):
+        raise ValueError("write_timeout_ms must be positive")
+    endpoint = JSONRPCEndpoint._create(
+        send_stream,
+        receive_stream,
+        request_handler=request_handler,
+        notification_handler=notification_handler,
+        name=name,
+        max_pending_writes=max_pending_writes,
+        write_timeout_ms=write_timeout_ms,
+        max_body_bytes=max_body_bytes,
+        max_inbound_concurrency=max_inbound_concurrency,
+    )
+    try:
+        async with trio.open_nursery() as nursery:
+            endpoint._nursery = nursery
+            nursery.start_soon(endpoint._write_loop)
+            endpoint._spawn(endpoint._read_loop)
+            endpoint._spawn(endpoint._dispatch_notifications)
+            graceful = False
+            try:
+                yield endpoint
+                graceful = True
+            finally:
+                endpoint._close("closed", keep_writer=True)
+                with trio.CancelScope(shield=True):
+                    if graceful:
+                        await endpoint._flush()
+                    endpoint._close("closed")
+                    # Closing twice is harmless when both are one stream (trio's aclose is
+                    # idempotent).
+                    await trio.aclose_forcefully(send_stream)
+                    await trio.aclose_forcefully(receive_stream)
+    except BaseExceptionGroup as group:
+        # Only our handler tasks and the caller's body can raise here; hand a lone error
+        # back as itself so callers do not have to unwrap groups for the common case.
+        if len(group.exceptions) != 1:
+            raise
+        _reraise_alone(group.exceptions[0])
+
+
+def _reraise_alone(exc: BaseException) -> NoReturn:
+    context = exc.__context__
+    try:
+        raise exc
+    finally:
+        # Raising inside ``except`` chained the group onto the error; keep its own context.
+        exc.__context__ = context
