@@ -1,0 +1,211 @@
+"""ProcessJobRunner: the lanes' job runner that runs a job as a supervised process tree.
+
+Contract (docs/architecture.md "lanes/" ``JobRunner``; DESIGN.md invariants 2, 10): the
+runner starts ``job.request.argv`` (no shell) as a process tree (its own session and
+group, the scope marker), reads stdout and stderr concurrently and passes their text to
+``emit_output`` as it arrives, decoded incrementally as UTF-8 so a character split across
+reads is never split across events (invalid bytes become U+FFFD). It sets
+``job.exit_code`` / ``job.signal`` before it returns.
+
+Life of one job::
+
+    spawn --> read stdout + stderr --(main process exits)--> drain <= drain_ms
+                      |                                         |
+                      `--(Cancelled: cancel, supersede,         v
+                          deadline, lanes closing)------> end the tree (shielded, bounded)
+
+The tree is ended in every case, also after a clean exit: whatever the main process left
+running in its scope (a daemon, a grandchild in a new session) ends with the job. The end
+is :meth:`ProcessTree.aclose`: SIGTERM to the group, ``term_grace_ms`` of grace, SIGKILL,
+a sweep by marker and ancestry, then at most ``kill_wait_ms`` before survivors are only
+reported. The runner never applies the job's timeout: the lanes driver's cancel scope does.
+"""
+
+from __future__ import annotations
+
+import codecs
+from typing import TYPE_CHECKING, Final
+
+import trio
+
+from ._tree import DEFAULT_KILL_WAIT_MS, DEFAULT_TERM_GRACE_MS, DEVNULL, open_process_tree
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from lanes import Job
+
+    from ._tree import ProcessTree, TreeEndReport
+
+__all__ = ("DEFAULT_DRAIN_MS", "ProcessJobRunner")
+
+#: How long output is still read after the main process exited, in milliseconds
+#: (DESIGN.md "Default bounds": output drain after a child's exit or kill).
+DEFAULT_DRAIN_MS: Final = 500
+#: Bytes asked for per read of a pipe.
+_READ_BYTES: Final = 65536
+
+
+class ProcessJobRunner:
+    """Runs lanes jobs as supervised process trees (the lanes ``JobRunner`` protocol).
+
+    One instance can run any number of jobs, concurrently; it keeps no state between jobs.
+
+    Args:
+        term_grace_ms: Time between SIGTERM and SIGKILL when a tree is ended, in milliseconds.
+        kill_wait_ms: Time to wait after SIGKILL before survivors are reported, in
+            milliseconds.
+        drain_ms: How long output is still read after the main process exited, in
+            milliseconds; a descendant holding a pipe open never stretches a job past it.
+
+    Raises:
+        ValueError: A bound is negative.
+    """
+
+    def __init__(
+        self,
+        *,
+        term_grace_ms: int = DEFAULT_TERM_GRACE_MS,
+        kill_wait_ms: int = DEFAULT_KILL_WAIT_MS,
+        drain_ms: int = DEFAULT_DRAIN_MS,
+    ) -> None:
+        for name, value in (
+            ("term_grace_ms", term_grace_ms),
+            ("kill_wait_ms", kill_wait_ms),
+            ("drain_ms", drain_ms),
+        ):
+            if value < 0:
+                raise ValueError(f"{name} must be >= 0, got {value}")
+        self.term_grace_ms = term_grace_ms
+        self.kill_wait_ms = kill_wait_ms
+        self.drain_ms = drain_ms
+
+    def __repr__(self) -> str:
+        return (
+            f"ProcessJobRunner(term_grace_ms={self.term_grace_ms},"
+            f" kill_wait_ms={self.kill_wait_ms}, drain_ms={self.drain_ms})"
+        )
+
+    async def __call__(self, job: Job, emit_output: Callable[[str, str], None]) -> None:
+        """Run ``job`` to completion and record how its main process ended.
+
+        The working directory is ``job.request.cwd``, or the project root when it is None;
+        ``job.request.env`` changes the inherited environment (None removes a variable).
+        stdin is ``/dev/null``: a job is headless.
+
+        Args:
+            job: The job; its ``exit_code`` (or ``signal``, for a main process killed by a
+                signal) is set before this returns or raises.
+            emit_output: Called with ``("stdout" | "stderr", text)`` as output arrives.
+
+        Raises:
+            CoreError: ``invalid_request`` / ``launch_failed`` from
+                :func:`open_process_tree`; nothing was started (the job ends ``failed``).
+
+        **Cancellation:** the tree is ended shielded and bounded (at most about
+        ``term_grace_ms + kill_wait_ms`` plus procfs scans), the exit status is recorded,
+        then ``trio.Cancelled`` propagates.
+        """
+        request = job.request
+        tree = await open_process_tree(
+            request.argv,
+            cwd=request.cwd if request.cwd is not None else request.root,
+            env=request.env,
+            stdin=DEVNULL,
+        )
+        try:
+            await self._supervise(tree, emit_output)
+        finally:
+            exited_alone = tree.returncode is not None
+            report = await self._end(tree)
+            _record_exit(job, report.returncode)
+            left = sorted(set(report.terminated + report.killed + report.swept) - {tree.pid})
+            if exited_alone and left:
+                # Worth a line in the job's log: the job itself looked finished.
+                emit_output(
+                    "stderr",
+                    f"[supervisor: the main process exited and left {len(left)} process(es)"
+                    f" running; ended: {' '.join(map(str, left))}"
+                    f"{' (SIGKILL)' if report.killed else ''}]\n",
+                )
+            if report.unkillable:
+                emit_output(
+                    "stderr",
+                    "\n[supervisor: processes still alive after SIGKILL:"
+                    f" {' '.join(map(str, report.unkillable))}]\n",
+                )
+
+    async def _end(self, tree: ProcessTree) -> TreeEndReport:
+        # aclose is shielded itself; the extra shield covers the checkpoint on the way in.
+        with trio.CancelScope(shield=True):
+            report = await tree.aclose(
+                term_grace_ms=self.term_grace_ms, kill_wait_ms=self.kill_wait_ms
+            )
+        return report
+
+    async def _supervise(self, tree: ProcessTree, emit_output: Callable[[str, str], None]) -> None:
+        """Pump both pipes until the main process exits and the drain bound passes."""
+        assert tree.stdout is not None
+        assert tree.stderr is not None
+        async with trio.open_nursery() as nursery:
+            pumps = [
+                _Pump("stdout", tree.stdout, emit_output),
+                _Pump("stderr", tree.stderr, emit_output),
+            ]
+            for pump in pumps:
+                nursery.start_soon(pump.run)
+            await tree.wait()
+            # A descendant may hold a pipe open long after the exit: read what is already
+            # there, but never wait for its EOF longer than the drain bound.
+            with trio.move_on_after(self.drain_ms / 1000):
+                for pump in pumps:
+                    await pump.done.wait()
+            nursery.cancel_scope.cancel()
+
+
+class _Pump:
+    """Reads one pipe to EOF (or until cancelled), emitting whole UTF-8 characters."""
+
+    def __init__(
+        self,
+        stream_name: str,
+        stream: trio.abc.ReceiveStream,
+        emit_output: Callable[[str, str], None],
+    ) -> None:
+        self.stream_name = stream_name
+        self.stream = stream
+        self.emit_output = emit_output
+        self.done = trio.Event()
+        self._decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+
+    async def run(self) -> None:
+        try:
+            while True:
+                try:
+                    data = await self.stream.receive_some(_READ_BYTES)
+                except (trio.BrokenResourceError, trio.ClosedResourceError):
+                    break
+                if not data:
+                    break
+                text = self._decoder.decode(data)
+                if text:
+                    self.emit_output(self.stream_name, text)
+        finally:
+            # A character cut off by EOF or by the drain bound is still reported (U+FFFD).
+            rest = self._decoder.decode(b"", final=True)
+            if rest:
+                self.emit_output(self.stream_name, rest)
+            self.done.set()
+
+
+def _record_exit(job: Job, returncode: int | None) -> None:
+    """Store a subprocess-style status (negative: killed by that signal) on the job."""
+    if returncode is None:
+        job.exit_code = None
+        job.signal = None
+    elif returncode < 0:
+        job.exit_code = None
+        job.signal = -returncode
+    else:
+        job.exit_code = returncode
+        job.signal = None

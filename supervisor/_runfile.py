@@ -1,0 +1,667 @@
+"""The lanes file of ``supervisor run``: parse and validate, naming the line of every error.
+
+Strategy: tomlkit parses the text (its ``ParseError`` already carries a line), the plain
+values are then validated key by key. tomlkit keeps no source positions on its items, so
+a small locator (:func:`_locate`) walks the same, already valid, text once and records
+the line of every table header and every key; a validation error asks it for the line
+of the key it is about. Nothing here starts a process or touches Trio: a bad file is
+refused before anything runs (issue 2, section 8).
+
+The file is an array of tables, one ``[[job]]`` per job, in submission order::
+
+    [[job]]
+    name = "build"                  # optional, unique; default "<kind>#<n>"
+    project = "project"             # required: the lane, a directory (relative to this file)
+    kind = "build"                  # required: a lanes job kind (build, test, ...)
+    argv = ["{python}", "-m", "compileall", "-q", "calc"]   # required, non-empty
+    cwd = "calc"                    # optional, relative to the project; default: the project
+    env = { PYTHONHASHSEED = "0" }  # optional, strings only; added to the inherited env
+    timeout_ms = 60000              # optional, > 0: the job's deadline (failed + timedOut)
+    supersede = false               # optional: cancel the lane's running job (superseded)
+    start_after_ms = 0              # optional, >= 0: submit this long after the run started
+    cancel_after_ms = 500           # optional, >= 0: cancel it this long after submitting
+    trusted = true                  # optional: false submits it to an untrusted workspace
+    expect = "ok"                   # optional: a status or a list; default ["ok", "superseded"]
+    expect_timed_out = true         # optional: also require timedOut to be this value
+
+Placeholders, replaced in ``argv``, ``cwd`` and ``env`` values when a job is submitted
+(only these exact tokens; other braces are left alone): ``{python}`` is the interpreter
+that runs the supervisor (``sys.executable``: no PATH search and no pyenv shim, which
+costs about 185 ms a launch), ``{here}`` the directory of the lanes file, and
+``{tmpdir}`` a scratch directory created for the run and removed after it.
+"""
+
+from __future__ import annotations
+
+import bisect
+import contextlib
+import difflib
+import os
+import re
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Final
+
+import tomlkit
+import tomlkit.exceptions
+
+if TYPE_CHECKING:
+    from collections.abc import Mapping
+
+    from protocol import JSONObject
+
+__all__ = (
+    "DEFAULT_EXPECT",
+    "JOB_STATUSES",
+    "PLACEHOLDERS",
+    "RunFile",
+    "RunFileError",
+    "RunFileJob",
+    "load_run_file",
+    "parse_run_file",
+)
+
+#: The statuses of ``job.finished`` (issue 2, section 6).
+JOB_STATUSES: Final = ("ok", "failed", "cancelled", "denied", "superseded")
+#: What a job is expected to end with when its ``expect`` key is absent.
+DEFAULT_EXPECT: Final = frozenset({"ok", "superseded"})
+#: The placeholder tokens a job's argv, cwd and env values may hold.
+PLACEHOLDERS: Final = ("{python}", "{here}", "{tmpdir}")
+#: Used when the lanes package does not publish its own list of kinds.
+_FALLBACK_KINDS: Final = ("build", "test", "pack", "toolchain", "add", "command")
+
+_JOB_KEYS: Final = (
+    "name",
+    "project",
+    "kind",
+    "argv",
+    "cwd",
+    "env",
+    "timeout_ms",
+    "supersede",
+    "start_after_ms",
+    "cancel_after_ms",
+    "trusted",
+    "expect",
+    "expect_timed_out",
+)
+
+
+class RunFileError(Exception):
+    """A lanes file that can not be run: bad TOML, an unknown key, a wrong type or value.
+
+    Attributes:
+        path: the file as the user named it.
+        line: the 1-based line the error is about (0 when the file could not be read).
+        message: what is wrong, without the location.
+    """
+
+    def __init__(self, path: str, line: int, message: str) -> None:
+        super().__init__(path, line, message)
+        self.path = path
+        self.line = line
+        self.message = message
+
+    def __str__(self) -> str:
+        if self.line > 0:
+            return f"{self.path}:{self.line}: {self.message}"
+        return f"{self.path}: {self.message}"
+
+
+@dataclass(frozen=True, slots=True)
+class RunFileJob:
+    """One ``[[job]]`` of a lanes file, validated; paths are absolute and normalized.
+
+    ``argv``, ``cwd`` and ``env`` still hold their placeholders; :meth:`payload`
+    replaces them.
+    """
+
+    name: str
+    line: int
+    project: str
+    kind: str
+    argv: tuple[str, ...]
+    cwd: str
+    env: Mapping[str, str] | None = None
+    timeout_ms: int | None = None
+    supersede: bool = False
+    start_after_ms: int = 0
+    cancel_after_ms: int | None = None
+    trusted: bool = True
+    expect: frozenset[str] = DEFAULT_EXPECT
+    expect_timed_out: bool | None = None
+
+    def payload(self, placeholders: Mapping[str, str]) -> JSONObject:
+        """The ``job.start`` payload of this job, placeholders replaced.
+
+        Args:
+            placeholders: token (e.g. ``"{python}"``) to its value.
+
+        Returns:
+            ``{kind, root, argv, cwd, env?, timeoutMilliseconds?, supersede}``, the wire
+            shape ``lanes.parse_job_start`` validates.
+        """
+        payload: JSONObject = {
+            "kind": self.kind,
+            "root": self.project,
+            "argv": [_substitute(arg, placeholders) for arg in self.argv],
+            "cwd": _substitute(self.cwd, placeholders),
+            "supersede": self.supersede,
+        }
+        if self.env is not None:
+            payload["env"] = {k: _substitute(v, placeholders) for k, v in self.env.items()}
+        if self.timeout_ms is not None:
+            payload["timeoutMilliseconds"] = self.timeout_ms
+        return payload
+
+    def is_expected(self, status: str, timed_out: bool) -> bool:
+        """Whether a ``job.finished`` with this ``status`` and ``timedOut`` is what we expect."""
+        if status not in self.expect:
+            return False
+        return self.expect_timed_out is None or self.expect_timed_out == timed_out
+
+    def describe_expectation(self) -> str:
+        """The expectation in words, e.g. ``"failed (timedOut)"`` or ``"ok or superseded"``."""
+        text = " or ".join(s for s in JOB_STATUSES if s in self.expect)
+        if self.expect_timed_out is True:
+            text += " (timedOut)"
+        elif self.expect_timed_out is False:
+            text += " (not timedOut)"
+        return text
+
+
+@dataclass(frozen=True, slots=True)
+class RunFile:
+    """A validated lanes file: its jobs in file order and the directory it lives in."""
+
+    path: str
+    directory: str
+    jobs: tuple[RunFileJob, ...] = field(default_factory=tuple)
+
+
+def load_run_file(path: str) -> RunFile:
+    """Read and validate the lanes file at ``path``.
+
+    Args:
+        path: the file; relative paths in it are resolved against its directory.
+
+    Returns:
+        The validated file.
+
+    Raises:
+        RunFileError: the file can not be read (``line`` 0) or is not a valid lanes file.
+    """
+    try:
+        with open(path, encoding="utf-8") as f:
+            text = f.read()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise RunFileError(path, 0, f"cannot read the file: {exc}") from None
+    return parse_run_file(text, path=path, directory=os.path.dirname(os.path.abspath(path)))
+
+
+def parse_run_file(text: str, *, path: str, directory: str) -> RunFile:
+    """Validate the text of a lanes file (the format is in this module's docstring).
+
+    Args:
+        text: the TOML text.
+        path: the name errors carry.
+        directory: what relative ``project`` paths are resolved against.
+
+    Returns:
+        The validated file with at least one job.
+
+    Raises:
+        RunFileError: with the line of the first problem found.
+    """
+    try:
+        document = tomlkit.parse(text)
+    except tomlkit.exceptions.ParseError as exc:
+        message = str(exc)
+        # tomlkit appends " at line L col C"; we already say the line.
+        message = re.sub(r" at line \d+ col \d+$", "", message)
+        # tomlkit reads past the end as a NUL character.
+        message = message.replace("Unexpected character: '\\x00'", "unexpected end of file")
+        raise RunFileError(path, exc.line, f"invalid TOML: {message}") from None
+    except tomlkit.exceptions.TOMLKitError as exc:
+        # Semantic errors (a key or table defined twice) carry no position: find it.
+        duplicate = _locate(text).duplicates
+        line = duplicate[0] if duplicate else 1
+        raise RunFileError(path, line, f"invalid TOML: {exc}") from None
+    data: dict[str, Any] = document.unwrap()
+    where = _locate(text)
+    for key in data:
+        if key != "job":
+            raise RunFileError(
+                path, where.key_line(None, key), f"unknown top-level key {key!r}{_hint(key)}"
+            )
+    jobs_value = data.get("job")
+    if jobs_value is None:
+        raise RunFileError(path, 1, "no jobs: add at least one [[job]] table")
+    if not isinstance(jobs_value, list) or not all(isinstance(j, dict) for j in jobs_value):
+        raise RunFileError(
+            path, where.key_line(None, "job"), "'job' must be an array of tables ([[job]])"
+        )
+    if not jobs_value:
+        raise RunFileError(path, where.key_line(None, "job"), "no jobs: 'job' is empty")
+    kinds = _job_kinds()
+    counts: dict[str, int] = {}
+    names: dict[str, int] = {}
+    jobs: list[RunFileJob] = []
+    for index, raw in enumerate(jobs_value):
+        job = _parse_job(raw, index, path=path, directory=directory, where=where, kinds=kinds)
+        if job.name == "":
+            counts[job.kind] = counts.get(job.kind, 0) + 1
+            job = _replace_name(job, f"{job.kind}#{counts[job.kind]}")
+        if job.name in names:
+            raise RunFileError(
+                path,
+                where.job_key_line(index, "name"),
+                f"duplicate job name {job.name!r} (first used on line {names[job.name]})",
+            )
+        names[job.name] = job.line
+        jobs.append(job)
+    return RunFile(path=path, directory=directory, jobs=tuple(jobs))
+
+
+def _replace_name(job: RunFileJob, name: str) -> RunFileJob:
+    import dataclasses
+
+    return dataclasses.replace(job, name=name)
+
+
+def _job_kinds() -> tuple[str, ...]:
+    try:
+        import lanes
+    except ImportError:  # pragma: no cover - lanes is part of this distribution
+        return _FALLBACK_KINDS
+    kinds = getattr(lanes, "JOB_KINDS", None)
+    if kinds is None:
+        job_kind = getattr(lanes, "JobKind", None)
+        if job_kind is None:
+            return _FALLBACK_KINDS
+        return tuple(str(k) for k in job_kind)
+    return tuple(str(k) for k in kinds)
+
+
+def _hint(key: str, known: tuple[str, ...] = ("job",)) -> str:
+    close = difflib.get_close_matches(key, known, n=1)
+    if close:
+        return f" (did you mean {close[0]!r}?)"
+    return f" (known: {', '.join(known)})"
+
+
+def _parse_job(
+    raw: dict[str, Any],
+    index: int,
+    *,
+    path: str,
+    directory: str,
+    where: _Locations,
+    kinds: tuple[str, ...],
+) -> RunFileJob:
+    header_line = where.job_line(index)
+
+    def fail(key: str | None, message: str, subkey: str | None = None) -> RunFileError:
+        line = header_line if key is None else where.job_key_line(index, key, subkey)
+        return RunFileError(path, line, message)
+
+    for key in raw:
+        if key not in _JOB_KEYS:
+            raise fail(key, f"unknown key {key!r} in [[job]]{_hint(key, _JOB_KEYS)}")
+
+    def typed(key: str, kind: type | tuple[type, ...], what: str) -> Any:
+        value = raw.get(key)
+        # bool is an int subclass: `timeout_ms = true` must not pass as 1.
+        if value is None:
+            return None
+        if isinstance(value, bool) and bool not in (kind if isinstance(kind, tuple) else (kind,)):
+            raise fail(key, f"{key!r} must be {what}, not a boolean")
+        if not isinstance(value, kind):
+            raise fail(key, f"{key!r} must be {what}, not {_toml_type(value)}")
+        return value
+
+    name = typed("name", str, "a string") or ""
+    if "name" in raw and not name.strip():
+        raise fail("name", "'name' must not be empty")
+
+    project = typed("project", str, "a string (a directory)")
+    if project is None:
+        raise fail(None, "missing required key 'project' (the lane: a project directory)")
+    if not project or "\0" in project:
+        raise fail("project", "'project' must be a non-empty path")
+    project_path = os.path.normpath(os.path.join(directory, os.path.expanduser(project)))
+    if not os.path.isdir(project_path):
+        raise fail("project", f"project directory {project_path!r} does not exist")
+
+    kind = typed("kind", str, "a string")
+    if kind is None:
+        raise fail(None, f"missing required key 'kind' (one of: {', '.join(kinds)})")
+    if kind not in kinds:
+        raise fail("kind", f"unknown kind {kind!r} (one of: {', '.join(kinds)})")
+
+    argv = typed("argv", list, "an array of strings")
+    if argv is None:
+        raise fail(None, "missing required key 'argv' (the program and its arguments)")
+    if not argv:
+        raise fail("argv", "'argv' must not be empty")
+    for position, arg in enumerate(argv):
+        if not isinstance(arg, str):
+            raise fail("argv", f"argv[{position}] must be a string, not {_toml_type(arg)}")
+        if "\0" in arg:
+            raise fail("argv", f"argv[{position}] contains a NUL character")
+    if not argv[0]:
+        raise fail("argv", "argv[0] (the program) must not be empty")
+
+    cwd = typed("cwd", str, "a string (a directory)")
+    if cwd is not None and (not cwd or "\0" in cwd):
+        raise fail("cwd", "'cwd' must be a non-empty path")
+    cwd_path = project_path if cwd is None else os.path.join(project_path, cwd)
+    if not any(p in cwd_path for p in PLACEHOLDERS):
+        cwd_path = os.path.normpath(cwd_path)
+        if not os.path.isdir(cwd_path):
+            raise fail("cwd", f"working directory {cwd_path!r} does not exist")
+
+    env = typed("env", dict, "a table of strings")
+    if env is not None:
+        for var, value in env.items():
+            if not isinstance(value, str):
+                raise fail(
+                    "env",
+                    f"env.{var} must be a string, not {_toml_type(value)}",
+                    subkey=var,
+                )
+            if not var or "=" in var or "\0" in var or "\0" in value:
+                raise fail("env", f"invalid environment variable {var!r}", subkey=var)
+
+    timeout_ms = typed("timeout_ms", int, "an integer (milliseconds)")
+    if timeout_ms is not None and timeout_ms <= 0:
+        raise fail("timeout_ms", "'timeout_ms' must be > 0 (milliseconds)")
+    start_after_ms = typed("start_after_ms", int, "an integer (milliseconds)") or 0
+    if start_after_ms < 0:
+        raise fail("start_after_ms", "'start_after_ms' must be >= 0 (milliseconds)")
+    cancel_after_ms = typed("cancel_after_ms", int, "an integer (milliseconds)")
+    if cancel_after_ms is not None and cancel_after_ms < 0:
+        raise fail("cancel_after_ms", "'cancel_after_ms' must be >= 0 (milliseconds)")
+    supersede = typed("supersede", bool, "a boolean")
+    trusted = typed("trusted", bool, "a boolean")
+    expect_timed_out = typed("expect_timed_out", bool, "a boolean")
+
+    expect_value = typed("expect", (str, list), "a status or an array of statuses")
+    expect = DEFAULT_EXPECT
+    if expect_value is not None:
+        values = [expect_value] if isinstance(expect_value, str) else expect_value
+        if not values:
+            raise fail("expect", "'expect' must name at least one status")
+        for value in values:
+            if not isinstance(value, str):
+                raise fail("expect", f"'expect' values must be strings, not {_toml_type(value)}")
+            if value not in JOB_STATUSES:
+                raise fail(
+                    "expect",
+                    f"'expect' has unknown status {value!r} (one of: {', '.join(JOB_STATUSES)})",
+                )
+        expect = frozenset(values)
+
+    return RunFileJob(
+        name=name,
+        line=header_line,
+        project=project_path,
+        kind=kind,
+        argv=tuple(argv),
+        cwd=cwd_path,
+        env=None if env is None else dict(env),
+        timeout_ms=timeout_ms,
+        supersede=bool(supersede),
+        start_after_ms=start_after_ms,
+        cancel_after_ms=cancel_after_ms,
+        trusted=True if trusted is None else trusted,
+        expect=expect,
+        expect_timed_out=expect_timed_out,
+    )
+
+
+def _toml_type(value: object) -> str:
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, int):
+        return "an integer"
+    if isinstance(value, float):
+        return "a float"
+    if isinstance(value, str):
+        return "a string"
+    if isinstance(value, list):
+        return "an array"
+    if isinstance(value, dict):
+        return "a table"
+    return f"a {type(value).__name__}"
+
+
+def _substitute(text: str, placeholders: Mapping[str, str]) -> str:
+    for token, value in placeholders.items():
+        text = text.replace(token, value)
+    return text
+
+
+# --- The locator -------------------------------------------------------------------------
+#
+# It reads text tomlkit has already accepted, so it only needs to tell statements apart:
+# table headers, `key = value` lines, and values that span lines (multi-line strings,
+# arrays, inline tables). It never judges validity; if it gets lost it stops, and lookups
+# fall back to the nearest line it knows (the job's header, else line 1).
+
+
+@dataclass(slots=True)
+class _Locations:
+    #: (header path, is an array table, line), in file order.
+    tables: list[tuple[tuple[str, ...], bool, int]] = field(default_factory=list)
+    #: (index into tables or -1 for the root, key path) -> line.
+    keys: dict[tuple[int, tuple[str, ...]], int] = field(default_factory=dict)
+    #: Lines of keys and ``[table]`` headers that repeat an earlier one, in file order.
+    duplicates: list[int] = field(default_factory=list)
+
+    def key_line(self, table: int | None, key: str) -> int:
+        ordinal = -1 if table is None else table
+        for (t, path), line in self.keys.items():
+            if t == ordinal and path[0] == key:
+                return line
+        for path, _is_array, line in self.tables:
+            if path[0] == key:
+                return line
+        return 1
+
+    def _job_table(self, index: int) -> int | None:
+        seen = -1
+        for ordinal, (path, is_array, _line) in enumerate(self.tables):
+            if path == ("job",) and is_array:
+                seen += 1
+                if seen == index:
+                    return ordinal
+        return None
+
+    def job_line(self, index: int) -> int:
+        ordinal = self._job_table(index)
+        return 1 if ordinal is None else self.tables[ordinal][2]
+
+    def job_key_line(self, index: int, key: str, subkey: str | None = None) -> int:
+        ordinal = self._job_table(index)
+        if ordinal is None:
+            return 1
+        wanted = (key,) if subkey is None else (key, subkey)
+        best: int | None = None
+        for (t, path), line in self.keys.items():
+            if t == ordinal and path[: len(wanted)] == wanted:
+                return line
+            if t == ordinal and best is None and path[0] == key:
+                best = line
+        # `[job.env]` sub-tables that follow this job's header, up to the next [[job]].
+        for sub in range(ordinal + 1, len(self.tables)):
+            path, is_array, line = self.tables[sub]
+            if path == ("job",) and is_array:
+                break
+            if path[:2] == ("job", key):
+                if subkey is not None:
+                    sub_line = self.keys.get((sub, (subkey,)))
+                    if sub_line is not None:
+                        return sub_line
+                return line
+        return best if best is not None else self.tables[ordinal][2]
+
+
+class _Lost(Exception):
+    """The locator met text it does not understand; what it found so far stands."""
+
+
+_BARE_KEY = re.compile(r"[A-Za-z0-9_-]+")
+_SCALAR_END = frozenset(",]}#\n")
+
+
+def _locate(text: str) -> _Locations:
+    where = _Locations()
+    newlines = [i for i, ch in enumerate(text) if ch == "\n"]
+    with contextlib.suppress(_Lost, IndexError):
+        _Locator(text, newlines, where).run()
+    return where
+
+
+class _Locator:
+    def __init__(self, text: str, newlines: list[int], where: _Locations) -> None:
+        self.text = text
+        self.newlines = newlines
+        self.where = where
+        self.i = 0
+
+    def line(self, index: int) -> int:
+        return bisect.bisect_left(self.newlines, index) + 1
+
+    def run(self) -> None:
+        text = self.text
+        table = -1
+        while True:
+            self.skip_blank(newlines=True)
+            if self.i >= len(text):
+                return
+            start = self.i
+            if text.startswith("[[", self.i):
+                self.i += 2
+                path = self.key_path("]")
+                self.expect("]]")
+                self.where.tables.append((path, True, self.line(start)))
+                table = len(self.where.tables) - 1
+            elif text[self.i] == "[":
+                self.i += 1
+                path = self.key_path("]")
+                self.expect("]")
+                if (path, False) in ((p, a) for p, a, _line in self.where.tables):
+                    self.where.duplicates.append(self.line(start))
+                self.where.tables.append((path, False, self.line(start)))
+                table = len(self.where.tables) - 1
+            else:
+                path = self.key_path("=")
+                self.expect("=")
+                if (table, path) in self.where.keys:
+                    self.where.duplicates.append(self.line(start))
+                self.where.keys.setdefault((table, path), self.line(start))
+                self.skip_blank(newlines=False)
+                self.value(top_level=True)
+
+    def expect(self, token: str) -> None:
+        self.skip_blank(newlines=False)
+        if not self.text.startswith(token, self.i):
+            raise _Lost
+        self.i += len(token)
+
+    def skip_blank(self, *, newlines: bool) -> None:
+        text = self.text
+        while self.i < len(text):
+            ch = text[self.i]
+            if ch in " \t\r" or (newlines and ch == "\n"):
+                self.i += 1
+            elif ch == "#":
+                end = text.find("\n", self.i)
+                self.i = len(text) if end < 0 else end
+            else:
+                return
+
+    def key_path(self, terminator: str) -> tuple[str, ...]:
+        parts: list[str] = []
+        while True:
+            self.skip_blank(newlines=False)
+            ch = self.text[self.i]
+            if ch in "\"'":
+                start = self.i + 1
+                self.string(ch)
+                parts.append(self.text[start : self.i - 1])
+            else:
+                match = _BARE_KEY.match(self.text, self.i)
+                if match is None:
+                    raise _Lost
+                parts.append(match.group())
+                self.i = match.end()
+            self.skip_blank(newlines=False)
+            if self.text.startswith(".", self.i):
+                self.i += 1
+                continue
+            if not self.text.startswith(terminator, self.i):
+                raise _Lost
+            return tuple(parts)
+
+    def string(self, quote: str) -> None:
+        text = self.text
+        triple = quote * 3
+        if text.startswith(triple, self.i):
+            self.i += 3
+            while True:
+                if quote == '"' and text[self.i] == "\\":
+                    self.i += 2
+                elif text.startswith(triple, self.i):
+                    self.i += 3
+                    # Up to two quotes may sit right before the closing delimiter.
+                    while self.i < len(text) and text[self.i] == quote:
+                        self.i += 1
+                    return
+                else:
+                    self.i += 1
+        self.i += 1
+        while text[self.i] != quote:
+            if quote == '"' and text[self.i] == "\\":
+                self.i += 1
+            if text[self.i] == "\n":
+                raise _Lost
+            self.i += 1
+        self.i += 1
+
+    def value(self, *, top_level: bool) -> None:
+        text = self.text
+        ch = text[self.i]
+        if ch in "\"'":
+            self.string(ch)
+        elif ch == "[":
+            self.i += 1
+            while True:
+                self.skip_blank(newlines=True)
+                if text[self.i] == "]":
+                    self.i += 1
+                    return
+                self.value(top_level=False)
+                self.skip_blank(newlines=True)
+                if text[self.i] == ",":
+                    self.i += 1
+        elif ch == "{":
+            self.i += 1
+            while True:
+                self.skip_blank(newlines=False)
+                if text[self.i] == "}":
+                    self.i += 1
+                    return
+                self.key_path("=")
+                self.expect("=")
+                self.skip_blank(newlines=False)
+                self.value(top_level=False)
+                self.skip_blank(newlines=False)
+                if text[self.i] == ",":
+                    self.i += 1
+        else:
+            # Numbers, booleans, dates (which may hold a space): up to a delimiter.
+            while self.i < len(text) and text[self.i] not in _SCALAR_END:
+                self.i += 1
+            if top_level and self.i < len(text) and text[self.i] in ",]}":
+                raise _Lost

@@ -1,0 +1,262 @@
+"""``supervisor run FILE.toml`` end to end, as a real subprocess."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+from typing import TYPE_CHECKING, Any
+
+import pytest
+import trio
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), os.pardir, os.pardir))
+DEMO = os.path.join(REPO, "examples", "demo.toml")
+
+
+def supervisor_run(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "supervisor", "run", *args],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+
+
+def write(path: Path, text: str) -> str:
+    path.write_text(textwrap.dedent(text))
+    return str(path)
+
+
+def gone(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            data = f.read()
+    except FileNotFoundError:
+        return True
+    return data[data.rfind(b")") + 2 :][:1] in (b"Z", b"X")
+
+
+def test_demo_exits_0_and_shows_every_status() -> None:
+    result = supervisor_run(DEMO, "--json")
+    assert result.returncode == 0, result.stderr
+    events: list[dict[str, Any]] = [json.loads(line) for line in result.stdout.splitlines()]
+    finished = {e["name"]: e for e in events if e["event"] == "job.finished"}
+    assert {e["status"] for e in finished.values()} == {
+        "ok",
+        "failed",
+        "cancelled",
+        "denied",
+        "superseded",
+    }
+    assert finished["deadline"]["status"] == "failed"
+    assert finished["deadline"]["timedOut"] is True
+    assert finished["build (replaced while waiting)"]["status"] == "superseded"
+    assert finished["long test"]["status"] == "superseded"
+    assert finished["test"]["status"] == "ok"
+    assert finished["grandchild gone"]["status"] == "ok"
+    # Every job gets a name and a lane, and exactly one job.finished.
+    assert len([e for e in events if e["event"] == "job.finished"]) == len(finished) == 11
+    summary = events[-1]
+    assert summary["event"] == "run.finished"
+    assert summary["exitCode"] == 0
+    assert summary["leftovers"] == []
+    assert all(job["asExpected"] for job in summary["jobs"])
+    # The real pytest suite ran and passed.
+    test_output = "".join(
+        e["text"] for e in events if e["event"] == "job.output" and e["name"] == "test"
+    )
+    assert "12 passed" in test_output
+    # The human account on stderr.
+    assert "[scripts] deadline finished failed in" in result.stderr
+    assert "11 jobs, all as expected" in result.stderr
+    assert "no process left behind" in result.stderr
+
+
+def test_bad_file_exits_2_with_its_line_and_starts_nothing(tmp_path: Path) -> None:
+    marker = tmp_path / "started"
+    path = write(
+        tmp_path / "bad.toml",
+        f"""\
+        [[job]]
+        project = "."
+        kind = "command"
+        argv = ["{sys.executable}", "-c", "open({str(marker)!r}, 'w')"]
+
+        [[job]]
+        project = "."
+        kind = "command"
+        argv = ["true"]
+        timeout_ms = "soon"
+        """,
+    )
+    result = supervisor_run(path)
+    assert result.returncode == 2
+    assert result.stderr.strip() == (
+        f"{path}:10: 'timeout_ms' must be an integer (milliseconds), not a string"
+    )
+    assert result.stdout == ""
+    assert not marker.exists()
+
+
+def test_syntax_error_exits_2(tmp_path: Path) -> None:
+    path = write(tmp_path / "bad.toml", '[[job]]\nproject = "."\nargv = ["a",\n')
+    result = supervisor_run(path)
+    assert result.returncode == 2
+    assert result.stderr.startswith(f"{path}:3: invalid TOML")
+
+
+def test_missing_file_exits_2(tmp_path: Path) -> None:
+    result = supervisor_run(str(tmp_path / "nope.toml"))
+    assert result.returncode == 2
+    assert "cannot read the file" in result.stderr
+
+
+def test_unexpected_outcome_exits_1_and_names_the_job(tmp_path: Path) -> None:
+    path = write(
+        tmp_path / "lanes.toml",
+        """\
+        [[job]]
+        name = "fine"
+        project = "."
+        kind = "command"
+        argv = ["{python}", "-c", "pass"]
+
+        [[job]]
+        name = "should fail"
+        project = "."
+        kind = "command"
+        argv = ["{python}", "-c", "pass"]
+        expect = "failed"
+
+        [[job]]
+        name = "breaks"
+        project = "."
+        kind = "command"
+        argv = ["{python}", "-c", "import sys; print('boom', file=sys.stderr); sys.exit(4)"]
+        """,
+    )
+    result = supervisor_run(path)
+    assert result.returncode == 1, result.stderr
+    assert "2 of 3 jobs did not end as expected" in result.stderr
+    assert f"should fail ({path}:7): expected failed, got ok" in result.stderr
+    assert f"breaks ({path}:14): expected ok or superseded, got failed" in result.stderr
+    assert "(exit 4)" in result.stderr
+    assert "[.] breaks ! boom" not in result.stderr  # the lane is named after its directory
+    assert "breaks ! boom" in result.stderr
+
+
+@pytest.mark.parametrize(("signum", "code"), [(signal.SIGTERM, 143), (signal.SIGINT, 130)])
+async def test_signal_cancels_everything_and_cleans_every_tree(
+    tmp_path: Path, signum: signal.Signals, code: int
+) -> None:
+    """A job whose child left a SIGTERM-ignoring grandchild in a new session is running
+    when the supervisor gets the signal: every process is gone and the exit code says why."""
+    pidfile = tmp_path / "grandchild.pid"
+    escape = os.path.join(REPO, "examples", "scripts", "escape.py")
+    script = (
+        "import subprocess, sys, time; "
+        f"subprocess.run([sys.executable, {escape!r}, {str(pidfile)!r}], check=True); "
+        "print('waiting', flush=True); time.sleep(60)"
+    )
+    path = write(
+        tmp_path / "lanes.toml",
+        f"""\
+        [[job]]
+        name = "escapes then waits"
+        project = "."
+        kind = "command"
+        argv = ["{{python}}", "-c", {json.dumps(script)}]
+
+        [[job]]
+        name = "queued"
+        project = "."
+        kind = "command"
+        argv = ["{{python}}", "-c", "pass"]
+        """,
+    )
+    process = await trio.lowlevel.open_process(
+        [sys.executable, "-m", "supervisor", "run", path, "--json"],
+        cwd=REPO,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    try:
+        assert process.stdout is not None
+        assert process.stderr is not None
+        buffer = b""
+        with trio.fail_after(30):
+            # The argv in job.started holds the word too: wait for the job's own output
+            # line (JSON-escaped newline, end of the text), possibly coalesced with others.
+            while b'waiting\\n"' not in buffer:
+                data = await process.stdout.receive_some()
+                assert data, buffer
+                buffer += data
+            process.send_signal(signum)
+            async with trio.open_nursery() as nursery:
+                rest: list[bytes] = []
+
+                async def drain(stream: trio.abc.ReceiveStream, into: list[bytes]) -> None:
+                    into.extend([bytes(chunk) async for chunk in stream])
+
+                errors: list[bytes] = []
+                nursery.start_soon(drain, process.stdout, rest)
+                nursery.start_soon(drain, process.stderr, errors)
+                returncode = await process.wait()
+    finally:
+        if process.returncode is None:
+            process.kill()
+            with trio.CancelScope(shield=True):
+                await process.wait()
+    assert returncode == code, b"".join(errors).decode()
+    events = [json.loads(line) for line in (buffer + b"".join(rest)).decode().splitlines()]
+    finished = {e["name"]: e for e in events if e["event"] == "job.finished"}
+    assert finished["escapes then waits"]["status"] == "cancelled"
+    assert finished["queued"]["status"] == "cancelled"
+    assert events[-1]["event"] == "run.finished"
+    assert events[-1]["interrupted"] == signum.name
+    assert events[-1]["leftovers"] == []
+    assert gone(int(pidfile.read_text()))
+    assert f"received {signum.name}" in b"".join(errors).decode()
+
+
+def test_live_view_on_a_terminal(tmp_path: Path) -> None:
+    """With stderr on a terminal the lanes are redrawn in place (ANSI), not logged per line."""
+    import pty
+
+    path = write(
+        tmp_path / "lanes.toml",
+        """\
+        [[job]]
+        project = "."
+        kind = "build"
+        argv = ["{python}", "-c", "print('compiled')"]
+        """,
+    )
+    master, slave = pty.openpty()
+    try:
+        result = subprocess.run(
+            [sys.executable, "-m", "supervisor", "run", path],
+            cwd=REPO,
+            stderr=slave,
+            stdout=subprocess.DEVNULL,
+            timeout=60,
+            check=False,
+        )
+        os.set_blocking(master, False)
+        screen = os.read(master, 65536).decode()
+    finally:
+        os.close(slave)
+        os.close(master)
+    assert result.returncode == 0
+    assert "\x1b[" in screen  # the live block is erased and redrawn
+    assert "build#1 finished ok" in screen
+    assert "| compiled" not in screen  # output shows in the live line, not in the log
