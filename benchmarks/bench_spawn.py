@@ -1,0 +1,115 @@
+"""Spawn + wait of ``/bin/true``: ``process.run`` against ``subprocess.run`` and
+``trio.run_process`` (issue 2 section 10).
+
+Each round runs all three in a rotating order, after a warm-up, inside one Trio run;
+figures are medians in milliseconds (time: a ratio above 1 means we are slower).
+``process.run`` does more than its peers: a new session and group, the scope marker,
+the executable lookup, a procfs walk for leftovers and the reaping pass. All three
+capture stdout and stderr and give the child ``/dev/null`` as stdin, as
+``process.run`` does. The goal
+(at most 1.3x ``subprocess.run``) belongs to a later issue; this reports.
+
+Run ``python -m benchmarks.bench_spawn`` to print the rows.
+"""
+
+from __future__ import annotations
+
+import statistics
+import subprocess
+import time
+
+import trio
+
+from supervisor._process import run_process
+
+ARGV = ["/bin/true"]
+WARMUP = 10
+GOAL = 1.3
+
+
+def _subprocess_run_ms() -> float:
+    started = time.perf_counter()
+    subprocess.run(ARGV, check=True, capture_output=True, stdin=subprocess.DEVNULL)
+    return (time.perf_counter() - started) * 1000
+
+
+async def _ours_ms() -> float:
+    started = time.perf_counter()
+    result = await run_process(ARGV)
+    elapsed = (time.perf_counter() - started) * 1000
+    assert result.exit_code == 0
+    return elapsed
+
+
+async def _trio_ms() -> float:
+    started = time.perf_counter()
+    await trio.run_process(ARGV, capture_stdout=True, capture_stderr=True, stdin=subprocess.DEVNULL)
+    return (time.perf_counter() - started) * 1000
+
+
+async def _measure(rounds: int) -> dict[str, list[float]]:
+    samples: dict[str, list[float]] = {"ours": [], "trio": [], "subprocess": []}
+
+    async def one(name: str) -> float:
+        if name == "ours":
+            return await _ours_ms()
+        if name == "trio":
+            return await _trio_ms()
+        return _subprocess_run_ms()
+
+    order = ["ours", "trio", "subprocess"]
+    for _ in range(WARMUP):
+        for name in order:
+            await one(name)
+    for i in range(rounds):
+        rotated = order[i % 3 :] + order[: i % 3]
+        for name in rotated:
+            samples[name].append(await one(name))
+    return samples
+
+
+def _row(figure: str, ours: float, peer: float, peer_name: str) -> dict[str, object]:
+    ratio = ours / peer
+    return {
+        "figure": figure,
+        "ours": round(ours, 3),
+        "peer": round(peer, 3),
+        "unit": "ms",
+        "peer_name": peer_name,
+        "ratio": round(ratio, 3),
+        "goal": f"<= {GOAL}x",
+        "met": ratio <= GOAL,
+    }
+
+
+def measure(*, rounds: int = 200) -> list[dict[str, object]]:
+    """Measure spawn+wait of /bin/true, interleaved; return one row per peer.
+
+    Args:
+        rounds: Timed rounds (each runs all three once), after a warm-up of 10.
+
+    Returns:
+        Rows ``{figure, ours, peer, unit, peer_name, ratio, goal, met}``; times in
+        milliseconds, ``ratio`` above 1 means ours is slower.
+    """
+    samples = trio.run(_measure, rounds)
+    ours = statistics.median(samples["ours"])
+    return [
+        _row(
+            "process.run /bin/true spawn+wait (time; ratio > 1 = slower)",
+            ours,
+            statistics.median(samples["subprocess"]),
+            "subprocess.run",
+        ),
+        _row(
+            "process.run /bin/true spawn+wait (time; ratio > 1 = slower)",
+            ours,
+            statistics.median(samples["trio"]),
+            "trio.run_process",
+        ),
+    ]
+
+
+if __name__ == "__main__":
+    for row in measure():
+        print(row)

@@ -1,0 +1,128 @@
+"""Small, allocation-light readers of Linux ``/proc``.
+
+Contract: every function here is synchronous, never blocks on anything but procfs
+reads, and treats a process that vanishes mid-read as gone (``None`` or an empty
+result), never as an error. procfs is the only way to see processes that left a
+tree's process group or session (setsid, double fork) and to read the scope marker
+of a process we did not start ourselves, so the process-tree code and the reaper
+build on these few primitives. On systems without ``/proc`` every reader returns
+"nothing found"; callers check :data:`HAVE_PROCFS` where that matters.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+HAVE_PROCFS = os.path.isdir("/proc/self/task")
+
+#: procfs files are read in chunks of this many bytes; environ blocks larger than
+#: one chunk are read to the end.
+_CHUNK = 65536
+
+
+@dataclass(frozen=True, slots=True)
+class ProcStat:
+    """The fields of ``/proc/<pid>/stat`` that process-tree code needs.
+
+    Attributes:
+        pid: The process id.
+        state: One-letter state (``R``, ``S``, ``D``, ``T``, ``Z``, ``X``, ...).
+        ppid: Parent process id.
+        pgid: Process group id.
+        sid: Session id.
+        starttime: Start time in clock ticks since boot; with ``pid`` it identifies a
+            process across pid reuse.
+    """
+
+    pid: int
+    state: str
+    ppid: int
+    pgid: int
+    sid: int
+    starttime: int
+
+    @property
+    def dead(self) -> bool:
+        """True for a zombie (exited, not yet reaped) or a process being torn down."""
+        return self.state in ("Z", "X")
+
+
+def _read(path: str) -> bytes | None:
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    except OSError:
+        return None
+    try:
+        chunks: list[bytes] = []
+        while True:
+            chunk = os.read(fd, _CHUNK)
+            if not chunk:
+                break
+            chunks.append(chunk)
+            if len(chunk) < _CHUNK:
+                break
+        return b"".join(chunks)
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+
+
+def read_stat(pid: int) -> ProcStat | None:
+    """Parse ``/proc/<pid>/stat``; None when the process is gone (or no procfs)."""
+    data = _read(f"/proc/{pid}/stat")
+    if not data:
+        return None
+    # The command name is in parentheses and may itself hold spaces or ")".
+    fields = data[data.rfind(b")") + 2 :].split()
+    try:
+        return ProcStat(
+            pid=pid,
+            state=fields[0].decode("ascii", "replace"),
+            ppid=int(fields[1]),
+            pgid=int(fields[2]),
+            sid=int(fields[3]),
+            starttime=int(fields[19]),
+        )
+    except (IndexError, ValueError):
+        return None
+
+
+def children_of(pid: int) -> list[int]:
+    """Direct children of ``pid``, across all of its threads (``task/*/children``)."""
+    try:
+        tids = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return []
+    found: list[int] = []
+    for tid in tids:
+        data = _read(f"/proc/{pid}/task/{tid}/children")
+        if data:
+            found.extend(int(p) for p in data.split())
+    return found
+
+
+def all_pids() -> list[int]:
+    """Every pid visible in ``/proc`` (empty without procfs)."""
+    try:
+        names = os.listdir("/proc")
+    except OSError:
+        return []
+    return [int(name) for name in names if name.isdigit()]
+
+
+def read_env_var(pid: int, name: str) -> str | None:
+    """The value of ``name`` in the environment ``pid`` was exec'd with, or None.
+
+    Unreadable environments (another user's process, a zombie, a kernel thread)
+    read as "not set".
+    """
+    data = _read(f"/proc/{pid}/environ")
+    if not data:
+        return None
+    prefix = name.encode() + b"="
+    for entry in data.split(b"\0"):
+        if entry.startswith(prefix):
+            return entry[len(prefix) :].decode("utf-8", "surrogateescape")
+    return None

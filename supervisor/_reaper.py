@@ -1,0 +1,196 @@
+"""Child subreaper, reaping of adopted orphans, and the orphan sweep.
+
+Strategy. On Linux the supervisor makes itself a *child subreaper*
+(``prctl(PR_SET_CHILD_SUBREAPER)``, once per process), so a descendant whose
+parent dies -- a double-forked daemon, a grandchild left behind -- is reparented to
+us instead of to init. That keeps every live descendant of a tree reachable by
+ancestry, and makes those orphans our children: we must reap them (invariant 3).
+
+Trio waits for the children it spawned by pid (through a pidfd), so a blanket
+``waitpid(-1)`` would steal their exit statuses. Instead we list our children from
+``/proc/self/task/*/children`` and reap only zombies that are
+
+- not a main process we spawned and whose status Trio has yet to collect
+  (the *managed* registry below), and
+- not in our own session: every tree starts in a new session and no descendant
+  can move back into ours, so a child in our session belongs to other code (for
+  example ``trio.run_process`` or ``subprocess.run`` in a thread) and is theirs
+  to wait for.
+
+While a spawn is in flight the new child's pid is not yet registered; during that
+window zombies that lead their own session (which is what a freshly spawned tree
+main looks like) are left for a later pass.
+
+``PR_SET_PDEATHSIG`` is never used: Trio spawns from a worker thread, and the
+kernel sends that signal when the *thread* that forked exits, which kills the
+child about ten seconds after spawn (DESIGN.md invariant 11).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import os
+import signal
+import sys
+from typing import TYPE_CHECKING
+
+from ._marker import SCOPE_ENV, instance_alive, instance_id, split_marker
+from ._procfs import HAVE_PROCFS, all_pids, children_of, read_env_var, read_stat
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator
+
+_PR_SET_CHILD_SUBREAPER = 36
+
+_subreaper_pid: int | None = None
+_subreaper_active = False
+_managed: set[int] = set()
+_spawns_in_flight = 0
+
+
+def ensure_subreaper() -> bool:
+    """Make this process a child subreaper (Linux), once per process.
+
+    Returns:
+        True when the process is a child subreaper; False where the facility does
+        not exist (not Linux, or prctl refused), in which case orphans reparent to
+        init and are found by marker and remembered ancestry instead.
+    """
+    global _subreaper_pid, _subreaper_active
+    pid = os.getpid()
+    if _subreaper_pid == pid:
+        return _subreaper_active
+    _subreaper_pid = pid
+    _subreaper_active = False
+    if sys.platform.startswith("linux"):
+        try:
+            libc = ctypes.CDLL(None, use_errno=True)
+            _subreaper_active = libc.prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0
+        except (OSError, AttributeError):
+            _subreaper_active = False
+    return _subreaper_active
+
+
+def subreaper_active() -> bool:
+    """Whether :func:`ensure_subreaper` succeeded in this process."""
+    return _subreaper_pid == os.getpid() and _subreaper_active
+
+
+@contextlib.contextmanager
+def spawning() -> Iterator[None]:
+    """Mark a spawn in flight, so reaping leaves fresh session leaders alone."""
+    global _spawns_in_flight
+    _spawns_in_flight += 1
+    try:
+        yield
+    finally:
+        _spawns_in_flight -= 1
+
+
+def register_managed(pid: int) -> None:
+    """Record a main process whose exit status Trio will collect."""
+    _managed.add(pid)
+
+
+def unregister_managed(pid: int) -> None:
+    """Forget a main process once Trio has reaped it."""
+    _managed.discard(pid)
+
+
+def is_managed(pid: int) -> bool:
+    """Whether ``pid`` is a spawned main process not yet reaped by Trio."""
+    return pid in _managed
+
+
+def adopted_children() -> list[int]:
+    """Our children that are adopted descendants of some tree (live or zombie).
+
+    Excludes managed main processes and children in our own session (other code's).
+    """
+    if not HAVE_PROCFS:
+        return []
+    my_sid = os.getsid(0)
+    found: list[int] = []
+    for pid in children_of(os.getpid()):
+        if pid in _managed:
+            continue
+        stat = read_stat(pid)
+        if stat is None or stat.sid == my_sid:
+            continue
+        found.append(pid)
+    return found
+
+
+def reap_adopted_children() -> list[int]:
+    """Reap zombie children we adopted as subreaper; never touches Trio's own.
+
+    Call it at every tree end and when the supervisor closes. Never blocks.
+
+    Returns:
+        The pids reaped.
+    """
+    reaped: list[int] = []
+    for pid in adopted_children():
+        stat = read_stat(pid)
+        if stat is None or stat.state != "Z":
+            continue
+        if _spawns_in_flight and stat.sid == pid:
+            continue
+        try:
+            done, _ = os.waitpid(pid, os.WNOHANG)
+        except ChildProcessError:
+            continue
+        if done == pid:
+            reaped.append(pid)
+    return reaped
+
+
+def reap_orphans() -> list[int]:
+    """End processes left by dead supervisor instances (``supervisor reap``).
+
+    Finds every process whose environment carries ``SUPERVISOR_SCOPE`` naming a
+    supervisor instance that is no longer running (its pid is gone, is a zombie,
+    or was reused: the start time differs), sends SIGKILL to its process group
+    (never our own) and to the process itself, then reaps what became our zombie
+    child. Implements DESIGN.md invariant 8. Never blocks: it signals and returns;
+    SIGKILL cannot be ignored, so the processes are gone moments later.
+
+    Returns:
+        The pids that were signalled, sorted.
+    """
+    if not HAVE_PROCFS:
+        return []
+    me = os.getpid()
+    my_instance = instance_id()
+    my_pgid = os.getpgrp()
+    verdicts: dict[tuple[int, int], bool] = {}
+    victims: list[int] = []
+    for pid in all_pids():
+        if pid == me:
+            continue
+        value = read_env_var(pid, SCOPE_ENV)
+        if value is None:
+            continue
+        parsed = split_marker(value)
+        if parsed is None:
+            continue
+        owner_pid, owner_start, _ = parsed
+        if f"{owner_pid}.{owner_start}" == my_instance:
+            continue
+        key = (owner_pid, owner_start)
+        if key not in verdicts:
+            verdicts[key] = instance_alive(owner_pid, owner_start)
+        if verdicts[key]:
+            continue
+        stat = read_stat(pid)
+        if stat is None or stat.dead:
+            continue
+        if stat.pgid not in (my_pgid, 0, 1):
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(stat.pgid, signal.SIGKILL)
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.kill(pid, signal.SIGKILL)
+        victims.append(pid)
+    reap_adopted_children()
+    return sorted(victims)

@@ -1,0 +1,591 @@
+"""Process trees: spawn a child as the root of a supervised tree, and end the tree.
+
+Contract (DESIGN.md invariants 1-3, 10, 11; issue 2 section 3):
+
+- A tree is started from an argv, never through a shell, in a new session and
+  process group whose id is recorded at spawn (``pgid == pid``) and never looked up
+  again. Its environment carries the scope marker (see ``_marker``).
+- Bad input is rejected before anything starts: ``invalid_request`` for a malformed
+  argv, env or cwd value, ``launch_failed`` for a missing executable or cwd.
+- Ending a tree (:meth:`ProcessTree.aclose`) is shielded and bounded: an optional
+  polite step, SIGTERM+SIGCONT to the group and to known escapees, a grace period
+  that ends early once everything is gone, SIGKILL to the group, a sweep by marker
+  and by ancestry that SIGKILLs descendants which left the group or session, and a
+  bounded wait after which survivors are *reported* as unkillable instead of hung
+  on. Every zombie we own is reaped (see ``_reaper``).
+
+Finding a tree's processes. With the subreaper active (Linux), a live descendant
+is either below the main process or was reparented to us, so walking
+``/proc/<pid>/task/*/children`` from the main process and from our adopted
+children (attributed to this tree by marker, or by session/group when the marker
+was stripped) finds all of them cheaply. Whenever something was still alive, a
+full ``/proc/*/environ`` scan for this tree's marker is added, and every process
+ever seen is remembered by ``(pid, starttime)`` so an escapee reparented
+elsewhere (no subreaper) is still found without being confused with a reused pid.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import os
+import shutil
+import signal
+import subprocess
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, NoReturn, TypeVar, final
+
+import trio
+
+from protocol import CoreError, JSONObject
+
+from . import _reaper
+from ._marker import SCOPE_ENV, new_scope_marker
+from ._procfs import HAVE_PROCFS, ProcStat, all_pids, children_of, read_env_var, read_stat
+
+if TYPE_CHECKING:
+    from types import TracebackType
+    from typing import Self
+
+
+PIPE = subprocess.PIPE
+DEVNULL = subprocess.DEVNULL
+STDOUT = subprocess.STDOUT
+
+#: Defaults for ending a tree, in milliseconds (DESIGN.md "Default bounds").
+DEFAULT_POLITE_TIMEOUT_MS = 2000
+DEFAULT_TERM_GRACE_MS = 2000
+DEFAULT_KILL_WAIT_MS = 1000
+
+#: Polling of procfs while waiting for a tree to die starts fast (most trees die
+#: within milliseconds of SIGTERM) and backs off to bound the cost.
+_POLL_FIRST_S = 0.002
+_POLL_MAX_S = 0.05
+
+_T = TypeVar("_T")
+PoliteStep = Callable[[], Awaitable[object]]
+
+
+class _NoPublicConstructor(type):
+    """Metaclass: ``Cls()`` raises TypeError; the supervisor uses ``Cls._create``."""
+
+    def __call__(cls, *args: object, **kwargs: object) -> NoReturn:
+        raise TypeError(f"{cls.__module__}.{cls.__qualname__} has no public constructor")
+
+    def _create(cls: type[_T], *args: Any, **kwargs: Any) -> _T:
+        return super().__call__(*args, **kwargs)  # type: ignore[misc, no-any-return]
+
+
+@dataclass(frozen=True)
+class TreeEndReport:
+    """What ending a process tree took.
+
+    Attributes:
+        returncode: The main process's status (negative: killed by that signal), or
+            None if it could not be reaped (unkillable).
+        polite_attempted: True when a polite step was given and the main process
+            was still running.
+        terminated: Pids that were sent SIGTERM (sorted).
+        killed: Pids that were still alive after the grace and were sent SIGKILL.
+        swept: Pids found outside the tree's process group (by marker or ancestry).
+        unkillable: Pids still alive ``kill_wait_ms`` after SIGKILL (for example in
+            uninterruptible sleep); nothing waits for them any longer.
+        polite_error: ``repr`` of an exception the polite step raised, if any.
+        duration_ms: Wall time the end took, in milliseconds.
+    """
+
+    returncode: int | None
+    polite_attempted: bool
+    terminated: tuple[int, ...]
+    killed: tuple[int, ...]
+    swept: tuple[int, ...]
+    unkillable: tuple[int, ...]
+    polite_error: str | None
+    duration_ms: int
+
+
+def _invalid(message: str, details: JSONObject | None = None) -> CoreError:
+    return CoreError("invalid_request", message, details)
+
+
+def _launch_failed(message: str, details: JSONObject | None = None) -> CoreError:
+    return CoreError("launch_failed", message, details)
+
+
+def _check_argv(argv: object) -> list[str]:
+    if isinstance(argv, (str, bytes)) or not isinstance(argv, Sequence):
+        raise _invalid("argv must be a list of strings (no shell is used)")
+    if not argv:
+        raise _invalid("argv must not be empty")
+    args: list[str] = []
+    for index, arg in enumerate(argv):
+        if not isinstance(arg, str):
+            raise _invalid(
+                f"argv[{index}] must be a string, not {type(arg).__name__}", {"index": index}
+            )
+        if "\0" in arg:
+            raise _invalid(f"argv[{index}] contains a NUL character", {"index": index})
+        args.append(arg)
+    if not args[0]:
+        raise _invalid("argv[0] must not be empty")
+    return args
+
+
+def _check_env(env: object) -> dict[str, str]:
+    merged = dict(os.environ)
+    if env is None:
+        return merged
+    if not isinstance(env, Mapping):
+        raise _invalid("env must be an object mapping names to strings or null")
+    for key, value in env.items():
+        if not isinstance(key, str) or not key or "=" in key or "\0" in key:
+            raise _invalid(f"invalid environment variable name: {key!r}")
+        if value is None:
+            merged.pop(key, None)
+        elif isinstance(value, str) and "\0" not in value:
+            merged[key] = value
+        else:
+            raise _invalid(f"environment variable {key} must be a string without NUL or null")
+    return merged
+
+
+def _check_cwd(cwd: object) -> str | None:
+    if cwd is None:
+        return None
+    if not isinstance(cwd, (str, os.PathLike)):
+        raise _invalid("cwd must be a string path")
+    path = os.fspath(cwd)
+    if not isinstance(path, str) or not path or "\0" in path:
+        raise _invalid("cwd must be a non-empty path without NUL")
+    if not os.path.exists(path):
+        raise _launch_failed(f"working directory does not exist: {path}", {"cwd": path})
+    if not os.path.isdir(path):
+        raise _launch_failed(f"working directory is not a directory: {path}", {"cwd": path})
+    return path
+
+
+def _resolve_executable(name: str, cwd: str | None, env: Mapping[str, str]) -> str:
+    if os.sep in name:
+        path = name if os.path.isabs(name) else os.path.join(cwd or os.getcwd(), name)
+        if not os.path.exists(path):
+            raise _launch_failed(f"executable not found: {name}", {"executable": name})
+        if os.path.isdir(path):
+            raise _launch_failed(f"executable is a directory: {name}", {"executable": name})
+        if not os.access(path, os.X_OK):
+            raise _launch_failed(f"executable is not executable: {name}", {"executable": name})
+        return path
+    # The same lookup subprocess performs: the child's PATH, not ours.
+    search = os.pathsep.join(os.get_exec_path(env))
+    found = shutil.which(name, path=search)
+    if found is None:
+        raise _launch_failed(f"executable not found on PATH: {name}", {"executable": name})
+    return found
+
+
+@final
+class ProcessTree(metaclass=_NoPublicConstructor):
+    """A running child process and every process it starts, ended as one.
+
+    Created only by :func:`open_process_tree`. Usable as an async context manager:
+    leaving the block calls :meth:`aclose` with its defaults.
+
+    Attributes:
+        args: The argv the tree was started with.
+        pid: The main process id.
+        pgid: The tree's process group id, recorded at spawn (equal to ``pid``).
+        marker: The ``SUPERVISOR_SCOPE`` value every process of the tree inherits.
+        stdin: Stream to the child's stdin, or None when not piped.
+        stdout: Stream from the child's stdout, or None when not piped.
+        stderr: Stream from the child's stderr, or None when not piped.
+    """
+
+    def __init__(self, process: trio.Process, args: list[str], marker: str) -> None:
+        self._proc = process
+        self.args = args
+        self.pid: int = process.pid
+        self.pgid: int = process.pid
+        self.marker = marker
+        self.stdin: trio.abc.SendStream | None = process.stdin
+        self.stdout: trio.abc.ReceiveStream | None = process.stdout
+        self.stderr: trio.abc.ReceiveStream | None = process.stderr
+        self._exit_time: float | None = None
+        self._seen: dict[int, int] = {}
+        self._end_done: trio.Event | None = None
+        self._report: TreeEndReport | None = None
+        self._pipes_closed = False
+
+    def __repr__(self) -> str:
+        return f"<ProcessTree pid={self.pid} marker={self.marker!r} returncode={self.returncode}>"
+
+    @property
+    def returncode(self) -> int | None:
+        """The main process's exit status, or None while it runs.
+
+        Negative values mean "killed by that signal", as in :mod:`subprocess`.
+        Reading it reaps the main process when it has exited.
+        """
+        rc = self._proc.returncode
+        if rc is not None:
+            self._note_exit()
+        return rc
+
+    @property
+    def exit_time(self) -> float | None:
+        """``trio.current_time()`` when the main process was first seen exited."""
+        return self._exit_time
+
+    def _note_exit(self) -> None:
+        if self._exit_time is None:
+            self._exit_time = trio.current_time()
+            _reaper.unregister_managed(self.pid)
+
+    async def wait(self) -> int:
+        """Wait for the main process to exit; other tree members may still run.
+
+        Returns:
+            The exit status (negative: killed by that signal).
+
+        **Cancellation:** cancellable; the tree keeps running.
+        """
+        rc = await self._proc.wait()
+        self._note_exit()
+        return rc
+
+    # -- ending the tree ---------------------------------------------------------
+
+    async def aclose(
+        self,
+        *,
+        polite: PoliteStep | None = None,
+        polite_timeout_ms: int = DEFAULT_POLITE_TIMEOUT_MS,
+        term_grace_ms: int = DEFAULT_TERM_GRACE_MS,
+        kill_wait_ms: int = DEFAULT_KILL_WAIT_MS,
+    ) -> TreeEndReport:
+        """End the whole tree, reap what is ours, and close the pipes.
+
+        Steps: ``polite()`` (if given and the main process still runs) plus waiting
+        for the main process, together bounded by ``polite_timeout_ms``; SIGTERM and
+        SIGCONT to the process group and to known escapees; up to ``term_grace_ms``
+        for everything to exit (returns as soon as it has); SIGKILL to the group and
+        to every straggler found by marker and ancestry; up to ``kill_wait_ms`` for
+        them to vanish, after which survivors are listed as ``unkillable``. The
+        whole call is bounded by the sum of the three bounds plus procfs scans.
+        After the main process has exited on its own, this still ends whatever it
+        left running (background children, daemons).
+
+        A second call (concurrent or later) joins the first and returns the same
+        report; its arguments are ignored.
+
+        Args:
+            polite: Async callable with no arguments that asks the tree to exit
+                (close stdin, an LSP ``shutdown``/``exit``). An exception it raises
+                is recorded in ``polite_error`` and the end goes on.
+            polite_timeout_ms: Bound on the polite step, in milliseconds.
+            term_grace_ms: Time between SIGTERM and SIGKILL, in milliseconds.
+            kill_wait_ms: Time to wait after SIGKILL before reporting survivors, in
+                milliseconds.
+
+        Returns:
+            A :class:`TreeEndReport`.
+
+        Raises:
+            ValueError: A bound is negative.
+
+        **Cancellation:** shielded: it completes (bounded) even when called from a
+        cancelled scope; the caller's cancellation is delivered at its next
+        checkpoint.
+        """
+        with trio.CancelScope(shield=True):
+            report = await self._end(
+                polite=polite,
+                polite_timeout_ms=polite_timeout_ms,
+                term_grace_ms=term_grace_ms,
+                kill_wait_ms=kill_wait_ms,
+            )
+            await self._close_pipes()
+        return report
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.aclose()
+
+    async def _close_pipes(self) -> None:
+        if self._pipes_closed:
+            return
+        self._pipes_closed = True
+        for stream in (self.stdin, self.stdout, self.stderr):
+            if stream is not None:
+                with contextlib.suppress(trio.BrokenResourceError, trio.ClosedResourceError):
+                    await stream.aclose()
+
+    async def _end(
+        self,
+        *,
+        polite: PoliteStep | None = None,
+        polite_timeout_ms: int = DEFAULT_POLITE_TIMEOUT_MS,
+        term_grace_ms: int = DEFAULT_TERM_GRACE_MS,
+        kill_wait_ms: int = DEFAULT_KILL_WAIT_MS,
+    ) -> TreeEndReport:
+        """End every process of the tree without closing the pipes (shielded)."""
+        for name, value in (
+            ("polite_timeout_ms", polite_timeout_ms),
+            ("term_grace_ms", term_grace_ms),
+            ("kill_wait_ms", kill_wait_ms),
+        ):
+            if value < 0:
+                raise ValueError(f"{name} must be >= 0, got {value}")
+        with trio.CancelScope(shield=True):
+            if self._end_done is not None:
+                await self._end_done.wait()
+                assert self._report is not None
+                return self._report
+            self._end_done = trio.Event()
+            try:
+                self._report = await self._end_steps(
+                    polite, polite_timeout_ms, term_grace_ms, kill_wait_ms
+                )
+            finally:
+                self._end_done.set()
+                _reaper.reap_adopted_children()
+        assert self._report is not None
+        return self._report
+
+    async def _end_steps(
+        self,
+        polite: PoliteStep | None,
+        polite_timeout_ms: int,
+        term_grace_ms: int,
+        kill_wait_ms: int,
+    ) -> TreeEndReport:
+        started = trio.current_time()
+        polite_attempted = False
+        polite_error: str | None = None
+        if polite is not None and self.returncode is None:
+            polite_attempted = True
+            with trio.move_on_after(polite_timeout_ms / 1000):
+                try:
+                    await polite()
+                except Exception as exc:
+                    polite_error = repr(exc)
+                await self.wait()
+
+        terminated: list[int] = []
+        killed: list[int] = []
+        swept: set[int] = set()
+        # With the subreaper active, ancestry alone finds every live descendant, so
+        # the common case (the tree already gone) skips the full marker scan; once
+        # something is alive, or without a subreaper, pay for the scan so escapees
+        # that lost their ancestry get SIGTERM as well.
+        live = self._collect(full_scan=not _reaper.subreaper_active())
+        if live:
+            live = self._collect(full_scan=True)
+        if live:
+            swept.update(pid for pid, st in live.items() if st.pgid != self.pgid)
+            self._signal_group(signal.SIGTERM)
+            self._signal_group(signal.SIGCONT)
+            for pid, st in live.items():
+                if st.pgid != self.pgid:
+                    self._signal(pid, signal.SIGTERM)
+                    self._signal(pid, signal.SIGCONT)
+            terminated = sorted(live)
+            live = await self._wait_gone(term_grace_ms / 1000, full_scan=False)
+        if live:
+            killed.extend(live)
+            self._signal_group(signal.SIGKILL)
+            first = True
+            deadline = trio.current_time() + kill_wait_ms / 1000
+            delay = _POLL_FIRST_S
+            while True:
+                live = self._collect(full_scan=first)
+                first = False
+                for pid, st in live.items():
+                    if st.pgid != self.pgid:
+                        swept.add(pid)
+                    if pid not in killed:
+                        killed.append(pid)
+                    self._signal(pid, signal.SIGKILL)
+                if not live or trio.current_time() >= deadline:
+                    break
+                await trio.sleep(min(delay, max(0.0, deadline - trio.current_time())))
+                delay = min(delay * 2, _POLL_MAX_S)
+        if self.returncode is None and not live:
+            # Dead but not yet reaped by Trio: the pidfd wait returns at once.
+            with trio.move_on_after(max(kill_wait_ms / 1000, 0.1)):
+                await self.wait()
+        return TreeEndReport(
+            returncode=self.returncode,
+            polite_attempted=polite_attempted,
+            terminated=tuple(terminated),
+            killed=tuple(sorted(killed)),
+            swept=tuple(sorted(swept)),
+            unkillable=tuple(sorted(live)),
+            polite_error=polite_error,
+            duration_ms=math.ceil((trio.current_time() - started) * 1000),
+        )
+
+    async def _wait_gone(self, timeout_s: float, *, full_scan: bool) -> dict[int, ProcStat]:
+        deadline = trio.current_time() + timeout_s
+        delay = _POLL_FIRST_S
+        while True:
+            live = self._collect(full_scan=full_scan)
+            now = trio.current_time()
+            if not live or now >= deadline:
+                return live
+            await trio.sleep(min(delay, deadline - now))
+            delay = min(delay * 2, _POLL_MAX_S)
+
+    def _signal_group(self, sig: int) -> None:
+        # Invariant 11: never our own group; the group id is the one recorded at spawn.
+        if self.pgid <= 1 or self.pgid == os.getpgrp():
+            return
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(self.pgid, sig)
+
+    def _signal(self, pid: int, sig: int) -> None:
+        if pid == os.getpid():
+            return
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.kill(pid, sig)
+
+    def _collect(self, *, full_scan: bool) -> dict[int, ProcStat]:
+        """The tree's live (non-zombie) processes; reaps our zombies on the way."""
+        rc = self.returncode  # reaps the main process once it has exited
+        _reaper.reap_adopted_children()
+        if not HAVE_PROCFS:
+            return self._collect_without_procfs(main_alive=rc is None)
+        me = os.getpid()
+        roots: list[int] = [self.pid] if rc is None else []
+        roots.extend(pid for pid in _reaper.adopted_children() if self._belongs(pid))
+        roots.extend(self._seen)
+        if full_scan:
+            roots.extend(
+                pid
+                for pid in all_pids()
+                if pid != me and read_env_var(pid, SCOPE_ENV) == self.marker
+            )
+        live: dict[int, ProcStat] = {}
+        visited: set[int] = set()
+        stack = roots
+        while stack:
+            pid = stack.pop()
+            if pid in visited or pid == me:
+                continue
+            visited.add(pid)
+            st = read_stat(pid)
+            if st is None:
+                self._seen.pop(pid, None)
+                continue
+            known_start = self._seen.get(pid)
+            if known_start is not None and known_start != st.starttime:
+                # The pid was reused by an unrelated process.
+                del self._seen[pid]
+                continue
+            self._seen[pid] = st.starttime
+            if not st.dead:
+                live[pid] = st
+            stack.extend(children_of(pid))
+        return live
+
+    def _belongs(self, pid: int) -> bool:
+        if pid in self._seen:
+            return True
+        value = read_env_var(pid, SCOPE_ENV)
+        if value is not None:
+            return value == self.marker
+        st = read_stat(pid)
+        return st is not None and (st.sid == self.pid or st.pgid == self.pgid)
+
+    def _collect_without_procfs(self, *, main_alive: bool) -> dict[int, ProcStat]:
+        # No procfs, no ancestry: the main process and its group are all we know.
+        live: dict[int, ProcStat] = {}
+        if main_alive:
+            live[self.pid] = ProcStat(self.pid, "S", os.getpid(), self.pgid, self.pid, 0)
+        elif self.pgid > 1 and self.pgid != os.getpgrp():
+            try:
+                os.killpg(self.pgid, 0)
+            except (ProcessLookupError, PermissionError):
+                pass
+            else:
+                live[-self.pgid] = ProcStat(-self.pgid, "S", 0, self.pgid, self.pid, 0)
+        return live
+
+
+async def open_process_tree(
+    argv: Sequence[str],
+    *,
+    cwd: str | os.PathLike[str] | None = None,
+    env: Mapping[str, str | None] | None = None,
+    stdin: int = PIPE,
+    stdout: int = PIPE,
+    stderr: int = PIPE,
+) -> ProcessTree:
+    """Start ``argv`` as the root of a new supervised process tree.
+
+    The child runs in its own session and process group (``pgid == pid``), with
+    the environment ``os.environ`` updated by ``env`` (a None value removes the
+    variable) and then ``SUPERVISOR_SCOPE`` set to a fresh marker that neither can
+    override or remove (DESIGN.md invariant 1). On Linux the supervisor becomes a
+    child subreaper on first use. Nothing is started when validation fails.
+
+    Args:
+        argv: Program and arguments; no shell. ``argv[0]`` without a slash is
+            looked up on the child's ``PATH``.
+        cwd: Working directory of the child; default: ours.
+        env: Changes to our environment for the child.
+        stdin: ``PIPE`` or ``DEVNULL``.
+        stdout: ``PIPE`` or ``DEVNULL``.
+        stderr: ``PIPE``, ``DEVNULL`` or ``STDOUT``.
+
+    Returns:
+        The running :class:`ProcessTree`. The caller must end it with
+        :meth:`ProcessTree.aclose` (or ``async with``).
+
+    Raises:
+        CoreError: ``invalid_request`` for an empty argv, a non-string or
+            NUL-containing argument, or a malformed env or cwd value;
+            ``launch_failed`` when the executable or the cwd is missing or unusable.
+
+    **Cancellation:** not cancellable once the spawn has begun (a child is never
+    started behind the caller's back).
+    """
+    args = _check_argv(argv)
+    child_env = _check_env(env)
+    workdir = _check_cwd(cwd)
+    for name, value, allowed in (
+        ("stdin", stdin, (PIPE, DEVNULL)),
+        ("stdout", stdout, (PIPE, DEVNULL)),
+        ("stderr", stderr, (PIPE, DEVNULL, STDOUT)),
+    ):
+        if value not in allowed:
+            raise ValueError(f"{name} must be one of {allowed}, got {value!r}")
+    executable = _resolve_executable(args[0], workdir, child_env)
+    marker = new_scope_marker()
+    child_env[SCOPE_ENV] = marker
+    _reaper.ensure_subreaper()
+    with _reaper.spawning():
+        try:
+            process = await trio.lowlevel.open_process(
+                args,
+                executable=executable,
+                cwd=workdir,
+                env=child_env,
+                stdin=stdin,
+                stdout=stdout,
+                stderr=stderr,
+                start_new_session=True,
+                close_fds=True,
+            )
+        except OSError as exc:
+            raise _launch_failed(
+                f"could not start {args[0]}: {exc.strerror or exc}", {"executable": args[0]}
+            ) from exc
+        _reaper.register_managed(process.pid)
+    return ProcessTree._create(process, args, marker)
