@@ -6,15 +6,83 @@ protocol is in :mod:`protocol` and the lane policy in :mod:`lanes`.
 
 from __future__ import annotations
 
-from ._core import Core as Core, CoreThread as CoreThread, open_core as open_core
+from ._core import (
+    DEFAULT_SERVICES as DEFAULT_SERVICES,
+    PROTOCOL_VERSION as PROTOCOL_VERSION,
+    Core as Core,
+    CoreThread as CoreThread,
+    open_core as open_core,
+)
+from ._endpoint import (
+    EndpointClosed as EndpointClosed,
+    EndpointStatistics as EndpointStatistics,
+    JSONRPCEndpoint as JSONRPCEndpoint,
+    JSONRPCError as JSONRPCError,
+    NotificationHandler as NotificationHandler,
+    RequestHandler as RequestHandler,
+    method_not_found as method_not_found,
+    open_jsonrpc_endpoint as open_jsonrpc_endpoint,
+)
 from ._events import EventQueue as EventQueue, EventQueueStatistics as EventQueueStatistics
+from ._jobs import ProcessJobRunner as ProcessJobRunner
+from ._marker import SCOPE_ENV as SCOPE_ENV
+from ._process import (
+    DEFAULT_MAX_OUTPUT_BYTES as DEFAULT_MAX_OUTPUT_BYTES,
+    ProcessResult as ProcessResult,
+    run_process as run_process,
+)
+from ._reaper import reap_adopted_children as reap_adopted_children, reap_orphans as reap_orphans
+from ._runfile import RunFileError as RunFileError, load_run_file as load_run_file
 from ._serve import serve as serve
+from ._service import (
+    CommandHandler as CommandHandler,
+    Service as Service,
+    ServiceContext as ServiceContext,
+    ServiceFactory as ServiceFactory,
+)
+from ._tree import (
+    DEVNULL as DEVNULL,
+    PIPE as PIPE,
+    STDOUT as STDOUT,
+    ProcessTree as ProcessTree,
+    TreeEndReport as TreeEndReport,
+    open_process_tree as open_process_tree,
+)
 
 __all__ = (
+    "DEFAULT_MAX_OUTPUT_BYTES",
+    "DEFAULT_SERVICES",
+    "DEVNULL",
+    "PIPE",
+    "PROTOCOL_VERSION",
+    "SCOPE_ENV",
+    "STDOUT",
+    "CommandHandler",
     "Core",
     "CoreThread",
+    "EndpointClosed",
+    "EndpointStatistics",
     "EventQueue",
     "EventQueueStatistics",
+    "JSONRPCEndpoint",
+    "JSONRPCError",
+    "NotificationHandler",
+    "ProcessJobRunner",
+    "ProcessResult",
+    "ProcessTree",
+    "RequestHandler",
+    "RunFileError",
+    "Service",
+    "ServiceContext",
+    "ServiceFactory",
+    "TreeEndReport",
+    "load_run_file",
+    "method_not_found",
     "open_core",
+    "open_jsonrpc_endpoint",
+    "open_process_tree",
+    "reap_adopted_children",
+    "reap_orphans",
+    "run_process",
     "serve",
 )

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
-    from protocol import JSONObject
+    from protocol import JSONObject, JSONValue
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -71,7 +71,8 @@ def _exec(args: argparse.Namespace) -> int:
     argv = list(args.argv)
     if argv and argv[0] == "--":
         argv = argv[1:]
-    payload: JSONObject = {"argv": list(argv)}  # type: ignore[dict-item]
+    argv_json: list[JSONValue] = list(argv)
+    payload: JSONObject = {"argv": argv_json}
     if args.timeout_ms is not None:
         payload["timeoutMilliseconds"] = args.timeout_ms
     if args.max_output_bytes is not None:

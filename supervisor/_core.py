@@ -18,49 +18,45 @@ the thread-safe synchronous facade of the reference C ABI (``execute_json``,
 
 from __future__ import annotations
 
+import contextlib
+import itertools
 import json
 import logging
 import threading
-from contextlib import asynccontextmanager
+from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass, field
 from importlib import metadata
-import itertools
 from typing import TYPE_CHECKING, Final, final
 
 import trio
 
-from lanes import open_lanes, parse_job_start
 from protocol import CoreError, EnvelopeError, envelope_error, envelope_ok, parse_envelope
 
-from ._events import EventQueue
-from ._jobs import ProcessJobRunner
-from ._payload import (
-    check_fields,
-    optional_env,
-    optional_positive_int,
-    optional_str,
-    require_argv,
-    require_str,
-)
-from ._process import run_process
+from ._builtin_services import JobService, open_job_service, open_process_service
+from ._events import DEFAULT_MAX_EVENTS
+from ._payload import check_fields
+from ._reaper import reap_adopted_children
+from ._service import ServiceContext
 
 if TYPE_CHECKING:
-    from collections.abc import AsyncIterator, Awaitable, Callable
+    from collections.abc import AsyncIterator, Sequence
     from types import TracebackType
 
     from lanes import Lanes
     from protocol import JSONObject, JSONValue
 
-__all__ = ("PROTOCOL_VERSION", "Core", "CoreThread", "open_core")
+    from ._events import EventQueue
+    from ._service import CommandHandler, Service, ServiceFactory
+
+__all__ = ("DEFAULT_SERVICES", "PROTOCOL_VERSION", "Core", "CoreThread", "open_core")
 
 logger = logging.getLogger("supervisor.core")
 
 #: ``core.ping``'s ``protocolVersion``.
 PROTOCOL_VERSION: Final = 1
-#: Output kept per stream of ``process.run`` unless the caller says otherwise (16 MiB).
-DEFAULT_MAX_OUTPUT_BYTES: Final = 16 * 1024 * 1024
-#: The longest a ``*.waitEvents`` call may block (ours): 10 minutes.
-MAX_WAIT_EVENTS_MS: Final = 600_000
+#: The services every Core opens, in order (closed in reverse order).
+DEFAULT_SERVICES: Final[tuple[ServiceFactory, ...]] = (open_process_service, open_job_service)
+
 
 def _version() -> str:
     try:
@@ -78,41 +74,46 @@ class _Operation:
 
 @final
 class Core:
-    """A running Core. Made by :func:`open_core`; it has no public constructor.
+    """A running Core. Made by :func:`open_core`; it has no public constructor."""
 
-    Attributes:
-        job_events: The queue that ``job.started``/``job.output``/``job.finished`` events go
-            to (drained by ``job.waitEvents`` and ``job.pollEvents``; ``supervisor serve``
-            forwards them as notifications instead).
-    """
-
-    def __init__(self, lanes: Lanes, job_events: EventQueue) -> None:
-        self._lanes = lanes
-        self.job_events = job_events
+    def __init__(self, services: Sequence[Service]) -> None:
+        self._services = tuple(services)
         self._operations: dict[str, _Operation] = {}
         self._anonymous = itertools.count(1)
         self._closing = False
         self._idle = trio.Event()
         self._idle.set()
-        self._commands: dict[str, Callable[[JSONObject], Awaitable[JSONValue]]] = {
-            "core.ping": self._ping,
-            "process.run": self._process_run,
-            "job.start": self._job_start,
-            "job.cancel": self._job_cancel,
-            "job.list": self._job_list,
-            "job.waitEvents": self._job_wait_events,
-            "job.pollEvents": self._job_poll_events,
-        }
+        self._commands: dict[str, CommandHandler] = {"core.ping": self._ping}
+        for service in self._services:
+            for name, handler in service.commands().items():
+                if name in self._commands:
+                    raise RuntimeError(f"two services define the command {name!r}")
+                self._commands[name] = handler
 
     @property
     def commands(self) -> tuple[str, ...]:
         """The command names this Core answers, sorted."""
         return tuple(sorted(self._commands))
 
+    def _job_service(self) -> JobService:
+        for service in self._services:
+            if isinstance(service, JobService):
+                return service
+        raise RuntimeError("this Core has no job service")
+
     @property
     def lanes(self) -> Lanes:
         """The job lanes of this Core."""
-        return self._lanes
+        return self._job_service().lanes
+
+    @property
+    def job_events(self) -> EventQueue:
+        """The queue of ``job.started`` / ``job.output`` / ``job.finished`` events.
+
+        ``job.waitEvents`` and ``job.pollEvents`` drain it; ``supervisor serve`` forwards
+        its events as notifications instead.
+        """
+        return self._job_service().events
 
     def active_operations(self) -> tuple[str, ...]:
         """The operation ids that are running now."""
@@ -223,14 +224,13 @@ class Core:
         operation.scope.cancel()
         return True
 
-    async def _shutdown(self) -> None:
-        """Cancel every operation and end every lane; shielded by the caller."""
+    async def _cancel_all(self) -> None:
+        """Refuse new operations, cancel every running one and wait until all have ended."""
         self._closing = True
         for operation in list(self._operations.values()):
             operation.cancel_requested = True
             operation.scope.cancel()
         await self._idle.wait()
-        await self._lanes.aclose()
 
     # -- commands ------------------------------------------------------------------------
 
@@ -238,64 +238,21 @@ class Core:
         check_fields(payload, frozenset(), "core.ping")
         return {"protocolVersion": PROTOCOL_VERSION, "version": _version()}
 
-    async def _process_run(self, payload: JSONObject) -> JSONValue:
-        check_fields(
-            payload,
-            frozenset(
-                {"argv", "cwd", "env", "stdin", "timeoutMilliseconds", "maxOutputBytes"}
-            ),
-            "process.run",
-        )
-        argv = require_argv(payload)
-        cwd = optional_str(payload, "cwd")
-        env = optional_env(payload)
-        stdin = optional_str(payload, "stdin")
-        timeout_ms = optional_positive_int(payload, "timeoutMilliseconds")
-        max_output = optional_positive_int(payload, "maxOutputBytes")
-        result = await run_process(
-            argv,
-            cwd=cwd,
-            env=env,
-            stdin=stdin.encode() if stdin is not None else None,
-            timeout_ms=timeout_ms,
-            max_output_bytes=max_output if max_output is not None else DEFAULT_MAX_OUTPUT_BYTES,
-        )
-        return result.to_wire()
-
-    async def _job_start(self, payload: JSONObject) -> JSONValue:
-        request = parse_job_start(payload)
-        return {"jobId": self._lanes.start_job(request)}
-
-    async def _job_cancel(self, payload: JSONObject) -> JSONValue:
-        check_fields(payload, frozenset({"jobId"}), "job.cancel")
-        return {"cancelled": self._lanes.cancel_job(require_str(payload, "jobId"))}
-
-    async def _job_list(self, payload: JSONObject) -> JSONValue:
-        check_fields(payload, frozenset(), "job.list")
-        jobs: list[JSONValue] = list(self._lanes.list_jobs())
-        return jobs
-
-    async def _job_wait_events(self, payload: JSONObject) -> JSONValue:
-        check_fields(payload, frozenset({"timeoutMilliseconds"}), "job.waitEvents")
-        value = payload.get("timeoutMilliseconds", 0)
-        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-            raise CoreError("invalid_request", "timeoutMilliseconds must be an integer >= 0")
-        return await self.job_events.wait(min(value, MAX_WAIT_EVENTS_MS))
-
-    async def _job_poll_events(self, payload: JSONObject) -> JSONValue:
-        check_fields(payload, frozenset(), "job.pollEvents")
-        return self.job_events.poll()
-
 
 @asynccontextmanager
-async def open_core(*, trusted: bool = True, max_events: int | None = None) -> AsyncIterator[Core]:
+async def open_core(
+    *,
+    trusted: bool = True,
+    max_events: int = DEFAULT_MAX_EVENTS,
+    services: Sequence[ServiceFactory] = DEFAULT_SERVICES,
+) -> AsyncIterator[Core]:
     """Start a Core and close it when the block ends.
 
     Args:
         trusted: False declares the workspace untrusted: ``build`` and ``test`` jobs end
             ``denied`` without starting (ide-backend-protocol ``initialize`` option).
-        max_events: The bound of the job event queue (default
-            :data:`supervisor._events.DEFAULT_MAX_EVENTS`).
+        max_events: The bound of each event queue (job events, session events).
+        services: The services to open (:data:`DEFAULT_SERVICES`).
 
     Yields:
         The running :class:`Core`.
@@ -304,14 +261,26 @@ async def open_core(*, trusted: bool = True, max_events: int | None = None) -> A
     operation, ends every lane and waits (shielded, bounded by each process tree's own bounds)
     until every process the Core started is gone.
     """
-    job_events = EventQueue(max_events) if max_events else EventQueue()
-    async with open_lanes(ProcessJobRunner(), on_event=job_events.put, trusted=trusted) as lanes:
-        core = Core(lanes, job_events)
+    async with trio.open_nursery() as nursery:
         try:
-            yield core
+            async with AsyncExitStack() as stack:
+                context = ServiceContext(nursery=nursery, trusted=trusted, max_events=max_events)
+                opened = [await stack.enter_async_context(f(context)) for f in services]
+                core = Core(opened)
+                try:
+                    yield core
+                finally:
+                    # Operations first: their processes end inside their own scopes.
+                    with trio.CancelScope(shield=True):
+                        await core._cancel_all()
+                # Leaving the stack closes the services in reverse order; each shields its
+                # own cleanup (a scope must be exited by the scope that entered it, so the
+                # stack can't be closed from inside a shield of ours).
         finally:
-            with trio.CancelScope(shield=True):
-                await core._shutdown()
+            nursery.cancel_scope.cancel()
+            # Orphans that were re-parented to us (we are a child subreaper) and exited
+            # after their tree was swept would otherwise stay zombies.
+            reap_adopted_children()
 
 
 @final
@@ -358,10 +327,8 @@ class CoreThread:
         if self._thread is None:
             return
         if self._token is not None and self._stop is not None:
-            try:
+            with contextlib.suppress(trio.RunFinishedError):
                 trio.from_thread.run_sync(self._stop.set, trio_token=self._token)
-            except trio.RunFinishedError:
-                pass
         self._thread.join()
         self._token = None
 

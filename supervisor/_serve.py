@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Final
 
 import trio
 
-from protocol import CoreError, ErrorCode
+from protocol import CoreError, ErrorCode, lookup_error
 
 from ._core import PROTOCOL_VERSION, _version, open_core
 from ._endpoint import JSONRPCError, open_jsonrpc_endpoint
@@ -45,24 +45,19 @@ logger = logging.getLogger("supervisor.serve")
 #: ``serverInfo.name`` in the ``initialize`` result.
 SERVER_NAME: Final = "trio-process-supervisor"
 
-#: The JSON-RPC number a Core error travels with; ``error.data.code`` keeps the Core code.
-_JSONRPC_CODE_OF: Final[dict[str, int]] = {
-    "invalid_request": ErrorCode.INVALID_PARAMS,
-    "not_supported": ErrorCode.METHOD_NOT_FOUND,
-    "cancelled": ErrorCode.REQUEST_CANCELLED,
-    "internal": ErrorCode.INTERNAL_ERROR,
-}
-
 
 def jsonrpc_error_from(error: CoreError) -> JSONRPCError:
     """Map a Core error to the JSON-RPC error ``supervisor serve`` answers with.
 
-    ``invalid_request`` travels as -32602, ``not_supported`` as -32601, ``cancelled`` as
-    -32800, ``internal`` as -32603, every other code as -32803 (RequestFailed); ``data`` is
-    ``{code, message, details?}`` with the Core code.
+    The number is the code's ``jsonrpc_code`` in :data:`protocol.ERROR_CATALOG` (for example
+    ``invalid_request`` -32602, ``not_supported`` -32601, ``cancelled`` -32800) and -32803
+    (RequestFailed) for a code without one; ``data`` is ``{code, message, details?}`` with
+    the Core code.
     """
-    number = _JSONRPC_CODE_OF.get(error.code, ErrorCode.REQUEST_FAILED)
-    return JSONRPCError(int(number), error.message, error.to_json())
+    number = lookup_error(error.code).jsonrpc_code
+    if number is None:
+        number = int(ErrorCode.REQUEST_FAILED)
+    return JSONRPCError(number, error.message, error.to_json())
 
 
 class _Server:
@@ -221,7 +216,9 @@ def _trusted_option(params: JSONValue | None) -> bool:
         raise JSONRPCError(int(ErrorCode.INVALID_PARAMS), "initializationOptions must be an object")
     trusted = options.get("trusted", True)
     if not isinstance(trusted, bool):
-        raise JSONRPCError(int(ErrorCode.INVALID_PARAMS), "initializationOptions.trusted must be a boolean")
+        raise JSONRPCError(
+            int(ErrorCode.INVALID_PARAMS), "initializationOptions.trusted must be a boolean"
+        )
     return trusted
 
 

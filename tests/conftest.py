@@ -8,8 +8,10 @@ ends, and if the test process itself holds no unreaped child (invariant 3).
 
 from __future__ import annotations
 
+import contextlib
 import os
 import time
+import uuid
 from typing import TYPE_CHECKING
 
 import pytest
@@ -18,6 +20,11 @@ if TYPE_CHECKING:
     from collections.abc import Iterator
 
 MARKER = "SUPERVISOR_SCOPE"
+#: Every process this test run starts inherits this variable, so the guard looks only at
+#: our own processes and not at those of another test run on the same machine.
+RUN_VARIABLE = "SUPERVISOR_TEST_RUN"
+RUN_ID = uuid.uuid4().hex
+os.environ[RUN_VARIABLE] = RUN_ID
 #: A process that got SIGKILL can take a moment to be reaped by its parent;
 #: this is how long a test's leftovers may take to disappear.
 SETTLE_SECONDS = 3.0
@@ -35,9 +42,10 @@ def _state(pid: int) -> str | None:
 
 
 def _marked_live_processes() -> dict[int, str]:
-    """Live (non-zombie) processes whose environment carries the marker."""
+    """Live (non-zombie) processes of this test run whose environment carries the marker."""
     found: dict[int, str] = {}
     needle = MARKER.encode() + b"="
+    ours = f"{RUN_VARIABLE}={RUN_ID}".encode()
     for name in os.listdir("/proc"):
         if not name.isdigit():
             continue
@@ -47,7 +55,8 @@ def _marked_live_processes() -> dict[int, str]:
                 environ = f.read()
         except OSError:
             continue
-        if not any(entry.startswith(needle) for entry in environ.split(b"\0")):
+        entries = environ.split(b"\0")
+        if ours not in entries or not any(entry.startswith(needle) for entry in entries):
             continue
         if _state(pid) in (None, "Z", "X"):
             continue
@@ -91,9 +100,7 @@ def no_leaked_processes() -> Iterator[None]:
     problems += [f"pid {p} is an unreaped zombie child of the test process" for p in zombies]
     for pid in leaked:
         # Do not let one leak cascade into every later test.
-        try:
+        with contextlib.suppress(OSError):
             os.kill(pid, 9)
-        except OSError:
-            pass
     if problems:
         pytest.fail("processes outlived the test:\n  " + "\n  ".join(problems), pytrace=False)

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 
 import pytest
 import trio
+import trio.testing
 
 from supervisor import CoreThread, open_core
 
@@ -34,6 +35,11 @@ def _error(response: JSONObject) -> dict[str, JSONValue]:
     return error
 
 
+def _pid_in(path: str) -> int:
+    with open(path) as f:
+        return int(f.read())
+
+
 def _gone(pid: int) -> bool:
     try:
         with open(f"/proc/{pid}/stat", "rb") as f:
@@ -45,9 +51,7 @@ def _gone(pid: int) -> bool:
 
 async def test_ping_and_envelope_defaults() -> None:
     async with open_core() as core:
-        response = await core.execute(
-            '{"id": "r1", "command": "core.ping", "payload": {}}'
-        )
+        response = await core.execute('{"id": "r1", "command": "core.ping", "payload": {}}')
         assert response["id"] == "r1"
         data = _data(response)
         assert data["protocolVersion"] == 1
@@ -81,9 +85,7 @@ async def test_invalid_json_and_unknown_command() -> None:
 )
 async def test_process_run_bad_input_starts_nothing(payload: JSONObject, code: str) -> None:
     async with open_core() as core:
-        error = _error(
-            await core.execute({"id": 1, "command": "process.run", "payload": payload})
-        )
+        error = _error(await core.execute({"id": 1, "command": "process.run", "payload": payload}))
         assert error["code"] == code
         assert isinstance(error["message"], str)
         assert error["message"]
@@ -153,7 +155,9 @@ async def test_process_timeout_keeps_output() -> None:
     assert data["stdout"] == "before\n"
 
 
-async def test_envelope_deadline_is_timed_out_and_kills_the_tree(tmp_path: os.PathLike[str]) -> None:
+async def test_envelope_deadline_is_timed_out_and_kills_the_tree(
+    tmp_path: os.PathLike[str],
+) -> None:
     pid_file = os.path.join(tmp_path, "pid")
     script = f"import os, time; open({pid_file!r}, 'w').write(str(os.getpid())); time.sleep(60)"
     async with open_core() as core:
@@ -167,9 +171,7 @@ async def test_envelope_deadline_is_timed_out_and_kills_the_tree(tmp_path: os.Pa
         )
         error = _error(response)
         assert error["code"] == "timed_out"
-        with open(pid_file) as f:
-            pid = int(f.read())
-        assert _gone(pid)
+        assert _gone(_pid_in(pid_file))
 
 
 async def test_cancel_operation_by_id() -> None:
@@ -190,8 +192,8 @@ async def test_cancel_operation_by_id() -> None:
 
         async with trio.open_nursery() as nursery:
             nursery.start_soon(run)
-            while "op-1" not in core.active_operations():
-                await trio.sleep(0.01)
+            await trio.testing.wait_all_tasks_blocked()
+            assert "op-1" in core.active_operations()
             # A duplicate operation id is refused while the first runs.
             dup = await core.execute(
                 {"id": "dup", "operationId": "op-1", "command": "core.ping", "payload": {}}
@@ -206,19 +208,16 @@ async def test_cancel_operation_by_id() -> None:
 
 
 async def test_operation_id_defaults_to_id() -> None:
-    async with open_core() as core:
-        async with trio.open_nursery() as nursery:
-            nursery.start_soon(
-                core.execute,
-                {
-                    "id": "same",
-                    "command": "process.run",
-                    "payload": {"argv": [PY, "-c", "import time; time.sleep(60)"]},
-                },
-            )
-            while "same" not in core.active_operations():
-                await trio.sleep(0.01)
-            assert core.cancel("same") is True
+    async with open_core() as core, trio.open_nursery() as nursery:
+        request: JSONObject = {
+            "id": "same",
+            "command": "process.run",
+            "payload": {"argv": [PY, "-c", "import time; time.sleep(60)"]},
+        }
+        nursery.start_soon(core.execute, request)
+        await trio.testing.wait_all_tasks_blocked()
+        assert "same" in core.active_operations()
+        assert core.cancel("same") is True
 
 
 async def test_job_events_through_the_envelope(tmp_path: os.PathLike[str]) -> None:
@@ -239,9 +238,7 @@ async def test_job_events_through_the_envelope(tmp_path: os.PathLike[str]) -> No
         job_id = started["jobId"]
         events: list[JSONValue] = []
         deadline = trio.current_time() + 30
-        while not any(
-            isinstance(e, dict) and e.get("event") == "job.finished" for e in events
-        ):
+        while not any(isinstance(e, dict) and e.get("event") == "job.finished" for e in events):
             assert trio.current_time() < deadline
             drained = _data(
                 await core.execute(
@@ -265,8 +262,13 @@ async def test_job_events_through_the_envelope(tmp_path: os.PathLike[str]) -> No
         listed = await core.execute({"id": 3, "command": "job.list", "payload": {}})
         assert listed["ok"] is True
         assert listed["data"] == [
-            {"id": job_id, "kind": "build", "root": str(tmp_path), "state": "finished",
-             "status": "ok"}
+            {
+                "id": job_id,
+                "kind": "build",
+                "root": str(tmp_path),
+                "state": "finished",
+                "status": "ok",
+            }
         ]
 
 
@@ -283,16 +285,29 @@ def test_core_thread_is_thread_safe_and_cleans_up(tmp_path: os.PathLike[str]) ->
         threads = [
             threading.Thread(
                 target=call,
-                args=(f"echo{i}", {"id": f"echo{i}", "command": "process.run",
-                                    "payload": {"argv": [PY, "-c", f"print({i})"]}}),
+                args=(
+                    f"echo{i}",
+                    {
+                        "id": f"echo{i}",
+                        "command": "process.run",
+                        "payload": {"argv": [PY, "-c", f"print({i})"]},
+                    },
+                ),
             )
             for i in range(4)
         ]
         threads.append(
             threading.Thread(
                 target=call,
-                args=("long", {"id": "long", "operationId": "long-op", "command": "process.run",
-                               "payload": {"argv": [PY, "-c", sleeper]}}),
+                args=(
+                    "long",
+                    {
+                        "id": "long",
+                        "operationId": "long-op",
+                        "command": "process.run",
+                        "payload": {"argv": [PY, "-c", sleeper]},
+                    },
+                ),
             )
         )
         for t in threads:
@@ -313,8 +328,7 @@ def test_core_thread_is_thread_safe_and_cleans_up(tmp_path: os.PathLike[str]) ->
     error = responses["long"]["error"]
     assert isinstance(error, dict)
     assert error["code"] == "cancelled"
-    with open(pid_file) as f:
-        assert _gone(int(f.read()))
+    assert _gone(_pid_in(pid_file))
 
 
 def test_leaving_core_thread_ends_running_work(tmp_path: os.PathLike[str]) -> None:
@@ -324,9 +338,17 @@ def test_leaving_core_thread_ends_running_work(tmp_path: os.PathLike[str]) -> No
     with CoreThread() as core:
         worker = threading.Thread(
             target=lambda: responses.append(
-                json.loads(core.execute_json(json.dumps(
-                    {"id": 9, "command": "process.run", "payload": {"argv": [PY, "-c", sleeper]}}
-                )))
+                json.loads(
+                    core.execute_json(
+                        json.dumps(
+                            {
+                                "id": 9,
+                                "command": "process.run",
+                                "payload": {"argv": [PY, "-c", sleeper]},
+                            }
+                        )
+                    )
+                )
             )
         )
         worker.start()
@@ -334,8 +356,8 @@ def test_leaving_core_thread_ends_running_work(tmp_path: os.PathLike[str]) -> No
         while not os.path.exists(pid_file) and time.monotonic() < deadline:
             time.sleep(0.02)
     worker.join(30)
-    assert responses and responses[0]["ok"] is False
-    with open(pid_file) as f:
-        assert _gone(int(f.read()))
+    assert len(responses) == 1
+    assert responses[0]["ok"] is False
+    assert _gone(_pid_in(pid_file))
     with pytest.raises(RuntimeError):
         core.execute_json('{"id": 1, "command": "core.ping", "payload": {}}')

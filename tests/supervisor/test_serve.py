@@ -42,6 +42,25 @@ def _read_pid(path: str) -> int | None:
     return int(text) if text else None
 
 
+async def _wait_for_pid(path: str) -> int:
+    """Wait until a child wrote its pid to ``path`` (a file: no event to wait on)."""
+    with trio.fail_after(REPLY_TIMEOUT_S):
+        while True:
+            pid = _read_pid(path)
+            if pid is not None:
+                return pid
+            await trio.sleep(0.02)
+
+
+def _field(message: JSONObject, *path: str) -> JSONValue:
+    """``message[path[0]][path[1]]...``, failing clearly when a level is not an object."""
+    value: JSONValue = message
+    for key in path:
+        assert isinstance(value, dict), f"{key!r} of a non-object in {message}"
+        value = value[key]
+    return value
+
+
 class Client:
     """A minimal LSP-framed JSON-RPC client: strict framing, no leniency."""
 
@@ -122,8 +141,10 @@ class Client:
             while True:
                 for note in self.notifications:
                     params = note.get("params")
-                    if note["method"] == method and isinstance(params, dict) and all(
-                        params.get(k) == v for k, v in match.items()
+                    if (
+                        note["method"] == method
+                        and isinstance(params, dict)
+                        and all(params.get(k) == v for k, v in match.items())
                     ):
                         self.notifications.remove(note)
                         return note
@@ -174,7 +195,7 @@ async def client() -> AsyncIterator[Client]:
 
 async def test_handshake_and_requests_before_initialize(client: Client) -> None:
     early = await client.request("core.ping", {})
-    assert early["error"]["code"] == -32002  # type: ignore[index]
+    assert _field(early, "error", "code") == -32002
     await client.notify("job.cancel", {"jobId": "x"})  # dropped before initialize
     result = await client.initialize()
     assert result["protocol"] == 1
@@ -186,10 +207,10 @@ async def test_handshake_and_requests_before_initialize(client: Client) -> None:
     assert isinstance(commands, list)
     assert {"core.ping", "process.run", "job.start", "job.cancel", "job.list"} <= set(commands)
     again = await client.request("initialize", {"capabilities": {}})
-    assert again["error"]["code"] == -32600  # type: ignore[index]
+    assert _field(again, "error", "code") == -32600
     ping = await client.request("core.ping", {}, request_id="string-id")
     assert ping["id"] == "string-id"
-    assert ping["result"]["protocolVersion"] == 1  # type: ignore[index]
+    assert _field(ping, "result", "protocolVersion") == 1
     assert (await client.request("shutdown"))["result"] is None
     await client.notify("exit")
     assert await client.wait_exit() == 0
@@ -198,17 +219,17 @@ async def test_handshake_and_requests_before_initialize(client: Client) -> None:
 async def test_command_errors_carry_the_core_code(client: Client) -> None:
     await client.initialize()
     unknown = await client.request("no.such.method", {})
-    assert unknown["error"]["code"] == -32601  # type: ignore[index]
-    assert unknown["error"]["data"]["code"] == "not_supported"  # type: ignore[index]
+    assert _field(unknown, "error", "code") == -32601
+    assert _field(unknown, "error", "data", "code") == "not_supported"
     bad = await client.request("process.run", {"argv": []})
-    assert bad["error"]["data"]["code"] == "invalid_request"  # type: ignore[index]
+    assert _field(bad, "error", "data", "code") == "invalid_request"
     missing = await client.request("process.run", {"argv": ["/no/such/program"]})
     error = missing["error"]
     assert isinstance(error, dict)
-    assert error["data"]["code"] == "launch_failed"  # type: ignore[index]
+    assert _field(error, "data", "code") == "launch_failed"
     assert "/no/such/program" in str(error["message"])
     ran = await client.request("process.run", {"argv": [PY, "-c", "print('hi')"]})
-    assert ran["result"]["stdout"] == "hi\n"  # type: ignore[index]
+    assert _field(ran, "result", "stdout") == "hi\n"
     assert (await client.request("shutdown"))["result"] is None
     await client.notify("exit")
     assert await client.wait_exit() == 0
@@ -218,7 +239,7 @@ async def test_garbage_body_gets_parse_error_and_server_goes_on(client: Client) 
     await client.initialize()
     await client.send_raw(b"Content-Length: 9\r\n\r\nnot json!")
     parse_error = await client.reply_to(None)
-    assert parse_error["error"]["code"] == -32700  # type: ignore[index]
+    assert _field(parse_error, "error", "code") == -32700
     pong = await client.request("core.ping", {})
     assert "result" in pong
     await client.request("shutdown")
@@ -233,18 +254,23 @@ async def test_cancel_request_answers_32800_and_ends_the_process(
     pid_file = os.path.join(tmp_path, "pid")
     script = f"import os, time; open({pid_file!r}, 'w').write(str(os.getpid())); time.sleep(60)"
     await client.send(
-        {"jsonrpc": "2.0", "id": 77, "method": "process.run", "params": {"argv": [PY, "-c", script]}}
+        {
+            "jsonrpc": "2.0",
+            "id": 77,
+            "method": "process.run",
+            "params": {"argv": [PY, "-c", script]},
+        }
     )
-    with trio.fail_after(REPLY_TIMEOUT_S):
-        while _read_pid(pid_file) is None:
-            await trio.sleep(0.02)
+    await _wait_for_pid(pid_file)
     await client.notify("$/cancelRequest", {"id": 77})
     reply = await client.reply_to(77)
-    assert reply["error"]["code"] == -32800  # type: ignore[index]
+    assert _field(reply, "error", "code") == -32800
     pid = _read_pid(pid_file)
     assert pid is not None
     with trio.fail_after(10):
-        while not _gone(pid):
+        while True:
+            if _gone(pid):
+                break
             await trio.sleep(0.02)
     await client.request("shutdown")
     await client.notify("exit")
@@ -259,15 +285,19 @@ async def test_jobs_push_notifications_and_shutdown_waits(
         "job.start",
         {"kind": "build", "root": str(tmp_path), "argv": [PY, "-c", "print('compiled')"]},
     )
-    job_id = job["result"]["jobId"]  # type: ignore[index]
+    job_id = _field(job, "result", "jobId")
     started = await client.wait_notification("job.started", jobId=job_id)
-    assert started["params"]["kind"] == "build"  # type: ignore[index]
+    assert _field(started, "params", "kind") == "build"
     finished = await client.wait_notification("job.finished", jobId=job_id)
-    assert finished["params"]["status"] == "ok"  # type: ignore[index]
+    assert _field(finished, "params", "status") == "ok"
     # A request in flight when shutdown arrives is answered before shutdown is.
     await client.send(
-        {"jsonrpc": "2.0", "id": 5, "method": "process.run",
-         "params": {"argv": [PY, "-c", "import time; time.sleep(0.5); print('late')"]}}
+        {
+            "jsonrpc": "2.0",
+            "id": 5,
+            "method": "process.run",
+            "params": {"argv": [PY, "-c", "import time; time.sleep(0.5); print('late')"]},
+        }
     )
     await client.send({"jsonrpc": "2.0", "id": 6, "method": "shutdown"})
     order: list[JSONValue] = []
@@ -278,10 +308,10 @@ async def test_jobs_push_notifications_and_shutdown_waits(
             if "id" in message:
                 order.append(message["id"])
                 if message["id"] == 5:
-                    assert message["result"]["stdout"] == "late\n"  # type: ignore[index]
+                    assert _field(message, "result", "stdout") == "late\n"
     assert order == [5, 6]
     after = await client.request("core.ping", {})
-    assert after["error"]["code"] == -32600  # type: ignore[index]
+    assert _field(after, "error", "code") == -32600
     await client.notify("exit")
     assert await client.wait_exit() == 0
 
@@ -291,9 +321,9 @@ async def test_untrusted_workspace_denies_build(client: Client, tmp_path: os.Pat
     job = await client.request(
         "job.start", {"kind": "build", "root": str(tmp_path), "argv": [PY, "-c", "pass"]}
     )
-    job_id = job["result"]["jobId"]  # type: ignore[index]
+    job_id = _field(job, "result", "jobId")
     finished = await client.wait_notification("job.finished", jobId=job_id)
-    assert finished["params"]["status"] == "denied"  # type: ignore[index]
+    assert _field(finished, "params", "status") == "denied"
     await client.request("shutdown")
     await client.notify("exit")
     assert await client.wait_exit() == 0
@@ -314,9 +344,7 @@ async def test_end_of_input_cleans_up_and_exits_1(
     await client.request(
         "job.start", {"kind": "test", "root": str(tmp_path), "argv": [PY, "-c", script]}
     )
-    with trio.fail_after(REPLY_TIMEOUT_S):
-        while _read_pid(pid_file) is None:
-            await trio.sleep(0.02)
+    await _wait_for_pid(pid_file)
     await client.close_stdin()
     assert await client.wait_exit() == 1
     pid = _read_pid(pid_file)
@@ -330,18 +358,14 @@ async def test_broken_header_ends_the_session(client: Client) -> None:
     assert await client.wait_exit() == 1
 
 
-async def test_sigterm_cleans_up_and_exits_143(
-    client: Client, tmp_path: os.PathLike[str]
-) -> None:
+async def test_sigterm_cleans_up_and_exits_143(client: Client, tmp_path: os.PathLike[str]) -> None:
     await client.initialize()
     pid_file = os.path.join(tmp_path, "pid")
     script = f"import os, time; open({pid_file!r}, 'w').write(str(os.getpid())); time.sleep(60)"
     await client.send(
         {"jsonrpc": "2.0", "id": 3, "method": "process.run", "params": {"argv": [PY, "-c", script]}}
     )
-    with trio.fail_after(REPLY_TIMEOUT_S):
-        while _read_pid(pid_file) is None:
-            await trio.sleep(0.02)
+    await _wait_for_pid(pid_file)
     client.process.terminate()
     with trio.fail_after(REPLY_TIMEOUT_S):
         assert await client.process.wait() == 143
