@@ -5,8 +5,10 @@ reads, and treats a process that vanishes mid-read as gone (``None`` or an empty
 result), never as an error. procfs is the only way to see processes that left a
 tree's process group or session (setsid, double fork) and to read the scope marker
 of a process we did not start ourselves, so the process-tree code and the reaper
-build on these few primitives. On systems without ``/proc`` every reader returns
-"nothing found"; callers check :data:`HAVE_PROCFS` where that matters.
+build on these few primitives. On systems without ``/proc`` (macOS, the BSDs) each
+reader falls back to psutil, which reads the same facts through the platform's own
+interfaces (sysctl, libproc) more slowly; callers check :data:`HAVE_PROCFS` where the
+difference matters.
 """
 
 from __future__ import annotations
@@ -14,7 +16,19 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 
+import psutil
+
 HAVE_PROCFS = os.path.isdir("/proc/self/task")
+
+#: psutil's process status names, as the one-letter states of ``/proc/<pid>/stat``.
+_PSUTIL_STATES = {
+    psutil.STATUS_RUNNING: "R",
+    psutil.STATUS_SLEEPING: "S",
+    psutil.STATUS_DISK_SLEEP: "D",
+    psutil.STATUS_STOPPED: "T",
+    psutil.STATUS_ZOMBIE: "Z",
+    psutil.STATUS_DEAD: "X",
+}
 
 #: procfs files are read in chunks of this many bytes; environ blocks larger than
 #: one chunk are read to the end.
@@ -69,8 +83,27 @@ def _read(path: str) -> bytes | None:
         os.close(fd)
 
 
+def _psutil_stat(pid: int) -> ProcStat | None:
+    try:
+        process = psutil.Process(pid)
+        with process.oneshot():
+            return ProcStat(
+                pid=pid,
+                state=_PSUTIL_STATES.get(process.status(), "S"),
+                ppid=process.ppid(),
+                pgid=os.getpgid(pid),
+                sid=os.getsid(pid),
+                # Hundredths of a second: enough to tell a reused pid from the original.
+                starttime=int(process.create_time() * 100),
+            )
+    except (psutil.Error, OSError):
+        return None
+
+
 def read_stat(pid: int) -> ProcStat | None:
-    """Parse ``/proc/<pid>/stat``; None when the process is gone (or no procfs)."""
+    """Parse ``/proc/<pid>/stat``; None when the process is gone."""
+    if not HAVE_PROCFS:
+        return _psutil_stat(pid)
     data = _read(f"/proc/{pid}/stat")
     if not data:
         return None
@@ -91,6 +124,11 @@ def read_stat(pid: int) -> ProcStat | None:
 
 def children_of(pid: int) -> list[int]:
     """Direct children of ``pid``, across all of its threads (``task/*/children``)."""
+    if not HAVE_PROCFS:
+        try:
+            return [child.pid for child in psutil.Process(pid).children()]
+        except psutil.Error:
+            return []
     try:
         tids = os.listdir(f"/proc/{pid}/task")
     except OSError:
@@ -104,7 +142,9 @@ def children_of(pid: int) -> list[int]:
 
 
 def all_pids() -> list[int]:
-    """Every pid visible in ``/proc`` (empty without procfs)."""
+    """Every pid visible in ``/proc`` (psutil's list without procfs)."""
+    if not HAVE_PROCFS:
+        return psutil.pids()
     try:
         names = os.listdir("/proc")
     except OSError:
@@ -118,6 +158,11 @@ def read_env_var(pid: int, name: str) -> str | None:
     Unreadable environments (another user's process, a zombie, a kernel thread)
     read as "not set".
     """
+    if not HAVE_PROCFS:
+        try:
+            return psutil.Process(pid).environ().get(name)
+        except psutil.Error:
+            return None
     data = _read(f"/proc/{pid}/environ")
     if not data:
         return None
