@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 
@@ -50,3 +51,15 @@ def test_reap_reports_json() -> None:
     done = _supervisor("reap", "--json")
     assert done.returncode == 0
     assert isinstance(json.loads(done.stdout)["reaped"], list)
+
+
+def test_serve_client_example_runs() -> None:
+    """examples/serve_client.py drives a real `supervisor serve` session end to end."""
+    example = os.path.join(os.path.dirname(__file__), "..", "..", "examples", "serve_client.py")
+    done = subprocess.run(
+        [PY, example], capture_output=True, text=True, timeout=120, cwd=os.path.dirname(example)
+    )
+    assert done.returncode == 0, done.stderr
+    assert "<- job.finished" in done.stdout
+    assert "error -32800" in done.stdout
+    assert "supervisor serve exited with 0" in done.stdout
