@@ -1,0 +1,221 @@
+"""Retained context: the plain text a terminal displayed, rendered by a VT emulator.
+
+Contract (plugin-contract.md "Close, retained context and reopen"; issue 5): on close the
+supervisor keeps "a plain-text suffix of its displayed terminal output": rendered text without
+escape sequences, at most the byte budget (default 16 384, at most 262 144, 0 keeps none),
+cut on a character boundary so the reported size can be smaller than the budget. A program
+that redraws (curses) leaves only its last frame, not every intermediate frame.
+
+Strategy. Output is rendered by pyte (a VT100/xterm emulator) into a screen of the terminal's
+size; lines that scroll off the top of the full screen are kept as plain text in a history
+bounded by bytes. pyte is pure Python and slow (well under 1 MB/s on a busy machine), so it
+never runs in the read loop:
+
+- :meth:`RetainedDisplay.feed` (Trio thread, cheap) appends decoded text to a *pending* list
+  bounded to ``max_pending_chars``. When a program produces more than that before it can be
+  rendered (a flood), the oldest pending text is dropped and the emulator is reset: the
+  display is then rebuilt from the newest output only, starting at a line boundary. That is
+  exact for what a flood leaves on screen (its last lines) and keeps the cost of rendering
+  bounded by the pending bound, never by the amount of output.
+- :meth:`RetainedDisplay.render_pending` (a worker thread) feeds pending text to pyte.
+- :meth:`RetainedDisplay.snapshot` (no render running) gives the budgeted suffix.
+
+Resizes are queued in the pending list too, so they apply between the same bytes they came
+between on the wire.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import deque
+from typing import Final
+
+import pyte
+
+__all__ = (
+    "DEFAULT_MAX_PENDING_CHARS",
+    "MAX_HISTORY_BYTES",
+    "RetainedDisplay",
+    "utf8_suffix",
+)
+
+#: Output characters waiting to be rendered before the oldest are dropped (ours).
+DEFAULT_MAX_PENDING_CHARS: Final = 131_072
+#: Scrolled-off text kept, in UTF-8 bytes: the largest retained budget.
+MAX_HISTORY_BYTES: Final = 262_144
+
+
+def utf8_suffix(text: str, budget_bytes: int) -> str:
+    """The longest suffix of ``text`` whose UTF-8 form has at most ``budget_bytes`` bytes.
+
+    The cut never splits a character, so the result can be up to 3 bytes shorter than the
+    budget.
+    """
+    if budget_bytes <= 0:
+        return ""
+    data = text.encode("utf-8")
+    if len(data) <= budget_bytes:
+        return text
+    tail = data[len(data) - budget_bytes :]
+    start = 0
+    # Skip continuation bytes (0b10xxxxxx): they belong to a character cut in half.
+    while start < len(tail) and tail[start] & 0xC0 == 0x80:
+        start += 1
+    return tail[start:].decode("utf-8")
+
+
+class _HistoryScreen(pyte.Screen):
+    """A pyte screen that keeps lines scrolled off the top as plain text (bounded)."""
+
+    def __init__(self, columns: int, lines: int, max_history_bytes: int) -> None:
+        super().__init__(columns, lines)
+        self.history: deque[str] = deque()
+        self.history_bytes = 0
+        self._max_history_bytes = max_history_bytes
+
+    def index(self) -> None:
+        top, bottom = self.margins or pyte.screens.Margins(0, self.lines - 1)
+        # Only a scroll of the whole screen moves a line into history; a scroll region
+        # (a status bar, an editor) rewrites lines that stay on screen.
+        if top == 0 and bottom == self.lines - 1 and self.cursor.y == bottom:
+            self._remember(self.render_line(0))
+        super().index()
+
+    def _remember(self, line: str) -> None:
+        self.history.append(line)
+        self.history_bytes += len(line.encode("utf-8")) + 1
+        while self.history_bytes > self._max_history_bytes and self.history:
+            self.history_bytes -= len(self.history.popleft().encode("utf-8")) + 1
+
+    def clear_history(self) -> None:
+        self.history.clear()
+        self.history_bytes = 0
+
+    def render_line(self, y: int) -> str:
+        """Line ``y`` as text without trailing blanks (wide characters counted once)."""
+        line = self.buffer[y]
+        chars: list[str] = []
+        skip = False
+        for x in range(self.columns):
+            if skip:
+                skip = False
+                continue
+            data = line[x].data
+            # pyte leaves an empty stub cell after a double-width character.
+            skip = data == "" or pyte.screens.wcwidth(data[0]) == 2
+            chars.append(data)
+        return "".join(chars).rstrip()
+
+
+class RetainedDisplay:
+    """The rendered display of one terminal generation.
+
+    :meth:`feed` and :meth:`resize` may be called at any time from the Trio thread;
+    :meth:`render_pending` runs in one worker thread at a time; :meth:`snapshot` must not run
+    concurrently with :meth:`render_pending`.
+
+    Args:
+        rows: Screen height in lines.
+        cols: Screen width in columns.
+        max_pending_chars: Unrendered characters kept before the oldest are dropped.
+        max_history_bytes: Scrolled-off text kept, in UTF-8 bytes.
+    """
+
+    def __init__(
+        self,
+        rows: int,
+        cols: int,
+        *,
+        max_pending_chars: int = DEFAULT_MAX_PENDING_CHARS,
+        max_history_bytes: int = MAX_HISTORY_BYTES,
+    ) -> None:
+        self._screen = _HistoryScreen(cols, rows, max_history_bytes)
+        self._stream = pyte.Stream(self._screen)
+        self._lock = threading.Lock()
+        self._pending: list[str | tuple[int, int]] = []
+        self._pending_chars = 0
+        self._max_pending_chars = max_pending_chars
+        self._reset = False
+        #: Characters fed so far; a render loop compares it to see whether output stopped.
+        self.fed_chars = 0
+        #: Characters dropped unrendered because output outran rendering.
+        self.dropped_chars = 0
+
+    @property
+    def has_pending(self) -> bool:
+        """Whether text or a resize waits to be rendered."""
+        return bool(self._pending)
+
+    @property
+    def overflowed(self) -> bool:
+        """Whether pending output was dropped since the last render (a flood)."""
+        return self._reset
+
+    def feed(self, text: str) -> None:
+        """Queue decoded output for rendering; drops the oldest when over the bound."""
+        if not text:
+            return
+        with self._lock:
+            self.fed_chars += len(text)
+            self._pending.append(text)
+            self._pending_chars += len(text)
+            excess = self._pending_chars - self._max_pending_chars
+            while excess > 0 and self._pending:
+                head = self._pending[0]
+                if isinstance(head, tuple):
+                    # A resize before dropped text still applies: keep the newest size.
+                    self._pending.pop(0)
+                    continue
+                if len(head) <= excess:
+                    self._pending.pop(0)
+                    excess -= len(head)
+                    self._pending_chars -= len(head)
+                    self.dropped_chars += len(head)
+                else:
+                    self._pending[0] = head[excess:]
+                    self._pending_chars -= excess
+                    self.dropped_chars += excess
+                    excess = 0
+                self._reset = True
+            if self._reset and self._pending and isinstance(self._pending[0], str):
+                # The rebuilt display starts at a line boundary: never inside an escape
+                # sequence or a half line of the dropped part.
+                head = self._pending[0]
+                cut = head.find("\n")
+                if 0 <= cut < len(head) - 1:
+                    self._pending_chars -= cut + 1
+                    self._pending[0] = head[cut + 1 :]
+
+    def resize(self, rows: int, cols: int) -> None:
+        """Queue a screen resize (applied in order with the output around it)."""
+        with self._lock:
+            self._pending.append((rows, cols))
+
+    def render_pending(self) -> None:
+        """Feed everything pending to the emulator (call from one worker thread)."""
+        with self._lock:
+            pending, self._pending = self._pending, []
+            self._pending_chars = 0
+            reset, self._reset = self._reset, False
+        if reset:
+            self._screen.reset()
+            self._screen.clear_history()
+        for item in pending:
+            if isinstance(item, tuple):
+                rows, cols = item
+                self._screen.resize(rows, cols)
+            else:
+                self._stream.feed(item)
+
+    def snapshot(self, budget_bytes: int) -> str:
+        """The displayed text (history, then the screen), at most ``budget_bytes`` bytes.
+
+        Trailing blank lines of the screen are left out; each line loses trailing blanks.
+        Call only when no :meth:`render_pending` runs; pending text is not included.
+        """
+        if budget_bytes <= 0:
+            return ""
+        screen = [self._screen.render_line(y) for y in range(self._screen.lines)]
+        while screen and not screen[-1]:
+            screen.pop()
+        return utf8_suffix("\n".join([*self._screen.history, *screen]), budget_bytes)

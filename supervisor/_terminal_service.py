@@ -1,0 +1,555 @@
+"""The ``terminal.*`` commands: PTY terminals the supervisor owns (issue 5).
+
+Contract (plugin-contract.md "Plugin-owned native terminals", "Close, retained context and
+reopen"; issue 5). The supervisor is the native terminal service: it owns each terminal's
+PTY, process tree and retained display text, and a host (or later a plugin backend session,
+the terminal's *owner*) drives it:
+
+- ``terminal.create {owner?, executable, arguments?, cwd?, environment?, title?, rows?,
+  cols?, retainedContextBytes?}`` -> ``{terminalID, generation: 1}``. Limits in
+  :mod:`._terminal_launch`; at most :data:`MAX_HANDLES_PER_OWNER` handles per owner, closed
+  ones included (``plugin.host.limitExceeded``); a handle without owner belongs to the host.
+- ``terminal.write {terminalID, data}`` -> null; ``terminal.resize {terminalID, rows, cols}``
+  -> null (SIGWINCH reaches the program). Both need a running terminal
+  (``plugin.host.preconditionFailed``).
+- ``output {terminalID, generation, data}`` events, ordered, bounded
+  (:data:`MAX_TERMINAL_EVENTS` per terminal, oldest dropped with ``gap: true``), drained by
+  ``terminal.waitEvents {terminalID, timeoutMilliseconds}`` and ``terminal.pollEvents
+  {terminalID}`` -> ``{events, gap}``.
+- ``terminal.close {terminalID, retainedContextBytes?}`` -> ``{retainedContextBytes}``: hang-up,
+  TERM and KILL of the whole tree (see :mod:`._terminal`), then a rendered plain-text suffix
+  of the display is kept with the launch settings.
+- ``terminal.reopen {terminalID}`` -> ``{terminalID, generation, restoredContextBytes}``: the
+  retained text is emitted as ``output`` of the new generation (never written to stdin), then
+  the saved launch starts on a new PTY. Queued ``output`` of older generations is dropped.
+- ``terminal.dispose {terminalID}`` -> null: ends a live process and forgets the handle.
+- ``terminal.onExit {terminalID}`` -> ``{subscriptionID}``: one ``exit {type: "exit",
+  terminalID, generation, exitCode, reason: "exited" | "closed", subscriptionID}`` event per
+  generation, queued after cleanup; a late subscriber gets the recorded outcome once; one
+  live subscription per handle, kept across reopen; ``terminal.disposeSubscription
+  {subscriptionID}`` ends it and keeps the terminal.
+- ``terminal.list {}`` -> ``[{terminalID, owner, title, state, generation, rows, cols,
+  pid?}]``.
+
+Codes: ``not_found`` (unknown or disposed handle), ``busy`` (a close, reopen or dispose is
+running on the handle, or its natural-exit cleanup), ``plugin.host.preconditionFailed``,
+``plugin.host.limitExceeded``, ``invalid_request``, ``launch_failed``.
+
+Ownership: every terminal task runs in the service's own nursery, inside the Core's root
+nursery. :meth:`TerminalService.dispose_owner` is the hook a plugin session calls when it
+ends; closing the service (the Core) disposes every terminal, concurrently, shielded and
+bounded by :class:`EndBounds`.
+"""
+
+from __future__ import annotations
+
+import itertools
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Final
+
+import trio
+
+from protocol import CoreError
+
+from ._builtin_services import read_wait_timeout
+from ._events import EventQueue
+from ._payload import check_fields, require_str
+from ._terminal import EndBounds, TerminalProcess, exit_code_of
+from ._terminal_launch import (
+    TerminalLaunch,
+    parse_create,
+    read_retained_bytes,
+    read_size,
+    read_terminal_id,
+    read_write_data,
+)
+from ._terminal_render import RetainedDisplay, utf8_suffix
+from ._terminal_state import PRECONDITION_FAILED, TerminalInput, TerminalLifecycle, TerminalState
+
+if TYPE_CHECKING:
+    from collections.abc import AsyncIterator, Callable, Mapping
+
+    from protocol import JSONObject, JSONValue
+
+    from ._service import CommandHandler, ServiceContext
+
+__all__ = (
+    "MAX_HANDLES_PER_OWNER",
+    "MAX_TERMINAL_EVENTS",
+    "TerminalService",
+    "open_terminal_service",
+)
+
+#: Handles one owner may hold, closed ones included (plugin-contract.md).
+MAX_HANDLES_PER_OWNER: Final = 8
+#: Events queued per terminal (ours): with 16 KiB reads, at most ~4 MiB of output text.
+MAX_TERMINAL_EVENTS: Final = 256
+
+_In = TerminalInput
+
+
+class _HandleEvents:
+    """A terminal's event queue, with the drop of older generations' output on reopen."""
+
+    def __init__(self, max_events: int) -> None:
+        self.queue = EventQueue(max_events)
+        self._gap_carry = False
+
+    def put(self, event: str, params: JSONObject) -> None:
+        self.queue.put(event, params)
+
+    def keep_only_generation(self, generation: int) -> None:
+        """Drop queued ``output`` events of any other generation (re-queues the rest)."""
+        batch = self.queue.poll()
+        self._gap_carry = self._gap_carry or bool(batch["gap"])
+        events = batch["events"]
+        assert isinstance(events, list)
+        for event in events:
+            assert isinstance(event, dict)
+            if event.get("event") == "output" and event.get("generation") != generation:
+                continue
+            params = {k: v for k, v in event.items() if k not in ("seq", "event")}
+            self.queue.put(str(event["event"]), params)
+
+    def _carry(self, batch: JSONObject) -> JSONObject:
+        if self._gap_carry:
+            batch["gap"] = True
+            self._gap_carry = False
+        return batch
+
+    def poll(self) -> JSONObject:
+        return self._carry(self.queue.poll())
+
+    async def wait(self, timeout_ms: int) -> JSONObject:
+        return self._carry(await self.queue.wait(timeout_ms))
+
+
+@dataclass(eq=False)
+class _Handle:
+    terminal_id: str
+    owner: str | None
+    launch: TerminalLaunch
+    title: str | None
+    rows: int
+    cols: int
+    retained_budget: int
+    events: _HandleEvents
+    lifecycle: TerminalLifecycle
+    generation: int = 1
+    process: TerminalProcess | None = None
+    retained_text: str = ""
+    #: The exit outcome of the current generation, once its cleanup finished.
+    outcome: JSONObject | None = None
+    subscription: str | None = None
+    #: Set whenever no start, cleanup or dispose runs on the handle.
+    idle: trio.Event = field(default_factory=trio.Event)
+    #: Cancel scopes of ``terminal.waitEvents`` calls, cancelled by dispose.
+    waiters: set[trio.CancelScope] = field(default_factory=set)
+
+    def wire(self) -> JSONObject:
+        data: JSONObject = {
+            "terminalID": self.terminal_id,
+            "owner": self.owner,
+            "title": self.title,
+            "state": self.lifecycle.state.value,
+            "generation": self.generation,
+            "rows": self.rows,
+            "cols": self.cols,
+        }
+        if self.process is not None and self.lifecycle.state is TerminalState.RUNNING:
+            data["pid"] = self.process.pid
+        return data
+
+
+class TerminalService:
+    """The terminal service of a Core (see the module docstring).
+
+    Made by :func:`open_terminal_service`.
+
+    Args:
+        nursery: The service's own nursery (every terminal task runs here).
+        max_events: The Core's event-queue bound (each terminal uses at most
+            :data:`MAX_TERMINAL_EVENTS`).
+        bounds: How long each step of ending a terminal may take.
+    """
+
+    def __init__(self, nursery: trio.Nursery, max_events: int, bounds: EndBounds) -> None:
+        self._nursery = nursery
+        self._max_events = min(max_events, MAX_TERMINAL_EVENTS)
+        self._bounds = bounds
+        self._handles: dict[str, _Handle] = {}
+        self._ids = itertools.count(1)
+        self._subscription_ids = itertools.count(1)
+        self._closing = False
+
+    def commands(self) -> Mapping[str, CommandHandler]:
+        return {
+            "terminal.create": self._create,
+            "terminal.write": self._write,
+            "terminal.resize": self._resize,
+            "terminal.close": self._close,
+            "terminal.reopen": self._reopen,
+            "terminal.dispose": self._dispose,
+            "terminal.onExit": self._on_exit,
+            "terminal.disposeSubscription": self._dispose_subscription,
+            "terminal.waitEvents": self._wait_events,
+            "terminal.pollEvents": self._poll_events,
+            "terminal.list": self._list,
+        }
+
+    # -- the Python-level hooks ----------------------------------------------------------
+
+    async def dispose_owner(self, owner: str | None) -> int:
+        """Dispose every terminal of ``owner`` (None: the host's), e.g. when its session ends.
+
+        A handle in the middle of a start, close or dispose is disposed once that finishes.
+
+        Returns:
+            How many handles were disposed.
+
+        **Cancellation:** shielded and bounded: the ends run concurrently, each bounded by
+        :class:`EndBounds`.
+        """
+        handles = [h for h in self._handles.values() if h.owner == owner]
+        return await self._dispose_many(handles)
+
+    async def dispose_all(self) -> int:
+        """Dispose every terminal (the Core is closing). Shielded and bounded as above."""
+        return await self._dispose_many(list(self._handles.values()))
+
+    async def aclose(self) -> None:
+        """Refuse new terminals and dispose every one (the Core is closing); idempotent.
+
+        **Cancellation:** shielded and bounded as :meth:`dispose_all`.
+        """
+        self._closing = True
+        await self.dispose_all()
+
+    def terminal_ids(self) -> tuple[str, ...]:
+        """The ids of the handles that exist now."""
+        return tuple(self._handles)
+
+    async def _dispose_many(self, handles: list[_Handle]) -> int:
+        disposed = 0
+
+        async def one(handle: _Handle) -> None:
+            nonlocal disposed
+            while handle.lifecycle.busy:
+                await handle.idle.wait()
+            if handle.lifecycle.state is TerminalState.DISPOSED:
+                return
+            handle.lifecycle.apply(_In.DISPOSE)
+            await self._dispose_now(handle)
+            disposed += 1
+
+        with trio.CancelScope(shield=True):
+            async with trio.open_nursery() as nursery:
+                for handle in handles:
+                    nursery.start_soon(one, handle)
+        return disposed
+
+    # -- helpers ---------------------------------------------------------------------
+
+    def _get(self, payload: JSONObject) -> _Handle:
+        terminal_id = read_terminal_id(payload)
+        handle = self._handles.get(terminal_id)
+        if handle is None:
+            raise CoreError("not_found", f"no terminal {terminal_id}", {"terminalID": terminal_id})
+        return handle
+
+    def _output_sink(self, handle: _Handle, generation: int) -> Callable[[str], None]:
+        def on_output(text: str) -> None:
+            # Late output of an older generation never reaches the new one.
+            if handle.generation == generation and handle.lifecycle.state in (
+                TerminalState.STARTING,
+                TerminalState.RUNNING,
+                TerminalState.CLOSING,
+            ):
+                handle.events.put(
+                    "output",
+                    {"terminalID": handle.terminal_id, "generation": generation, "data": text},
+                )
+
+        return on_output
+
+    async def _start(self, handle: _Handle, display: RetainedDisplay) -> None:
+        """Start the handle's launch for its current generation (state STARTING)."""
+        launch = handle.launch
+        handle.process = await TerminalProcess.start(
+            self._nursery,
+            launch.argv,
+            cwd=launch.cwd,
+            env=launch.env(),
+            rows=handle.rows,
+            cols=handle.cols,
+            display=display,
+            on_output=self._output_sink(handle, handle.generation),
+            on_exit=lambda process: self._on_process_exit(handle, process),
+        )
+
+    def _on_process_exit(self, handle: _Handle, process: TerminalProcess) -> None:
+        """The waiter task saw the main process exit: run the natural-exit cleanup."""
+        if handle.process is not process:
+            return
+        if handle.lifecycle.apply(_In.EXITED):
+            handle.idle = trio.Event()
+            self._nursery.start_soon(self._cleanup_after_exit, handle, process)
+
+    async def _cleanup_after_exit(self, handle: _Handle, process: TerminalProcess) -> None:
+        with trio.CancelScope(shield=True):
+            # Invariant 10: the output after the exit is drained for a bounded time only.
+            await process.drain(self._bounds.drain_ms)
+            await self._end_generation(handle, reason="exited", keep_output=True)
+
+    async def _end_generation(self, handle: _Handle, *, reason: str, keep_output: bool) -> None:
+        """End the running process (state CLOSING), retain the display, record the outcome."""
+        process = handle.process
+        assert process is not None
+        with trio.CancelScope(shield=True):
+            try:
+                returncode = await process.end(self._bounds, keep_output=keep_output)
+                handle.retained_text = process.display.snapshot(handle.retained_budget)
+            finally:
+                handle.process = None
+                handle.lifecycle.apply(_In.CLEANED)
+                handle.idle.set()
+        handle.outcome = {
+            "type": "exit",
+            "terminalID": handle.terminal_id,
+            "generation": handle.generation,
+            "exitCode": exit_code_of(returncode),
+            "reason": reason,
+        }
+        if handle.subscription is not None:
+            self._deliver_outcome(handle)
+
+    def _deliver_outcome(self, handle: _Handle) -> None:
+        assert handle.outcome is not None
+        assert handle.subscription is not None
+        handle.events.put("exit", {**handle.outcome, "subscriptionID": handle.subscription})
+
+    async def _dispose_now(self, handle: _Handle) -> None:
+        """End a live process (state DISPOSING) and forget the handle; no further events."""
+        with trio.CancelScope(shield=True):
+            try:
+                if handle.process is not None:
+                    await handle.process.end(self._bounds)
+            finally:
+                handle.process = None
+                handle.lifecycle.apply(_In.CLEANED)
+                self._handles.pop(handle.terminal_id, None)
+                handle.retained_text = ""
+                for scope in handle.waiters:
+                    scope.cancel()
+                handle.idle.set()
+
+    async def _close_if_cancelled(self, handle: _Handle) -> None:
+        """Cancellation during a launch closes the new process (plugin-contract.md)."""
+        try:
+            await trio.lowlevel.checkpoint_if_cancelled()
+        except trio.Cancelled:
+            with trio.CancelScope(shield=True):
+                if handle.lifecycle.state is TerminalState.RUNNING:
+                    handle.lifecycle.apply(_In.DISPOSE)
+                    await self._dispose_now(handle)
+            raise
+
+    # -- commands ----------------------------------------------------------------------
+
+    async def _create(self, payload: JSONObject) -> JSONValue:
+        owner, launch, title, (rows, cols), budget = parse_create(payload)
+        if self._closing:
+            raise CoreError("cancelled", "The supervisor is shutting down")
+        held = sum(1 for h in self._handles.values() if h.owner == owner)
+        if held >= MAX_HANDLES_PER_OWNER:
+            raise CoreError(
+                "plugin.host.limitExceeded",
+                f"{'owner ' + repr(owner) if owner else 'the host'} already holds "
+                f"{MAX_HANDLES_PER_OWNER} terminals (closed ones count; dispose one)",
+                {"limit": MAX_HANDLES_PER_OWNER},
+            )
+        terminal_id = f"term-{next(self._ids)}"
+        handle = _Handle(
+            terminal_id=terminal_id,
+            owner=owner,
+            launch=launch,
+            title=title,
+            rows=rows,
+            cols=cols,
+            retained_budget=budget,
+            events=_HandleEvents(self._max_events),
+            lifecycle=TerminalLifecycle(terminal_id),
+        )
+        # Registered before the spawn so concurrent creates count it against the limit.
+        self._handles[terminal_id] = handle
+        try:
+            await self._start(handle, RetainedDisplay(rows, cols))
+        except BaseException:
+            del self._handles[terminal_id]
+            handle.idle.set()
+            raise
+        handle.lifecycle.apply(_In.STARTED)
+        handle.idle.set()
+        await self._close_if_cancelled(handle)
+        return {"terminalID": terminal_id, "generation": 1}
+
+    async def _write(self, payload: JSONObject) -> JSONValue:
+        check_fields(payload, frozenset({"terminalID", "data"}), "terminal.write")
+        data = read_write_data(payload)
+        handle = self._get(payload)
+        handle.lifecycle.check(_In.USE)
+        assert handle.process is not None
+        await handle.process.write(data)
+        return None
+
+    async def _resize(self, payload: JSONObject) -> JSONValue:
+        check_fields(payload, frozenset({"terminalID", "rows", "cols"}), "terminal.resize")
+        rows, cols = read_size(payload, required=True)
+        handle = self._get(payload)
+        handle.lifecycle.check(_In.USE)
+        assert handle.process is not None
+        handle.process.resize(rows, cols)
+        handle.rows, handle.cols = rows, cols
+        return None
+
+    async def _close(self, payload: JSONObject) -> JSONValue:
+        check_fields(payload, frozenset({"terminalID", "retainedContextBytes"}), "terminal.close")
+        handle = self._get(payload)
+        budget = read_retained_bytes(payload, handle.retained_budget)
+        was_closed = handle.lifecycle.state is TerminalState.CLOSED
+        handle.lifecycle.apply(_In.CLOSE)
+        # A budget given at close replaces the one chosen at create.
+        handle.retained_budget = budget
+        if was_closed:
+            # Nothing runs: a smaller budget trims what is kept; a larger one can't add.
+            handle.retained_text = utf8_suffix(handle.retained_text, budget)
+        else:
+            handle.idle = trio.Event()
+            await self._end_generation(handle, reason="closed", keep_output=False)
+        return {"retainedContextBytes": len(handle.retained_text.encode("utf-8"))}
+
+    async def _reopen(self, payload: JSONObject) -> JSONValue:
+        check_fields(payload, frozenset({"terminalID"}), "terminal.reopen")
+        handle = self._get(payload)
+        handle.lifecycle.apply(_In.REOPEN)
+        handle.idle = trio.Event()
+        old_generation, old_outcome = handle.generation, handle.outcome
+        handle.generation += 1
+        handle.outcome = None
+        handle.events.keep_only_generation(handle.generation)
+        restored = handle.retained_text
+        display = RetainedDisplay(handle.rows, handle.cols)
+        if restored:
+            # The retained text goes to the display (an event and the new render), never
+            # to the program's stdin.
+            shown = restored.replace("\n", "\r\n") + "\r\n"
+            display.feed(shown)
+            handle.events.put(
+                "output",
+                {"terminalID": handle.terminal_id, "generation": handle.generation, "data": shown},
+            )
+        try:
+            await self._start(handle, display)
+        except BaseException:
+            handle.generation, handle.outcome = old_generation, old_outcome
+            handle.events.keep_only_generation(old_generation)
+            handle.lifecycle.apply(_In.START_FAILED)
+            handle.idle.set()
+            raise
+        handle.retained_text = ""
+        handle.lifecycle.apply(_In.STARTED)
+        handle.idle.set()
+        await self._close_if_cancelled(handle)
+        return {
+            "terminalID": handle.terminal_id,
+            "generation": handle.generation,
+            "restoredContextBytes": len(restored.encode("utf-8")),
+        }
+
+    async def _dispose(self, payload: JSONObject) -> JSONValue:
+        check_fields(payload, frozenset({"terminalID"}), "terminal.dispose")
+        handle = self._get(payload)
+        handle.lifecycle.apply(_In.DISPOSE)
+        handle.idle = trio.Event()
+        await self._dispose_now(handle)
+        return None
+
+    async def _on_exit(self, payload: JSONObject) -> JSONValue:
+        check_fields(payload, frozenset({"terminalID"}), "terminal.onExit")
+        handle = self._get(payload)
+        if handle.subscription is not None:
+            raise CoreError(
+                PRECONDITION_FAILED,
+                f"terminal {handle.terminal_id} already has a live onExit subscription",
+                {"terminalID": handle.terminal_id, "subscriptionID": handle.subscription},
+            )
+        handle.subscription = f"sub-{next(self._subscription_ids)}"
+        if handle.outcome is not None:
+            # Subscribing after the exit delivers the recorded outcome once.
+            self._deliver_outcome(handle)
+        return {"subscriptionID": handle.subscription}
+
+    async def _dispose_subscription(self, payload: JSONObject) -> JSONValue:
+        check_fields(payload, frozenset({"subscriptionID"}), "terminal.disposeSubscription")
+        subscription = require_str(payload, "subscriptionID")
+        for handle in self._handles.values():
+            if handle.subscription == subscription:
+                handle.subscription = None
+                return None
+        raise CoreError(
+            "not_found", f"no subscription {subscription}", {"subscriptionID": subscription}
+        )
+
+    async def _wait_events(self, payload: JSONObject) -> JSONValue:
+        check_fields(
+            payload, frozenset({"terminalID", "timeoutMilliseconds"}), "terminal.waitEvents"
+        )
+        handle = self._get(payload)
+        timeout_ms = read_wait_timeout(payload, "terminal.waitEvents")
+        with trio.CancelScope() as scope:
+            handle.waiters.add(scope)
+            try:
+                return await handle.events.wait(timeout_ms)
+            finally:
+                handle.waiters.discard(scope)
+        # Only reached when dispose cancelled the wait.
+        raise CoreError(
+            "not_found",
+            f"terminal {handle.terminal_id} was disposed",
+            {"terminalID": handle.terminal_id},
+        )
+
+    async def _poll_events(self, payload: JSONObject) -> JSONValue:
+        check_fields(payload, frozenset({"terminalID"}), "terminal.pollEvents")
+        return self._get(payload).events.poll()
+
+    async def _list(self, payload: JSONObject) -> JSONValue:
+        check_fields(payload, frozenset(), "terminal.list")
+        return [handle.wire() for handle in self._handles.values()]
+
+
+@asynccontextmanager
+async def open_terminal_service(
+    context: ServiceContext, *, bounds: EndBounds | None = None
+) -> AsyncIterator[TerminalService]:
+    """Open the terminal service; leaving the block disposes every terminal.
+
+    Args:
+        context: The Core's service context.
+        bounds: Bounds of ending a terminal (:class:`EndBounds` defaults).
+
+    Yields:
+        The :class:`TerminalService`.
+
+    **Cancellation:** leaving the block, however it happens, ends every terminal's process
+    tree (shielded, bounded, concurrently) before it returns.
+    """
+    async with trio.open_nursery() as nursery:
+        service = TerminalService(nursery, context.max_events, bounds or EndBounds())
+        try:
+            yield service
+        finally:
+            service._closing = True
+            await service.dispose_all()
+            nursery.cancel_scope.cancel()
