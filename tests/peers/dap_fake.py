@@ -1,0 +1,180 @@
+"""A small fake debug adapter for what real adapters rarely do (issue 4).
+
+Usage: ``python dap_fake.py MODE [ARG]``. It speaks DAP on stdio (framing by hand, standard
+library only), except ``tcp-announced``, which listens on 127.0.0.1:0, prints
+``ARG<port>`` as its first stdout line and speaks DAP on the accepted socket.
+
+Modes:
+- ``normal``: answers initialize (with supportsCancelRequest and supportsTerminateRequest),
+  launch/attach (sends ``initialized`` first), configurationDone, disconnect; exits on EOF.
+- ``crash-initialize``: writes a line to stderr and exits 3 when initialize arrives.
+- ``no-disconnect``: like normal, but never answers disconnect and ignores stdin EOF
+  (it sleeps until it is terminated).
+- ``late-response``: holds the answer to ``evaluate`` until ``cancel`` for it arrives, then
+  answers both (the evaluate answer is late).
+- ``run-in-terminal``: on launch, sends a ``runInTerminal`` reverse request (carrying a stray
+  ``request_seq``) to run ``ARG`` (a Python file) and answers launch with the process id it
+  got in an ``output`` event.
+- ``tcp-announced``: as normal, over TCP.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import sys
+import time
+from typing import Any, BinaryIO
+
+
+class Peer:
+    def __init__(self, reader: BinaryIO, writer: BinaryIO) -> None:
+        self.reader = reader
+        self.writer = writer
+        self.seq = 0
+
+    def read(self) -> dict[str, Any] | None:
+        length = None
+        while True:
+            line = self.reader.readline()
+            if not line:
+                return None
+            line = line.strip()
+            if not line:
+                break
+            name, _, value = line.partition(b":")
+            if name.lower() == b"content-length":
+                length = int(value)
+        assert length is not None
+        body = self.reader.read(length)
+        message: dict[str, Any] = json.loads(body)
+        return message
+
+    def write(self, message: dict[str, Any]) -> None:
+        self.seq += 1
+        message["seq"] = self.seq
+        body = json.dumps(message).encode()
+        self.writer.write(b"Content-Length: %d\r\n\r\n" % len(body) + body)
+        self.writer.flush()
+
+    def respond(self, request: dict[str, Any], body: Any = None, success: bool = True) -> None:
+        message: dict[str, Any] = {
+            "type": "response",
+            "request_seq": request["seq"],
+            "success": success,
+            "command": request["command"],
+        }
+        if body is not None:
+            message["body"] = body
+        self.write(message)
+
+    def event(self, name: str, body: Any = None) -> None:
+        message: dict[str, Any] = {"type": "event", "event": name}
+        if body is not None:
+            message["body"] = body
+        self.write(message)
+
+
+CAPABILITIES = {
+    "supportsConfigurationDoneRequest": True,
+    "supportsCancelRequest": True,
+    "supportsTerminateRequest": True,
+    "supportsFunctionBreakpoints": False,
+    "exceptionBreakpointFilters": [
+        {"filter": "uncaught", "label": "Uncaught", "default": True},
+        {"filter": "raised", "label": "Raised"},
+    ],
+}
+
+
+def serve(peer: Peer, mode: str, arg: str) -> None:
+    held_evaluate: dict[str, Any] | None = None
+    while True:
+        message = peer.read()
+        if message is None:
+            if mode == "no-disconnect":
+                while True:
+                    time.sleep(1)
+            return
+        if message["type"] != "request":
+            continue
+        command = message["command"]
+        if command == "initialize":
+            if mode == "crash-initialize":
+                sys.stderr.write("fake adapter: crashing during initialize\n")
+                sys.stderr.flush()
+                os._exit(3)
+            peer.respond(message, CAPABILITIES)
+        elif command in ("launch", "attach"):
+            peer.event("initialized")
+            if mode == "run-in-terminal":
+                peer.write(
+                    {
+                        "type": "request",
+                        "command": "runInTerminal",
+                        "request_seq": 999,  # stray: it is still a request
+                        "arguments": {
+                            "kind": "integrated",
+                            "title": "fake",
+                            "cwd": os.getcwd(),
+                            "args": [sys.executable, arg],
+                            "env": {"FAKE_B": "2", "FAKE_A": "1"},
+                        },
+                    }
+                )
+                reply = peer.read()
+                while reply is not None and reply["type"] != "response":
+                    if reply["type"] == "request":
+                        peer.respond(reply)  # configuration requests meanwhile
+                    reply = peer.read()
+                assert reply is not None
+                peer.event(
+                    "output",
+                    {
+                        "category": "console",
+                        "output": json.dumps(
+                            {"terminalReply": reply.get("body"), "success": reply["success"]}
+                        ),
+                    },
+                )
+            peer.respond(message)
+        elif command == "evaluate" and mode == "late-response":
+            held_evaluate = message
+        elif command == "cancel":
+            peer.respond(message)
+            if held_evaluate is not None:
+                peer.respond(held_evaluate, {"result": "late", "variablesReference": -5})
+                held_evaluate = None
+        elif command == "evaluate":
+            peer.respond(
+                message,
+                {"result": "42", "variablesReference": 0, "namedVariables": -3},
+            )
+        elif command == "disconnect":
+            if mode == "no-disconnect":
+                continue
+            peer.respond(message)
+        else:
+            peer.respond(message)
+
+
+def main() -> None:
+    mode = sys.argv[1]
+    arg = sys.argv[2] if len(sys.argv) > 2 else ""
+    if mode == "no-disconnect":
+        signal.signal(signal.SIGPIPE, signal.SIG_DFL)
+    if mode == "tcp-announced":
+        server = socket.create_server(("127.0.0.1", 0))
+        print(f"{arg}{server.getsockname()[1]}", flush=True)
+        conn, _ = server.accept()
+        server.close()
+        stream = conn.makefile("rwb")
+        serve(Peer(stream, stream), mode, arg)  # type: ignore[arg-type]
+        return
+    serve(Peer(sys.stdin.buffer, sys.stdout.buffer), mode, arg)
+
+
+if __name__ == "__main__":
+    main()
