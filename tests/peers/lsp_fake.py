@@ -1,0 +1,255 @@
+"""A scriptable fake language server (LSP base protocol on stdio) for what real servers rarely do.
+
+Run it as ``sys.executable tests/peers/lsp_fake.py [FLAGS]``. Flags:
+
+    --crash-in-initialize     write a stderr line and exit 3 when ``initialize`` arrives
+    --initialize-error        answer ``initialize`` with -32603
+    --no-initialize-answer    never answer ``initialize``
+    --no-shutdown-answer      never answer ``shutdown`` (and ignore ``exit``)
+    --ignore-term             ignore SIGTERM, and ignore ``exit``
+    --slow-shutdown=MS        answer ``shutdown`` after MS milliseconds; ``exit`` exits 0
+    --full-sync               advertise full text sync (default: incremental)
+    --pid-file=PATH           write the pid to PATH at start
+    --ready-after=MS          MS after ``initialized``: ``$/progress`` then ``custom/ready {ok}``
+
+Requests (answered concurrently where they wait):
+    ``test/sleep {ms}``: answered ``"slept"`` after ``ms``; ``$/cancelRequest`` answers -32800.
+    ``test/hang``: never answered, except -32800 on cancel.
+    ``test/late``: ignores ``$/cancelRequest``; answered ``"late"`` 300 ms after the cancel.
+    ``test/fail``: answered with the error ``{code: params.code, message: params.message}``.
+    ``test/ask {method, params}``: sends that request to the client, answers with its reply.
+    ``test/notify {method, params}``: sends that notification, then answers null.
+    ``test/exit {code}``: exits at once with ``code`` (a crash).
+    ``test/garbage``: writes a frame header whose Content-Length is not a number.
+    ``test/documents``: the didOpen/didChange/didClose/didChangeConfiguration/
+        didChangeWatchedFiles params received so far, in order.
+    ``test/stopReading``: answers null, then never reads stdin again while it writes a
+        ``window/logMessage`` every 20 ms.
+    ``workspace/executeCommand {command, arguments: [ms]}``: answered after ``ms`` with
+        ``{command, count}``, ``count`` being how many executeCommand requests arrived.
+    ``shutdown``: null (see flags). Anything else: -32601.
+Notification ``exit``: exits 0 after ``shutdown``, 1 otherwise (see flags).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sys
+import threading
+import time
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Iterator
+
+_lock = threading.Lock()
+_cancelled: dict[object, threading.Event] = {}
+_late: set[object] = set()
+_client_replies: dict[object, object] = {}
+_client_events: dict[object, threading.Event] = {}
+_received: list[object] = []
+
+
+def _write(message: dict[str, object]) -> None:
+    body = json.dumps(message).encode()
+    data = b"Content-Length: %d\r\n\r\n" % len(body) + body
+    with _lock:
+        view = memoryview(data)
+        while view:
+            view = view[os.write(1, view) :]
+
+
+def _answer(request_id: object, result: object) -> None:
+    _write({"jsonrpc": "2.0", "id": request_id, "result": result})
+
+
+def _error(request_id: object, code: int, message: str) -> None:
+    _write({"jsonrpc": "2.0", "id": request_id, "error": {"code": code, "message": message}})
+
+
+def _read_messages() -> Iterator[object]:
+    buffer = b""
+    while True:
+        while b"\r\n\r\n" not in buffer:
+            chunk = os.read(0, 65536)
+            if not chunk:
+                return
+            buffer += chunk
+        head, _, buffer = buffer.partition(b"\r\n\r\n")
+        length = 0
+        for line in head.split(b"\r\n"):
+            name, _, value = line.partition(b":")
+            if name.strip().lower() == b"content-length":
+                length = int(value)
+        while len(buffer) < length:
+            chunk = os.read(0, 65536)
+            if not chunk:
+                return
+            buffer += chunk
+        body, buffer = buffer[:length], buffer[length:]
+        yield json.loads(body)
+
+
+def _later(fn: Callable[..., object], *args: object) -> None:
+    threading.Thread(target=fn, args=args, daemon=True).start()
+
+
+def _sleep_then_answer(request_id: object, ms: int) -> None:
+    event = _cancelled.setdefault(request_id, threading.Event())
+    if event.wait(ms / 1000):
+        _error(request_id, -32800, "cancelled")
+    else:
+        _answer(request_id, "slept")
+
+
+def _answer_after(request_id: object, ms: int) -> None:
+    time.sleep(ms / 1000)
+    _answer(request_id, None)
+
+
+def _ready_later(ms: int) -> None:
+    time.sleep(ms / 1000)
+    progress = {"token": "load", "value": {"kind": "report", "percentage": 50}}
+    _write({"jsonrpc": "2.0", "method": "$/progress", "params": progress})
+    _write({"jsonrpc": "2.0", "method": "custom/ready", "params": {"ok": True, "extra": 1}})
+
+
+def _execute(request_id: object, command: object, ms: int, count: int) -> None:
+    time.sleep(ms / 1000)
+    _answer(request_id, {"command": command, "count": count})
+
+
+def _hang(request_id: object) -> None:
+    _cancelled.setdefault(request_id, threading.Event()).wait()
+    _error(request_id, -32800, "cancelled")
+
+
+def _late_answer(request_id: object) -> None:
+    _cancelled.setdefault(request_id, threading.Event()).wait()
+    time.sleep(0.3)
+    _answer(request_id, "late")
+
+
+def _ask(request_id: object, method: str, params: object) -> None:
+    ask_id = f"ask-{request_id}"
+    event = _client_events.setdefault(ask_id, threading.Event())
+    _write({"jsonrpc": "2.0", "id": ask_id, "method": method, "params": params})
+    event.wait()
+    _answer(request_id, _client_replies.pop(ask_id))
+
+
+def _keep_writing() -> None:
+    n = 0
+    while True:
+        n += 1
+        _write(
+            {
+                "jsonrpc": "2.0",
+                "method": "window/logMessage",
+                "params": {"type": 4, "message": f"still here {n}"},
+            }
+        )
+        time.sleep(0.02)
+
+
+def main() -> int:
+    flags = sys.argv[1:]
+    opts = {f.split("=", 1)[0]: (f.split("=", 1)[1] if "=" in f else "") for f in flags}
+    if "--ignore-term" in opts:
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    if "--pid-file" in opts:
+        with open(opts["--pid-file"], "w") as f:
+            f.write(str(os.getpid()))
+    shutdown = False
+    executed = 0
+    for message in _read_messages():
+        if not isinstance(message, dict):
+            continue
+        method = message.get("method")
+        request_id = message.get("id")
+        params = message.get("params")
+        p = params if isinstance(params, dict) else {}
+        if method is None:
+            # A reply to one of our requests.
+            _client_replies[request_id] = message.get("error") or {"result": message.get("result")}
+            _client_events.setdefault(request_id, threading.Event()).set()
+            continue
+        if "id" not in message:
+            if method == "exit":
+                if "--no-shutdown-answer" in opts or "--ignore-term" in opts:
+                    continue
+                if "--slow-shutdown" in opts:
+                    time.sleep(0.2)  # flushing files before exiting
+                return 0 if shutdown else 1
+            if method == "$/cancelRequest":
+                target = p.get("id")
+                _cancelled.setdefault(target, threading.Event()).set()
+                continue
+            if method == "initialized" and "--ready-after" in opts:
+                _later(_ready_later, int(opts["--ready-after"]))
+            if method.startswith(("textDocument/did", "workspace/didChange")):
+                _received.append({"method": method, "params": params})
+            continue
+        if method == "initialize":
+            if "--crash-in-initialize" in opts:
+                os.write(2, b"fatal: cannot initialize\n")
+                return 3
+            if "--initialize-error" in opts:
+                _error(request_id, -32603, "initialize exploded")
+                continue
+            if "--no-initialize-answer" in opts:
+                continue
+            change = 1 if "--full-sync" in opts else 2
+            _answer(
+                request_id,
+                {
+                    "capabilities": {"textDocumentSync": {"openClose": True, "change": change}},
+                    "serverInfo": {"name": "lsp-fake", "version": "1"},
+                },
+            )
+        elif method == "shutdown":
+            shutdown = True
+            if "--no-shutdown-answer" in opts:
+                continue
+            if "--slow-shutdown" in opts:
+                _later(_answer_after, request_id, int(opts["--slow-shutdown"]))
+                continue
+            _answer(request_id, None)
+        elif method == "test/sleep":
+            _later(_sleep_then_answer, request_id, int(p.get("ms", 0)))
+        elif method == "test/hang":
+            _later(_hang, request_id)
+        elif method == "test/late":
+            _later(_late_answer, request_id)
+        elif method == "test/fail":
+            _error(request_id, int(p.get("code", -32603)), str(p.get("message", "failed")))
+        elif method == "test/ask":
+            _later(_ask, request_id, p.get("method"), p.get("params"))
+        elif method == "test/notify":
+            _write({"jsonrpc": "2.0", "method": p.get("method"), "params": p.get("params")})
+            _answer(request_id, None)
+        elif method == "test/exit":
+            os.write(2, b"crashing on purpose\n")
+            os._exit(int(p.get("code", 7)))
+        elif method == "workspace/executeCommand":
+            executed += 1
+            arguments = p.get("arguments")
+            ms = arguments[0] if isinstance(arguments, list) and arguments else 0
+            _later(_execute, request_id, p.get("command"), int(ms), executed)
+        elif method == "test/garbage":
+            with _lock:
+                os.write(1, b"Content-Length: many\r\n\r\n{}")
+        elif method == "test/documents":
+            _answer(request_id, _received)
+        elif method == "test/stopReading":
+            _answer(request_id, None)
+            _keep_writing()
+        else:
+            _error(request_id, -32601, f"Method not found: {method}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
