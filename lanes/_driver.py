@@ -13,7 +13,9 @@ the synchronous ``on_event(method, params)`` callback, in order, wire-shaped:
 
 - ``job.started {jobId, kind, root, argv}``, only for jobs that start;
 - ``job.output {jobId, stream, text}``, coalesced per job and stream and bounded (see
-  :class:`Lanes`); past the cap one notice ``{jobId, stream, text, droppedBytes}`` at job end;
+  :class:`Lanes`); past the cap, at job end, one notice ``{jobId, stream, text,
+  droppedBytes}`` followed by the stream's last output (its tail, where builds and tests
+  print their summary);
 - ``job.finished {jobId, kind, root, status, exitCode, signal, timedOut, durationMs}`` (plus
   ``error`` when the runner raised): exactly once per job, after all of its ``job.output``.
 
@@ -56,8 +58,12 @@ __all__ = ("Job", "JobRunner", "Lanes", "LanesStatistics", "open_lanes")
 
 #: Default bound of one ``job.output`` event's text, and the pending size that flushes at once.
 DEFAULT_MAX_OUTPUT_EVENT_BYTES = 64 * 1024
-#: Default cap of the output forwarded per job and stream (UTF-8 bytes).
+#: Default cap of the output forwarded per job and stream as it arrives (UTF-8 bytes).
 DEFAULT_MAX_OUTPUT_BYTES = 1024 * 1024
+#: Default size of the tail kept past that cap per job and stream, sent at job end (bytes).
+DEFAULT_MAX_OUTPUT_TAIL_BYTES = 64 * 1024
+#: The tail starts after its first newline if one lies in this leading fraction of it.
+_TAIL_LINE_SEARCH_FRACTION = 4
 #: Default delay after the first pending output before it is flushed (milliseconds).
 DEFAULT_OUTPUT_FLUSH_MS = 50
 #: Default number of finished jobs that :meth:`Lanes.list_jobs` still reports.
@@ -75,6 +81,24 @@ def _cut_utf8(data: bytes | memoryview, limit: int) -> int:
     while end > 0 and (data[end] & 0xC0) == 0x80:
         end -= 1
     return end
+
+
+def _tail_start(data: bytes | bytearray) -> int:
+    """Where a kept tail should start: after a newline near its start, else on a character.
+
+    The tail is the last bytes of a stream, so it usually begins inside a line and may begin
+    inside a character. A partial first line is skipped when a newline lies in the first
+    quarter of the tail (so at most that much is given up); otherwise continuation bytes are
+    skipped so that the text decodes cleanly.
+    """
+    newline = data.find(b"\n", 0, max(len(data) // _TAIL_LINE_SEARCH_FRACTION, 1))
+    if 0 <= newline < len(data) - 1:
+        return newline + 1
+    start = 0
+    # A UTF-8 character is at most 4 bytes: at most 3 continuation bytes to skip.
+    while start < min(len(data), 3) and (data[start] & 0xC0) == 0x80:
+        start += 1
+    return start
 
 
 def _encode(text: str) -> bytes:
@@ -173,7 +197,9 @@ class _JobOutput:
     order in which streams got pending data, which is the order they are flushed in). It is
     flushed when a stream holds ``max_event_bytes`` or more, ``flush_s`` after the first
     pending write, and at job end. Accepted bytes per stream are capped at ``max_bytes``
-    (pending bytes included, so memory stays bounded); the rest is counted and dropped.
+    (pending bytes included, so memory stays bounded). Past the cap the most recent
+    ``max_tail_bytes`` per stream are kept in a ring (a bytearray trimmed from the front) and
+    sent at job end after the dropped-bytes notice; the rest is counted and dropped.
     """
 
     def __init__(
@@ -183,12 +209,15 @@ class _JobOutput:
         *,
         max_event_bytes: int,
         max_bytes: int,
+        max_tail_bytes: int,
         flush_s: float,
     ) -> None:
         self._job_id = job_id
         self._notify = notify
         self._max_event_bytes = max_event_bytes
         self._max_bytes = max_bytes
+        self._max_tail_bytes = max_tail_bytes
+        self._tail = {stream: bytearray() for stream in _STREAMS}
         self._flush_s = flush_s
         self._pending: dict[str, list[bytes]] = {}
         self._pending_bytes = dict.fromkeys(_STREAMS, 0)
@@ -218,7 +247,7 @@ class _JobOutput:
         room = self._max_bytes - self._accepted[stream]
         if len(data) > room:
             keep = _cut_utf8(data, max(room, 0))
-            self._dropped[stream] += len(data) - keep
+            self._overflow(stream, memoryview(data)[keep:])
             data = data[:keep]
             if not data:
                 return
@@ -228,6 +257,20 @@ class _JobOutput:
         self._have_data.set()
         if self._pending_bytes[stream] >= self._max_event_bytes:
             self._urgent.set()
+
+    def _overflow(self, stream: str, data: memoryview) -> None:
+        """Keep the last ``max_tail_bytes`` of what is past the cap; count the rest dropped."""
+        self._dropped[stream] += len(data)
+        limit = self._max_tail_bytes
+        if limit == 0:
+            return
+        tail = self._tail[stream]
+        if len(data) >= limit:
+            tail[:] = data[len(data) - limit :]
+        else:
+            tail += data
+            if len(tail) > limit:
+                del tail[: len(tail) - limit]
 
     async def flush_loop(self) -> None:
         """Flush pending output ``flush_s`` after it appears, or at once past the size bound."""
@@ -245,22 +288,37 @@ class _JobOutput:
         pending, self._pending = self._pending, {}
         for stream, parts in pending.items():
             self._pending_bytes[stream] = 0
-            view = memoryview(b"".join(parts))
-            while view:
-                size = _cut_utf8(view, self._max_event_bytes)
-                self._notify(
-                    "job.output",
-                    {"jobId": self._job_id, "stream": stream, "text": _decode(view[:size])},
-                )
-                view = view[size:]
+            self._send(stream, memoryview(b"".join(parts)))
+
+    def _send(self, stream: str, view: memoryview) -> None:
+        while view:
+            size = _cut_utf8(view, self._max_event_bytes)
+            self._notify(
+                "job.output",
+                {"jobId": self._job_id, "stream": stream, "text": _decode(view[:size])},
+            )
+            view = view[size:]
 
     def close(self) -> None:
-        """Flush, send one notice per stream that dropped output, and refuse further output."""
+        """Flush, then per stream past its cap a notice and the kept tail; refuse more output.
+
+        The notice's ``droppedBytes`` counts the bytes that are sent nowhere (those past the
+        cap minus the tail that follows it).
+        """
         self._closed = True
         self.flush()
         for stream in _STREAMS:
-            dropped = self._dropped[stream]
+            past_cap = self._dropped[stream]
+            if not past_cap:
+                continue
+            tail, self._tail[stream] = self._tail[stream], bytearray()
+            # A ring that held everything past the cap continues the head exactly; a trimmed
+            # one starts anywhere, maybe inside a character: cut it at a boundary.
+            start = 0 if len(tail) == past_cap else _tail_start(tail)
+            kept = memoryview(bytes(tail[start:]))
+            dropped = past_cap - len(kept)
             if dropped:
+                follows = f"; its last {len(kept)} bytes follow" if kept else ""
                 self._notify(
                     "job.output",
                     {
@@ -268,11 +326,12 @@ class _JobOutput:
                         "stream": stream,
                         "text": (
                             f"\n[supervisor: {dropped} bytes of {stream} dropped: the"
-                            f" {self._max_bytes}-byte output cap was reached]\n"
+                            f" {self._max_bytes}-byte output cap was reached{follows}]\n"
                         ),
                         "droppedBytes": dropped,
                     },
                 )
+            self._send(stream, kept)
 
 
 @dataclass(frozen=True, slots=True)
@@ -311,9 +370,13 @@ class Lanes(trio.abc.AsyncResource):
     ``max_output_event_bytes`` of UTF-8 text (cut on a character boundary); pending output is
     sent ``output_flush_ms`` after it appears, at once when a stream holds
     ``max_output_event_bytes``, and at job end. Each job forwards at most ``max_output_bytes``
-    per stream; the rest is dropped and counted, and one notice per stream (``droppedBytes``)
-    follows at job end. stdout and stderr are coalesced separately, so their relative order
-    is kept only at flush granularity.
+    per stream as the output arrives. Past that cap the last ``max_output_tail_bytes`` per
+    stream are kept (where builds and tests print their summary): at job end one notice per
+    stream (``droppedBytes``: the bytes sent nowhere) is followed by that tail, which starts
+    on a line boundary when a newline lies in its first quarter, else on a character
+    boundary. Memory per job and stream stays within about ``max_output_bytes`` (pending) plus
+    ``max_output_tail_bytes``. stdout and stderr are coalesced separately, so their relative
+    order is kept only at flush granularity.
 
     Args:
         runner: Runs one job (see :class:`JobRunner`).
@@ -327,7 +390,10 @@ class Lanes(trio.abc.AsyncResource):
             of the lanes' nursery, ending the lanes).
         trusted: False declares the workspace untrusted: ``build`` and ``test`` end ``denied``.
         max_output_event_bytes: Bound of one event's text in bytes (>= 4, default 64 KiB).
-        max_output_bytes: Output forwarded per job and stream in bytes (>= 0, default 1 MiB).
+        max_output_bytes: Output forwarded per job and stream as it arrives, in bytes (>= 0,
+            default 1 MiB).
+        max_output_tail_bytes: The tail kept past that cap per job and stream and sent at
+            job end, in bytes (>= 0, default 64 KiB; 0 keeps no tail).
         output_flush_ms: Delay in milliseconds before pending output is sent (>= 0, default
             50).
         keep_finished: How many finished jobs :meth:`list_jobs` still reports (>= 0, default
@@ -345,6 +411,7 @@ class Lanes(trio.abc.AsyncResource):
         trusted: bool = True,
         max_output_event_bytes: int = DEFAULT_MAX_OUTPUT_EVENT_BYTES,
         max_output_bytes: int = DEFAULT_MAX_OUTPUT_BYTES,
+        max_output_tail_bytes: int = DEFAULT_MAX_OUTPUT_TAIL_BYTES,
         output_flush_ms: int = DEFAULT_OUTPUT_FLUSH_MS,
         keep_finished: int = DEFAULT_KEEP_FINISHED,
     ) -> None:
@@ -353,6 +420,8 @@ class Lanes(trio.abc.AsyncResource):
             raise ValueError("max_output_event_bytes must be at least 4")
         if max_output_bytes < 0:
             raise ValueError("max_output_bytes must not be negative")
+        if max_output_tail_bytes < 0:
+            raise ValueError("max_output_tail_bytes must not be negative")
         if output_flush_ms < 0:
             raise ValueError("output_flush_ms must not be negative")
         if keep_finished < 0:
@@ -362,6 +431,7 @@ class Lanes(trio.abc.AsyncResource):
         self._trusted = trusted
         self._max_output_event_bytes = max_output_event_bytes
         self._max_output_bytes = max_output_bytes
+        self._max_output_tail_bytes = max_output_tail_bytes
         self._output_flush_s = output_flush_ms / 1000
         self._phase = _Phase.NEW
         self._nursery: trio.Nursery | None = None
@@ -592,6 +662,7 @@ class Lanes(trio.abc.AsyncResource):
             self._notify,
             max_event_bytes=self._max_output_event_bytes,
             max_bytes=self._max_output_bytes,
+            max_tail_bytes=self._max_output_tail_bytes,
             flush_s=self._output_flush_s,
         )
         deadline = math.inf
@@ -684,6 +755,7 @@ async def open_lanes(
     trusted: bool = True,
     max_output_event_bytes: int = DEFAULT_MAX_OUTPUT_EVENT_BYTES,
     max_output_bytes: int = DEFAULT_MAX_OUTPUT_BYTES,
+    max_output_tail_bytes: int = DEFAULT_MAX_OUTPUT_TAIL_BYTES,
     output_flush_ms: int = DEFAULT_OUTPUT_FLUSH_MS,
     keep_finished: int = DEFAULT_KEEP_FINISHED,
 ) -> AsyncIterator[Lanes]:
@@ -701,6 +773,7 @@ async def open_lanes(
         trusted=trusted,
         max_output_event_bytes=max_output_event_bytes,
         max_output_bytes=max_output_bytes,
+        max_output_tail_bytes=max_output_tail_bytes,
         output_flush_ms=output_flush_ms,
         keep_finished=keep_finished,
     )

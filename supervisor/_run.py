@@ -21,6 +21,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import shlex
 import signal
 import sys
@@ -30,7 +31,14 @@ from typing import TYPE_CHECKING, Any, Final, TextIO
 
 import trio
 
-from ._runfile import JOB_STATUSES, RunFile, RunFileError, RunFileJob, load_run_file
+from ._runfile import (
+    JOB_STATUSES,
+    PLACEHOLDERS,
+    RunFile,
+    RunFileError,
+    RunFileJob,
+    load_run_file,
+)
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
@@ -324,7 +332,8 @@ class _Reporter:
             view.partial.clear()
             view.finished = params
             outcome = _describe_outcome(params, started=view.started_at is not None)
-            self._say(f"{prefix} finished {outcome}{self._verdict(view)}")
+            hint = _placeholder_hint(view.job, params)
+            self._say(f"{prefix} finished {outcome}{hint}{self._verdict(view)}")
         else:
             self._redraw()
 
@@ -527,8 +536,36 @@ def _show_argv(argv: list[Any]) -> str:
     return shlex.join(words)
 
 
+#: A token that looks like a placeholder: ``{word}``.
+_PLACEHOLDER_LIKE = re.compile(r"\{[A-Za-z_][A-Za-z0-9_]*\}")
+
+
+def _placeholder_hint(job: RunFileJob, params: Mapping[str, Any]) -> str:
+    """When a launch failed and argv holds an unknown ``{word}``, name the known placeholders.
+
+    Returns:
+        ``" (argv holds {foo}: ...)"`` to append to the ``finished`` line, or ``""``.
+
+    Unknown braces stay as they are (``find -exec {} ;`` needs them); this only helps the
+    user who misspelled ``{python}``.
+    """
+    if params.get("error") is None:
+        return ""
+    unknown = sorted(
+        {t for arg in job.argv for t in _PLACEHOLDER_LIKE.findall(arg) if t not in PLACEHOLDERS}
+    )
+    if not unknown:
+        return ""
+    return (
+        f" (argv holds {', '.join(unknown)}: not a placeholder, passed as is;"
+        f" the placeholders are {', '.join(PLACEHOLDERS)})"
+    )
+
+
 def _describe_outcome(params: Mapping[str, Any], *, started: bool) -> str:
-    """E.g. ``ok in 120 ms (exit 0)``, ``failed in 800 ms (timed out, SIGKILL)``."""
+    """E.g. ``ok in 120 ms (exit 0)``, ``failed in 800 ms (timed out, SIGKILL)``, or
+    ``failed in 1 ms: executable not found: /nonexistent`` when the job failed to launch
+    (the ``error`` of ``job.finished``)."""
     text = str(params.get("status"))
     duration = params.get("durationMs")
     if isinstance(duration, int | float) and started:
@@ -551,4 +588,8 @@ def _describe_outcome(params: Mapping[str, Any], *, started: bool) -> str:
         details.append(f"exit {exit_code}")
     if details:
         text += f" ({', '.join(details)})"
+    error = params.get("error")
+    if isinstance(error, str) and error:
+        # The Core's own errors read well without their type name; others keep it.
+        text += f": {error.removeprefix('CoreError: ')}"
     return text

@@ -1,11 +1,21 @@
 """The lanes file of ``supervisor run``: parse and validate, naming the line of every error.
 
-Strategy: tomlkit parses the text (its ``ParseError`` already carries a line), the plain
-values are then validated key by key. tomlkit keeps no source positions on its items, so
-a small locator (:func:`_locate`) walks the same, already valid, text once and records
-the line of every table header and every key; a validation error asks it for the line
-of the key it is about. Nothing here starts a process or touches Trio: a bad file is
-refused before anything runs (issue 2, section 8).
+Strategy: the stdlib ``tomllib`` (strict TOML 1.0) checks the syntax first and its error
+names the line; only then does tomlkit parse the text. tomlkit alone is not enough: it
+accepts some text TOML 1.0 refuses (an inline table spread over several lines), and the
+locator below, which follows TOML 1.0, would lose its place in such text and report wrong
+lines. The plain values are then validated key by key. tomlkit keeps no source positions
+on its items, so a small locator (:func:`_locate`) walks the same, already valid, text
+once and records the line of every table header, every key and every element of a
+top-level array value (so ``argv[3]`` of a multi-line ``argv = [...]`` is reported at its
+own line); a validation error asks it for the line of the key it is about. Nothing here
+starts a process or touches Trio: a bad file is refused before anything runs (issue 2,
+section 8).
+
+Jobs must be written as ``[[job]]`` tables. The equivalent inline form
+``job = [{...}, {...}]`` is refused, at its line, with a message that says so: its keys
+all sit inside one value, where errors could not name their own line, and one form keeps
+files uniform.
 
 The file is an array of tables, one ``[[job]]`` per job, in submission order::
 
@@ -28,7 +38,9 @@ Placeholders, replaced in ``argv``, ``cwd`` and ``env`` values when a job is sub
 (only these exact tokens; other braces are left alone): ``{python}`` is the interpreter
 that runs the supervisor (``sys.executable``: no PATH search and no pyenv shim, which
 costs about 185 ms a launch), ``{here}`` the directory of the lanes file, and
-``{tmpdir}`` a scratch directory created for the run and removed after it.
+``{tmpdir}`` a scratch directory created for the run and removed after it. Any other
+``{word}`` is passed as is (``find -exec {} ;`` needs its braces); when such a job fails to
+launch, ``supervisor run`` names the known placeholders on its ``finished`` line.
 """
 
 from __future__ import annotations
@@ -38,11 +50,13 @@ import contextlib
 import difflib
 import os
 import re
+import tomllib
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final
 
 import tomlkit
 import tomlkit.exceptions
+import tomlkit.items
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
@@ -212,6 +226,7 @@ def parse_run_file(text: str, *, path: str, directory: str) -> RunFile:
     Raises:
         RunFileError: with the line of the first problem found.
     """
+    _check_toml_1_0(text, path)
     try:
         document = tomlkit.parse(text)
     except tomlkit.exceptions.ParseError as exc:
@@ -242,6 +257,14 @@ def parse_run_file(text: str, *, path: str, directory: str) -> RunFile:
         )
     if not jobs_value:
         raise RunFileError(path, where.key_line(None, "job"), "no jobs: 'job' is empty")
+    if not isinstance(document.get("job"), tomlkit.items.AoT):
+        # `job = [{...}, ...]`: see the module docstring.
+        raise RunFileError(
+            path,
+            where.key_line(None, "job"),
+            "write each job as a [[job]] table (an array of inline tables, "
+            "'job = [{...}]', is not supported: its errors could not name their line)",
+        )
     kinds = _job_kinds()
     counts: dict[str, int] = {}
     names: dict[str, int] = {}
@@ -260,6 +283,42 @@ def parse_run_file(text: str, *, path: str, directory: str) -> RunFile:
         names[job.name] = job.line
         jobs.append(job)
     return RunFile(path=path, directory=directory, jobs=tuple(jobs))
+
+
+#: tomllib ends its messages with the position: "(at line 3, column 7)".
+_TOMLLIB_POSITION = re.compile(r" \(at line (\d+), column \d+\)$")
+_TOMLLIB_END = " (at end of document)"
+
+
+def _check_toml_1_0(text: str, path: str) -> None:
+    """Refuse text that strict TOML 1.0 (stdlib ``tomllib``) refuses, at tomllib's line.
+
+    Raises:
+        RunFileError: ``invalid TOML: ...`` with the line tomllib names (the last line with
+            text when the error is at the end of the file).
+    """
+    try:
+        tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        message = str(exc)
+        match = _TOMLLIB_POSITION.search(message)
+        if match is not None:
+            line = int(match.group(1))
+            message = message[: match.start()]
+        elif message.endswith(_TOMLLIB_END):
+            line = text.rstrip().count("\n") + 1
+            message = message[: -len(_TOMLLIB_END)] + " (at the end of the file)"
+        else:  # pragma: no cover - every tomllib error carries one of the two forms
+            line = 1
+        if message.startswith(("Cannot overwrite", "Cannot declare")):
+            # tomllib only says "a value"; tomlkit names the key (but not its line).
+            try:
+                tomlkit.parse(text)
+            except tomlkit.exceptions.ParseError:
+                pass
+            except tomlkit.exceptions.TOMLKitError as semantic:
+                message = str(semantic)
+        raise RunFileError(path, line, f"invalid TOML: {message}") from None
 
 
 def _replace_name(job: RunFileJob, name: str) -> RunFileJob:
@@ -300,8 +359,10 @@ def _parse_job(
 ) -> RunFileJob:
     header_line = where.job_line(index)
 
-    def fail(key: str | None, message: str, subkey: str | None = None) -> RunFileError:
-        line = header_line if key is None else where.job_key_line(index, key, subkey)
+    def fail(
+        key: str | None, message: str, subkey: str | None = None, element: int | None = None
+    ) -> RunFileError:
+        line = header_line if key is None else where.job_key_line(index, key, subkey, element)
         return RunFileError(path, line, message)
 
     for key in raw:
@@ -345,11 +406,15 @@ def _parse_job(
         raise fail("argv", "'argv' must not be empty")
     for position, arg in enumerate(argv):
         if not isinstance(arg, str):
-            raise fail("argv", f"argv[{position}] must be a string, not {_toml_type(arg)}")
+            raise fail(
+                "argv",
+                f"argv[{position}] must be a string, not {_toml_type(arg)}",
+                element=position,
+            )
         if "\0" in arg:
-            raise fail("argv", f"argv[{position}] contains a NUL character")
+            raise fail("argv", f"argv[{position}] contains a NUL character", element=position)
     if not argv[0]:
-        raise fail("argv", "argv[0] (the program) must not be empty")
+        raise fail("argv", "argv[0] (the program) must not be empty", element=0)
 
     cwd = typed("cwd", str, "a string (a directory)")
     if cwd is not None and (not cwd or "\0" in cwd):
@@ -391,13 +456,19 @@ def _parse_job(
         values = [expect_value] if isinstance(expect_value, str) else expect_value
         if not values:
             raise fail("expect", "'expect' must name at least one status")
-        for value in values:
+        for position, value in enumerate(values):
+            element = position if isinstance(expect_value, list) else None
             if not isinstance(value, str):
-                raise fail("expect", f"'expect' values must be strings, not {_toml_type(value)}")
+                raise fail(
+                    "expect",
+                    f"'expect' values must be strings, not {_toml_type(value)}",
+                    element=element,
+                )
             if value not in JOB_STATUSES:
                 raise fail(
                     "expect",
                     f"'expect' has unknown status {value!r} (one of: {', '.join(JOB_STATUSES)})",
+                    element=element,
                 )
         expect = frozenset(values)
 
@@ -443,7 +514,8 @@ def _substitute(text: str, placeholders: Mapping[str, str]) -> str:
 
 # --- The locator -------------------------------------------------------------------------
 #
-# It reads text tomlkit has already accepted, so it only needs to tell statements apart:
+# It reads text tomllib and tomlkit have already accepted (so TOML 1.0: an inline table is
+# on one line), so it only needs to tell statements apart:
 # table headers, `key = value` lines, and values that span lines (multi-line strings,
 # arrays, inline tables). It never judges validity; if it gets lost it stops, and lookups
 # fall back to the nearest line it knows (the job's header, else line 1).
@@ -457,6 +529,8 @@ class _Locations:
     keys: dict[tuple[int, tuple[str, ...]], int] = field(default_factory=dict)
     #: Lines of keys and ``[table]`` headers that repeat an earlier one, in file order.
     duplicates: list[int] = field(default_factory=list)
+    #: (index into tables or -1, key path) -> the line of each element of an array value.
+    elements: dict[tuple[int, tuple[str, ...]], list[int]] = field(default_factory=dict)
 
     def key_line(self, table: int | None, key: str) -> int:
         ordinal = -1 if table is None else table
@@ -481,10 +555,16 @@ class _Locations:
         ordinal = self._job_table(index)
         return 1 if ordinal is None else self.tables[ordinal][2]
 
-    def job_key_line(self, index: int, key: str, subkey: str | None = None) -> int:
+    def job_key_line(
+        self, index: int, key: str, subkey: str | None = None, element: int | None = None
+    ) -> int:
         ordinal = self._job_table(index)
         if ordinal is None:
             return 1
+        if element is not None:
+            lines = self.elements.get((ordinal, (key,)), [])
+            if element < len(lines):
+                return lines[element]
         wanted = (key,) if subkey is None else (key, subkey)
         best: int | None = None
         for (t, path), line in self.keys.items():
@@ -561,7 +641,9 @@ class _Locator:
                     self.where.duplicates.append(self.line(start))
                 self.where.keys.setdefault((table, path), self.line(start))
                 self.skip_blank(newlines=False)
-                self.value(top_level=True)
+                elements: list[int] = []
+                self.value(top_level=True, elements=elements)
+                self.where.elements.setdefault((table, path), elements)
 
     def expect(self, token: str) -> None:
         self.skip_blank(newlines=False)
@@ -629,7 +711,8 @@ class _Locator:
             self.i += 1
         self.i += 1
 
-    def value(self, *, top_level: bool) -> None:
+    def value(self, *, top_level: bool, elements: list[int] | None = None) -> None:
+        """Skip one value; for an array, append each element's line to ``elements``."""
         text = self.text
         ch = text[self.i]
         if ch in "\"'":
@@ -641,6 +724,8 @@ class _Locator:
                 if text[self.i] == "]":
                     self.i += 1
                     return
+                if elements is not None:
+                    elements.append(self.line(self.i))
                 self.value(top_level=False)
                 self.skip_blank(newlines=True)
                 if text[self.i] == ",":

@@ -291,8 +291,11 @@ async def test_output_flushes_at_the_size_bound_on_character_boundaries(
 
 
 async def test_output_cap_drops_and_reports(autojump_clock: trio.abc.Clock) -> None:
+    """Without a tail (max_output_tail_bytes=0) everything past the cap is counted, dropped."""
     runner, events = SimRunner(), Events()
-    async with open_lanes(runner, on_event=events, max_output_bytes=100) as lanes:
+    async with open_lanes(
+        runner, on_event=events, max_output_bytes=100, max_output_tail_bytes=0
+    ) as lanes:
         job = lanes.start_job(req("bulk:60", "sleep:1", "bulk:90", "err:small", "bulk:5"))
         await lanes.wait_idle()
     assert events.output(job, "stdout") == "x" * 100
@@ -304,6 +307,71 @@ async def test_output_cap_drops_and_reports(autojump_clock: trio.abc.Clock) -> N
     assert notices[0]["droppedBytes"] == 55
     assert "55 bytes of stdout dropped" in str(notices[0]["text"])
     events.check_job_order()
+
+
+async def test_output_past_the_cap_keeps_the_tail(autojump_clock: trio.abc.Clock) -> None:
+    """Issue 2 fix: the cap kept the head and dropped the tail, where builds and tests print
+    their summary. A job that writes far past the cap then "END": END still arrives, in a
+    job.output after the dropped-bytes notice and before job.finished."""
+    runner, events = SimRunner(), Events()
+    async with open_lanes(
+        runner, on_event=events, max_output_bytes=100, max_output_tail_bytes=20
+    ) as lanes:
+        job = lanes.start_job(
+            req("bulk:60", "sleep:1", *(["bulk:100000"] * 10), "err:e", "out:\nEND\n")
+        )
+        await lanes.wait_idle()
+    outputs = [p for p in events.of("job.output") if p["jobId"] == job]
+    (notice,) = [p for p in outputs if "droppedBytes" in p]
+    past_cap = 60 + 10 * 100_000 + 5 - 100
+    assert notice["droppedBytes"] == past_cap - 20
+    assert "its last 20 bytes follow" in str(notice["text"])
+    after = outputs[outputs.index(notice) + 1 :]
+    assert "".join(str(p["text"]) for p in after) == "x" * 15 + "\nEND\n"
+    assert events.output(job, "stdout") == "x" * 100 + "x" * 15 + "\nEND\n"
+    assert events.output(job, "stderr") == "e"
+    events.check_job_order()  # every job.output, the tail included, before job.finished
+
+
+async def test_output_tail_starts_on_a_line_or_character_boundary(
+    autojump_clock: trio.abc.Clock,
+) -> None:
+    """The kept tail is the last bytes of the stream: its partial first line is skipped when
+    a newline is near its start, else it starts on a UTF-8 character boundary."""
+    runner, events = SimRunner(), Events()
+    lines = "".join(f"line {n:04}\n" for n in range(100))  # 10 bytes a line, 1000 bytes
+    async with open_lanes(
+        runner, on_event=events, max_output_bytes=100, max_output_tail_bytes=64
+    ) as lanes:
+        by_line = lanes.start_job(req(f"out:{lines}"))
+        await lanes.wait_idle()
+    assert events.output(by_line, "stdout") == lines[:100] + lines[940:]
+    (notice,) = [p for p in events.of("job.output") if "droppedBytes" in p]
+    assert notice["droppedBytes"] == 900 - 60
+
+    runner, events = SimRunner(), Events()
+    async with open_lanes(
+        runner, on_event=events, max_output_bytes=4, max_output_tail_bytes=10
+    ) as lanes:
+        by_char = lanes.start_job(req("out:" + "€" * 100))  # 3 bytes a character
+        await lanes.wait_idle()
+    # Head: one whole character (4 bytes would split the second); tail: 10 bytes from the
+    # end start inside a character, so the tail is the last 3 whole ones.
+    assert events.output(by_char, "stdout") == "€" + "€€€"
+    (notice,) = [p for p in events.of("job.output") if "droppedBytes" in p]
+    assert notice["droppedBytes"] == 297 - 9
+
+
+async def test_output_just_past_the_cap_arrives_whole(autojump_clock: trio.abc.Clock) -> None:
+    """When the tail holds everything past the cap nothing is lost: no notice, whole text."""
+    runner, events = SimRunner(), Events()
+    async with open_lanes(
+        runner, on_event=events, max_output_bytes=100, max_output_tail_bytes=1000
+    ) as lanes:
+        job = lanes.start_job(req("bulk:60", "sleep:1", "bulk:90", "out:é"))
+        await lanes.wait_idle()
+    assert events.output(job, "stdout") == "x" * 150 + "é"
+    assert not [p for p in events.of("job.output") if "droppedBytes" in p]
 
 
 async def test_statistics_and_list_jobs(autojump_clock: trio.abc.Clock) -> None:
@@ -394,6 +462,8 @@ def test_bounds_are_checked() -> None:
         Lanes(SimRunner(), on_event=Events(), max_output_event_bytes=3)
     with pytest.raises(ValueError, match="max_output_bytes"):
         Lanes(SimRunner(), on_event=Events(), max_output_bytes=-1)
+    with pytest.raises(ValueError, match="max_output_tail_bytes"):
+        Lanes(SimRunner(), on_event=Events(), max_output_tail_bytes=-1)
     with pytest.raises(ValueError, match="output_flush_ms"):
         Lanes(SimRunner(), on_event=Events(), output_flush_ms=-1)
     with pytest.raises(ValueError, match="keep_finished"):

@@ -114,6 +114,87 @@ def test_syntax_error_exits_2(tmp_path: Path) -> None:
     assert result.stderr.startswith(f"{path}:3: invalid TOML")
 
 
+def test_toml_only_tomlkit_accepts_exits_2_at_its_line(tmp_path: Path) -> None:
+    """Issue 2 fix: a multi-line inline table (tomlkit accepts it, TOML 1.0 does not) threw
+    the line numbers off; strict TOML 1.0 refuses it first, at its line, exit 2."""
+    path = write(
+        tmp_path / "bad.toml",
+        '[[job]]\nproject = "."\nkind = "command"\nargv = ["true"]\nenv = {\n  A = "1"\n}\n',
+    )
+    result = supervisor_run(path)
+    assert result.returncode == 2
+    assert result.stderr.startswith(f"{path}:5: invalid TOML: "), result.stderr
+    assert result.stdout == ""
+
+
+def test_launch_failure_says_why(tmp_path: Path) -> None:
+    """Issue 2 fix: the human "finished failed" line did not say why a job failed to launch;
+    it now carries job.finished's error, and names the placeholders when argv holds an
+    unknown {word} (which is passed as is: braces are legitimate in argv)."""
+    path = write(
+        tmp_path / "lanes.toml",
+        """\
+        [[job]]
+        name = "missing"
+        project = "."
+        kind = "command"
+        argv = ["/nonexistent"]
+        expect = "failed"
+
+        [[job]]
+        name = "typo"
+        project = "."
+        kind = "command"
+        argv = ["{pyhton}", "-c", "pass"]
+        expect = "failed"
+
+        [[job]]
+        name = "braces"
+        project = "."
+        kind = "command"
+        argv = ["{python}", "-c", "import sys; print(sys.argv[1:])", "{}", "{x}"]
+        """,
+    )
+    result = supervisor_run(path)
+    assert result.returncode == 0, result.stderr
+    lines = result.stderr.splitlines()
+    (missing,) = [line for line in lines if "missing finished" in line]
+    assert missing.endswith(" ms: executable not found: /nonexistent"), missing
+    (typo,) = [line for line in lines if "typo finished" in line]
+    assert "executable not found on PATH: {pyhton} (argv holds {pyhton}: " in typo
+    assert "the placeholders are {python}, {here}, {tmpdir}" in typo
+    (braces,) = [line for line in lines if "braces finished" in line]
+    assert braces.endswith(" ms (exit 0)"), braces
+    assert "placeholders" not in braces
+    assert "] braces | ['{}', '{x}']" in result.stderr
+
+
+def test_output_far_past_the_cap_still_shows_its_end(tmp_path: Path) -> None:
+    """Issue 2 fix: past the 1 MiB output cap the end of the output (a test summary) was lost;
+    the last output is kept and sent after the dropped-bytes notice, before job.finished."""
+    path = write(
+        tmp_path / "lanes.toml",
+        """\
+        [[job]]
+        project = "."
+        kind = "command"
+        argv = ["{python}", "-c", "print('x' * 3_000_000); print('END')"]
+        """,
+    )
+    result = supervisor_run(path, "--json")
+    assert result.returncode == 0, result.stderr
+    events: list[dict[str, Any]] = [json.loads(line) for line in result.stdout.splitlines()]
+    kinds = [e["event"] for e in events]
+    assert kinds.index("job.finished") > max(i for i, k in enumerate(kinds) if k == "job.output")
+    outputs = [e for e in events if e["event"] == "job.output"]
+    (notice,) = [e for e in outputs if "droppedBytes" in e]
+    assert outputs[-1]["text"].endswith("x\nEND\n")
+    assert outputs.index(notice) < len(outputs) - 1
+    kept = sum(len(e["text"]) for e in outputs if "droppedBytes" not in e)
+    assert kept + notice["droppedBytes"] == 3_000_000 + 5
+    assert "] command#1 | END\n" in result.stderr
+
+
 def test_missing_file_exits_2(tmp_path: Path) -> None:
     result = supervisor_run(str(tmp_path / "nope.toml"))
     assert result.returncode == 2

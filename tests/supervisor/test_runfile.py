@@ -119,7 +119,7 @@ HEAD = '[[job]]\nproject = "proj"\nkind = "build"\n'
 BAD_FILES = [
     # (text, line, message fragment)
     ('[[job]\nproject = "p"\n', 1, "invalid TOML"),
-    (HEAD + 'argv = ["a"\n', 4, "invalid TOML: unexpected end of file"),
+    (HEAD + 'argv = ["a"\n', 4, "invalid TOML: Unclosed array (at the end of the file)"),
     (HEAD + 'argv = ["a"]\nname = "x"\nname = "y"\n', 6, "already exists"),
     (HEAD + 'argv = ["a"]\n[job.env]\nA = "1"\n[job.env]\nB = "1"\n', 7, "invalid TOML"),
     ("", 1, "no jobs"),
@@ -137,7 +137,7 @@ BAD_FILES = [
     ('[[job]]\nproject = "proj"\nargv = ["a"]\n', 1, "missing required key 'kind'"),
     (HEAD + 'argv = "make all"\n', 4, "'argv' must be an array of strings, not a string"),
     (HEAD + "argv = []\n", 4, "'argv' must not be empty"),
-    (HEAD + 'argv = [\n  "a",\n  2,\n]\n', 4, "argv[1] must be a string, not an integer"),
+    (HEAD + 'argv = [\n  "a",\n  2,\n]\n', 6, "argv[1] must be a string, not an integer"),
     (HEAD + 'argv = [""]\n', 4, "argv[0] (the program) must not be empty"),
     (HEAD + 'argv = ["a\\u0000b"]\n', 4, "NUL"),
     ('[[job]]\nproject = "proj"\nkind = "compile"\nargv = ["a"]\n', 3, "unknown kind 'compile'"),
@@ -224,3 +224,50 @@ def test_relative_project_resolves_against_the_file(tmp_path: Path) -> None:
     lanes_file.write_text(HEAD + 'argv = ["x"]\n')
     (job,) = load_run_file(str(lanes_file)).jobs
     assert job.project == str(tmp_path / "a" / "proj")
+
+
+def test_toml_only_tomlkit_accepts_is_refused_at_its_line(tmp_path: Path) -> None:
+    """Issue 2 fix: a multi-line inline table (accepted by tomlkit, not by TOML 1.0) used to
+    throw the line locator off, so later errors named wrong lines; strict TOML 1.0 (tomllib)
+    now refuses it first, at the line tomllib names."""
+    (tmp_path / "proj").mkdir()
+    text = HEAD + 'argv = ["a"]\nenv = {\n  A = "1"\n}\ntimeout = 5\n'
+    with pytest.raises(RunFileError) as info:
+        parse_run_file(text, path="lanes.toml", directory=str(tmp_path))
+    assert info.value.message.startswith("invalid TOML: ")
+    assert "(at line" not in info.value.message  # the position is in .line, said once
+    assert info.value.line == 5  # `env = {` ends there: a newline inside an inline table
+
+
+def test_inline_array_of_job_tables_is_refused_at_its_line(tmp_path: Path) -> None:
+    """Issue 2 fix: `job = [{...}, {..., bogus = 1}]` reported its error at line 1; that form
+    is now refused at the `job` line with a message asking for [[job]] tables."""
+    (tmp_path / "proj").mkdir()
+    text = (
+        "# jobs\n\njob = [\n"
+        '  { project = "proj", kind = "build", argv = ["a"] },\n'
+        '  { project = "proj", kind = "build", argv = ["a"], bogus = 1 },\n'
+        "]\n"
+    )
+    with pytest.raises(RunFileError) as info:
+        parse_run_file(text, path="lanes.toml", directory=str(tmp_path))
+    assert info.value.line == 3
+    assert "write each job as a [[job]] table" in info.value.message
+
+
+def test_bad_array_element_is_reported_at_its_own_line(tmp_path: Path) -> None:
+    """Issue 2 fix: a bad element on line 7 of a multi-line `argv = [...]` was reported at the
+    `argv` key's line; the locator now records each element's line."""
+    (tmp_path / "proj").mkdir()
+    argv = 'argv = [\n  "prog",\n  "--a",  # a comment\n  """x\ny""",\n  7,\n]\n'
+    with pytest.raises(RunFileError) as info:
+        parse_run_file(HEAD + argv, path="lanes.toml", directory=str(tmp_path))
+    assert (info.value.line, info.value.message) == (
+        9,
+        "argv[3] must be a string, not an integer",
+    )
+    expect = 'argv = ["a"]\nexpect = [\n  "ok",\n  "nope",\n]\n'
+    with pytest.raises(RunFileError) as info:
+        parse_run_file(HEAD + expect, path="lanes.toml", directory=str(tmp_path))
+    assert info.value.line == 7
+    assert "unknown status 'nope'" in info.value.message
