@@ -22,6 +22,7 @@ from ._payload import (
     optional_env,
     optional_positive_int,
     optional_str,
+    optional_timeout_ms,
     require_argv,
     require_str,
 )
@@ -61,13 +62,16 @@ class ProcessService:
     def commands(self) -> Mapping[str, CommandHandler]:
         return {"process.run": self._process_run}
 
+    async def aclose(self) -> None:
+        """Nothing to do: each ``process.run`` ends with its own operation."""
+
     async def _process_run(self, payload: JSONObject) -> JSONValue:
         check_fields(payload, _PROCESS_RUN_FIELDS, "process.run")
         argv = require_argv(payload)
         cwd = optional_str(payload, "cwd")
         env = optional_env(payload)
         stdin = optional_str(payload, "stdin")
-        timeout_ms = optional_positive_int(payload, "timeoutMilliseconds")
+        timeout_ms = optional_timeout_ms(payload)
         max_output = optional_positive_int(payload, "maxOutputBytes")
         result = await run_process(
             argv,
@@ -97,6 +101,10 @@ class JobService:
     def __init__(self, lanes: Lanes, events: EventQueue) -> None:
         self.lanes = lanes
         self.events = events
+
+    async def aclose(self) -> None:
+        """Cancel every job (``cancelled``) and wait until their process trees are gone."""
+        await self.lanes.aclose()
 
     def commands(self) -> Mapping[str, CommandHandler]:
         return {

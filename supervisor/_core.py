@@ -33,10 +33,13 @@ import trio
 from protocol import CoreError, EnvelopeError, envelope_error, envelope_ok, parse_envelope
 
 from ._builtin_services import JobService, open_job_service, open_process_service
+from ._dap_service import open_debug_service
 from ._events import DEFAULT_MAX_EVENTS
+from ._lsp_service import open_lsp_service
 from ._payload import check_fields
-from ._reaper import reap_adopted_children
+from ._reaper import reap_adopted_children, reap_orphans
 from ._service import ServiceContext
+from ._terminal_service import open_terminal_service
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Sequence
@@ -55,7 +58,13 @@ logger = logging.getLogger("supervisor.core")
 #: ``core.ping``'s ``protocolVersion``.
 PROTOCOL_VERSION: Final = 1
 #: The services every Core opens, in order (closed in reverse order).
-DEFAULT_SERVICES: Final[tuple[ServiceFactory, ...]] = (open_process_service, open_job_service)
+DEFAULT_SERVICES: Final[tuple[ServiceFactory, ...]] = (
+    open_process_service,
+    open_job_service,
+    open_lsp_service,
+    open_terminal_service,
+    open_debug_service,
+)
 
 
 def _version() -> str:
@@ -224,13 +233,20 @@ class Core:
         operation.scope.cancel()
         return True
 
-    async def _cancel_all(self) -> None:
-        """Refuse new operations, cancel every running one and wait until all have ended."""
+    async def _close(self) -> None:
+        """Refuse new operations, then end every operation and every service at once.
+
+        Running operations and services are ended concurrently, so the whole close costs one
+        TERM grace (DESIGN.md invariant 2), not one per kind of work. Shielded by the caller.
+        """
         self._closing = True
         for operation in list(self._operations.values()):
             operation.cancel_requested = True
             operation.scope.cancel()
-        await self._idle.wait()
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(self._idle.wait)
+            for service in self._services:
+                nursery.start_soon(service.aclose)
 
     # -- commands ------------------------------------------------------------------------
 
@@ -261,6 +277,8 @@ async def open_core(
     operation, ends every lane and waits (shielded, bounded by each process tree's own bounds)
     until every process the Core started is gone.
     """
+    # Invariant 8: processes left by supervisors that died (SIGKILL, crash) end at our start.
+    reap_orphans()
     async with trio.open_nursery() as nursery:
         try:
             async with AsyncExitStack() as stack:
@@ -270,9 +288,8 @@ async def open_core(
                 try:
                     yield core
                 finally:
-                    # Operations first: their processes end inside their own scopes.
                     with trio.CancelScope(shield=True):
-                        await core._cancel_all()
+                        await core._close()
                 # Leaving the stack closes the services in reverse order; each shields its
                 # own cleanup (a scope must be exited by the scope that entered it, so the
                 # stack can't be closed from inside a shield of ours).

@@ -28,9 +28,11 @@ completes it; a reply that finds no entry is ignored. An inbound request is ente
 
 from __future__ import annotations
 
+import errno
 import itertools
 import logging
 import math
+import os
 from collections import deque
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
@@ -56,6 +58,7 @@ from protocol import (
     encode_frame,
     encode_message,
 )
+from protocol._jsonrpc import encode_request
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Awaitable, Callable
@@ -89,6 +92,8 @@ DEFAULT_MAX_INBOUND_CONCURRENCY: Final = 128
 _WRITE_CHUNK_BYTES: Final = 64 * 1024
 #: How much one ``receive_some`` may return.
 _READ_CHUNK_BYTES: Final = 64 * 1024
+#: Reads of a pipe that found data before the reader passes through the scheduler anyway.
+_READS_PER_PASS: Final = 16
 #: Inbound notifications waiting for the dispatcher; past this the reader stops reading,
 #: which is backpressure on the peer that sends them.
 _NOTIFICATION_QUEUE_SIZE: Final = 128
@@ -239,6 +244,17 @@ def _error_response(
     return ErrorResponse(id=request_id, error=ErrorObject(code=code, message=message, data=data))
 
 
+def _pipe_fd(stream: object) -> int | None:
+    """The descriptor behind a pipe stream, or None for any other stream."""
+    return stream.fileno() if isinstance(stream, trio.lowlevel.FdStream) else None
+
+
+def _stream_error(exc: OSError) -> trio.ClosedResourceError | trio.BrokenResourceError:
+    if exc.errno == errno.EBADF:
+        return trio.ClosedResourceError("file was already closed")
+    return trio.BrokenResourceError(f"{type(exc).__name__}: {exc}")
+
+
 def _id_key(request_id: object) -> tuple[type, object]:
     # The JSON type is part of an id's identity: "1" and 1 are different requests, and
     # Python's 1 == 1.0 == True must not make them collide either.
@@ -257,6 +273,8 @@ class _WriteQueue:
         self.limit = limit
         self.frames: deque[tuple[bytes, trio.Event | None]] = deque()
         self.closed_reason: str | None = None
+        #: True while the writer waits for frames (nothing is being written).
+        self.writer_parked = False
         self._not_full = trio.lowlevel.ParkingLot()
         self._not_empty = trio.lowlevel.ParkingLot()
 
@@ -287,7 +305,11 @@ class _WriteQueue:
         while not self.frames:
             if self.closed_reason is not None:
                 return []
-            await self._not_empty.park()
+            self.writer_parked = True
+            try:
+                await self._not_empty.park()
+            finally:
+                self.writer_parked = False
         items = list(self.frames)
         self.frames.clear()
         self._not_full.unpark_all()
@@ -321,8 +343,10 @@ class JSONRPCEndpoint(metaclass=_NoPublicConstructor):
         write_timeout_ms: float,
         max_body_bytes: int,
         max_inbound_concurrency: int,
+        admit_request: Callable[[str], None] | None = None,
     ) -> None:
         self.name = name
+        self._admit_request = admit_request
         self._send_stream = send_stream
         self._receive_stream = receive_stream
         self._request_handler = request_handler
@@ -345,6 +369,9 @@ class JSONRPCEndpoint(metaclass=_NoPublicConstructor):
         self._writer_scope = trio.CancelScope()
         self._frames_written = 0
         self._writes = 0
+        self._send_fd = _pipe_fd(send_stream)
+        self._receive_fd = _pipe_fd(receive_stream)
+        self._reads_without_pass = 0
         self._frames_read = 0
         self._ignored_replies = 0
 
@@ -389,7 +416,7 @@ class JSONRPCEndpoint(metaclass=_NoPublicConstructor):
             await trio.lowlevel.checkpoint()
             raise EndpointClosed(self._close_reason)
         request_id = next(self._ids)
-        frame = encode_frame(encode_message(Request(id=request_id, method=method, params=params)))
+        frame = encode_frame(encode_request(request_id, method, params))
         pending = _Pending()
         self._pending[request_id] = pending
         try:
@@ -421,10 +448,39 @@ class JSONRPCEndpoint(metaclass=_NoPublicConstructor):
     async def _exchange(self, frame: bytes, pending: _Pending) -> None:
         # Waiting for the reply is this call's checkpoint, so a free slot in the queue is
         # taken without yielding first: one trip through the scheduler less per request.
-        if not self._queue.put_nowait(frame):
+        if not self._write_now(frame) and not self._queue.put_nowait(frame):
             await self._queue.put(frame)
         pending.queued = True
         await pending.wait()
+
+    def _write_now(self, frame: bytes) -> bool:
+        """Write ``frame`` from the caller's task when the writer has nothing to do.
+
+        With the writer parked on an empty queue nothing else can be writing, so the
+        frame goes out with one non-blocking ``os.write`` and the hop to the writer task
+        is saved (issue 8 goal 4). Measured against letting the writer join the frames of
+        64 callers into one write, this wins too (20k against 12k requests/s to the echo
+        peer): the request reaches the peer a scheduler pass earlier. Whatever the pipe does not
+        take at once goes to the front of the queue, for the writer; any error is left to
+        the writer too (the frame is then queued normally). Returns whether the frame was
+        taken (written or queued).
+        """
+        fd = self._send_fd
+        queue = self._queue
+        if fd is None or not queue.writer_parked or queue.frames or queue.closed_reason:
+            return False
+        try:
+            written = os.write(fd, frame)
+        except BlockingIOError:
+            written = 0
+        except OSError:
+            return False
+        if written == len(frame):
+            self._writes += 1
+            self._frames_written += 1
+            return True
+        queue.put_urgent(frame[written:])
+        return True
 
     async def notify(self, method: str, params: Params | None = None) -> None:
         """Queue a notification for the writer.
@@ -534,18 +590,59 @@ class JSONRPCEndpoint(metaclass=_NoPublicConstructor):
             self._close("write timeout")
 
     async def _send(self, data: bytes, deadline: trio.CancelScope) -> None:
+        send_all = self._send_all_fd if self._send_fd is not None else self._send_stream.send_all
         if len(data) <= _WRITE_CHUNK_BYTES:
             self._writes += 1
             deadline.deadline = trio.current_time() + self._write_timeout_s
-            await self._send_stream.send_all(data)
+            await send_all(data)
             deadline.deadline = math.inf
             return
         view = memoryview(data)
         for start in range(0, len(view), _WRITE_CHUNK_BYTES):
             self._writes += 1
             deadline.deadline = trio.current_time() + self._write_timeout_s
-            await self._send_stream.send_all(view[start : start + _WRITE_CHUNK_BYTES])
+            await send_all(view[start : start + _WRITE_CHUNK_BYTES])
         deadline.deadline = math.inf
+
+    # Pipes (``trio.lowlevel.FdStream``, what a child process gives us) are driven with
+    # ``os.read``/``os.write`` directly: the stream methods pass through the scheduler
+    # before every call, which is two of the five passes a request/reply pair costs
+    # (issue 8 goal 4). A pass still happens whenever the pipe is empty or full, and
+    # after a run of reads that all found data. Errors map as in Trio: EBADF is
+    # ``ClosedResourceError``, any other ``OSError`` ``BrokenResourceError``.
+
+    async def _send_all_fd(self, data: bytes | memoryview) -> None:
+        assert self._send_fd is not None
+        with memoryview(data) as view:
+            sent = 0
+            while sent < len(view):
+                try:
+                    sent += os.write(self._send_fd, view[sent:])
+                except BlockingIOError:
+                    await trio.lowlevel.wait_writable(self._send_fd)
+                except OSError as exc:
+                    raise _stream_error(exc) from None
+        await trio.lowlevel.checkpoint_if_cancelled()
+
+    async def _receive(self) -> bytes | bytearray:
+        fd = self._receive_fd
+        if fd is None:
+            return await self._receive_stream.receive_some(_READ_CHUNK_BYTES)
+        if self._reads_without_pass >= _READS_PER_PASS:
+            self._reads_without_pass = 0
+            await trio.lowlevel.checkpoint()
+        while True:
+            try:
+                data = os.read(fd, _READ_CHUNK_BYTES)
+            except BlockingIOError:
+                self._reads_without_pass = 0
+                await trio.lowlevel.wait_readable(fd)
+                continue
+            except OSError as exc:
+                raise _stream_error(exc) from None
+            self._reads_without_pass += 1
+            await trio.lowlevel.checkpoint_if_cancelled()
+            return data
 
     async def _read_loop(self) -> None:
         decoder = FrameDecoder(max_body_bytes=self._max_body_bytes)
@@ -557,7 +654,7 @@ class JSONRPCEndpoint(metaclass=_NoPublicConstructor):
                 return
             if event is NEED_DATA:
                 try:
-                    data = await self._receive_stream.receive_some(_READ_CHUNK_BYTES)
+                    data = await self._receive()
                 except (trio.BrokenResourceError, trio.ClosedResourceError) as exc:
                     self._close(f"read failed: {type(exc).__name__}: {exc}")
                     return
@@ -639,12 +736,22 @@ class JSONRPCEndpoint(metaclass=_NoPublicConstructor):
                 {"code": "busy"},
             )
             return
+        if self._admit_request is not None:
+            try:
+                self._admit_request(request.method)
+            except JSONRPCError as exc:
+                await self._reply_error(request.id, exc.code, exc.message, exc.data)
+                return
         inbound = _Inbound()
         self._inbound[key] = inbound
         self._spawn(self._handle_request, request, key, inbound)
 
     def _cancel_inbound(self, params: JSONValue | None) -> None:
         request_id = params.get("id") if isinstance(params, dict) else None
+        if isinstance(request_id, bool) or not isinstance(request_id, int | str):
+            # Only an int or a string can name a request; anything else names none of ours.
+            logger.debug("%s: $/cancelRequest with an invalid id: ignored", self.name)
+            return
         inbound = self._inbound.get(_id_key(request_id))
         if inbound is None:
             logger.debug("%s: $/cancelRequest for id %r: not running", self.name, request_id)
@@ -743,6 +850,7 @@ async def open_jsonrpc_endpoint(
     write_timeout_ms: float = DEFAULT_WRITE_TIMEOUT_MS,
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
     max_inbound_concurrency: int = DEFAULT_MAX_INBOUND_CONCURRENCY,
+    admit_request: Callable[[str], None] | None = None,
 ) -> AsyncIterator[JSONRPCEndpoint]:
     """Run a JSON-RPC 2.0 endpoint over two byte streams (LSP base-protocol framing).
 
@@ -792,6 +900,12 @@ async def open_jsonrpc_endpoint(
         max_body_bytes: The largest frame body accepted, in bytes; a larger one is a protocol
             error that closes the endpoint.
         max_inbound_concurrency: Inbound requests that may be handled at once.
+        admit_request: ``admit_request(method)``, called synchronously by the reader in
+            arrival order before a request's handler task starts (handler tasks start in no
+            particular order). Raising :class:`JSONRPCError` refuses the request: it is
+            answered with that error and no handler runs. A server lifecycle belongs here
+            (``initialize`` first, nothing after ``shutdown``), so a request that arrived
+            before ``shutdown`` is never refused because its task ran after it.
 
     Yields:
         The :class:`JSONRPCEndpoint`.
@@ -817,6 +931,7 @@ async def open_jsonrpc_endpoint(
         write_timeout_ms=write_timeout_ms,
         max_body_bytes=max_body_bytes,
         max_inbound_concurrency=max_inbound_concurrency,
+        admit_request=admit_request,
     )
     try:
         async with trio.open_nursery() as nursery:

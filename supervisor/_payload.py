@@ -21,6 +21,7 @@ __all__ = (
     "optional_env",
     "optional_positive_int",
     "optional_str",
+    "optional_timeout_ms",
     "require_argv",
     "require_str",
 )
@@ -79,6 +80,20 @@ def optional_positive_int(
     if maximum is not None and value > maximum:
         raise _invalid(f"{name} must be at most {maximum}")
     return value
+
+
+def optional_timeout_ms(
+    payload: JSONObject, name: str = "timeoutMilliseconds", *, maximum: int | None = None
+) -> int | None:
+    """Read a deadline in milliseconds: a positive integer starts one; absent, null or 0 is none.
+
+    This is the envelope's rule (core-api.md "Envelope": "a positive value starts a
+    cooperative deadline"), applied to every command's own timeout field.
+    """
+    value = payload.get(name)
+    if value == 0 and not isinstance(value, bool):
+        return None
+    return optional_positive_int(payload, name, maximum=maximum)
 
 
 def require_argv(payload: JSONObject, name: str = "argv") -> list[str]:

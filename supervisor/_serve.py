@@ -81,34 +81,46 @@ class _Server:
 
     # -- requests ------------------------------------------------------------------------
 
-    async def handle_request(self, method: str, params: JSONValue | None) -> JSONValue:
+    def admit_request(self, method: str) -> None:
+        """Decide, in arrival order, whether a request may run (the endpoint's admission).
+
+        The lifecycle is checked here rather than in the handler task because handler tasks
+        start in no particular order: a request that arrived before ``shutdown`` must be
+        served and waited for, never refused because its task happened to run later.
+        """
         refusal = self.lifecycle.check_request(method)
+        if refusal is ErrorCode.SERVER_NOT_INITIALIZED:
+            raise JSONRPCError(int(refusal), "The server is not initialized")
         if refusal is not None:
-            if refusal is ErrorCode.SERVER_NOT_INITIALIZED:
-                raise JSONRPCError(int(refusal), "The server is not initialized")
             raise JSONRPCError(int(refusal), f"{method} is not allowed now")
+        if method == "initialize":
+            self.lifecycle.initialize_received()
+        elif method == "shutdown":
+            self.lifecycle.shutdown_received()
+        else:
+            self._in_flight += 1
+            self._idle = trio.Event() if self._idle.is_set() else self._idle
+
+    async def handle_request(self, method: str, params: JSONValue | None) -> JSONValue:
         if method == "initialize":
             return await self._initialize(params)
         if method == "shutdown":
             return await self._shutdown()
-        if params is not None and not isinstance(params, dict):
-            raise jsonrpc_error_from(CoreError("invalid_request", "params must be an object"))
-        core = self._core
-        if core is None:  # pragma: no cover - the lifecycle refuses requests before it
-            raise JSONRPCError(int(ErrorCode.SERVER_NOT_INITIALIZED), "not initialized")
-        self._in_flight += 1
-        self._idle = trio.Event() if self._idle.is_set() else self._idle
         try:
-            return await core.call(method, params if params is not None else {})
-        except CoreError as exc:
-            raise jsonrpc_error_from(exc) from None
+            if params is not None and not isinstance(params, dict):
+                raise jsonrpc_error_from(CoreError("invalid_request", "params must be an object"))
+            core = self._core
+            assert core is not None, "admission refuses requests before initialize"
+            try:
+                return await core.call(method, params if params is not None else {})
+            except CoreError as exc:
+                raise jsonrpc_error_from(exc) from None
         finally:
             self._in_flight -= 1
             if self._in_flight == 0:
                 self._idle.set()
 
     async def _initialize(self, params: JSONValue | None) -> JSONValue:
-        self.lifecycle.initialize_received()
         try:
             trusted = _trusted_option(params)
             core: Core = await self._nursery.start(self._run_core, trusted)
@@ -126,7 +138,6 @@ class _Server:
         }
 
     async def _shutdown(self) -> JSONValue:
-        self.lifecycle.shutdown_received()
         await self._idle.wait()
         await self.close_core()
         return None
@@ -244,6 +255,7 @@ async def serve(receive_stream: trio.abc.ReceiveStream, send_stream: trio.abc.Se
                 receive_stream,
                 request_handler=server.handle_request,
                 notification_handler=server.handle_notification,
+                admit_request=server.admit_request,
                 name="client",
             ) as endpoint:
                 server.endpoint = endpoint

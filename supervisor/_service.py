@@ -50,6 +50,17 @@ class Service(Protocol):
         """The commands this service answers, by name (e.g. ``"job.start"``)."""
         ...
 
+    async def aclose(self) -> None:
+        """End everything the service started; idempotent, and it always releases.
+
+        The Core calls it for every service at once, concurrently with cancelling the
+        running operations, so that closing costs one TERM grace and not one per service;
+        leaving the service's context manager afterwards finds nothing left to do.
+
+        **Cancellation:** the Core calls it shielded; it must bound its own waits.
+        """
+        ...
+
 
 #: Opens a service: ``async with factory(context) as service``.
 ServiceFactory: TypeAlias = "Callable[[ServiceContext], AbstractAsyncContextManager[Service]]"

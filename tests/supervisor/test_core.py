@@ -139,6 +139,21 @@ async def test_process_run_stdin_env_and_cap() -> None:
     assert data["truncated"] is True
 
 
+async def test_process_run_timeout_zero_means_none() -> None:
+    async with open_core() as core:
+        data = _data(
+            await core.execute(
+                {
+                    "id": "p",
+                    "command": "process.run",
+                    "payload": {"argv": [PY, "-c", "print(1)"], "timeoutMilliseconds": 0},
+                }
+            )
+        )
+    assert data["timedOut"] is False
+    assert data["stdout"] == "1\n"
+
+
 async def test_process_timeout_keeps_output() -> None:
     script = "import time; print('before', flush=True); time.sleep(30)"
     async with open_core() as core:
@@ -361,3 +376,40 @@ def test_leaving_core_thread_ends_running_work(tmp_path: os.PathLike[str]) -> No
     assert _gone(_pid_in(pid_file))
     with pytest.raises(RuntimeError):
         core.execute_json('{"id": 1, "command": "core.ping", "payload": {}}')
+
+
+async def test_closing_ends_operations_and_jobs_at_once(tmp_path: os.PathLike[str]) -> None:
+    """Closing costs one TERM grace, not one per kind of work (DESIGN.md invariant 2).
+
+    A process.run and a job both ignore SIGTERM, so each needs the whole grace (2 000 ms)
+    before SIGKILL; ended one after the other they would take over 4 s.
+    """
+    stubborn = "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); time.sleep(60)"
+    started = trio.current_time()
+    # The nursery encloses the Core: leaving the Core's block closes it while the
+    # process.run call is still running (the other way round would wait for the call).
+    async with trio.open_nursery() as nursery, open_core() as core:
+        run: JSONObject = {
+            "id": "run",
+            "command": "process.run",
+            "payload": {"argv": [PY, "-c", stubborn]},
+        }
+        nursery.start_soon(core.execute, run)
+        _data(
+            await core.execute(
+                {
+                    "id": "job",
+                    "command": "job.start",
+                    "payload": {
+                        "kind": "test",
+                        "root": str(tmp_path),
+                        "argv": [PY, "-c", stubborn],
+                    },
+                }
+            )
+        )
+        await trio.sleep(1)  # both programs have installed their SIGTERM handler
+        started = trio.current_time()
+    elapsed = trio.current_time() - started
+    # Generous: one grace (2 s) plus the kill bound, far from the 4 s of two graces.
+    assert elapsed < 3.6, f"closing took {elapsed:.2f} s"

@@ -372,3 +372,46 @@ async def test_sigterm_cleans_up_and_exits_143(client: Client, tmp_path: os.Path
     pid = _read_pid(pid_file)
     assert pid is not None
     assert _gone(pid)
+
+
+async def test_cancel_request_with_an_invalid_id_is_ignored(client: Client) -> None:
+    """A $/cancelRequest whose id is an object, array, bool or null names no request."""
+    await client.initialize()
+    bad_ids: list[JSONValue] = [{"x": 1}, [1], True, None, 1.5]
+    for bad in bad_ids:
+        await client.notify("$/cancelRequest", {"id": bad})
+    await client.notify("$/cancelRequest", [1])
+    pong = await client.request("core.ping", {})
+    assert "result" in pong
+    await client.request("shutdown")
+    await client.notify("exit")
+    assert await client.wait_exit() == 0
+
+
+async def test_requests_pipelined_before_shutdown_are_served(client: Client) -> None:
+    """Requests that arrive before shutdown, in the same write, are served and waited for.
+
+    Handler tasks start in no particular order, so the lifecycle is decided in arrival order
+    (the endpoint's admission), never by whichever task runs first.
+    """
+    await client.initialize()
+    frames = b""
+    for request_id in range(10, 16):
+        body = json.dumps(
+            {
+                "jsonrpc": "2.0",
+                "id": request_id,
+                "method": "process.run",
+                "params": {"argv": [PY, "-c", f"print({request_id})"]},
+            }
+        ).encode()
+        frames += b"Content-Length: %d\r\n\r\n" % len(body) + body
+    body = json.dumps({"jsonrpc": "2.0", "id": 99, "method": "shutdown"}).encode()
+    frames += b"Content-Length: %d\r\n\r\n" % len(body) + body
+    await client.send_raw(frames)
+    for request_id in range(10, 16):
+        reply = await client.reply_to(request_id)
+        assert _field(reply, "result", "stdout") == f"{request_id}\n"
+    assert (await client.reply_to(99))["result"] is None
+    await client.notify("exit")
+    assert await client.wait_exit() == 0
