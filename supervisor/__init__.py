@@ -13,6 +13,8 @@ from ._core import (
     CoreThread as CoreThread,
     open_core as open_core,
 )
+from ._dap_service import DebugService as DebugService, open_debug_service as open_debug_service
+from ._dap_state import DebugState as DebugState
 from ._endpoint import (
     EndpointClosed as EndpointClosed,
     EndpointStatistics as EndpointStatistics,
@@ -25,6 +27,8 @@ from ._endpoint import (
 )
 from ._events import EventQueue as EventQueue, EventQueueStatistics as EventQueueStatistics
 from ._jobs import ProcessJobRunner as ProcessJobRunner
+from ._lsp_service import LspService as LspService, open_lsp_service as open_lsp_service
+from ._lsp_state import LspState as LspState, RestartBudget as RestartBudget
 from ._marker import SCOPE_ENV as SCOPE_ENV
 from ._process import (
     DEFAULT_MAX_OUTPUT_BYTES as DEFAULT_MAX_OUTPUT_BYTES,
@@ -39,6 +43,11 @@ from ._service import (
     Service as Service,
     ServiceContext as ServiceContext,
     ServiceFactory as ServiceFactory,
+)
+from ._terminal import EndBounds as EndBounds
+from ._terminal_service import (
+    TerminalService as TerminalService,
+    open_terminal_service as open_terminal_service,
 )
 from ._tree import (
     DEVNULL as DEVNULL,
@@ -60,27 +69,37 @@ __all__ = (
     "CommandHandler",
     "Core",
     "CoreThread",
+    "DebugService",
+    "DebugState",
+    "EndBounds",
     "EndpointClosed",
     "EndpointStatistics",
     "EventQueue",
     "EventQueueStatistics",
     "JSONRPCEndpoint",
     "JSONRPCError",
+    "LspService",
+    "LspState",
     "NotificationHandler",
     "ProcessJobRunner",
     "ProcessResult",
     "ProcessTree",
     "RequestHandler",
+    "RestartBudget",
     "RunFileError",
     "Service",
     "ServiceContext",
     "ServiceFactory",
+    "TerminalService",
     "TreeEndReport",
     "load_run_file",
     "method_not_found",
     "open_core",
+    "open_debug_service",
     "open_jsonrpc_endpoint",
+    "open_lsp_service",
     "open_process_tree",
+    "open_terminal_service",
     "reap_adopted_children",
     "reap_orphans",
     "run_process",

@@ -1,4 +1,4 @@
-"""The ``supervisor`` command line: ``run``, ``exec``, ``serve``, ``reap``.
+"""The ``supervisor`` command line: ``run``, ``exec``, ``serve``, ``reap``, ``testbed``, ``chaos``.
 
 Each subcommand imports its implementation lazily so ``supervisor --help`` stays fast.
 
@@ -9,6 +9,9 @@ Exit codes:
     out; 2 when the request was refused (bad argv, missing executable or cwd).
     ``serve``: 0 after ``shutdown`` then ``exit``, 1 otherwise.
     ``reap``: 0.
+    ``testbed list``: 0. ``testbed run``: the program's own status (2 for a bad scenario).
+    ``chaos``: 0 when no round had a violation, 1 otherwise (the seed and the shortest
+    failing step list are printed).
 """
 
 from __future__ import annotations
@@ -23,6 +26,9 @@ if TYPE_CHECKING:
     from collections.abc import Sequence
 
     from protocol import JSONObject, JSONValue
+
+
+__all__ = ("main",)
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -60,6 +66,24 @@ def _parser() -> argparse.ArgumentParser:
         "reap", help="end processes left by supervisors that died (SIGKILL, crash)"
     )
     reap.add_argument("--json", action="store_true", help="print the reaped pids as JSON")
+
+    testbed = sub.add_parser("testbed", help="misbehaving fixture programs (issue 7)")
+    testbed_sub = testbed.add_subparsers(dest="testbed_command", required=True)
+    testbed_list = testbed_sub.add_parser("list", help="list the scenarios and their handling")
+    testbed_list.add_argument("--json", action="store_true", help="print the list as JSON")
+    testbed_run = testbed_sub.add_parser(
+        "run", help="run one scenario's program on this terminal (stdin/stdout)"
+    )
+    testbed_run.add_argument("scenario", help="a scenario name (see `supervisor testbed list`)")
+    testbed_run.add_argument(
+        "options", nargs=argparse.REMAINDER, help="--protocol, --bytes, --count, ..."
+    )
+
+    chaos = sub.add_parser("chaos", help="seeded random mixes of scenarios, checked each round")
+    chaos.add_argument("--iterations", type=int, default=200, help="rounds (default 200)")
+    chaos.add_argument("--seed", type=int, default=0, help="the seed (default 0)")
+    chaos.add_argument("--max-steps", type=int, default=4, help="most steps per round")
+    chaos.add_argument("--json", action="store_true", help="print the report as JSON")
     return parser
 
 
@@ -110,6 +134,43 @@ def _reap(args: argparse.Namespace) -> int:
     return 0
 
 
+def _testbed(args: argparse.Namespace) -> int:
+    from .testbed import SCENARIOS
+
+    if args.testbed_command == "list":
+        if args.json:
+            print(json.dumps([s.to_json() for s in SCENARIOS.values()], indent=2))
+        else:
+            for scenario in SCENARIOS.values():
+                print(f"{scenario.name} [{', '.join(scenario.protocols)}]")
+                print(f"    does:    {scenario.summary}")
+                print(f"    correct: {scenario.handling}")
+        return 0
+    from .testbed._programs import main as run_program
+
+    return run_program([args.scenario, *args.options])
+
+
+def _chaos(args: argparse.Namespace) -> int:
+    import trio
+
+    from .testbed import run_chaos
+
+    report = trio.run(lambda: run_chaos(args.iterations, args.seed, max_steps=args.max_steps))
+    if args.json:
+        print(json.dumps(report.to_json(), indent=2))
+    else:
+        print(report.summary())
+        if not report.ok:
+            print(f"FAILED: seed {report.seed}, round {report.failing_round}")
+            for violation in report.violations:
+                print(f"  violation: {violation}")
+            print("shortest failing step list:")
+            for step in report.failing_steps:
+                print(f"  {step.describe()}")
+    return 0 if report.ok else 1
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line and return its exit code."""
     args = _parser().parse_args(argv)
@@ -131,4 +192,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return serve_stdio()
     if args.command == "reap":
         return _reap(args)
+    if args.command == "testbed":
+        return _testbed(args)
+    if args.command == "chaos":
+        return _chaos(args)
     raise AssertionError(f"unhandled command {args.command!r}")  # argparse refuses others

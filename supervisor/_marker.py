@@ -22,6 +22,15 @@ import secrets
 
 from ._procfs import HAVE_PROCFS, read_stat
 
+__all__ = (
+    "SCOPE_ENV",
+    "instance_alive",
+    "instance_id",
+    "new_scope_marker",
+    "split_marker",
+)
+
+
 #: Name of the environment variable that carries the scope marker.
 SCOPE_ENV = "SUPERVISOR_SCOPE"
 

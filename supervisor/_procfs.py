@@ -18,6 +18,17 @@ from dataclasses import dataclass
 
 import psutil
 
+__all__ = (
+    "HAVE_PROCFS",
+    "ProcStat",
+    "all_pids",
+    "children_of",
+    "children_of_main_thread",
+    "read_env_var",
+    "read_stat",
+)
+
+
 HAVE_PROCFS = os.path.isdir("/proc/self/task")
 
 #: psutil's process status names, as the one-letter states of ``/proc/<pid>/stat``.
@@ -139,6 +150,20 @@ def children_of(pid: int) -> list[int]:
         if data:
             found.extend(int(p) for p in data.split())
     return found
+
+
+def children_of_main_thread(pid: int) -> list[int] | None:
+    """Children forked by (or reparented to) ``pid``'s main thread only; None if unreadable.
+
+    When a child subreaper adopts an orphan, the kernel hands it to the subreaper's first
+    live thread, its main thread (``find_new_reaper``/``find_alive_thread``), so this one
+    read finds every adopted orphan, where :func:`children_of` reads one file per thread
+    (a Trio process keeps dozens of worker threads: issue 8 goal 8).
+    """
+    data = _read(f"/proc/{pid}/task/{pid}/children")
+    if data is None:
+        return None
+    return [int(p) for p in data.split()]
 
 
 def all_pids() -> list[int]:

@@ -36,10 +36,30 @@ import sys
 from typing import TYPE_CHECKING
 
 from ._marker import SCOPE_ENV, instance_alive, instance_id, split_marker
-from ._procfs import HAVE_PROCFS, all_pids, children_of, read_env_var, read_stat
+from ._procfs import (
+    HAVE_PROCFS,
+    all_pids,
+    children_of,
+    children_of_main_thread,
+    read_env_var,
+    read_stat,
+)
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
+
+
+__all__ = (
+    "adopted_children",
+    "ensure_subreaper",
+    "is_managed",
+    "reap_adopted_children",
+    "reap_orphans",
+    "register_managed",
+    "spawning",
+    "subreaper_active",
+    "unregister_managed",
+)
 
 _PR_SET_CHILD_SUBREAPER = 36
 
@@ -112,7 +132,12 @@ def adopted_children() -> list[int]:
         return []
     my_sid = os.getsid(0)
     found: list[int] = []
-    for pid in children_of(os.getpid()):
+    me = os.getpid()
+    # Orphans are reparented to our main thread; the other threads' children are what
+    # they spawned themselves (tree mains, which are managed, or other code's, in our
+    # session), so reading them all is only needed when the main thread is unreadable.
+    children = children_of_main_thread(me)
+    for pid in children if children is not None else children_of(me):
         if pid in _managed:
             continue
         stat = read_stat(pid)
