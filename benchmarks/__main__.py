@@ -2,7 +2,9 @@
 
 Each ``benchmarks/bench_*.py`` module exposes ``measure(*, rounds) -> list[row]``; a row holds
 one figure measured side by side with a peer in the same run (medians after warm-up) and the
-ratio between them. Figures are ratios on purpose: these machines are shared and noisy, so an
+ratio between them (``benchmarks._common.row``; ``spread`` is the interquartile range of the
+per-round ratios where a module measures pairs). A module that fails becomes one failed row;
+the others still run. Figures are ratios on purpose: these machines are shared and noisy, so an
 absolute time says little, while ours-versus-peer in one run is stable.
 
 The last line counts the goals met; the exit status is 0 only when every goal is met.
@@ -22,6 +24,11 @@ from typing import Any
 
 import benchmarks
 
+#: Rounds for modules whose own default is a long stand-alone run, so that the whole suite
+#: stays under 10 minutes (issue 8 "Done when"). ``python -m benchmarks.bench_chaos`` runs
+#: its full 5 000 rounds (one to two seconds each) on its own.
+_SUITE_ROUNDS = {"bench_chaos": 60}
+
 
 def _machine() -> str:
     cpu = platform.processor() or platform.machine()
@@ -36,10 +43,32 @@ def _machine() -> str:
     return f"{cpu}, {os.cpu_count()} cores, Python {platform.python_version()}, {platform.system()}"
 
 
+def _markdown(rows: list[dict[str, Any]], met: int) -> str:
+    lines = [
+        f"Measured with `python -m benchmarks` on {time.strftime('%Y-%m-%d')}: {_machine()}.",
+        "",
+        "| figure | peer | ours | peer's | ratio (IQR) | goal | met |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for row in rows:
+        spread = f" ({row['spread']})" if row.get("spread") else ""
+        note = f" -- {row['note']}" if row.get("note") else ""
+        lines.append(
+            f"| {row['figure']}{note} | {row['peer_name']} | {row['ours']:.4g} {row['unit']}"
+            f" | {row['peer']:.4g} | {row['ratio']:.2f}x{spread} | {row['goal']}"
+            f" | {'yes' if row['met'] else '**no**'} |"
+        )
+    lines += ["", f"{met} of {len(rows)} goals met.", ""]
+    return "\n".join(lines)
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run the benchmarks; return 0 when every goal is met, 1 otherwise."""
     parser = argparse.ArgumentParser(prog="python -m benchmarks")
     parser.add_argument("--json", metavar="FILE", help="also write the rows as JSON to FILE")
+    parser.add_argument(
+        "--markdown", metavar="FILE", help="also write the table as Markdown (for the README)"
+    )
     parser.add_argument("--quick", action="store_true", help="fewer rounds (a smoke run)")
     parser.add_argument("only", nargs="*", help="benchmark module names (default: all)")
     args = parser.parse_args(argv)
@@ -51,13 +80,33 @@ def main(argv: list[str] | None = None) -> int:
     )
     rows: list[dict[str, Any]] = []
     for name in names:
-        module = importlib.import_module(f"benchmarks.{name}")
         started = time.monotonic()
-        kwargs = {"rounds": 20} if args.quick else {}
-        rows.extend({"benchmark": name, **row} for row in module.measure(**kwargs))
-        print(f"# {name}: {time.monotonic() - started:.1f} s", file=sys.stderr)
+        if args.quick:
+            kwargs = {"rounds": 20}
+        elif name in _SUITE_ROUNDS:
+            kwargs = {"rounds": _SUITE_ROUNDS[name]}
+        else:
+            kwargs = {}
+        try:
+            module = importlib.import_module(f"benchmarks.{name}")
+            rows.extend({"benchmark": name, **row} for row in module.measure(**kwargs))
+        except Exception as exc:  # one broken benchmark must not hide the others' figures
+            rows.append(
+                {
+                    "benchmark": name,
+                    "figure": f"{name} failed: {type(exc).__name__}: {exc}"[:120],
+                    "ours": float("nan"),
+                    "peer": float("nan"),
+                    "unit": "",
+                    "peer_name": "-",
+                    "ratio": float("nan"),
+                    "goal": "-",
+                    "met": False,
+                }
+            )
+        print(f"# {name}: {time.monotonic() - started:.1f} s", file=sys.stderr, flush=True)
 
-    header = f"{'figure':58} {'ours':>12} {'peer':>12} {'ratio':>7}  {'goal':10} met"
+    header = f"{'figure':58} {'ours':>14} {'peer':>10} {'ratio':>7} {'spread':>10}  {'goal':9} met"
     print(f"machine: {_machine()}")
     print(header)
     print("-" * len(header))
@@ -66,11 +115,16 @@ def main(argv: list[str] | None = None) -> int:
         peer = f"{row['peer']:.4g}"
         figure = f"{row['figure']} (vs {row['peer_name']})"
         print(
-            f"{figure[:58]:58} {ours:>12} {peer:>12} {row['ratio']:>6.2f}x  "
-            f"{row['goal']:10} {'yes' if row['met'] else 'NO'}"
+            f"{figure[:58]:58} {ours:>14} {peer:>10} {row['ratio']:>6.2f}x"
+            f" {row.get('spread', ''):>10}  {row['goal']:9} {'yes' if row['met'] else 'NO'}"
         )
+        if row.get("note"):
+            print(f"    note: {row['note']}")
     met = sum(1 for row in rows if row["met"])
     print(f"{met} of {len(rows)} goals met")
+    if args.markdown:
+        with open(args.markdown, "w") as f:
+            f.write(_markdown(rows, met))
     if args.json:
         with open(args.json, "w") as f:
             json.dump({"machine": _machine(), "rows": rows}, f, indent=2)

@@ -14,19 +14,41 @@ the same chunks, interleaved, after a warm-up; the figures are medians over roun
 Goals (ours relative to the peer, throughput, so > 1 means we are faster):
 ``>= 1x`` for small messages (we pay for the stray-text and limit checks the naive
 parser lacks) and ``>= 2x`` for large messages (where re-splitting is quadratic).
+
+Issue 8 goal 3 adds two rows on the small workload:
+
+* framing + decoding: ``FrameDecoder`` + ``decode_message`` (every message fully decoded
+  and validated) against python-lsp-jsonrpc's ``JsonRpcStreamReader`` reading the same
+  bytes from memory (it parses with ujson when installed, as here). Goal ``>= 2x``.
+* routing: ``peek_envelope`` (kind, id and method; params left as bytes) against
+  ``json.loads`` of the whole body. Goal ``>= 5x``.
+
+Both depend on msgspec being installed (``protocol/_json.py``); the rows say which parser
+ran.
 """
 
 from __future__ import annotations
 
+import io
+import json
 import random
 import statistics
 import time
 from typing import TYPE_CHECKING
 
-from protocol import NEED_DATA, Frame, FrameDecoder, encode_frame
+from benchmarks._common import paired_ratios, row
+from protocol import (
+    NEED_DATA,
+    Frame,
+    FrameDecoder,
+    _json as protocol_json,
+    decode_message,
+    encode_frame,
+)
+from protocol._jsonrpc import peek_envelope
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
+    from collections.abc import Callable, Sequence
 
 __all__ = ("measure",)
 
@@ -102,6 +124,117 @@ def _naive(chunks: list[bytes]) -> int:
     return count
 
 
+def _decoding(chunks: list[bytes]) -> int:
+    decoder = FrameDecoder()
+    count = 0
+    for chunk in chunks:
+        decoder.receive_data(chunk)
+        while True:
+            event = decoder.next_event()
+            if event is NEED_DATA:
+                break
+            if isinstance(event, Frame):
+                decode_message(event.body)
+                count += 1
+    return count
+
+
+def _pylsp_jsonrpc(chunks: list[bytes]) -> int:
+    from pylsp_jsonrpc.streams import JsonRpcStreamReader  # type: ignore[import-untyped]
+
+    received: list[object] = []
+    JsonRpcStreamReader(io.BytesIO(b"".join(chunks))).listen(received.append)
+    return len(received)
+
+
+def _time_all(fn: Callable[[Sequence[bytes]], object], items: Sequence[bytes]) -> float:
+    start = time.perf_counter()
+    fn(items)
+    return time.perf_counter() - start
+
+
+def _route_all(bodies: Sequence[bytes]) -> None:
+    for body in bodies:
+        peek_envelope(body)
+
+
+def _loads_all(bodies: Sequence[bytes]) -> None:
+    for body in bodies:
+        json.loads(body)
+
+
+def _goal3_rows(rounds: int) -> list[dict[str, object]]:
+    chunks, messages, _ = _stream("small")
+    parser = "msgspec" if protocol_json._fast_decode is not None else "stdlib json"
+    rows: list[dict[str, object]] = []
+    try:
+        import pylsp_jsonrpc  # type: ignore[import-untyped]  # noqa: F401  # benchmark extra
+    except ImportError:
+        pass
+    else:
+        ours: list[float] = []
+        peer: list[float] = []
+        for i in range(rounds + 1):
+            pair = [(ours, _decoding), (peer, _pylsp_jsonrpc)]
+            if i % 2:
+                pair.reverse()
+            for sink, fn in pair:
+                elapsed = _time(fn, chunks, messages)
+                if i:
+                    sink.append(elapsed)
+        ratios = [1 / r for r in paired_ratios(ours, peer)]
+        ratio = statistics.median(ratios)
+        rows.append(
+            row(
+                f"framing + decoding small messages, {parser} (msg/s)",
+                ours=messages / statistics.median(ours),
+                peer=messages / statistics.median(peer),
+                unit="msg/s",
+                peer_name="python-lsp-jsonrpc reader",
+                ratio=ratio,
+                goal=">= 2x",
+                met=ratio >= 2.0,
+                ratios=ratios,
+            )
+        )
+    bodies: list[bytes] = []
+    decoder = FrameDecoder()
+    for chunk in chunks:
+        decoder.receive_data(chunk)
+        while (event := decoder.next_event()) is not NEED_DATA:
+            if isinstance(event, Frame):
+                bodies.append(bytes(event.body))
+    routed: list[float] = []
+    loaded: list[float] = []
+    for i in range(rounds + 1):
+        runs: list[tuple[list[float], Callable[[Sequence[bytes]], None]]] = [
+            (routed, _route_all),
+            (loaded, _loads_all),
+        ]
+        if i % 2:
+            runs.reverse()
+        for sink, run in runs:
+            elapsed = _time_all(run, bodies)
+            if i:
+                sink.append(elapsed)
+    ratios = [1 / r for r in paired_ratios(routed, loaded)]
+    ratio = statistics.median(ratios)
+    rows.append(
+        row(
+            f"routing without decoding params (peek_envelope, {parser}) (msg/s)",
+            ours=len(bodies) / statistics.median(routed),
+            peer=len(bodies) / statistics.median(loaded),
+            unit="msg/s",
+            peer_name="json.loads of the whole message",
+            ratio=ratio,
+            goal=">= 5x",
+            met=ratio >= 5.0,
+            ratios=ratios,
+        )
+    )
+    return rows
+
+
 def _time(fn: Callable[[list[bytes]], int], chunks: list[bytes], expected: int) -> float:
     start = time.perf_counter()
     count = fn(chunks)
@@ -152,9 +285,10 @@ def measure(*, rounds: int = 200) -> list[dict[str, object]]:
                     "met": ratio >= goal,
                 }
             )
+    rows.extend(_goal3_rows(max(5, rounds // 10)))
     return rows
 
 
 if __name__ == "__main__":
-    for row in measure(rounds=20):
-        print(row)
+    for result in measure(rounds=20):
+        print(result)

@@ -20,17 +20,20 @@ Contract (JSON-RPC 2.0, https://www.jsonrpc.org/specification, as LSP 3.17 uses 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, TypeAlias
+from typing import TYPE_CHECKING, Any, NamedTuple, TypeAlias
 
 from . import _json
 from ._codes import ErrorCode
 from ._errors import RemoteProtocolError
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from ._types import JSONObject, JSONValue, RequestId
 
 __all__ = (
     "Batch",
+    "Envelope",
     "ErrorObject",
     "ErrorResponse",
     "Message",
@@ -40,6 +43,8 @@ __all__ = (
     "Response",
     "decode_message",
     "encode_message",
+    "encode_request",
+    "peek_envelope",
 )
 
 #: Structured ``params``: a JSON object (by-name) or array (by-position).
@@ -279,7 +284,7 @@ def decode_message(body: bytes | bytearray | memoryview) -> Message | Batch:
             the message's id when it could be read) or is an empty array.
     """
     try:
-        obj = _json.loads(bytes(body))
+        obj = _json.loads(body if type(body) is bytes else bytes(body))
     except ValueError as exc:
         # UnicodeDecodeError is a ValueError too; say which without echoing the bytes.
         what = "not UTF-8" if isinstance(exc, UnicodeDecodeError) else "not valid JSON"
@@ -344,3 +349,137 @@ def encode_message(message: Message | Batch) -> bytes:
             parts.append(_to_json(item))
         return _json.dumps(parts)
     return _json.dumps(_to_json(message))
+
+
+def encode_request(request_id: RequestId, method: str, params: Params | None = None) -> bytes:
+    """``encode_message(Request(request_id, method, params))`` without building the object.
+
+    The same checks and the same bytes; it exists because an endpoint encodes one request
+    per call and the value object costs as much as the rest of the encoding (issue 8
+    goal 4).
+
+    Raises:
+        TypeError: A field has the wrong type (as :class:`Request` raises it).
+    """
+    if type(request_id) is not int and type(request_id) is not str:
+        _check_id(request_id)
+    if type(method) is not str:
+        _check_method(method)
+    if params is None:
+        return _json.dumps({"jsonrpc": "2.0", "id": request_id, "method": method})
+    _check_params(params)
+    return _json.dumps({"jsonrpc": "2.0", "id": request_id, "method": method, "params": params})
+
+
+class Envelope(NamedTuple):
+    """The routing part of one message: what it is, its id and method; nothing else decoded.
+
+    A named tuple rather than a frozen dataclass: building one is on the routing hot path
+    and a tuple costs a fraction of a dataclass's ``__init__``.
+
+    Attributes:
+        kind: ``"request"``, ``"notification"``, ``"response"`` or ``"error"``.
+        id: The id (``int`` or ``str``), or None for a notification or an error response
+            whose id is null.
+        method: The method of a request or notification, else None.
+        body: The message bytes, for :func:`decode_message` once the params are wanted,
+            or to be relayed byte for byte.
+    """
+
+    kind: str
+    id: RequestId | None
+    method: str | None
+    body: bytes
+
+
+def _envelope_decoder() -> tuple[Callable[[bytes], Any], object] | None:
+    """msgspec's decoder for the envelope, and its "absent" marker; None without msgspec."""
+    try:
+        import msgspec
+    except ImportError:  # optional: without it peek_envelope() decodes everything
+        return None
+
+    # Built at run time: with postponed annotations msgspec could not resolve a class
+    # body's types here. Raw members are located and skipped by msgspec's C parser.
+    absent = msgspec.UNSET
+    wire = msgspec.defstruct(
+        "_Wire",
+        [
+            ("jsonrpc", Any, None),
+            ("id", Any, absent),
+            ("method", Any, absent),
+            # Raw can not be part of a union: absent is an empty Raw (length 0).
+            ("params", msgspec.Raw, msgspec.Raw()),
+            ("result", msgspec.Raw, msgspec.Raw()),
+            ("error", msgspec.Raw, msgspec.Raw()),
+        ],
+    )
+    return msgspec.json.Decoder(wire).decode, absent
+
+
+_ENVELOPE_DECODER = _envelope_decoder()
+#: How ``params`` may start for the fast path: an object, an array, or null (= absent).
+_PARAMS_FIRST_BYTES = frozenset(b"{[n")
+
+
+def peek_envelope(body: bytes | bytearray | memoryview) -> Envelope:
+    """Read only what routing needs; leave ``params``, ``result`` and ``error`` as bytes.
+
+    With msgspec installed (optional) the members routing does not need are skipped by
+    its C parser, never turned into Python objects: 12x ``json.loads`` of the whole message
+    on small LSP notifications (issue 8 goal 3). Anything unusual -- a batch, a malformed
+    or invalid message -- goes through :func:`decode_message`, so errors are exactly its
+    errors. Without msgspec this is :func:`decode_message` plus the envelope.
+
+    Args:
+        body: One message body (a :class:`~protocol.Frame`'s ``body``).
+
+    Returns:
+        The :class:`Envelope`.
+
+    Raises:
+        RemoteProtocolError: As :func:`decode_message`; a batch is ``INVALID_REQUEST``
+            here (route its members with :func:`decode_message`).
+    """
+    data = body if type(body) is bytes else bytes(body)
+    if _ENVELOPE_DECODER is not None:
+        decode, absent = _ENVELOPE_DECODER
+        try:
+            wire = decode(data)
+        except Exception:  # not a plain object, or not JSON: decode_message says why
+            wire = None
+        # Only the common valid shapes are answered here (written for speed: this is the
+        # routing hot path); error responses and anything invalid take the full path, so
+        # its checks and errors apply.
+        if wire is not None and wire.jsonrpc == "2.0":
+            method = wire.method
+            request_id = wire.id
+            id_type = type(request_id)
+            if type(method) is str:
+                params = memoryview(wire.params)
+                if (
+                    not wire.result
+                    and not wire.error
+                    and (not params or params[0] in _PARAMS_FIRST_BYTES)
+                ):
+                    if request_id is absent:
+                        return Envelope("notification", None, method, data)
+                    if id_type is int or id_type is str:
+                        return Envelope("request", request_id, method, data)
+            elif (
+                method is absent
+                and wire.result
+                and not wire.error
+                and (id_type is int or id_type is str)
+            ):
+                return Envelope("response", request_id, None, data)
+    message = decode_message(data)
+    if isinstance(message, Batch):
+        raise _invalid("a batch has no single envelope")
+    if isinstance(message, Request):
+        return Envelope("request", message.id, message.method, data)
+    if isinstance(message, Notification):
+        return Envelope("notification", None, message.method, data)
+    if isinstance(message, Response):
+        return Envelope("response", message.id, None, data)
+    return Envelope("error", message.id, None, data)

@@ -27,11 +27,14 @@ elsewhere (no subreaper) is still found without being confused with a reused pid
 from __future__ import annotations
 
 import contextlib
+import fcntl
+import functools
 import math
 import os
 import shutil
 import signal
 import subprocess
+import termios
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, NoReturn, TypeVar, final
@@ -40,14 +43,28 @@ import trio
 
 from protocol import CoreError, JSONObject
 
-from . import _reaper
+from . import _reaper, _watchdog
 from ._marker import SCOPE_ENV, new_scope_marker
 from ._procfs import HAVE_PROCFS, ProcStat, all_pids, children_of, read_env_var, read_stat
+from ._spawn import SpawnedProcess, spawn, wait_exits
 
 if TYPE_CHECKING:
     from types import TracebackType
     from typing import Self
 
+
+__all__ = (
+    "DEFAULT_KILL_WAIT_MS",
+    "DEFAULT_POLITE_TIMEOUT_MS",
+    "DEFAULT_TERM_GRACE_MS",
+    "DEVNULL",
+    "PIPE",
+    "STDOUT",
+    "PoliteStep",
+    "ProcessTree",
+    "TreeEndReport",
+    "open_process_tree",
+)
 
 PIPE = subprocess.PIPE
 DEVNULL = subprocess.DEVNULL
@@ -62,6 +79,11 @@ DEFAULT_KILL_WAIT_MS = 1000
 #: within milliseconds of SIGTERM) and backs off to bound the cost.
 _POLL_FIRST_S = 0.002
 _POLL_MAX_S = 0.05
+
+#: Main processes started and not yet seen exiting (one cell, mutated in place), and the
+#: count from which a new spawn runs in a worker thread rather than in the Trio thread.
+_running_mains = [0]
+_THREADED_SPAWN_AT = max(4, 2 * (os.cpu_count() or 1))
 
 _T = TypeVar("_T")
 PoliteStep = Callable[[], Awaitable[object]]
@@ -132,8 +154,24 @@ def _check_argv(argv: object) -> list[str]:
     return args
 
 
+#: ``(raw os.environ, its decoded copy)``: decoding the environment costs tens of
+#: microseconds per spawn, comparing the raw bytes mapping about one (issue 8 goal 1).
+_environ_cache: tuple[dict[Any, Any], dict[str, str]] | None = None
+
+
+def _environ_copy() -> dict[str, str]:
+    """A fresh ``dict(os.environ)``, decoded once per change of the environment."""
+    global _environ_cache
+    raw = getattr(os.environ, "_data", None)  # the encoded mapping behind os.environ
+    if not isinstance(raw, dict):
+        return dict(os.environ)
+    if _environ_cache is None or _environ_cache[0] != raw:
+        _environ_cache = (dict(raw), dict(os.environ))
+    return dict(_environ_cache[1])
+
+
 def _check_env(env: object) -> dict[str, str]:
-    merged = dict(os.environ)
+    merged = _environ_copy()
     if env is None:
         return merged
     if not isinstance(env, Mapping):
@@ -200,7 +238,9 @@ class ProcessTree(metaclass=_NoPublicConstructor):
         stderr: Stream from the child's stderr, or None when not piped.
     """
 
-    def __init__(self, process: trio.Process, args: list[str], marker: str) -> None:
+    def __init__(
+        self, process: trio.Process | SpawnedProcess, args: list[str], marker: str
+    ) -> None:
         self._proc = process
         self.args = args
         self.pid: int = process.pid
@@ -214,6 +254,8 @@ class ProcessTree(metaclass=_NoPublicConstructor):
         self._end_done: trio.Event | None = None
         self._report: TreeEndReport | None = None
         self._pipes_closed = False
+        self._adopted_seen = False
+        self._escapees_seen = False
 
     def __repr__(self) -> str:
         return f"<ProcessTree pid={self.pid} marker={self.marker!r} returncode={self.returncode}>"
@@ -230,6 +272,10 @@ class ProcessTree(metaclass=_NoPublicConstructor):
             self._note_exit()
         return rc
 
+    def _exit_fd(self) -> int | None:
+        """The main process's pidfd, for ``_process``'s multiplexer; None if unavailable."""
+        return self._proc.pidfd if isinstance(self._proc, SpawnedProcess) else None
+
     @property
     def exit_time(self) -> float | None:
         """``trio.current_time()`` when the main process was first seen exited."""
@@ -239,6 +285,7 @@ class ProcessTree(metaclass=_NoPublicConstructor):
         if self._exit_time is None:
             self._exit_time = trio.current_time()
             _reaper.unregister_managed(self.pid)
+            _running_mains[0] -= 1
 
     async def wait(self) -> int:
         """Wait for the main process to exit; other tree members may still run.
@@ -322,9 +369,13 @@ class ProcessTree(metaclass=_NoPublicConstructor):
             return
         self._pipes_closed = True
         for stream in (self.stdin, self.stdout, self.stderr):
-            if stream is not None:
+            if isinstance(stream, trio.lowlevel.FdStream):
+                # Closing a pipe never blocks; one checkpoint below instead of one each.
+                stream.close()
+            elif stream is not None:
                 with contextlib.suppress(trio.BrokenResourceError, trio.ClosedResourceError):
                     await stream.aclose()
+        await trio.lowlevel.cancel_shielded_checkpoint()
 
     async def _end(
         self,
@@ -354,7 +405,10 @@ class ProcessTree(metaclass=_NoPublicConstructor):
                 )
             finally:
                 self._end_done.set()
-                _reaper.reap_adopted_children()
+                report = self._report
+                if self._adopted_seen or report is None or report.terminated or report.killed:
+                    # Orphans of this tree may have turned zombie since the last scan.
+                    _reaper.reap_adopted_children()
         assert self._report is not None
         return self._report
 
@@ -380,31 +434,50 @@ class ProcessTree(metaclass=_NoPublicConstructor):
         terminated: list[int] = []
         killed: list[int] = []
         swept: set[int] = set()
-        # With the subreaper active, ancestry alone finds every live descendant, so
-        # the common case (the tree already gone) skips the full marker scan; once
-        # something is alive, or without a subreaper, pay for the scan so escapees
-        # that lost their ancestry get SIGTERM as well.
-        live = self._collect(full_scan=not _reaper.subreaper_active())
-        if live:
+        # The first scan runs before any signal: it walks the tree while every member is
+        # still attached to its parent, which is the only way to find a member that left
+        # the session and dropped the marker (ancestry); signalling first would orphan
+        # it. Members seen are remembered (``_seen``), so later scans find them anyway.
+        group_signalled: int | None = None
+        # With the subreaper active, ancestry alone finds every live descendant (an
+        # orphan is reparented to us, never to init), so a tree whose members all stay
+        # in its group skips the full marker scan, which reads the environment of every
+        # process on the machine (milliseconds). Once a member left the group or
+        # session, or without a subreaper, the scan runs as well, so escapees whose
+        # ancestry was lost get SIGTERM too.
+        live = self._collect(full_scan=self._marker_scan_needed())
+        if live and not self._marker_scan_needed() and self._escaped(live):
             live = self._collect(full_scan=True)
-        if live:
+        if live and term_grace_ms > 0:
             swept.update(pid for pid, st in live.items() if st.pgid != self.pgid)
-            self._signal_group(signal.SIGTERM)
-            self._signal_group(signal.SIGCONT)
+            if group_signalled is None:
+                self._signal_group(signal.SIGTERM)
+                self._signal_group(signal.SIGCONT)
             for pid, st in live.items():
                 if st.pgid != self.pgid:
                     self._signal(pid, signal.SIGTERM)
                     self._signal(pid, signal.SIGCONT)
             terminated = sorted(live)
-            live = await self._wait_gone(term_grace_ms / 1000, full_scan=False)
+            group_signalled = None
+            live = await self._wait_gone(live, term_grace_ms / 1000)
+            if live:
+                group_signalled = signal.SIGKILL  # by _wait_gone, at the deadline
+        # (With no grace SIGTERM would only delay SIGKILL: ``aclose(term_grace_ms=0)``.)
         if live:
             killed.extend(live)
-            self._signal_group(signal.SIGKILL)
-            first = True
+            if group_signalled != signal.SIGKILL:
+                self._signal_group(signal.SIGKILL)
+            for pid, st in live.items():
+                if st.pgid != self.pgid:
+                    self._signal(pid, signal.SIGKILL)
             deadline = trio.current_time() + kill_wait_ms / 1000
             delay = _POLL_FIRST_S
+            if not self._marker_scan_needed():
+                # The members just seen die first; scanning while they die finds nothing new.
+                await self._wait_exits(live, deadline, delay)
+            first = True
             while True:
-                live = self._collect(full_scan=first)
+                live = self._collect(full_scan=first and self._marker_scan_needed())
                 first = False
                 for pid, st in live.items():
                     if st.pgid != self.pgid:
@@ -414,7 +487,7 @@ class ProcessTree(metaclass=_NoPublicConstructor):
                     self._signal(pid, signal.SIGKILL)
                 if not live or trio.current_time() >= deadline:
                     break
-                await trio.sleep(min(delay, max(0.0, deadline - trio.current_time())))
+                await self._wait_exits(live, deadline, delay)
                 delay = min(delay * 2, _POLL_MAX_S)
         if self.returncode is None and not live:
             # Dead but not yet reaped by Trio: the pidfd wait returns at once.
@@ -431,16 +504,49 @@ class ProcessTree(metaclass=_NoPublicConstructor):
             duration_ms=math.ceil((trio.current_time() - started) * 1000),
         )
 
-    async def _wait_gone(self, timeout_s: float, *, full_scan: bool) -> dict[int, ProcStat]:
+    async def _wait_gone(self, live: dict[int, ProcStat], timeout_s: float) -> dict[int, ProcStat]:
+        """Wait up to ``timeout_s`` seconds for the ``live`` members (and what they fork)
+        to exit; return those still alive then.
+
+        When the time is up with members alive, SIGKILL goes to the group *before* the
+        last scan, so the scan's cost does not stretch the grace.
+        """
         deadline = trio.current_time() + timeout_s
         delay = _POLL_FIRST_S
         while True:
-            live = self._collect(full_scan=full_scan)
-            now = trio.current_time()
-            if not live or now >= deadline:
-                return live
-            await trio.sleep(min(delay, deadline - now))
+            await self._wait_exits(live, deadline, delay)
             delay = min(delay * 2, _POLL_MAX_S)
+            expired = trio.current_time() >= deadline
+            if expired:
+                self._signal_group(signal.SIGKILL)
+            live = self._collect(full_scan=False)
+            if not live or expired:
+                return live
+
+    async def _wait_exits(
+        self, live: Mapping[int, ProcStat], deadline: float, poll_delay_s: float
+    ) -> None:
+        """Wait for the ``live`` processes to exit, at most until ``deadline`` and at most
+        :data:`_POLL_MAX_S` at a time (the caller's next scan finds what they forked).
+
+        With pidfds this returns as soon as the last of them exits; without, it sleeps
+        ``poll_delay_s`` (polling). The slice bound also keeps Trio's ``autojump_clock``
+        honest: with one long wait on a descriptor, it would jump straight to the deadline
+        while the real processes had no real time to die.
+        """
+        now = trio.current_time()
+        until = min(deadline, now + _POLL_MAX_S)
+        if not await wait_exits({pid: st.starttime for pid, st in live.items()}, until):
+            await trio.sleep(max(0.0, min(poll_delay_s, until - now)))
+
+    def _marker_scan_needed(self) -> bool:
+        """Whether ancestry may miss members (see :meth:`_end_steps`)."""
+        return self._escapees_seen or not _reaper.subreaper_active()
+
+    def _escaped(self, live: Mapping[int, ProcStat]) -> bool:
+        if any(st.pgid != self.pgid for st in live.values()):
+            self._escapees_seen = True
+        return self._escapees_seen
 
     def _signal_group(self, sig: int) -> None:
         # Invariant 11: never our own group; the group id is the one recorded at spawn.
@@ -458,12 +564,19 @@ class ProcessTree(metaclass=_NoPublicConstructor):
     def _collect(self, *, full_scan: bool) -> dict[int, ProcStat]:
         """The tree's live (non-zombie) processes; reaps our zombies on the way."""
         rc = self.returncode  # reaps the main process once it has exited
-        _reaper.reap_adopted_children()
         if not HAVE_PROCFS:
+            _reaper.reap_adopted_children()
             return self._collect_without_procfs(main_alive=rc is None)
         me = os.getpid()
         roots: list[int] = [self.pid] if rc is None else []
-        roots.extend(pid for pid in _reaper.adopted_children() if self._belongs(pid))
+        # Listing our children costs tens of microseconds; the common end (no orphans at
+        # all) pays for it once, and the reaping pass runs only when there is something.
+        adopted = _reaper.adopted_children()
+        if adopted:
+            self._adopted_seen = True
+            reaped = set(_reaper.reap_adopted_children())
+            adopted = [pid for pid in adopted if pid not in reaped]
+        roots.extend(pid for pid in adopted if self._belongs(pid))
         roots.extend(self._seen)
         if full_scan:
             roots.extend(
@@ -518,6 +631,26 @@ class ProcessTree(metaclass=_NoPublicConstructor):
         return live
 
 
+def _spawn_registered(spawn_call: Callable[[], SpawnedProcess]) -> SpawnedProcess:
+    """Spawn in a worker thread and register the pid there, before the thread hands it
+    back: until then the reaper's scans would take the new child for an orphan."""
+    process = spawn_call()
+    _reaper.register_managed(process.pid)
+    return process
+
+
+def _acquire_controlling_tty() -> None:
+    """Make fd 0 (a PTY slave) the controlling terminal of the child's new session.
+
+    Runs in the child between fork and exec, after ``setsid()`` (subprocess runs
+    ``preexec_fn`` after ``start_new_session``). A session leader can only gain a
+    controlling terminal by opening one or by ``TIOCSCTTY``; subprocess only
+    ``dup2``s the fd, hence this hook. It touches only pre-imported modules and
+    allocates almost nothing, which keeps the fork-in-a-threaded-process risk small.
+    """
+    fcntl.ioctl(0, termios.TIOCSCTTY, 0)
+
+
 async def open_process_tree(
     argv: Sequence[str],
     *,
@@ -526,6 +659,7 @@ async def open_process_tree(
     stdin: int = PIPE,
     stdout: int = PIPE,
     stderr: int = PIPE,
+    pty_slave_fd: int | None = None,
 ) -> ProcessTree:
     """Start ``argv`` as the root of a new supervised process tree.
 
@@ -543,6 +677,12 @@ async def open_process_tree(
         stdin: ``PIPE`` or ``DEVNULL``.
         stdout: ``PIPE`` or ``DEVNULL``.
         stderr: ``PIPE``, ``DEVNULL`` or ``STDOUT``.
+        pty_slave_fd: The slave side of a pseudo-terminal (issue 5, terminals). When
+            given, ``stdin``/``stdout``/``stderr`` are ignored: the child gets this fd
+            as fds 0, 1 and 2 and, after ``setsid()``, makes it the controlling
+            terminal of its new session (``TIOCSCTTY``), so job control, SIGWINCH and
+            hang-up work as in a real terminal. The tree's streams are then None; the
+            caller keeps the master side and closes its copy of the slave after spawn.
 
     Returns:
         The running :class:`ProcessTree`. The caller must end it with
@@ -569,23 +709,59 @@ async def open_process_tree(
     executable = _resolve_executable(args[0], workdir, child_env)
     marker = new_scope_marker()
     child_env[SCOPE_ENV] = marker
+    # -- PTY option (issue 5): the slave becomes fds 0-2 and the controlling terminal.
+    tty_options: dict[str, Any] = {}
+    if pty_slave_fd is not None:
+        if not os.isatty(pty_slave_fd):
+            raise ValueError("pty_slave_fd must be an open terminal file descriptor")
+        stdin = stdout = stderr = pty_slave_fd
+        tty_options["preexec_fn"] = _acquire_controlling_tty
+    _watchdog.ensure_watchdog()  # invariant 14: sweeps our trees if we die
     _reaper.ensure_subreaper()
+    # A cancelled caller starts nothing; once the spawn has begun nothing cancels it.
+    await trio.lowlevel.checkpoint_if_cancelled()
+    process: trio.Process | SpawnedProcess
     with _reaper.spawning():
         try:
-            process = await trio.lowlevel.open_process(
-                args,
-                executable=executable,
-                cwd=workdir,
-                env=child_env,
-                stdin=stdin,
-                stdout=stdout,
-                stderr=stderr,
-                start_new_session=True,
-                close_fds=True,
-            )
+            if tty_options:
+                process = await trio.lowlevel.open_process(
+                    args,
+                    executable=executable,
+                    cwd=workdir,
+                    env=child_env,
+                    stdin=stdin,
+                    stdout=stdout,
+                    stderr=stderr,
+                    start_new_session=True,
+                    close_fds=True,
+                    **tty_options,
+                )
+            else:
+                # Issue 8: posix_spawn in this thread, no worker-thread round trip (_spawn).
+                # The spawn blocks its thread until the child has exec'd; when many trees
+                # start at once on a busy machine that wait grows (the child queues for a
+                # CPU) and would stall every other task, so a burst goes to worker threads.
+                spawn_call = functools.partial(
+                    spawn,
+                    executable,
+                    args,
+                    child_env,
+                    cwd=workdir,
+                    stdin=stdin,
+                    stdout=stdout,
+                    stderr=stderr,
+                )
+                if _running_mains[0] >= _THREADED_SPAWN_AT:
+                    process = await trio.to_thread.run_sync(_spawn_registered, spawn_call)
+                else:
+                    process = spawn_call()
         except OSError as exc:
             raise _launch_failed(
                 f"could not start {args[0]}: {exc.strerror or exc}", {"executable": args[0]}
             ) from exc
         _reaper.register_managed(process.pid)
+        _running_mains[0] += 1
+    if not tty_options:
+        # The spawn blocked without yielding: give other tasks their turn (never raises).
+        await trio.lowlevel.cancel_shielded_checkpoint()
     return ProcessTree._create(process, args, marker)

@@ -1,0 +1,172 @@
+"""Issue 8 fast paths in protocol/: they must agree exactly with the general code.
+
+- ``_json.loads`` parses with msgspec when it is installed and hands everything msgspec
+  refuses to the standard library: results and errors are the standard library's.
+- ``encode_request`` gives the bytes (and the TypeErrors) of ``encode_message(Request())``.
+- ``peek_envelope`` answers the common shapes itself and defers to ``decode_message`` for
+  the rest, so it routes exactly as a full decode would.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from hypothesis import given, strategies as st
+
+from protocol import (
+    Batch,
+    Notification,
+    RemoteProtocolError,
+    Request,
+    Response,
+    _json as protocol_json,
+    decode_message,
+)
+from protocol._jsonrpc import encode_message, encode_request, peek_envelope
+
+
+def _stdlib_loads(data: bytes) -> object:
+    return json.loads(
+        data.decode("utf-8"), parse_constant=lambda name: (_ for _ in ()).throw(ValueError(name))
+    )
+
+
+EDGE_DOCUMENTS = [
+    b"123456789012345678901234567890",
+    b'"\\ud800"',
+    b'{"\\ud83d\\ude00": "\\ud83d"}',
+    b'{"a":1,"a":2}',
+    b"[" * 3000 + b"]" * 3000,
+    b"NaN",
+    b"1e400",
+    b"-0",
+    b'"\xff"',
+    b'{"x":1} x',
+    b"\xef\xbb\xbf{}",
+    b'"a\x00"',
+    b"[1,]",
+    b'  {"x": [1, 2.5, true, null]}  ',
+]
+
+
+@pytest.mark.parametrize("data", EDGE_DOCUMENTS)
+def test_loads_matches_the_standard_library(data: bytes) -> None:
+    try:
+        expected: object = ("ok", _stdlib_loads(data))
+    except (ValueError, RecursionError) as exc:
+        expected = ("error", type(exc).__name__)
+    try:
+        got: object = ("ok", protocol_json.loads(data))
+    except ValueError as exc:
+        got = ("error", type(exc).__name__)
+    if expected[0] == "error":  # type: ignore[index]
+        # Our loads turns RecursionError into ValueError; either way it is an error.
+        assert got[0] == "error"  # type: ignore[index]
+    else:
+        assert got == expected
+
+
+json_values = st.recursive(
+    st.none()
+    | st.booleans()
+    | st.integers()
+    | st.floats(allow_nan=False, allow_infinity=False)
+    | st.text(),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(), inner, max_size=4),
+    max_leaves=12,
+)
+
+
+@given(json_values)
+def test_loads_round_trips_like_the_standard_library(value: object) -> None:
+    data = json.dumps(value).encode()
+    assert protocol_json.loads(data) == _stdlib_loads(data)
+
+
+@pytest.mark.parametrize(
+    ("request_id", "method", "params"),
+    [(1, "m", None), ("a", "é", [1, "x"]), (7, "$/x", {"k": "\ud800"}), (0, "", {})],
+)
+def test_encode_request_matches_encode_message(
+    request_id: int | str, method: str, params: dict[str, object] | list[object] | None
+) -> None:
+    expected = encode_message(Request(id=request_id, method=method, params=params))  # type: ignore[arg-type]
+    assert encode_request(request_id, method, params) == expected  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    ("request_id", "method", "params"),
+    [(True, "m", None), (1.0, "m", None), (1, 5, None), (1, "m", "text"), (None, "m", None)],
+)
+def test_encode_request_refuses_what_request_refuses(
+    request_id: object, method: object, params: object
+) -> None:
+    with pytest.raises(TypeError):
+        Request(id=request_id, method=method, params=params)  # type: ignore[arg-type]
+    with pytest.raises(TypeError):
+        encode_request(request_id, method, params)  # type: ignore[arg-type]
+
+
+ENVELOPE_BODIES = [
+    b'{"jsonrpc":"2.0","method":"x","params":{"a":[1,2]}}',
+    b'{"jsonrpc":"2.0","id":3,"method":"x","params":[1]}',
+    b'{"params":[1],"method":"x","id":"s","jsonrpc":"2.0"}',
+    b'{"jsonrpc":"2.0","method":"x","params":null}',
+    b'{"jsonrpc":"2.0","method":"x"}',
+    b'{"jsonrpc":"2.0","id":"a","result":{"z":1}}',
+    b'{"jsonrpc":"2.0","id":4,"result":null}',
+    b'{"jsonrpc":"2.0","id":null,"error":{"code":1,"message":"m"}}',
+    b'{"jsonrpc":"2.0","id":5,"error":{"code":-32601,"message":"m","data":[1]}}',
+    b'{"jsonrpc":"2.0","method":"x","params":5}',
+    b'{"jsonrpc":"2.0","method":"x","params":"n"}',
+    b'{"jsonrpc":"2.0","id":1.0,"result":1}',
+    b'{"jsonrpc":"2.0","id":true,"method":"x"}',
+    b'{"jsonrpc":"2.0","method":"x","result":1}',
+    b'{"jsonrpc":"2.0","id":1,"result":1,"error":{"code":1,"message":"m"}}',
+    b'{"jsonrpc":"1.0","method":"x"}',
+    b'{"jsonrpc":"2.0","method":7}',
+    b'{"jsonrpc":"2.0","id":1,"error":{"code":"x","message":"m"}}',
+    b"xx",
+    b"\xff",
+]
+
+
+@pytest.mark.parametrize("body", ENVELOPE_BODIES)
+def test_peek_envelope_routes_as_decode_message(body: bytes) -> None:
+    expected: tuple[int, str] | None = None
+    try:
+        message = decode_message(body)
+    except RemoteProtocolError as exc:
+        expected = (int(exc.error_code), str(exc))
+    if expected is not None:
+        with pytest.raises(RemoteProtocolError) as caught:
+            peek_envelope(body)
+        assert (int(caught.value.error_code), str(caught.value)) == expected
+        return
+    assert not isinstance(message, Batch)
+    envelope = peek_envelope(body)
+    routed = (envelope.kind, envelope.id, envelope.method)
+    assert envelope.body == body
+    if isinstance(message, Request):
+        assert (envelope.kind, envelope.id, envelope.method) == (
+            "request",
+            message.id,
+            message.method,
+        )
+    elif isinstance(message, Notification):
+        assert (envelope.kind, envelope.id, envelope.method) == (
+            "notification",
+            None,
+            message.method,
+        )
+    elif isinstance(message, Response):
+        assert routed == ("response", message.id, None)
+    else:
+        assert routed == ("error", message.id, None)
+
+
+@pytest.mark.parametrize("body", [b'[{"jsonrpc":"2.0","method":"x"}]', b"[1]"])
+def test_peek_envelope_refuses_a_batch(body: bytes) -> None:
+    with pytest.raises(RemoteProtocolError):
+        peek_envelope(body)
