@@ -336,7 +336,14 @@ class LspService:
     async def _start(self, payload: JSONObject) -> JSONValue:
         spec = parse_start(payload)
         session_id = f"lsp-{next(self._ids)}"
-        session = LspSession(session_id, spec, EventQueue(self._max_events))
+        session = LspSession(
+            session_id,
+            spec,
+            EventQueue(self._max_events),
+            # Stderr may fill at most a quarter of the queue: the rest stays for
+            # diagnostics, requestCompleted and state changes.
+            stderr_log_share=max(1, self._max_events // 4),
+        )
         # The first process is started before we answer, so launch_failed is this
         # command's error and a refused start leaves no session behind.
         tree = await open_process_tree(spec.argv, cwd=spec.cwd, env=spec.env)

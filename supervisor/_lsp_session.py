@@ -43,8 +43,21 @@ import trio
 from protocol import CoreError, ErrorCode
 
 from ._endpoint import EndpointClosed, JSONRPCError, method_not_found, open_jsonrpc_endpoint
+from ._events import DEFAULT_MAX_EVENTS
 from ._lsp_documents import DocumentStore
-from ._lsp_state import LspInput, LspState, ReadinessTracker, RestartBudget, next_state
+from ._lsp_state import (
+    FACT_WINDOW_MS,
+    FACTS_PER_WINDOW,
+    STDERR_LOG_EVENTS_PER_WINDOW,
+    STDERR_LOG_WINDOW_MS,
+    LspInput,
+    LspState,
+    QueueShare,
+    RateLimit,
+    ReadinessTracker,
+    RestartBudget,
+    next_state,
+)
 from ._tree import open_process_tree
 
 if TYPE_CHECKING:
@@ -225,13 +238,30 @@ class _Generation:
 class LspSession:
     """A language-server session; made and driven by the LSP service.
 
+    Events are bounded beyond the queue's own bound: structured facts by
+    :data:`~supervisor._lsp_state.FACTS_PER_WINDOW` per minute (plugin-contract.md), and
+    unclassified stderr lines, which always go to the stderr ring, become ``log`` events
+    only within :data:`~supervisor._lsp_state.STDERR_LOG_EVENTS_PER_WINDOW` per second and
+    while fewer than ``stderr_log_share`` such events wait undrained. Lines left out are
+    counted: the next stderr ``log`` event carries ``droppedLines`` (at the end of stderr a
+    last event does), and ``lsp.snapshot`` reports the totals.
+
     Args:
         session_id: Its id (``sessionId`` on the wire).
         spec: The validated start request.
         events: The session's event queue (``lsp.waitEvents`` / ``lsp.pollEvents``).
+        stderr_log_share: Stderr ``log`` events that may wait undrained at a time; the
+            service passes a quarter of the queue's bound, so stderr can never take more.
     """
 
-    def __init__(self, session_id: str, spec: LspServerSpec, events: EventQueue) -> None:
+    def __init__(
+        self,
+        session_id: str,
+        spec: LspServerSpec,
+        events: EventQueue,
+        *,
+        stderr_log_share: int = DEFAULT_MAX_EVENTS // 4,
+    ) -> None:
         self.session_id = session_id
         self.spec = spec
         self.events = events
@@ -242,6 +272,13 @@ class LspSession:
         self.workspace_configuration: JSONValue = spec.workspace_configuration
         self.last_exit: JSONObject | None = None
         self.stderr_tail: deque[str] = deque(maxlen=STDERR_RING_LINES)
+        self._stderr_rate = RateLimit(STDERR_LOG_EVENTS_PER_WINDOW, STDERR_LOG_WINDOW_MS)
+        self._stderr_share = QueueShare(stderr_log_share)
+        self._stderr_lines = 0
+        self._stderr_not_queued = 0
+        #: Lines left out since the last stderr ``log`` event (its ``droppedLines``).
+        self._stderr_unreported = 0
+        self._facts = RateLimit(FACTS_PER_WINDOW, FACT_WINDOW_MS)
         self._generation_count = 0
         self._gen: _Generation | None = None
         self._nursery: trio.Nursery | None = None
@@ -314,6 +351,8 @@ class LspSession:
             "lastExit": self.last_exit,
             "stderrTail": list(self.stderr_tail),
             "restart": {"enabled": self.spec.restart, **self.spec.budget.to_wire()},
+            "stderr": {"lines": self._stderr_lines, "notQueued": self._stderr_not_queued},
+            "facts": self._facts.to_wire(),
             "events": {
                 "queued": self.events.statistics().queued,
                 "dropped": self.events.statistics().dropped,
@@ -350,19 +389,29 @@ class LspSession:
 
     async def run(
         self,
-        first_tree: ProcessTree,
+        first_tree: ProcessTree | None,
         *,
         task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED,
     ) -> None:
         """Run the session until it is stopped or has failed for good.
 
+        The first event is ``stateChanged`` to ``starting`` (``previousState`` null), queued
+        before this returns to ``nursery.start``, so every state the session passes through
+        is an event, in order.
+
         Args:
             first_tree: The first server process, already started by the caller (so that a
-                launch failure is the caller's error and nothing is left behind).
+                launch failure is the caller's error and nothing is left behind); None
+                starts it here, where a launch failure is a failed generation (and, with
+                ``restart``, is retried under the budget like a crash).
 
         **Cancellation:** cancelling it ends the current server with the tree cleanup
         (shielded, bounded) and ends every pending request ``languageServerUnavailable``.
         """
+        initial: JSONObject = {"state": self.state.value, "previousState": None, "generation": 1}
+        if first_tree is not None:
+            initial["pid"] = first_tree.pid
+        self._emit("stateChanged", initial)
         # Started at once: from here on the session task owns the tree.
         task_status.started()
         try:
@@ -374,11 +423,13 @@ class LspSession:
                     self._end_requests(None, "The language-server session ended")
                     nursery.cancel_scope.cancel()
         finally:
-            with trio.CancelScope(shield=True):
-                # A no-op unless we were cancelled before the first generation ran.
-                await first_tree.aclose(
-                    term_grace_ms=self.spec.term_grace_ms, kill_wait_ms=self.spec.kill_wait_ms
-                )
+            if first_tree is not None:
+                with trio.CancelScope(shield=True):
+                    # A no-op unless we were cancelled before the first generation ran.
+                    await first_tree.aclose(
+                        term_grace_ms=self.spec.term_grace_ms,
+                        kill_wait_ms=self.spec.kill_wait_ms,
+                    )
             if self._stop_result is None:
                 self._stop_result = self._result()
             self._stop_done.set()
@@ -386,7 +437,7 @@ class LspSession:
                 self._restart_started.set()
             self.done.set()
 
-    async def _generations(self, first_tree: ProcessTree) -> None:
+    async def _generations(self, first_tree: ProcessTree | None) -> None:
         tree: ProcessTree | None = first_tree
         while True:
             self._generation_count += 1
@@ -417,7 +468,8 @@ class LspSession:
                 return
             if gen.restart_requested:
                 self.spec.budget.reset()
-                self._transition(LspInput.RESTART, reason="restart")
+                # The new generation's first event carries its own number.
+                self._transition(LspInput.RESTART, reason="restart", generation=self.generation + 1)
                 continue
             delay_ms = self.spec.budget.record_crash(_now_ms())
             if delay_ms is None:
@@ -437,7 +489,12 @@ class LspSession:
             if self._stop_requested:
                 self._finish_stop()
                 return
-            self._transition(LspInput.RESTART, reason="crash", backoffMilliseconds=delay_ms)
+            self._transition(
+                LspInput.RESTART,
+                reason="crash",
+                backoffMilliseconds=delay_ms,
+                generation=self.generation + 1,
+            )
 
     async def _run_generation(self, gen: _Generation, tree: ProcessTree) -> None:
         assert tree.stdin is not None
@@ -545,6 +602,8 @@ class LspSession:
         self.capabilities = capabilities if isinstance(capabilities, dict) else {}
         gen.initialized = True
         self.spec.budget.handshake_done(_now_ms())
+        # The languageServer/start operation ends when initialize succeeds.
+        self._emit_fact(gen, "operationFinished", None)
         self._emit("featuresChanged", {"capabilities": self.capabilities})
         server_info = result.get("serverInfo")
         if server_info is not None:
@@ -708,40 +767,54 @@ class LspSession:
         self.last_exit = {"generation": gen.number, "reason": "failed", **failure}
         tail: list[JSONValue] = [*list(self.stderr_tail)[-10:]]
         failure["stderrTail"] = tail
-        self._emit_fact(gen, fact if isinstance(fact, str) else None, failure)
+        self._emit_fact(gen, "operationFailed", fact if isinstance(fact, str) else None)
         self._transition(LspInput.FAILED, error=failure)
 
     def _fail_without_process(self, gen: _Generation, exc: CoreError) -> None:
         failure: JSONObject = {"code": "launchFailed", "message": exc.message, "stage": "starting"}
         self.last_exit = {"generation": gen.number, "reason": "failed", **failure}
-        self._emit_fact(gen, "host.launchFailed", failure)
+        self._emit_fact(gen, "operationFailed", "host.launchFailed")
         self._transition(LspInput.FAILED, error=failure)
 
-    def _emit_fact(self, gen: _Generation, fact: str | None, failure: JSONObject) -> None:
-        """One structured fact per failure (plugin-contract.md "Structured plugin diagnostics").
+    def _emit_fact(self, gen: _Generation, kind: str, start_code: str | None) -> None:
+        """Queue one structured fact, if the session's fact rate admits it.
 
-        Facts carry categories only: never stderr, paths or server messages.
+        plugin-contract.md "Structured plugin diagnostics": each start of a server is one
+        ``languageServer/start`` operation, from launch until ``initialize`` succeeds; it
+        ends ``operationFinished``, or ``operationFailed`` with one ``host.*`` code. A crash
+        after that is one ``operationFailed`` fact of ``languageServer/run`` with the code
+        ``host.crashed`` (issue 3 "a crash fact"; the reference names no code for it). A stop
+        (user cancellation) records nothing. Facts carry categories only: ``kind``,
+        ``operation``, ``code``, ``durationMs`` and the session's ids -- never stderr, exit
+        details, paths or server messages. At most :data:`FACTS_PER_WINDOW` facts per
+        :data:`FACT_WINDOW_MS` are queued per session; the rest are counted as dropped
+        (``lsp.snapshot`` ``facts``).
+
+        Args:
+            gen: The generation the fact is about (its start time gives ``durationMs``).
+            kind: ``"operationFinished"`` or ``"operationFailed"``.
+            start_code: The ``host.*`` code of a failure; None for a finished start, or for a
+                crash after initialize (``host.crashed``).
         """
-        duration = max(0, math.floor(_now_ms() - gen.started_at_ms))
-        if fact is not None:
-            params: JSONObject = {
-                "catalogEvent": "plugins.operation.failed",
-                "kind": "operationFailed",
-                "operation": "languageServer/start",
-                "code": fact,
-                "durationMs": duration,
-            }
-        else:
-            params = {
-                "catalogEvent": "plugins.operation.failed",
-                "kind": "operationFailed",
-                "operation": "languageServer/run",
-                "code": "host.crashed",
-                "durationMs": duration,
-            }
-        for key in ("exitCode", "signal"):
-            if key in failure:
-                params[key] = failure[key]
+        now = _now_ms()
+        if not self._facts.admit(now):
+            return
+        params: JSONObject = {
+            "catalogEvent": (
+                "plugins.operation.finished"
+                if kind == "operationFinished"
+                else "plugins.operation.failed"
+            ),
+            "kind": kind,
+            "operation": "languageServer/start",
+            "durationMs": max(0, math.floor(now - gen.started_at_ms)),
+        }
+        if kind == "operationFailed":
+            if gen.initialized:
+                params["operation"] = "languageServer/run"
+            params["code"] = start_code or "host.crashed"
+        if self.spec.plugin_id is not None:
+            params["pluginId"] = self.spec.plugin_id
         self._emit("fact", params)
 
     # -- stop and restart ---------------------------------------------------------------
@@ -1135,6 +1208,12 @@ class LspSession:
             if not chunk:
                 if partial_line:
                     self._stderr_line(gen, bytes(partial_line))
+                if self._stderr_unreported and gen is self._gen:
+                    # Say how many lines were left out, once, at the end of this stderr.
+                    self._queue_stderr_log(
+                        f"{self._stderr_unreported} stderr lines were not queued as log "
+                        "events (rate limit); the last ones are in lsp.snapshot stderrTail"
+                    )
                 return
             lines = (bytes(partial_line) + chunk).split(b"\n")
             partial_line = bytearray(lines.pop()[: STDERR_LINE_BYTES * 4])
@@ -1145,9 +1224,28 @@ class LspSession:
         text = _cut(line.rstrip(b"\r").decode("utf-8", "replace"), STDERR_LINE_BYTES)
         if not text:
             return
+        # The ring always gets the line: crash reports and snapshots need the last ones.
         self.stderr_tail.append(text)
-        if gen is self._gen:
-            self._emit("log", {"level": "debug", "source": "stderr", "message": text})
+        self._stderr_lines += 1
+        if gen is not self._gen:
+            return
+        stats = self.events.statistics()
+        if self._stderr_share.has_room(stats.next_seq, stats.queued) and self._stderr_rate.admit(
+            _now_ms()
+        ):
+            self._queue_stderr_log(text)
+        else:
+            self._stderr_not_queued += 1
+            self._stderr_unreported += 1
+
+    def _queue_stderr_log(self, message: str) -> None:
+        """Queue a stderr ``log`` event at debug level, with ``droppedLines`` when some were."""
+        params: JSONObject = {"level": "debug", "source": "stderr", "message": message}
+        if self._stderr_unreported:
+            params["droppedLines"] = self._stderr_unreported
+            self._stderr_unreported = 0
+        self._stderr_share.add(self.events.statistics().next_seq)
+        self._emit("log", params)
 
 
 def configuration_section(configuration: JSONValue, section: str | None) -> JSONValue:

@@ -14,6 +14,11 @@ so every rule is tested without processes (STYLE.md point 4, h11 ``_state.py``).
   (plugin-contract.md "Plugin-owned sessions") and the serviceReady idle/absolute deadlines
   (core-api.md ``lsp.startServer``): duplicate ``$/progress`` does not refresh the idle
   deadline.
+- :class:`RateLimit` and :class:`QueueShare`: bounds on what a session queues as events.
+  Structured facts are admitted at most 600 per minute per session (plugin-contract.md
+  "Structured plugin diagnostics"); unclassified stderr lines become ``log`` events only
+  within a rate (ours) and while fewer than a share of the event queue are such undrained
+  events, so a chatty server never pushes diagnostics or ``requestCompleted`` out of the queue.
 """
 
 from __future__ import annotations
@@ -33,9 +38,15 @@ __all__ = (
     "DEFAULT_MAX_CRASHES",
     "DEFAULT_RESTART_WINDOW_MS",
     "DEFAULT_STABLE_AFTER_MS",
+    "FACTS_PER_WINDOW",
+    "FACT_WINDOW_MS",
+    "STDERR_LOG_EVENTS_PER_WINDOW",
+    "STDERR_LOG_WINDOW_MS",
     "Gate",
     "LspInput",
     "LspState",
+    "QueueShare",
+    "RateLimit",
     "ReadinessTracker",
     "RestartBudget",
     "next_state",
@@ -48,6 +59,14 @@ DEFAULT_RESTART_WINDOW_MS: Final = 180_000
 DEFAULT_BACKOFF_INITIAL_MS: Final = 500
 DEFAULT_BACKOFF_MAX_MS: Final = 8_000
 DEFAULT_STABLE_AFTER_MS: Final = 10_000
+#: plugin-contract.md "Structured plugin diagnostics": "Ingress admits at most 600 facts per
+#: minute per session"; past that a fact is counted as dropped.
+FACTS_PER_WINDOW: Final = 600
+FACT_WINDOW_MS: Final = 60_000
+#: Ours: unclassified stderr lines queued as ``log`` events per second; the rest only go to
+#: the stderr ring (and are counted).
+STDERR_LOG_EVENTS_PER_WINDOW: Final = 100
+STDERR_LOG_WINDOW_MS: Final = 1_000
 
 
 class LspState(enum.StrEnum):
@@ -185,6 +204,78 @@ class RestartBudget:
             "crashesInWindow": len(self._crashes),
             "nextBackoffMilliseconds": self._next_backoff_ms,
         }
+
+
+class RateLimit:
+    """At most ``limit`` admissions in any sliding window of ``window_ms``; counts the rest.
+
+    A sliding log rather than fixed windows, so no burst of twice the limit can straddle a
+    window edge. Memory is bounded by ``limit`` timestamps.
+
+    Args:
+        limit: Admissions allowed per window (>= 1).
+        window_ms: The window, in milliseconds (> 0).
+
+    Raises:
+        ValueError: A bound is not positive.
+    """
+
+    def __init__(self, limit: int, window_ms: int) -> None:
+        if limit < 1 or window_ms <= 0:
+            raise ValueError("rate limit bounds must be positive")
+        self.limit = limit
+        self.window_ms = window_ms
+        self._admitted_at: deque[float] = deque(maxlen=limit)
+        self.admitted = 0
+        self.dropped = 0
+
+    def admit(self, now_ms: float) -> bool:
+        """Admit one item at ``now_ms`` (milliseconds, never decreasing), or count it dropped.
+
+        Returns:
+            True when the item is admitted.
+        """
+        while self._admitted_at and now_ms - self._admitted_at[0] >= self.window_ms:
+            self._admitted_at.popleft()
+        if len(self._admitted_at) >= self.limit:
+            self.dropped += 1
+            return False
+        self._admitted_at.append(now_ms)
+        self.admitted += 1
+        return True
+
+    def to_wire(self) -> JSONObject:
+        """``{admitted, dropped}`` since the limit was made."""
+        return {"admitted": self.admitted, "dropped": self.dropped}
+
+
+class QueueShare:
+    """How many events of one kind may wait undrained in an :class:`~supervisor.EventQueue`.
+
+    An event queue drains everything at once and drops its oldest events, so the events still
+    queued are exactly the last ``queued`` sequence numbers; ours among them are those at or
+    above ``next_seq - queued``. Only the queue's ``statistics()`` are needed, no hook in it.
+
+    Args:
+        limit: Events of this kind allowed undrained at a time (>= 1).
+    """
+
+    def __init__(self, limit: int) -> None:
+        if limit < 1:
+            raise ValueError("limit must be positive")
+        self.limit = limit
+        self._seqs: deque[int] = deque()
+
+    def has_room(self, next_seq: int, queued: int) -> bool:
+        """True when one more event fits; ``next_seq``/``queued`` are the queue's statistics."""
+        oldest_queued = next_seq - queued
+        while self._seqs and self._seqs[0] < oldest_queued:
+            self._seqs.popleft()
+        return len(self._seqs) < self.limit
+
+    def add(self, seq: int) -> None:
+        """Note that an event of this kind was queued with sequence number ``seq``."""
+        self._seqs.append(seq)
 
 
 def params_match(params: JSONValue, match: JSONValue) -> bool:

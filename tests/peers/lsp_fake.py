@@ -8,9 +8,12 @@ Run it as ``sys.executable tests/peers/lsp_fake.py [FLAGS]``. Flags:
     --no-shutdown-answer      never answer ``shutdown`` (and ignore ``exit``)
     --ignore-term             ignore SIGTERM, and ignore ``exit``
     --slow-shutdown=MS        answer ``shutdown`` after MS milliseconds; ``exit`` exits 0
+    --hold-initialize=PATH    answer ``initialize`` only once PATH exists
     --full-sync               advertise full text sync (default: incremental)
     --pid-file=PATH           write the pid to PATH at start
     --ready-after=MS          MS after ``initialized``: ``$/progress`` then ``custom/ready {ok}``
+    --ask-on-shutdown=PATH    on ``shutdown``, first send ``workspace/configuration`` to the
+                              client, write its reply (JSON) to PATH, then answer ``shutdown``
 
 Requests (answered concurrently where they wait):
     ``test/sleep {ms}``: answered ``"slept"`` after ``ms``; ``$/cancelRequest`` answers -32800.
@@ -21,6 +24,8 @@ Requests (answered concurrently where they wait):
     ``test/notify {method, params}``: sends that notification, then answers null.
     ``test/exit {code}``: exits at once with ``code`` (a crash).
     ``test/garbage``: writes a frame header whose Content-Length is not a number.
+    ``test/cancelled``: the methods of the requests ``$/cancelRequest`` named so far, in order.
+    ``test/floodStderr {lines}``: writes that many stderr lines at once, then answers null.
     ``test/documents``: the didOpen/didChange/didClose/didChangeConfiguration/
         didChangeWatchedFiles params received so far, in order.
     ``test/stopReading``: answers null, then never reads stdin again while it writes a
@@ -50,6 +55,8 @@ _late: set[object] = set()
 _client_replies: dict[object, object] = {}
 _client_events: dict[object, threading.Event] = {}
 _received: list[object] = []
+_methods: dict[object, object] = {}
+_cancelled_methods: list[object] = []
 
 
 def _write(message: dict[str, object]) -> None:
@@ -140,6 +147,23 @@ def _ask(request_id: object, method: str, params: object) -> None:
     _answer(request_id, _client_replies.pop(ask_id))
 
 
+def _ask_then_shut_down(request_id: object, path: str) -> None:
+    ask_id = "ask-on-shutdown"
+    event = _client_events.setdefault(ask_id, threading.Event())
+    params = {"items": [{"section": "fake"}]}
+    _write({"jsonrpc": "2.0", "id": ask_id, "method": "workspace/configuration", "params": params})
+    event.wait()
+    with open(path, "w") as f:
+        json.dump(_client_replies.pop(ask_id), f)
+    _answer(request_id, None)
+
+
+def _answer_when_exists(request_id: object, path: str, result: object) -> None:
+    while not os.path.exists(path):
+        time.sleep(0.02)
+    _answer(request_id, result)
+
+
 def _keep_writing() -> None:
     n = 0
     while True:
@@ -185,6 +209,7 @@ def main() -> int:
                 return 0 if shutdown else 1
             if method == "$/cancelRequest":
                 target = p.get("id")
+                _cancelled_methods.append(_methods.get(json.dumps(target), "unknown"))
                 _cancelled.setdefault(target, threading.Event()).set()
                 continue
             if method == "initialized" and "--ready-after" in opts:
@@ -192,6 +217,7 @@ def main() -> int:
             if method.startswith(("textDocument/did", "workspace/didChange")):
                 _received.append({"method": method, "params": params})
             continue
+        _methods[json.dumps(request_id)] = method
         if method == "initialize":
             if "--crash-in-initialize" in opts:
                 os.write(2, b"fatal: cannot initialize\n")
@@ -202,15 +228,19 @@ def main() -> int:
             if "--no-initialize-answer" in opts:
                 continue
             change = 1 if "--full-sync" in opts else 2
-            _answer(
-                request_id,
-                {
-                    "capabilities": {"textDocumentSync": {"openClose": True, "change": change}},
-                    "serverInfo": {"name": "lsp-fake", "version": "1"},
-                },
-            )
+            result = {
+                "capabilities": {"textDocumentSync": {"openClose": True, "change": change}},
+                "serverInfo": {"name": "lsp-fake", "version": "1"},
+            }
+            if "--hold-initialize" in opts:
+                _later(_answer_when_exists, request_id, opts["--hold-initialize"], result)
+                continue
+            _answer(request_id, result)
         elif method == "shutdown":
             shutdown = True
+            if "--ask-on-shutdown" in opts:
+                _later(_ask_then_shut_down, request_id, opts["--ask-on-shutdown"])
+                continue
             if "--no-shutdown-answer" in opts:
                 continue
             if "--slow-shutdown" in opts:
@@ -241,6 +271,14 @@ def main() -> int:
         elif method == "test/garbage":
             with _lock:
                 os.write(1, b"Content-Length: many\r\n\r\n{}")
+        elif method == "test/floodStderr":
+            lines = b"".join(b"noise line %d\n" % n for n in range(int(p.get("lines", 0))))
+            view = memoryview(lines)
+            while view:
+                view = view[os.write(2, view) :]
+            _answer(request_id, None)
+        elif method == "test/cancelled":
+            _answer(request_id, _cancelled_methods)
         elif method == "test/documents":
             _answer(request_id, _received)
         elif method == "test/stopReading":

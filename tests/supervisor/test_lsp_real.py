@@ -7,6 +7,9 @@ the diagnostics, stop, and nothing left running (the conftest leak guard).
 A request is made to time out, or to be cancelled while the server certainly has not answered
 yet, by stopping the server process with SIGSTOP for that moment: that holds on a loaded
 machine, where "a short deadline" would not.
+
+Diagnostics come from pyflakes inside pylsp (``python-lsp-server[pyflakes]``) and from ruff's
+own rules; the file has an undefined name and an unused import, and the edit removes both.
 """
 
 from __future__ import annotations
@@ -48,6 +51,26 @@ QUERY = {"pylsp": "textDocument/documentSymbol", "ruff": "textDocument/hover"}
 POSITION: JSONObject = {"line": 3, "character": 5}
 
 
+#: The errors of SOURCE each server reports, as (source, code or message) pairs.
+EXPECTED = {
+    "pylsp": {("pyflakes", "undefined name 'nam'"), ("pyflakes", "'os' imported but unused")},
+    "ruff": {("Ruff", "F821"), ("Ruff", "F401")},
+}
+UNDEFINED = {"pylsp": ("pyflakes", "undefined name 'nam'"), "ruff": ("Ruff", "F821")}
+
+
+def _errors(server: str, event: JSONObject) -> set[tuple[str, str]]:
+    """The (source, code-or-message) pairs of a ``diagnostics`` event, as EXPECTED spells them."""
+    diagnostics = event["diagnostics"]
+    assert isinstance(diagnostics, list)
+    key = "message" if server == "pylsp" else "code"
+    return {
+        (str(as_obj(d).get("source")), str(as_obj(d).get(key)))
+        for d in diagnostics
+        if as_obj(d).get("source") in ("pyflakes", "Ruff")
+    }
+
+
 def _project(tmp_path: str) -> tuple[str, str]:
     """Write the real file the servers are pointed at; return its path and URI."""
     path = os.path.join(tmp_path, "greet.py")
@@ -68,9 +91,7 @@ async def test_real_server_flow_through_the_python_api(server: str, tmp_path: st
         opened = await session.call("lsp.syncDocument", uri=uri, languageId="python", text=text)
         assert opened == {"documentVersion": 1, "changed": True}
         first = await session.wait_for(lambda e: e["event"] == "diagnostics" and e["uri"] == uri)
-        first_codes = _codes(first)
-        if server == "ruff":
-            assert {"F401", "F821"} <= first_codes
+        assert EXPECTED[server] <= _errors(server, first)
         # hover (pylsp, via jedi) or documentSymbol (both).
         symbols = await session.roundtrip(
             "textDocument/documentSymbol", {"textDocument": {"uri": uri}}
@@ -91,8 +112,14 @@ async def test_real_server_flow_through_the_python_api(server: str, tmp_path: st
         second = await session.wait_for(
             lambda e: e["event"] == "diagnostics" and e["uri"] == uri and e.get("version") == 2
         )
-        if server == "ruff":
-            assert _codes(second) == set()
+        assert _errors(server, second) == set()
+        # And an edit that brings an error back.
+        broken = FIXED.replace("+ name\n", "+ nam\n")
+        await session.call("lsp.syncDocument", uri=uri, languageId="python", text=broken)
+        third = await session.wait_for(
+            lambda e: e["event"] == "diagnostics" and e["uri"] == uri and e.get("version") == 3
+        )
+        assert _errors(server, third) == {UNDEFINED[server]}
         # A timed-out and a cancelled request, while the server can't answer.
         pid = (await session.snapshot())["pid"]
         assert isinstance(pid, int)
@@ -115,12 +142,6 @@ async def test_real_server_flow_through_the_python_api(server: str, tmp_path: st
         assert as_obj(result["lastExit"])["exitCode"] == 0
         completions = [e["operationId"] for e in session.seen if e["event"] == "requestCompleted"]
         assert len(completions) == len(set(completions))  # each exactly once
-
-
-def _codes(event: JSONObject) -> set[str]:
-    diagnostics = event["diagnostics"]
-    assert isinstance(diagnostics, list)
-    return {str(as_obj(d).get("code")) for d in diagnostics}
 
 
 async def _serve_call(client: Client, method: str, params: JSONObject) -> JSONValue:
@@ -186,28 +207,57 @@ async def test_real_server_through_supervisor_serve(server: str, tmp_path: str) 
         diagnostics = await _serve_wait(
             client, sid, seen, lambda e: e["event"] == "diagnostics" and e["uri"] == uri
         )
-        if server == "ruff":
-            assert "F821" in _codes(diagnostics)
-        op = as_obj(
-            await _serve_call(
+        assert EXPECTED[server] <= _errors(server, diagnostics)
+        params: JSONObject = {"textDocument": {"uri": uri}, "position": POSITION}
+
+        async def request(**extra: JSONValue) -> str:
+            payload: JSONObject = {"sessionId": sid, "method": QUERY[server], "params": params}
+            payload.update(extra)
+            return str(as_obj(await _serve_call(client, "lsp.request", payload))["operationId"])
+
+        async def completed(operation_id: str) -> JSONObject:
+            return await _serve_wait(
                 client,
-                "lsp.request",
-                {
-                    "sessionId": sid,
-                    "method": QUERY[server],
-                    "params": {"textDocument": {"uri": uri}, "position": POSITION},
-                },
+                sid,
+                seen,
+                lambda e: e["event"] == "requestCompleted" and e["operationId"] == operation_id,
             )
-        )["operationId"]
-        done = await _serve_wait(
+
+        assert "result" in await completed(await request())
+        # An edit that changes the diagnostics: both errors fixed.
+        await _serve_call(
+            client,
+            "lsp.syncDocument",
+            {"sessionId": sid, "uri": uri, "languageId": "python", "text": FIXED},
+        )
+        fixed = await _serve_wait(
             client,
             sid,
             seen,
-            lambda e: e["event"] == "requestCompleted" and e["operationId"] == op,
+            lambda e: e["event"] == "diagnostics" and e["uri"] == uri and e.get("version") == 2,
         )
-        assert "result" in done
+        assert _errors(server, fixed) == set()
+        # A request that times out and one that is cancelled, while the server can't answer.
+        pid = as_obj(await _serve_call(client, "lsp.snapshot", {"sessionId": sid}))["pid"]
+        assert isinstance(pid, int)
+        os.kill(pid, signal.SIGSTOP)
+        try:
+            timed = await completed(await request(timeoutMilliseconds=300))
+            assert as_obj(timed["error"])["code"] == "timed_out"
+            operation = await request(operationId="to-cancel")
+            assert operation == "to-cancel"
+            cancel: JSONObject = {"sessionId": sid, "operationId": operation}
+            assert as_obj(await _serve_call(client, "lsp.cancelOperation", cancel))["cancelled"]
+            cancelled = await completed(operation)
+            assert as_obj(cancelled["error"])["code"] == "cancelled"
+        finally:
+            os.kill(pid, signal.SIGCONT)
+        assert "result" in await completed(await request())
         stopped = as_obj(await _serve_call(client, "lsp.stopServer", {"sessionId": sid}))
         assert stopped["state"] == "stopped"
+        assert "terminated" not in steps(stopped)
+        completions = [e["operationId"] for e in seen if e["event"] == "requestCompleted"]
+        assert len(completions) == len(set(completions)) == 4  # each exactly once
         missing = await client.request("lsp.snapshot", {"sessionId": "nope"})
         assert as_obj(as_obj(missing["error"])["data"])["code"] == "not_found"
         assert (await client.request("shutdown"))["result"] is None

@@ -5,6 +5,7 @@ Every test ends with nothing left running (the leak guard in conftest.py checks 
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 from typing import TYPE_CHECKING
@@ -166,7 +167,17 @@ async def test_stop_while_initializing_cancels_initialize_once(core: Core, tmp_p
     assert "exitSent" in steps(result)
     await session.drain()
     states = [e["state"] for e in session.seen if e["event"] == "stateChanged"]
-    assert states == ["initializing", "stopping", "stopped"], session.seen
+    # The first event is the initial state (issue 3 "States", "Events: stateChanged").
+    assert states == ["starting", "initializing", "stopping", "stopped"], session.seen
+    first = session.seen[0]
+    assert (first["event"], first["previousState"], first["generation"]) == (
+        "stateChanged",
+        None,
+        1,
+    )
+    assert isinstance(first["pid"], int)
+    # A stop is a user cancellation: the start records no fact.
+    assert not [e for e in session.seen if e["event"] == "fact"]
 
 
 async def test_server_requests_are_answered_once_with_their_id_type(
@@ -287,8 +298,24 @@ async def test_crash_ends_pending_requests_at_once(core: Core, tmp_path: str) ->
     error = as_obj(failed["error"])
     assert (error["code"], error["exitCode"], error["stage"]) == ("crashed", 7, "running")
     assert "crashing on purpose" in str(error["stderrTail"])
-    fact = await session.wait_for(lambda e: e["event"] == "fact")
-    assert fact["code"] == "host.crashed"
+    started = await session.wait_for(lambda e: e["event"] == "fact")
+    assert (started["kind"], started["operation"]) == ("operationFinished", "languageServer/start")
+    assert "code" not in started
+    fact = await session.wait_for(lambda e: e["event"] == "fact" and e["kind"] == "operationFailed")
+    assert (fact["code"], fact["operation"]) == ("host.crashed", "languageServer/run")
+    # Categories only: no exit detail, stderr or message in a fact.
+    assert set(fact) == {
+        "seq",
+        "event",
+        "sessionId",
+        "generation",
+        "catalogEvent",
+        "kind",
+        "operation",
+        "code",
+        "durationMs",
+    }
+    assert as_obj((await session.snapshot())["facts"]) == {"admitted": 2, "dropped": 0}
     after = await session.roundtrip("test/sleep", {"ms": 1})
     assert as_obj(after["error"])["code"] == "languageServerUnavailable"
 
@@ -555,3 +582,137 @@ async def test_bounded_event_queue_reports_the_gap_and_clear_diagnostics(tmp_pat
         assert isinstance(events["dropped"], int)
         assert events["dropped"] >= 1
         await session.stop()
+
+
+async def test_server_request_while_stopping_gets_an_error_reply(core: Core, tmp_path: str) -> None:
+    """Issue 3: "requests that arrive while the session stops get an error reply"."""
+    reply_file = os.path.join(tmp_path, "reply.json")
+    session = await start(
+        core, fake(f"--ask-on-shutdown={reply_file}"), str(tmp_path), workspaceConfiguration={}
+    )
+    await session.wait_state("ready")
+    result = await session.stop()
+    # The server got its answer (so it answered shutdown in time and exited on exit).
+    assert steps(result) == [
+        "stopRequested",
+        "shutdownSent",
+        "shutdownAnswered",
+        "exitSent",
+        "exited",
+    ]
+    reply = as_obj(json.loads(await trio.Path(reply_file).read_text()))
+    assert reply["code"] == -32803  # RequestFailed (LSP 3.17)
+    assert "stopping" in str(reply["message"])
+
+
+async def test_plugin_notify_before_initialize(core: Core, tmp_path: str) -> None:
+    """Issue 3 / plugin-contract.md "notify": ``delivered: false`` only for configuration
+    sent before the server is initialized; the value is then sent with ``initialized``."""
+    policy: JSONValue = {"requestMethods": ["custom/ping"]}
+    go = os.path.join(tmp_path, "initialize-now")
+    session = await start(
+        core,
+        fake(f"--hold-initialize={go}"),
+        str(tmp_path),
+        sessionPolicy=policy,
+        pluginId="p1",
+        workspaceConfiguration={"fake": {"level": 1}},
+    )
+    await session.wait_state("initializing")
+    base: JSONObject = {"sessionId": session.id, "pluginId": "p1"}
+    settings: JSONValue = {"fake": {"level": 2}}
+    notified = await core.call(
+        "lsp.pluginServerNotify",
+        {
+            **base,
+            "method": "workspace/didChangeConfiguration",
+            "params": {"settings": settings},
+        },
+    )
+    assert notified == {"delivered": False}
+    with pytest.raises(CoreError) as early:
+        await core.call("lsp.pluginServerNotify", {**base, "method": "custom/ping"})
+    assert early.value.code == "plugin.host.languageServerUnavailable"
+    with pytest.raises(CoreError) as undeclared:
+        await core.call("lsp.pluginServerNotify", {**base, "method": "custom/other"})
+    assert undeclared.value.code == "plugin.host.methodNotDeclared"
+    await trio.Path(go).write_text("")
+    await session.wait_state("ready")
+    received = await session.roundtrip("test/documents")
+    assert received["result"] == [
+        {"method": "workspace/didChangeConfiguration", "params": {"settings": settings}}
+    ]
+    asked = await session.roundtrip(
+        "test/ask",
+        {"method": "workspace/configuration", "params": {"items": [{"section": "fake.level"}]}},
+    )
+    assert as_obj(asked["result"])["result"] == [2]
+    assert (await session.stop())["state"] == "stopped"
+
+
+async def test_stderr_flood_cannot_evict_diagnostics_or_completions(tmp_path: str) -> None:
+    """Issue 3: stderr lines are debug ``log`` events, bounded so they never evict others."""
+    async with open_core(max_events=64) as small:
+        session = await start(small, fake(), str(tmp_path))
+        await session.wait_state("ready")
+        await session.drain()
+        uri = "file:///d.py"
+        await session.call("lsp.syncDocument", uri=uri, languageId="python", text="x")
+        published: JSONValue = {"uri": uri, "version": 1, "diagnostics": [{"message": "m"}]}
+        await session.call(
+            "lsp.request",
+            method="test/notify",
+            params={"method": "textDocument/publishDiagnostics", "params": published},
+            operationId="diag",
+        )
+        await session.call(
+            "lsp.request", method="test/floodStderr", params={"lines": 5000}, operationId="flood"
+        )
+        # The ring always gets every line: wait until the last one is read.
+        with trio.fail_after(WAIT_S):
+            # A real pipe read by another task: there is no event to wait on, so look.
+            while "noise line 4999" not in str(  # noqa: ASYNC110
+                (await session.snapshot())["stderrTail"]
+            ):
+                await trio.sleep(0.05)
+        await session.call(
+            "lsp.request", method="test/sleep", params={"ms": 1}, operationId="after"
+        )
+        await session.completed("after")
+        batch = session.seen
+        assert session.gaps == 0
+        kinds = [e["event"] for e in batch]
+        assert "diagnostics" in kinds
+        completed = {e["operationId"] for e in batch if e["event"] == "requestCompleted"}
+        assert {"diag", "flood", "after"} <= completed
+        noise = [e for e in batch if e["event"] == "log" and e["source"] == "stderr"]
+        assert 1 <= len(noise) <= 64 // 4
+        assert {e["level"] for e in noise} == {"debug"}
+        stderr = as_obj(as_obj(await session.snapshot())["stderr"])
+        assert stderr["lines"] == 5000
+        assert stderr["notQueued"] == 5000 - len(noise)
+        # Draining makes room again; the next queued stderr event says what was left out.
+        await session.roundtrip("test/floodStderr", {"lines": 1})
+        reported = await session.wait_for(
+            lambda e: e["event"] == "log" and e.get("droppedLines") is not None
+        )
+        assert reported["droppedLines"] == stderr["notQueued"]
+        assert (await session.stop())["state"] == "stopped"
+
+
+async def test_cancel_and_deadline_send_cancel_request_to_the_server(
+    core: Core, tmp_path: str
+) -> None:
+    """Issue 3: ``lsp.cancelOperation`` sends ``$/cancelRequest``; a deadline does the same."""
+    session = await start(core, fake(), str(tmp_path))
+    await session.wait_state("ready")
+    timed = await session.roundtrip("test/hang", {}, timeoutMilliseconds=200)
+    assert as_obj(timed["error"])["code"] == "timed_out"
+    await session.request("test/sleep", {"ms": 600_000}, operationId="c")
+    assert (await session.call("lsp.cancelOperation", operationId="c"))["cancelled"] is True
+    assert as_obj((await session.completed("c"))["error"])["code"] == "cancelled"
+    with trio.fail_after(WAIT_S):
+        # The notes are written by the cancelled requests' tasks: ask until both arrived.
+        while (await session.roundtrip("test/cancelled"))["result"] != ["test/hang", "test/sleep"]:
+            pass
+    await session.stop()

@@ -12,9 +12,13 @@ from protocol import CoreError, JSONObject
 from supervisor._lsp_documents import DocumentStore, apply_change
 from supervisor._lsp_session import configuration_section, exit_detail
 from supervisor._lsp_state import (
+    FACT_WINDOW_MS,
+    FACTS_PER_WINDOW,
     Gate,
     LspInput,
     LspState,
+    QueueShare,
+    RateLimit,
     ReadinessTracker,
     RestartBudget,
     next_state,
@@ -209,3 +213,62 @@ def test_configuration_sections_and_exit_detail() -> None:
     assert exit_detail(-9) == {"signal": "SIGKILL"}
     assert exit_detail(3) == {"exitCode": 3}
     assert exit_detail(None) == {}
+
+
+def test_fact_rate_is_600_per_sliding_minute_and_counts_the_rest() -> None:
+    """plugin-contract.md: ingress admits at most 600 facts per minute per session."""
+    facts = RateLimit(FACTS_PER_WINDOW, FACT_WINDOW_MS)
+    assert (FACTS_PER_WINDOW, FACT_WINDOW_MS) == (600, 60_000)
+    assert all(facts.admit(t * 10.0) for t in range(600))  # 600 within 6 s
+    assert not facts.admit(6_000.0)
+    assert not facts.admit(59_999.0)
+    assert facts.to_wire() == {"admitted": 600, "dropped": 2}
+    # A minute after the first one, one slot is free again; not two.
+    assert facts.admit(60_000.0)
+    assert not facts.admit(60_000.0)
+    assert facts.admit(60_010.0)
+    # Sliding: no burst of twice the limit across a window edge.
+    burst = RateLimit(3, 1000)
+    assert [burst.admit(t) for t in (999.0, 999.0, 999.0, 1000.0, 1500.0, 1999.0)] == [
+        True,
+        True,
+        True,
+        False,
+        False,
+        True,
+    ]
+    with pytest.raises(ValueError, match="positive"):
+        RateLimit(0, 1000)
+
+
+@given(st.lists(st.integers(min_value=0, max_value=50), min_size=1, max_size=200))
+def test_rate_limit_never_admits_more_than_limit_in_any_window(gaps: list[int]) -> None:
+    limit = RateLimit(4, 100)
+    now = 0.0
+    admitted: list[float] = []
+    for gap in gaps:
+        now += gap
+        if limit.admit(now):
+            admitted.append(now)
+    for index, start in enumerate(admitted):
+        assert len([t for t in admitted[index:] if t - start < 100]) <= 4
+    assert limit.admitted + limit.dropped == len(gaps)
+
+
+def test_queue_share_counts_only_undrained_events() -> None:
+    share = QueueShare(2)
+    # Queue state: next_seq 1, nothing queued. Two of ours go in (seq 1 and 2).
+    assert share.has_room(1, 0)
+    share.add(1)
+    assert share.has_room(2, 1)
+    share.add(2)
+    assert not share.has_room(3, 2)
+    # Other events follow (seq 3..5); ours are still queued.
+    assert not share.has_room(6, 5)
+    # A drain empties the queue: room again.
+    assert share.has_room(6, 0)
+    share.add(6)
+    share.add(7)
+    assert not share.has_room(8, 2)
+    # The queue dropped its oldest (seq 6): one slot is free.
+    assert share.has_room(10, 3)
