@@ -4,8 +4,14 @@ from __future__ import annotations
 
 import importlib
 import pkgutil
+from typing import TYPE_CHECKING
+
+import pytest
 
 import supervisor
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
 
 
 def test_all_is_a_tuple_of_defined_public_names() -> None:
@@ -29,8 +35,10 @@ def test_every_implementation_module_declares_all() -> None:
 
 def test_public_handles_have_no_public_constructor() -> None:
     """Handles only the supervisor may create are made through a private factory."""
-    import pytest
-
-    for handle in (supervisor.ProcessTree, supervisor.JSONRPCEndpoint):
-        with pytest.raises(TypeError):
+    handles: tuple[Callable[[], object], ...] = (
+        supervisor.ProcessTree,  # type: ignore[assignment]
+        supervisor.JSONRPCEndpoint,
+    )
+    for handle in handles:
+        with pytest.raises(TypeError, match="no public constructor"):
             handle()
