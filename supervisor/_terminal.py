@@ -75,6 +75,8 @@ DEFAULT_DRAIN_MS: Final = 500
 _RENDER_COALESCE_S: Final = 0.02
 #: While output outruns rendering, render only once it has paused this long (seconds).
 _FLOOD_QUIET_S: Final = 0.1
+#: Characters rendered per worker-thread call (about 20 ms of pyte).
+_RENDER_SLICE_CHARS: Final = 4_096
 
 
 @dataclass(frozen=True)
@@ -201,18 +203,40 @@ class TerminalProcess:
                 on_exit(self)
 
     async def _read_loop(self) -> None:
+        # Not FdStream.receive_some: a PTY read returns at most the line discipline's 4 KiB
+        # buffer, and one scheduler pass per 4 KiB is most of the cost of a flood. So
+        # after a read, the reader reads again at once while data is there, up to
+        # READ_CHUNK_BYTES per event, and then yields once (fairness, cancellation).
+        fd = self._master
+        decoder = self._decoder
         try:
             while True:
                 try:
-                    data = await self._stream.receive_some(READ_CHUNK_BYTES)
-                except (trio.BrokenResourceError, trio.ClosedResourceError):
+                    data = os.read(fd, READ_CHUNK_BYTES)
+                except BlockingIOError:
+                    try:
+                        await trio.lowlevel.wait_readable(fd)
+                    except trio.ClosedResourceError:
+                        data = b""  # aclose() closed the master under us
+                    else:
+                        continue
+                except OSError:
                     # EIO: every slave fd is closed (the session is gone).
                     data = b""
                 if not data:
-                    self._emit(self._decoder.decode(b"", final=True))
+                    self._emit(decoder.decode(b"", final=True))
                     return
+                while len(data) < READ_CHUNK_BYTES:
+                    try:
+                        more = os.read(fd, READ_CHUNK_BYTES - len(data))
+                    except OSError:  # EAGAIN, or EIO which the next read reports
+                        break
+                    if not more:
+                        break
+                    data += more
                 self.bytes_read += len(data)
-                self._emit(self._decoder.decode(data))
+                self._emit(decoder.decode(data))
+                await trio.lowlevel.checkpoint()
         finally:
             self._eof.set()
             self._reader_done.set()
@@ -230,13 +254,17 @@ class TerminalProcess:
                 await self._render_wanted.wait()
                 self._render_wanted = trio.Event()
                 await trio.sleep(_RENDER_COALESCE_S)
-                while self.display.overflowed:
-                    # A flood: rendering now would be thrown away; wait for a pause.
-                    seen = self.display.fed_chars
-                    await trio.sleep(_FLOOD_QUIET_S)
-                    if self.display.fed_chars == seen:
-                        break
-                await trio.to_thread.run_sync(self.display.render_pending)
+                while self.display.has_pending:
+                    if self.display.overflowed:
+                        # A flood: rendering now would be thrown away and would take the GIL
+                        # from the reader; wait until the output pauses.
+                        seen = self.display.fed_chars
+                        await trio.sleep(_FLOOD_QUIET_S)
+                        if self.display.fed_chars != seen:
+                            continue
+                    # Small slices: output that starts while we render overflows the
+                    # pending bound within one slice and stops the rendering.
+                    await trio.to_thread.run_sync(self.display.render_pending, _RENDER_SLICE_CHARS)
         finally:
             self._render_done.set()
 
@@ -250,6 +278,24 @@ class TerminalProcess:
 
         **Cancellation:** cancellable; part of ``data`` may have been written.
         """
+        if self._closed:
+            raise CoreError("plugin.host.preconditionFailed", "the terminal's program has ended")
+        if not self._write_lock.locked():
+            # Keystrokes are small and the PTY's input buffer is rarely full: write at once,
+            # without the lock's and send_all's two scheduler passes (they were a third of
+            # the supervisor's own keystroke latency). The rest, if any, goes the slow way.
+            try:
+                written = os.write(self._master, data)
+            except BlockingIOError:
+                written = 0
+            except OSError as exc:
+                raise CoreError(
+                    "plugin.host.preconditionFailed", "the terminal's program has ended"
+                ) from exc
+            data = data[written:]
+            if not data:
+                await trio.lowlevel.checkpoint()
+                return
         async with self._write_lock:
             try:
                 await self._stream.send_all(data)

@@ -2,7 +2,9 @@
 
 Contract (issue 5; plugin-contract.md "Plugin-owned native terminals"): ``executable`` is an
 absolute path or a bare command found on PATH, and a relative path with a separator is
-refused; ``arguments`` is an argv array, never shell text; ``environment`` maps names to
+refused; ``arguments`` is an argv array, never shell text; ``cwd`` is an absolute path string (the
+reference's ``{rootID, path}`` workspace resource needs workspace roots, which the supervisor
+does not have, so it and a relative path are refused); ``environment`` maps names to
 strings or null (null removes the variable) and can neither override nor remove the scope
 marker. Limits: 256 arguments, 16 KiB (UTF-8) per argument, environment name or value,
 64 environment entries, 64 KiB of launch data in all, a non-empty title of at most 128 UTF-8
@@ -106,7 +108,7 @@ class TerminalLaunch:
     Attributes:
         executable: An absolute path or a bare command name (resolved on the child's PATH).
         arguments: The arguments after the program name.
-        cwd: The working directory, or None for the supervisor's.
+        cwd: The working directory (an absolute path), or None for the supervisor's.
         environment: Changes to the supervisor's environment (None removes a variable);
             ``TERM`` defaults to :data:`DEFAULT_TERM`.
     """
@@ -218,8 +220,20 @@ def parse_create(
 
     cwd_value = payload.get("cwd")
     cwd: str | None = None
+    if isinstance(cwd_value, dict):
+        raise _invalid(
+            "cwd must be an absolute path string: the supervisor has no workspace roots, so "
+            "a {rootID, path} resource can not be resolved",
+            "cwd",
+        )
     if cwd_value is not None:
         cwd = _item(cwd_value, "cwd", allow_empty=False)
+        if not os.path.isabs(cwd):
+            raise _invalid(
+                "cwd must be an absolute path (a relative one would depend on the "
+                "supervisor's own working directory)",
+                "cwd",
+            )
         total += _utf8_len(cwd)
 
     raw_env = payload.get("environment")

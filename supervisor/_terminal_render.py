@@ -8,16 +8,21 @@ that redraws (curses) leaves only its last frame, not every intermediate frame.
 
 Strategy. Output is rendered by pyte (a VT100/xterm emulator) into a screen of the terminal's
 size; lines that scroll off the top of the full screen are kept as plain text in a history
-bounded by bytes. pyte is pure Python and slow (well under 1 MB/s on a busy machine), so it
-never runs in the read loop:
+bounded by bytes. pyte is pure Python and slow (about 200 000 characters a second here, 50
+to 100 times slower than the PTY), so it never runs in the read loop, and it must not run
+*beside* a flood either (a worker thread rendering holds the GIL half the time and halves the
+read throughput):
 
 - :meth:`RetainedDisplay.feed` (Trio thread, cheap) appends decoded text to a *pending* list
-  bounded to ``max_pending_chars``. When a program produces more than that before it can be
-  rendered (a flood), the oldest pending text is dropped and the emulator is reset: the
-  display is then rebuilt from the newest output only, starting at a line boundary. That is
-  exact for what a flood leaves on screen (its last lines) and keeps the cost of rendering
-  bounded by the pending bound, never by the amount of output.
-- :meth:`RetainedDisplay.render_pending` (a worker thread) feeds pending text to pyte.
+  bounded to ``max_pending_chars`` (:func:`pending_bound`: proportional to the retained
+  budget). When a program produces more than that before it can be rendered (a flood), the
+  oldest pending text is dropped and the emulator is reset: the display is then rebuilt from
+  the newest output only, starting at a line boundary. That is exact for what a flood leaves
+  on screen (its last lines) and keeps the cost of rendering bounded by the pending bound,
+  never by the amount of output.
+- :meth:`RetainedDisplay.render_pending` (a worker thread) feeds pending text to pyte, in
+  slices when asked, so the caller (``_terminal``'s render loop) stops as soon as output
+  outruns it and renders once the output pauses.
 - :meth:`RetainedDisplay.snapshot` (no render running) gives the budgeted suffix.
 
 Resizes are queued in the pending list too, so they apply between the same bytes they came
@@ -35,12 +40,32 @@ import pyte
 __all__ = (
     "DEFAULT_MAX_PENDING_CHARS",
     "MAX_HISTORY_BYTES",
+    "MIN_PENDING_CHARS",
     "RetainedDisplay",
+    "pending_bound",
     "utf8_suffix",
 )
 
 #: Output characters waiting to be rendered before the oldest are dropped (ours).
 DEFAULT_MAX_PENDING_CHARS: Final = 131_072
+#: The smallest pending bound :func:`pending_bound` gives (ours).
+MIN_PENDING_CHARS: Final = 16_384
+
+
+def pending_bound(budget_bytes: int, rows: int, cols: int) -> int:
+    """The pending bound for a display whose snapshot keeps ``budget_bytes`` bytes.
+
+    The budget plus two screens plus 4 096: when output outruns rendering, the newest output
+    of that size renders about the budgeted suffix (every displayed character came from at
+    least one output character, and a character is at least one byte), while the cost of
+    rendering what is pending at close stays proportional to the budget, not to the largest
+    budget (pyte renders roughly 200 000 characters a second). Clamped to
+    ``MIN_PENDING_CHARS .. DEFAULT_MAX_PENDING_CHARS``.
+    """
+    wanted = budget_bytes + 2 * rows * cols + 4_096
+    return max(MIN_PENDING_CHARS, min(DEFAULT_MAX_PENDING_CHARS, wanted))
+
+
 #: Scrolled-off text kept, in UTF-8 bytes: the largest retained budget.
 MAX_HISTORY_BYTES: Final = 262_144
 
@@ -93,18 +118,28 @@ class _HistoryScreen(pyte.Screen):
 
     def render_line(self, y: int) -> str:
         """Line ``y`` as text without trailing blanks (wide characters counted once)."""
-        line = self.buffer[y]
-        chars: list[str] = []
-        skip = False
-        for x in range(self.columns):
-            if skip:
-                skip = False
+        # Called for every line that scrolls off, so it is on the flood path: visit only the
+        # cells pyte stored (sorted ints) instead of all columns through ``__missing__``.
+        line = self.buffer.get(y)
+        if not line:
+            return ""
+        columns = self.columns
+        parts: list[str] = []
+        col = 0
+        for x in sorted(line):
+            if x >= columns:
+                break
+            if x < col:
+                # The empty stub cell pyte leaves after a double-width character.
                 continue
+            if x > col:
+                parts.append(" " * (x - col))
             data = line[x].data
-            # pyte leaves an empty stub cell after a double-width character.
-            skip = data == "" or pyte.screens.wcwidth(data[0]) == 2
-            chars.append(data)
-        return "".join(chars).rstrip()
+            parts.append(data)
+            col = x + 1
+            if data and not data.isascii() and pyte.screens.wcwidth(data[0]) == 2:
+                col += 1
+        return "".join(parts).rstrip()
 
 
 class RetainedDisplay:
@@ -191,11 +226,36 @@ class RetainedDisplay:
         with self._lock:
             self._pending.append((rows, cols))
 
-    def render_pending(self) -> None:
-        """Feed everything pending to the emulator (call from one worker thread)."""
+    def render_pending(self, max_chars: int | None = None) -> None:
+        """Feed pending output to the emulator (call from one worker thread at a time).
+
+        Args:
+            max_chars: Render at most about this many characters (the rest stays pending),
+                so a caller can render in slices and stop while output floods; None renders
+                everything pending. pyte's parser is incremental, so a slice may end inside
+                an escape sequence.
+        """
         with self._lock:
-            pending, self._pending = self._pending, []
-            self._pending_chars = 0
+            if max_chars is None or self._pending_chars <= max_chars:
+                pending, self._pending = self._pending, []
+                self._pending_chars = 0
+            else:
+                pending = []
+                budget = max_chars
+                while self._pending and budget > 0:
+                    head = self._pending[0]
+                    if isinstance(head, tuple):
+                        pending.append(self._pending.pop(0))
+                        continue
+                    if len(head) <= budget:
+                        pending.append(self._pending.pop(0))
+                        taken = len(head)
+                    else:
+                        pending.append(head[:budget])
+                        self._pending[0] = head[budget:]
+                        taken = budget
+                    budget -= taken
+                    self._pending_chars -= taken
             reset, self._reset = self._reset, False
         if reset:
             self._screen.reset()

@@ -6,16 +6,20 @@ PTY, process tree and retained display text, and a host (or later a plugin backe
 the terminal's *owner*) drives it:
 
 - ``terminal.create {owner?, executable, arguments?, cwd?, environment?, title?, rows?,
-  cols?, retainedContextBytes?}`` -> ``{terminalID, generation: 1}``. Limits in
-  :mod:`._terminal_launch`; at most :data:`MAX_HANDLES_PER_OWNER` handles per owner, closed
-  ones included (``plugin.host.limitExceeded``); a handle without owner belongs to the host.
+  cols?, retainedContextBytes?}`` -> ``{terminalID, generation: 1}``. ``cwd`` is an
+  absolute path string (the supervisor has no workspace roots, so the reference's
+  ``{rootID, path}`` form is refused). Limits in :mod:`._terminal_launch`; at most
+  :data:`MAX_HANDLES_PER_OWNER` handles per owner, closed ones included
+  (``plugin.host.limitExceeded``); a handle without owner belongs to the host.
 - ``terminal.write {terminalID, data}`` -> null; ``terminal.resize {terminalID, rows, cols}``
   -> null (SIGWINCH reaches the program). Both need a running terminal
   (``plugin.host.preconditionFailed``).
 - ``output {terminalID, generation, data}`` events, ordered, bounded
   (:data:`MAX_TERMINAL_EVENTS` per terminal, oldest dropped with ``gap: true``), drained by
   ``terminal.waitEvents {terminalID, timeoutMilliseconds}`` and ``terminal.pollEvents
-  {terminalID}`` -> ``{events, gap}``.
+  {terminalID}`` -> ``{events, gap}`` (:mod:`._terminal_events`). Each event's ``seq`` is
+  monotonic per handle across generations and never renumbered; ``exit`` outcomes are never
+  evicted by output.
 - ``terminal.close {terminalID, retainedContextBytes?}`` -> ``{retainedContextBytes}``: hang-up,
   TERM and KILL of the whole tree (see :mod:`._terminal`), then a rendered plain-text suffix
   of the display is kept with the launch settings.
@@ -30,6 +34,11 @@ the terminal's *owner*) drives it:
   {subscriptionID}`` ends it and keeps the terminal.
 - ``terminal.list {}`` -> ``[{terminalID, owner, title, state, generation, rows, cols,
   pid?}]``.
+
+Cancelling a ``terminal.create`` or ``terminal.reopen`` before its spawn starts nothing
+(the handle is as before); cancelling it after the spawn closes the new process at once (a
+create also forgets its handle; a reopen leaves it closed, with an ``exit`` outcome
+``reason: "closed"`` for the new generation). Either way nothing it started survives.
 
 Codes: ``not_found`` (unknown or disposed handle), ``busy`` (a close, reopen or dispose is
 running on the handle, or its natural-exit cleanup), ``plugin.host.preconditionFailed``,
@@ -53,9 +62,9 @@ import trio
 from protocol import CoreError
 
 from ._builtin_services import read_wait_timeout
-from ._events import EventQueue
 from ._payload import check_fields, require_str
 from ._terminal import EndBounds, TerminalProcess, exit_code_of
+from ._terminal_events import TerminalEvents
 from ._terminal_launch import (
     TerminalLaunch,
     parse_create,
@@ -64,7 +73,7 @@ from ._terminal_launch import (
     read_terminal_id,
     read_write_data,
 )
-from ._terminal_render import RetainedDisplay, utf8_suffix
+from ._terminal_render import RetainedDisplay, pending_bound, utf8_suffix
 from ._terminal_state import PRECONDITION_FAILED, TerminalInput, TerminalLifecycle, TerminalState
 
 if TYPE_CHECKING:
@@ -89,40 +98,9 @@ MAX_TERMINAL_EVENTS: Final = 256
 _In = TerminalInput
 
 
-class _HandleEvents:
-    """A terminal's event queue, with the drop of older generations' output on reopen."""
-
-    def __init__(self, max_events: int) -> None:
-        self.queue = EventQueue(max_events)
-        self._gap_carry = False
-
-    def put(self, event: str, params: JSONObject) -> None:
-        self.queue.put(event, params)
-
-    def keep_only_generation(self, generation: int) -> None:
-        """Drop queued ``output`` events of any other generation (re-queues the rest)."""
-        batch = self.queue.poll()
-        self._gap_carry = self._gap_carry or bool(batch["gap"])
-        events = batch["events"]
-        assert isinstance(events, list)
-        for event in events:
-            assert isinstance(event, dict)
-            if event.get("event") == "output" and event.get("generation") != generation:
-                continue
-            params = {k: v for k, v in event.items() if k not in ("seq", "event")}
-            self.queue.put(str(event["event"]), params)
-
-    def _carry(self, batch: JSONObject) -> JSONObject:
-        if self._gap_carry:
-            batch["gap"] = True
-            self._gap_carry = False
-        return batch
-
-    def poll(self) -> JSONObject:
-        return self._carry(self.queue.poll())
-
-    async def wait(self, timeout_ms: int) -> JSONObject:
-        return self._carry(await self.queue.wait(timeout_ms))
+def _display(rows: int, cols: int, budget_bytes: int) -> RetainedDisplay:
+    # The render work a flood leaves for the close follows the handle's budget.
+    return RetainedDisplay(rows, cols, max_pending_chars=pending_bound(budget_bytes, rows, cols))
 
 
 @dataclass(eq=False)
@@ -134,7 +112,7 @@ class _Handle:
     rows: int
     cols: int
     retained_budget: int
-    events: _HandleEvents
+    events: TerminalEvents
     lifecycle: TerminalLifecycle
     generation: int = 1
     process: TerminalProcess | None = None
@@ -266,9 +244,8 @@ class TerminalService:
                 TerminalState.RUNNING,
                 TerminalState.CLOSING,
             ):
-                handle.events.put(
-                    "output",
-                    {"terminalID": handle.terminal_id, "generation": generation, "data": text},
+                handle.events.put_output(
+                    {"terminalID": handle.terminal_id, "generation": generation, "data": text}
                 )
 
         return on_output
@@ -327,7 +304,7 @@ class TerminalService:
     def _deliver_outcome(self, handle: _Handle) -> None:
         assert handle.outcome is not None
         assert handle.subscription is not None
-        handle.events.put("exit", {**handle.outcome, "subscriptionID": handle.subscription})
+        handle.events.put_outcome({**handle.outcome, "subscriptionID": handle.subscription})
 
     async def _dispose_now(self, handle: _Handle) -> None:
         """End a live process (state DISPOSING) and forget the handle; no further events."""
@@ -344,15 +321,31 @@ class TerminalService:
                     scope.cancel()
                 handle.idle.set()
 
-    async def _close_if_cancelled(self, handle: _Handle) -> None:
-        """Cancellation during a launch closes the new process (plugin-contract.md)."""
+    async def _end_if_cancelled(self, handle: _Handle, *, forget: bool) -> None:
+        """Close the new process when the create/reopen was cancelled during its launch.
+
+        plugin-contract.md: "cancellation ... during launch closes the newly created
+        process". A cancelled create also forgets the handle (``forget``): its caller never
+        learned the id, so it could neither use nor dispose it, and it would hold one of the
+        owner's handles. A cancelled reopen closes the new generation like
+        ``terminal.close`` (its outcome says ``closed``) and keeps the handle reopenable
+        with its retained text.
+
+        **Cancellation:** re-raises the caller's cancellation after the shielded, bounded
+        close.
+        """
         try:
             await trio.lowlevel.checkpoint_if_cancelled()
         except trio.Cancelled:
+            # No checkpoint since STARTED, so the waiter task has not seen an exit: RUNNING.
             with trio.CancelScope(shield=True):
-                if handle.lifecycle.state is TerminalState.RUNNING:
+                handle.idle = trio.Event()
+                if forget:
                     handle.lifecycle.apply(_In.DISPOSE)
                     await self._dispose_now(handle)
+                else:
+                    handle.lifecycle.apply(_In.CLOSE)
+                    await self._end_generation(handle, reason="closed", keep_output=False)
             raise
 
     # -- commands ----------------------------------------------------------------------
@@ -378,20 +371,20 @@ class TerminalService:
             rows=rows,
             cols=cols,
             retained_budget=budget,
-            events=_HandleEvents(self._max_events),
+            events=TerminalEvents(self._max_events),
             lifecycle=TerminalLifecycle(terminal_id),
         )
         # Registered before the spawn so concurrent creates count it against the limit.
         self._handles[terminal_id] = handle
         try:
-            await self._start(handle, RetainedDisplay(rows, cols))
+            await self._start(handle, _display(rows, cols, budget))
         except BaseException:
             del self._handles[terminal_id]
             handle.idle.set()
             raise
         handle.lifecycle.apply(_In.STARTED)
         handle.idle.set()
-        await self._close_if_cancelled(handle)
+        await self._end_if_cancelled(handle, forget=True)
         return {"terminalID": terminal_id, "generation": 1}
 
     async def _write(self, payload: JSONObject) -> JSONValue:
@@ -437,30 +430,29 @@ class TerminalService:
         old_generation, old_outcome = handle.generation, handle.outcome
         handle.generation += 1
         handle.outcome = None
-        handle.events.keep_only_generation(handle.generation)
+        handle.events.keep_output_of(handle.generation)
         restored = handle.retained_text
-        display = RetainedDisplay(handle.rows, handle.cols)
+        display = _display(handle.rows, handle.cols, handle.retained_budget)
         if restored:
             # The retained text goes to the display (an event and the new render), never
             # to the program's stdin.
             shown = restored.replace("\n", "\r\n") + "\r\n"
             display.feed(shown)
-            handle.events.put(
-                "output",
-                {"terminalID": handle.terminal_id, "generation": handle.generation, "data": shown},
+            handle.events.put_output(
+                {"terminalID": handle.terminal_id, "generation": handle.generation, "data": shown}
             )
         try:
             await self._start(handle, display)
         except BaseException:
             handle.generation, handle.outcome = old_generation, old_outcome
-            handle.events.keep_only_generation(old_generation)
+            handle.events.keep_output_of(old_generation)
             handle.lifecycle.apply(_In.START_FAILED)
             handle.idle.set()
             raise
         handle.retained_text = ""
         handle.lifecycle.apply(_In.STARTED)
         handle.idle.set()
-        await self._close_if_cancelled(handle)
+        await self._end_if_cancelled(handle, forget=False)
         return {
             "terminalID": handle.terminal_id,
             "generation": handle.generation,

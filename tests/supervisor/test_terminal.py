@@ -13,6 +13,7 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+import psutil
 import pytest
 import trio
 import trio.testing
@@ -540,3 +541,232 @@ async def test_closing_the_core_ends_every_terminal(tmp_path: Path) -> None:
         await bash.until("bg=")
         pids = [await bash.pid(), *(int(p) for p in pid_file.read_text().split())]
     assert all(_gone(pid) for pid in pids)
+
+
+# -- gaps closed after the first review (cancellation, memory, events, cwd) -------------------
+
+
+def _marked_descendants() -> list[int]:
+    """Live (non-zombie) descendants of this process that carry the scope marker."""
+    found = []
+    for proc in psutil.Process().children(recursive=True):
+        try:
+            if proc.status() != psutil.STATUS_ZOMBIE and "SUPERVISOR_SCOPE" in proc.environ():
+                found.append(proc.pid)
+        except (psutil.NoSuchProcess, psutil.AccessDenied):
+            continue
+    return found
+
+
+def _listed(result: JSONValue) -> list[JSONObject]:
+    assert isinstance(result, list)
+    return [_dict(item) for item in result]
+
+
+async def _cancelled_call(core: Core, command: str, payload: JSONObject, *, mid: bool) -> bool:
+    """Run ``command`` and cancel it before its first step (``mid=False``) or during the spawn.
+
+    ``mid=True`` cancels once every task is blocked: the command then waits for the worker
+    thread that spawns the PTY's program (the only place a create/reopen blocks). Returns
+    True when the call was cancelled, False when it completed first.
+    """
+    done: list[bool] = []
+
+    async def run(scope: trio.CancelScope) -> None:
+        with scope:
+            await core.call(command, payload)
+            done.append(True)
+
+    scope = trio.CancelScope()
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(run, scope)
+        if mid:
+            await trio.testing.wait_all_tasks_blocked()
+        scope.cancel()
+    return not done
+
+
+async def test_cancelled_create_starts_nothing_or_closes_and_forgets_it() -> None:
+    """Issue 5 gap 1: cancelling a create before or during its launch leaves nothing."""
+    async with terminal_core() as (core, service):
+        assert await _cancelled_call(core, "terminal.create", {"executable": "cat"}, mid=False)
+        assert service.terminal_ids() == ()
+        assert _marked_descendants() == []
+        # During the spawn: the program started, the cancel closes it and forgets the handle
+        # (its caller never learned the id).
+        assert await _cancelled_call(core, "terminal.create", {"executable": "cat"}, mid=True)
+        assert service.terminal_ids() == ()
+        assert _marked_descendants() == []
+        # The owner's handle count was released: 8 creates still work.
+        terms = [await Term.create(core, "cat") for _ in range(MAX_HANDLES_PER_OWNER)]
+        for term in terms:
+            await term.call("terminal.dispose")
+
+
+async def test_cancelled_reopen_keeps_a_consistent_closed_handle() -> None:
+    """Issue 5 gap 1: a cancelled reopen leaves the handle closed, reopenable, nothing alive."""
+    async with terminal_core() as (core, _):
+        term = await Term.create(core, "cat")
+        subscription = _dict(await term.call("terminal.onExit"))["subscriptionID"]
+        await term.type("kept-line\n")
+        await term.until("kept-line")
+        retained = _dict(await term.call("terminal.close"))["retainedContextBytes"]
+        assert isinstance(retained, int)
+        assert retained > 0
+        assert (await term.next_exit())["generation"] == 1
+        payload: JSONObject = {"terminalID": term.id}
+
+        # Before the launch: nothing starts, the generation and the retained text stay.
+        assert await _cancelled_call(core, "terminal.reopen", payload, mid=False)
+        (listed,) = _listed(await core.call("terminal.list", {}))
+        assert (listed["state"], listed["generation"]) == ("closed", 1)
+        assert _marked_descendants() == []
+        await term.poll()
+        assert all(e["generation"] == 1 for e in term.outputs)
+
+        # During the spawn: generation 2 started and is closed again at once, with its own
+        # outcome, and the handle keeps its retained text.
+        assert await _cancelled_call(core, "terminal.reopen", payload, mid=True)
+        (listed,) = _listed(await core.call("terminal.list", {}))
+        assert (listed["state"], listed["generation"]) == ("closed", 2)
+        assert "pid" not in listed
+        assert _marked_descendants() == []
+        outcome = await term.next_exit()
+        assert (outcome["generation"], outcome["reason"], outcome["subscriptionID"]) == (
+            2,
+            "closed",
+            subscription,
+        )
+
+        # Still consistent: a reopen works and restores the text kept before.
+        reopened = _dict(await term.call("terminal.reopen"))
+        assert reopened["generation"] == 3
+        assert isinstance(reopened["restoredContextBytes"], int)
+        with trio.fail_after(WAIT_S):
+            while not any(e["generation"] == 3 for e in term.outputs):
+                await term.pump()
+        restored = str(next(e for e in term.outputs if e["generation"] == 3)["data"])
+        assert "kept-line" in restored
+        # Shown, never typed: cat would echo and repeat a line written to its stdin.
+        await term.type("probe\n")
+        await term.until("probe\r\nprobe")
+        generation_3 = "".join(str(e["data"]) for e in term.outputs if e["generation"] == 3)
+        assert generation_3.count("kept-line") == restored.count("kept-line")
+        await term.call("terminal.dispose")
+
+
+def _rss_kib() -> int:
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1])
+    raise AssertionError("no VmRSS")
+
+
+FLOOD_MB = 200
+#: Generous: the queue (256 events of at most 16 KiB) and the renderer's pending text are a
+#: few MiB; the rest is allocator slack on a busy machine.
+RSS_GROWTH_BOUND_KIB = 48 * 1024
+
+
+async def test_memory_stays_bounded_while_a_program_floods_200_mb() -> None:
+    """Issue 5 gap 2: the supervisor's RSS while nobody drains a 200 MB flood."""
+    script = (
+        "import os, sys\n"
+        "block = ('flood line é€ ' * 7 + '\\n').encode() * 512\n"
+        f"for _ in range({FLOOD_MB} * 1_000_000 // len(block)):\n"
+        "    os.write(1, block)\n"
+        "os.write(1, b'FLOOD-DONE\\n')\n"
+    )
+    async with terminal_core() as (core, service):
+        warm = await Term.create(core, PY, "-c", "print('warm')")
+        await warm.until("warm")
+        await warm.call("terminal.dispose")
+        term = await Term.create(core, PY, "-c", script)
+        await term.call("terminal.onExit")
+        baseline = peak = _rss_kib()
+        with trio.fail_after(120):
+            while term.id in service.terminal_ids():
+                listed = _listed(await core.call("terminal.list", {}))
+                if listed[0]["state"] == "closed":
+                    break
+                peak = max(peak, _rss_kib())
+                await trio.sleep(0.05)
+        peak = max(peak, _rss_kib())
+        await term.poll()
+        # The whole flood went through (the exit outcome is never evicted by output, and the
+        # newest output is still queued), and nothing was kept unbounded meanwhile.
+        assert term.gap
+        assert len(term.outputs) <= MAX_TERMINAL_EVENTS
+        assert "FLOOD-DONE" in term.text
+        assert [e["exitCode"] for e in term.exits] == [0]
+        assert peak - baseline <= RSS_GROWTH_BOUND_KIB, (baseline, peak)
+        await term.call("terminal.dispose")
+
+
+async def test_exit_outcome_is_not_evicted_by_a_flood_after_reopen() -> None:
+    """Issue 5 gap 3: output can not push an ``exit`` outcome out of the queue."""
+    async with terminal_core() as (core, _):
+        term = await Term.create(core, PY, str(PEERS / "term_flood.py"))
+        await term.call("terminal.onExit")
+        await term.until("flood line")
+        await term.call("terminal.close", retainedContextBytes=0)
+        # Not drained: generation 1's outcome waits in the queue while generation 2 floods.
+        await term.call("terminal.reopen")
+        await trio.sleep(1.5)
+        batch = _dict(await term.call("terminal.pollEvents"))
+        events = [_dict(e) for e in batch["events"]]  # type: ignore[union-attr]
+        assert batch["gap"] is True
+        exits = [e for e in events if e["event"] == "exit"]
+        assert [(e["generation"], e["reason"]) for e in exits] == [(1, "closed")]
+        outputs = [e for e in events if e["event"] == "output"]
+        assert len(outputs) == MAX_TERMINAL_EVENTS
+        assert all(e["generation"] == 2 for e in outputs)
+        seqs = [int(str(e["seq"])) for e in events]
+        assert seqs == sorted(seqs)
+        assert seqs[0] == exits[0]["seq"]  # queued first, still first
+        await term.call("terminal.dispose")
+
+
+async def test_seq_is_monotonic_per_handle_across_generations() -> None:
+    """Issue 5 gap 4: events keep their seq across a reopen; seq never goes back."""
+    async with terminal_core() as (core, _):
+        term = await Term.create(core, "cat")
+        await term.call("terminal.onExit")
+        await term.type("one\n")
+        await term.until("one")
+        last_seq = max(int(str(e["seq"])) for e in term.outputs)
+        await term.type("two\n")
+        await trio.sleep(0.3)  # its echo is queued, not drained, when the close comes
+        await term.call("terminal.close")
+        await term.call("terminal.reopen")
+        await term.type("three\n")
+        await term.until("three")
+        events = term.outputs + term.exits
+        gen2 = [e for e in term.outputs if e["generation"] == 2]
+        (outcome,) = term.exits
+        # The output of generation 1 queued at reopen ("two") was dropped, not renumbered:
+        # the outcome keeps the seq it got at close, after the dropped events' numbers.
+        assert "two" not in "".join(str(e["data"]) for e in gen2[1:])
+        assert int(str(outcome["seq"])) > last_seq + 1
+        assert all(int(str(e["seq"])) > int(str(outcome["seq"])) for e in gen2)
+        seqs = [int(str(e["seq"])) for e in events]
+        assert len(set(seqs)) == len(seqs)
+        assert sorted(int(str(e["seq"])) for e in gen2) == [int(str(e["seq"])) for e in gen2]
+        await term.call("terminal.dispose")
+
+
+async def test_cwd_is_an_absolute_path(tmp_path: Path) -> None:
+    """Issue 5 gap 5: ``cwd`` is an absolute path; relative and {rootID, path} are refused."""
+    async with terminal_core() as (core, _):
+        term = await Term.create(core, "sh", "-c", "pwd; sleep 60", cwd=str(tmp_path))
+        await term.until(str(tmp_path))
+        await term.call("terminal.dispose")
+        cwds: list[JSONValue] = ["relative/dir", ".", {"rootID": "r1", "path": "src"}]
+        for cwd in cwds:
+            error = await _refused(
+                "invalid_request", core, "terminal.create", {"executable": "sh", "cwd": cwd}
+            )
+            assert error.details == {"field": "cwd"}
+            assert "absolute path" in error.message
+        assert await core.call("terminal.list", {}) == []

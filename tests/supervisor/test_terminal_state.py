@@ -2,18 +2,29 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import pytest
+import trio
+import trio.testing
 from hypothesis import given, strategies as st
 
 from protocol import CoreError, lookup_error
 from supervisor._marker import SCOPE_ENV
+from supervisor._terminal_events import TerminalEvents
 from supervisor._terminal_launch import (
     DEFAULT_RETAINED_CONTEXT_BYTES,
     MAX_RETAINED_CONTEXT_BYTES,
     parse_create,
     read_retained_bytes,
 )
-from supervisor._terminal_render import RetainedDisplay, utf8_suffix
+from supervisor._terminal_render import (
+    DEFAULT_MAX_PENDING_CHARS,
+    MIN_PENDING_CHARS,
+    RetainedDisplay,
+    pending_bound,
+    utf8_suffix,
+)
 from supervisor._terminal_state import (
     BUSY,
     PRECONDITION_FAILED,
@@ -22,6 +33,9 @@ from supervisor._terminal_state import (
     TerminalState,
     outcome,
 )
+
+if TYPE_CHECKING:
+    from protocol import JSONObject
 
 S = TerminalState
 In = TerminalInput
@@ -148,6 +162,9 @@ def test_parse_create_defaults() -> None:
         ({"executable": "sh", "retainedContextBytes": MAX_RETAINED_CONTEXT_BYTES + 1}, "retained"),
         ({"executable": "sh", "retainedContextBytes": -1}, "retained"),
         ({"executable": "sh", "owner": ""}, "owner"),
+        ({"executable": "sh", "cwd": "src"}, "cwd"),
+        ({"executable": "sh", "cwd": {"rootID": "r", "path": ""}}, "cwd"),
+        ({"executable": "sh", "cwd": ""}, "cwd"),
     ],
 )
 def test_parse_create_refuses(payload: dict[str, object], field: str) -> None:
@@ -229,3 +246,113 @@ def test_a_flood_keeps_the_newest_lines_and_bounded_pending() -> None:
     assert text.splitlines()[-1] == "flood 4999"
     assert "\x1b" not in text
     assert "flood 0\n" not in text
+
+
+def test_slices_render_the_same_as_one_render() -> None:
+    """Rendering in slices (the render loop's way) equals rendering at once."""
+    text = "\x1b[2J" + "".join(f"\x1b[{n % 4 + 1};3Hrow {n} é日\x1b[0m\r\n" for n in range(300))
+    whole = RetainedDisplay(6, 30)
+    whole.feed(text)
+    whole.resize(5, 25)
+    whole.feed("after resize\r\n")
+    sliced = RetainedDisplay(6, 30)
+    sliced.feed(text)
+    sliced.resize(5, 25)
+    sliced.feed("after resize\r\n")
+    while sliced.has_pending:
+        sliced.render_pending(7)  # cuts escape sequences in half on purpose
+    assert _render(sliced) == _render(whole)
+    assert "after resize" in _render(whole)
+
+
+def test_render_line_keeps_gaps_and_wide_characters() -> None:
+    display = RetainedDisplay(2, 12)
+    display.feed("\x1b[1;4Hx\x1b[1;6H日y\x1b[1;12Hz")
+    assert _render(display) == "   x 日y   z"  # x at 3, 日 at 5-6, y at 7, z at 11
+
+
+def test_pending_bound_follows_the_budget() -> None:
+    assert pending_bound(0, 24, 80) == MIN_PENDING_CHARS
+    assert pending_bound(16384, 24, 80) == 16384 + 2 * 24 * 80 + 4096
+    assert pending_bound(262144, 300, 500) == DEFAULT_MAX_PENDING_CHARS
+
+
+# -- the handle's event queue (issue 5 gaps 3 and 4) -----------------------------------
+
+
+def _out(generation: int, data: str) -> JSONObject:
+    return {"terminalID": "term-1", "generation": generation, "data": data}
+
+
+def _drained(batch: JSONObject) -> list[JSONObject]:
+    events = batch["events"]
+    assert isinstance(events, list)
+    return [e for e in events if isinstance(e, dict)]
+
+
+def test_output_never_evicts_an_outcome() -> None:
+    events = TerminalEvents(4)
+    events.put_output(_out(1, "a"))
+    events.put_outcome({"type": "exit", "generation": 1})
+    for n in range(10):
+        events.put_output(_out(2, str(n)))
+    batch = events.poll()
+    assert batch["gap"] is True
+    assert [(e["event"], e["seq"]) for e in _drained(batch)] == [
+        ("exit", 2),
+        ("output", 9),
+        ("output", 10),
+        ("output", 11),
+        ("output", 12),
+    ]
+    assert events.statistics().dropped == 7
+    assert events.poll() == {"events": [], "gap": False}
+
+
+def test_outcomes_have_their_own_bound() -> None:
+    events = TerminalEvents(4, max_outcomes=2)
+    for generation in (1, 2, 3):
+        events.put_outcome({"generation": generation})
+    batch = events.poll()
+    assert batch["gap"] is True
+    assert [e["generation"] for e in _drained(batch)] == [2, 3]
+
+
+def test_seq_is_never_renumbered_by_a_reopen() -> None:
+    events = TerminalEvents(8)
+    events.put_output(_out(1, "old"))
+    events.put_outcome({"generation": 1})
+    events.put_output(_out(2, "restored"))
+    events.keep_output_of(2)
+    batch = events.poll()
+    assert batch["gap"] is False  # dropping an older generation is the contract, not a loss
+    assert [(e["event"], e["seq"]) for e in _drained(batch)] == [
+        ("exit", 2),
+        ("output", 3),
+    ]
+    events.put_output(_out(2, "next"))
+    assert events.statistics().next_seq == 5
+    assert [e["seq"] for e in _drained(events.poll())] == [4]
+
+
+async def test_wait_blocks_until_an_event_or_the_timeout(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    events = TerminalEvents(8)
+    assert await events.wait(500) == {"events": [], "gap": False}
+    async with trio.open_nursery() as nursery:
+
+        async def later() -> None:
+            await trio.sleep(1)
+            events.put_outcome({"generation": 1})
+
+        nursery.start_soon(later)
+        started = trio.current_time()
+        batch = await events.wait(60_000)
+        assert trio.current_time() - started == pytest.approx(1)
+        assert [e["event"] for e in _drained(batch)] == ["exit"]
+
+
+def test_bounds_must_be_positive() -> None:
+    with pytest.raises(ValueError, match="positive"):
+        TerminalEvents(0)
