@@ -13,6 +13,7 @@ from ._core import (
     CoreThread as CoreThread,
     open_core as open_core,
 )
+from ._core_context import current_operation_id as current_operation_id
 from ._dap_service import DebugService as DebugService, open_debug_service as open_debug_service
 from ._dap_state import DebugState as DebugState
 from ._endpoint import (
@@ -22,6 +23,7 @@ from ._endpoint import (
     JSONRPCError as JSONRPCError,
     NotificationHandler as NotificationHandler,
     RequestHandler as RequestHandler,
+    current_request_id as current_request_id,
     method_not_found as method_not_found,
     open_jsonrpc_endpoint as open_jsonrpc_endpoint,
 )
@@ -92,6 +94,8 @@ __all__ = (
     "ServiceFactory",
     "TerminalService",
     "TreeEndReport",
+    "current_operation_id",
+    "current_request_id",
     "load_run_file",
     "method_not_found",
     "open_core",

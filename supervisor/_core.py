@@ -33,6 +33,7 @@ import trio
 from protocol import CoreError, EnvelopeError, envelope_error, envelope_ok, parse_envelope
 
 from ._builtin_services import JobService, open_job_service, open_process_service
+from ._core_context import _current_operation_id, current_operation_id
 from ._dap_service import open_debug_service
 from ._events import DEFAULT_MAX_EVENTS
 from ._lsp_service import open_lsp_service
@@ -51,9 +52,17 @@ if TYPE_CHECKING:
     from ._events import EventQueue
     from ._service import CommandHandler, Service, ServiceFactory
 
-__all__ = ("DEFAULT_SERVICES", "PROTOCOL_VERSION", "Core", "CoreThread", "open_core")
+__all__ = (
+    "DEFAULT_SERVICES",
+    "PROTOCOL_VERSION",
+    "Core",
+    "CoreThread",
+    "current_operation_id",
+    "open_core",
+)
 
 logger = logging.getLogger("supervisor.core")
+
 
 #: ``core.ping``'s ``protocolVersion``.
 PROTOCOL_VERSION: Final = 1
@@ -175,7 +184,11 @@ class Core:
         self._idle = trio.Event() if self._idle.is_set() else self._idle
         try:
             with operation.scope:
-                return await handler(payload)
+                token = _current_operation_id.set(operation_id)
+                try:
+                    return await handler(payload)
+                finally:
+                    _current_operation_id.reset(token)
         finally:
             del self._operations[key]
             operation.done.set()

@@ -10,7 +10,14 @@ Operation commands (``debug.launch``, ``debug.attach``, ``debug.set*Breakpoints`
 ``debug.execute``, ``debug.inspect``) take an optional ``operationId`` and an optional
 ``timeoutMilliseconds`` (default 60 000, at most 300 000), wait for the adapter, and return
 ``{operationId, result}``; the same outcome is queued as exactly one ``operationCompleted`` or
-``operationFailed`` event.
+``operationFailed`` event. A failure's ``details`` and its ``operationFailed`` event carry
+``reason`` (``refused``, ``adapterError``, ``cancelled``, ``timedOut``, ``sessionEnded`` with
+``sessionEndReason``); see :meth:`DebugSession.run_operation`.
+
+Events (``debug.waitEvents`` / ``debug.pollEvents``): ``stateChanged``, ``capabilities``,
+``initialized``, ``output``, ``stopped``, ``continued``, ``thread``, ``breakpoint``,
+``exited``, ``terminated``, ``runInTerminalRequested``, ``runInTerminalExited``,
+``operationCompleted``, ``operationFailed``.
 """
 
 from __future__ import annotations
@@ -24,6 +31,7 @@ import trio
 from protocol import CoreError
 
 from ._builtin_services import read_wait_timeout
+from ._core_context import current_operation_id
 from ._dap_session import (
     DEFAULT_CONNECT_TIMEOUT_MS,
     MAX_OPERATION_TIMEOUT_MS,
@@ -284,7 +292,9 @@ class DebugService:
     # -- operations ----------------------------------------------------------------------
 
     def _operation_fields(self, payload: JSONObject) -> tuple[str | None, int | None]:
-        operation_id = optional_str(payload, "operationId")
+        # Defaults to the Core operation's id: the envelope's operationId, or the JSON-RPC
+        # id through `supervisor serve`.
+        operation_id = optional_str(payload, "operationId") or current_operation_id()
         if operation_id == "":
             raise _invalid("operationId must be a non-empty string")
         timeout = optional_positive_int(

@@ -19,6 +19,24 @@ first (the response, ``debug.cancelOperation``, its deadline, the caller's cance
 the end of the session) emits its one ``operationCompleted`` / ``operationFailed`` event, and
 removes its pending request first, so a late response finds nothing and changes nothing.
 
+Failures: every operation failure names its ``reason`` -- in the raised
+:class:`~protocol.CoreError`'s ``details`` and in the ``operationFailed`` event, which also
+carries the Core ``code`` -- one of :data:`OPERATION_FAILURE_REASONS`: ``refused`` (decided
+before anything was sent), ``adapterError`` (the adapter answered ``success: false``),
+``cancelled``, ``timedOut``, ``sessionEnded`` (code ``cancelled``, with ``sessionEndReason``:
+the ``terminated`` event's reason).
+
+runInTerminal (issue 4; core-api.md ``debug.runInTerminalResponse``): refused unless the
+session advertised ``supportsRunInTerminalRequest``. With ``runInTerminal: "supervisor"``
+(the default) the session starts the program itself on a PTY of its own
+(:class:`TerminalProcess`: no shell, the scope marker, its own session), for ``kind``
+``integrated`` and ``external`` alike -- the supervisor has no window to open an external
+terminal in -- answers with its ``processId``, forwards its output as ``output`` events
+(``category: "stdout"``, ``requestId``), reports its exit as ``runInTerminalExited`` and ends
+it with the session. With ``runInTerminal: "host"`` the host runs it and answers through
+``debug.runInTerminalResponse``; a request still unanswered when the session disconnects is
+failed toward the adapter, and any later answer is ignored.
+
 Stop (DESIGN.md "DAP stop"): ``disconnect`` (``terminateDebuggee`` from the request kind)
 with a 2 000 ms reply bound, then the adapter's stdin (and socket) closed -- debugpy's
 adapter exits only on stdin EOF -- then :meth:`ProcessTree.aclose` with that close as the
@@ -30,6 +48,7 @@ stop joins the first.
 from __future__ import annotations
 
 import contextlib
+import functools
 import ipaddress
 import itertools
 import logging
@@ -57,7 +76,9 @@ from ._dap_state import (
     normalize_result,
     source_breakpoints_arguments,
 )
-from ._tree import DEVNULL, PIPE, open_process_tree
+from ._terminal import EndBounds, TerminalProcess
+from ._terminal_render import RetainedDisplay
+from ._tree import PIPE, open_process_tree
 
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable
@@ -73,6 +94,7 @@ __all__ = (
     "DEFAULT_EXIT_WAIT_MS",
     "DEFAULT_OPERATION_TIMEOUT_MS",
     "MAX_OPERATION_TIMEOUT_MS",
+    "OPERATION_FAILURE_REASONS",
     "AdapterSpec",
     "DebugSession",
     "check_loopback",
@@ -109,6 +131,25 @@ _MAX_OUTPUT_CHARS: Final = 16_384
 _MAX_ANNOUNCE_LINE: Final = 1024
 #: Pause between TCP connection attempts while an adapter starts listening, in seconds.
 _CONNECT_RETRY_S: Final = 0.05
+#: The PTY a runInTerminal program gets (an 80x24 integrated terminal).
+_TERMINAL_ROWS: Final = 24
+_TERMINAL_COLS: Final = 80
+#: Ending a runInTerminal PTY: the terminal defaults (hang-up 1 000 ms, TERM grace
+#: 2 000 ms, kill wait 1 000 ms, drain 500 ms).
+_TERMINAL_END_BOUNDS: Final = EndBounds()
+
+#: ``reason`` of a failure the supervisor decided before anything was sent.
+REASON_REFUSED: Final = "refused"
+#: Every ``reason`` an operation failure carries (``operationFailed`` and ``details``),
+#: with its Core code (``refused`` and ``adapterError`` keep the code of the refusal).
+_REASON_CODES: Final[dict[str, str]] = {
+    "cancelled": "cancelled",
+    "timedOut": "timed_out",
+    "sessionEnded": "cancelled",
+}
+OPERATION_FAILURE_REASONS: Final = frozenset(
+    {REASON_REFUSED, "adapterError", "cancelled", "timedOut", "sessionEnded"}
+)
 
 
 def check_loopback(host: str) -> str:
@@ -240,7 +281,7 @@ class DebugSession:
         self._anonymous = itertools.count(1)
         self._terminal_ids = itertools.count(1)
         self._terminal_requests: dict[str, _TerminalRequest] = {}
-        self._terminal_trees: list[ProcessTree] = []
+        self._terminals: list[TerminalProcess] = []
         self._initialize_answered = trio.Event()
         self._configured = False
         self._stop_count = 0
@@ -557,6 +598,8 @@ class DebugSession:
         result: JSONValue = None,
         message: str | None = None,
         reason: str | None = None,
+        code: str | None = None,
+        extra: JSONObject | None = None,
     ) -> bool:
         if operation.finished:
             return False
@@ -580,8 +623,11 @@ class DebugSession:
                 "command": operation.command,
                 "message": message,
             }
-            if reason is not None:
-                params["reason"] = reason
+            reason = reason or REASON_REFUSED
+            params["reason"] = reason
+            params["code"] = code or _REASON_CODES.get(reason, "invalid_request")
+            if extra:
+                params.update(extra)
             self._emit("operationFailed", params)
         return True
 
@@ -605,13 +651,20 @@ class DebugSession:
             ``{operationId, result}``.
 
         Raises:
-            CoreError: ``invalid_request`` for a duplicate operation id or a refused step;
-                ``busy`` past :data:`MAX_PENDING_OPERATIONS`; ``cancelled`` after
-                ``debug.cancelOperation`` (reason cancelled) or when the session ended
-                (details ``reason: "sessionEnded"``); ``timed_out`` after the deadline or
-                ``debug.cancelOperation`` with reason timedOut; ``launch_failed`` or
-                ``invalid_request`` when the adapter refused the request (details
-                ``adapterMessage``).
+            CoreError: every failure carries ``details {operationId, reason}``, and the
+                ``operationFailed`` event the same ``reason`` and ``code``
+                (:data:`OPERATION_FAILURE_REASONS`): ``refused`` (``invalid_request`` /
+                ``not_supported`` / ``busy``: refused before anything was sent, e.g. a
+                duplicate operation id, a step while running, a command the adapter did not
+                advertise); ``adapterError`` (``invalid_request``, ``launch_failed`` for
+                launch/attach: the adapter answered ``success: false``; details
+                ``adapterMessage``); ``cancelled`` (``cancelled``: ``debug.cancelOperation``
+                with reason cancelled, ``$/cancelRequest`` or the caller's cancellation);
+                ``timedOut`` (``timed_out``: the deadline, or ``debug.cancelOperation`` with
+                reason timedOut); ``sessionEnded`` (``cancelled``: the session ended first;
+                details ``sessionEndReason`` is the ``terminated`` event's reason, such as
+                ``adapterExited``, ``protocolError``, ``adapterNotReading``,
+                ``disconnected``).
 
         **Cancellation:** cancelling the caller fails the operation (``operationFailed``,
         reason ``cancelled``), forgets its pending request and sends DAP ``cancel`` when the
@@ -619,15 +672,18 @@ class DebugSession:
         """
         if operation_id is None:
             operation_id = f"{command}#{next(self._anonymous)}"
+        refused: JSONObject = {"operationId": operation_id, "reason": REASON_REFUSED}
         if operation_id in self._operations:
-            raise CoreError("invalid_request", f"Operation {operation_id!r} is already pending")
+            raise CoreError(
+                "invalid_request", f"Operation {operation_id!r} is already pending", refused
+            )
         if len(self._operations) >= MAX_PENDING_OPERATIONS:
-            raise CoreError("busy", "Too many pending debug operations in this session")
+            raise CoreError("busy", "Too many pending debug operations in this session", refused)
         if not self.lifecycle.live:
             raise CoreError(
                 "invalid_request",
                 f"The debug session is {self.state.value}",
-                {"state": self.state.value},
+                {**refused, "state": self.state.value},
             )
         operation = _Operation(operation_id, command)
         self._operations[operation_id] = operation
@@ -639,15 +695,22 @@ class DebugSession:
                     result = await body(operation)
                 except _SessionEnded:
                     message = "The debug session ended"
-                    self._finish(operation, message=message, reason="sessionEnded")
+                    ended: JSONObject = {"sessionEndReason": self._end_reason}
+                    self._finish(operation, message=message, reason="sessionEnded", extra=ended)
                     raise CoreError(
                         "cancelled",
                         message,
-                        {"reason": "sessionEnded", "operationId": operation_id},
+                        {"operationId": operation_id, "reason": "sessionEnded", **ended},
                     ) from None
                 except CoreError as exc:
-                    self._finish(operation, message=exc.message)
-                    raise
+                    failure = dict(exc.details or {})
+                    reason = failure.get("reason")
+                    if reason not in OPERATION_FAILURE_REASONS:
+                        reason = REASON_REFUSED
+                    assert isinstance(reason, str)
+                    failure.update(operationId=operation_id, reason=reason)
+                    self._finish(operation, message=exc.message, reason=reason, code=exc.code)
+                    raise CoreError(exc.code, exc.message, failure) from None
                 self._finish(operation, result=result)
                 return {"operationId": operation_id, "result": result}
         except trio.Cancelled:
@@ -669,7 +732,7 @@ class DebugSession:
             self._finish(operation, message=message, reason="timedOut")
             if operation.seq is not None:
                 self._send_cancel(operation.seq)
-        details: JSONObject = {"operationId": operation_id}
+        details: JSONObject = {"operationId": operation_id, "reason": operation.cancel_reason}
         if operation.cancel_reason == "cancelled":
             raise CoreError("cancelled", "The operation was cancelled", details)
         raise CoreError("timed_out", f"The operation timed out ({timeout} ms)", details)
@@ -709,7 +772,7 @@ class DebugSession:
         return CoreError(
             code,
             f"The debug adapter refused {response.command}: {message}",
-            {"command": response.command, "adapterMessage": message},
+            {"command": response.command, "adapterMessage": message, "reason": "adapterError"},
         )
 
     # -- initialize, launch, configuration -----------------------------------------------
@@ -1019,7 +1082,9 @@ class DebugSession:
         await self.stop(reason="debuggeeTerminated")
 
     async def _on_reverse_request(self, request: DAPRequest) -> None:
-        if request.command != "runInTerminal":
+        if request.command != "runInTerminal" or not self.supports_run_in_terminal:
+            # Also a runInTerminal the client never advertised (initialize's
+            # supportsRunInTerminalRequest): refused, nothing starts.
             await self._respond(
                 request, success=False, message=f"{request.command} is not supported"
             )
@@ -1058,30 +1123,60 @@ class DebugSession:
             self._terminal_requests[request_id] = _TerminalRequest(request)
             self._emit("runInTerminalRequested", event)
             return
+        if self._teardown_started:
+            await self._respond(request, success=False, message="The debug session is ending")
+            return
+        assert self._nursery is not None
         try:
-            tree = await open_process_tree(
-                argv, cwd=cwd or None, env=env_changes, stdin=DEVNULL, stdout=PIPE, stderr=PIPE
+            # Both kinds get a PTY of ours: the supervisor has no window to open an
+            # "external" terminal in, and a PTY is what an integrated terminal gives the
+            # program (isatty, job control, SIGWINCH).
+            process = await TerminalProcess.start(
+                self._nursery,
+                argv,
+                cwd=cwd or None,
+                env=env_changes,
+                rows=_TERMINAL_ROWS,
+                cols=_TERMINAL_COLS,
+                display=RetainedDisplay(_TERMINAL_ROWS, _TERMINAL_COLS),
+                on_output=functools.partial(self._terminal_output, request_id),
+                on_exit=functools.partial(self._terminal_exited, request_id),
             )
         except CoreError as exc:
             event["error"] = exc.message
             self._emit("runInTerminalRequested", event)
             await self._respond(request, success=False, message=exc.message)
             return
-        self._terminal_trees.append(tree)
-        event["processId"] = tree.pid
+        self._terminals.append(process)
+        if self._teardown_started:
+            # The session ended during the spawn: nothing may outlive it.
+            with trio.CancelScope(shield=True):
+                await process.end(_TERMINAL_END_BOUNDS)
+            await self._respond(request, success=False, message="The debug session is ending")
+            return
+        event["processId"] = process.pid
         self._emit("runInTerminalRequested", event)
-        assert self._nursery is not None
-        for stream, category in ((tree.stdout, "stdout"), (tree.stderr, "stderr")):
-            if stream is not None:
-                self._nursery.start_soon(self._forward_output, stream, category)
-        await self._respond(request, success=True, body={"processId": tree.pid})
+        await self._respond(request, success=True, body={"processId": process.pid})
 
-    async def _forward_output(self, stream: trio.abc.ReceiveStream, category: str) -> None:
-        with contextlib.suppress(trio.BrokenResourceError, trio.ClosedResourceError):
-            while chunk := await stream.receive_some(65536):
-                self._emit(
-                    "output", {"category": category, "output": chunk.decode("utf-8", "replace")}
-                )
+    def _terminal_output(self, request_id: str, text: str) -> None:
+        # A PTY merges stdout and stderr; the requestId tells which terminal wrote it.
+        output, truncated = _cut(text, _MAX_OUTPUT_CHARS)
+        params: JSONObject = {"category": "stdout", "output": output, "requestId": request_id}
+        if truncated:
+            params["truncated"] = True
+        self._emit("output", params)
+
+    def _terminal_exited(self, request_id: str, process: TerminalProcess) -> None:
+        rc = process.returncode
+        self._emit(
+            "runInTerminalExited",
+            {
+                "requestId": request_id,
+                "processId": process.pid,
+                "exitCode": rc if rc is not None and rc >= 0 else None,
+                "signal": -rc if rc is not None and rc < 0 else None,
+            },
+        )
 
     async def _respond(
         self,
@@ -1138,6 +1233,18 @@ class DebugSession:
                 self._end_reason = reason
                 if self.lifecycle.live:
                     self._move(DebugInput.SEND_DISCONNECT)
+                # core-api.md: pending terminal requests fail when the session disconnects;
+                # a host answer after this point is late and ignored.
+                for request_id in list(self._terminal_requests):
+                    entry = self._terminal_requests.pop(request_id)
+                    entry.answered = True
+                    if not self._transport_done.is_set():
+                        with trio.move_on_after(DEFAULT_DISCONNECT_REPLY_MS / 1000):
+                            await self._respond(
+                                entry.request,
+                                success=False,
+                                message="The debug session is disconnecting",
+                            )
                 if not self._transport_done.is_set() and self._initialize_answered.is_set():
                     arguments: JSONObject = {
                         "restart": False,
@@ -1189,10 +1296,19 @@ class DebugSession:
                 for pending in list(self._pending.values()):
                     pending.done.set()
                 self._pending.clear()
-                detail = await self._close_tree()
-                await self._close_input()
-                for tree in self._terminal_trees:
-                    await tree.aclose(term_grace_ms=DEFAULT_TERM_GRACE_MS)
+                # The adapter's tree and the runInTerminal PTYs end concurrently: the
+                # bound is the longest of them, not their sum.
+                detail: JSONObject = {}
+
+                async def close_adapter() -> None:
+                    nonlocal detail
+                    detail = await self._close_tree()
+                    await self._close_input()
+
+                async with trio.open_nursery() as nursery:
+                    nursery.start_soon(close_adapter)
+                    for process in self._terminals:
+                        nursery.start_soon(process.end, _TERMINAL_END_BOUNDS)
                 self._terminal_requests.clear()
                 self._terminated_detail = {"reason": self._end_reason, **detail}
                 if self._end_reason not in (

@@ -28,6 +28,7 @@ completes it; a reply that finds no entry is ignored. An inbound request is ente
 
 from __future__ import annotations
 
+import contextvars
 import errno
 import itertools
 import logging
@@ -72,11 +73,19 @@ __all__ = (
     "JSONRPCError",
     "NotificationHandler",
     "RequestHandler",
+    "current_request_id",
     "method_not_found",
     "open_jsonrpc_endpoint",
 )
 
 logger = logging.getLogger("supervisor.endpoint")
+
+#: The id of the inbound request whose handler is running (None outside a handler): the
+#: handler signature stays ``(method, params)``, and the rare handler that needs the id (to
+#: use it as an operation id, for example) reads it here.
+current_request_id: contextvars.ContextVar[RequestId | None] = contextvars.ContextVar(
+    "current_request_id", default=None
+)
 
 #: Default bound of the write queue, in frames (DESIGN.md invariant 6).
 DEFAULT_MAX_PENDING_WRITES: Final = 256
@@ -766,6 +775,7 @@ class JSONRPCEndpoint(metaclass=_NoPublicConstructor):
         try:
             try:
                 with inbound.scope:
+                    current_request_id.set(request.id)
                     result = await self._request_handler(request.method, request.params)
             finally:
                 # Removed before any answer is queued: a $/cancelRequest from now on finds

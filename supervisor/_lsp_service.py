@@ -25,6 +25,7 @@ import trio
 from protocol import CoreError
 
 from ._builtin_services import read_wait_timeout
+from ._core_context import current_operation_id
 from ._events import EventQueue
 from ._lsp_session import (
     DEFAULT_REQUEST_TIMEOUT_MS,
@@ -492,7 +493,11 @@ class LspService:
         timeout_ms = optional_positive_int(
             payload, "timeoutMilliseconds", maximum=MAX_REQUEST_TIMEOUT_MS
         )
-        operation_id = optional_str(payload, "operationId") or session.new_operation_id()
+        operation_id = (
+            optional_str(payload, "operationId")
+            or current_operation_id()
+            or session.new_operation_id()
+        )
         uri = None
         if isinstance(params, dict):
             document = params.get("textDocument")

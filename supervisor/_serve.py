@@ -30,7 +30,7 @@ import trio
 from protocol import CoreError, ErrorCode, lookup_error
 
 from ._core import PROTOCOL_VERSION, _version, open_core
-from ._endpoint import JSONRPCError, open_jsonrpc_endpoint
+from ._endpoint import JSONRPCError, current_request_id, open_jsonrpc_endpoint
 
 if TYPE_CHECKING:
     from protocol import JSONObject, JSONValue
@@ -112,7 +112,13 @@ class _Server:
             core = self._core
             assert core is not None, "admission refuses requests before initialize"
             try:
-                return await core.call(method, params if params is not None else {})
+                # The JSON-RPC id is the operation id (DESIGN.md "Interfaces").
+                request_id = current_request_id.get()
+                return await core.call(
+                    method,
+                    params if params is not None else {},
+                    operation_id=None if request_id is None else str(request_id),
+                )
             except CoreError as exc:
                 raise jsonrpc_error_from(exc) from None
         finally:

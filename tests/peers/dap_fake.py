@@ -16,6 +16,9 @@ Modes:
   ``request_seq``) to run ``ARG`` (a Python file) and answers launch with the process id it
   got in an ``output`` event.
 - ``tcp-announced``: as normal, over TCP.
+- ``stop-reading``: answers launch, then never reads its stdin again (and never exits by
+  itself), so the supervisor's writes to it block once the pipe is full.
+- ``broken-header``: on launch, writes a header whose Content-Length is not a number.
 """
 
 from __future__ import annotations
@@ -108,7 +111,16 @@ def serve(peer: Peer, mode: str, arg: str) -> None:
                 os._exit(3)
             peer.respond(message, CAPABILITIES)
         elif command in ("launch", "attach"):
+            if mode == "broken-header":
+                peer.writer.write(b"Content-Length: many\r\n\r\n{}")
+                peer.writer.flush()
+                while True:
+                    time.sleep(1)
             peer.event("initialized")
+            if mode == "stop-reading":
+                peer.respond(message)
+                while True:
+                    time.sleep(1)
             if mode == "run-in-terminal":
                 peer.write(
                     {
@@ -144,6 +156,12 @@ def serve(peer: Peer, mode: str, arg: str) -> None:
             held_evaluate = message
         elif command == "cancel":
             peer.respond(message)
+            # Tells a test that DAP `cancel` reached the adapter.
+            arguments = message.get("arguments") or {}
+            peer.event(
+                "output",
+                {"category": "console", "output": f"cancel {arguments.get('requestId')}"},
+            )
             if held_evaluate is not None:
                 peer.respond(held_evaluate, {"result": "late", "variablesReference": -5})
                 held_evaluate = None

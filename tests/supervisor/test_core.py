@@ -16,6 +16,8 @@ import trio.testing
 from supervisor import CoreThread, open_core
 
 if TYPE_CHECKING:
+    from collections.abc import AsyncIterator
+
     from protocol import JSONObject, JSONValue
 
 PY = sys.executable
@@ -413,3 +415,32 @@ async def test_closing_ends_operations_and_jobs_at_once(tmp_path: os.PathLike[st
     elapsed = trio.current_time() - started
     # Generous: one grace (2 s) plus the kill bound, far from the 4 s of two graces.
     assert elapsed < 3.6, f"closing took {elapsed:.2f} s"
+
+
+async def test_handlers_see_the_operation_id() -> None:
+    """A command reads its operation id (the envelope's operationId, else its id)."""
+    from contextlib import asynccontextmanager
+
+    from supervisor import DEFAULT_SERVICES, current_operation_id
+
+    class WhoAmI:
+        def commands(self) -> dict[str, object]:
+            async def who(payload: JSONObject) -> JSONValue:
+                return current_operation_id()
+
+            return {"test.whoAmI": who}
+
+        async def aclose(self) -> None:
+            pass
+
+    @asynccontextmanager
+    async def open_who(context: object) -> AsyncIterator[WhoAmI]:
+        yield WhoAmI()
+
+    services = (*DEFAULT_SERVICES, open_who)
+    async with open_core(services=services) as core:  # type: ignore[arg-type]
+        named = await core.execute({"id": "r", "operationId": "op-7", "command": "test.whoAmI"})
+        assert named["data"] == "op-7"
+        by_id = await core.execute({"id": "r2", "command": "test.whoAmI"})
+        assert by_id["data"] == "r2"
+    assert current_operation_id() is None

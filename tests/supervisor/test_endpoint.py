@@ -897,3 +897,23 @@ async def test_against_a_real_echo_server_subprocess(caplog: pytest.LogCaptureFi
                 process.kill()
             await process.wait()
     assert any("5 bytes" in r.getMessage() for r in caplog.records)
+
+
+async def test_handlers_see_the_request_id() -> None:
+    """`current_request_id` is the id of the request whose handler runs, with its JSON type."""
+    from supervisor import current_request_id
+
+    async def handler(method: str, params: JSONValue | None) -> JSONValue:
+        return current_request_id.get()
+
+    async def refuse(method: str, params: JSONValue | None) -> JSONValue:
+        raise method_not_found(method)
+
+    left, right = trio.testing.memory_stream_pair()
+    async with (
+        open_jsonrpc_endpoint(left, left, request_handler=handler) as server,
+        open_jsonrpc_endpoint(right, right, request_handler=refuse) as client,
+    ):
+        assert await client.request("who") == 1
+        assert await client.request("who") == 2
+        assert not server.closed
