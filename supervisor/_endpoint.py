@@ -353,9 +353,11 @@ class JSONRPCEndpoint(metaclass=_NoPublicConstructor):
         max_body_bytes: int,
         max_inbound_concurrency: int,
         admit_request: Callable[[str], None] | None = None,
+        cancelled_data: JSONValue = None,
     ) -> None:
         self.name = name
         self._admit_request = admit_request
+        self._cancelled_data = cancelled_data
         self._send_stream = send_stream
         self._receive_stream = receive_stream
         self._request_handler = request_handler
@@ -800,7 +802,10 @@ class JSONRPCEndpoint(metaclass=_NoPublicConstructor):
         else:
             if inbound.scope.cancelled_caught:
                 answer = _error_response(
-                    request.id, ErrorCode.REQUEST_CANCELLED, "Request cancelled"
+                    request.id,
+                    ErrorCode.REQUEST_CANCELLED,
+                    "Request cancelled",
+                    self._cancelled_data,
                 )
             else:
                 answer = Response(id=request.id, result=result)
@@ -861,6 +866,7 @@ async def open_jsonrpc_endpoint(
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
     max_inbound_concurrency: int = DEFAULT_MAX_INBOUND_CONCURRENCY,
     admit_request: Callable[[str], None] | None = None,
+    cancelled_data: JSONValue = None,
 ) -> AsyncIterator[JSONRPCEndpoint]:
     """Run a JSON-RPC 2.0 endpoint over two byte streams (LSP base-protocol framing).
 
@@ -916,6 +922,9 @@ async def open_jsonrpc_endpoint(
             answered with that error and no handler runs. A server lifecycle belongs here
             (``initialize`` first, nothing after ``shutdown``), so a request that arrived
             before ``shutdown`` is never refused because its task ran after it.
+        cancelled_data: ``error.data`` of the -32800 answer to a request the peer cancelled
+            with ``$/cancelRequest`` (None sends none); plugin sessions send
+            ``{"code": "plugin.host.cancelled"}`` (plugin-contract.md "Host services").
 
     Yields:
         The :class:`JSONRPCEndpoint`.
@@ -942,6 +951,7 @@ async def open_jsonrpc_endpoint(
         max_body_bytes=max_body_bytes,
         max_inbound_concurrency=max_inbound_concurrency,
         admit_request=admit_request,
+        cancelled_data=cancelled_data,
     )
     try:
         async with trio.open_nursery() as nursery:

@@ -10,7 +10,9 @@ Commands: ``lsp.startServer``, ``lsp.stopServer``, ``lsp.restartServer``,
 ``lsp.destroyServer``, ``lsp.snapshot``, ``lsp.syncDocument``, ``lsp.closeDocument``,
 ``lsp.workspaceFilesChanged``, ``lsp.clearDiagnostics``, ``lsp.updateWorkspaceConfiguration``,
 ``lsp.request``, ``lsp.cancelOperation``, ``lsp.waitEvents``, ``lsp.pollEvents``,
-``lsp.pluginServerRequest``, ``lsp.pluginServerNotify``.
+``lsp.pluginServerRequest``, ``lsp.pluginServerNotify``; for plugin-owned sessions (issue 6,
+plugin-contract.md "Plugin functions"): ``lsp.functionRequest``, ``lsp.hostResponse``,
+``lsp.hostNotify``.
 """
 
 from __future__ import annotations
@@ -43,6 +45,7 @@ from ._payload import (
     optional_str,
     require_str,
 )
+from ._plugin_state import MAX_FUNCTION_TIMEOUT_MS, check_function_request, check_host_services
 from ._tree import open_process_tree
 
 if TYPE_CHECKING:
@@ -102,6 +105,7 @@ _START_FIELDS: Final = frozenset(
         "sessionPolicy",
         "restart",
         "pluginId",
+        "hostServices",
     }
 )
 
@@ -227,6 +231,13 @@ def parse_start(payload: JSONObject) -> LspServerSpec:
     policy, policy_gates = _parse_policy(payload.get("sessionPolicy"))
     gates = _parse_gates(payload.get("gates")) or policy_gates
     restart, budget = _parse_restart(payload.get("restart"))
+    plugin_id = optional_str(payload, "pluginId")
+    host_services: frozenset[str] = frozenset()
+    if "hostServices" in payload:
+        # Host services: hostServices needs pluginId and names only services Core defines.
+        if plugin_id is None:
+            raise _invalid("hostServices needs pluginId")
+        host_services = check_host_services(payload["hostServices"])
 
     def ms(name: str, default: int, maximum: int = _MAX_TIMEOUT_MS) -> int:
         value = optional_positive_int(payload, name, maximum=maximum)
@@ -244,7 +255,8 @@ def parse_start(payload: JSONObject) -> LspServerSpec:
         policy=policy,
         restart=restart,
         budget=budget,
-        plugin_id=optional_str(payload, "pluginId"),
+        plugin_id=plugin_id,
+        host_services=host_services,
     )
     return LspServerSpec(
         **{
@@ -304,6 +316,9 @@ class LspService:
             "lsp.pollEvents": self._poll_events,
             "lsp.pluginServerRequest": self._plugin_request,
             "lsp.pluginServerNotify": self._plugin_notify,
+            "lsp.functionRequest": self._function_request,
+            "lsp.hostResponse": self._host_response,
+            "lsp.hostNotify": self._host_notify,
         }
 
     @property
@@ -525,6 +540,92 @@ class LspService:
     async def _poll_events(self, payload: JSONObject) -> JSONValue:
         check_fields(payload, frozenset({"sessionId"}), "lsp.pollEvents")
         return self._session(payload).events.poll()
+
+    # -- plugin functions (issue 6) ------------------------------------------------------
+
+    async def _function_request(self, payload: JSONObject) -> JSONValue:
+        """``lsp.functionRequest`` -> ``{operationId}``; the call ends in one requestCompleted.
+
+        Refusals (plugin-contract.md "Invocation", in order): see
+        :func:`~supervisor._plugin_state.check_function_request`. ``timeoutMilliseconds``
+        is capped at one hour and defaults to the session's request timeout.
+        """
+        check_fields(
+            payload,
+            frozenset(
+                {"sessionId", "operationId", "function", "params", "timeoutMilliseconds", "context"}
+            ),
+            "lsp.functionRequest",
+        )
+        session = self._session(payload)
+        timeout = payload.get("timeoutMilliseconds")
+        if timeout is not None and (
+            isinstance(timeout, bool) or not isinstance(timeout, int) or timeout < 1
+        ):
+            raise _invalid("timeoutMilliseconds must be a positive integer")
+        plugin = session.plugin
+        function_id, params = check_function_request(
+            payload.get("function"),
+            payload.get("params"),
+            payload.get("context"),
+            session_plugin_id=plugin.plugin_id if plugin is not None else None,
+            negotiated=plugin is not None and plugin.negotiated,
+            registry=plugin.registry if plugin is not None else None,
+        )
+        operation_id = (
+            optional_str(payload, "operationId")
+            or current_operation_id()
+            or session.new_operation_id()
+        )
+        session.start_function_call(
+            operation_id=operation_id,
+            function_id=function_id,
+            params=params,
+            context=payload.get("context"),
+            timeout_ms=min(
+                timeout if isinstance(timeout, int) else session.spec.request_timeout_ms,
+                MAX_FUNCTION_TIMEOUT_MS,
+            ),
+        )
+        return {"operationId": operation_id}
+
+    async def _host_response(self, payload: JSONObject) -> JSONValue:
+        """``lsp.hostResponse {sessionId, hostRequestID, result? | error}``.
+
+        Returns:
+            ``{hostRequestID}``.
+        """
+        check_fields(
+            payload,
+            frozenset({"sessionId", "hostRequestID", "result", "error"}),
+            "lsp.hostResponse",
+        )
+        session = self._session(payload)
+        host_request_id = require_str(payload, "hostRequestID")
+        if session.plugin is None:
+            raise _invalid(f"no pending host request {host_request_id!r}")
+        session.plugin.host_response(host_request_id, payload)
+        return {"hostRequestID": host_request_id}
+
+    async def _host_notify(self, payload: JSONObject) -> JSONValue:
+        """``lsp.hostNotify {sessionId, method, params}`` -> ``{delivered}``.
+
+        plugin-contract.md "Host notifications": another method, a service the session is
+        not granted, malformed params (or over ``notificationBytes``), a session that is not
+        plugin-owned or not ready: ``invalid_request``.
+        """
+        check_fields(payload, frozenset({"sessionId", "method", "params"}), "lsp.hostNotify")
+        session = self._session(payload)
+        method = require_str(payload, "method")
+        params = payload.get("params")
+        if session.plugin is None:
+            raise _invalid(f"session {session.session_id} is not plugin-owned")
+        session.plugin.check_notify(method, params)
+        if not session.ready:
+            raise _invalid(f"session {session.session_id} is not ready")
+        assert isinstance(params, dict)
+        await session.notify(method, params)
+        return {"delivered": True}
 
     # -- plugin-owned sessions -----------------------------------------------------------
 

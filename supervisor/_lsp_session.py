@@ -58,6 +58,7 @@ from ._lsp_state import (
     RestartBudget,
     next_state,
 )
+from ._plugin_session import CANCELLED_DATA, PluginRuntime, experimental_offer
 from ._tree import open_process_tree
 
 if TYPE_CHECKING:
@@ -195,6 +196,8 @@ class LspServerSpec:
     restart: bool = False
     budget: RestartBudget = field(default_factory=RestartBudget)
     plugin_id: str | None = None
+    #: ``hostServices``: the host services a plugin-owned session is granted (issue 6).
+    host_services: frozenset[str] = frozenset()
 
 
 @dataclass(eq=False)
@@ -295,6 +298,18 @@ class LspSession:
         self._restart_started: trio.Event | None = None
         self._final = False
         self.done = trio.Event()
+        #: The plugin-function protocol of a plugin-owned session (issue 6); None for a
+        #: host-owned session, which neither offers nor accepts it.
+        self.plugin: PluginRuntime | None = None
+        if spec.plugin_id is not None:
+            self.plugin = PluginRuntime(
+                session_id,
+                spec.plugin_id,
+                spec.host_services,
+                emit=self._emit,
+                put_event=self.events.put,
+                facts=self._facts,
+            )
 
     # -- queries -------------------------------------------------------------------------
 
@@ -353,6 +368,7 @@ class LspSession:
             "restart": {"enabled": self.spec.restart, **self.spec.budget.to_wire()},
             "stderr": {"lines": self._stderr_lines, "notQueued": self._stderr_not_queued},
             "facts": self._facts.to_wire(),
+            **({"plugin": self.plugin.snapshot()} if self.plugin is not None else {}),
             "events": {
                 "queued": self.events.statistics().queued,
                 "dropped": self.events.statistics().dropped,
@@ -510,6 +526,7 @@ class LspSession:
                     notification_handler=partial(self._on_server_notification, gen),
                     name=f"lsp {self.spec.server_id}#{gen.number}",
                     write_timeout_ms=LSP_WRITE_TIMEOUT_MS,
+                    cancelled_data=CANCELLED_DATA if self.plugin is not None else None,
                 ) as endpoint:
                     gen.endpoint = endpoint
                     nursery.start_soon(self._watch_exit, gen, tree)
@@ -553,6 +570,12 @@ class LspSession:
             "capabilities": CLIENT_CAPABILITIES,
             "trace": "off",
         }
+        if self.plugin is not None:
+            # Negotiation: only a plugin-owned session offers litheFunctions/litheLogging.
+            params["capabilities"] = {
+                **CLIENT_CAPABILITIES,
+                "experimental": experimental_offer(),
+            }
         if self.spec.initialization_options is not None:
             params["initializationOptions"] = self.spec.initialization_options
         return params
@@ -605,6 +628,8 @@ class LspSession:
         # The languageServer/start operation ends when initialize succeeds.
         self._emit_fact(gen, "operationFinished", None)
         self._emit("featuresChanged", {"capabilities": self.capabilities})
+        if self.plugin is not None:
+            self.plugin.negotiate(gen.number, result)
         server_info = result.get("serverInfo")
         if server_info is not None:
             self.server_info = server_info
@@ -952,7 +977,13 @@ class LspSession:
         self._serialized[command] = req
 
     def cancel(self, operation_id: str) -> bool:
-        """Cancel a pending request (``$/cancelRequest`` is sent); False when not pending."""
+        """Cancel a pending request or function call (``$/cancelRequest`` is sent).
+
+        Returns:
+            False when no such request or call is pending.
+        """
+        if self.plugin is not None and self.plugin.cancel_call(operation_id):
+            return True
         req = self._requests.get(operation_id)
         if req is None or req.outcome is not None:
             return False
@@ -1043,12 +1074,69 @@ class LspSession:
             )
 
     def _end_requests(self, gen: _Generation | None, message: str, **extra: JSONValue) -> None:
-        """End every pending request of ``gen`` (all when None) with languageServerUnavailable."""
+        """End every pending request of ``gen`` (all when None) with languageServerUnavailable.
+
+        Function calls of a plugin-owned session end the same way: the session's terminal
+        error (plugin-contract.md "Invocation").
+        """
+        if self.plugin is not None and (gen is None or gen is self._gen):
+            self.plugin.end_generation(message, **extra)
         for req in list(self._requests.values()):
             if req.outcome is None and (gen is None or req.generation == gen.number):
                 req.end_reason = "unavailable"
                 self._finish(req, self._unavailable(req, message, **extra))
                 req.scope.cancel()
+
+    # -- plugin functions (issue 6) ---------------------------------------------------
+
+    def start_function_call(
+        self,
+        *,
+        operation_id: str,
+        function_id: str,
+        params: JSONObject,
+        context: JSONValue,
+        timeout_ms: int,
+    ) -> None:
+        """Start a checked function call in the session's nursery (``lsp.functionRequest``).
+
+        Raises:
+            CoreError: ``invalid_request`` for an operation id already pending;
+                ``plugin.function.unavailable`` when no negotiated process runs.
+        """
+        gen = self._gen
+        plugin = self.plugin
+        if operation_id in self._requests:
+            raise CoreError("invalid_request", f"operation {operation_id!r} is already pending")
+        if (
+            plugin is None
+            or gen is None
+            or gen.ended
+            or gen.endpoint is None
+            or self._stop_requested
+            or self._nursery is None
+            or not plugin.negotiated
+        ):
+            raise CoreError(
+                "plugin.function.unavailable",
+                "the backend is not running a negotiated process",
+                {"category": "not_supported"},
+            )
+        plugin.start_call(
+            self._nursery,
+            gen.endpoint,
+            operation_id=operation_id,
+            function_id=function_id,
+            params=params,
+            context=context,
+            timeout_ms=timeout_ms,
+        )
+
+    @property
+    def ready(self) -> bool:
+        """True while a ready (handshake and gates done) server runs and no stop is asked."""
+        gen = self._gen
+        return gen is not None and gen.ready and not gen.ended and not self._stop_requested
 
     # -- documents and notifications ---------------------------------------------------
 
@@ -1166,12 +1254,16 @@ class LspSession:
             self._emit("progress", {"token": params.get("token"), "value": params.get("value")})
         if method in self.spec.policy.forward_notifications:
             self._emit("serverNotification", {"method": method, "params": params})
+        if self.plugin is not None and method.startswith("lithe/"):
+            self.plugin.on_notification(method, params)
 
     async def _on_server_request(
         self, gen: _Generation, method: str, params: JSONValue | None
     ) -> JSONValue:
         if gen is not self._gen or gen.ended or self._stop_requested or gen.restart_requested:
             raise JSONRPCError(ErrorCode.REQUEST_FAILED, "The client session is stopping")
+        if self.plugin is not None and method.startswith("lithe/"):
+            return await self.plugin.on_request(method, params)
         if method == "workspace/configuration":
             items = params.get("items") if isinstance(params, dict) else None
             if not isinstance(items, list):

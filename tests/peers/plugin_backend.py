@@ -1,0 +1,182 @@
+# ruff: noqa: ANN001, ANN202
+# mypy: ignore-errors
+"""A scripted plugin backend for the host-side plugin-function tests (issue 6).
+
+Usage: plugin_backend.py FUNCTIONS_ANSWER [LOGGING_ANSWER]
+  FUNCTIONS_ANSWER: the JSON of ``capabilities.experimental.litheFunctions`` it answers
+  (``null`` answers none); LOGGING_ANSWER likewise for ``litheLogging``.
+
+It does what real SDK backends rarely do on purpose (malformed negotiation, late progress,
+results over the bound, host-request floods). Functions, by ID: ``echo.value``,
+``slow.wait`` (never answers), ``progress.report`` (``reports`` before the reply, ``after``
+after it), ``fail.now`` (error with ``data.code``), ``big.result``, ``host.call``
+(``requests``: host requests sent at once; answers with their replies), ``host.cancel``
+(one host request, then ``$/cancelRequest`` for it), ``reg.change`` (sends ``requests`` of
+register/unregister), ``log.send`` (``facts``), ``seen.get`` (what the host sent: cancels
+by wire operationID, notifications, the initialize capabilities).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+
+inp = sys.stdin.buffer
+out = sys.stdout.buffer
+functions_answer = json.loads(sys.argv[1]) if len(sys.argv) > 1 else None
+logging_answer = json.loads(sys.argv[2]) if len(sys.argv) > 2 else None
+
+next_id = 1000
+waiting: dict[int, object] = {}  # our request id -> callback(reply)
+invokes: dict[object, str] = {}  # host request id -> wire operationID
+seen: dict[str, object] = {"cancels": [], "notifications": [], "initialize": None}
+
+
+def send(message: dict) -> None:
+    body = json.dumps(message).encode()
+    out.write(b"Content-Length: %d\r\n\r\n" % len(body) + body)
+    out.flush()
+
+
+def read() -> dict | None:
+    length = None
+    while True:
+        line = inp.readline()
+        if not line:
+            return None
+        line = line.strip()
+        if not line:
+            break
+        name, _, value = line.decode().partition(":")
+        if name.lower() == "content-length":
+            length = int(value)
+    assert length is not None
+    return json.loads(inp.read(length))
+
+
+def request(method: str, params: object, callback) -> int:
+    global next_id
+    next_id += 1
+    waiting[next_id] = callback
+    send({"jsonrpc": "2.0", "id": next_id, "method": method, "params": params})
+    return next_id
+
+
+def reply(rid: object, result: object) -> None:
+    send({"jsonrpc": "2.0", "id": rid, "result": result})
+
+
+def gather(rid: object, requests: list) -> None:
+    """Send every request now; answer ``rid`` with all replies once they are in."""
+    replies: list = [None] * len(requests)
+    left = [len(requests)]
+
+    def make(i: int):
+        def done(message: dict) -> None:
+            replies[i] = {k: message[k] for k in ("result", "error") if k in message}
+            left[0] -= 1
+            if left[0] == 0:
+                reply(rid, replies)
+
+        return done
+
+    for i, (method, params) in enumerate(requests):
+        request(method, params, make(i))
+    if not requests:
+        reply(rid, [])
+
+
+def invoke(rid: object, params: dict) -> None:
+    fid = params["functionID"]
+    wire = params["operationID"]
+    args = params.get("params", {})
+    invokes[rid] = wire
+    if fid == "echo.value":
+        reply(rid, args.get("value"))
+    elif fid == "slow.wait":
+        pass
+    elif fid == "progress.report":
+        for report in args.get("reports", []):
+            send(
+                {
+                    "jsonrpc": "2.0",
+                    "method": "lithe/function/progress",
+                    "params": {"operationID": wire, **report},
+                }
+            )
+        reply(rid, "done")
+        for report in args.get("after", []):
+            send(
+                {
+                    "jsonrpc": "2.0",
+                    "method": "lithe/function/progress",
+                    "params": {"operationID": wire, **report},
+                }
+            )
+    elif fid == "fail.now":
+        send(
+            {
+                "jsonrpc": "2.0",
+                "id": rid,
+                "error": {
+                    "code": -32000,
+                    "message": args.get("message", "failed"),
+                    "data": {"code": args.get("code")},
+                },
+            }
+        )
+    elif fid == "big.result":
+        reply(rid, "x" * (1024 * 1024 + 10))
+    elif fid in ("host.call", "reg.change"):
+        gather(rid, [(r["method"], r.get("params")) for r in args.get("requests", [])])
+    elif fid == "host.cancel":
+        hid = request(args["method"], args.get("params"), lambda m: reply(rid, m.get("error")))
+        send({"jsonrpc": "2.0", "method": "$/cancelRequest", "params": {"id": hid}})
+    elif fid == "log.send":
+        for fact in args.get("facts", []):
+            send({"jsonrpc": "2.0", "method": "lithe/log", "params": fact})
+        reply(rid, None)
+    elif fid == "seen.get":
+        reply(rid, seen)
+    else:
+        send({"jsonrpc": "2.0", "id": rid, "error": {"code": -32601, "message": fid}})
+
+
+def main() -> None:
+    while True:
+        message = read()
+        if message is None:
+            return
+        method = message.get("method")
+        if method is None:
+            callback = waiting.pop(message.get("id"), None)
+            if callback is not None:
+                callback(message)
+            continue
+        params = message.get("params")
+        if "id" not in message:
+            if method == "$/cancelRequest":
+                seen["cancels"].append(invokes.get(params["id"]))
+            elif method == "exit":
+                return
+            else:
+                seen["notifications"].append({"method": method, "params": params})
+            continue
+        rid = message["id"]
+        if method == "initialize":
+            seen["initialize"] = params["capabilities"].get("experimental")
+            experimental = {}
+            if functions_answer is not None:
+                experimental["litheFunctions"] = functions_answer
+            if logging_answer is not None:
+                experimental["litheLogging"] = logging_answer
+            reply(rid, {"capabilities": {"experimental": experimental}})
+        elif method == "shutdown":
+            reply(rid, None)
+        elif method == "lithe/function/invoke":
+            invoke(rid, params)
+        else:
+            send({"jsonrpc": "2.0", "id": rid, "error": {"code": -32601, "message": method}})
+
+
+main()

@@ -1,0 +1,373 @@
+# mypy: disable-error-code="arg-type,dict-item,call-overload,unused-ignore,operator"
+"""Plugin-owned sessions through the Core with a real backend process (issue 6, host side)."""
+
+from __future__ import annotations
+
+import json
+import os
+from typing import TYPE_CHECKING
+
+import pytest
+import trio
+
+from protocol import CoreError
+from supervisor import open_core
+from tests.supervisor.test_lsp_support import PY, as_obj, start
+
+if TYPE_CHECKING:
+    from collections.abc import AsyncIterator
+
+    from protocol import JSONObject, JSONValue
+    from supervisor import Core
+    from tests.supervisor.test_lsp_support import Session
+
+BACKEND = os.path.join(os.path.dirname(__file__), "..", "peers", "plugin_backend.py")
+FUNCS = [
+    "echo.value",
+    "slow.wait",
+    "progress.report",
+    "fail.now",
+    "big.result",
+    "host.call",
+    "host.cancel",
+    "reg.change",
+    "log.send",
+    "seen.get",
+]
+PLUGIN = "com.example.tool"
+
+
+@pytest.fixture
+async def core() -> AsyncIterator[Core]:
+    async with open_core() as opened:
+        yield opened
+
+
+async def backend(
+    core: Core, tmp: str, answer: JSONValue = "default", **extra: JSONValue
+) -> Session:
+    if answer == "default":
+        answer = {"version": 0, "functions": [{"id": f} for f in FUNCS]}
+    extra.setdefault("pluginId", PLUGIN)
+    extra.setdefault("shutdownTimeoutMilliseconds", 2000)
+    return await start(
+        core, [PY, BACKEND, json.dumps(answer), json.dumps({"version": 0})], tmp, **extra
+    )
+
+
+async def call(
+    session: Session, function: str, params: JSONValue = None, **extra: JSONValue
+) -> JSONObject:
+    payload: dict[str, JSONValue] = {
+        "function": {"pluginID": PLUGIN, "functionID": function},
+        **extra,
+    }
+    if params is not None:
+        payload["params"] = params
+    op = (await session.call("lsp.functionRequest", **payload))["operationId"]
+    assert isinstance(op, str)
+    return await session.completed(op)
+
+
+async def seen_cancels(session: Session, count: int) -> list[JSONValue]:
+    # $/cancelRequest is written by the call's task as it ends: poll, bounded.
+    with trio.fail_after(30):
+        while True:
+            seen = as_obj(as_obj((await call(session, "seen.get"))["result"])["value"])
+            cancels = seen["cancels"]
+            assert isinstance(cancels, list)
+            if len(cancels) >= count:
+                return cancels
+            await trio.sleep(0.05)
+
+
+def completions(session: Session, op: str) -> int:
+    return sum(
+        1 for e in session.seen if e["event"] == "requestCompleted" and e["operationId"] == op
+    )
+
+
+async def test_negotiation_invocation_outcomes_and_progress(core: Core, tmp_path: str) -> None:
+    s = await backend(core, str(tmp_path), hostServices=["credentials"])
+    changed = await s.wait_for(lambda e: e["event"] == "functionsChanged")
+    assert changed["functions"] == sorted(FUNCS)
+    assert changed["removed"] == []
+    await s.wait_state("ready")
+    seen = as_obj(as_obj((await call(s, "seen.get"))["result"])["value"])
+    assert seen["initialize"] == {
+        "litheFunctions": {"versions": [0]},
+        "litheLogging": {"versions": [0]},
+    }
+    assert as_obj((await call(s, "echo.value", {"value": None}))["result"]) == {"value": None}
+    failed = as_obj(
+        (await call(s, "fail.now", {"message": "é" * 900, "code": "db.locked"}))["error"]
+    )
+    assert failed["code"] == "plugin.function.failed"
+    assert failed["pluginErrorCode"] == "db.locked"
+    assert len(str(failed["message"]).encode()) <= 1024
+    big = as_obj((await call(s, "big.result"))["error"])
+    assert big["code"] == "plugin.function.invalidResult"
+    timed = as_obj((await call(s, "slow.wait", timeoutMilliseconds=200))["error"])
+    assert timed["code"] == "requestTimeout"
+    # Progress is mapped back to the host id; the wire id is opaque and late reports drop.
+    done = await call(
+        s,
+        "progress.report",
+        {"reports": [{"message": "x" * 2000, "percentage": 40}, {"percentage": 400}]},
+        operationId="p1",
+    )
+    assert as_obj(done["result"]) == {"value": "done"}
+    await s.call(
+        "lsp.functionRequest",
+        function={"pluginID": PLUGIN, "functionID": "echo.value"},
+        params={"value": 1},
+        operationId="p1",
+    )
+    again = await s.wait_for(
+        lambda e: e["event"] == "requestCompleted" and e["operationId"] == "p1" and e is not done
+    )
+    assert as_obj(again["result"]) == {"value": 1}
+    progress = [e for e in s.seen if e["event"] == "requestProgress"]
+    assert len(progress) == 1
+    assert as_obj(progress[0]["result"]) == {
+        "operationID": "p1",
+        "message": "x" * 1024,
+        "percentage": 40,
+    }
+    # Cancel: requestCancelled and the backend got $/cancelRequest for that wire id.
+    op = (
+        await s.call(
+            "lsp.functionRequest",
+            function={"pluginID": PLUGIN, "functionID": "slow.wait"},
+            operationId="c1",
+        )
+    )["operationId"]
+    assert (await s.call("lsp.cancelOperation", operationId=op))["cancelled"] is True
+    assert as_obj((await s.completed("c1"))["error"])["code"] == "requestCancelled"
+    cancels = await seen_cancels(s, 2)
+    assert len(cancels) == 2
+    assert "c1" not in cancels
+    # Refusals, before anything is written.
+    for function, code in (
+        ({"pluginID": PLUGIN, "functionID": "Bad"}, "plugin.function.invalidReference"),
+        ({"pluginID": "com.other", "functionID": "echo.value"}, "plugin.function.wrongPlugin"),
+        ({"pluginID": PLUGIN, "functionID": "no.such"}, "plugin.function.unknown"),
+    ):
+        with pytest.raises(CoreError) as refused:
+            await s.call("lsp.functionRequest", function=function)
+        assert refused.value.code == code
+    with pytest.raises(CoreError) as bad_params:
+        await s.call(
+            "lsp.functionRequest",
+            function={"pluginID": PLUGIN, "functionID": "echo.value"},
+            params=[1],
+        )
+    assert bad_params.value.code == "plugin.function.invalidParams"
+    # Revocation: withdrawing a running function ends its call once, with $/cancelRequest.
+    await s.call(
+        "lsp.functionRequest",
+        function={"pluginID": PLUGIN, "functionID": "slow.wait"},
+        operationId="r1",
+    )
+    reg = await call(
+        s,
+        "reg.change",
+        {
+            "requests": [
+                {
+                    "method": "lithe/function/register",
+                    "params": {"functions": [{"id": "new.one"}, {"id": "new.one"}]},
+                },
+                {"method": "lithe/function/register", "params": {"functions": [{"id": "new.one"}]}},
+                {"method": "lithe/function/unregister", "params": {"ids": ["slow.wait"]}},
+            ]
+        },
+    )
+    replies = as_obj(reg["result"])["value"]
+    assert isinstance(replies, list)
+    assert as_obj(as_obj(replies[0])["error"])["code"] == -32602
+    assert (
+        as_obj(as_obj(as_obj(replies[0])["error"])["data"])["code"]
+        == "plugin.function.invalidRegistration"
+    )
+    assert as_obj(replies[1]) == {"result": None}
+    assert as_obj(replies[2]) == {"result": None}
+    assert as_obj((await s.completed("r1"))["error"])["code"] == "plugin.function.revoked"
+    changes = [e for e in s.seen if e["event"] == "functionsChanged"]
+    # The three requests were sent at once, so they may be handled in any order.
+    assert any(e["removed"] == ["slow.wait"] for e in changes)
+    assert "new.one" in changes[-1]["functions"]
+    assert "slow.wait" not in changes[-1]["functions"]
+    assert completions(s, "r1") == 1
+    assert len(await seen_cancels(s, 3)) == 3
+    # The session's end completes a running call with its terminal error.
+    await s.call(
+        "lsp.functionRequest",
+        function={"pluginID": PLUGIN, "functionID": "new.one"},
+        operationId="e1",
+    )
+    await s.stop()
+    assert as_obj((await s.completed("e1"))["error"])["code"] == "languageServerUnavailable"
+
+
+async def test_host_requests(core: Core, tmp_path: str) -> None:
+    s = await backend(core, str(tmp_path), hostServices=["credentials"])
+    await s.wait_state("ready")
+    op = (
+        await s.call(
+            "lsp.functionRequest",
+            function={"pluginID": PLUGIN, "functionID": "host.call"},
+            params={
+                "requests": [
+                    {"method": "lithe/host/getCapabilities"},
+                    {
+                        "method": "lithe/host/subscriptions/dispose",
+                        "params": {"subscriptionID": "s1"},
+                    },
+                    {"method": "lithe/host/nothing"},
+                    {"method": "lithe/host/workspace/listContexts"},
+                    {"method": "lithe/host/credentials/get", "params": {"key": "k", "x": 1}},
+                    {"method": "lithe/function/invoke", "params": {}},
+                    {"method": "lithe/host/credentials/get", "params": {"key": "a"}},
+                    {"method": "lithe/host/credentials/get", "params": {"key": "b"}},
+                ]
+            },
+        )
+    )["operationId"]
+    assert isinstance(op, str)
+    first = await s.wait_for(lambda e: e["event"] == "hostRequest")
+    second = await s.wait_for(lambda e: e["event"] == "hostRequest" and e is not first)
+    # Handled concurrently: order them by the key they ask for.
+    pair = sorted((first, second), key=lambda e: str(as_obj(as_obj(e["result"])["params"])["key"]))
+    ids = [as_obj(e["result"])["hostRequestID"] for e in pair]
+    assert as_obj(pair[0]["result"])["service"] == "credentials"
+    await s.call("lsp.hostResponse", hostRequestID=ids[0], result={"secret": "s"})
+    await s.call(
+        "lsp.hostResponse",
+        hostRequestID=ids[1],
+        error={"message": "gone", "code": "plugin.host.notFound", "details": {"a": 1}},
+    )
+    with pytest.raises(CoreError) as again:
+        await s.call("lsp.hostResponse", hostRequestID=ids[0], result=None)
+    assert again.value.code == "invalid_request"
+    replies = as_obj((await s.completed(op))["result"])["value"]
+    assert isinstance(replies, list)
+    caps = as_obj(as_obj(replies[0])["result"])
+    assert set(as_obj(caps["services"])) == {"host", "subscriptions", "commands", "credentials"}
+    assert as_obj(replies[1]) == {"result": None}
+    codes = [as_obj(as_obj(as_obj(r)["error"])["data"])["code"] for r in replies[2:6]]
+    assert codes == [
+        "plugin.host.unavailable",
+        "plugin.host.permissionDenied",
+        "plugin.host.unsupportedOption",
+        "plugin.function.recursiveCall",
+    ]
+    assert as_obj(replies[6]) == {"result": {"secret": "s"}}
+    err = as_obj(as_obj(replies[7])["error"])
+    assert err["code"] == -32016
+    assert err["data"] == {
+        "code": "plugin.host.notFound",
+        "details": {"a": 1},
+    }
+    # 16 pending at most; the 17th is refused at once.
+    many = [{"method": "lithe/host/credentials/get", "params": {"key": f"k{i}"}} for i in range(17)]
+    op2 = (
+        await s.call(
+            "lsp.functionRequest",
+            function={"pluginID": PLUGIN, "functionID": "host.call"},
+            params={"requests": many},
+        )
+    )["operationId"]
+    assert isinstance(op2, str)
+    pending: list[JSONObject] = []
+    while len(pending) < 16:
+        await s.drain(2000)
+        pending = [e for e in s.seen if e["event"] == "hostRequest"][2:]
+    for event in pending:
+        await s.call("lsp.hostResponse", hostRequestID=as_obj(event["result"])["hostRequestID"])
+    results = as_obj((await s.completed(op2))["result"])["value"]
+    assert isinstance(results, list)
+    assert sum(1 for r in results if "error" in as_obj(r)) == 1
+    refused17 = next(as_obj(r) for r in results if "error" in as_obj(r))
+    assert as_obj(as_obj(refused17["error"])["data"])["code"] == "plugin.host.limitExceeded"
+    # A backend's $/cancelRequest: -32800 plugin.host.cancelled and hostRequestCancelled.
+    cancelled = await call(
+        s, "host.cancel", {"method": "lithe/host/credentials/get", "params": {"key": "z"}}
+    )
+    error = as_obj(as_obj(cancelled["result"])["value"])
+    assert error["code"] == -32800
+    assert error["data"] == {"code": "plugin.host.cancelled"}
+    gone = await s.wait_for(lambda e: e["event"] == "hostRequestCancelled")
+    with pytest.raises(CoreError) as late:
+        await s.call("lsp.hostResponse", hostRequestID=gone["hostRequestID"], result=None)
+    assert late.value.code == "invalid_request"
+    # Host notifications.
+    delivered = await s.call(
+        "lsp.hostNotify", method="lithe/host/commands/didRun", params={"commandID": "go"}
+    )
+    assert delivered == {"delivered": True}
+    for method, params in (
+        ("lithe/host/workspace/didChangeContexts", {"revision": 1}),
+        ("lithe/host/subscriptions/notify", {"subscriptionID": "s", "sequence": 0, "event": {}}),
+        ("lithe/host/unknown", {}),
+    ):
+        with pytest.raises(CoreError) as refused:
+            await s.call("lsp.hostNotify", method=method, params=params)
+        assert refused.value.code == "invalid_request"
+    seen = as_obj(as_obj((await call(s, "seen.get"))["result"])["value"])
+    assert seen["notifications"] == [
+        {"method": "initialized", "params": {}},
+        {"method": "lithe/host/commands/didRun", "params": {"commandID": "go"}},
+    ]
+    # lithe/log: a fact, then malformed input gives one rejected warning only.
+    await call(
+        s,
+        "log.send",
+        {
+            "facts": [
+                {"kind": "operationFinished", "operation": "echo.value", "durationMs": 5},
+                {"kind": "operationFinished", "operation": "free text"},
+                {"kind": "bogus"},
+            ]
+        },
+    )
+    facts = [e for e in s.seen if e["event"] == "fact" and e.get("operation") == "echo.value"]
+    assert facts
+    assert facts[0]["catalogEvent"] == "plugins.operation.finished"
+    rejected = [
+        e
+        for e in s.seen
+        if e["event"] == "fact" and e["catalogEvent"] == "plugins.diagnostics.rejected"
+    ]
+    assert len(rejected) == 1
+    await s.stop()
+
+
+@pytest.mark.parametrize(
+    "answer",
+    [None, {"version": 7}, {"version": 0, "functions": [{"id": "a"}, {"id": "a"}]}],
+)
+async def test_not_negotiated(core: Core, tmp_path: str, answer: JSONValue) -> None:
+    s = await backend(core, str(tmp_path), answer)
+    await s.wait_state("ready")
+    assert not [e for e in s.seen if e["event"] == "functionsChanged"]
+    with pytest.raises(CoreError) as refused:
+        await s.call("lsp.functionRequest", function={"pluginID": PLUGIN, "functionID": "a"})
+    assert refused.value.code == "plugin.function.unavailable"
+    await s.stop()
+
+
+async def test_host_owned_session_offers_nothing(core: Core, tmp_path: str) -> None:
+    with pytest.raises(CoreError) as refused:
+        await start(core, [PY, BACKEND, "null"], str(tmp_path), hostServices=["credentials"])
+    assert refused.value.code == "invalid_request"
+    s = await start(core, [PY, BACKEND, json.dumps({"version": 0})], str(tmp_path))
+    await s.wait_state("ready")
+    with pytest.raises(CoreError) as unavailable:
+        await s.call("lsp.functionRequest", function={"pluginID": PLUGIN, "functionID": "a"})
+    assert unavailable.value.code == "plugin.function.unavailable"
+    with pytest.raises(CoreError):
+        await s.call(
+            "lsp.hostNotify", method="lithe/host/commands/didRun", params={"commandID": "x"}
+        )
+    await s.stop()
