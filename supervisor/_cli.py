@@ -83,6 +83,12 @@ def _parser() -> argparse.ArgumentParser:
     chaos.add_argument("--iterations", type=int, default=200, help="rounds (default 200)")
     chaos.add_argument("--seed", type=int, default=0, help="the seed (default 0)")
     chaos.add_argument("--max-steps", type=int, default=4, help="most steps per round")
+    chaos.add_argument(
+        "--max-rss-growth-bytes",
+        type=int,
+        default=256 * 1024 * 1024,
+        help="resident memory growth after round 0 that counts as a violation (bytes)",
+    )
     chaos.add_argument("--json", action="store_true", help="print the report as JSON")
     return parser
 
@@ -156,7 +162,14 @@ def _chaos(args: argparse.Namespace) -> int:
 
     from .testbed import run_chaos
 
-    report = trio.run(lambda: run_chaos(args.iterations, args.seed, max_steps=args.max_steps))
+    report = trio.run(
+        lambda: run_chaos(
+            args.iterations,
+            args.seed,
+            max_steps=args.max_steps,
+            max_rss_growth_bytes=args.max_rss_growth_bytes,
+        )
+    )
     if args.json:
         print(json.dumps(report.to_json(), indent=2))
     else:

@@ -1,0 +1,662 @@
+"""The misbehaving programs of the testbed, one function per scenario.
+
+Run as ``python -m supervisor.testbed.run SCENARIO [options]`` or, faster (no import of the
+supervisor package and Trio), as ``python path/to/_programs.py SCENARIO [options]``: this
+file imports only the standard library and the sans-I/O :mod:`protocol` package (its framing
+is the one the supervisor reads), so :func:`supervisor.testbed.program_argv` uses that form.
+
+Each program misbehaves in exactly one way and is otherwise plain. Protocol programs speak
+the LSP base protocol with JSON-RPC 2.0 (``--protocol lsp``, the default) or DAP
+(``--protocol dap``: the same framing, ``seq``/``type`` messages, ``disconnect`` instead of
+``shutdown``/``exit``) on stdin/stdout and log to stderr. What a correct supervisor does with
+each one is documented in :mod:`supervisor.testbed._scenarios`.
+
+Common options:
+    ``--pid-file PATH``: append this program's pid and the pid of every process it starts,
+    one per line, as soon as each exists (tests check that all of them are gone).
+    ``--protocol lsp|dap``, ``--bytes N``, ``--count N``, ``--signal N``, ``--exit``: see the
+    scenario table in :mod:`supervisor.testbed._scenarios`.
+
+Plain programs print ``ready`` on stdout once their misbehaviour is in place.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import signal
+import sys
+import threading
+import time
+from collections.abc import Callable
+from typing import Any, Final
+
+from protocol import EOF, NEED_DATA, Frame, FrameDecoder, encode_frame
+
+__all__ = ("NON_ASCII", "PROGRAMS", "READY", "UNKNOWN_ID", "Peer", "main", "parser")
+
+#: The line a plain program prints on stdout once it is set up.
+READY: Final = b"ready\n"
+#: The id of a response the ``unknown-id`` program sends (no client ever used it).
+UNKNOWN_ID: Final = 987654321
+#: Text whose UTF-8 form is longer than its character count (``char-content-length``).
+NON_ASCII: Final = "t\u00ebstb\u00e9d \u00fcn\u00efc\u00f8d\u00e9 \u2713 \U0001f680"
+
+Options = argparse.Namespace
+Program = Callable[[Options], int]
+
+
+def _record_pid(options: Options, pid: int | None = None) -> None:
+    if options.pid_file:
+        with open(options.pid_file, "a") as f:
+            f.write(f"{os.getpid() if pid is None else pid}\n")
+
+
+def _sleep_forever() -> None:
+    while True:
+        time.sleep(3600)
+
+
+def _ready() -> None:
+    os.write(1, READY)
+
+
+# -- plain programs -----------------------------------------------------------------------
+
+
+def hang(options: Options) -> int:
+    """Never answer, never exit."""
+    _ready()
+    _sleep_forever()
+    return 0  # pragma: no cover
+
+
+def ignore_sigterm(options: Options) -> int:
+    """Ignore SIGTERM (and SIGINT, SIGHUP), then hang."""
+    for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+        signal.signal(signum, signal.SIG_IGN)
+    _ready()
+    _sleep_forever()
+    return 0  # pragma: no cover
+
+
+def exit_signal(options: Options) -> int:
+    """End by a signal (``--signal``, default SIGKILL: no core file)."""
+    _ready()
+    signum = options.signal
+    # A handler or SIG_IGN inherited from the parent must not save us.
+    with contextlib.suppress(OSError, ValueError):
+        signal.signal(signum, signal.SIG_DFL)
+    os.kill(os.getpid(), signum)
+    time.sleep(5)
+    return 1  # the signal was blocked: still fail loudly
+
+
+def grandchild_setsid(options: Options) -> int:
+    """Start a grandchild in a new session that ignores SIGTERM and keeps our stdout open."""
+    rd, wr = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        os.close(rd)
+        os.setsid()
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        signal.signal(signal.SIGHUP, signal.SIG_IGN)
+        _record_pid(options)
+        os.write(wr, b"x")
+        os.close(wr)
+        _sleep_forever()
+    os.close(wr)
+    os.read(rd, 1)  # the grandchild ignores SIGTERM from now on
+    os.close(rd)
+    _ready()
+    if options.exit:
+        os._exit(0)
+    _sleep_forever()
+    return 0  # pragma: no cover
+
+
+def daemon(options: Options) -> int:
+    """Double-fork a daemon (fork, setsid, fork) that ignores SIGTERM and closes its stdio."""
+    rd, wr = os.pipe()
+    first = os.fork()
+    if first == 0:
+        os.close(rd)
+        os.setsid()
+        if os.fork() != 0:
+            os._exit(0)
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        signal.signal(signal.SIGHUP, signal.SIG_IGN)
+        null = os.open(os.devnull, os.O_RDWR)
+        for fd in (0, 1, 2):
+            os.dup2(null, fd)
+        _record_pid(options)
+        os.write(wr, b"x")
+        os.close(wr)
+        _sleep_forever()
+    os.close(wr)
+    os.waitpid(first, 0)
+    os.read(rd, 1)
+    os.close(rd)
+    _ready()
+    if options.exit:
+        os._exit(0)
+    _sleep_forever()
+    return 0  # pragma: no cover
+
+
+def zombie_maker(options: Options) -> int:
+    """Start ``--count`` children that exit at once, never reap them, then hang."""
+    for _ in range(options.count):
+        pid = os.fork()
+        if pid == 0:
+            os._exit(0)
+        _record_pid(options, pid)
+    _ready()
+    if options.exit:
+        os._exit(0)
+    _sleep_forever()
+    return 0  # pragma: no cover
+
+
+def _flood(fd: int, total: int) -> int:
+    line = b"x" * 1023 + b"\n"
+    chunk = line * 64  # 64 KiB
+    left = total
+    try:
+        while left > 0:
+            piece = chunk if left >= len(chunk) else chunk[:left]
+            view = memoryview(piece)
+            while view:
+                view = view[os.write(fd, view) :]
+            left -= len(piece)
+    except BrokenPipeError:
+        return 1
+    return 0
+
+
+def flood_stdout(options: Options) -> int:
+    """Write ``--bytes`` (default 64 MiB) to stdout as fast as possible, then exit 0."""
+    return _flood(1, options.bytes)
+
+
+def flood_stderr(options: Options) -> int:
+    """Write ``--bytes`` (default 64 MiB) to stderr as fast as possible, then exit 0."""
+    return _flood(2, options.bytes)
+
+
+def terminal_ignore_hangup(options: Options) -> int:
+    """A stubborn terminal program: ignores SIGHUP/SIGTERM/SIGINT, echoes lines, survives EOF."""
+    for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+        signal.signal(signum, signal.SIG_IGN)
+    tty = os.isatty(0)
+    os.write(1, b"stubborn$ " if tty else READY)
+    buffer = b""
+    while True:
+        try:
+            data = os.read(0, 4096)
+        except OSError:  # EIO: the terminal is gone
+            break
+        if not data:
+            break
+        buffer += data
+        while b"\n" in buffer:
+            line, buffer = buffer.split(b"\n", 1)
+            os.write(1, b"echo: " + line.rstrip(b"\r") + b"\n" + (b"stubborn$ " if tty else b""))
+    _sleep_forever()  # like a shell with a foreground job: the end of input is not the end
+    return 0  # pragma: no cover
+
+
+# -- protocol programs ---------------------------------------------------------------------
+
+
+class Peer:
+    """The server side of an LSP (JSON-RPC) or DAP session over stdin/stdout, blocking.
+
+    Writes are serialized by a lock so a program may write from a second thread.
+    """
+
+    def __init__(self, protocol: str) -> None:
+        self.dap = protocol == "dap"
+        self._decoder = FrameDecoder()
+        self._lock = threading.Lock()
+        self._seq = 0
+        self._server_ids = 0
+
+    # messages -------------------------------------------------------------------------
+
+    def read(self) -> dict[str, Any] | None:
+        """The next message, or None at the end of input."""
+        while True:
+            event = self._decoder.next_event()
+            if isinstance(event, Frame):
+                message = json.loads(event.body)
+                if isinstance(message, dict):
+                    return message
+                continue
+            if event is EOF:
+                return None
+            if event is NEED_DATA:
+                data = os.read(0, 65536)
+                if data:
+                    self._decoder.receive_data(data)
+                else:
+                    self._decoder.receive_eof()
+
+    def write_raw(self, data: bytes) -> None:
+        with self._lock:
+            view = memoryview(data)
+            while view:
+                view = view[os.write(1, view) :]
+
+    def write(self, message: dict[str, Any]) -> None:
+        if self.dap:
+            self._seq += 1
+            message = {"seq": self._seq, **message}
+        else:
+            message = {"jsonrpc": "2.0", **message}
+        self.write_raw(encode_frame(json.dumps(message, ensure_ascii=False).encode()))
+
+    # shapes ---------------------------------------------------------------------------
+
+    def request_of(self, message: dict[str, Any]) -> tuple[Any, str] | None:
+        """``(id, method)`` when ``message`` is a request from the client."""
+        if self.dap:
+            if message.get("type") == "request":
+                return message.get("seq"), str(message.get("command"))
+            return None
+        if "method" in message and "id" in message:
+            return message["id"], str(message["method"])
+        return None
+
+    def method_of(self, message: dict[str, Any]) -> str | None:
+        if self.dap:
+            command = message.get("command") if message.get("type") == "request" else None
+            return str(command) if command is not None else None
+        method = message.get("method")
+        return str(method) if method is not None else None
+
+    def is_cancel(self, message: dict[str, Any], request_id: Any) -> bool:
+        if self.dap:
+            arguments = message.get("arguments") or {}
+            return message.get("command") == "cancel" and arguments.get("requestId") == request_id
+        params = message.get("params") or {}
+        return message.get("method") == "$/cancelRequest" and params.get("id") == request_id
+
+    def reply(self, request_id: Any, method: str, result: Any) -> None:
+        if self.dap:
+            self.write(
+                {
+                    "type": "response",
+                    "request_seq": request_id,
+                    "success": True,
+                    "command": method,
+                    "body": result,
+                }
+            )
+        else:
+            self.write({"id": request_id, "result": result})
+
+    def response_frame(self, request_id: Any, method: str, result: Any) -> bytes:
+        if self.dap:
+            message = {
+                "seq": 0,
+                "type": "response",
+                "request_seq": request_id,
+                "success": True,
+                "command": method,
+                "body": result,
+            }
+        else:
+            message = {"jsonrpc": "2.0", "id": request_id, "result": result}
+        return json.dumps(message, ensure_ascii=False).encode()
+
+    def notify(self, method: str, params: Any) -> None:
+        if self.dap:
+            self.write({"type": "event", "event": method, "body": params})
+        else:
+            self.write({"method": method, "params": params})
+
+    def send_request(self, method: str, params: Any) -> Any:
+        self._server_ids += 1
+        request_id: Any
+        if self.dap:
+            with self._lock:
+                self._seq += 1
+                request_id = self._seq
+            message = {
+                "seq": request_id,
+                "type": "request",
+                "command": method,
+                "arguments": params,
+            }
+            self.write_raw(encode_frame(json.dumps(message).encode()))
+        else:
+            request_id = f"s{self._server_ids}"
+            self.write({"id": request_id, "method": method, "params": params})
+        return request_id
+
+    def response_id(self, message: dict[str, Any]) -> Any:
+        """The id a client's response answers, or None when it is not a response."""
+        if self.dap:
+            return message.get("request_seq") if message.get("type") == "response" else None
+        if "method" not in message and "id" in message:
+            return message["id"]
+        return None
+
+    @property
+    def shutdown_method(self) -> str:
+        return "disconnect" if self.dap else "shutdown"
+
+
+def _capabilities(peer: Peer) -> dict[str, Any]:
+    if peer.dap:
+        return {"supportsCancelRequest": True}
+    return {"capabilities": {}, "serverInfo": {"name": "testbed"}}
+
+
+def _answer(peer: Peer, request_id: Any, method: str, message: dict[str, Any]) -> None:
+    """The well-behaved answer to an ordinary request: echo what was asked."""
+    params = message.get("arguments") if peer.dap else message.get("params")
+    if method == "testbed/sleep" and isinstance(params, dict):
+        time.sleep(float(params.get("ms", 0)) / 1000)
+    peer.reply(request_id, method, {"method": method, "params": params})
+
+
+Hook = Callable[[Peer, Any, str, dict[str, Any]], bool]
+
+
+def _serve(options: Options, on_request: Hook | None = None) -> int:
+    """The well-behaved server loop; ``on_request`` may take over a request (returns True).
+
+    LSP: ``initialize`` is answered with capabilities, ``shutdown`` with null, ``exit`` ends
+    the program with 0 after ``shutdown`` and 1 otherwise. DAP: ``initialize`` is answered,
+    then an ``initialized`` event; ``disconnect`` is answered and the program exits 0.
+    The end of input ends the program with 1 (LSP) or 0 (DAP).
+    """
+    peer = Peer(options.protocol)
+    shut_down = False
+    while True:
+        message = peer.read()
+        if message is None:
+            return 0 if peer.dap else 1
+        request = peer.request_of(message)
+        if request is None:
+            if not peer.dap and message.get("method") == "exit":
+                return 0 if shut_down else 1
+            continue
+        request_id, method = request
+        if on_request is not None and on_request(peer, request_id, method, message):
+            continue
+        if method == "initialize":
+            peer.reply(request_id, method, _capabilities(peer))
+            if peer.dap:
+                peer.notify("initialized", {})
+        elif method == peer.shutdown_method:
+            peer.reply(request_id, method, None)
+            shut_down = True
+            if peer.dap:
+                return 0
+        else:
+            _answer(peer, request_id, method, message)
+
+
+def well_behaved(options: Options) -> int:
+    """A correct server: the control case."""
+    return _serve(options)
+
+
+def crash_on_initialize(options: Options) -> int:
+    """Crash (exit 70 with a traceback-like message on stderr) when ``initialize`` arrives."""
+
+    def hook(peer: Peer, request_id: Any, method: str, message: dict[str, Any]) -> bool:
+        if method == "initialize":
+            os.write(2, b"Traceback (most recent call last):\nRuntimeError: testbed crash\n")
+            os._exit(70)
+        return False
+
+    return _serve(options, hook)
+
+
+def no_shutdown_reply(options: Options) -> int:
+    """Never answer ``shutdown`` (DAP: ``disconnect``); ignore ``exit`` too; keep running."""
+
+    def hook(peer: Peer, request_id: Any, method: str, message: dict[str, Any]) -> bool:
+        if method == peer.shutdown_method:
+            _sleep_forever()
+        return False
+
+    return _serve(options, hook)
+
+
+def stdin_stall(options: Options) -> int:
+    """Answer ``initialize``, then never read stdin again (the client's writes back up)."""
+
+    def hook(peer: Peer, request_id: Any, method: str, message: dict[str, Any]) -> bool:
+        if method == "initialize":
+            peer.reply(request_id, method, _capabilities(peer))
+            _sleep_forever()
+        return False
+
+    return _serve(options, hook)
+
+
+def malformed_header(options: Options) -> int:
+    """Answer ``initialize`` with a header whose Content-Length is not a number, then hang."""
+
+    def hook(peer: Peer, request_id: Any, method: str, message: dict[str, Any]) -> bool:
+        if method == "initialize":
+            peer.write_raw(b"Content-Length: twelve\r\n\r\n{}")
+            _sleep_forever()
+        return False
+
+    return _serve(options, hook)
+
+
+def char_content_length(options: Options) -> int:
+    """Count Content-Length in characters: every answer carries non-ASCII text."""
+
+    def hook(peer: Peer, request_id: Any, method: str, message: dict[str, Any]) -> bool:
+        if method == peer.shutdown_method:
+            return False
+        text = peer.response_frame(request_id, method, {"text": NON_ASCII}).decode()
+        peer.write_raw(f"Content-Length: {len(text)}\r\n\r\n{text}".encode())
+        return True
+
+    return _serve(options, hook)
+
+
+def answer_after_cancel(options: Options) -> int:
+    """Hold every ordinary request until the client cancels it, then answer it anyway."""
+
+    def hook(peer: Peer, request_id: Any, method: str, message: dict[str, Any]) -> bool:
+        if method in ("initialize", peer.shutdown_method):
+            return False
+        while True:
+            other = peer.read()
+            if other is None:
+                return True
+            if peer.is_cancel(other, request_id):
+                break
+        _answer(peer, request_id, method, message)
+        return True
+
+    return _serve(options, hook)
+
+
+def double_answer(options: Options) -> int:
+    """Answer every ordinary request twice with the same id."""
+
+    def hook(peer: Peer, request_id: Any, method: str, message: dict[str, Any]) -> bool:
+        if method in ("initialize", peer.shutdown_method):
+            return False
+        _answer(peer, request_id, method, message)
+        peer.reply(request_id, method, {"duplicate": True})
+        return True
+
+    return _serve(options, hook)
+
+
+def unknown_id(options: Options) -> int:
+    """Before each ordinary answer, answer an id the client never sent."""
+
+    def hook(peer: Peer, request_id: Any, method: str, message: dict[str, Any]) -> bool:
+        if method in ("initialize", peer.shutdown_method):
+            return False
+        peer.reply(UNKNOWN_ID, method, {"stray": True})
+        _answer(peer, request_id, method, message)
+        return True
+
+    return _serve(options, hook)
+
+
+def request_storm(options: Options) -> int:
+    """After ``initialize``, send ``--count`` requests to the client at once.
+
+    When every one has been answered (result or error), send the notification
+    ``testbed/stormDone {answered, duplicates, unknown}``; a client request
+    ``testbed/stormStatus`` is answered with the same counts at any time.
+    """
+    outstanding: set[Any] = set()
+    counts = {"answered": 0, "duplicates": 0, "unknown": 0}
+    answered: set[Any] = set()
+
+    def storm(peer: Peer) -> None:
+        for index in range(options.count):
+            outstanding.add(peer.send_request("workspace/configuration", {"items": [index]}))
+
+    def hook(peer: Peer, request_id: Any, method: str, message: dict[str, Any]) -> bool:
+        if method == "initialize":
+            peer.reply(request_id, method, _capabilities(peer))
+            threading.Thread(target=storm, args=(peer,), daemon=True).start()
+            return True
+        if method == "testbed/stormStatus":
+            peer.reply(request_id, method, dict(counts))
+            return True
+        return False
+
+    peer = Peer(options.protocol)
+    shut_down = False
+    while True:
+        message = peer.read()
+        if message is None:
+            return 1
+        response_id = peer.response_id(message)
+        if response_id is not None:
+            if response_id in answered:
+                counts["duplicates"] += 1
+            elif response_id in outstanding:
+                answered.add(response_id)
+                counts["answered"] += 1
+                if counts["answered"] == options.count:
+                    peer.notify("testbed/stormDone", dict(counts))
+            else:
+                counts["unknown"] += 1
+            continue
+        request = peer.request_of(message)
+        if request is None:
+            if message.get("method") == "exit":
+                return 0 if shut_down else 1
+            continue
+        request_id, method = request
+        if hook(peer, request_id, method, message):
+            continue
+        if method == peer.shutdown_method:
+            peer.reply(request_id, method, None)
+            shut_down = True
+            if peer.dap:
+                return 0
+        else:
+            _answer(peer, request_id, method, message)
+
+
+def oversized_notification(options: Options) -> int:
+    """After ``initialize``, send a notification whose body is ``--bytes`` long, then hang."""
+
+    def hook(peer: Peer, request_id: Any, method: str, message: dict[str, Any]) -> bool:
+        if method == "initialize":
+            peer.reply(request_id, method, _capabilities(peer))
+            head = (
+                b'{"jsonrpc":"2.0","method":"testbed/huge","params":{"data":"'
+                if not peer.dap
+                else b'{"seq":1,"type":"event","event":"testbed/huge","body":{"data":"'
+            )
+            tail = b'"}}'
+            size = max(options.bytes, len(head) + len(tail))
+            with contextlib.suppress(BrokenPipeError):
+                peer.write_raw(b"Content-Length: %d\r\n\r\n" % size + head)
+                filler = b"x" * 65536
+                left = size - len(head) - len(tail)
+                while left > 0:
+                    peer.write_raw(filler[:left])
+                    left -= min(left, len(filler))
+                peer.write_raw(tail)
+            _sleep_forever()
+        return False
+
+    return _serve(options, hook)
+
+
+def exit_with_pending(options: Options) -> int:
+    """Exit with status 0 as soon as an ordinary request arrives, without answering it."""
+
+    def hook(peer: Peer, request_id: Any, method: str, message: dict[str, Any]) -> bool:
+        if method not in ("initialize", peer.shutdown_method):
+            os._exit(0)
+        return False
+
+    return _serve(options, hook)
+
+
+#: Every program, by scenario name (kept equal to the registry in ``_scenarios``).
+PROGRAMS: Final[dict[str, Program]] = {
+    "well-behaved": well_behaved,
+    "crash-on-initialize": crash_on_initialize,
+    "exit-signal": exit_signal,
+    "no-shutdown-reply": no_shutdown_reply,
+    "ignore-sigterm": ignore_sigterm,
+    "grandchild-setsid": grandchild_setsid,
+    "daemon": daemon,
+    "zombie-maker": zombie_maker,
+    "flood-stdout": flood_stdout,
+    "flood-stderr": flood_stderr,
+    "stdin-stall": stdin_stall,
+    "malformed-header": malformed_header,
+    "char-content-length": char_content_length,
+    "answer-after-cancel": answer_after_cancel,
+    "double-answer": double_answer,
+    "unknown-id": unknown_id,
+    "request-storm": request_storm,
+    "oversized-notification": oversized_notification,
+    "hang": hang,
+    "exit-with-pending": exit_with_pending,
+    "terminal-ignore-hangup": terminal_ignore_hangup,
+}
+
+
+def parser() -> argparse.ArgumentParser:
+    """The command line of every program."""
+    p = argparse.ArgumentParser(
+        prog="python -m supervisor.testbed.run",
+        description="Run one misbehaving testbed program (see `supervisor testbed list`).",
+    )
+    p.add_argument("scenario", choices=sorted(PROGRAMS))
+    p.add_argument("--protocol", choices=("lsp", "dap"), default="lsp")
+    p.add_argument("--pid-file", default=None, help="append every pid started here")
+    p.add_argument("--bytes", type=int, default=64 * 1024 * 1024 + 1024, help="flood size")
+    p.add_argument("--count", type=int, default=1000, help="children or requests")
+    p.add_argument("--signal", type=int, default=int(signal.SIGKILL), help="exit-signal's")
+    p.add_argument("--exit", action="store_true", help="exit after leaving processes behind")
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the program of one scenario; returns its exit status."""
+    options = parser().parse_args(argv)
+    _record_pid(options)
+    return PROGRAMS[options.scenario](options)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,28 @@
+"""Polling for states that have no event to wait on (procfs, another process's output)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import trio
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+#: Generous: the machine is shared; a bound that fails only when something hangs.
+BOUND_S = 30.0
+
+
+async def wait_until(
+    predicate: Callable[[], object], *, timeout_s: float = BOUND_S, interval_s: float = 0.02
+) -> None:
+    """Check ``predicate`` every ``interval_s`` seconds until it is true.
+
+    Raises:
+        trio.TooSlowError: It was still false after ``timeout_s`` seconds.
+    """
+    with trio.fail_after(timeout_s):
+        while True:
+            if predicate():
+                return
+            await trio.sleep(interval_s)

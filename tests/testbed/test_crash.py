@@ -1,0 +1,268 @@
+"""Crash-safe cleanup (DESIGN.md invariants 8 and 14, issue 7): SIGKILL the supervisor.
+
+A real ``python -m supervisor serve`` runs jobs, a ``process.run``, a terminal and a
+language-server session whose programs ignore SIGTERM (and SIGHUP), never answer
+``shutdown``, start a grandchild in a new session and double-fork a daemon; it is then
+SIGKILLed.
+Its watchdog must end everything carrying its instance marker within 2 s. With the watchdog
+killed too, ``supervisor reap`` ends them.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+from typing import TYPE_CHECKING, Any
+
+import pytest
+import trio
+
+from supervisor import open_core, open_process_tree
+from supervisor._marker import SCOPE_ENV
+from supervisor._procfs import read_env_var, read_stat
+from supervisor._reaper import reap_adopted_children
+from supervisor._watchdog import WATCHDOG_ENV, ensure_watchdog, find_watchdogs, watchdog_pid
+from supervisor.testbed import program_argv
+from tests.supervisor.test_serve import Client
+from tests.testbed._poll import wait_until
+
+if TYPE_CHECKING:
+    from collections.abc import AsyncIterator
+    from pathlib import Path
+
+    from protocol import JSONValue
+
+pytestmark = pytest.mark.skipif(not os.path.isdir("/proc/self/task"), reason="needs procfs")
+
+PY = sys.executable
+#: DESIGN.md invariant 14: what a dead supervisor started is gone within 2 s.
+CRASH_BOUND_S = 2.0
+BOUND_S = 30
+
+
+def argv_of(scenario: str, **options: Any) -> list[JSONValue]:
+    """``program_argv`` typed as a JSON array, for command payloads."""
+    return list(program_argv(scenario, **options))
+
+
+def alive(pid: int) -> bool:
+    stat = read_stat(pid)
+    return stat is not None and not stat.dead
+
+
+def marked_by(instance: str) -> list[int]:
+    prefix = instance + "/"
+    found = []
+    for name in os.listdir("/proc"):
+        if name.isdigit():
+            value = read_env_var(int(name), SCOPE_ENV)
+            if value is not None and value.startswith(prefix) and alive(int(name)):
+                found.append(int(name))
+    return found
+
+
+def instance_of(pid: int) -> str:
+    stat = read_stat(pid)
+    assert stat is not None
+    return f"{pid}.{stat.starttime}"
+
+
+def _pids(path: Path) -> list[int]:
+    return [int(p) for p in path.read_text().split()] if path.exists() else []
+
+
+async def wait_for_lines(path: Path, count: int) -> list[int]:
+    await wait_until(lambda: len(_pids(path)) >= count)
+    return _pids(path)
+
+
+async def settle_zombies() -> None:
+    # Orphans of the killed server were re-parented to us when we are a child subreaper;
+    # collecting their status is then our job (invariant 3).
+    with trio.fail_after(BOUND_S):
+        while True:
+            reap_adopted_children()
+            if not any(
+                (st := read_stat(pid)) is not None and st.state == "Z" for pid in _children()
+            ):
+                return
+            await trio.sleep(0.02)
+
+
+def _children() -> list[int]:
+    pids: list[int] = []
+    for tid in os.listdir("/proc/self/task"):
+        with open(f"/proc/self/task/{tid}/children") as f:
+            pids.extend(int(p) for p in f.read().split())
+    return pids
+
+
+@pytest.fixture
+async def busy_server(tmp_path: Path) -> AsyncIterator[tuple[Client, list[int]]]:
+    """A ``supervisor serve`` running misbehavers: two jobs, a ``process.run``, a terminal and
+    a language-server session (the last two when the Core has those services)."""
+    process = await trio.lowlevel.open_process(
+        [PY, "-m", "supervisor", "serve"], stdin=subprocess.PIPE, stdout=subprocess.PIPE
+    )
+    try:
+        client = Client(process)
+        commands = (await client.initialize())["commands"]
+        assert isinstance(commands, list)
+        other_root = tmp_path / "other"  # one job at a time per root: a second lane
+        other_root.mkdir()
+        names = ("setsid", "daemon", "ignore", "terminal", "lsp")
+        files = {name: tmp_path / f"{name}.pids" for name in names}
+        await client.request(
+            "job.start",
+            {
+                "kind": "build",
+                "root": str(tmp_path),
+                "argv": argv_of("grandchild-setsid", pid_file=files["setsid"]),
+            },
+        )
+        await client.request(
+            "job.start",
+            {
+                "kind": "test",
+                "root": str(other_root),
+                "argv": argv_of("daemon", pid_file=files["daemon"]),
+            },
+        )
+        await client.send(
+            {
+                "jsonrpc": "2.0",
+                "id": "run",
+                "method": "process.run",
+                "params": {"argv": argv_of("ignore-sigterm", pid_file=files["ignore"])},
+            }
+        )
+        pids = [
+            *await wait_for_lines(files["setsid"], 2),
+            *await wait_for_lines(files["daemon"], 2),
+            *await wait_for_lines(files["ignore"], 1),
+        ]
+        if "terminal.create" in commands:
+            argv = argv_of("terminal-ignore-hangup", pid_file=files["terminal"])
+            reply = await client.request(
+                "terminal.create", {"executable": argv[0], "arguments": argv[1:]}
+            )
+            assert "result" in reply, reply
+            pids += await wait_for_lines(files["terminal"], 1)
+        if "lsp.startServer" in commands:
+            argv = argv_of("no-shutdown-reply", pid_file=files["lsp"])
+            reply = await client.request(
+                "lsp.startServer",
+                {
+                    "serverId": "crash-test",
+                    "executable": argv[0],
+                    "arguments": argv[1:],
+                    "workingDirectory": str(tmp_path),
+                    "rootUri": tmp_path.as_uri(),
+                },
+            )
+            assert "result" in reply, reply
+            pids += await wait_for_lines(files["lsp"], 1)
+        yield client, pids
+    finally:
+        with trio.CancelScope(shield=True):
+            if process.returncode is None:
+                process.kill()
+            await process.wait()
+            await settle_zombies()
+
+
+async def test_sigkill_leaves_nothing_within_2_s(busy_server: tuple[Client, list[int]]) -> None:
+    client, pids = busy_server
+    instance = instance_of(client.process.pid)
+    assert set(pids) <= set(marked_by(instance))
+    watchdogs = find_watchdogs(instance)
+    assert len(watchdogs) == 1
+    # The watchdog carries no scope marker: it is neither swept nor counted as a leak.
+    assert read_env_var(watchdogs[0], SCOPE_ENV) is None
+    assert read_env_var(watchdogs[0], WATCHDOG_ENV) == instance
+
+    client.process.send_signal(signal.SIGKILL)
+    killed_at = trio.current_time()
+    await client.process.wait()
+    await wait_until(lambda: not marked_by(instance))
+    assert trio.current_time() - killed_at < CRASH_BOUND_S
+    assert not any(alive(pid) for pid in pids)
+    # Its work done, the watchdog exits.
+    await wait_until(lambda: not any(alive(pid) for pid in watchdogs))
+
+
+async def test_with_the_watchdog_killed_too_reap_ends_them(
+    busy_server: tuple[Client, list[int]],
+) -> None:
+    client, pids = busy_server
+    instance = instance_of(client.process.pid)
+    (watchdog,) = find_watchdogs(instance)
+    os.kill(watchdog, signal.SIGKILL)
+    await wait_until(lambda: not alive(watchdog))
+    client.process.send_signal(signal.SIGKILL)
+    await client.process.wait()
+    # Nobody sweeps now: the orphans wait for `supervisor reap` (or another Core's start,
+    # which may come from any supervisor on this machine first).
+    done = await trio.run_process(
+        [PY, "-m", "supervisor", "reap", "--json"], capture_stdout=True, check=True
+    )
+    reaped = json.loads(done.stdout)["reaped"]
+    assert isinstance(reaped, list)
+    await wait_until(lambda: not marked_by(instance))
+    assert not any(alive(pid) for pid in pids)
+
+
+def _forged_orphan() -> subprocess.Popen[bytes]:
+    """A sleeper whose marker names a supervisor instance that is dead (its pid exited)."""
+    dead = subprocess.Popen([PY, "-c", "pass"])
+    dead.wait()
+    env = dict(os.environ)
+    env[SCOPE_ENV] = f"{dead.pid}.1/t1-forged"
+    return subprocess.Popen(
+        [PY, "-c", "import time; time.sleep(60)"], env=env, start_new_session=True
+    )
+
+
+async def test_core_start_reaps_orphans_of_dead_instances() -> None:
+    orphan = _forged_orphan()
+    try:
+        await wait_until(lambda: read_env_var(orphan.pid, SCOPE_ENV) is not None)
+        async with open_core():
+            pass
+        await wait_until(lambda: orphan.poll() is not None)
+        # (Its status may have been collected by the Core's reaper: it was our child in a
+        # session of its own, like an adopted orphan.)
+        assert not alive(orphan.pid)
+    finally:
+        orphan.kill()
+        orphan.wait()
+
+
+async def test_watchdog_is_restarted_and_its_pipe_is_not_inherited() -> None:
+    first = ensure_watchdog()
+    assert first is not None
+    assert watchdog_pid() == first
+    os.kill(first, signal.SIGKILL)
+    await wait_until(lambda: watchdog_pid() is None)
+    tree = await open_process_tree([PY, "-c", "import time; time.sleep(60)"])
+    try:
+        second = watchdog_pid()
+        assert second is not None
+        assert second != first
+        from supervisor import _watchdog
+
+        current = _watchdog._current
+        assert current is not None
+        inode = os.fstat(current.write_fd).st_ino
+        held = set()
+        for fd in os.listdir(f"/proc/{tree.pid}/fd"):
+            try:
+                held.add(os.readlink(f"/proc/{tree.pid}/fd/{fd}"))
+            except OSError:
+                continue
+        assert f"pipe:[{inode}]" not in held
+    finally:
+        await tree.aclose()

@@ -1,0 +1,126 @@
+"""The pytest plugin as a user runs it, and the ``testbed``/``chaos`` commands (issue 7)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from importlib import metadata
+from typing import TYPE_CHECKING
+
+import pytest
+
+from supervisor._reaper import reap_adopted_children
+from supervisor.testbed import SCENARIOS
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+pytestmark = pytest.mark.skipif(not os.path.isdir("/proc/self/task"), reason="needs procfs")
+
+PY = sys.executable
+
+USER_TESTS = """
+import trio
+from supervisor import DEVNULL, open_process_tree
+from supervisor.testbed import program_argv
+
+
+async def test_stop_is_bounded(supervisor_scenario_session, no_leaked_processes):
+    async with supervisor_scenario_session("no-shutdown-reply") as session:
+        await session.endpoint.request("initialize", {"capabilities": {}})
+        with trio.move_on_after(1):
+            await session.endpoint.request("shutdown")
+        report = await session.tree.aclose(term_grace_ms=500)
+        assert session.tree.pid in report.terminated
+
+
+async def test_core_fixture(supervisor_core, no_leaked_processes):
+    result = await supervisor_core.call("process.run", {"argv": program_argv("exit-signal")})
+    assert result["signal"] == 9
+
+
+async def test_scenario_fixture(supervisor_scenario, no_leaked_processes):
+    async with supervisor_scenario("hang") as tree:
+        assert tree.stdout is not None
+        assert await tree.stdout.receive_some(6) == b"ready\\n"
+
+
+async def test_leak_is_reported(no_leaked_processes):
+    argv = program_argv("hang")
+    tree = await open_process_tree(argv, stdin=DEVNULL, stdout=DEVNULL, stderr=DEVNULL)
+    assert tree.pid > 0  # never closed: the guard must fail this test
+"""
+
+
+def _plugin_args() -> list[str]:
+    installed = any(
+        entry.value == "supervisor.pytest_plugin"
+        for entry in metadata.entry_points(group="pytest11")
+    )
+    return [] if installed else ["-p", "supervisor.pytest_plugin"]
+
+
+def test_plugin_in_a_user_project(tmp_path: Path) -> None:
+    (tmp_path / "test_user.py").write_text(USER_TESTS)
+    (tmp_path / "pytest.ini").write_text("[pytest]\ntrio_mode = true\n")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST_")}
+    done = subprocess.run(
+        [PY, "-m", "pytest", "-q", "-p", "no:cacheprovider", *_plugin_args(), "test_user.py"],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    # The leaked program was SIGKILLed by the guard; once the inner run exited, its zombie
+    # may have been re-parented to us (a child subreaper).
+    reap_adopted_children()
+    out = done.stdout
+    assert "4 passed, 1 error" in out, out + done.stderr
+    assert "processes outlived the test" in out
+    assert "_programs.py hang" in out  # listed with its command line
+
+
+def _cli(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [PY, "-m", "supervisor", *args], capture_output=True, text=True, timeout=120, check=False
+    )
+
+
+def test_testbed_list() -> None:
+    done = _cli("testbed", "list", "--json")
+    assert done.returncode == 0
+    listed = json.loads(done.stdout)
+    assert [item["name"] for item in listed] == list(SCENARIOS)
+    assert all(item["handling"] for item in listed)
+    text = _cli("testbed", "list").stdout
+    assert "double-answer [lsp, dap]" in text
+
+
+def test_testbed_run() -> None:
+    done = _cli("testbed", "run", "flood-stderr", "--bytes", "3000")
+    assert done.returncode == 0
+    assert len(done.stderr) == 3000
+    assert _cli("testbed", "run", "no-such").returncode == 2
+
+
+def test_chaos_command_json() -> None:
+    done = _cli("chaos", "--iterations", "1", "--seed", "3", "--json")
+    assert done.returncode == 0, done.stdout + done.stderr
+    report = json.loads(done.stdout)
+    assert report["ok"] is True
+    assert report["iterations"] == 1
+    assert report["violations"] == []
+
+
+def test_chaos_command_reports_a_violation_with_seed_and_steps() -> None:
+    # A negative memory bound makes round 1 fail whatever happens: the reporting path.
+    done = _cli(
+        "chaos", "--iterations", "2", "--seed", "4", "--max-rss-growth-bytes=-1099511627776"
+    )
+    assert done.returncode == 1
+    assert "FAILED: seed 4, round 1" in done.stdout
+    assert "shortest failing step list:" in done.stdout
