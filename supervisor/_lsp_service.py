@@ -12,7 +12,8 @@ Commands: ``lsp.startServer``, ``lsp.stopServer``, ``lsp.restartServer``,
 ``lsp.request``, ``lsp.cancelOperation``, ``lsp.waitEvents``, ``lsp.pollEvents``,
 ``lsp.pluginServerRequest``, ``lsp.pluginServerNotify``; for plugin-owned sessions (issue 6,
 plugin-contract.md "Plugin functions"): ``lsp.functionRequest``, ``lsp.hostResponse``,
-``lsp.hostNotify``.
+``lsp.hostNotify``; the cross-plugin relay's snapshot (plugin-contract.md "Cross-plugin
+calls"): ``lsp.configureFunctionRelay``.
 """
 
 from __future__ import annotations
@@ -45,6 +46,7 @@ from ._payload import (
     optional_str,
     require_str,
 )
+from ._plugin_relay import FunctionRelay, ProviderHandle
 from ._plugin_state import MAX_FUNCTION_TIMEOUT_MS, check_function_request, check_host_services
 from ._tree import open_process_tree
 
@@ -297,6 +299,8 @@ class LspService:
         self._max_events = max_events
         self._sessions: dict[str, LspSession] = {}
         self._ids = itertools.count(1)
+        #: Cross-plugin calls between this service's plugin-owned sessions (issue 6).
+        self.relay = FunctionRelay(self._relay_provider)
 
     def commands(self) -> Mapping[str, CommandHandler]:
         return {
@@ -319,6 +323,7 @@ class LspService:
             "lsp.functionRequest": self._function_request,
             "lsp.hostResponse": self._host_response,
             "lsp.hostNotify": self._host_notify,
+            "lsp.configureFunctionRelay": self._configure_relay,
         }
 
     @property
@@ -363,6 +368,8 @@ class LspService:
         # The first process is started before we answer, so launch_failed is this
         # command's error and a refused start leaves no session behind.
         tree = await open_process_tree(spec.argv, cwd=spec.cwd, env=spec.env)
+        if session.plugin is not None:
+            session.plugin.relay = self.relay
         await self._nursery.start(self._run_session, session, tree)
         self._sessions[session_id] = session
         return {"sessionId": session_id}
@@ -626,6 +633,34 @@ class LspService:
         assert isinstance(params, dict)
         await session.notify(method, params)
         return {"delivered": True}
+
+    # -- the relay (issue 6, plugin-contract.md "Cross-plugin calls") ---------------------
+
+    async def _configure_relay(self, payload: JSONObject) -> JSONValue:
+        """``lsp.configureFunctionRelay {plugins: [{pluginID, enabled, exports, calls}],
+        contexts: [{contextID, generation, authority}]}`` -> ``{plugins, contexts,
+        endedCalls}``.
+
+        Hot activation: the snapshot takes effect at once; running relayed calls it no
+        longer allows end with notDeclared, providerDisabled or contextExpired.
+
+        Raises:
+            CoreError: ``invalid_request`` for a malformed snapshot.
+        """
+        return self.relay.configure(payload)
+
+    def _relay_provider(self, plugin_id: str) -> ProviderHandle | None:
+        """The running, negotiated backend of ``plugin_id`` (the first session of it)."""
+        for session in self._sessions.values():
+            plugin = session.plugin
+            if plugin is None or plugin.plugin_id != plugin_id or plugin.registry is None:
+                continue
+            try:
+                endpoint = session.endpoint_for_notify()
+            except CoreError:
+                continue
+            return ProviderHandle(frozenset(plugin.registry.sorted_ids()), endpoint)
+        return None
 
     # -- plugin-owned sessions -----------------------------------------------------------
 

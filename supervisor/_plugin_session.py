@@ -12,8 +12,8 @@ Cancel scopes: every function call is a task in the session's nursery with its o
 scope (deadline, ``lsp.cancelOperation``, revocation, the session's end); cancelling it makes
 the endpoint send ``$/cancelRequest`` to the backend. Every host request runs in the
 endpoint's handler task for that request, whose scope the backend's ``$/cancelRequest``
-cancels. The seam for the relay (``lithe/host/functions/*``, a later part of issue 6) is
-:meth:`PluginRuntime.start_call`: a relayed call is a call with a parent scope.
+cancels. ``lithe/host/functions/*`` go to the Core's relay
+(:class:`~supervisor._plugin_relay.FunctionRelay`), which forwards relayed calls itself.
 """
 
 from __future__ import annotations
@@ -29,6 +29,7 @@ import trio
 from protocol import CoreError
 
 from ._endpoint import EndpointClosed, JSONRPCError, method_not_found
+from ._plugin_relay_state import RelayRefusal
 from ._plugin_state import (
     FUNCTION_RESULT_BYTES,
     HOST_RESULT_BYTES,
@@ -56,12 +57,15 @@ if TYPE_CHECKING:
 
     from ._endpoint import JSONRPCEndpoint
     from ._lsp_state import RateLimit
+    from ._plugin_relay import FunctionRelay
 
 __all__ = ("INVOKE_METHOD", "PluginRuntime", "experimental_offer")
 
 logger = logging.getLogger("supervisor.plugins")
 
 INVOKE_METHOD: Final = "lithe/function/invoke"
+#: Cross-plugin calls: the relay's methods, answered by :class:`FunctionRelay`.
+RELAY_METHODS: Final = frozenset({"lithe/host/functions/providers", "lithe/host/functions/invoke"})
 #: ``error.data`` of a host request the backend cancelled (-32800).
 CANCELLED_DATA: Final[JSONObject] = {"code": "plugin.host.cancelled"}
 
@@ -136,6 +140,8 @@ class PluginRuntime:
         self._wire_ids = itertools.count(1)
         self._host_ids = itertools.count(1)
         self.facts_rejected = 0
+        #: The Core's relay (set by the LSP service); None: no relay, -32010 for its methods.
+        self.relay: FunctionRelay | None = None
 
     # -- lifecycle -----------------------------------------------------------------------
 
@@ -155,6 +161,8 @@ class PluginRuntime:
         self.version, ids = negotiated
         self.registry = FunctionRegistry(ids)
         self._emit("functionsChanged", {"functions": _wire_list(ids), "removed": []})
+        if self.relay is not None:
+            self.relay.changed()  # calls waiting for this provider may go ahead
 
     def end_generation(self, message: str, **extra: JSONValue) -> None:
         """The process ended: end every call with the session's terminal error.
@@ -163,6 +171,8 @@ class PluginRuntime:
         endpoint closing cancels them).
         """
         self.version, self.registry = None, None
+        if self.relay is not None:
+            self.relay.changed()
         for call in list(self._calls.values()):
             self._finish(
                 call,
@@ -189,6 +199,14 @@ class PluginRuntime:
         }
 
     # -- calls -----------------------------------------------------------------------
+
+    def emit_event(self, event: str, params: JSONObject) -> None:
+        """Queue a session event (for the relay: ``functionProviderStartRequired``)."""
+        self._emit(event, params)
+
+    def serves_host_call(self, wire_id: str) -> bool:
+        """True while the backend serves a host-started call with this wire ``operationID``."""
+        return wire_id in self._by_wire
 
     def is_pending(self, operation_id: str) -> bool:
         """True while a call with this host operation id runs."""
@@ -324,6 +342,8 @@ class PluginRuntime:
         """
         if method in ("lithe/function/register", "lithe/function/unregister"):
             return self._registration(method, params)
+        if method in RELAY_METHODS:
+            return await self._relay_request(method, params)
         try:
             if not self.negotiated and not method.startswith(("lithe/build/",)):
                 # The protocol was not negotiated: nothing of it exists for this process.
@@ -336,7 +356,15 @@ class PluginRuntime:
         body: JSONObject = params if isinstance(params, dict) else {}
         if method == "lithe/host/getCapabilities":
             assert self.version is not None
-            return capabilities_result(self.version, self.grants)
+            capabilities = capabilities_result(self.version, self.grants)
+            services = capabilities.get("services")
+            if self.relay is not None and self.relay.granted(self.plugin_id):
+                assert isinstance(services, dict)
+                services["functions"] = {
+                    "methods": _wire_list(sorted(RELAY_METHODS)),
+                    "notifications": [],
+                }
+            return capabilities
         if method == "lithe/host/subscriptions/dispose":
             # Answered here; the host hears of it so it can stop the subscription's work.
             self._emit("subscriptionDisposed", {"subscriptionID": body["subscriptionID"]})
@@ -348,6 +376,33 @@ class PluginRuntime:
                 {"code": "plugin.host.limitExceeded"},
             )
         return await self._host_request(method, entry.service, body)
+
+    async def _relay_request(self, method: str, params: JSONValue) -> JSONValue:
+        """Cross-plugin calls: ``lithe/host/functions/providers`` and ``.../invoke``.
+
+        Refusals before the relay's own checks: not negotiated -32601; a plugin whose
+        snapshot entry declares no call -32010 ``plugin.host.permissionDenied``.
+
+        Raises:
+            JSONRPCError: The refusal, or the relayed call's failure (``data.code``).
+        """
+        if not self.negotiated:
+            raise JSONRPCError(
+                -32601, "litheFunctions was not negotiated", {"code": "plugin.host.unavailable"}
+            )
+        relay = self.relay
+        if relay is None or not relay.granted(self.plugin_id):
+            raise JSONRPCError(
+                -32010,
+                f"{self.plugin_id} declares no call to another plugin's function",
+                {"code": "plugin.host.permissionDenied"},
+            )
+        try:
+            if method == "lithe/host/functions/providers":
+                return relay.providers(self, params)
+            return await relay.invoke(self, params)
+        except RelayRefusal as refusal:
+            raise JSONRPCError(refusal.number, refusal.message, refusal.data()) from None
 
     def _registration(self, method: str, params: JSONValue) -> JSONValue:
         registry = self.registry
@@ -367,6 +422,10 @@ class PluginRuntime:
             "functionsChanged",
             {"functions": _wire_list(registry.sorted_ids()), "removed": _wire_list(removed)},
         )
+        if self.relay is not None:
+            # Relayed calls of a withdrawn function end (providerUnavailable); new
+            # registrations wake calls waiting for this provider.
+            self.relay.withdrawn(self.plugin_id, removed)
         for call in list(self._calls.values()):
             if call.function_id in removed:
                 self._finish(
