@@ -145,7 +145,8 @@ _E = CatalogEntry
 #: Every stable error code, in one table. Core codes first (their numbers are ours: the
 #: reference gives none, so each takes the closest JSON-RPC/LSP meaning), then
 #: ``plugin.host.*`` exactly as plugin-contract.md's table lists them, then
-#: ``plugin.function.*`` (numbers only where plugin-contract.md gives one).
+#: ``plugin.function.*`` (numbers where plugin-contract.md or the reference SDK's error table,
+#: plugin-sdk-node.md, gives one).
 ERROR_CATALOG: Final[tuple[CatalogEntry, ...]] = (
     _E("invalid_request", -32602, "The request is malformed or a field is invalid"),
     _E("not_supported", -32601, "The command or option is not supported"),
@@ -247,29 +248,29 @@ ERROR_CATALOG: Final[tuple[CatalogEntry, ...]] = (
         -32602,
         "A backend's register or unregister request was refused as a whole",
     ),
-    _E("plugin.function.notDeclared", None, "The caller did not declare the relayed function"),
+    _E("plugin.function.notDeclared", -32027, "The caller did not declare the relayed function"),
     _E(
         "plugin.function.notExported",
-        None,
+        -32028,
         "The provider does not export, or has not registered, the function",
     ),
-    _E("plugin.function.providerDisabled", None, "The provider plugin is not enabled"),
+    _E("plugin.function.providerDisabled", -32029, "The provider plugin is not enabled"),
     _E(
         "plugin.function.versionMismatch",
-        None,
+        -32030,
         "The declared and exported versions of the function differ",
     ),
-    _E("plugin.function.callCycle", None, "The provider is already on the call chain"),
-    _E("plugin.function.depthExceeded", None, "The call chain would exceed 4 calls"),
-    _E("plugin.function.tooManyCalls", None, "The caller already has 8 relayed calls running"),
+    _E("plugin.function.callCycle", -32065, "The provider is already on the call chain"),
+    _E("plugin.function.depthExceeded", -32066, "The call chain would exceed 4 calls"),
+    _E("plugin.function.tooManyCalls", -32067, "The caller already has 8 relayed calls running"),
     _E(
         "plugin.function.payloadTooLarge",
-        None,
+        -32068,
         "The relayed params (256 KiB) or result (256 KiB) are too large",
     ),
     _E(
         "plugin.function.providerUnavailable",
-        None,
+        -32069,
         "The provider's backend did not start in time, exited, or withdrew the function",
     ),
     _E(

@@ -67,30 +67,16 @@ PROVIDER_START_MS: Final = 30_000
 #: The call chain: the message of a ``parentOperationID`` that names no running call.
 NOT_RUNNING_MESSAGE: Final = "The call this request belongs to is not running."
 
-#: JSON-RPC numbers of the relay's codes. protocol.ERROR_CATALOG lists these codes without
-#: a number; these are the numbers the backend SDK (plugin_sdk/_wire.py) maps back.
-_RELAY_NUMBERS: Final[dict[str, int]] = {
-    "plugin.function.notDeclared": -32027,
-    "plugin.function.notExported": -32028,
-    "plugin.function.providerDisabled": -32029,
-    "plugin.function.versionMismatch": -32030,
-    "plugin.function.callCycle": -32065,
-    "plugin.function.depthExceeded": -32066,
-    "plugin.function.tooManyCalls": -32067,
-    "plugin.function.payloadTooLarge": -32068,
-    "plugin.function.providerUnavailable": -32069,
-}
-
 _INVOKE_FIELDS: Final = frozenset(
     {"pluginID", "functionID", "context", "params", "timeoutMilliseconds", "parentOperationID"}
 )
 
 
 def relay_number(code: str) -> int:
-    """The JSON-RPC error number of a relay or host code (``-32603`` when it has none)."""
-    number = _RELAY_NUMBERS.get(code)
-    if number is not None:
-        return number
+    """The JSON-RPC error number of a relay or host code (``-32603`` when it has none).
+
+    The numbers come from the one catalog, :data:`protocol.ERROR_CATALOG`.
+    """
     try:
         catalog = lookup_error(code).jsonrpc_code
     except KeyError:

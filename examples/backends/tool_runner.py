@@ -11,7 +11,9 @@ Functions (plugin ``dev.example.tools``):
   the call ends the whole tree. Returns ``{steps, exitCode}``.
 - ``tool.version {sleepMs?}``: exported; runs ``python --version`` and, when asked, a
   sleeping process first (for relayed-chain tests). Returns ``{version, caller}``.
-- ``tool.enableExtra`` / ``tool.disableExtra``: register / withdraw ``tool.extra`` at run time.
+- ``tool.enableExtra`` / ``tool.disableExtra``: register / withdraw ``tool.extra
+  {sleepMs?}`` at run time (it returns ``"extra"``, after a sleeping process when asked;
+  withdrawing it while it runs revokes the call).
 - ``tool.hostFlood {n}``: sends ``n`` concurrent ``lithe/host/credentials/get`` requests
   (the SDK keeps at most 16 unanswered). Returns ``{answered}``.
 - ``tool.noisy``: prints to stdout, which the SDK has pointed at stderr.
@@ -94,6 +96,11 @@ async def tool_version(params: JSONObject, context: CallContext) -> JSONValue:
 
 
 async def _extra(params: JSONObject, context: CallContext) -> JSONValue:
+    # With sleepMs it first runs a sleeping process bound to the call, so a test can
+    # withdraw the function while it runs (revocation ends the call and the process).
+    sleep_ms = params.get("sleepMs")
+    if isinstance(sleep_ms, int) and sleep_ms > 0:
+        await context.run([sys.executable, "-c", f"import time; time.sleep({sleep_ms / 1000})"])
     return "extra"
 
 

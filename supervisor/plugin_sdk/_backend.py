@@ -575,9 +575,17 @@ class Backend:
         diagnostics: :class:`Diagnostics` not bound to any call.
     """
 
-    def __init__(self, name: str, version: str, *, capabilities: JSONObject | None = None) -> None:
+    def __init__(
+        self,
+        name: str,
+        version: str,
+        *,
+        capabilities: JSONObject | None = None,
+        functions: bool = True,
+    ) -> None:
         self.name = name
         self.version = version
+        self._answer_functions = functions
         self._server_capabilities: JSONObject = dict(capabilities or {})
         self._functions: dict[str, FunctionHandler] = {}
         self._initialize_hooks: list[InitializeHook] = []
@@ -674,14 +682,26 @@ class Backend:
         if function_id not in self._functions:
             raise PluginSdkError("sdk.functions.invalidId", f"{function_id} is not declared")
         del self._functions[function_id]
+        if self._state in ("new", "initializing"):
+            self._revoke_local(function_id)
+            await trio.lowlevel.checkpoint()
+            return
+        try:
+            # The host must see the withdrawal before any reply of a running call: it is
+            # the host that revokes them (plugin.function.revoked, then $/cancelRequest to
+            # us). A call cancelled here first would answer before the unregister arrives
+            # and be reported as an ordinary failure instead.
+            await self._registry_request("lithe/function/unregister", {"ids": [function_id]})
+        finally:
+            # Calls the host's $/cancelRequest has not ended yet end now: nothing of a
+            # withdrawn function keeps running, even when the host refused or went away.
+            self._revoke_local(function_id)
+
+    def _revoke_local(self, function_id: str) -> None:
         for call in list(self._calls):
             if call.function_id == function_id and call.scope is not None:
                 call.revoked = True
                 call.scope.cancel()
-        if self._state in ("new", "initializing"):
-            await trio.lowlevel.checkpoint()
-            return
-        await self._registry_request("lithe/function/unregister", {"ids": [function_id]})
 
     async def _registry_request(self, method: str, params: JSONObject) -> None:
         endpoint = self._endpoint
@@ -890,6 +910,10 @@ class Backend:
         if self._state != "new":
             raise JSONRPCError(ErrorCode.INVALID_REQUEST, "initialize was already sent")
         negotiated = negotiate(params)
+        if not self._answer_functions:
+            # A build-only backend never answers litheFunctions, even when offered
+            # (plugin-contract.md "Plugin functions": the host then sends it no calls).
+            negotiated = Negotiated(None, negotiated.logging_version)
         if negotiated.logging_version is None:
             # The official SDKs require the litheLogging offer (plugin-sdk-node.md
             # "Logging"): refuse the host instead of running without typed diagnostics.
@@ -920,9 +944,9 @@ class Backend:
                 ErrorCode.INTERNAL_ERROR, "The backend failed to initialize"
             ) from None
         experimental: JSONObject = {"litheLogging": {"version": negotiated.logging_version}}
-        if negotiated.functions_version is not None:
+        if self.functions_version is not None:
             experimental["litheFunctions"] = {
-                "version": negotiated.functions_version,
+                "version": self.functions_version,
                 "functions": [{"id": function_id} for function_id in sorted(self._functions)],
             }
         capabilities: JSONObject = dict(self._server_capabilities)
@@ -1088,7 +1112,13 @@ class Backend:
             await self._send_fact(fact)
 
 
-def create_backend(name: str, version: str, *, capabilities: JSONObject | None = None) -> Backend:
+def create_backend(
+    name: str,
+    version: str,
+    *,
+    capabilities: JSONObject | None = None,
+    functions: bool = True,
+) -> Backend:
     """Create a plugin backend (plugin-sdk-node.md ``createBackend``).
 
     Args:
@@ -1096,8 +1126,11 @@ def create_backend(name: str, version: str, *, capabilities: JSONObject | None =
         version: Reported as ``serverInfo.version``.
         capabilities: Standard LSP server capabilities; the SDK adds its negotiated
             ``experimental.litheFunctions`` and ``experimental.litheLogging``.
+        functions: False makes a build-only backend: it never answers ``litheFunctions``,
+            so the host refuses function calls for it (``plugin.function.unavailable``)
+            and a ``lithe/function/invoke`` that still arrives is answered -32601.
 
     Returns:
         A :class:`Backend`; declare functions, then ``raise SystemExit(backend.listen())``.
     """
-    return Backend(name, version, capabilities=capabilities)
+    return Backend(name, version, capabilities=capabilities, functions=functions)

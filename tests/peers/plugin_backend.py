@@ -1,5 +1,3 @@
-# ruff: noqa: ANN001, ANN202
-# mypy: ignore-errors
 """A scripted plugin backend for the host-side plugin-function tests (issue 6).
 
 Usage: plugin_backend.py FUNCTIONS_ANSWER [LOGGING_ANSWER]
@@ -20,6 +18,12 @@ from __future__ import annotations
 
 import json
 import sys
+from collections.abc import Callable
+from typing import Any
+
+#: A decoded JSON-RPC message: this peer reads arbitrary JSON, so its fields stay ``Any``.
+Message = dict[str, Any]
+Callback = Callable[[Message], None]
 
 inp = sys.stdin.buffer
 out = sys.stdout.buffer
@@ -27,18 +31,20 @@ functions_answer = json.loads(sys.argv[1]) if len(sys.argv) > 1 else None
 logging_answer = json.loads(sys.argv[2]) if len(sys.argv) > 2 else None
 
 next_id = 1000
-waiting: dict[int, object] = {}  # our request id -> callback(reply)
+waiting: dict[int, Callback] = {}  # our request id -> callback(reply)
 invokes: dict[object, str] = {}  # host request id -> wire operationID
-seen: dict[str, object] = {"cancels": [], "notifications": [], "initialize": None}
+cancels: list[str | None] = []  # wire operationIDs the host cancelled
+notifications: list[Message] = []
+seen: Message = {"cancels": cancels, "notifications": notifications, "initialize": None}
 
 
-def send(message: dict) -> None:
+def send(message: Message) -> None:
     body = json.dumps(message).encode()
     out.write(b"Content-Length: %d\r\n\r\n" % len(body) + body)
     out.flush()
 
 
-def read() -> dict | None:
+def read() -> Message | None:
     length = None
     while True:
         line = inp.readline()
@@ -51,10 +57,12 @@ def read() -> dict | None:
         if name.lower() == "content-length":
             length = int(value)
     assert length is not None
-    return json.loads(inp.read(length))
+    message = json.loads(inp.read(length))
+    assert isinstance(message, dict)
+    return message
 
 
-def request(method: str, params: object, callback) -> int:
+def request(method: str, params: object, callback: Callback) -> int:
     global next_id
     next_id += 1
     waiting[next_id] = callback
@@ -66,13 +74,13 @@ def reply(rid: object, result: object) -> None:
     send({"jsonrpc": "2.0", "id": rid, "result": result})
 
 
-def gather(rid: object, requests: list) -> None:
+def gather(rid: object, requests: list[tuple[str, object]]) -> None:
     """Send every request now; answer ``rid`` with all replies once they are in."""
-    replies: list = [None] * len(requests)
+    replies: list[Message | None] = [None] * len(requests)
     left = [len(requests)]
 
-    def make(i: int):
-        def done(message: dict) -> None:
+    def make(i: int) -> Callback:
+        def done(message: Message) -> None:
             replies[i] = {k: message[k] for k in ("result", "error") if k in message}
             left[0] -= 1
             if left[0] == 0:
@@ -86,7 +94,7 @@ def gather(rid: object, requests: list) -> None:
         reply(rid, [])
 
 
-def invoke(rid: object, params: dict) -> None:
+def invoke(rid: object, params: Message) -> None:
     fid = params["functionID"]
     wire = params["operationID"]
     args = params.get("params", {})
@@ -149,23 +157,24 @@ def main() -> None:
             return
         method = message.get("method")
         if method is None:
-            callback = waiting.pop(message.get("id"), None)
+            reply_id = message.get("id")
+            callback = waiting.pop(reply_id, None) if isinstance(reply_id, int) else None
             if callback is not None:
                 callback(message)
             continue
-        params = message.get("params")
+        params: Any = message.get("params")
         if "id" not in message:
             if method == "$/cancelRequest":
-                seen["cancels"].append(invokes.get(params["id"]))
+                cancels.append(invokes.get(params["id"]))
             elif method == "exit":
                 return
             else:
-                seen["notifications"].append({"method": method, "params": params})
+                notifications.append({"method": method, "params": params})
             continue
         rid = message["id"]
         if method == "initialize":
             seen["initialize"] = params["capabilities"].get("experimental")
-            experimental = {}
+            experimental: Message = {}
             if functions_answer is not None:
                 experimental["litheFunctions"] = functions_answer
             if logging_answer is not None:

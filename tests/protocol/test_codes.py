@@ -23,7 +23,10 @@ from protocol import (
     lookup_error,
 )
 
-PLUGIN_CONTRACT = Path("/work/shared/reference/plugin-contract.md")
+#: The reference documents sit beside the checkout (``../shared/reference``), in CI too.
+REFERENCE = Path(__file__).resolve().parents[3] / "shared" / "reference"
+PLUGIN_CONTRACT = REFERENCE / "plugin-contract.md"
+PLUGIN_SDK = REFERENCE / "plugin-sdk-node.md"
 
 
 def _snake(name: str) -> str:
@@ -91,7 +94,8 @@ def test_plugin_numbers_named_by_the_reference() -> None:
     assert lookup_error("plugin.function.failed").jsonrpc_code == -32070
     assert lookup_error("plugin.function.invalidResult").jsonrpc_code == -32071
     assert lookup_error("plugin.function.invalidRegistration").jsonrpc_code == -32602
-    assert lookup_error("plugin.function.callCycle").jsonrpc_code is None
+    assert lookup_error("plugin.function.callCycle").jsonrpc_code == -32065
+    assert lookup_error("plugin.function.revoked").jsonrpc_code is None
     host = [e.jsonrpc_code for e in ERROR_CATALOG if e.name.startswith("plugin.host.")]
     assert host[4:] == list(range(-32010, -32027, -1))  # "grow by one", never reused
 
@@ -103,6 +107,16 @@ def test_plugin_host_table_matches_the_reference() -> None:
     assert len(table) >= 21
     ours = {e.name: e.jsonrpc_code for e in ERROR_CATALOG if e.name.startswith("plugin.host.")}
     assert ours == {name: int(number) for name, number in table.items()}
+
+
+@pytest.mark.skipif(not PLUGIN_SDK.exists(), reason="reference not available")
+def test_plugin_function_numbers_match_the_sdk_table() -> None:
+    """Every plugin.function.* number the reference SDK's error table gives is ours too."""
+    text = PLUGIN_SDK.read_text(encoding="utf-8")
+    table = dict(re.findall(r"^(plugin\.function\.\w+) (-\d+) ", text, flags=re.MULTILINE))
+    assert len(table) >= 11
+    for name, number in table.items():
+        assert lookup_error(name).jsonrpc_code == int(number), name
 
 
 @pytest.mark.skipif(not PLUGIN_CONTRACT.exists(), reason="reference not available")

@@ -1,4 +1,3 @@
-# mypy: disable-error-code="arg-type,dict-item,call-overload,unused-ignore,operator"
 """Plugin-owned sessions through the Core with a real backend process (issue 6, host side)."""
 
 from __future__ import annotations
@@ -148,11 +147,12 @@ async def test_negotiation_invocation_outcomes_and_progress(core: Core, tmp_path
     assert len(cancels) == 2
     assert "c1" not in cancels
     # Refusals, before anything is written.
-    for function, code in (
+    refusals: list[tuple[JSONObject, str]] = [
         ({"pluginID": PLUGIN, "functionID": "Bad"}, "plugin.function.invalidReference"),
         ({"pluginID": "com.other", "functionID": "echo.value"}, "plugin.function.wrongPlugin"),
         ({"pluginID": PLUGIN, "functionID": "no.such"}, "plugin.function.unknown"),
-    ):
+    ]
+    for function, code in refusals:
         with pytest.raises(CoreError) as refused:
             await s.call("lsp.functionRequest", function=function)
         assert refused.value.code == code
@@ -196,8 +196,10 @@ async def test_negotiation_invocation_outcomes_and_progress(core: Core, tmp_path
     changes = [e for e in s.seen if e["event"] == "functionsChanged"]
     # The three requests were sent at once, so they may be handled in any order.
     assert any(e["removed"] == ["slow.wait"] for e in changes)
-    assert "new.one" in changes[-1]["functions"]
-    assert "slow.wait" not in changes[-1]["functions"]
+    latest = changes[-1]["functions"]
+    assert isinstance(latest, list)
+    assert "new.one" in latest
+    assert "slow.wait" not in latest
     assert completions(s, "r1") == 1
     assert len(await seen_cancels(s, 3)) == 3
     # The session's end completes a running call with its terminal error.
@@ -270,7 +272,9 @@ async def test_host_requests(core: Core, tmp_path: str) -> None:
         "details": {"a": 1},
     }
     # 16 pending at most; the 17th is refused at once.
-    many = [{"method": "lithe/host/credentials/get", "params": {"key": f"k{i}"}} for i in range(17)]
+    many: list[JSONValue] = [
+        {"method": "lithe/host/credentials/get", "params": {"key": f"k{i}"}} for i in range(17)
+    ]
     op2 = (
         await s.call(
             "lsp.functionRequest",
@@ -306,11 +310,12 @@ async def test_host_requests(core: Core, tmp_path: str) -> None:
         "lsp.hostNotify", method="lithe/host/commands/didRun", params={"commandID": "go"}
     )
     assert delivered == {"delivered": True}
-    for method, params in (
+    bad_notifications: list[tuple[str, JSONObject]] = [
         ("lithe/host/workspace/didChangeContexts", {"revision": 1}),
         ("lithe/host/subscriptions/notify", {"subscriptionID": "s", "sequence": 0, "event": {}}),
         ("lithe/host/unknown", {}),
-    ):
+    ]
+    for method, params in bad_notifications:
         with pytest.raises(CoreError) as refused:
             await s.call("lsp.hostNotify", method=method, params=params)
         assert refused.value.code == "invalid_request"

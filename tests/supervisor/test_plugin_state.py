@@ -1,7 +1,8 @@
-# mypy: disable-error-code="arg-type,dict-item,call-overload,unused-ignore"
 """Pure rules of the plugin-function protocol (issue 6): table tests, no processes."""
 
 from __future__ import annotations
+
+from typing import TYPE_CHECKING
 
 import pytest
 
@@ -22,6 +23,9 @@ from supervisor._plugin_state import (
     normalize_progress,
     validate_log_fact,
 )
+
+if TYPE_CHECKING:
+    from protocol import JSONObject, JSONValue
 
 
 @pytest.mark.parametrize(
@@ -44,7 +48,7 @@ def test_function_ids(value: object, ok: bool) -> None:
     assert is_function_id(value) is ok
 
 
-def _answer(lf: object) -> object:
+def _answer(lf: JSONValue) -> JSONValue:
     return {"capabilities": {"experimental": {"litheFunctions": lf}}}
 
 
@@ -64,35 +68,41 @@ def _answer(lf: object) -> object:
         (None, None),
     ],
 )
-def test_negotiation_is_all_or_nothing(lf: object, expected: object) -> None:
-    assert negotiate_functions(_answer(lf)) == expected  # type: ignore[arg-type]
+def test_negotiation_is_all_or_nothing(lf: JSONValue, expected: object) -> None:
+    assert negotiate_functions(_answer(lf)) == expected
 
 
 def test_registration_all_or_nothing_and_limit() -> None:
     registry = FunctionRegistry(["a"])
-    bad: object
-    for bad in (
+    bad_registrations: list[JSONValue] = [
         {"functions": []},
         {"functions": [{"id": "b"}, {"id": "b"}]},
         {"functions": [{"id": "b"}, {"id": "a"}]},
         {"functions": [{"id": "b"}, {"id": "Bad"}]},
         None,
-    ):
+    ]
+    for bad in bad_registrations:
         with pytest.raises(RegistrationError):
-            registry.register(bad)  # type: ignore[arg-type]
+            registry.register(bad)
         assert registry.sorted_ids() == ["a"]
     assert registry.register({"functions": [{"id": f"f{i}"} for i in range(255)]})
     with pytest.raises(RegistrationError):
         registry.register({"functions": [{"id": "z"}]})
     assert len(registry) == 256
-    for bad in ({"ids": []}, {"ids": ["a", "a"]}, {"ids": ["a", "nope"]}, {"ids": ["A"]}):
+    bad_withdrawals: list[JSONValue] = [
+        {"ids": []},
+        {"ids": ["a", "a"]},
+        {"ids": ["a", "nope"]},
+        {"ids": ["A"]},
+    ]
+    for bad in bad_withdrawals:
         with pytest.raises(RegistrationError):
-            registry.unregister(bad)  # type: ignore[arg-type]
+            registry.unregister(bad)
     assert registry.unregister({"ids": ["f1", "a"]}) == ["a", "f1"]
     assert len(registry) == 254
 
 
-REF = {"pluginID": "com.example", "functionID": "snapshot.refresh"}
+REF: JSONObject = {"pluginID": "com.example", "functionID": "snapshot.refresh"}
 
 
 @pytest.mark.parametrize(
@@ -110,12 +120,12 @@ REF = {"pluginID": "com.example", "functionID": "snapshot.refresh"}
     ],
 )
 def test_function_request_check_order(
-    function: object, params: object, owner: str | None, negotiated: bool, code: str
+    function: JSONValue, params: JSONValue, owner: str | None, negotiated: bool, code: str
 ) -> None:
     with pytest.raises(CoreError) as refused:
         check_function_request(
-            function,  # type: ignore[arg-type]
-            params,  # type: ignore[arg-type]
+            function,
+            params,
             None,
             session_plugin_id=owner,
             negotiated=negotiated,
@@ -152,14 +162,15 @@ def test_failure_and_progress_normalization() -> None:
     assert "pluginErrorCode" not in function_failure("m", {"code": "x" * 65})
     assert "pluginErrorCode" not in function_failure("m", {"code": "has space"})
     assert normalize_progress({"operationID": "w", "percentage": 50.0}) == ("w", {"percentage": 50})
-    for bad in (
+    bad_reports: list[JSONValue] = [
         {"operationID": "w", "percentage": 101},
         {"operationID": "w", "percentage": 1.5},
         {"operationID": "w", "percentage": True},
         {"operationID": "w", "message": 3},
         {"percentage": 1},
-    ):
-        assert normalize_progress(bad) is None  # type: ignore[arg-type]
+    ]
+    for report in bad_reports:
+        assert normalize_progress(report) is None
     cut = normalize_progress({"operationID": "w", "message": "x" * 2000})
     assert cut is not None
     assert cut[1]["message"] == "x" * 1024
@@ -185,9 +196,9 @@ GRANTS = frozenset({"credentials"})
         ),
     ],
 )
-def test_host_request_refusal_order(method: str, params: object, number: int, code: str) -> None:
+def test_host_request_refusal_order(method: str, params: JSONValue, number: int, code: str) -> None:
     with pytest.raises(HostRefusal) as refused:
-        check_host_request(method, params, GRANTS)  # type: ignore[arg-type]
+        check_host_request(method, params, GRANTS)
     assert (refused.value.number, refused.value.code) == (number, code)
     if code == "plugin.host.unsupportedOption":
         assert refused.value.data()["details"] == {"option": "ttl"}
@@ -209,7 +220,9 @@ def test_capabilities_list_only_what_is_granted() -> None:
     services = caps["services"]
     assert isinstance(services, dict)
     assert set(services) == {"host", "subscriptions", "commands", "credentials"}
-    assert caps["limits"]["pendingHostRequests"] == 16  # type: ignore[index]
+    limits = caps["limits"]
+    assert isinstance(limits, dict)
+    assert limits["pendingHostRequests"] == 16
     with pytest.raises(CoreError):
         check_host_services(["credentials", "nope"])
     assert check_host_services(["workspace", "lithe/host/documents/list"])
@@ -236,12 +249,12 @@ def test_capabilities_list_only_what_is_granted() -> None:
         ("lithe/host/other", {}, [], False),
     ],
 )
-def test_host_notifications(method: str, params: object, grants: list[str], ok: bool) -> None:
+def test_host_notifications(method: str, params: JSONValue, grants: list[str], ok: bool) -> None:
     if ok:
-        check_host_notification(method, params, frozenset(grants))  # type: ignore[arg-type]
+        check_host_notification(method, params, frozenset(grants))
     else:
         with pytest.raises(CoreError):
-            check_host_notification(method, params, frozenset(grants))  # type: ignore[arg-type]
+            check_host_notification(method, params, frozenset(grants))
 
 
 def test_log_facts() -> None:
@@ -251,12 +264,13 @@ def test_log_facts() -> None:
     )
     assert ok is not None
     assert ok["catalogEvent"] == "plugins.operation.finished"
-    for bad in (
+    bad_facts: list[JSONObject] = [
         {"kind": "operationFinished", "operation": "snapshot.refresh"},
         {"kind": "operationFailed", "operation": "snapshot.refresh", "durationMs": 1},
         {"kind": "degraded", "operation": "initialize", "code": "x", "durationMs": 1},
         {"kind": "degraded", "operation": "user input", "code": "x"},
         {"kind": "degraded", "operation": "initialize", "code": "x", "message": "no"},
         {"kind": "nope", "operation": "initialize"},
-    ):
+    ]
+    for bad in bad_facts:
         assert validate_log_fact(bad, reg) is None
