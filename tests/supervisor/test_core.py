@@ -176,7 +176,10 @@ async def test_envelope_deadline_is_timed_out_and_kills_the_tree(
     tmp_path: os.PathLike[str],
 ) -> None:
     pid_file = os.path.join(tmp_path, "pid")
-    script = f"import os, time; open({pid_file!r}, 'w').write(str(os.getpid())); time.sleep(60)"
+    script = (
+        f"import os, time; open({pid_file!r} + '.tmp', 'w').write(str(os.getpid())); "
+        f"os.rename({pid_file!r} + '.tmp', {pid_file!r}); time.sleep(60)"
+    )
     async with open_core() as core:
         response = await core.execute(
             {
@@ -291,7 +294,10 @@ async def test_job_events_through_the_envelope(tmp_path: os.PathLike[str]) -> No
 
 def test_core_thread_is_thread_safe_and_cleans_up(tmp_path: os.PathLike[str]) -> None:
     pid_file = os.path.join(tmp_path, "pid")
-    sleeper = f"import os, time; open({pid_file!r}, 'w').write(str(os.getpid())); time.sleep(60)"
+    sleeper = (
+        f"import os, time; open({pid_file!r} + '.tmp', 'w').write(str(os.getpid())); "
+        f"os.rename({pid_file!r} + '.tmp', {pid_file!r}); time.sleep(60)"
+    )
     responses: dict[str, JSONObject] = {}
 
     with CoreThread() as core:
@@ -350,7 +356,10 @@ def test_core_thread_is_thread_safe_and_cleans_up(tmp_path: os.PathLike[str]) ->
 
 def test_leaving_core_thread_ends_running_work(tmp_path: os.PathLike[str]) -> None:
     pid_file = os.path.join(tmp_path, "pid")
-    sleeper = f"import os, time; open({pid_file!r}, 'w').write(str(os.getpid())); time.sleep(60)"
+    sleeper = (
+        f"import os, time; open({pid_file!r} + '.tmp', 'w').write(str(os.getpid())); "
+        f"os.rename({pid_file!r} + '.tmp', {pid_file!r}); time.sleep(60)"
+    )
     responses: list[JSONObject] = []
     with CoreThread() as core:
         worker = threading.Thread(
