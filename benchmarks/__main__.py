@@ -50,11 +50,17 @@ def _markdown(rows: list[dict[str, Any]], met: int) -> str:
         "| figure | peer | ours | peer's | ratio (IQR) | goal | met |",
         "|---|---|---|---|---|---|---|",
     ]
+
+    def cell(text: object) -> str:
+        # A "|" inside a cell (a shell pipeline in a peer's name) would split the column.
+        return str(text).replace("|", "\\|")
+
     for row in rows:
         spread = f" ({row['spread']})" if row.get("spread") else ""
         note = f" -- {row['note']}" if row.get("note") else ""
         lines.append(
-            f"| {row['figure']}{note} | {row['peer_name']} | {row['ours']:.4g} {row['unit']}"
+            f"| {cell(row['figure'])}{cell(note)} | {cell(row['peer_name'])}"
+            f" | {row['ours']:.4g} {row['unit']}"
             f" | {row['peer']:.4g} | {row['ratio']:.2f}x{spread} | {row['goal']}"
             f" | {'yes' if row['met'] else '**no**'} |"
         )
