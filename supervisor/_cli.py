@@ -19,6 +19,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import os
 import sys
 from typing import TYPE_CHECKING
 
@@ -186,6 +187,18 @@ def _chaos(args: argparse.Namespace) -> int:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line and return its exit code."""
+    try:
+        return _main(argv)
+    except BrokenPipeError:
+        # The reader of our stdout went away (`supervisor testbed list | head`): not an
+        # error of ours. Point stdout at /dev/null so the interpreter's final flush is quiet.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+        return 141  # 128 + SIGPIPE, as a shell reports it
+
+
+def _main(argv: Sequence[str] | None) -> int:
     args = _parser().parse_args(argv)
     # Logs always go to stderr: in serve mode stdout carries only protocol frames.
     logging.basicConfig(
