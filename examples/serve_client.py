@@ -91,6 +91,17 @@ class ServeClient:
             elif isinstance(message, Response | ErrorResponse) and message.id == request_id:
                 return message
 
+    async def wait_notification(self, method: str) -> Notification:
+        """Read until a notification ``method`` arrives; print every notification on the way."""
+        while True:
+            message = await self._next_message()
+            if message is None:
+                raise RuntimeError("the server closed its output")
+            if isinstance(message, Notification):
+                print(f"  <- {message.method} {json.dumps(message.params)}")
+                if message.method == method:
+                    return message
+
     async def call(self, method: str, params: JSONObject | None = None) -> JSONValue:
         """Send a request and return its result, or ``{"error": {code, message, data}}``."""
         reply = await self.reply(await self.send_request(method, params))
@@ -129,6 +140,7 @@ async def main() -> int:
             },
         )
         print(f"job.start -> {json.dumps(job)}; notifications follow")
+        await client.wait_notification("job.finished")
 
         long_id = await client.send_request(
             "process.run", {"argv": [sys.executable, "-c", "import time; time.sleep(60)"]}
@@ -140,7 +152,7 @@ async def main() -> int:
         print(f"cancelled process.run -> error {cancelled.error.code} {cancelled.error.message}")
 
         # shutdown waits for requests in flight, then ends every lane and process (a job
-        # still running ends cancelled, and its job.finished arrives before the reply).
+        # still running would end cancelled, its job.finished arriving before the reply).
         print(f"shutdown -> {await client.call('shutdown')}")
         await client.notify("exit")
         with trio.fail_after(10):

@@ -13,6 +13,8 @@ which return a message instead of raising, so each layer picks its own exception
 
 from __future__ import annotations
 
+import os
+
 from collections.abc import Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
@@ -189,6 +191,10 @@ def parse_job_start(payload: JSONObject) -> JobRequest:
         raise _invalid("root", "root is required and must be a string")
     if (problem := _check_path(root, "root")) is not None:
         raise _invalid("root", problem)
+    if not os.path.isabs(root):
+        # A client's relative path would silently resolve against the supervisor's own
+        # working directory: refuse it, as lsp.startServer and terminal.create do.
+        raise _invalid("root", "root must be an absolute path")
 
     argv = payload.get("argv")
     if not isinstance(argv, list):

@@ -40,7 +40,7 @@ def test_full_payload() -> None:
     request = parse_job_start(
         {
             "kind": "command",
-            "root": "rel/project",
+            "root": "/srv/work/../project",
             "argv": ["python", "-c", ""],
             "cwd": "/tmp",
             "env": {"A": "1", "B": None},
@@ -49,7 +49,7 @@ def test_full_payload() -> None:
         }
     )
     assert request.kind is JobKind.COMMAND
-    assert request.root == os.path.join(os.getcwd(), "rel", "project")
+    assert request.root == "/srv/project"
     assert request.argv == ("python", "-c", "")
     assert request.cwd == "/tmp"
     assert request.env == {"A": "1", "B": None}
@@ -144,3 +144,11 @@ def test_job_request_is_immutable_and_normalized() -> None:
     assert request.env == {"A": "1"}
     with pytest.raises(TypeError):
         request.env["B"] = "2"  # type: ignore[index]
+
+
+def test_relative_root_is_refused() -> None:
+    """A relative root would resolve against the supervisor's cwd (newcomer report)."""
+    with pytest.raises(CoreError) as caught:
+        parse_job_start({"kind": "build", "root": "rel/project", "argv": ["true"]})
+    assert caught.value.code == "invalid_request"
+    assert "absolute" in caught.value.message
