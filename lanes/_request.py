@@ -14,7 +14,6 @@ which return a message instead of raising, so each layer picks its own exception
 from __future__ import annotations
 
 import os
-
 from collections.abc import Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
