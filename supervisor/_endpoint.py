@@ -37,7 +37,7 @@ import os
 from collections import deque
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Final, NoReturn, TypeAlias, TypeVar, final
+from typing import TYPE_CHECKING, Final, NoReturn, TypeAlias, final
 
 import trio
 
@@ -60,6 +60,8 @@ from protocol import (
     encode_message,
 )
 from protocol._jsonrpc import encode_request
+
+from ._handles import NoPublicConstructor
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Awaitable, Callable
@@ -113,8 +115,6 @@ CANCEL_METHOD: Final = "$/cancelRequest"
 RequestHandler: TypeAlias = "Callable[[str, JSONValue | None], Awaitable[JSONValue]]"
 #: ``await notification_handler(method, params)``
 NotificationHandler: TypeAlias = "Callable[[str, JSONValue | None], Awaitable[None]]"
-
-_T = TypeVar("_T")
 
 
 class JSONRPCError(Exception):
@@ -191,16 +191,6 @@ class EndpointStatistics:
     writes: int
     frames_read: int
     ignored_replies: int
-
-
-class _NoPublicConstructor(type):
-    """Metaclass that hides the constructor: only the module creates instances (trio's idiom)."""
-
-    def __call__(cls, *args: object, **kwargs: object) -> NoReturn:
-        raise TypeError(f"{cls.__module__}.{cls.__qualname__} has no public constructor")
-
-    def _create(cls: type[_T], *args: Any, **kwargs: Any) -> _T:
-        return super().__call__(*args, **kwargs)  # type: ignore[misc,no-any-return]
 
 
 class _Pending:
@@ -332,7 +322,7 @@ class _WriteQueue:
 
 
 @final
-class JSONRPCEndpoint(metaclass=_NoPublicConstructor):
+class JSONRPCEndpoint(metaclass=NoPublicConstructor):
     """One side of a JSON-RPC 2.0 session over the LSP base protocol.
 
     Create it with :func:`open_jsonrpc_endpoint`; it has no public constructor. It is both

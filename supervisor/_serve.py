@@ -21,7 +21,6 @@ Contract (ide-backend-protocol.schema.json, issue 2 §7):
 from __future__ import annotations
 
 import logging
-import os
 import signal
 from typing import TYPE_CHECKING, Final
 
@@ -31,6 +30,7 @@ from protocol import CoreError, ErrorCode, lookup_error
 
 from ._core import PROTOCOL_VERSION, _version, open_core
 from ._endpoint import JSONRPCError, current_request_id, open_jsonrpc_endpoint
+from ._handles import take_over_stdio
 
 if TYPE_CHECKING:
     from protocol import JSONObject, JSONValue
@@ -285,14 +285,8 @@ def serve_stdio() -> int:
     SIGINT and SIGTERM end every lane and process first, then the server exits with 130 or
     143.
     """
-    protocol_in = os.dup(0)
-    protocol_out = os.dup(1)
-    # Nothing but our frames may reach the client: whatever else writes to fd 1 (a stray
-    # print, a library) now lands on stderr, and no child can read the client's stdin.
-    os.dup2(2, 1)
-    devnull = os.open(os.devnull, os.O_RDONLY)
-    os.dup2(devnull, 0)
-    os.close(devnull)
+    # Nothing but our frames may reach the client.
+    protocol_in, protocol_out = take_over_stdio()
 
     async def main() -> int:
         receive = trio.lowlevel.FdStream(protocol_in)

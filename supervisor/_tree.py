@@ -37,13 +37,14 @@ import subprocess
 import termios
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, NoReturn, TypeVar, final
+from typing import TYPE_CHECKING, Any, final
 
 import trio
 
 from protocol import CoreError, JSONObject
 
 from . import _reaper, _watchdog
+from ._handles import NoPublicConstructor
 from ._marker import SCOPE_ENV, new_scope_marker
 from ._procfs import HAVE_PROCFS, ProcStat, all_pids, children_of, read_env_var, read_stat
 from ._spawn import SpawnedProcess, spawn, wait_exits
@@ -85,18 +86,7 @@ _POLL_MAX_S = 0.05
 _running_mains = [0]
 _THREADED_SPAWN_AT = max(4, 2 * (os.cpu_count() or 1))
 
-_T = TypeVar("_T")
 PoliteStep = Callable[[], Awaitable[object]]
-
-
-class _NoPublicConstructor(type):
-    """Metaclass: ``Cls()`` raises TypeError; the supervisor uses ``Cls._create``."""
-
-    def __call__(cls, *args: object, **kwargs: object) -> NoReturn:
-        raise TypeError(f"{cls.__module__}.{cls.__qualname__} has no public constructor")
-
-    def _create(cls: type[_T], *args: Any, **kwargs: Any) -> _T:
-        return super().__call__(*args, **kwargs)  # type: ignore[misc, no-any-return]
 
 
 @dataclass(frozen=True)
@@ -222,7 +212,7 @@ def _resolve_executable(name: str, cwd: str | None, env: Mapping[str, str]) -> s
 
 
 @final
-class ProcessTree(metaclass=_NoPublicConstructor):
+class ProcessTree(metaclass=NoPublicConstructor):
     """A running child process and every process it starts, ended as one.
 
     Created only by :func:`open_process_tree`. Usable as an async context manager:

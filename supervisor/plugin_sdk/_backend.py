@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import logging
 import math
-import os
 import signal
 from contextlib import asynccontextmanager, suppress
 from typing import TYPE_CHECKING, Any, Final, TypeAlias, TypeVar
@@ -35,6 +34,7 @@ import trio
 from protocol import ErrorCode
 
 from .._endpoint import EndpointClosed, JSONRPCEndpoint, JSONRPCError, open_jsonrpc_endpoint
+from .._handles import take_over_stdio
 from .._process import DEFAULT_MAX_OUTPUT_BYTES, ProcessResult, run_process
 from .._tree import PIPE, ProcessTree, open_process_tree
 from ._errors import HostError, PluginError, PluginSdkError
@@ -54,6 +54,7 @@ from ._wire import (
 )
 
 if TYPE_CHECKING:
+    import os
     from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 
     from protocol import JSONObject, JSONValue, Params
@@ -799,12 +800,7 @@ class Backend:
             ``exit`` or end of input without ``shutdown`` (LSP), 128+signal on a signal.
             Use as ``raise SystemExit(backend.listen())``.
         """
-        protocol_in = os.dup(0)
-        protocol_out = os.dup(1)
-        os.dup2(2, 1)
-        devnull = os.open(os.devnull, os.O_RDONLY)
-        os.dup2(devnull, 0)
-        os.close(devnull)
+        protocol_in, protocol_out = take_over_stdio()
 
         async def main() -> int:
             receive = trio.lowlevel.FdStream(protocol_in)
