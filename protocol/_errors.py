@@ -137,3 +137,13 @@ class RemoteProtocolError(ProtocolError):
     ) -> None:
         super().__init__(message, error_code=error_code)
         self.request_id = request_id
+
+
+class MissingResultError(RemoteProtocolError):
+    """A reply that names its request (``request_id``) but has neither ``result`` nor ``error``.
+
+    JSON-RPC 2.0 §5 makes it invalid, like any :class:`RemoteProtocolError`; the subclass
+    lets the receiver end the request it names rather than answer the reply, and tell a
+    missing result from a ``null`` one (plugin-contract.md "Invocation": no result is
+    ``plugin.function.invalidResult``; ``null`` is a result).
+    """

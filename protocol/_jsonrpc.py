@@ -20,11 +20,11 @@ Contract (JSON-RPC 2.0, https://www.jsonrpc.org/specification, as LSP 3.17 uses 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, NamedTuple, TypeAlias
+from typing import TYPE_CHECKING, Any, Literal, NamedTuple, TypeAlias
 
 from . import _json
 from ._codes import ErrorCode
-from ._errors import RemoteProtocolError
+from ._errors import MissingResultError, RemoteProtocolError
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -54,12 +54,6 @@ Params: TypeAlias = "JSONObject | list[JSONValue]"
 def _is_id(value: object) -> bool:
     # type() rather than isinstance(): bool is an int subclass and is not an id.
     return type(value) is int or type(value) is str
-
-
-def _readable_id(value: JSONValue) -> RequestId | None:
-    if isinstance(value, str) or (isinstance(value, int) and not isinstance(value, bool)):
-        return value
-    return None
 
 
 def _check_id(value: object, *, allow_none: bool = False) -> None:
@@ -213,39 +207,85 @@ def _invalid(message: str, request_id: RequestId | None = None) -> RemoteProtoco
     return RemoteProtocolError(message, error_code=ErrorCode.INVALID_REQUEST, request_id=request_id)
 
 
+#: What a member that is not in the message reads as (``"params": null`` is ``None``).
+_ABSENT: Any = object()
+_new = object.__new__
+# Frozen dataclasses refuse ``setattr``; their slot descriptors do not. The decoder builds
+# messages through them because every field was checked already: ``__init__`` (with its
+# ``__post_init__`` checks) costs as much as the whole msgspec parse (issue 8 goal 3).
+_SET_REQUEST_ID = Request.__dict__["id"].__set__
+_SET_REQUEST_METHOD = Request.__dict__["method"].__set__
+_SET_REQUEST_PARAMS = Request.__dict__["params"].__set__
+_SET_NOTIFICATION_METHOD = Notification.__dict__["method"].__set__
+_SET_NOTIFICATION_PARAMS = Notification.__dict__["params"].__set__
+_SET_RESPONSE_ID = Response.__dict__["id"].__set__
+_SET_RESPONSE_RESULT = Response.__dict__["result"].__set__
+
+
 def _decode_one(obj: JSONValue) -> Message:
     if not isinstance(obj, dict):
         raise _invalid(f"a message must be a JSON object, not {_json_kind(obj)}")
-    raw_id = obj.get("id")
-    readable_id = _readable_id(raw_id)
-    if obj.get("jsonrpc") != "2.0":
+    get = obj.get
+    return _decode_members(
+        get("jsonrpc", _ABSENT),
+        get("id", _ABSENT),
+        get("method", _ABSENT),
+        get("params", _ABSENT),
+        get("result", _ABSENT),
+        get("error", _ABSENT),
+    )
+
+
+def _decode_members(
+    jsonrpc: Any, raw_id: Any, method: Any, params: Any, result: Any, error: Any
+) -> Message:
+    """Check the members of one message object (``_ABSENT`` where missing) and build it."""
+    id_type = type(raw_id)
+    readable_id = raw_id if id_type is int or id_type is str else None
+    if jsonrpc != "2.0":
         raise _invalid('"jsonrpc" must be "2.0"', readable_id)
-    if "method" in obj:
-        method = obj["method"]
-        if not isinstance(method, str):
+    if method is not _ABSENT:
+        if type(method) is not str:
             raise _invalid('"method" must be a string', readable_id)
-        if "result" in obj or "error" in obj:
+        if result is not _ABSENT or error is not _ABSENT:
             raise _invalid('a request must not carry "result" or "error"', readable_id)
-        params = obj.get("params")
-        if params is not None and not isinstance(params, dict | list):
-            raise _invalid('"params" must be an object or an array', readable_id)
-        if "id" not in obj:
-            return Notification(method, params)
+        params_type = type(params)
+        if params_type is not dict and params_type is not list:
+            if params is not _ABSENT and params is not None:
+                raise _invalid('"params" must be an object or an array', readable_id)
+            params = None
+        if raw_id is _ABSENT:
+            notification: Notification = _new(Notification)
+            _SET_NOTIFICATION_METHOD(notification, method)
+            _SET_NOTIFICATION_PARAMS(notification, params)
+            return notification
         if readable_id is None:
             raise _invalid('a request "id" must be an integer or a string')
-        return Request(readable_id, method, params)
-    has_result = "result" in obj
-    if has_result == ("error" in obj):
+        request: Request = _new(Request)
+        _SET_REQUEST_ID(request, readable_id)
+        _SET_REQUEST_METHOD(request, method)
+        _SET_REQUEST_PARAMS(request, params)
+        return request
+    has_result = result is not _ABSENT
+    if has_result == (error is not _ABSENT):
+        if not has_result and readable_id is not None:
+            # Neither: it still names its request, which the receiver can end.
+            raise MissingResultError(
+                'a response must carry exactly one of "result" and "error"',
+                request_id=readable_id,
+            )
         raise _invalid('a response must carry exactly one of "result" and "error"', readable_id)
-    if "id" not in obj:
+    if raw_id is _ABSENT:
         raise _invalid('a response must carry an "id"')
     if has_result:
         if readable_id is None:
             raise _invalid('a response "id" must be an integer or a string')
-        return Response(readable_id, obj["result"])
+        response: Response = _new(Response)
+        _SET_RESPONSE_ID(response, readable_id)
+        _SET_RESPONSE_RESULT(response, result)
+        return response
     if raw_id is not None and readable_id is None:
         raise _invalid('an error response "id" must be an integer, a string or null')
-    error = obj["error"]
     if not isinstance(error, dict):
         raise _invalid('"error" must be an object', readable_id)
     code = error.get("code")
@@ -255,6 +295,48 @@ def _decode_one(obj: JSONValue) -> Message:
     if not isinstance(message, str):
         raise _invalid('"error.message" must be a string', readable_id)
     return ErrorResponse(readable_id, ErrorObject(code, message, error.get("data")))
+
+
+def _message_decoder() -> Callable[[bytes], Any] | None:
+    """msgspec's decoder of one valid message object into its six members.
+
+    None without msgspec. The types let msgspec's C parser check the envelope
+    (``jsonrpc`` is ``"2.0"``, an id is an int or a string, a method a string, params an
+    object, an array or null); values are decoded exactly as :func:`protocol._json.loads`
+    decodes them with msgspec. Unknown members are refused rather than skipped: msgspec
+    skips them without checking that they are UTF-8, which the full path would refuse.
+    Whatever this decoder refuses takes the full path, so results and errors stay its own.
+    """
+    try:
+        import msgspec
+    except ImportError:  # optional: without it every body takes the full path
+        return None
+    wire = msgspec.defstruct(
+        "_WireMessage",
+        [
+            ("jsonrpc", Literal["2.0"]),
+            ("id", int | str, _ABSENT),
+            ("method", str, _ABSENT),
+            ("params", dict[str, Any] | list[Any] | None, None),
+            ("result", Any, _ABSENT),
+            ("error", Any, _ABSENT),
+        ],
+        forbid_unknown_fields=True,
+        # Never kept past decode_message(), so it can not be part of a reference cycle.
+        gc=False,
+    )
+    return msgspec.json.Decoder(wire).decode
+
+
+_MESSAGE_DECODER = _message_decoder()
+
+
+def _is_utf8(data: bytes) -> bool:
+    try:
+        data.decode("utf-8")
+    except UnicodeDecodeError:
+        return False
+    return True
 
 
 def _json_kind(value: JSONValue) -> str:
@@ -283,8 +365,45 @@ def decode_message(body: bytes | bytearray | memoryview) -> Message | Batch:
             ``INVALID_REQUEST`` when the JSON is not a valid message (``request_id`` is
             the message's id when it could be read) or is an empty array.
     """
+    data = body if type(body) is bytes else bytes(body)
+    if _MESSAGE_DECODER is not None:
+        try:
+            wire = _MESSAGE_DECODER(data)
+        except Exception:  # a batch, an unknown member, or what msgspec refuses: full path
+            pass
+        else:
+            # The shapes of nearly all traffic are built here without the call into
+            # _decode_members (a third of the cost); it checks everything else.
+            method = wire.method
+            if method is not _ABSENT:
+                if wire.result is _ABSENT and wire.error is _ABSENT:
+                    request_id = wire.id
+                    if request_id is _ABSENT:
+                        notification: Notification = _new(Notification)
+                        _SET_NOTIFICATION_METHOD(notification, method)
+                        _SET_NOTIFICATION_PARAMS(notification, wire.params)
+                        return notification
+                    request: Request = _new(Request)
+                    _SET_REQUEST_ID(request, request_id)
+                    _SET_REQUEST_METHOD(request, method)
+                    _SET_REQUEST_PARAMS(request, wire.params)
+                    return request
+            elif wire.error is _ABSENT and wire.result is not _ABSENT and wire.id is not _ABSENT:
+                response: Response = _new(Response)
+                _SET_RESPONSE_ID(response, wire.id)
+                _SET_RESPONSE_RESULT(response, wire.result)
+                return response
+            params = wire.params
+            return _decode_members(
+                wire.jsonrpc,
+                wire.id,
+                method,
+                _ABSENT if params is None else params,
+                wire.result,
+                wire.error,
+            )
     try:
-        obj = _json.loads(body if type(body) is bytes else bytes(body))
+        obj = _json.loads(data)
     except ValueError as exc:
         # UnicodeDecodeError is a ValueError too; say which without echoing the bytes.
         what = "not UTF-8" if isinstance(exc, UnicodeDecodeError) else "not valid JSON"
@@ -392,44 +511,53 @@ class Envelope(NamedTuple):
     body: bytes
 
 
-def _envelope_decoder() -> tuple[Callable[[bytes], Any], object] | None:
-    """msgspec's decoder for the envelope, and its "absent" marker; None without msgspec."""
+def _envelope_decoder() -> Callable[[bytes], Any] | None:
+    """msgspec's decoder for the envelope of a valid request, notification or response.
+
+    None without msgspec. The types make msgspec's C parser check what routing needs
+    (``jsonrpc`` is ``"2.0"``, an id is an int or a string, a method is a string,
+    ``params`` is an object, an array or null) while the values inside ``params``,
+    ``result`` and ``error`` are located and skipped, never turned into Python objects; a
+    body it refuses takes the full path, which says why.
+    """
     try:
         import msgspec
     except ImportError:  # optional: without it peek_envelope() decodes everything
         return None
 
     # Built at run time: with postponed annotations msgspec could not resolve a class
-    # body's types here. Raw members are located and skipped by msgspec's C parser.
-    absent = msgspec.UNSET
+    # body's types here. Raw can not be part of a union: absent is an empty Raw.
+    absent = _ABSENT
+    # A struct without fields reads an object by skipping every member: the cheapest way
+    # to have the C parser check that params is an object (or an array, or null).
+    any_object = msgspec.defstruct("_AnyObject", [], gc=False)
     wire = msgspec.defstruct(
-        "_Wire",
+        "_WireEnvelope",
         [
-            ("jsonrpc", Any, None),
-            ("id", Any, absent),
-            ("method", Any, absent),
-            # Raw can not be part of a union: absent is an empty Raw (length 0).
-            ("params", msgspec.Raw, msgspec.Raw()),
+            ("jsonrpc", Literal["2.0"]),
+            ("id", int | str, absent),
+            ("method", str, absent),
+            ("params", any_object | list[msgspec.Raw] | None, None),
             ("result", msgspec.Raw, msgspec.Raw()),
             ("error", msgspec.Raw, msgspec.Raw()),
         ],
+        gc=False,
     )
-    return msgspec.json.Decoder(wire).decode, absent
+    return msgspec.json.Decoder(wire).decode
 
 
 _ENVELOPE_DECODER = _envelope_decoder()
-#: How ``params`` may start for the fast path: an object, an array, or null (= absent).
-_PARAMS_FIRST_BYTES = frozenset(b"{[n")
+_new_tuple = tuple.__new__
 
 
 def peek_envelope(body: bytes | bytearray | memoryview) -> Envelope:
     """Read only what routing needs; leave ``params``, ``result`` and ``error`` as bytes.
 
     With msgspec installed (optional) the members routing does not need are skipped by
-    its C parser, never turned into Python objects: 12x ``json.loads`` of the whole message
-    on small LSP notifications (issue 8 goal 3). Anything unusual -- a batch, a malformed
-    or invalid message -- goes through :func:`decode_message`, so errors are exactly its
-    errors. Without msgspec this is :func:`decode_message` plus the envelope.
+    its C parser, never turned into Python objects (issue 8 goal 3). Anything unusual -- a
+    batch, an error response, a malformed or invalid message -- goes through
+    :func:`decode_message`, so errors are exactly its errors. Without msgspec this is
+    :func:`decode_message` plus the envelope.
 
     Args:
         body: One message body (a :class:`~protocol.Frame`'s ``body``).
@@ -442,37 +570,24 @@ def peek_envelope(body: bytes | bytearray | memoryview) -> Envelope:
             here (route its members with :func:`decode_message`).
     """
     data = body if type(body) is bytes else bytes(body)
-    if _ENVELOPE_DECODER is not None:
-        decode, absent = _ENVELOPE_DECODER
+    # msgspec does not check that the members it skips are UTF-8; the full path does. An
+    # ASCII body (nearly all traffic: JSON escapes non-ASCII by default) needs no check.
+    if _ENVELOPE_DECODER is not None and (data.isascii() or _is_utf8(data)):
         try:
-            wire = decode(data)
-        except Exception:  # not a plain object, or not JSON: decode_message says why
+            wire = _ENVELOPE_DECODER(data)
+        except Exception:  # not a valid envelope: decode_message says why
             wire = None
-        # Only the common valid shapes are answered here (written for speed: this is the
-        # routing hot path); error responses and anything invalid take the full path, so
-        # its checks and errors apply.
-        if wire is not None and wire.jsonrpc == "2.0":
+        # Written for speed (the routing hot path): the common valid shapes only.
+        if wire is not None and not wire.error:
             method = wire.method
-            request_id = wire.id
-            id_type = type(request_id)
-            if type(method) is str:
-                params = memoryview(wire.params)
-                if (
-                    not wire.result
-                    and not wire.error
-                    and (not params or params[0] in _PARAMS_FIRST_BYTES)
-                ):
-                    if request_id is absent:
-                        return Envelope("notification", None, method, data)
-                    if id_type is int or id_type is str:
-                        return Envelope("request", request_id, method, data)
-            elif (
-                method is absent
-                and wire.result
-                and not wire.error
-                and (id_type is int or id_type is str)
-            ):
-                return Envelope("response", request_id, None, data)
+            if method is not _ABSENT:
+                if not wire.result:
+                    request_id = wire.id
+                    if request_id is _ABSENT:
+                        return _new_tuple(Envelope, ("notification", None, method, data))
+                    return _new_tuple(Envelope, ("request", request_id, method, data))
+            elif wire.result and wire.id is not _ABSENT:
+                return _new_tuple(Envelope, ("response", wire.id, None, data))
     message = decode_message(data)
     if isinstance(message, Batch):
         raise _invalid("a batch has no single envelope")

@@ -129,6 +129,17 @@ ENVELOPE_BODIES = [
     b'{"jsonrpc":"2.0","id":1,"error":{"code":"x","message":"m"}}',
     b"xx",
     b"\xff",
+    # msgspec skips members without checking UTF-8; the full path refuses such bodies.
+    b'{"jsonrpc":"2.0","method":"x","params":{"a":"\xff"}}',
+    b'{"jsonrpc":"2.0","id":1,"result":["\xff"]}',
+    b'{"jsonrpc":"2.0","method":"x","other":"\xff"}',
+    '{"jsonrpc":"2.0","method":"x","params":["\u00e9"]}'.encode(),
+    b'{"jsonrpc":"2.0","id":null,"method":"x"}',
+    b'{"jsonrpc":"2.0","method":null}',
+    b'{"jsonrpc":"2.0","id":1,"method":"x","params":null}',
+    b'{"jsonrpc":"2.0","id":1,"id":"two","method":"x"}',
+    b'{"jsonrpc":"2.0","id":99999999999999999999999,"result":1}',
+    b'{"method":"x"}',
 ]
 
 
@@ -170,3 +181,47 @@ def test_peek_envelope_routes_as_decode_message(body: bytes) -> None:
 def test_peek_envelope_refuses_a_batch(body: bytes) -> None:
     with pytest.raises(RemoteProtocolError):
         peek_envelope(body)
+
+
+message_members = st.fixed_dictionaries(
+    {},
+    optional={
+        "jsonrpc": st.sampled_from(["2.0", "1.0", 2]),
+        "id": st.one_of(st.integers(), st.text(max_size=3), st.none(), st.booleans(), st.just(1.0)),
+        "method": st.one_of(st.text(max_size=5), st.none(), st.integers()),
+        "params": st.one_of(
+            st.none(),
+            st.dictionaries(st.text(max_size=3), st.integers(), max_size=2),
+            st.lists(st.integers(), max_size=2),
+            st.integers(),
+            st.text(max_size=2),
+        ),
+        "result": st.one_of(st.none(), st.integers(), st.lists(st.text(max_size=3), max_size=2)),
+        "error": st.one_of(
+            st.none(),
+            st.fixed_dictionaries(
+                {
+                    "code": st.one_of(st.integers(), st.text(max_size=1)),
+                    "message": st.text(max_size=3),
+                },
+                optional={"data": st.integers()},
+            ),
+        ),
+    },
+)
+
+
+def _outcome(body: bytes) -> object:
+    try:
+        return ("ok", decode_message(body))
+    except RemoteProtocolError as exc:
+        return ("error", int(exc.error_code), str(exc), exc.request_id)
+
+
+@given(message_members)
+def test_decode_message_fast_path_matches_the_full_path(members: dict[str, object]) -> None:
+    """decode_message's msgspec path and its general path (which an unknown member forces)
+    build the same messages and raise the same errors."""
+    body = json.dumps(members).encode()
+    with_unknown = json.dumps({**members, "zz": 1}).encode()
+    assert _outcome(body) == _outcome(with_unknown)

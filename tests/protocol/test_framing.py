@@ -451,3 +451,48 @@ def test_garbage_raises_only_remote_protocol_error(data: bytes, cuts: list[int])
     except RemoteProtocolError:
         split = None
     assert whole == split
+
+
+# --- Batched canonical frames (issue 8 goal 3) ----------------------------------------------
+
+
+def test_batched_frames_match_one_at_a_time() -> None:
+    """Back-to-back canonical frames are cut in one split; a body that holds a header of
+    its own, a non-canonical header, and text after the last frame all end a batch early
+    without changing what is decoded."""
+    inner = encode_frame(b"{}")
+    bodies = [b"a" * n for n in range(40)] + [inner, b"x" + inner + b"y", b""]
+    stream = b"".join(encode_frame(body) for body in bodies)
+    stream += b"Content-Length: 007\r\n\r\n1234567" + encode_frame(b"tail") + b"bye\n"
+    expected = [*(Frame(b) for b in bodies), Frame(b"1234567"), Frame(b"tail"), StrayText(4)]
+    assert feed([stream], eof=True) == [*expected, EOF]
+    bytewise = [stream[i : i + 1] for i in range(len(stream))]
+    assert merge_stray(feed(bytewise, eof=True)) == [*expected, EOF]
+
+
+def test_buffered_bytes_counts_batched_frames() -> None:
+    decoder = FrameDecoder()
+    frames = [encode_frame(b"%d" % i * 10) for i in range(20)]
+    decoder.receive_data(b"".join(frames) + b"Content-Le")
+    remaining = sum(map(len, frames)) + len(b"Content-Le")
+    for i in range(20):
+        assert decoder.buffered_bytes == remaining
+        assert decoder.next_event() == Frame(b"%d" % i * 10)
+        remaining -= len(frames[i])
+    assert decoder.next_event() is NEED_DATA
+    assert decoder.buffered_bytes == len(b"Content-Le")
+
+
+def test_batch_respects_the_limits() -> None:
+    stream = encode_frame(b"12") + encode_frame(b"123456") + encode_frame(b"1")
+    decoder = FrameDecoder(max_body_bytes=5)
+    assert decoder.next_event() is NEED_DATA
+    decoder.receive_data(stream)
+    assert decoder.next_event() == Frame(b"12")
+    with pytest.raises(RemoteProtocolError, match="body limit"):
+        decoder.next_event()
+    tight = FrameDecoder(max_header_bytes=len(b"Content-Length: 1\r\n\r\n"))
+    tight.receive_data(encode_frame(b"1") + encode_frame(b"1234567890") + encode_frame(b"2"))
+    assert tight.next_event() == Frame(b"1")
+    with pytest.raises(RemoteProtocolError, match="header section exceeds"):
+        tight.next_event()

@@ -20,6 +20,7 @@ from protocol import (
     decode_message,
     encode_message,
 )
+from protocol._errors import MissingResultError
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -206,6 +207,26 @@ def test_decode_invalid(body: bytes, code: ErrorCode, request_id: int | str | No
     assert info.value.error_code is code
     assert info.value.request_id == request_id
     assert type(info.value.request_id) is type(request_id)
+
+
+@pytest.mark.parametrize(
+    ("body", "names"),
+    [
+        (b'{"jsonrpc":"2.0","id":7}', 7),
+        (b'{"jsonrpc":"2.0","id":"a"}', "a"),
+        (b'{"jsonrpc":"2.0"}', None),
+        (b'{"jsonrpc":"2.0","id":null}', None),
+        (b'{"jsonrpc":"2.0","id":7,"result":1,"error":{"code":1,"message":"x"}}', None),
+    ],
+)
+def test_reply_without_result_names_its_request(body: bytes, names: int | str | None) -> None:
+    """Issue 6: a reply with neither result nor error is still invalid, but the error says
+    which request it names, so the receiver can end that request (not so for a null id)."""
+    with pytest.raises(RemoteProtocolError) as info:
+        decode_message(body)
+    assert isinstance(info.value, MissingResultError) == (names is not None)
+    if names is not None:
+        assert info.value.request_id == names
 
 
 def test_parse_error_message_names_the_problem() -> None:
