@@ -39,7 +39,7 @@ from ._events import DEFAULT_MAX_EVENTS
 from ._lsp_service import open_lsp_service
 from ._payload import check_fields
 from ._reaper import reap_adopted_children, reap_orphans
-from ._service import ServiceContext
+from ._service import OwnedResources, ServiceContext
 from ._terminal_service import open_terminal_service
 
 if TYPE_CHECKING:
@@ -295,8 +295,22 @@ async def open_core(
     async with trio.open_nursery() as nursery:
         try:
             async with AsyncExitStack() as stack:
-                context = ServiceContext(nursery=nursery, trusted=trusted, max_events=max_events)
+                owning: list[OwnedResources] = []
+
+                async def owner_ended(owner: str) -> None:
+                    # A plugin session ended: what other services keep for it goes too.
+                    with trio.CancelScope(shield=True):
+                        for service in owning:
+                            await service.dispose_owner(owner)
+
+                context = ServiceContext(
+                    nursery=nursery,
+                    trusted=trusted,
+                    max_events=max_events,
+                    owner_ended=owner_ended,
+                )
                 opened = [await stack.enter_async_context(f(context)) for f in services]
+                owning += [s for s in opened if isinstance(s, OwnedResources)]
                 core = Core(opened)
                 try:
                     yield core

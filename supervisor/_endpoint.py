@@ -59,6 +59,7 @@ from protocol import (
     encode_frame,
     encode_message,
 )
+from protocol._errors import MissingResultError
 from protocol._jsonrpc import encode_request
 
 from ._handles import NoPublicConstructor
@@ -74,6 +75,7 @@ __all__ = (
     "JSONRPCEndpoint",
     "JSONRPCError",
     "NotificationHandler",
+    "ReplyWithoutResult",
     "RequestHandler",
     "current_request_id",
     "method_not_found",
@@ -139,6 +141,22 @@ class JSONRPCError(Exception):
         return f"{self.code}: {self.message}"
 
 
+class ReplyWithoutResult(JSONRPCError):
+    """The peer answered a request with neither ``result`` nor ``error``.
+
+    Raised by :meth:`JSONRPCEndpoint.request`. It is a :class:`JSONRPCError` (code -32600,
+    "Invalid Request": the reply is not a valid JSON-RPC 2.0 response object), so a caller
+    that only knows error replies treats it as one; a caller for whom a missing result
+    means something catches it first (plugin-contract.md "Invocation": no result is
+    ``plugin.function.invalidResult``, while a ``null`` result is a result).
+    """
+
+    def __init__(self) -> None:
+        super().__init__(
+            ErrorCode.INVALID_REQUEST, "the reply carried neither a result nor an error"
+        )
+
+
 class EndpointClosed(Exception):
     """The endpoint is closed, so the request can not complete.
 
@@ -200,12 +218,16 @@ class _Pending:
     is the per-request hot path.
     """
 
-    __slots__ = ("error", "queued", "reply", "task")
+    __slots__ = ("cancel_sent", "error", "no_result", "queued", "reply", "task")
 
     def __init__(self) -> None:
         self.reply: Response | ErrorResponse | None = None
         self.error: str | None = None
+        #: The reply named this request but carried neither result nor error.
+        self.no_result = False
         self.queued = False
+        #: ``$/cancelRequest`` was sent for it while its caller went on waiting.
+        self.cancel_sent = False
         self.task: trio.lowlevel.Task | None = None
 
     def finish(self) -> None:
@@ -215,7 +237,7 @@ class _Pending:
             trio.lowlevel.reschedule(task)
 
     async def wait(self) -> None:
-        if self.reply is not None or self.error is not None:
+        if self.reply is not None or self.error is not None or self.no_result:
             await trio.lowlevel.checkpoint()
             return
         self.task = trio.lowlevel.current_task()
@@ -389,7 +411,12 @@ class JSONRPCEndpoint(metaclass=NoPublicConstructor):
         return self._close_reason
 
     async def request(
-        self, method: str, params: Params | None = None, *, timeout_ms: float | None = None
+        self,
+        method: str,
+        params: Params | None = None,
+        *,
+        timeout_ms: float | None = None,
+        cancel_at: float | None = None,
     ) -> JSONValue:
         """Send a request and wait for its reply.
 
@@ -400,18 +427,24 @@ class JSONRPCEndpoint(metaclass=NoPublicConstructor):
             method: The JSON-RPC method.
             params: The params (an object or an array), or None to send none.
             timeout_ms: Give up after this many milliseconds; None waits for ever.
+            cancel_at: A :func:`trio.current_time` at which the peer is sent
+                ``$/cancelRequest`` if it has not answered, while this call goes on waiting
+                for its answer (the peer's reply to a cancelled request, or a late result).
+                The caller bounds that wait with its own scope. None: no such time.
 
         Returns:
             The reply's ``result``.
 
         Raises:
+            ReplyWithoutResult: The peer's reply carried neither result nor error.
             JSONRPCError: The peer answered with an error response.
             EndpointClosed: The endpoint closed before the reply arrived (or was closed).
             trio.TooSlowError: ``timeout_ms`` passed; the peer was sent ``$/cancelRequest``.
 
         **Cancellation:** if the caller is cancelled (or the timeout passes) after the
         request was queued, the pending entry is removed first and ``$/cancelRequest``
-        ``{id}`` is sent; a reply that comes later is ignored (logged at debug level).
+        ``{id}`` is sent (unless ``cancel_at`` sent it already); a reply that comes later
+        is ignored (logged at debug level).
         """
         if self._close_reason is not None:
             await trio.lowlevel.checkpoint()
@@ -421,38 +454,58 @@ class JSONRPCEndpoint(metaclass=NoPublicConstructor):
         pending = _Pending()
         self._pending[request_id] = pending
         try:
-            if timeout_ms is None:
+            if timeout_ms is None and cancel_at is None:
                 # No cancel scope when there is no deadline: entering one costs more than
                 # the rest of a request's bookkeeping.
                 await self._exchange(frame, pending)
             else:
-                with trio.fail_after(timeout_ms / 1000):
-                    await self._exchange(frame, pending)
+                with trio.fail_after(math.inf if timeout_ms is None else timeout_ms / 1000):
+                    await self._exchange(frame, pending, wait=cancel_at is None)
+                    if cancel_at is not None:
+                        await self._wait_past_cancel(request_id, pending, cancel_at)
         except BaseException:
-            if self._pending.pop(request_id, None) is not None and pending.queued:
-                self._queue.put_urgent(
-                    encode_frame(
-                        encode_message(
-                            Notification(method=CANCEL_METHOD, params={"id": request_id})
-                        )
-                    )
-                )
+            if (
+                self._pending.pop(request_id, None) is not None
+                and pending.queued
+                and not pending.cancel_sent
+            ):
+                self._send_cancel(request_id)
             raise
         if pending.error is not None:
             raise EndpointClosed(pending.error)
+        if pending.no_result:
+            raise ReplyWithoutResult
         reply = pending.reply
         if isinstance(reply, ErrorResponse):
             raise JSONRPCError(reply.error.code, reply.error.message, reply.error.data)
         assert reply is not None  # _complete() set it before waking us
         return reply.result
 
-    async def _exchange(self, frame: bytes, pending: _Pending) -> None:
+    async def _exchange(self, frame: bytes, pending: _Pending, *, wait: bool = True) -> None:
         # Waiting for the reply is this call's checkpoint, so a free slot in the queue is
         # taken without yielding first: one trip through the scheduler less per request.
         if not self._write_now(frame) and not self._queue.put_nowait(frame):
             await self._queue.put(frame)
         pending.queued = True
+        if wait:
+            await pending.wait()
+
+    async def _wait_past_cancel(self, request_id: int, pending: _Pending, cancel_at: float) -> None:
+        """``request(cancel_at=...)``: ``$/cancelRequest`` at ``cancel_at``, then wait on."""
+        with trio.move_on_at(cancel_at):
+            await pending.wait()
+            return
+        if request_id in self._pending:
+            pending.cancel_sent = True
+            self._send_cancel(request_id)
         await pending.wait()
+
+    def _send_cancel(self, request_id: int) -> None:
+        self._queue.put_urgent(
+            encode_frame(
+                encode_message(Notification(method=CANCEL_METHOD, params={"id": request_id}))
+            )
+        )
 
     def _write_now(self, frame: bytes) -> bool:
         """Write ``frame`` from the caller's task when the writer has nothing to do.
@@ -675,6 +728,12 @@ class JSONRPCEndpoint(metaclass=NoPublicConstructor):
                 self._frames_read += 1
                 try:
                     message = decode_message(event.body)
+                except MissingResultError as exc:
+                    if self._complete_without_result(exc.request_id):
+                        continue
+                    logger.debug("%s: bad message: %s", self.name, exc)
+                    await self._reply_error(exc.request_id, int(exc.error_code), str(exc))
+                    continue
                 except RemoteProtocolError as exc:
                     logger.debug("%s: bad message: %s", self.name, exc)
                     await self._reply_error(exc.request_id, int(exc.error_code), str(exc))
@@ -721,6 +780,19 @@ class JSONRPCEndpoint(metaclass=NoPublicConstructor):
             return
         entry.reply = reply
         entry.finish()
+
+    def _complete_without_result(self, request_id: RequestId | None) -> bool:
+        """End the pending request a reply without result names; False when none is pending.
+
+        Its caller gets :class:`ReplyWithoutResult`; an unknown id is answered like any
+        other invalid message.
+        """
+        entry = self._pending.pop(request_id, None) if type(request_id) is int else None
+        if entry is None:
+            return False
+        entry.no_result = True
+        entry.finish()
+        return True
 
     async def _start_inbound(self, request: Request) -> None:
         key = _id_key(request.id)

@@ -51,7 +51,7 @@ from ._plugin_state import MAX_FUNCTION_TIMEOUT_MS, check_function_request, chec
 from ._tree import open_process_tree
 
 if TYPE_CHECKING:
-    from collections.abc import AsyncIterator, Mapping
+    from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 
     from protocol import JSONObject, JSONValue
 
@@ -292,11 +292,20 @@ class LspService:
     Args:
         nursery: The nursery sessions run in (owned by :func:`open_lsp_service`).
         max_events: The bound of each session's event queue.
+        owner_ended: :attr:`ServiceContext.owner_ended`: called with a plugin-owned
+            session's id when its backend process ends, so the terminals it owns (created
+            with ``owner: <sessionId>``) are disposed.
     """
 
-    def __init__(self, nursery: trio.Nursery, max_events: int) -> None:
+    def __init__(
+        self,
+        nursery: trio.Nursery,
+        max_events: int,
+        owner_ended: Callable[[str], Awaitable[None]] | None = None,
+    ) -> None:
         self._nursery = nursery
         self._max_events = max_events
+        self._owner_ended = owner_ended
         self._sessions: dict[str, LspSession] = {}
         self._ids = itertools.count(1)
         #: Cross-plugin calls between this service's plugin-owned sessions (issue 6).
@@ -364,6 +373,7 @@ class LspService:
             # Stderr may fill at most a quarter of the queue: the rest stays for
             # diagnostics, requestCompleted and state changes.
             stderr_log_share=max(1, self._max_events // 4),
+            owner_ended=self._owner_ended,
         )
         # The first process is started before we answer, so launch_failed is this
         # command's error and a refused start leaves no session behind.
@@ -797,7 +807,7 @@ async def open_lsp_service(context: ServiceContext) -> AsyncIterator[LspService]
     exit-wait, TERM-grace and kill-wait bounds (8 s with the defaults).
     """
     async with trio.open_nursery() as nursery:
-        service = LspService(nursery, context.max_events)
+        service = LspService(nursery, context.max_events, context.owner_ended)
         try:
             yield service
         finally:

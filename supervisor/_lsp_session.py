@@ -11,6 +11,12 @@ Cancel-scope tree of a session, all under the LSP service's nursery::
        |- exit watcher, endpoint watcher  a crash cancels the generation's drive scope
        `- drive scope                     handshake, readiness gates, then waits
 
+A plugin-owned session (issue 6) writes to its backend with the session's request timeout
+as the endpoint's write timeout: a write blocked past it fails the generation as a transport
+failure (``transportFailed``, stage ``relayWrite``; plugin-contract.md "Isolation between
+backends"). When a plugin-owned generation ends, ``owner_ended(sessionId)`` disposes what
+the Core keeps for that backend (its terminals).
+
 A generation ends in exactly one way, decided once when its drive scope has ended: a stop
 (requested by ``stop()``, or by an explicit restart) runs the polite sequence -- ``shutdown``
 bounded by ``shutdown_timeout_ms``, ``exit``, a wait -- through
@@ -62,6 +68,8 @@ from ._plugin_session import CANCELLED_DATA, PluginRuntime, experimental_offer
 from ._tree import open_process_tree
 
 if TYPE_CHECKING:
+    from collections.abc import Awaitable, Callable
+
     from protocol import JSONObject, JSONValue
 
     from ._endpoint import JSONRPCEndpoint
@@ -255,6 +263,10 @@ class LspSession:
         events: The session's event queue (``lsp.waitEvents`` / ``lsp.pollEvents``).
         stderr_log_share: Stderr ``log`` events that may wait undrained at a time; the
             service passes a quarter of the queue's bound, so stderr can never take more.
+        owner_ended: ``await owner_ended(session_id)`` when a plugin-owned session's
+            backend process has ended (each generation): what the Core keeps for that
+            owner goes with it (plugin-contract.md "Plugin-owned native terminals": ending
+            the backend session disposes its terminals). Shielded; it bounds itself.
     """
 
     def __init__(
@@ -264,8 +276,10 @@ class LspSession:
         events: EventQueue,
         *,
         stderr_log_share: int = DEFAULT_MAX_EVENTS // 4,
+        owner_ended: Callable[[str], Awaitable[None]] | None = None,
     ) -> None:
         self.session_id = session_id
+        self._owner_ended = owner_ended
         self.spec = spec
         self.events = events
         self.state = LspState.STARTING
@@ -525,7 +539,13 @@ class LspSession:
                     request_handler=partial(self._on_server_request, gen),
                     notification_handler=partial(self._on_server_notification, gen),
                     name=f"lsp {self.spec.server_id}#{gen.number}",
-                    write_timeout_ms=LSP_WRITE_TIMEOUT_MS,
+                    # A backend's writes may stay blocked for the request timeout at most
+                    # (plugin-contract.md "Isolation between backends": transportFailed).
+                    write_timeout_ms=(
+                        self.spec.request_timeout_ms
+                        if self.plugin is not None
+                        else LSP_WRITE_TIMEOUT_MS
+                    ),
                     cancelled_data=CANCELLED_DATA if self.plugin is not None else None,
                 ) as endpoint:
                     gen.endpoint = endpoint
@@ -554,6 +574,8 @@ class LspSession:
                 await tree.aclose(
                     term_grace_ms=self.spec.term_grace_ms, kill_wait_ms=self.spec.kill_wait_ms
                 )
+                if self.plugin is not None and self._owner_ended is not None:
+                    await self._owner_ended(self.session_id)
             self._end_requests(gen, "The language server stopped")
 
     # -- handshake and readiness -------------------------------------------------------
@@ -611,9 +633,12 @@ class LspSession:
             )
             return
         except EndpointClosed as exc:
+            # The same code whichever of us and _watch_endpoint notes it first (framing
+            # policy: a broken stream fails the session with a protocol error).
+            broken = exc.reason.startswith("protocol error")
             self._record_failure(
                 gen,
-                "exitedEarly",
+                "protocolError" if broken else "exitedEarly",
                 f"the server ended before initialize succeeded ({exc.reason})",
                 "initialize",
                 fact="host.exitedEarly",
@@ -659,6 +684,10 @@ class LspSession:
                     fact="host.timedOut",
                 )
                 return
+        # A stop (or restart) may have cancelled the drive scope after our last await had
+        # already completed: it must win, or HANDSHAKE_DONE would follow STOP (found by the
+        # chaos runner: a stop right after the first events of the handshake).
+        await trio.lowlevel.checkpoint_if_cancelled()
         gen.ready = True
         gen.settled.set()
         self._transition(LspInput.HANDSHAKE_DONE)
@@ -714,11 +743,16 @@ class LspSession:
     async def _watch_endpoint(self, gen: _Generation, endpoint: JSONRPCEndpoint) -> None:
         await endpoint.wait_closed()
         reason = endpoint.close_reason or "closed"
+        stage = "running" if gen.initialized else "initialize"
         if reason.startswith("protocol error"):
             code = "protocolError"
+        elif reason == "write timeout" and self.plugin is not None:
+            # A backend that stopped reading past the request timeout (plugin-contract.md
+            # "Isolation between backends").
+            code, stage = "transportFailed", "relayWrite"
+            reason = f"a write stayed blocked for {self.spec.request_timeout_ms} ms"
         else:
             code = "crashed" if gen.initialized else "exitedEarly"
-        stage = "running" if gen.initialized else "initialize"
         fact = None if gen.initialized else "host.exitedEarly"
         self._record_failure(gen, code, f"the server's stdio ended: {reason}", stage, fact=fact)
 

@@ -14,10 +14,19 @@ down the chain. Each cancelled forwarded request makes the provider's endpoint s
 ``$/cancelRequest`` (the endpoint does it when the waiting task is cancelled). The relay
 never retries a call.
 
+The deadline (plugin-contract.md "Discovery and invocation"): a call still waiting for its
+provider ends at once; a forwarded call is cancelled at the provider (``$/cancelRequest``,
+the provider session's own timeout) and its children are cancelled, and it ends when the
+provider answers, with ``plugin.host.timeout`` whatever the answer. A provider that has
+still not answered :data:`GRACE_MS` after the deadline is left behind: the relay's own end
+(the call's scope) ends the call with ``plugin.host.timeout`` itself.
+
 Isolation between backends: each backend is written through its own endpoint, whose write
 queue is bounded; a backend that stops reading only blocks the calls forwarded to it, and a
-write blocked past the endpoint's write timeout closes that endpoint (the session fails as a
-transport failure and its calls end like those of any session failure).
+write blocked past the session's request timeout closes that endpoint: the session fails
+as a transport failure (``transportFailed``, stage ``relayWrite``, see
+:class:`~supervisor._lsp_session.LspSession`) and its calls end like those of any session
+failure (a relayed call forwarded to it: ``plugin.function.providerUnavailable``).
 """
 
 from __future__ import annotations
@@ -28,7 +37,7 @@ from typing import TYPE_CHECKING, Final, Protocol
 
 import trio
 
-from ._endpoint import EndpointClosed, JSONRPCError
+from ._endpoint import EndpointClosed, JSONRPCError, ReplyWithoutResult
 from ._plugin_relay_state import (
     GRACE_MS,
     MAX_RELAYED_RESULT_BYTES,
@@ -95,8 +104,11 @@ class _RelayCall:
     deadline: float
     scope: trio.CancelScope = field(default_factory=trio.CancelScope)
     nursery: trio.Nursery | None = None
-    #: Children started in another parent's nursery (omitted parentOperationID).
+    #: The calls made as its children (in its nursery, or in another parent's when
+    #: parentOperationID was omitted): they end when it ends or its deadline passes.
     linked: list[_RelayCall] = field(default_factory=list)
+    #: Its deadline passed: it takes no new children and ends ``plugin.host.timeout``.
+    expired: bool = False
     refusal: RelayRefusal | None = None
     value: JSONValue = None
     has_value: bool = False
@@ -251,8 +263,8 @@ class FunctionRelay:
             primary = parents[-1] if parents else None
             if primary is not None and primary.nursery is not None:
                 # A child runs in its parent's nursery: the parent's end cancels it.
-                for other in parents[:-1]:
-                    other.linked.append(call)
+                for parent in parents:
+                    parent.linked.append(call)
                 primary.nursery.start_soon(self._run, call, caller)
                 await call.done.wait()
             else:
@@ -274,11 +286,14 @@ class FunctionRelay:
             return [
                 c
                 for (provider, _), c in self._serving.items()
-                if provider == caller.plugin_id and not c.done.is_set()
+                if provider == caller.plugin_id and not c.done.is_set() and not c.expired
             ], True
         served = self._serving.get((caller.plugin_id, parent_id))
-        if served is not None and not served.done.is_set():
-            return [served], True
+        if served is not None:
+            # Past its deadline a call is ending: it takes no new children.
+            return (
+                ([served], True) if not served.done.is_set() and not served.expired else ([], False)
+            )
         # A call the host started directly: a new chain.
         return [], caller.serves_host_call(parent_id)
 
@@ -289,12 +304,8 @@ class FunctionRelay:
             with call.scope:
                 async with trio.open_nursery() as nursery:
                     call.nursery = nursery
-                    with trio.CancelScope(deadline=call.deadline) as soft:
-                        await self._forward(call, caller)
-                    if soft.cancelled_caught and call.refusal is None and not call.has_value:
-                        call.refusal = RelayRefusal(
-                            "plugin.host.timeout", "The relayed call's deadline passed"
-                        )
+                    nursery.start_soon(self._deadline_passes, call)
+                    await self._forward(call, caller)
                     # Its ending cancels the calls made as its children.
                     nursery.cancel_scope.cancel()
         finally:
@@ -313,11 +324,38 @@ class FunctionRelay:
                 child.end(RelayRefusal("plugin.host.cancelled", "The parent call ended"))
             call.done.set()
 
+    @staticmethod
+    async def _deadline_passes(call: _RelayCall) -> None:
+        """At the deadline: the call takes no new children and the ones it has are cancelled.
+
+        The provider is sent ``$/cancelRequest`` at the same moment (by the endpoint, see
+        :meth:`_forward`); the call itself ends when the provider answers, or at the relay's
+        own end :data:`GRACE_MS` later.
+        """
+        await trio.sleep_until(call.deadline)
+        call.expired = True
+        for child in list(call.linked):
+            child.end(RelayRefusal("plugin.host.cancelled", "The parent call's deadline passed"))
+
     async def _forward(self, call: _RelayCall, caller: RelayCaller) -> None:
-        try:
-            endpoint = await self.wait_for_provider(caller, call.provider_id, call.function_id)
-        except RelayRefusal as refusal:
-            call.refusal = refusal
+        """Wait for the provider, forward the call, and set the call's one outcome.
+
+        The deadline: a call still waiting for its provider ends at once; a forwarded call
+        is cancelled at the provider (``$/cancelRequest``, the provider session's own
+        timeout) and ends when the provider answers, with ``plugin.host.timeout`` whatever
+        the answer; a provider that does not answer is left to the relay's own end
+        (``call.scope``, :data:`GRACE_MS` later).
+        """
+        with trio.move_on_at(call.deadline):
+            try:
+                endpoint = await self.wait_for_provider(caller, call.provider_id, call.function_id)
+            except RelayRefusal as refusal:
+                call.refusal = refusal
+                return
+        if call.expired or trio.current_time() >= call.deadline:
+            call.refusal = RelayRefusal(
+                "plugin.host.timeout", "The relayed call's deadline passed before its provider ran"
+            )
             return
         forwarded: JSONObject = {
             "functionID": call.function_id,
@@ -328,35 +366,48 @@ class FunctionRelay:
             "caller": {"pluginID": call.caller_id},
         }
         self._serving[(call.provider_id, call.wire_id)] = call
+        value: JSONValue = None
+        failure: RelayRefusal | None = None
         try:
-            value = await endpoint.request(INVOKE_METHOD, forwarded)
+            value = await endpoint.request(INVOKE_METHOD, forwarded, cancel_at=call.deadline)
+        except ReplyWithoutResult:
+            failure = RelayRefusal(
+                "plugin.function.invalidResult", "the provider answered without a result"
+            )
         except JSONRPCError as exc:
-            failure = function_failure(exc.message, exc.data)
+            failed = function_failure(exc.message, exc.data)
             details: JSONObject | None = (
-                {"pluginErrorCode": failure["pluginErrorCode"]}
-                if "pluginErrorCode" in failure
+                {"pluginErrorCode": failed["pluginErrorCode"]}
+                if "pluginErrorCode" in failed
                 else None
             )
-            call.refusal = RelayRefusal("plugin.function.failed", str(failure["message"]), details)
+            failure = RelayRefusal("plugin.function.failed", str(failed["message"]), details)
         except EndpointClosed as exc:
-            call.refusal = RelayRefusal(
+            failure = RelayRefusal(
                 "plugin.function.providerUnavailable",
                 f"{call.provider_id}'s backend ended while the call ran: {exc.reason}",
             )
         else:
             size = json_size(value)
             if size > MAX_RESULT_BYTES:
-                call.refusal = RelayRefusal(
+                failure = RelayRefusal(
                     "plugin.function.invalidResult", f"the result is over {MAX_RESULT_BYTES} bytes"
                 )
             elif size > MAX_RELAYED_RESULT_BYTES:
-                call.refusal = RelayRefusal(
+                failure = RelayRefusal(
                     "plugin.function.payloadTooLarge",
                     f"the result is over {MAX_RELAYED_RESULT_BYTES} bytes",
                 )
-            elif call.refusal is None:
-                # null is a result.
-                call.value, call.has_value = value, True
+        if call.refusal is not None:
+            return  # ended meanwhile (a snapshot change, a withdrawal): that code stands
+        if call.expired:
+            # An answer after the deadline (to the $/cancelRequest sent then) is a timeout.
+            call.refusal = RelayRefusal("plugin.host.timeout", "The relayed call's deadline passed")
+        elif failure is not None:
+            call.refusal = failure
+        else:
+            # null is a result.
+            call.value, call.has_value = value, True
 
     async def wait_for_provider(
         self, caller: RelayCaller, provider_id: str, function_id: str

@@ -28,7 +28,7 @@ import trio
 
 from protocol import CoreError
 
-from ._endpoint import EndpointClosed, JSONRPCError, method_not_found
+from ._endpoint import EndpointClosed, JSONRPCError, ReplyWithoutResult, method_not_found
 from ._plugin_relay_state import RelayRefusal
 from ._plugin_state import (
     FUNCTION_RESULT_BYTES,
@@ -248,6 +248,18 @@ class PluginRuntime:
             with call.scope:
                 try:
                     result = await endpoint.request(INVOKE_METHOD, invoke)
+                except ReplyWithoutResult:
+                    # No result is not a null result (Invocation).
+                    self._finish(
+                        call,
+                        {
+                            "error": {
+                                "code": "plugin.function.invalidResult",
+                                "message": "the backend answered without a result",
+                            }
+                        },
+                        "invalidResult",
+                    )
                 except JSONRPCError as exc:
                     self._finish(call, {"error": function_failure(exc.message, exc.data)}, "failed")
                 except EndpointClosed as exc:

@@ -11,7 +11,7 @@ the Core's dispatch, operation registry and cancellation stay as they are.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Protocol, TypeAlias
+from typing import TYPE_CHECKING, Protocol, TypeAlias, runtime_checkable
 
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable, Mapping
@@ -21,10 +21,14 @@ if TYPE_CHECKING:
 
     from protocol import JSONObject, JSONValue
 
-__all__ = ("CommandHandler", "Service", "ServiceContext", "ServiceFactory")
+__all__ = ("CommandHandler", "OwnedResources", "Service", "ServiceContext", "ServiceFactory")
 
 #: ``await handler(payload) -> data``; raises ``protocol.CoreError`` for a refusal.
 CommandHandler: TypeAlias = "Callable[[JSONObject], Awaitable[JSONValue]]"
+
+
+async def _no_owned_resources(owner: str) -> None:
+    """The default :attr:`ServiceContext.owner_ended`: a context outside a Core owns nothing."""
 
 
 @dataclass(frozen=True)
@@ -36,11 +40,34 @@ class ServiceContext:
             reader, a lane) run here, so they end when the Core ends.
         trusted: False when the workspace is untrusted (``build``/``test`` jobs are denied).
         max_events: The bound of each event queue the service keeps.
+        owner_ended: ``await owner_ended(owner)``: an owner (a plugin-owned session, by its
+            ``sessionId``) has ended, so every service that keeps resources for owners
+            (:class:`OwnedResources`) releases that owner's. Services reach each other only
+            through this: the Core calls ``dispose_owner`` of each such service in turn.
+            Shielded and bounded by each service's own bounds.
     """
 
     nursery: trio.Nursery
     trusted: bool
     max_events: int
+    owner_ended: Callable[[str], Awaitable[None]] = _no_owned_resources
+
+
+@runtime_checkable
+class OwnedResources(Protocol):
+    """A service that keeps resources on behalf of owners (the terminal service).
+
+    plugin-contract.md "Plugin-owned native terminals": ending the backend session that
+    owns a terminal disposes it; a service implementing this is told through
+    :attr:`ServiceContext.owner_ended`.
+    """
+
+    async def dispose_owner(self, owner: str | None) -> int:
+        """Release everything ``owner`` holds; return how many resources were released.
+
+        **Cancellation:** shielded and bounded by the service's own bounds.
+        """
+        ...
 
 
 class Service(Protocol):

@@ -46,8 +46,11 @@ running on the handle, or its natural-exit cleanup), ``plugin.host.preconditionF
 
 Ownership: every terminal task runs in the service's own nursery, inside the Core's root
 nursery. :meth:`TerminalService.dispose_owner` is the hook a plugin session calls when it
-ends; closing the service (the Core) disposes every terminal, concurrently, shielded and
-bounded by :class:`EndBounds`.
+ends: a terminal a plugin backend asked for (``lithe/host/terminal/create``) is created with
+``owner: <sessionId>`` of that backend's session, and the Core calls ``dispose_owner`` with
+that id when the session's backend process ends (``ServiceContext.owner_ended``); closing
+the service (the Core) disposes every terminal, concurrently, shielded and bounded by
+:class:`EndBounds`.
 """
 
 from __future__ import annotations
@@ -218,6 +221,9 @@ class TerminalService:
             if handle.lifecycle.state is TerminalState.DISPOSED:
                 return
             handle.lifecycle.apply(_In.DISPOSE)
+            # A fresh event: a concurrent dispose of the same handle (an owner's end while
+            # the Core closes) waits for this one instead of spinning on a set event.
+            handle.idle = trio.Event()
             await self._dispose_now(handle)
             disposed += 1
 

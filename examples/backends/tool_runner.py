@@ -10,7 +10,8 @@ Functions (plugin ``dev.example.tools``):
   grandchild, then prints ``step i/n`` lines) and turns each line into progress. Cancelling
   the call ends the whole tree. Returns ``{steps, exitCode}``.
 - ``tool.version {sleepMs?}``: exported; runs ``python --version`` and, when asked, a
-  sleeping process first (for relayed-chain tests). Returns ``{version, caller}``.
+  sleeping process first (for relayed-chain tests). Returns ``{version, caller}``; a
+  cancelled call says so on stderr (``tool.version cancelled <operationID>``).
 - ``tool.enableExtra`` / ``tool.disableExtra``: register / withdraw ``tool.extra
   {sleepMs?}`` at run time (it returns ``"extra"``, after a sleeping process when asked;
   withdrawing it while it runs revokes the call).
@@ -89,9 +90,15 @@ async def run_streaming(params: JSONObject, context: CallContext) -> JSONValue:
 @backend.function("tool.version")
 async def tool_version(params: JSONObject, context: CallContext) -> JSONValue:
     sleep_ms = params.get("sleepMs")
-    if isinstance(sleep_ms, int) and sleep_ms > 0:
-        await context.run([sys.executable, "-c", f"import time; time.sleep({sleep_ms / 1000})"])
-    result = await context.run([sys.executable, "--version"])
+    try:
+        if isinstance(sleep_ms, int) and sleep_ms > 0:
+            await context.run([sys.executable, "-c", f"import time; time.sleep({sleep_ms / 1000})"])
+        result = await context.run([sys.executable, "--version"])
+    except trio.Cancelled:
+        # Cancelled by its caller ($/cancelRequest): its processes end with it. Console
+        # output goes to stderr, which the host keeps as the session's log.
+        print(f"tool.version cancelled {context.operation_id}", file=sys.stderr, flush=True)
+        raise
     return {"version": result.stdout.strip(), "caller": context.caller}
 
 

@@ -11,13 +11,16 @@ after it), ``fail.now`` (error with ``data.code``), ``big.result``, ``host.call`
 (``requests``: host requests sent at once; answers with their replies), ``host.cancel``
 (one host request, then ``$/cancelRequest`` for it), ``reg.change`` (sends ``requests`` of
 register/unregister), ``log.send`` (``facts``), ``seen.get`` (what the host sent: cancels
-by wire operationID, notifications, the initialize capabilities).
+by wire operationID, notifications, the initialize capabilities), ``no.result`` (a reply with
+neither result nor error), ``stop.reading`` (answers, then never reads its input again: the
+host's writes to it block once the pipe is full).
 """
 
 from __future__ import annotations
 
 import json
 import sys
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -135,6 +138,11 @@ def invoke(rid: object, params: Message) -> None:
         )
     elif fid == "big.result":
         reply(rid, "x" * (1024 * 1024 + 10))
+    elif fid == "no.result":
+        send({"jsonrpc": "2.0", "id": rid})
+    elif fid == "stop.reading":
+        reply(rid, None)
+        time.sleep(3600)  # SIGTERM ends it
     elif fid in ("host.call", "reg.change"):
         gather(rid, [(r["method"], r.get("params")) for r in args.get("requests", [])])
     elif fid == "host.cancel":

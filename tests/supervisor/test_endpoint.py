@@ -37,6 +37,7 @@ from supervisor._endpoint import (
     EndpointClosed,
     JSONRPCEndpoint,
     JSONRPCError,
+    ReplyWithoutResult,
     method_not_found,
     open_jsonrpc_endpoint,
 )
@@ -322,6 +323,84 @@ async def test_error_response_raises_jsonrpc_error() -> None:
             ErrorResponse(id=request.id, error=ErrorObject(-32803, "failed", [1]))
         )
     assert (caught[0].code, caught[0].message, caught[0].data) == (-32803, "failed", [1])
+
+
+async def test_reply_without_result_is_not_a_null_result() -> None:
+    """Issue 6: a reply with neither result nor error ends its request with
+    ReplyWithoutResult (a JSONRPCError); ``"result": null`` stays a result."""
+    async with raw_pair() as (endpoint, peer), trio.open_nursery() as nursery:
+        outcomes: list[object] = []
+
+        async def call() -> None:
+            try:
+                outcomes.append(await endpoint.request("ask"))
+            except JSONRPCError as exc:
+                outcomes.append(exc)
+
+        nursery.start_soon(call)
+        request = await peer.receive()
+        assert isinstance(request, Request)
+        assert isinstance(request.id, int)
+        await peer.send(encode_frame(b'{"jsonrpc":"2.0","id":%d}' % request.id))
+        await trio.testing.wait_all_tasks_blocked()
+        assert len(outcomes) == 1
+        assert isinstance(outcomes[0], ReplyWithoutResult)
+        assert outcomes[0].code == -32600
+        nursery.start_soon(call)
+        request = await peer.receive()
+        assert isinstance(request, Request)
+        await peer.send_message(Response(id=request.id, result=None))
+        await trio.testing.wait_all_tasks_blocked()
+        assert outcomes[1:] == [None]
+        # Nothing was answered to the replies, and the endpoint goes on.
+        await peer.receive_nothing_more()
+        assert not endpoint.closed
+
+
+async def test_cancel_at_sends_cancel_request_and_keeps_waiting(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """Issue 6 (the relay's deadline): ``cancel_at`` cancels at the peer, the caller still
+    gets the peer's answer, and a later cancellation sends no second $/cancelRequest."""
+    async with raw_pair() as (endpoint, peer), trio.open_nursery() as nursery:
+        caught: list[JSONRPCError] = []
+        start = trio.current_time()
+
+        async def call() -> None:
+            with pytest.raises(JSONRPCError) as info:
+                await endpoint.request("slow", cancel_at=start + 1.5)
+            caught.append(info.value)
+
+        nursery.start_soon(call)
+        request = await peer.receive()
+        cancel = await peer.receive()
+        assert isinstance(request, Request)
+        assert isinstance(cancel, Notification)
+        assert (cancel.method, cancel.params) == ("$/cancelRequest", {"id": request.id})
+        assert trio.current_time() - start == pytest.approx(1.5)
+        assert endpoint.statistics().pending_requests == 1
+        await trio.sleep(5)
+        assert caught == []
+        await peer.send_message(
+            ErrorResponse(id=request.id, error=ErrorObject(-32800, "cancelled"))
+        )
+        await trio.testing.wait_all_tasks_blocked()
+        assert caught[0].code == -32800
+        # Cancelled by its caller after cancel_at: no second $/cancelRequest.
+        caller = trio.CancelScope()
+
+        async def abandoned() -> None:
+            with caller:
+                await endpoint.request("slow", cancel_at=trio.current_time() + 1)
+
+        nursery.start_soon(abandoned)
+        request = await peer.receive()
+        cancel = await peer.receive()
+        assert isinstance(request, Request)
+        assert isinstance(cancel, Notification)
+        caller.cancel()
+        await peer.receive_nothing_more()
+        assert endpoint.statistics().pending_requests == 0
 
 
 async def test_cancelled_caller_sends_cancel_request_and_late_reply_is_ignored(

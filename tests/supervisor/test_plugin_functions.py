@@ -27,6 +27,7 @@ FUNCS = [
     "progress.report",
     "fail.now",
     "big.result",
+    "no.result",
     "host.call",
     "host.cancel",
     "reg.change",
@@ -106,6 +107,9 @@ async def test_negotiation_invocation_outcomes_and_progress(core: Core, tmp_path
     assert len(str(failed["message"]).encode()) <= 1024
     big = as_obj((await call(s, "big.result"))["error"])
     assert big["code"] == "plugin.function.invalidResult"
+    # A reply with neither result nor error is no result, not a null one.
+    missing = as_obj((await call(s, "no.result"))["error"])
+    assert missing["code"] == "plugin.function.invalidResult"
     timed = as_obj((await call(s, "slow.wait", timeoutMilliseconds=200))["error"])
     assert timed["code"] == "requestTimeout"
     # Progress is mapped back to the host id; the wire id is opaque and late reports drop.

@@ -18,6 +18,7 @@ import pytest
 import trio
 
 from supervisor import open_core
+from supervisor._plugin_relay_state import GRACE_MS
 from tests.supervisor.test_lsp_support import PY, Session, as_obj, start
 from tests.supervisor.test_plugin_e2e import scoped_pids, wait_gone, wait_scoped
 
@@ -33,6 +34,8 @@ HOP = str(ROOT / "tests" / "peers" / "relay_hop.py")
 RAW = str(ROOT / "tests" / "peers" / "plugin_backend.py")
 CTX: JSONObject = {"contextID": "w1", "generation": 1}
 HOPS = [f"hop.{c}" for c in "abcdefz"]
+#: What tests/peers/plugin_backend.py exports to the relay (``com.example.tool``).
+RAW_EXPORTS = ["big.result", "echo.value", "no.result", "slow.wait"]
 
 
 def snapshot(*, disabled: frozenset[str] = frozenset()) -> JSONObject:
@@ -61,17 +64,17 @@ def snapshot(*, disabled: frozenset[str] = frozenset()) -> JSONObject:
             "pluginID": hop,
             "enabled": True,
             "exports": [{"id": "hop.call", "version": 1, "context": "workspace"}],
-            "calls": [{"id": "big.result", "version": 1}, {"id": "hop.call", "version": 1}],
+            "calls": [{"id": f, "version": 1} for f in ["hop.call", *RAW_EXPORTS]],
         }
         for hop in HOPS
     ]
-    # tests/peers/plugin_backend.py: answers big.result with over 1 MiB, which an SDK
-    # backend never sends.
+    # tests/peers/plugin_backend.py: answers what an SDK backend never sends (a result over
+    # 1 MiB, a reply without result) and ignores $/cancelRequest.
     plugins.append(
         {
             "pluginID": "com.example.tool",
             "enabled": True,
-            "exports": [{"id": "big.result", "version": 1}],
+            "exports": [{"id": f, "version": 1} for f in RAW_EXPORTS],
             "calls": [],
         }
     )
@@ -309,3 +312,123 @@ async def test_deadline_and_result_bounds(core: Core, tmp_path: Path) -> None:
     assert huge["inner"] == {"error": "plugin.function.invalidResult"}
     fits = as_obj(await value(a, "hop.a", "hop.call", {"to": ["hop.b"], "resultBytes": 200_000}))
     assert len(str(as_obj(fits["inner"])["blob"])) == 200_000
+
+
+async def raw_backend(core: Core, cwd: str, **extra: JSONValue) -> tuple[Session, int]:
+    """tests/peers/plugin_backend.py as ``com.example.tool``."""
+    functions = [{"id": f} for f in [*RAW_EXPORTS, "seen.get", "stop.reading"]]
+    session = await start(
+        core,
+        [PY, RAW, json.dumps({"version": 0, "functions": functions})],
+        cwd,
+        pluginId="com.example.tool",
+        shutdownTimeoutMilliseconds=2000,
+        **extra,
+    )
+    pid = (await session.wait_state("starting"))["pid"]
+    assert isinstance(pid, int)
+    await session.wait_state("ready")
+    return session, pid
+
+
+async def test_reply_without_result_is_invalid_and_null_is_a_result(
+    core: Core, tmp_path: Path
+) -> None:
+    """Issue 6: through the relay, a reply with neither result nor error is
+    plugin.function.invalidResult; a null result is relayed as ``{value: null}``."""
+    cwd = str(tmp_path)
+    a, _ = await backend(core, cwd, "hop.a")
+    await raw_backend(core, cwd)
+    missing = as_obj(
+        await value(a, "hop.a", "hop.call", {"to": ["com.example.tool"], "fn": "no.result"})
+    )
+    assert missing["inner"] == {"error": "plugin.function.invalidResult"}
+    null = as_obj(
+        await value(a, "hop.a", "hop.call", {"to": ["com.example.tool"], "fn": "echo.value"})
+    )
+    assert null == {"hops": None, "inner": None}
+
+
+async def test_provider_that_stops_reading_is_isolated_then_fails_relay_write(
+    core: Core, tmp_path: Path
+) -> None:
+    """Issue 6 "Isolation between backends": a provider that stops reading its stdin delays
+    only the calls written to it; once a write to it stays blocked past its request timeout
+    its session fails (transportFailed, stage relayWrite) and its calls end like those of
+    any session failure. Nothing it ran survives."""
+    cwd = str(tmp_path)
+    a, _ = await backend(core, cwd, "hop.a")
+    await backend(core, cwd, "hop.b")
+    # Generous: the other calls below must finish well within it.
+    tool, tool_pid = await raw_backend(core, cwd, requestTimeoutMilliseconds=5000)
+    waiting = (
+        await tool.call(
+            "lsp.functionRequest",
+            function={"pluginID": "com.example.tool", "functionID": "slow.wait"},
+            timeoutMilliseconds=600_000,
+        )
+    )["operationId"]
+    assert isinstance(waiting, str)
+    stalled = (
+        await tool.call(
+            "lsp.functionRequest",
+            function={"pluginID": "com.example.tool", "functionID": "stop.reading"},
+        )
+    )["operationId"]
+    assert isinstance(stalled, str)
+    assert "result" in await tool.completed(stalled)
+    # 200 KB of params (under the 256 KiB bound) fill the stalled provider's pipe.
+    blocked = await invoke(
+        a,
+        "hop.a",
+        "hop.call",
+        {"to": ["com.example.tool"], "fn": "echo.value", "pad": "x" * 200_000},
+    )
+    # Meanwhile the same caller's relayed call to another provider completes.
+    other = as_obj(await value(a, "hop.a", "hop.call", {"to": ["hop.b"]}))
+    assert other["inner"] == {"hops": 0, "caller": {"pluginID": "hop.a"}}
+    assert not [e for e in a.seen if e.get("operationId") == blocked]
+    failed = await tool.wait_state("failed")
+    error = as_obj(failed["error"])
+    assert (error["code"], error["stage"]) == ("transportFailed", "relayWrite")
+    done = await a.completed(blocked)
+    assert as_obj(as_obj(done["result"])["value"])["inner"] == {
+        "error": "plugin.function.providerUnavailable"
+    }
+    ended = await tool.completed(waiting)
+    assert as_obj(ended["error"])["code"] == "languageServerUnavailable"
+    await wait_gone({tool_pid})
+
+
+async def test_provider_ignoring_cancel_ends_at_the_relays_own_end(
+    core: Core, tmp_path: Path
+) -> None:
+    """Issue 6: at the deadline the provider is sent $/cancelRequest; one that ignores it
+    (and never answers) ends by the relay's own end, GRACE_MS after the deadline, with
+    plugin.host.timeout. The exact instant is in test_plugin_relay_clock.py."""
+    cwd = str(tmp_path)
+    a, _ = await backend(core, cwd, "hop.a")
+    tool, _ = await raw_backend(core, cwd)
+    started = trio.current_time()
+    timed = as_obj(
+        await value(
+            a,
+            "hop.a",
+            "hop.call",
+            {"to": ["com.example.tool"], "fn": "slow.wait", "timeoutMs": 500},
+        )
+    )
+    # Not before the relay's own end: the deadline plus GRACE_MS (a lower bound only).
+    assert trio.current_time() - started >= (500 + GRACE_MS) / 1000
+    assert timed["inner"] == {"error": "plugin.host.timeout"}
+    seen = (
+        await tool.call(
+            "lsp.functionRequest",
+            function={"pluginID": "com.example.tool", "functionID": "seen.get"},
+        )
+    )["operationId"]
+    assert isinstance(seen, str)
+    done = await tool.completed(seen)
+    cancels = as_obj(as_obj(done["result"])["value"])["cancels"]
+    assert isinstance(cancels, list)
+    assert any(isinstance(c, str) and c.startswith("relay-") for c in cancels)
