@@ -47,7 +47,7 @@ from ._payload import (
     require_str,
 )
 from ._plugin_relay import FunctionRelay, ProviderHandle
-from ._plugin_state import MAX_FUNCTION_TIMEOUT_MS, check_function_request, check_host_services
+from ._plugin_state import check_function_request, check_host_services, function_timeout_ms
 from ._tree import open_process_tree
 
 if TYPE_CHECKING:
@@ -599,10 +599,7 @@ class LspService:
             function_id=function_id,
             params=params,
             context=payload.get("context"),
-            timeout_ms=min(
-                timeout if isinstance(timeout, int) else session.spec.request_timeout_ms,
-                MAX_FUNCTION_TIMEOUT_MS,
-            ),
+            timeout_ms=function_timeout_ms(timeout, session.spec.request_timeout_ms),
         )
         return {"operationId": operation_id}
 

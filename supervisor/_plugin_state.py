@@ -51,6 +51,7 @@ __all__ = (
     "check_host_services",
     "cut_utf8",
     "function_failure",
+    "function_timeout_ms",
     "host_failure",
     "is_function_id",
     "is_plugin_id",
@@ -349,6 +350,18 @@ def _is_context(value: JSONValue) -> bool:
         and isinstance(generation, int)
         and 1 <= generation <= _MAX_SAFE_INTEGER
     )
+
+
+def function_timeout_ms(requested: JSONValue, session_default_ms: int) -> int:
+    """The deadline of a host-started function call, in milliseconds.
+
+    plugin-contract.md "Invocation": ``timeoutMilliseconds`` defaults to the session's
+    request timeout and is capped at one hour (:data:`MAX_FUNCTION_TIMEOUT_MS`). The value
+    was validated by ``lsp.functionRequest`` (a positive integer or absent).
+    """
+    chosen = requested if _is_int(requested) else session_default_ms
+    assert isinstance(chosen, int)
+    return min(chosen, MAX_FUNCTION_TIMEOUT_MS)
 
 
 def function_failure(error_message: object, error_data: JSONValue) -> JSONObject:

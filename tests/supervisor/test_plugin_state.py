@@ -17,6 +17,7 @@ from supervisor._plugin_state import (
     check_host_request,
     check_host_services,
     function_failure,
+    function_timeout_ms,
     host_failure,
     is_function_id,
     negotiate_functions,
@@ -153,6 +154,23 @@ def test_function_request_accepts_and_defaults_params() -> None:
             registry=FunctionRegistry(["snapshot.refresh"]),
         )
     assert bad_context.value.code == "plugin.function.invalidParams"
+
+
+@pytest.mark.parametrize(
+    ("requested", "session_default", "expected"),
+    [
+        (None, 30_000, 30_000),
+        (1, 30_000, 1),
+        (3_600_000, 30_000, 3_600_000),
+        (3_600_001, 30_000, 3_600_000),
+        (10**12, 30_000, 3_600_000),
+        (None, 7_200_000, 3_600_000),
+    ],
+)
+def test_function_timeout_defaults_to_the_session_and_is_capped_at_an_hour(
+    requested: JSONValue, session_default: int, expected: int
+) -> None:
+    assert function_timeout_ms(requested, session_default) == expected
 
 
 def test_failure_and_progress_normalization() -> None:
