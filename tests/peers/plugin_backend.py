@@ -1,8 +1,9 @@
 """A scripted plugin backend for the host-side plugin-function tests (issue 6).
 
-Usage: plugin_backend.py FUNCTIONS_ANSWER [LOGGING_ANSWER]
+Usage: plugin_backend.py FUNCTIONS_ANSWER [LOGGING_ANSWER [INITIALIZE_DELAY_MS]]
   FUNCTIONS_ANSWER: the JSON of ``capabilities.experimental.litheFunctions`` it answers
-  (``null`` answers none); LOGGING_ANSWER likewise for ``litheLogging``.
+  (``null`` answers none); LOGGING_ANSWER likewise for ``litheLogging``;
+  INITIALIZE_DELAY_MS: how long it waits before answering ``initialize`` (default 0).
 
 It does what real SDK backends rarely do on purpose (malformed negotiation, late progress,
 results over the bound, host-request floods). Functions, by ID: ``echo.value``,
@@ -13,7 +14,12 @@ after it), ``fail.now`` (error with ``data.code``), ``big.result``, ``host.call`
 register/unregister), ``log.send`` (``facts``), ``seen.get`` (what the host sent: cancels
 by wire operationID, notifications, the initialize capabilities), ``no.result`` (a reply with
 neither result nor error), ``stop.reading`` (answers, then never reads its input again: the
-host's writes to it block once the pipe is full).
+host's writes to it block once the pipe is full), ``progress.stale`` (a progress report
+``stale`` for every earlier call's wire operationID, one ``current`` for its own, then
+answers), ``late.reply`` (blocks ``ms`` milliseconds, then reports progress and answers,
+whatever the host did meanwhile). Requests it serves outside any call, so that a session
+that negotiated nothing can be driven too: ``test/send`` (``requests`` sent at once,
+answered with their replies, as ``host.call``) and ``test/seen`` (as ``seen.get``).
 """
 
 from __future__ import annotations
@@ -32,6 +38,7 @@ inp = sys.stdin.buffer
 out = sys.stdout.buffer
 functions_answer = json.loads(sys.argv[1]) if len(sys.argv) > 1 else None
 logging_answer = json.loads(sys.argv[2]) if len(sys.argv) > 2 else None
+initialize_delay_s = int(sys.argv[3]) / 1000 if len(sys.argv) > 3 else 0.0
 
 next_id = 1000
 waiting: dict[int, Callback] = {}  # our request id -> callback(reply)
@@ -97,6 +104,14 @@ def gather(rid: object, requests: list[tuple[str, object]]) -> None:
         reply(rid, [])
 
 
+def progress(wire: str, message: str) -> Message:
+    return {
+        "jsonrpc": "2.0",
+        "method": "lithe/function/progress",
+        "params": {"operationID": wire, "message": message},
+    }
+
+
 def invoke(rid: object, params: Message) -> None:
     fid = params["functionID"]
     wire = params["operationID"]
@@ -140,6 +155,17 @@ def invoke(rid: object, params: Message) -> None:
         reply(rid, "x" * (1024 * 1024 + 10))
     elif fid == "no.result":
         send({"jsonrpc": "2.0", "id": rid})
+    elif fid == "progress.stale":
+        # By request id, not by wire id: were the wire ids derived from the host's ids,
+        # an earlier call's would equal this one's.
+        for earlier in [w for r, w in invokes.items() if r != rid]:
+            send(progress(earlier, args.get("stale", "stale")))
+        send(progress(wire, args.get("current", "current")))
+        reply(rid, None)
+    elif fid == "late.reply":
+        time.sleep(args.get("ms", 0) / 1000)  # reads nothing meanwhile: the reply is late
+        send(progress(wire, "late"))
+        reply(rid, "late")
     elif fid == "stop.reading":
         reply(rid, None)
         time.sleep(3600)  # SIGTERM ends it
@@ -181,6 +207,7 @@ def main() -> None:
             continue
         rid = message["id"]
         if method == "initialize":
+            time.sleep(initialize_delay_s)
             seen["initialize"] = params["capabilities"].get("experimental")
             experimental: Message = {}
             if functions_answer is not None:
@@ -192,6 +219,10 @@ def main() -> None:
             reply(rid, None)
         elif method == "lithe/function/invoke":
             invoke(rid, params)
+        elif method == "test/send":
+            gather(rid, [(r["method"], r.get("params")) for r in params.get("requests", [])])
+        elif method == "test/seen":
+            reply(rid, seen)
         else:
             send({"jsonrpc": "2.0", "id": rid, "error": {"code": -32601, "message": method}})
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 import os
 from typing import TYPE_CHECKING
 
@@ -33,6 +34,8 @@ FUNCS = [
     "reg.change",
     "log.send",
     "seen.get",
+    "progress.stale",
+    "late.reply",
 ]
 PLUGIN = "com.example.tool"
 
@@ -379,4 +382,220 @@ async def test_host_owned_session_offers_nothing(core: Core, tmp_path: str) -> N
         await s.call(
             "lsp.hostNotify", method="lithe/host/commands/didRun", params={"commandID": "x"}
         )
+    await s.stop()
+
+
+# -- issue 6 audit: each code and bound below is asserted by a test that fails without it ----
+
+REGISTRY_REQUESTS: list[JSONValue] = [
+    {"method": "lithe/function/register", "params": {"functions": [{"id": "late.one"}]}},
+    {"method": "lithe/function/unregister", "params": {"ids": ["late.one"]}},
+]
+
+
+async def test_functions_changed_is_published_even_when_empty(core: Core, tmp_path: str) -> None:
+    """Issue 6 "Negotiation": a negotiated registry is published even when it is empty."""
+    s = await backend(core, str(tmp_path), {"version": 0})
+    await s.wait_state("ready")
+    changed = [e for e in s.seen if e["event"] == "functionsChanged"]
+    assert len(changed) == 1
+    assert (changed[0]["functions"], changed[0]["removed"]) == ([], [])
+    plugin = as_obj((await s.snapshot())["plugin"])
+    assert plugin["functionsNegotiated"] is True
+    # Negotiated with no functions, it may still register at run time.
+    done = await s.roundtrip("test/send", {"requests": REGISTRY_REQUESTS[:1]})
+    assert done["result"] == [{"result": None}]
+    added = await s.wait_for(lambda e: e["event"] == "functionsChanged" and e is not changed[0])
+    assert (added["functions"], added["removed"]) == (["late.one"], [])
+    await s.stop()
+
+
+@pytest.mark.parametrize("owner", ["host", "plugin-not-negotiated"])
+async def test_register_and_unregister_are_method_not_found_without_the_protocol(
+    core: Core, tmp_path: str, owner: str
+) -> None:
+    """Issue 6: host-owned sessions neither offer nor accept the protocol (-32601 for
+    register/unregister), and a plugin backend that did not negotiate it is answered the
+    same way."""
+    if owner == "host":
+        s = await start(core, [PY, BACKEND, json.dumps({"version": 0})], str(tmp_path))
+    else:
+        s = await backend(core, str(tmp_path), None)
+    await s.wait_state("ready")
+    # Nor the host services or the relay (plugin-contract.md "Compatibility": -32601).
+    requests: list[JSONValue] = [
+        *REGISTRY_REQUESTS,
+        {"method": "lithe/host/getCapabilities"},
+        {"method": "lithe/host/functions/providers", "params": {"functionID": "a"}},
+    ]
+    done = await s.roundtrip("test/send", {"requests": requests})
+    replies = done["result"]
+    assert isinstance(replies, list)
+    assert [as_obj(as_obj(r)["error"])["code"] for r in replies] == [-32601] * 4
+    assert not [e for e in s.seen if e["event"] == "functionsChanged"]
+    offered = as_obj((await s.roundtrip("test/seen"))["result"])["initialize"]
+    if owner == "host":
+        # Nothing of the protocol is offered to a host-owned server.
+        assert offered is None or not {"litheFunctions", "litheLogging"} & set(as_obj(offered))
+    else:
+        assert offered == {"litheFunctions": {"versions": [0]}, "litheLogging": {"versions": [0]}}
+    await s.stop()
+
+
+async def test_late_progress_of_an_ended_call_never_reaches_a_call_reusing_its_id(
+    core: Core, tmp_path: str
+) -> None:
+    """Issue 6 "Invocation"/"Progress": a report naming the wire operationID of a call that
+    ended is dropped, even while a new call runs under the same host operationId."""
+    s = await backend(core, str(tmp_path))
+    await s.wait_state("ready")
+    first = await call(s, "echo.value", {"value": 1}, operationId="same")
+    assert as_obj(first["result"]) == {"value": 1}
+    await s.call(
+        "lsp.functionRequest",
+        function={"pluginID": PLUGIN, "functionID": "progress.stale"},
+        operationId="same",
+    )
+    second = await s.wait_for(
+        lambda e: e["event"] == "requestCompleted" and e["operationId"] == "same" and e is not first
+    )
+    assert as_obj(second["result"]) == {"value": None}
+    progress = [e for e in s.seen if e["event"] == "requestProgress"]
+    # The running call's own report arrives; the earlier call's (its wire id) does not.
+    assert [as_obj(e["result"]) for e in progress] == [
+        {"operationID": "same", "message": "current"}
+    ]
+    await s.stop()
+
+
+async def test_default_deadline_is_the_sessions_request_timeout(core: Core, tmp_path: str) -> None:
+    """Issue 6 "Invocation": without timeoutMilliseconds a call ends at the session's
+    request timeout (requestTimeout), and the backend is sent $/cancelRequest."""
+    s = await backend(core, str(tmp_path), requestTimeoutMilliseconds=300)
+    await s.wait_state("ready")
+    timed = await call(s, "slow.wait")
+    assert as_obj(timed["error"])["code"] == "requestTimeout"
+    assert len(await seen_cancels(s, 1)) == 1
+    await s.stop()
+
+
+async def test_host_notify_refuses_a_session_that_is_not_ready_or_not_plugin_owned(
+    core: Core, tmp_path: str
+) -> None:
+    """Issue 6 "Host notifications": a plugin-owned session that is not ready yet, and a
+    host-owned session, are refused with invalid_request; nothing is delivered."""
+    slow = await start(
+        core,
+        [PY, BACKEND, json.dumps({"version": 0}), json.dumps({"version": 0}), "600000"],
+        str(tmp_path),
+        pluginId=PLUGIN,
+        shutdownTimeoutMilliseconds=1000,
+    )
+    await slow.wait_state("initializing")
+    with pytest.raises(CoreError) as not_ready:
+        await slow.call(
+            "lsp.hostNotify", method="lithe/host/commands/didRun", params={"commandID": "x"}
+        )
+    assert not_ready.value.code == "invalid_request"
+    assert "not ready" in not_ready.value.message
+    await slow.stop()
+    host_owned = await start(core, [PY, BACKEND, json.dumps({"version": 0})], str(tmp_path))
+    await host_owned.wait_state("ready")
+    with pytest.raises(CoreError) as not_plugin:
+        await host_owned.call(
+            "lsp.hostNotify", method="lithe/host/commands/didRun", params={"commandID": "x"}
+        )
+    assert not_plugin.value.code == "invalid_request"
+    assert "not plugin-owned" in not_plugin.value.message
+    await host_owned.stop()
+
+
+async def test_log_facts_reach_the_structured_log_and_unnegotiated_ones_warn_once(
+    core: Core, tmp_path: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Issue 6 "Structured plugin diagnostics": an accepted fact goes to the supervisor's
+    structured log; input from a backend that did not negotiate litheLogging is rejected
+    with one category-only plugins.diagnostics.rejected warning per session."""
+    caplog.set_level(logging.INFO, logger="supervisor.plugins")
+    fact: JSONObject = {"kind": "operationFinished", "operation": "echo.value", "durationMs": 5}
+    s = await backend(core, str(tmp_path))
+    await s.wait_state("ready")
+    await call(s, "log.send", {"facts": [fact]})
+    await s.wait_for(lambda e: e["event"] == "fact" and e.get("operation") == "echo.value")
+    logged = [r for r in caplog.records if hasattr(r, "plugin_fact")]
+    assert len(logged) == 1
+    assert logged[0].levelno == logging.INFO
+    assert logged[0].plugin_fact == {
+        "catalogEvent": "plugins.operation.finished",
+        "level": "info",
+        "kind": "operationFinished",
+        "operation": "echo.value",
+        "durationMs": 5,
+        "pluginId": PLUGIN,
+    }
+    await s.stop()
+    caplog.clear()
+    functions = json.dumps({"version": 0, "functions": [{"id": f} for f in FUNCS]})
+    quiet = await start(core, [PY, BACKEND, functions, "null"], str(tmp_path), pluginId=PLUGIN)
+    await quiet.wait_state("ready")
+    await call(quiet, "log.send", {"facts": [fact, fact, {"kind": "bogus"}]})
+    rejected = await quiet.wait_for(
+        lambda e: e["event"] == "fact" and e["catalogEvent"] == "plugins.diagnostics.rejected"
+    )
+    assert rejected["category"] == "unnegotiated"
+    assert "operation" not in rejected  # category only: nothing of the payload is kept
+    await call(quiet, "seen.get")  # every fact above was read before this reply
+    await quiet.drain()
+    # The session's own start fact is the host's; of the backend's facts none is accepted.
+    facts = [
+        e
+        for e in quiet.seen
+        if e["event"] == "fact" and e.get("operation") != "languageServer/start"
+    ]
+    assert facts == [rejected]
+    assert as_obj((await quiet.snapshot())["plugin"])["factsRejected"] == 3
+    warnings = [r for r in caplog.records if "plugins.diagnostics.rejected" in r.getMessage()]
+    assert len(warnings) == 1
+    assert warnings[0].levelno == logging.WARNING
+    assert not [r for r in caplog.records if hasattr(r, "plugin_fact")]
+    await quiet.stop()
+
+
+async def test_at_most_600_facts_per_minute_per_session(
+    core: Core, tmp_path: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Issue 6 "Structured plugin diagnostics": ingress admits at most 600 facts per minute
+    per session; the rest are counted as dropped, not logged. (The session's own
+    languageServer/start fact counts against the same allowance.) 610 facts sent at once
+    arrive well within a minute."""
+    caplog.set_level(logging.INFO, logger="supervisor.plugins")
+    s = await backend(core, str(tmp_path))
+    await s.wait_state("ready")
+    host_facts = len([e for e in s.seen if e["event"] == "fact"])
+    fact: JSONObject = {"kind": "operationFinished", "operation": "echo.value", "durationMs": 1}
+    await call(s, "log.send", {"facts": [fact] * 610})
+    await call(s, "seen.get")  # every fact above was read before this reply
+    assert as_obj((await s.snapshot())["facts"]) == {
+        "admitted": 600,
+        "dropped": 610 + host_facts - 600,
+    }
+    logged = [r for r in caplog.records if hasattr(r, "plugin_fact")]
+    assert len(logged) == 600 - host_facts
+    await s.stop()
+
+
+async def test_late_reply_after_the_deadline_is_ignored(core: Core, tmp_path: str) -> None:
+    """Issue 6 "Invocation": after a call ended (requestTimeout), its late reply and late
+    progress are ignored: exactly one requestCompleted, no requestProgress."""
+    s = await backend(core, str(tmp_path))
+    await s.wait_state("ready")
+    timed = await call(s, "late.reply", {"ms": 1500}, timeoutMilliseconds=200, operationId="l1")
+    assert as_obj(timed["error"])["code"] == "requestTimeout"
+    # seen.get is answered after the late reply (the peer answers in order): by then the
+    # late reply and its progress report have been read.
+    cancels = await seen_cancels(s, 1)
+    assert len(cancels) == 1
+    await s.drain()
+    assert completions(s, "l1") == 1
+    assert not [e for e in s.seen if e["event"] == "requestProgress"]
     await s.stop()

@@ -432,3 +432,103 @@ async def test_provider_ignoring_cancel_ends_at_the_relays_own_end(
     cancels = as_obj(as_obj(done["result"])["value"])["cancels"]
     assert isinstance(cancels, list)
     assert any(isinstance(c, str) and c.startswith("relay-") for c in cancels)
+
+
+async def host_calls(
+    session: Session, plugin_id: str, requests: list[JSONValue]
+) -> list[JSONObject]:
+    """Have tests/peers/plugin_backend.py send ``requests`` at once; their replies."""
+    reply = await session.call(
+        "lsp.functionRequest",
+        function={"pluginID": plugin_id, "functionID": "host.call"},
+        params={"requests": requests},
+    )
+    operation_id = reply["operationId"]
+    assert isinstance(operation_id, str)
+    done = await session.completed(operation_id)
+    replies = as_obj(done["result"])["value"]
+    assert isinstance(replies, list)
+    return [as_obj(r) for r in replies]
+
+
+def error_of(reply: JSONObject) -> tuple[JSONValue, JSONValue]:
+    error = as_obj(reply["error"])
+    return error["code"], error.get("data")
+
+
+async def test_relay_methods_need_a_declared_call_and_refuse_a_caller_field(
+    core: Core, tmp_path: Path
+) -> None:
+    """Issue 6 "Discovery and invocation" / "The caller field", through real sessions: a
+    plugin that declares no call gets -32010 for both relay methods and getCapabilities
+    lists no functions service; a plugin that declares calls sees both methods listed,
+    gets the providers sorted without itself, and an invoke carrying a top-level caller is
+    -32018 naming it; a parentOperationID naming no call it serves is plugin.host.cancelled
+    with the reference's message."""
+    cwd = str(tmp_path)
+    functions = json.dumps({"version": 0, "functions": [{"id": "host.call"}]})
+    relay_requests: list[JSONValue] = [
+        {"method": "lithe/host/getCapabilities"},
+        {"method": "lithe/host/functions/providers", "params": {"functionID": "hop.call"}},
+        {
+            "method": "lithe/host/functions/invoke",
+            "params": {"pluginID": "hop.a", "functionID": "hop.call", "context": CTX},
+        },
+    ]
+    # com.example.tool exports functions but declares no call.
+    exporter = await start(
+        core,
+        [PY, RAW, functions],
+        cwd,
+        pluginId="com.example.tool",
+        shutdownTimeoutMilliseconds=2000,
+    )
+    await exporter.wait_state("ready")
+    caps, providers, invoked = await host_calls(exporter, "com.example.tool", relay_requests)
+    assert "functions" not in as_obj(as_obj(caps["result"])["services"])
+    denied = (-32010, {"code": "plugin.host.permissionDenied"})
+    assert error_of(providers) == denied
+    assert error_of(invoked) == denied
+    await exporter.stop()
+    # hop.f declares calls (and no hop.f backend runs elsewhere in this test).
+    caller = await start(
+        core, [PY, RAW, functions], cwd, pluginId="hop.f", shutdownTimeoutMilliseconds=2000
+    )
+    await caller.wait_state("ready")
+    invoke_a: JSONObject = {"pluginID": "hop.a", "functionID": "hop.call", "context": CTX}
+    caps, providers, forged, orphan = await host_calls(
+        caller,
+        "hop.f",
+        [
+            relay_requests[0],
+            relay_requests[1],
+            {
+                "method": "lithe/host/functions/invoke",
+                "params": {**invoke_a, "caller": {"pluginID": "hop.b"}},
+            },
+            {
+                "method": "lithe/host/functions/invoke",
+                "params": {**invoke_a, "parentOperationID": "relay-424242"},
+            },
+        ],
+    )
+    assert as_obj(as_obj(caps["result"])["services"])["functions"] == {
+        "methods": ["lithe/host/functions/invoke", "lithe/host/functions/providers"],
+        "notifications": [],
+    }
+    assert as_obj(providers["result"])["providers"] == [
+        {"pluginID": hop, "version": 1} for hop in HOPS if hop != "hop.f"
+    ]
+    assert error_of(forged) == (
+        -32018,
+        {"code": "plugin.host.unsupportedOption", "details": {"option": "caller"}},
+    )
+    orphan_error = as_obj(orphan["error"])
+    assert (orphan_error["code"], orphan_error["data"]) == (
+        -32800,
+        {"code": "plugin.host.cancelled"},
+    )
+    assert orphan_error["message"] == "The call this request belongs to is not running."
+    # Nothing was forwarded: no provider was asked to start.
+    assert not [e for e in caller.seen if e["event"] == "functionProviderStartRequired"]
+    await caller.stop()

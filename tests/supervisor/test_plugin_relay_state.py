@@ -278,3 +278,22 @@ async def test_provider_that_starts_is_dispatched(autojump_clock: trio.testing.M
     assert endpoint is marker
     assert trio.current_time() == pytest.approx(15)
     assert len(caller.events) == 1
+
+
+def test_params_bound_is_256_kib_serialized() -> None:
+    """Discovery and invocation: params of at most 256 KiB pass; one byte more is
+    plugin.function.payloadTooLarge (``{"x": "<n>"}`` serializes to n + 8 bytes)."""
+    limit = 256 * 1024
+    assert refused(params={"params": {"x": "y" * (limit - 8)}}) == "ok"
+    assert refused(params={"params": {"x": "y" * (limit - 7)}}) == "plugin.function.payloadTooLarge"
+
+
+def test_chain_of_exactly_four_calls_and_the_cycle_through_any_ancestor() -> None:
+    """The call chain: ``chain`` holds the plugins that made the calls so far; a call to any
+    of them (the caller included) is a cycle, and the fifth call is depthExceeded."""
+    assert refused(chain=("b", "x", "a")) == "plugin.function.callCycle"
+    assert refused(caller="b", params={"pluginID": "b"}, chain=("b",)) == (
+        "plugin.function.callCycle"
+    )
+    assert refused(chain=("x", "y", "z", "a")) == "ok"
+    assert refused(chain=("w", "x", "y", "z", "a")) == "plugin.function.depthExceeded"
