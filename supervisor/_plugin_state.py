@@ -530,7 +530,7 @@ def _method_grant(
 #: window methods: the requests Core types. ``credentials`` and ``workspace`` are service
 #: grants; the public methods are granted by their full method names. The methods Core
 #: does not type (run, debug, terminal, language server, keymap import) take any object.
-#: The relay's ``lithe/host/functions/*`` is not here yet (a later part of issue 6).
+#: The relay's ``lithe/host/functions/*`` are not here: the session hands them to the relay.
 HOST_METHODS: Final[dict[str, HostMethod]] = dict(
     [
         ("lithe/host/getCapabilities", HostMethod("host", None, {}, {})),
