@@ -90,6 +90,14 @@ def _parser() -> argparse.ArgumentParser:
         default=256 * 1024 * 1024,
         help="resident memory growth after round 0 that counts as a violation (bytes)",
     )
+    chaos.add_argument(
+        "--via",
+        action="append",
+        default=None,
+        # supervisor.testbed._chaos.ALL_VIAS, spelled out so --help imports nothing.
+        choices=("process.run", "job", "session", "lsp", "plugin", "debug", "debugpy", "terminal"),
+        help="draw only this kind of step (repeatable; default: every kind that can run here)",
+    )
     chaos.add_argument("--json", action="store_true", help="print the report as JSON")
     return parser
 
@@ -169,6 +177,7 @@ def _chaos(args: argparse.Namespace) -> int:
             args.seed,
             max_steps=args.max_steps,
             max_rss_growth_bytes=args.max_rss_growth_bytes,
+            only=args.via,
         )
     )
     if args.json:

@@ -1,16 +1,23 @@
 """The chaos runner: random, seeded mixes of misbehaving programs, checked after every round.
 
-Contract (issue 7 "A chaos runner"): each round starts a random mix of scenario programs as
-``process.run`` calls, jobs and sessions (a JSON-RPC endpoint on the program's stdio, as a
-language-server session has), and cancels them, gives them deadlines, or lets them finish, at
-random moments. Everything random comes from ``random.Random(f"{seed}-{round}")``, so a seed
-and a round number reproduce a round exactly (the programs' own timing aside). After each
-round it checks:
+Contract (issue 7 "A chaos runner"): each round starts a random mix of steps -- scenario
+programs as ``process.run`` calls, jobs, endpoint sessions (a JSON-RPC endpoint on the
+program's stdio) and language servers (``lsp.*``); the testbed plugin backend as a
+plugin-owned session with function calls (``lsp.functionRequest``); scenario programs as
+debug adapters and debugpy with a real debuggee (``debug.*``); bash or a stubborn PTY program
+as terminals (``terminal.*``) -- and cancels them, gives them deadlines, or lets them finish,
+at random moments. Everything random comes from ``random.Random(f"{seed}-{round}")`` and the
+step itself, so a seed, a round number and the same available peers reproduce a round
+exactly (the programs' own timing aside). A kind whose peer is missing (debugpy not
+installed, no bash) is skipped and named in the report. After each round it checks:
 
-- no process carrying this supervisor instance's scope marker survives (the round's trees
-  are all ended) and this process has no zombie child (invariants 2, 3);
-- every step ended exactly once and within its bound (a result, an error code, cancelled,
-  timed out, or "the session ended"; invariant 4);
+- no process carrying this supervisor instance's scope marker survives, nor any process a
+  step's program recorded in its pid file (a plugin call's children carry the backend's own
+  marker), and this process has no zombie child (invariants 2, 3);
+- every step ended exactly once and within its bound, and inside it every request,
+  function call and debug operation ended exactly once (a result, an error code, cancelled,
+  timed out, or "the session ended"), every session exactly once (invariant 4); see
+  :mod:`._chaos_sessions`;
 - every job got exactly one ``job.finished`` with a status, after at most one
   ``job.started``;
 - the supervisor's memory stays bounded (resident size, event queue) and it keeps answering
@@ -19,10 +26,9 @@ round it checks:
 A round with a violation is shrunk: steps are removed one at a time while the round still
 fails, and the shortest failing step list is reported with the seed.
 
-Sessions run two ways: an endpoint on the program's stdio (always), and, when the Core has
-the ``lsp.*`` service, real language-server sessions (``lsp.startServer``, ``lsp.request``,
-``lsp.cancelOperation``, ``lsp.stopServer``), whose every request must get exactly one
-``requestCompleted`` event.
+Cost: a round lasts as long as its slowest step. Programs that ignore SIGTERM cost a TERM
+grace (2 s) and servers that never answer ``shutdown`` the stop's bounds, so they are drawn
+less often (:data:`_COSTLY`); everything else ends in a fraction of a second.
 """
 
 from __future__ import annotations
@@ -43,17 +49,35 @@ from .._endpoint import EndpointClosed, JSONRPCError
 from .._marker import SCOPE_ENV, instance_id
 from .._procfs import all_pids, children_of, read_env_var, read_stat
 from .._reaper import reap_adopted_children
+from ._chaos_sessions import (
+    StepContext,
+    available_peers,
+    prepare_workdir,
+    run_debug,
+    run_debugpy,
+    run_lsp,
+    run_plugin,
+    run_terminal,
+    scenario_program,
+)
 from ._fixtures import open_scenario_session
-from ._scenarios import program_argv
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
+    from collections.abc import Callable, Collection, Mapping
 
     from protocol import JSONObject, JSONValue
 
     from .._core import Core
 
-__all__ = ("BASE_VIAS", "ChaosReport", "ChaosStep", "plan_round", "run_chaos")
+__all__ = (
+    "ALL_VIAS",
+    "VIA_WEIGHTS",
+    "ChaosReport",
+    "ChaosStep",
+    "available_vias",
+    "plan_round",
+    "run_chaos",
+)
 
 #: How long one step may take before it counts as "never ended", in seconds (generous: the
 #: worst legitimate step is a TERM grace plus a kill wait plus a slow start).
@@ -78,7 +102,7 @@ _PLAIN: Final[dict[str, bool]] = {
     "terminal-ignore-hangup": False,
     "crash-on-initialize": True,  # stdin is /dev/null: a protocol program sees EOF and exits
 }
-#: LSP programs run as sessions.
+#: Protocol programs run as sessions (endpoint, language server, debug adapter).
 _SESSIONS: Final = (
     "well-behaved",
     "crash-on-initialize",
@@ -93,14 +117,85 @@ _SESSIONS: Final = (
     "oversized-notification",
     "stdin-stall",
 )
-#: Programs that take seconds to end by design (TERM is ignored): picked less often.
-_SLOW: Final = frozenset({"ignore-sigterm", "terminal-ignore-hangup"})
+#: Terminal programs: bash, and the testbed's PTY program that ignores the hang-up.
+_TERMINALS: Final[dict[str, bool]] = {"bash": True, "terminal-ignore-hangup": False}
+#: How often a costly program is drawn, relative to the others (1.0), by via. A round lasts
+#: as long as its slowest step: most steps end within a fraction of a second, but programs
+#: that ignore SIGTERM cost a TERM grace (2 000 ms), a language server that never answers
+#: ``shutdown`` (or stops reading) the ``exit`` wait (2 000 ms), a debug adapter the
+#: ``disconnect`` and exit waits (3 000 ms). Drawn this rarely, about one round in ten has
+#: one, so 200 rounds take two to three minutes; the endpoint sessions end their programs
+#: with a short grace of their own, so nothing is costly there.
+_COSTLY: Final[dict[str, dict[str, float]]] = {
+    "process.run": {
+        "ignore-sigterm": 0.05,
+        "terminal-ignore-hangup": 0.05,
+        "daemon": 0.1,
+        "grandchild-setsid": 0.1,
+    },
+    "lsp": {"no-shutdown-reply": 0.1, "stdin-stall": 0.1},
+    "debug": {"no-shutdown-reply": 0.1, "stdin-stall": 0.1},
+    "terminal": {"terminal-ignore-hangup": 0.05},
+}
+_COSTLY["job"] = _COSTLY["process.run"]
 _JOB_STATUSES: Final = frozenset({"ok", "failed", "cancelled", "denied", "superseded"})
-#: Ways a step runs with the foundation's services alone (sessions: an endpoint on the
-#: program's stdio, weighted double so protocol misbehaviour is frequent).
-BASE_VIAS: Final = ("process.run", "job", "session", "session")
-#: Core error codes that mean the runner or the Core is wrong, not the program.
-_BUG_CODES: Final = frozenset({"invalid_request", "not_supported", "internal"})
+#: Every way a step runs, with how often it is drawn (relative weights). ``session`` is an
+#: endpoint on the program's stdio (the foundation's services alone); the others go through
+#: the Core's ``lsp.*`` (``lsp``, ``plugin``), ``debug.*`` (``debug``, ``debugpy``) and
+#: ``terminal.*`` commands. debugpy is drawn least: a launch it can't finish makes it
+#: ignore ``disconnect`` (a 3 000 ms stop).
+VIA_WEIGHTS: Final[dict[str, float]] = {
+    "process.run": 1.0,
+    "job": 1.0,
+    "session": 1.5,
+    "lsp": 1.5,
+    "plugin": 1.0,
+    "debug": 1.5,
+    "debugpy": 0.3,
+    "terminal": 1.5,
+}
+#: Every via, in a stable order.
+ALL_VIAS: Final = tuple(VIA_WEIGHTS)
+#: The Core command each via needs.
+_VIA_COMMANDS: Final = {
+    "process.run": "process.run",
+    "job": "job.start",
+    "session": "core.ping",
+    "lsp": "lsp.startServer",
+    "plugin": "lsp.functionRequest",
+    "debug": "debug.createSession",
+    "debugpy": "debug.createSession",
+    "terminal": "terminal.create",
+}
+
+
+def available_vias(
+    commands: Collection[str], missing_peers: Mapping[str, str]
+) -> tuple[tuple[str, ...], dict[str, str]]:
+    """The vias a Core and this machine can run, and the skipped ones with the reason.
+
+    Args:
+        commands: The Core's command names (``Core.commands``).
+        missing_peers: Peers that are not installed, by name (``"debugpy"``, ``"bash"``),
+            with the reason.
+
+    Returns:
+        ``(vias, skipped)``: the usable vias of :data:`ALL_VIAS` and
+        ``{name: reason}`` for each via or peer left out.
+    """
+    skipped: dict[str, str] = {}
+    vias: list[str] = []
+    for via in ALL_VIAS:
+        command = _VIA_COMMANDS[via]
+        if command not in commands:
+            skipped[via] = f"the Core has no {command}"
+        elif via in missing_peers:
+            skipped[via] = missing_peers[via]
+        else:
+            vias.append(via)
+    if "terminal" in vias and "bash" in missing_peers:
+        skipped["bash"] = missing_peers["bash"]
+    return tuple(vias), skipped
 
 
 @dataclass(frozen=True)
@@ -108,11 +203,15 @@ class ChaosStep:
     """One thing a round does.
 
     Attributes:
-        scenario: The scenario name.
-        via: ``"process.run"``, ``"job"``, ``"session"`` (an endpoint on the program's
-            stdio) or ``"lsp"`` (an ``lsp.*`` session of the Core).
+        scenario: The scenario name, or the peer that is not a testbed program:
+            ``"chaos-backend"`` (``plugin``), ``"debugpy"``, ``"bash"`` (``terminal``).
+        via: How it runs: ``"process.run"``, ``"job"``, ``"session"`` (an endpoint on the
+            program's stdio), ``"lsp"`` (a language server), ``"plugin"`` (a plugin-owned
+            session and its function calls), ``"debug"`` (the program as a debug adapter),
+            ``"debugpy"`` or ``"terminal"`` (see :data:`ALL_VIAS`).
         action: ``"finish"`` (let it end by itself), ``"cancel"`` (cancel it after
-            ``at_ms``) or ``"deadline"`` (a deadline of ``at_ms``).
+            ``at_ms``) or ``"deadline"`` (a deadline of ``at_ms``); what each means for a
+            session kind is in :mod:`supervisor.testbed._chaos_sessions`.
         at_ms: When the cancel comes, or the deadline, in milliseconds from the step's start.
     """
 
@@ -148,6 +247,9 @@ class ChaosReport:
         deadlines: Steps given a deadline.
         processes_started: Processes the programs reported starting (pid files).
         processes_reaped: Of those, the ones gone (exited and reaped) after their round.
+        steps_by_via: Steps run, by via (``{"terminal": 12, ...}``).
+        skipped: Vias and peers left out, with the reason (``{"debugpy": "debugpy is not
+            installed ..."}``): their steps are never drawn.
         violations: What went wrong, one line each (empty: the run passed).
         failing_round: The first round with a violation, or None.
         failing_steps: The shortest step list found that still fails that round.
@@ -160,6 +262,8 @@ class ChaosReport:
     deadlines: int = 0
     processes_started: int = 0
     processes_reaped: int = 0
+    steps_by_via: dict[str, int] = field(default_factory=dict)
+    skipped: dict[str, str] = field(default_factory=dict)
     violations: list[str] = field(default_factory=list)
     failing_round: int | None = None
     failing_steps: list[ChaosStep] = field(default_factory=list)
@@ -179,6 +283,8 @@ class ChaosReport:
             "deadlines": self.deadlines,
             "processesStarted": self.processes_started,
             "processesReaped": self.processes_reaped,
+            "stepsByVia": dict(self.steps_by_via),
+            "skipped": dict(self.skipped),
             "violations": list(self.violations),
             "failingRound": self.failing_round,
             "failingSteps": [step.to_json() for step in self.failing_steps],
@@ -186,13 +292,18 @@ class ChaosReport:
         }
 
     def summary(self) -> str:
-        """The counts as one line of text."""
-        return (
+        """The counts as text: one line, plus one per via and one per skipped kind."""
+        lines = [
             f"seed {self.seed}: {self.iterations} rounds, {self.scenarios_run} scenarios,"
             f" {self.cancels} cancels, {self.deadlines} deadlines,"
             f" {self.processes_started} processes started, {self.processes_reaped} reaped,"
             f" {len(self.violations)} violations"
-        )
+        ]
+        if self.steps_by_via:
+            counts = ", ".join(f"{via} {n}" for via, n in sorted(self.steps_by_via.items()))
+            lines.append(f"  steps by via: {counts}")
+        lines.extend(f"  skipped {name}: {reason}" for name, reason in self.skipped.items())
+        return "\n".join(lines)
 
 
 def plan_round(
@@ -200,7 +311,8 @@ def plan_round(
     round_index: int,
     *,
     max_steps: int = DEFAULT_MAX_STEPS,
-    vias: tuple[str, ...] = BASE_VIAS,
+    vias: tuple[str, ...] = ALL_VIAS,
+    missing_peers: Collection[str] = (),
 ) -> list[ChaosStep]:
     """The steps of one round: a pure function of its arguments.
 
@@ -208,8 +320,9 @@ def plan_round(
         seed: The run's seed.
         round_index: The round, from 0.
         max_steps: The most steps in a round (at least 1).
-        vias: How steps may run: :data:`BASE_VIAS`, plus ``"lsp"`` when the Core has the
-            ``lsp.*`` service (``lsp.startServer``).
+        vias: How steps may run (:data:`ALL_VIAS`, or what :func:`available_vias` leaves),
+            each drawn as often as its :data:`VIA_WEIGHTS` says.
+        missing_peers: Peers that are not installed (``"bash"``): never drawn.
 
     Returns:
         One to ``max_steps`` steps.
@@ -217,49 +330,36 @@ def plan_round(
     rng = random.Random(f"{seed}-{round_index}")
     steps: list[ChaosStep] = []
     for _ in range(rng.randint(1, max(1, max_steps))):
-        via = rng.choice(vias)
-        if via in ("session", "lsp"):
-            scenario = rng.choice(_SESSIONS)
-            ends_alone = True  # the session script bounds every request itself
+        via = rng.choices(vias, weights=[VIA_WEIGHTS.get(v, 1.0) for v in vias])[0]
+        ends_alone: Mapping[str, bool]
+        if via in ("session", "lsp", "debug"):
+            ends_alone = dict.fromkeys(_SESSIONS, True)  # the step bounds every request itself
+        elif via == "plugin":
+            ends_alone = {"chaos-backend": True}
+        elif via == "debugpy":
+            ends_alone = {"debugpy": True}
+        elif via == "terminal":
+            ends_alone = {n: alone for n, alone in _TERMINALS.items() if n not in missing_peers}
         else:
-            names = [n for n in _PLAIN if n not in _SLOW or rng.random() < 0.15]
-            scenario = rng.choice(names)
-            ends_alone = _PLAIN[scenario]
-        actions = ("finish", "cancel", "deadline") if ends_alone else ("cancel", "deadline")
+            ends_alone = _PLAIN
+        names = list(ends_alone)
+        costly = _COSTLY.get(via, {})
+        scenario = rng.choices(names, weights=[costly.get(n, 1.0) for n in names])[0]
+        actions = (
+            ("finish", "cancel", "deadline") if ends_alone[scenario] else ("cancel", "deadline")
+        )
         action = rng.choice(actions)
         steps.append(ChaosStep(scenario, via, action, rng.randint(20, 800)))
     return steps
 
 
-def _program(step: ChaosStep, pid_file: str) -> list[str]:
-    # Small sizes keep a round short; the long benchmark run covers the big floods.
-    flood = step.scenario in ("flood-stdout", "flood-stderr")
-    leaves = step.scenario in ("grandchild-setsid", "daemon", "zombie-maker")
-    return program_argv(
-        step.scenario,
-        pid_file=pid_file,
-        size_bytes=2 * 1024 * 1024 if flood else None,
-        count=3 if step.scenario == "zombie-maker" else None,
-        exit_after_setup=leaves,
-    )
-
-
-class _Round:
+class _Round(StepContext):
     """One round's execution and bookkeeping."""
 
     def __init__(self, core: Core, steps: list[ChaosStep], label: str, workdir: str) -> None:
-        self.core = core
-        self.steps = steps
-        self.label = label
-        self.workdir = workdir
-        self.violations: list[str] = []
-        self.outcomes: dict[int, list[str]] = {i: [] for i in range(len(steps))}
+        super().__init__(core, steps, label, workdir)
         self.job_ids: dict[str, int] = {}
         self.job_events: list[JSONObject] = []
-        self.pid_files = [os.path.join(workdir, f"{label}-{i}.pids") for i in range(len(steps))]
-
-    def outcome(self, index: int, what: str) -> None:
-        self.outcomes[index].append(what)
 
     async def run(self) -> None:
         async with trio.open_nursery() as nursery:
@@ -279,21 +379,27 @@ class _Round:
 
     async def _bounded(self, index: int, step: ChaosStep) -> None:
         with trio.move_on_after(STEP_BOUND_S) as bound:
-            if step.via == "process.run":
-                await self._process_run(index, step)
-            elif step.via == "job":
-                await self._job(index, step)
-            elif step.via == "lsp":
-                await self._lsp(index, step)
-            else:
-                await self._session(index, step)
+            try:
+                if step.via == "process.run":
+                    await self._process_run(index, step)
+                elif step.via == "job":
+                    await self._job(index, step)
+                elif step.via == "session":
+                    await self._session(index, step)
+                else:
+                    await _SESSION_STEPS[step.via](self, index, step)
+            except CoreError as exc:
+                # A command the step relies on failed (job.start, lsp.waitEvents, ...): a
+                # finding to report with the seed, not a reason to stop the run unshrunk.
+                self.violation(index, f"unexpected {exc.code}: {exc.message}")
+                self.outcome(index, exc.code)
         if bound.cancelled_caught:
             self.violations.append(f"step {index} ({step.describe()}) did not end in time")
             self.outcome(index, "unbounded")
 
     async def _process_run(self, index: int, step: ChaosStep) -> None:
         operation_id = f"{self.label}-{index}"
-        argv: list[JSONValue] = list(_program(step, self.pid_files[index]))
+        argv: list[JSONValue] = list(scenario_program(step, self.pid_files[index]))
         payload: JSONObject = {"argv": argv}
         timeout_ms: int | None = None
         if step.action == "deadline":
@@ -324,7 +430,7 @@ class _Round:
     async def _job(self, index: int, step: ChaosStep) -> None:
         root = os.path.join(self.workdir, f"root-{self.label}-{index}")
         os.makedirs(root, exist_ok=True)
-        argv: list[JSONValue] = list(_program(step, self.pid_files[index]))
+        argv: list[JSONValue] = list(scenario_program(step, self.pid_files[index]))
         payload: JSONObject = {"kind": "test", "root": root, "argv": argv}
         if step.action == "deadline":
             payload["timeoutMilliseconds"] = step.at_ms
@@ -364,71 +470,6 @@ class _Round:
                 ended = await _session_script(session.endpoint)
         self.outcome(index, ended if not scope.cancelled_caught else step.action)
 
-    async def _lsp(self, index: int, step: ChaosStep) -> None:
-        """A language-server session of the ``lsp.*`` service running the program."""
-        argv = _program(step, self.pid_files[index])
-        arguments: list[JSONValue] = list(argv[1:])
-        try:
-            started = await self.core.call(
-                "lsp.startServer",
-                {
-                    "serverId": f"chaos-{self.label}-{index}",
-                    "executable": argv[0],
-                    "arguments": arguments,
-                    "workingDirectory": self.workdir,
-                    "rootUri": "file://" + self.workdir,
-                    "initializeTimeoutMilliseconds": 3000,
-                    "shutdownTimeoutMilliseconds": 1000,
-                },
-            )
-        except CoreError as exc:
-            self.outcome(index, exc.code)
-            if exc.code in _BUG_CODES:
-                self.violations.append(f"step {index} ({step.describe()}): {exc}")
-            return
-        session_id = _get(started, "sessionId")
-        assert isinstance(session_id, str)
-        completions: list[JSONObject] = []
-        gap = False
-        try:
-            request: JSONObject = {"sessionId": session_id, "method": "work", "params": {}}
-            request["timeoutMilliseconds"] = step.at_ms if step.action == "deadline" else 2000
-            try:
-                operation_id = _get(await self.core.call("lsp.request", request), "operationId")
-            except CoreError as exc:
-                operation_id = None
-                self.outcome(index, exc.code)
-                if exc.code in _BUG_CODES:
-                    self.violations.append(f"step {index} ({step.describe()}): {exc}")
-            if operation_id is not None:
-                if step.action == "cancel":
-                    await trio.sleep(step.at_ms / 1000)
-                    await self.core.call(
-                        "lsp.cancelOperation",
-                        {"sessionId": session_id, "operationId": operation_id},
-                    )
-                with trio.move_on_after(10):
-                    while not completions:
-                        batch = await self.core.call(
-                            "lsp.waitEvents", {"sessionId": session_id, "timeoutMilliseconds": 500}
-                        )
-                        gap = gap or bool(_get(batch, "gap"))
-                        completions += _completions(batch, operation_id)
-        finally:
-            with trio.CancelScope(shield=True):
-                await self.core.call("lsp.stopServer", {"sessionId": session_id})
-                batch = await self.core.call("lsp.pollEvents", {"sessionId": session_id})
-                await self.core.call("lsp.destroyServer", {"sessionId": session_id})
-        if operation_id is None:
-            return
-        gap = gap or bool(_get(batch, "gap"))
-        completions += _completions(batch, operation_id)
-        if len(completions) != 1 and not gap:
-            self.violations.append(
-                f"step {index} ({step.describe()}): request completed {len(completions)} times"
-            )
-        self.outcome(index, "request completed")
-
     def check(self, core_pings: bool) -> None:
         for index, seen in self.outcomes.items():
             if len(seen) != 1:
@@ -458,15 +499,26 @@ class _Round:
             self.violations.append("core.ping did not answer")
 
 
+_SESSION_STEPS: Final = {
+    "lsp": run_lsp,
+    "plugin": run_plugin,
+    "debug": run_debug,
+    "debugpy": run_debugpy,
+    "terminal": run_terminal,
+}
+
+
 async def _session_script(endpoint: object) -> str:
     """Initialize, one request, shutdown, exit; each request bounded. Returns how it ended."""
     from .._endpoint import JSONRPCEndpoint
 
     assert isinstance(endpoint, JSONRPCEndpoint)
     try:
-        await endpoint.request("initialize", {"capabilities": {}}, timeout_ms=5000)
-        await endpoint.request("work", {"n": 1}, timeout_ms=1000)
-        await endpoint.request("shutdown", timeout_ms=1000)
+        # Short bounds: every program answers at once or never (a round lasts as long as
+        # its slowest step).
+        await endpoint.request("initialize", {"capabilities": {}}, timeout_ms=1000)
+        await endpoint.request("work", {"n": 1}, timeout_ms=500)
+        await endpoint.request("shutdown", timeout_ms=500)
         await endpoint.notify("exit")
     except EndpointClosed:
         return "session ended"
@@ -475,15 +527,6 @@ async def _session_script(endpoint: object) -> str:
     except JSONRPCError:
         return "error"
     return "result"
-
-
-def _completions(batch: JSONValue, operation_id: JSONValue) -> list[JSONObject]:
-    """The ``requestCompleted`` events of ``operation_id`` in an ``lsp.*Events`` batch."""
-    return [
-        event
-        for event in _events(batch if isinstance(batch, dict) else {})
-        if event.get("event") == "requestCompleted" and event.get("operationId") == operation_id
-    ]
 
 
 def _events(batch: JSONObject) -> list[JSONObject]:
@@ -545,12 +588,21 @@ def _read_pids(path: str) -> list[int]:
         return []
 
 
-async def _settle(instance: str) -> tuple[list[int], list[int]]:
-    """Wait (bounded) until no marked process and no zombie child remain; return what's left."""
+def _alive(pid: int) -> bool:
+    stat = read_stat(pid)
+    return stat is not None and not stat.dead
+
+
+async def _settle(instance: str, recorded: list[int]) -> tuple[list[int], list[int]]:
+    """Wait (bounded) until no marked or recorded process and no zombie child remain.
+
+    Returns:
+        ``(survivors, zombies)`` left when the bound passed (both empty when all is well).
+    """
     deadline = trio.current_time() + SETTLE_S
     while True:
         reap_adopted_children()
-        survivors = _marked_processes(instance)
+        survivors = sorted({*_marked_processes(instance), *filter(_alive, recorded)})
         zombies = _zombie_children()
         if (not survivors and not zombies) or trio.current_time() >= deadline:
             return survivors, zombies
@@ -571,7 +623,8 @@ async def _run_steps(
     await chaos_round.run()
     pings = await _ping(core)
     chaos_round.check(pings)
-    survivors, zombies = await _settle(instance_id())
+    recorded = [pid for path in chaos_round.pid_files for pid in _read_pids(path)]
+    survivors, zombies = await _settle(instance_id(), recorded)
     for pid in survivors:
         chaos_round.violations.append(f"pid {pid} survived its round")
         with contextlib.suppress(OSError):
@@ -581,10 +634,10 @@ async def _run_steps(
         report.scenarios_run += len(steps)
         report.cancels += sum(step.action == "cancel" for step in steps)
         report.deadlines += sum(step.action == "deadline" for step in steps)
-        for path in chaos_round.pid_files:
-            pids = _read_pids(path)
-            report.processes_started += len(pids)
-            report.processes_reaped += sum(_gone(pid) for pid in pids)
+        for step in steps:
+            report.steps_by_via[step.via] = report.steps_by_via.get(step.via, 0) + 1
+        report.processes_started += len(recorded)
+        report.processes_reaped += sum(_gone(pid) for pid in recorded)
     return chaos_round.violations
 
 
@@ -596,6 +649,7 @@ async def run_chaos(
     max_rss_growth_bytes: int = DEFAULT_MAX_RSS_GROWTH_BYTES,
     shrink: bool = True,
     on_round: Callable[[int, list[ChaosStep], list[str]], None] | None = None,
+    only: Collection[str] | None = None,
 ) -> ChaosReport:
     """Run ``iterations`` seeded rounds against one Core and check each one.
 
@@ -609,25 +663,41 @@ async def run_chaos(
             the first round that counts as a violation, in bytes.
         shrink: Look for the shortest failing step list of a failing round.
         on_round: Called after each round with ``(round, steps, violations)``.
+        only: Draw only these vias (names from :data:`ALL_VIAS`); None: every via this
+            Core and machine can run. A named via that can't run is skipped (reported).
 
     Returns:
-        A :class:`ChaosReport`.
+        A :class:`ChaosReport`; ``skipped`` names the vias and peers left out.
 
     Raises:
-        ValueError: ``iterations`` is negative or ``max_steps`` is below 1.
+        ValueError: ``iterations`` is negative, ``max_steps`` is below 1, or ``only``
+            names an unknown via.
 
     **Cancellation:** cancelling it ends the running round's programs (shielded, bounded),
     then closes the Core, which ends everything else it started.
     """
     if iterations < 0 or max_steps < 1:
         raise ValueError("iterations must be >= 0 and max_steps >= 1")
+    if only is not None and not set(only) <= set(ALL_VIAS):
+        raise ValueError(f"unknown via in {sorted(only)}; known: {sorted(set(ALL_VIAS))}")
     report = ChaosReport(seed=seed)
     baseline_rss: int | None = None
+    missing = available_peers()
     with tempfile.TemporaryDirectory(prefix="supervisor-chaos-") as workdir:
+        prepare_workdir(workdir)
         async with open_core() as core:
-            vias = BASE_VIAS + (("lsp",) if "lsp.startServer" in core.commands else ())
+            vias, report.skipped = available_vias(core.commands, missing)
+            if only is not None:
+                vias = tuple(via for via in vias if via in only)
+                report.skipped = {
+                    k: v for k, v in report.skipped.items() if k in only or k == "bash"
+                }
+                if not vias:
+                    raise ValueError(f"none of {sorted(only)} can run here: {report.skipped}")
             for round_index in range(iterations):
-                steps = plan_round(seed, round_index, max_steps=max_steps, vias=vias)
+                steps = plan_round(
+                    seed, round_index, max_steps=max_steps, vias=vias, missing_peers=missing
+                )
                 violations = await _run_steps(core, steps, f"r{round_index}", workdir, report)
                 report.iterations += 1
                 rss = _rss_bytes()

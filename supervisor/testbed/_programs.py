@@ -74,10 +74,28 @@ def hang(options: Options) -> int:
 
 
 def ignore_sigterm(options: Options) -> int:
-    """Ignore SIGTERM (and SIGINT, SIGHUP), then hang."""
+    """Ignore SIGTERM (and SIGINT, SIGHUP), then hang.
+
+    With ``--protocol``, serve that protocol instead (``shutdown``/``disconnect`` answered),
+    but never exit: not on ``exit``, not after ``disconnect``, not at the end of input.
+    """
     for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
         signal.signal(signum, signal.SIG_IGN)
-    _ready()
+    if options.protocol is None:
+        _ready()
+        _sleep_forever()
+
+    def hook(peer: Peer, request_id: Any, method: str, message: dict[str, Any]) -> bool:
+        if method == peer.shutdown_method:
+            peer.reply(request_id, method, None)
+            return True
+        return False
+
+    def on_notification(peer: Peer, message: dict[str, Any]) -> None:
+        if message.get("method") == "exit":
+            _sleep_forever()
+
+    _serve(options, hook, on_notification)
     _sleep_forever()
     return 0  # pragma: no cover
 
@@ -277,13 +295,6 @@ class Peer:
         method = message.get("method")
         return str(method) if method is not None else None
 
-    def is_cancel(self, message: dict[str, Any], request_id: Any) -> bool:
-        if self.dap:
-            arguments = message.get("arguments") or {}
-            return message.get("command") == "cancel" and arguments.get("requestId") == request_id
-        params = message.get("params") or {}
-        return message.get("method") == "$/cancelRequest" and params.get("id") == request_id
-
     def reply(self, request_id: Any, method: str, result: Any) -> None:
         if self.dap:
             self.write(
@@ -365,10 +376,18 @@ def _answer(peer: Peer, request_id: Any, method: str, message: dict[str, Any]) -
 
 
 Hook = Callable[[Peer, Any, str, dict[str, Any]], bool]
+NotificationHook = Callable[[Peer, dict[str, Any]], None]
 
 
-def _serve(options: Options, on_request: Hook | None = None) -> int:
+def _serve(
+    options: Options,
+    on_request: Hook | None = None,
+    on_notification: NotificationHook | None = None,
+) -> int:
     """The well-behaved server loop; ``on_request`` may take over a request (returns True).
+
+    ``on_notification`` sees every message from the client that is not a request (LSP
+    notifications, responses to our requests) before the loop handles ``exit``.
 
     LSP: ``initialize`` is answered with capabilities, ``shutdown`` with null, ``exit`` ends
     the program with 0 after ``shutdown`` and 1 otherwise. DAP: ``initialize`` is answered,
@@ -383,6 +402,8 @@ def _serve(options: Options, on_request: Hook | None = None) -> int:
             return 0 if peer.dap else 1
         request = peer.request_of(message)
         if request is None:
+            if on_notification is not None:
+                on_notification(peer, message)
             if not peer.dap and message.get("method") == "exit":
                 return 0 if shut_down else 1
             continue
@@ -468,21 +489,33 @@ def char_content_length(options: Options) -> int:
 
 
 def answer_after_cancel(options: Options) -> int:
-    """Hold every ordinary request until the client cancels it, then answer it anyway."""
+    """Hold every ordinary request until the client cancels it, then answer it anyway.
+
+    Everything else (``shutdown``, other requests) is served meanwhile, as a real server
+    does: only the held request's answer comes late.
+    """
+    held: dict[Any, tuple[str, dict[str, Any]]] = {}
+
+    def answer_late(peer: Peer, request_id: Any) -> None:
+        entry = held.pop(request_id, None)
+        if entry is not None:
+            _answer(peer, request_id, *entry)
 
     def hook(peer: Peer, request_id: Any, method: str, message: dict[str, Any]) -> bool:
         if method in ("initialize", peer.shutdown_method):
             return False
-        while True:
-            other = peer.read()
-            if other is None:
-                return True
-            if peer.is_cancel(other, request_id):
-                break
-        _answer(peer, request_id, method, message)
+        if peer.dap and method == "cancel":
+            peer.reply(request_id, method, None)
+            answer_late(peer, (message.get("arguments") or {}).get("requestId"))
+            return True
+        held[request_id] = (method, message)
         return True
 
-    return _serve(options, hook)
+    def on_notification(peer: Peer, message: dict[str, Any]) -> None:
+        if message.get("method") == "$/cancelRequest":
+            answer_late(peer, (message.get("params") or {}).get("id"))
+
+    return _serve(options, hook, on_notification)
 
 
 def double_answer(options: Options) -> int:
@@ -642,7 +675,7 @@ def parser() -> argparse.ArgumentParser:
         description="Run one misbehaving testbed program (see `supervisor testbed list`).",
     )
     p.add_argument("scenario", choices=sorted(PROGRAMS))
-    p.add_argument("--protocol", choices=("lsp", "dap"), default="lsp")
+    p.add_argument("--protocol", choices=("lsp", "dap"), default=None, help="default: lsp")
     p.add_argument("--pid-file", default=None, help="append every pid started here")
     p.add_argument("--bytes", type=int, default=64 * 1024 * 1024 + 1024, help="flood size")
     p.add_argument("--count", type=int, default=1000, help="children or requests")

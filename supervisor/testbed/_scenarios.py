@@ -80,14 +80,19 @@ SCENARIOS: Final[dict[str, Scenario]] = {
             _RPC,
             "Never answers shutdown (DAP: disconnect) and ignores exit.",
             "Stopping waits for the reply only for its bound (LSP 3 000 ms, DAP 2 000 ms),"
-            " then SIGTERM, then SIGKILL: stop is bounded (invariant 2).",
+            " then sends exit and waits for the exit (LSP 2 000 ms, DAP 1 000 ms), then"
+            " SIGTERM ends it (SIGKILL only past the TERM grace): stop is bounded (invariant 2).",
         ),
         Scenario(
             "ignore-sigterm",
-            ("job",),
-            "Ignores SIGTERM, SIGINT and SIGHUP, then hangs.",
+            ("job", *_RPC),
+            "Ignores SIGTERM, SIGINT and SIGHUP, then hangs. With --protocol it serves LSP"
+            " (DAP), answers shutdown (disconnect), but never exits: not on exit, not at the"
+            " end of input.",
             "After the TERM grace (2 000 ms) the group gets SIGKILL; the end is bounded and"
-            " the main process ends by SIGKILL (invariant 2).",
+            " the main process ends by SIGKILL (invariant 2). A language-server stop runs"
+            " shutdown (answered), exit, the exit wait (2 000 ms), SIGTERM, the grace, SIGKILL.",
+            ("--protocol",),
         ),
         Scenario(
             "grandchild-setsid",
@@ -147,15 +152,18 @@ SCENARIOS: Final[dict[str, Scenario]] = {
             "char-content-length",
             _RPC,
             "Counts Content-Length in characters; its answers carry non-ASCII text.",
-            "Lengths are counted in bytes: the cut body is a parse error or a broken stream,"
-            " never a wrong message; the request ends exactly once (framing policy).",
+            "Lengths are counted in bytes: the cut body is a parse error and the rest of it"
+            " stray text, never a wrong message; the request never gets an answer and ends"
+            " exactly once at its deadline (a language server: initialize times out, the"
+            " session fails with initializeTimeout) (framing policy, invariant 4).",
         ),
         Scenario(
             "answer-after-cancel",
             _RPC,
-            "Holds each request until it is cancelled, then answers it anyway.",
+            "Holds each request until it is cancelled, then answers it anyway; serves"
+            " everything else (shutdown, other requests) meanwhile.",
             "The request already ended 'cancelled' (or timed out); the late answer is ignored"
-            " and never forwarded (invariant 4).",
+            " and never forwarded; the session goes on and stops politely (invariant 4).",
         ),
         Scenario(
             "double-answer",
@@ -191,7 +199,9 @@ SCENARIOS: Final[dict[str, Scenario]] = {
             ("job",),
             "Prints ready, then never answers and never exits.",
             "A deadline (timeoutMilliseconds, the job's timeout) or a cancel ends it: the call"
-            " ends 'timed_out'/'cancelled' exactly once and the tree is ended (invariant 2).",
+            " ends 'timed_out'/'cancelled' exactly once and the tree is ended (invariant 2)."
+            " Started as a language server, its initialize times out: the session fails"
+            " (initializeTimeout) and its pending requests end once.",
         ),
         Scenario(
             "exit-with-pending",

@@ -1,32 +1,56 @@
-"""The chaos runner (issue 7): reproducible plans, a short seeded CI round, reporting."""
+"""The chaos runner (issue 7): reproducible plans, a short seeded round, reporting.
+
+CI runs the long seeded run itself (``.ci/run``: ``supervisor chaos --iterations 200``); the
+rounds here are few, to keep the default pytest run short, but they draw every kind of step.
+"""
 
 from __future__ import annotations
 
 import os
 
 import pytest
+import trio
 
 from supervisor.testbed import ChaosStep, plan_round, run_chaos
+from supervisor.testbed._chaos import ALL_VIAS, available_vias
 
 pytestmark = pytest.mark.skipif(not os.path.isdir("/proc/self/task"), reason="needs procfs")
 
-#: The CI round: seeded, so a failure names a reproducible seed.
+#: The seed of the in-suite round and of CI's long run (.ci/run): a failure names it.
 CI_SEED = 20261129
-CI_ITERATIONS = 15
+CI_ITERATIONS = 8
 
 
 def test_plans_are_a_function_of_the_seed() -> None:
     assert plan_round(7, 3) == plan_round(7, 3)
     assert [plan_round(7, i) for i in range(20)] != [plan_round(8, i) for i in range(20)]
-    for i in range(200):
+    seen: set[str] = set()
+    for i in range(300):
         steps = plan_round(CI_SEED, i)
         assert 1 <= len(steps) <= 4
         for step in steps:
-            assert step.via in ("process.run", "job", "session")
+            seen.add(step.via)
+            assert step.via in ALL_VIAS
             assert step.action in ("finish", "cancel", "deadline")
             # A program that never ends alone is never left to "finish".
             if step.scenario in ("hang", "ignore-sigterm", "terminal-ignore-hangup"):
                 assert step.action != "finish"
+            if step.via == "terminal":
+                assert step.scenario in ("bash", "terminal-ignore-hangup")
+    assert seen == set(ALL_VIAS)
+
+
+def test_missing_peers_and_services_are_skipped_and_named() -> None:
+    commands = {"core.ping", "process.run", "job.start", "lsp.startServer", "terminal.create"}
+    vias, skipped = available_vias(commands, {"debugpy": "not installed", "bash": "no bash"})
+    assert set(vias) == {"process.run", "job", "session", "lsp", "terminal"}
+    assert skipped["plugin"] == "the Core has no lsp.functionRequest"
+    assert skipped["debug"] == "the Core has no debug.createSession"
+    assert skipped["bash"] == "no bash"  # terminals then run only the testbed PTY program
+    for i in range(100):
+        for step in plan_round(1, i, vias=vias, missing_peers={"bash"}):
+            assert step.via in vias
+            assert step.scenario != "bash"
 
 
 async def test_short_seeded_round_has_no_violation() -> None:
@@ -37,15 +61,28 @@ async def test_short_seeded_round_has_no_violation() -> None:
     assert report.ok, report.violations
     assert report.iterations == CI_ITERATIONS
     assert report.scenarios_run == sum(len(steps) for steps in rounds)
+    assert sum(report.steps_by_via.values()) == report.scenarios_run
     assert report.cancels + report.deadlines > 0
     assert report.processes_started > 0
     assert report.processes_reaped == report.processes_started
     assert report.to_json()["ok"] is True
 
 
+@pytest.mark.parametrize(
+    ("via", "rounds"), [("plugin", 3), ("debug", 3), ("debugpy", 2), ("terminal", 3)]
+)
+async def test_each_session_kind_runs_clean(via: str, rounds: int) -> None:
+    report = await run_chaos(rounds, CI_SEED, only=(via,))
+    if via in report.skipped:
+        pytest.skip(report.skipped[via])
+    assert report.ok, report.violations
+    assert report.steps_by_via == {via: report.scenarios_run}
+    assert report.processes_reaped == report.processes_started
+
+
 async def test_a_violation_stops_the_run_and_names_the_round() -> None:
     # Any growth of resident memory counts when the bound is negative: a forced violation.
-    report = await run_chaos(3, 11, max_rss_growth_bytes=-(2**40))
+    report = await run_chaos(3, 11, max_rss_growth_bytes=-(2**40), only=("process.run",))
     assert not report.ok
     assert report.failing_round == 1
     assert report.iterations == 2
@@ -55,7 +92,7 @@ async def test_a_violation_stops_the_run_and_names_the_round() -> None:
 
 
 def test_bad_arguments() -> None:
-    import trio
-
     with pytest.raises(ValueError, match="iterations"):
         trio.run(run_chaos, -1, 0)
+    with pytest.raises(ValueError, match="unknown via"):
+        trio.run(lambda: run_chaos(1, 0, only=("nope",)))

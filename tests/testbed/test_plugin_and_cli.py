@@ -124,3 +124,14 @@ def test_chaos_command_reports_a_violation_with_seed_and_steps() -> None:
     assert done.returncode == 1
     assert "FAILED: seed 4, round 1" in done.stdout
     assert "shortest failing step list:" in done.stdout
+
+
+def test_chaos_command_via_names_every_kind() -> None:
+    from supervisor.testbed._chaos import ALL_VIAS
+
+    done = _cli("chaos", "--iterations", "1", "--seed", "3", "--via", "terminal", "--json")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert set(json.loads(done.stdout)["stepsByVia"]) == {"terminal"}
+    refused = _cli("chaos", "--via", "nope")
+    assert refused.returncode == 2
+    assert all(via in refused.stderr for via in ALL_VIAS)  # the choices are the runner's vias
