@@ -26,7 +26,7 @@ import benchmarks
 
 #: Rounds for modules whose own default is a long stand-alone run, so that the whole suite
 #: stays under 10 minutes (issue 8 "Done when"). ``python -m benchmarks.bench_chaos`` runs
-#: its full 5 000 rounds (one to two seconds each) on its own.
+#: its full 5 000 rounds (about 0.75 s each on average) on its own.
 _SUITE_ROUNDS = {"bench_chaos": 60}
 
 
