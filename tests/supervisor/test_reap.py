@@ -43,6 +43,24 @@ def spawn_forged(marker: str) -> subprocess.Popen[bytes]:
     return subprocess.Popen(SLEEPER, env=env, start_new_session=True)
 
 
+async def wait_for_marker(pid: int, marker: str) -> None:
+    """Poll until ``pid`` has exec'd with ``marker`` (bounded: 10 s).
+
+    Between fork and exec a child still shows its parent's environment, so a sweep that
+    runs then rightly does not see the forged marker.
+    """
+    wanted = f"{SCOPE_ENV}={marker}".encode()
+    with trio.fail_after(10):
+        while True:
+            try:
+                with open(f"/proc/{pid}/environ", "rb") as f:
+                    if wanted in f.read().split(b"\0"):
+                        return
+            except OSError:
+                pass
+            await trio.sleep(0.01)
+
+
 def spawn_plain(argv: list[str]) -> subprocess.Popen[bytes]:
     return subprocess.Popen(argv)
 
@@ -66,7 +84,7 @@ async def test_reap_orphans_kills_processes_of_dead_instances(how: str) -> None:
         owner = f"{os.getpid()}.{own_start.starttime + 1}"
     orphan = spawn_forged(f"{owner}/t1-forged")
     try:
-        await wait_for_state(orphan.pid, {"S", "R"})
+        await wait_for_marker(orphan.pid, f"{owner}/t1-forged")
         assert orphan.pid in reap_orphans()
         await wait_for_state(orphan.pid, {"Z", None})
     finally:
@@ -81,8 +99,8 @@ async def test_reap_orphans_spares_live_instances() -> None:
     alive_owner = spawn_forged(f"1.{init.starttime}/t1-alive")
     ours = spawn_forged(f"{instance_id()}/t1-ours")
     try:
-        await wait_for_state(alive_owner.pid, {"S", "R"})
-        await wait_for_state(ours.pid, {"S", "R"})
+        await wait_for_marker(alive_owner.pid, f"1.{init.starttime}/t1-alive")
+        await wait_for_marker(ours.pid, f"{instance_id()}/t1-ours")
         victims = reap_orphans()
         assert alive_owner.pid not in victims
         assert ours.pid not in victims
