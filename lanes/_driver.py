@@ -226,6 +226,18 @@ class _JobOutput:
         self._closed = False
         self._have_data = trio.Event()
         self._urgent = trio.Event()
+        # The flusher task starts with the first output (see ``attach``).
+        self._nursery: trio.Nursery | None = None
+        self._flusher_started = False
+
+    def attach(self, nursery: trio.Nursery) -> None:
+        """Run :meth:`flush_loop` in ``nursery`` once the first output arrives.
+
+        A job that prints nothing (most short ones) then costs no flusher task: at
+        thousands of jobs that task's start and cancellation are a visible share of the
+        driver's time (issue 8 goal 8).
+        """
+        self._nursery = nursery
 
     def emit(self, stream: str, text: str) -> None:
         """The ``emit_output`` callable given to the runner; never blocks.
@@ -255,6 +267,9 @@ class _JobOutput:
         self._pending.setdefault(stream, []).append(data)
         self._pending_bytes[stream] += len(data)
         self._have_data.set()
+        if not self._flusher_started and self._nursery is not None:
+            self._flusher_started = True
+            self._nursery.start_soon(self.flush_loop)
         if self._pending_bytes[stream] >= self._max_event_bytes:
             self._urgent.set()
 
@@ -675,7 +690,7 @@ class Lanes(trio.abc.AsyncResource):
         error: str | None = None
         try:
             async with trio.open_nursery() as output_nursery:
-                output_nursery.start_soon(output.flush_loop)
+                output.attach(output_nursery)
                 # The try sits outside the scope so that the scope first strips its own
                 # Cancelled out of any exception group the runner raises.
                 try:

@@ -19,6 +19,7 @@ import contextlib
 import math
 import os
 import select
+import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
@@ -27,7 +28,7 @@ import trio
 from protocol import CoreError, JSONObject
 
 from ._reaper import reap_orphans as reap_orphans
-from ._tree import DEFAULT_TERM_GRACE_MS, DEVNULL, PIPE, ProcessTree, open_process_tree
+from ._tree import DEFAULT_TERM_GRACE_MS, DEVNULL, PIPE, ProcessTree, _open_tree
 
 __all__ = (
     "DEFAULT_MAX_OUTPUT_BYTES",
@@ -224,7 +225,11 @@ async def run_process(
         raise CoreError("invalid_request", "stdin must be bytes or None")
 
     started = trio.current_time()
-    tree = await open_process_tree(argv, cwd=cwd, env=env, stdin=DEVNULL if stdin is None else PIPE)
+    # The multiplexer's first wait is the scheduler pass the spawn owes the other tasks.
+    tree = await _open_tree(
+        argv, cwd=cwd, env=env, stdin=DEVNULL if stdin is None else PIPE, yield_after_spawn=False
+    )
+    mux: _Multiplexer | None = None
     try:
         out = _Capture("stdout", cap, on_output)
         err = _Capture("stderr", cap, on_output)
@@ -234,7 +239,13 @@ async def run_process(
         else:
             timed_out = await _supervise(tree, out, err, stdin, timeout_ms, term_grace_ms)
     finally:
-        await tree.aclose(term_grace_ms=term_grace_ms)
+        # The usual end: the tree has ended (``_supervise_mux``) and the call has been
+        # through the scheduler while waiting; only the pipes are left, and closing them
+        # never blocks, so ``aclose``'s extra scheduler pass is skipped (issue 8 goal 1).
+        if not (
+            mux is not None and mux.waited and tree._end_reported() and tree._close_pipes_nowait()
+        ):
+            await tree.aclose(term_grace_ms=term_grace_ms)
     rc = tree.returncode
     return ProcessResult(
         exit_code=rc if rc is not None and rc >= 0 else None,
@@ -317,6 +328,9 @@ async def _supervise(
 _HAVE_EPOLL = hasattr(select, "epoll")
 #: Passes through the epoll loop that found work before an explicit scheduler pass.
 _BUSY_PASSES_PER_CHECKPOINT = 16
+#: How long, in all, the Trio thread may wait for a child's exit once one of its pipes
+#: reached EOF (seconds; see ``_Multiplexer.run``).
+_EXIT_AFTER_EOF_S = 0.0003
 
 
 class _Multiplexer:
@@ -336,6 +350,9 @@ class _Multiplexer:
         self.readers = readers
         self.stdin = stdin_stream
         self.stdin_data = memoryview(stdin_data)
+        #: Whether :meth:`run` has passed through Trio's scheduler (a full checkpoint).
+        self.waited = False
+        self._spin_until: float | None = None
         self.epoll.register(pidfd, select.EPOLLIN)
         for fd in readers:
             self.epoll.register(fd, select.EPOLLIN)
@@ -420,7 +437,21 @@ class _Multiplexer:
         while True:
             events = self.epoll.poll(0)
             if events:
+                readers = len(self.readers)
                 self._service(events)
+                if until_exit and self.pidfd is not None and len(self.readers) < readers:
+                    # A pipe just reached EOF: an exiting child closes its descriptors one
+                    # by one, tens of microseconds before the kernel reports the exit, and
+                    # a trip through Trio's scheduler per event costs more than that (most
+                    # runs of a short command took three wake-ups). So wait for the rest
+                    # here, briefly: a child that closes its output and keeps running
+                    # costs this once (issue 8 goal 1).
+                    if self._spin_until is None:
+                        self._spin_until = time.perf_counter() + _EXIT_AFTER_EOF_S
+                    left = self._spin_until - time.perf_counter()
+                    if left > 0:
+                        select.select([self.pidfd, *self.readers], [], [], left)
+                        continue
             if (self.pidfd is None) if until_exit else not self.readers:
                 await trio.lowlevel.checkpoint_if_cancelled()
                 return
@@ -430,10 +461,12 @@ class _Multiplexer:
                 if busy >= _BUSY_PASSES_PER_CHECKPOINT:
                     busy = 0
                     await trio.lowlevel.checkpoint()
+                    self.waited = True
                 continue
             busy = 0
             # The epoll descriptor is readable as soon as a registered one has an event.
             await trio.lowlevel.wait_readable(self.epoll.fileno())
+            self.waited = True
 
     def drain_nowait(self) -> None:
         """Read what is already there, without waiting (EOF is usually among it)."""

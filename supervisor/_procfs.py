@@ -58,6 +58,8 @@ class ProcStat:
         sid: Session id.
         starttime: Start time in clock ticks since boot; with ``pid`` it identifies a
             process across pid reuse.
+        threads: Number of threads (1 when unknown); :func:`children_of` reads one file
+            per thread, one without listing them when there is only one.
     """
 
     pid: int
@@ -66,6 +68,7 @@ class ProcStat:
     pgid: int
     sid: int
     starttime: int
+    threads: int = 1
 
     @property
     def dead(self) -> bool:
@@ -106,6 +109,7 @@ def _psutil_stat(pid: int) -> ProcStat | None:
                 sid=os.getsid(pid),
                 # Hundredths of a second: enough to tell a reused pid from the original.
                 starttime=int(process.create_time() * 100),
+                threads=process.num_threads(),
             )
     except (psutil.Error, OSError):
         return None
@@ -128,13 +132,22 @@ def read_stat(pid: int) -> ProcStat | None:
             pgid=int(fields[2]),
             sid=int(fields[3]),
             starttime=int(fields[19]),
+            threads=int(fields[17]),
         )
     except (IndexError, ValueError):
         return None
 
 
-def children_of(pid: int) -> list[int]:
-    """Direct children of ``pid``, across all of its threads (``task/*/children``)."""
+def children_of(pid: int, threads: int = 0) -> list[int]:
+    """Direct children of ``pid``, across all of its threads (``task/*/children``).
+
+    ``threads`` is :attr:`ProcStat.threads` when the caller has it: a single-threaded
+    process has one such file, read without listing ``task/`` (issue 8 goal 2).
+    """
+    if threads == 1 and HAVE_PROCFS:
+        data = _read(f"/proc/{pid}/task/{pid}/children")
+        if data is not None:
+            return [int(p) for p in data.split()]
     if not HAVE_PROCFS:
         try:
             return [child.pid for child in psutil.Process(pid).children()]

@@ -38,6 +38,7 @@ from typing import TYPE_CHECKING
 from ._marker import SCOPE_ENV, instance_alive, instance_id, split_marker
 from ._procfs import (
     HAVE_PROCFS,
+    ProcStat,
     all_pids,
     children_of,
     children_of_main_thread,
@@ -46,15 +47,17 @@ from ._procfs import (
 )
 
 if TYPE_CHECKING:
-    from collections.abc import Iterator
+    from collections.abc import Container, Iterable, Iterator
 
 
 __all__ = (
     "adopted_children",
+    "adopted_stats",
     "ensure_subreaper",
     "is_managed",
     "reap_adopted_children",
     "reap_orphans",
+    "reap_zombies",
     "register_managed",
     "spawning",
     "subreaper_active",
@@ -128,10 +131,21 @@ def adopted_children() -> list[int]:
 
     Excludes managed main processes and children in our own session (other code's).
     """
+    return [st.pid for st in adopted_stats()]
+
+
+def adopted_stats(*, reap_exited: Container[int] = ()) -> list[ProcStat]:
+    """:func:`adopted_children` with the ``/proc/<pid>/stat`` read to find them.
+
+    Args:
+        reap_exited: Pids of tree members known to have exited (their pidfds said so):
+            those among our children are reaped on the way without reading their stat,
+            and left out of the result (issue 8 goal 2: one ``waitpid`` each, no procfs).
+    """
     if not HAVE_PROCFS:
         return []
     my_sid = os.getsid(0)
-    found: list[int] = []
+    found: list[ProcStat] = []
     me = os.getpid()
     # Orphans are reparented to our main thread; the other threads' children are what
     # they spawned themselves (tree mains, which are managed, or other code's, in our
@@ -140,11 +154,40 @@ def adopted_children() -> list[int]:
     for pid in children if children is not None else children_of(me):
         if pid in _managed:
             continue
+        if pid in reap_exited:
+            try:
+                done, _ = os.waitpid(pid, os.WNOHANG)
+            except ChildProcessError:
+                continue
+            if done == pid:
+                continue
         stat = read_stat(pid)
         if stat is None or stat.sid == my_sid:
             continue
-        found.append(pid)
+        found.append(stat)
     return found
+
+
+def reap_zombies(stats: Iterable[ProcStat]) -> list[int]:
+    """Reap the zombies among ``stats`` (from :func:`adopted_stats`); never blocks.
+
+    The one reaping pass of a tree end, on stats it has just read (issue 8 goal 2), with
+    the rules of :func:`reap_adopted_children`.
+
+    Returns:
+        The pids reaped.
+    """
+    reaped: list[int] = []
+    for stat in stats:
+        if stat.state != "Z" or (_spawns_in_flight and stat.sid == stat.pid):
+            continue
+        try:
+            done, _ = os.waitpid(stat.pid, os.WNOHANG)
+        except ChildProcessError:
+            continue
+        if done == stat.pid:
+            reaped.append(stat.pid)
+    return reaped
 
 
 def reap_adopted_children() -> list[int]:
@@ -155,20 +198,7 @@ def reap_adopted_children() -> list[int]:
     Returns:
         The pids reaped.
     """
-    reaped: list[int] = []
-    for pid in adopted_children():
-        stat = read_stat(pid)
-        if stat is None or stat.state != "Z":
-            continue
-        if _spawns_in_flight and stat.sid == pid:
-            continue
-        try:
-            done, _ = os.waitpid(pid, os.WNOHANG)
-        except ChildProcessError:
-            continue
-        if done == pid:
-            reaped.append(pid)
-    return reaped
+    return reap_zombies(adopted_stats())
 
 
 def reap_orphans() -> list[int]:

@@ -32,11 +32,14 @@ bookkeeping never reaps the pid behind our back.
 from __future__ import annotations
 
 import contextlib
+import ctypes
+import math
 import os
 import select
 import signal
 import subprocess
 import sys
+import time
 from typing import TYPE_CHECKING, Final, final
 
 import trio
@@ -46,7 +49,7 @@ from ._procfs import HAVE_PROCFS, read_stat
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
 
-__all__ = ("DEVNULL", "PIPE", "STDOUT", "SpawnedProcess", "spawn", "wait_exits")
+__all__ = ("DEVNULL", "PIPE", "STDOUT", "ExitWatch", "SpawnedProcess", "spawn", "wait_exits")
 
 PIPE: Final = subprocess.PIPE
 DEVNULL: Final = subprocess.DEVNULL
@@ -58,6 +61,7 @@ _RESET_SIGNALS: Final = tuple(
 )
 _HAVE_POSIX_SPAWN: Final = hasattr(os, "posix_spawn") and sys.platform.startswith("linux")
 _HAVE_PIDFD: Final = hasattr(os, "pidfd_open")
+_HAVE_EPOLL: Final = hasattr(select, "epoll")
 _FD_DIR: Final = "/proc/self/fd"
 
 
@@ -316,14 +320,232 @@ def spawn(
     )
 
 
+#: Clock ids and flags of ``timerfd_create(2)`` / ``timerfd_settime(2)`` (Linux ABI).
+_CLOCK_MONOTONIC: Final = 1
+_TFD_CLOEXEC: Final = os.O_CLOEXEC
+_TFD_NONBLOCK: Final = os.O_NONBLOCK
+_TFD_TIMER_ABSTIME: Final = 1
+#: How long after a precise (timerfd) deadline Trio's own deadline backs it up, in seconds.
+_TIMER_BACKUP_S: Final = 0.05
+
+
+class _Timespec(ctypes.Structure):
+    _fields_ = (("tv_sec", ctypes.c_long), ("tv_nsec", ctypes.c_long))
+
+
+class _Itimerspec(ctypes.Structure):
+    _fields_ = (("it_interval", _Timespec), ("it_value", _Timespec))
+
+
+class _TimerFd:
+    """A ``CLOCK_MONOTONIC`` timerfd armed at absolute deadlines, through libc.
+
+    ``os.timerfd_create`` exists only from Python 3.13; the two calls are small enough
+    for ctypes. Raises ``OSError`` (or ``AttributeError`` from a libc without them).
+    """
+
+    def __init__(self) -> None:
+        libc = ctypes.CDLL(None, use_errno=True)
+        fd = libc.timerfd_create(_CLOCK_MONOTONIC, _TFD_CLOEXEC | _TFD_NONBLOCK)
+        if fd < 0:
+            errno = ctypes.get_errno()
+            raise OSError(errno, os.strerror(errno))
+        self._settime = libc.timerfd_settime
+        self.fd: int = fd
+
+    def arm(self, monotonic_s: float) -> None:
+        """Expire once at ``monotonic_s`` (``time.perf_counter()`` seconds); resets expiry."""
+        # A deadline already past must still expire: all zeros would disarm the timer.
+        when = max(monotonic_s, 1e-9)
+        sec = int(when)
+        spec = _Itimerspec(_Timespec(0, 0), _Timespec(sec, int((when - sec) * 1e9)))
+        if self._settime(self.fd, _TFD_TIMER_ABSTIME, ctypes.byref(spec), None):
+            errno = ctypes.get_errno()
+            raise OSError(errno, os.strerror(errno))
+
+    def close(self) -> None:
+        os.close(self.fd)
+
+
+def _monotonic_offset() -> float | None:
+    """``trio.current_time() - time.perf_counter()`` under Trio's system clock, else None.
+
+    Trio's ``SystemClock`` is ``perf_counter()`` (``CLOCK_MONOTONIC``) plus a constant
+    offset; any other clock (``MockClock`` in tests) has no fixed relation to the kernel's.
+    """
+    clock = trio.lowlevel.current_clock()
+    offset = getattr(clock, "offset", None)
+    if type(clock).__name__ != "SystemClock" or not isinstance(offset, float):
+        return None
+    return offset
+
+
+@final
+class ExitWatch:
+    """Processes being ended, watched through their pidfds, with a precise deadline.
+
+    Ending a tree used to poll ``/proc`` with sleeps; this wakes up when the last watched
+    process exits (issue 8 goal 2). Each process gets a pidfd (works for any process we
+    may signal, child or not); all of them go into one private epoll whose descriptor
+    Trio waits on, so a whole tree costs one wake-up. Under Trio's system clock a timerfd
+    in the same epoll carries the deadline: Trio rounds its own timeouts up to the next
+    millisecond (``epoll_wait``), which would push a SIGKILL due at the end of a TERM grace
+    up to a millisecond late; the timerfd fires on time (nanosecond resolution, no slack).
+
+    Not thread-safe; one task uses it. :meth:`close` releases every descriptor.
+    """
+
+    def __init__(self) -> None:
+        self._available = _HAVE_PIDFD and HAVE_PROCFS and _HAVE_EPOLL
+        # Created on the first add: most tree ends (nothing left alive) never need it.
+        self._epoll: select.epoll | None = None
+        self._fds: dict[int, tuple[int, int]] = {}  # pidfd -> (pid, starttime)
+        self._watched: set[tuple[int, int]] = set()
+        self._timer: _TimerFd | None = None
+        self._timer_failed = False
+
+    @property
+    def available(self) -> bool:
+        """False where pidfds or epoll are missing: the caller polls instead."""
+        return self._available
+
+    @property
+    def pending(self) -> int:
+        """How many watched processes have not been seen exiting."""
+        return len(self._fds)
+
+    def add(self, pid: int, starttime: int, *, verify: bool = False) -> None:
+        """Watch ``pid`` (identified by ``starttime``) until it exits.
+
+        Args:
+            pid: The process id.
+            starttime: ``/proc/<pid>/stat`` field 22, read just before (see ``_procfs``).
+            verify: Read the stat again after opening the pidfd and drop the process when
+                it is a zombie or its start time differs (the number was reused): for a
+                caller whose ``starttime`` may be old.
+
+        A process already gone, or already watched, is skipped. Without pidfd support
+        (``available`` False) this does nothing.
+        """
+        if not self._available or (pid, starttime) in self._watched:
+            return
+        if self._epoll is None:
+            self._epoll = select.epoll()
+        try:
+            fd = os.pidfd_open(pid)
+        except OSError:
+            return  # already reaped (ESRCH), or out of descriptors: the caller's scans see it
+        if verify:
+            st = read_stat(pid)
+            if st is None or st.dead or st.starttime != starttime:
+                os.close(fd)
+                return
+        self._watched.add((pid, starttime))
+        self._fds[fd] = (pid, starttime)
+        self._epoll.register(fd, select.EPOLLIN)
+
+    def _collect_exits(self) -> bool:
+        """Note the exits the epoll reports; True when the timer fired."""
+        if self._epoll is None:
+            return False
+        fired = False
+        for fd, _ in self._epoll.poll(0):
+            if self._timer is not None and fd == self._timer.fd:
+                fired = True
+                continue
+            self._epoll.unregister(fd)
+            del self._fds[fd]
+            os.close(fd)
+        return fired
+
+    def _arm_timer(self, deadline: float, *, real_time: bool) -> bool:
+        """Arm the timerfd at the Trio time ``deadline``; False when Trio's clock must do.
+
+        With ``real_time`` and a clock other than Trio's system clock, the timer is armed
+        as far ahead in real time as ``deadline`` is in the clock's time.
+        """
+        if self._timer_failed or math.isinf(deadline):
+            return False
+        offset = _monotonic_offset()
+        if offset is None:
+            if not real_time:
+                return False
+            offset = trio.current_time() - time.perf_counter()
+        assert self._epoll is not None
+        try:
+            if self._timer is None:
+                self._timer = _TimerFd()
+                self._epoll.register(self._timer.fd, select.EPOLLIN)
+            self._timer.arm(deadline - offset)
+        except (OSError, AttributeError):
+            # No timerfd (seccomp, an exotic libc): Trio's millisecond timeouts it is.
+            self._timer_failed = True
+            return False
+        return True
+
+    async def wait(self, deadline: float, *, real_time: bool = False) -> bool:
+        """Wait until every watched process has exited, or until ``deadline``.
+
+        Args:
+            deadline: A ``trio.current_time()`` value; met to the microsecond under
+                Trio's system clock (a timerfd), else as Trio's own deadlines are.
+            real_time: Under another clock (``MockClock`` in tests), wait as long in
+                real time instead: for processes that need real time to act, such as
+                dying after SIGKILL, which a jumping clock would not give them.
+
+        Returns:
+            True when every watched process has exited (at once if none is watched),
+            False when the deadline came first.
+
+        Raises:
+            RuntimeError: ``available`` is False.
+
+        **Cancellation:** cancellable (the callers run it shielded, under a deadline).
+        """
+        if not self._available:
+            raise RuntimeError("no pidfd support: poll instead")
+        self._collect_exits()
+        if not self._fds:
+            await trio.lowlevel.checkpoint_if_cancelled()
+            return True
+        assert self._epoll is not None  # created by the add of a process in _fds
+        precise = self._arm_timer(deadline, real_time=real_time)
+        backup = deadline + _TIMER_BACKUP_S if precise else deadline
+        if precise and real_time and _monotonic_offset() is None:
+            backup = math.inf  # the timer alone: a jumping clock must not cut it short
+        with trio.move_on_at(backup):
+            while True:
+                await trio.lowlevel.wait_readable(self._epoll.fileno())
+                if self._collect_exits():
+                    break
+                if not self._fds:
+                    await trio.lowlevel.checkpoint_if_cancelled()
+                    return True
+        await trio.lowlevel.checkpoint_if_cancelled()
+        return not self._fds
+
+    def close(self) -> None:
+        """Release the epoll, the pidfds and the timer (idempotent); adds are ignored
+        afterwards."""
+        self._available = False
+        epoll, self._epoll = self._epoll, None
+        if epoll is not None:
+            with contextlib.suppress(RuntimeError):  # outside a Trio run: nothing registered
+                trio.lowlevel.notify_closing(epoll.fileno())
+            epoll.close()
+        for fd in self._fds:
+            os.close(fd)
+        self._fds.clear()
+        timer, self._timer = self._timer, None
+        if timer is not None:
+            timer.close()
+
+
 async def wait_exits(processes: Mapping[int, int], deadline: float) -> bool:
     """Wait until every listed process has exited, or until ``deadline``.
 
-    Ending a tree used to poll ``/proc`` with sleeps (2 ms first); this wakes up when the
-    last of them exits (issue 8 goal 2). Each process gets a pidfd, which works for any
-    process we may signal, child or not; all of them go into one private epoll whose
-    descriptor Trio waits on. A pid whose start time no longer matches (it exited and the
-    number was reused) or that is already a zombie counts as exited.
+    A pid whose start time no longer matches (it exited and the number was reused) or
+    that is already a zombie counts as exited. See :class:`ExitWatch`.
 
     Args:
         processes: ``{pid: starttime}`` (``/proc/<pid>/stat`` field 22, see ``_procfs``).
@@ -335,37 +557,13 @@ async def wait_exits(processes: Mapping[int, int], deadline: float) -> bool:
 
     **Cancellation:** cancellable (the callers run it shielded, under a deadline).
     """
-    if not (_HAVE_PIDFD and HAVE_PROCFS and hasattr(select, "epoll")):
-        return False
-    epoll = select.epoll()
-    watched: list[int] = []
+    watch = ExitWatch()
     try:
+        if not watch.available:
+            return False
         for pid, starttime in processes.items():
-            try:
-                fd = os.pidfd_open(pid)
-            except ProcessLookupError:
-                continue  # already reaped
-            except OSError:
-                return False
-            st = read_stat(pid)
-            if st is None or st.dead or st.starttime != starttime:
-                os.close(fd)  # gone, or the number now names another process
-                continue
-            watched.append(fd)
-            epoll.register(fd, select.EPOLLIN)
-        remaining = len(watched)
-        with trio.move_on_at(deadline):
-            while remaining:
-                for fd, _ in epoll.poll(0):
-                    epoll.unregister(fd)
-                    remaining -= 1
-                if remaining:
-                    await trio.lowlevel.wait_readable(epoll.fileno())
-        await trio.lowlevel.checkpoint_if_cancelled()
+            watch.add(pid, starttime, verify=True)
+        await watch.wait(deadline)
         return True
     finally:
-        with contextlib.suppress(RuntimeError):
-            trio.lowlevel.notify_closing(epoll.fileno())
-        epoll.close()
-        for fd in watched:
-            os.close(fd)
+        watch.close()

@@ -33,8 +33,10 @@ import math
 import os
 import shutil
 import signal
+import stat
 import subprocess
 import termios
+import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, final
@@ -47,7 +49,7 @@ from . import _reaper, _watchdog
 from ._handles import NoPublicConstructor
 from ._marker import SCOPE_ENV, new_scope_marker
 from ._procfs import HAVE_PROCFS, ProcStat, all_pids, children_of, read_env_var, read_stat
-from ._spawn import SpawnedProcess, spawn, wait_exits
+from ._spawn import ExitWatch, SpawnedProcess, spawn
 
 if TYPE_CHECKING:
     from types import TracebackType
@@ -80,6 +82,10 @@ DEFAULT_KILL_WAIT_MS = 1000
 #: within milliseconds of SIGTERM) and backs off to bound the cost.
 _POLL_FIRST_S = 0.002
 _POLL_MAX_S = 0.05
+#: A precise (timerfd) deadline may wake a hair before Trio's float clock reads it as due.
+_DEADLINE_EPSILON_S = 1e-6
+#: The last scan of a TERM grace runs this long before its end (see ``_wait_gone``).
+_LAST_SCAN_S = 0.002
 
 #: Main processes started and not yet seen exiting (one cell, mutated in place), and the
 #: count from which a new spawn runs in a worker thread rather than in the Trio thread.
@@ -186,9 +192,13 @@ def _check_cwd(cwd: object) -> str | None:
     path = os.fspath(cwd)
     if not isinstance(path, str) or not path or "\0" in path:
         raise _invalid("cwd must be a non-empty path without NUL")
-    if not os.path.exists(path):
-        raise _launch_failed(f"working directory does not exist: {path}", {"cwd": path})
-    if not os.path.isdir(path):
+    # One stat rather than exists() + isdir(): each system call counts at thousands of
+    # jobs (issue 8 goal 8).
+    try:
+        mode = os.stat(path).st_mode
+    except (OSError, ValueError):
+        raise _launch_failed(f"working directory does not exist: {path}", {"cwd": path}) from None
+    if not stat.S_ISDIR(mode):
         raise _launch_failed(f"working directory is not a directory: {path}", {"cwd": path})
     return path
 
@@ -196,9 +206,11 @@ def _check_cwd(cwd: object) -> str | None:
 def _resolve_executable(name: str, cwd: str | None, env: Mapping[str, str]) -> str:
     if os.sep in name:
         path = name if os.path.isabs(name) else os.path.join(cwd or os.getcwd(), name)
-        if not os.path.exists(path):
-            raise _launch_failed(f"executable not found: {name}", {"executable": name})
-        if os.path.isdir(path):
+        try:
+            mode = os.stat(path).st_mode
+        except (OSError, ValueError):
+            raise _launch_failed(f"executable not found: {name}", {"executable": name}) from None
+        if stat.S_ISDIR(mode):
             raise _launch_failed(f"executable is a directory: {name}", {"executable": name})
         if not os.access(path, os.X_OK):
             raise _launch_failed(f"executable is not executable: {name}", {"executable": name})
@@ -246,6 +258,8 @@ class ProcessTree(metaclass=NoPublicConstructor):
         self._pipes_closed = False
         self._adopted_seen = False
         self._escapees_seen = False
+        # The last scan found nothing alive and no zombie it had not reaped.
+        self._scan_clean = False
 
     def __repr__(self) -> str:
         return f"<ProcessTree pid={self.pid} marker={self.marker!r} returncode={self.returncode}>"
@@ -357,15 +371,33 @@ class ProcessTree(metaclass=NoPublicConstructor):
     async def _close_pipes(self) -> None:
         if self._pipes_closed:
             return
+        if self._close_pipes_nowait():
+            await trio.lowlevel.cancel_shielded_checkpoint()
+            return
         self._pipes_closed = True
         for stream in (self.stdin, self.stdout, self.stderr):
-            if isinstance(stream, trio.lowlevel.FdStream):
-                # Closing a pipe never blocks; one checkpoint below instead of one each.
-                stream.close()
-            elif stream is not None:
+            if stream is not None:
                 with contextlib.suppress(trio.BrokenResourceError, trio.ClosedResourceError):
                     await stream.aclose()
         await trio.lowlevel.cancel_shielded_checkpoint()
+
+    def _close_pipes_nowait(self) -> bool:
+        """Close the pipes when all of them are ``FdStream`` (closing one never blocks);
+        False, closing nothing, when one needs an ``await``."""
+        streams = (self.stdin, self.stdout, self.stderr)
+        if self._pipes_closed:
+            return True
+        if not all(s is None or isinstance(s, trio.lowlevel.FdStream) for s in streams):
+            return False
+        self._pipes_closed = True
+        for stream in streams:
+            if isinstance(stream, trio.lowlevel.FdStream):
+                stream.close()
+        return True
+
+    def _end_reported(self) -> bool:
+        """Whether ending the tree is done (its report final); for ``_process``."""
+        return self._report is not None
 
     async def _end(
         self,
@@ -383,6 +415,10 @@ class ProcessTree(metaclass=NoPublicConstructor):
         ):
             if value < 0:
                 raise ValueError(f"{name} must be >= 0, got {value}")
+        if self._report is not None:
+            # Already ended: the report is final. No scheduler pass here; ``aclose`` (the
+            # public way in) still makes one when it closes the pipes.
+            return self._report
         with trio.CancelScope(shield=True):
             if self._end_done is not None:
                 await self._end_done.wait()
@@ -396,7 +432,9 @@ class ProcessTree(metaclass=NoPublicConstructor):
             finally:
                 self._end_done.set()
                 report = self._report
-                if self._adopted_seen or report is None or report.terminated or report.killed:
+                if not self._scan_clean and (
+                    self._adopted_seen or report is None or report.terminated or report.killed
+                ):
                     # Orphans of this tree may have turned zombie since the last scan.
                     _reaper.reap_adopted_children()
         assert self._report is not None
@@ -424,61 +462,74 @@ class ProcessTree(metaclass=NoPublicConstructor):
         terminated: list[int] = []
         killed: list[int] = []
         swept: set[int] = set()
-        # The first scan runs before any signal: it walks the tree while every member is
-        # still attached to its parent, which is the only way to find a member that left
-        # the session and dropped the marker (ancestry); signalling first would orphan
-        # it. Members seen are remembered (``_seen``), so later scans find them anyway.
-        group_signalled: int | None = None
-        # With the subreaper active, ancestry alone finds every live descendant (an
-        # orphan is reparented to us, never to init), so a tree whose members all stay
-        # in its group skips the full marker scan, which reads the environment of every
-        # process on the machine (milliseconds). Once a member left the group or
-        # session, or without a subreaper, the scan runs as well, so escapees whose
-        # ancestry was lost get SIGTERM too.
-        live = self._collect(full_scan=self._marker_scan_needed())
-        if live and not self._marker_scan_needed() and self._escaped(live):
-            live = self._collect(full_scan=True)
-        if live and term_grace_ms > 0:
-            swept.update(pid for pid, st in live.items() if st.pgid != self.pgid)
-            if group_signalled is None:
-                self._signal_group(signal.SIGTERM)
-                self._signal_group(signal.SIGCONT)
-            for pid, st in live.items():
-                if st.pgid != self.pgid:
-                    self._signal(pid, signal.SIGTERM)
-                    self._signal(pid, signal.SIGCONT)
-            terminated = sorted(live)
-            group_signalled = None
-            live = await self._wait_gone(live, term_grace_ms / 1000)
+        # Every live member found gets a pidfd in ``watch``: the waits below wake up on the
+        # last exit, and the SIGKILL at the end of the grace is on time (see ExitWatch).
+        watch = ExitWatch()
+        try:
+            # The first scan runs before any signal: it walks the tree while every member
+            # is still attached to its parent, which is the only way to find a member that
+            # left the session and dropped the marker (ancestry); signalling first would
+            # orphan it. Members seen are remembered (``_seen``), so later scans find them.
+            # With the subreaper active, ancestry alone finds every live descendant (an
+            # orphan is reparented to us, never to init), so a tree whose members all stay
+            # in its group skips the full marker scan, which reads the environment of every
+            # process on the machine (milliseconds). Once a member left the group or
+            # session, or without a subreaper, the scan runs as well, so escapees whose
+            # ancestry was lost get SIGTERM too.
+            # The pidfds are opened after the first signal, not during this walk: the
+            # signal goes out sooner, and a member that dies meanwhile is still a zombie
+            # (or gone: ``ExitWatch.add`` skips it).
+            live = self._collect(full_scan=self._marker_scan_needed())
+            if live and not self._marker_scan_needed() and self._escaped(live):
+                live = self._collect(full_scan=True)
+            kill_sent = False
+            if live and term_grace_ms > 0:
+                swept.update(pid for pid, st in live.items() if st.pgid != self.pgid)
+                self._signal_members(live, signal.SIGTERM)
+                self._signal_members(live, signal.SIGCONT)
+                self._watch_all(watch, live)
+                terminated = sorted(live)
+                live = await self._wait_gone(
+                    live, watch, trio.current_time() + term_grace_ms / 1000, terminated
+                )
+                terminated.sort()
+                kill_sent = bool(live)  # by _wait_gone, at the deadline
+            # (With no grace SIGTERM would only delay SIGKILL: ``aclose(term_grace_ms=0)``.)
             if live:
-                group_signalled = signal.SIGKILL  # by _wait_gone, at the deadline
-        # (With no grace SIGTERM would only delay SIGKILL: ``aclose(term_grace_ms=0)``.)
-        if live:
-            killed.extend(live)
-            if group_signalled != signal.SIGKILL:
-                self._signal_group(signal.SIGKILL)
-            for pid, st in live.items():
-                if st.pgid != self.pgid:
-                    self._signal(pid, signal.SIGKILL)
-            deadline = trio.current_time() + kill_wait_ms / 1000
-            delay = _POLL_FIRST_S
-            if not self._marker_scan_needed():
-                # The members just seen die first; scanning while they die finds nothing new.
-                await self._wait_exits(live, deadline, delay)
-            first = True
-            while True:
-                live = self._collect(full_scan=first and self._marker_scan_needed())
-                first = False
-                for pid, st in live.items():
-                    if st.pgid != self.pgid:
-                        swept.add(pid)
-                    if pid not in killed:
-                        killed.append(pid)
-                    self._signal(pid, signal.SIGKILL)
-                if not live or trio.current_time() >= deadline:
-                    break
-                await self._wait_exits(live, deadline, delay)
-                delay = min(delay * 2, _POLL_MAX_S)
+                killed.extend(live)
+                swept.update(pid for pid, st in live.items() if st.pgid != self.pgid)
+                if not kill_sent:
+                    self._signal_members(live, signal.SIGKILL)
+                    self._watch_all(watch, live)
+                # The waits below run in real time under any clock (see _wait_exits), so
+                # the bound is kept in real time too.
+                real_deadline = time.perf_counter() + kill_wait_ms / 1000
+                first = True
+                while True:
+                    # The members just killed die first; a scan while they die finds nothing
+                    # new (without the subreaper, the marker scan below runs at once).
+                    all_gone = False
+                    if not (first and self._marker_scan_needed()):
+                        left_s = max(0.0, real_deadline - time.perf_counter())
+                        all_gone = await self._wait_exits(
+                            watch, trio.current_time() + left_s, _POLL_FIRST_S, real_time=True
+                        )
+                    live = self._collect(
+                        full_scan=first and self._marker_scan_needed(),
+                        watch=watch,
+                        members_gone=all_gone,
+                    )
+                    first = False
+                    for pid, st in live.items():
+                        if st.pgid != self.pgid:
+                            swept.add(pid)
+                        if pid not in killed:
+                            killed.append(pid)
+                        self._signal(pid, signal.SIGKILL)
+                    if not live or time.perf_counter() >= real_deadline:
+                        break
+        finally:
+            watch.close()
         if self.returncode is None and not live:
             # Dead but not yet reaped by Trio: the pidfd wait returns at once.
             with trio.move_on_after(max(kill_wait_ms / 1000, 0.1)):
@@ -494,40 +545,67 @@ class ProcessTree(metaclass=NoPublicConstructor):
             duration_ms=math.ceil((trio.current_time() - started) * 1000),
         )
 
-    async def _wait_gone(self, live: dict[int, ProcStat], timeout_s: float) -> dict[int, ProcStat]:
-        """Wait up to ``timeout_s`` seconds for the ``live`` members (and what they fork)
-        to exit; return those still alive then.
+    async def _wait_gone(
+        self,
+        live: dict[int, ProcStat],
+        watch: ExitWatch,
+        deadline: float,
+        terminated: list[int],
+    ) -> dict[int, ProcStat]:
+        """Wait until ``deadline`` (a Trio time) for the ``live`` members (and what they
+        fork) to exit; return those still alive then, already sent SIGKILL.
 
-        When the time is up with members alive, SIGKILL goes to the group *before* the
-        last scan, so the scan's cost does not stretch the grace.
+        Members that appear meanwhile get SIGTERM and SIGCONT of their own when a scan
+        finds them (they are appended to ``terminated``).
+
+        Scans run while waiting, the last one :data:`_LAST_SCAN_S` before the deadline, so
+        that nothing stands between the deadline and the SIGKILL (to the group and to
+        every member known to have left it): a scan costs a fraction of a millisecond, and
+        longer while the killed members compete for the CPU (issue 8 goal 2). Members
+        forked after that last scan are found after the kill, as orphans reparented to us.
         """
-        deadline = trio.current_time() + timeout_s
         delay = _POLL_FIRST_S
         while True:
-            await self._wait_exits(live, deadline, delay)
-            delay = min(delay * 2, _POLL_MAX_S)
-            expired = trio.current_time() >= deadline
-            if expired:
-                self._signal_group(signal.SIGKILL)
-            live = self._collect(full_scan=False)
-            if not live or expired:
+            scan_at = deadline - _LAST_SCAN_S
+            if trio.current_time() < scan_at:
+                all_gone = await self._wait_exits(watch, scan_at, delay)
+                delay = min(delay * 2, _POLL_MAX_S)
+            else:
+                all_gone = await self._wait_exits(watch, deadline, delay)
+                if not all_gone and trio.current_time() >= deadline - _DEADLINE_EPSILON_S:
+                    self._signal_members(live, signal.SIGKILL)
+                    return live
+            live = self._collect(full_scan=False, watch=watch, members_gone=all_gone)
+            if not live:
                 return live
+            for pid in live.keys() - set(terminated):
+                self._signal(pid, signal.SIGTERM)
+                self._signal(pid, signal.SIGCONT)
+                terminated.append(pid)
 
     async def _wait_exits(
-        self, live: Mapping[int, ProcStat], deadline: float, poll_delay_s: float
-    ) -> None:
-        """Wait for the ``live`` processes to exit, at most until ``deadline`` and at most
+        self, watch: ExitWatch, deadline: float, poll_delay_s: float, *, real_time: bool = False
+    ) -> bool:
+        """Wait for the watched processes to exit, at most until ``deadline`` and at most
         :data:`_POLL_MAX_S` at a time (the caller's next scan finds what they forked).
 
         With pidfds this returns as soon as the last of them exits; without, it sleeps
         ``poll_delay_s`` (polling). The slice bound also keeps Trio's ``autojump_clock``
         honest: with one long wait on a descriptor, it would jump straight to the deadline
         while the real processes had no real time to die.
+
+        ``real_time`` is for the wait after SIGKILL: under a clock other than Trio's
+        system clock (``MockClock``) it lasts as long in real time (see ``ExitWatch``).
+
+        Returns:
+            True when every watched process is known to have exited (pidfds only).
         """
         now = trio.current_time()
         until = min(deadline, now + _POLL_MAX_S)
-        if not await wait_exits({pid: st.starttime for pid, st in live.items()}, until):
-            await trio.sleep(max(0.0, min(poll_delay_s, until - now)))
+        if watch.available:
+            return await watch.wait(until, real_time=real_time)
+        await trio.sleep(max(0.0, min(poll_delay_s, until - now)))
+        return False
 
     def _marker_scan_needed(self) -> bool:
         """Whether ancestry may miss members (see :meth:`_end_steps`)."""
@@ -537,6 +615,18 @@ class ProcessTree(metaclass=NoPublicConstructor):
         if any(st.pgid != self.pgid for st in live.values()):
             self._escapees_seen = True
         return self._escapees_seen
+
+    @staticmethod
+    def _watch_all(watch: ExitWatch, live: Mapping[int, ProcStat]) -> None:
+        for pid, st in live.items():
+            watch.add(pid, st.starttime)
+
+    def _signal_members(self, live: Mapping[int, ProcStat], sig: int) -> None:
+        """``sig`` to the group, and to each member of ``live`` that left it."""
+        self._signal_group(sig)
+        for pid, st in live.items():
+            if st.pgid != self.pgid:
+                self._signal(pid, sig)
 
     def _signal_group(self, sig: int) -> None:
         # Invariant 11: never our own group; the group id is the one recorded at spawn.
@@ -551,23 +641,36 @@ class ProcessTree(metaclass=NoPublicConstructor):
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.kill(pid, sig)
 
-    def _collect(self, *, full_scan: bool) -> dict[int, ProcStat]:
-        """The tree's live (non-zombie) processes; reaps our zombies on the way."""
+    def _collect(
+        self, *, full_scan: bool, watch: ExitWatch | None = None, members_gone: bool = False
+    ) -> dict[int, ProcStat]:
+        """The tree's live (non-zombie) processes; reaps our zombies on the way.
+
+        Args:
+            full_scan: Also read every process's environment for the marker.
+            watch: Where to add every live member found (a pidfd each).
+            members_gone: Every member a scan found alive has since exited (its pidfd
+                said so) and the subreaper is active: then a live descendant can only be
+                one forked since that scan, and its oldest ancestor among them has been
+                reparented to us, so the walk starts from our adopted children alone
+                (issue 8 goal 2: no re-reading of the dead members).
+        """
         rc = self.returncode  # reaps the main process once it has exited
         if not HAVE_PROCFS:
             _reaper.reap_adopted_children()
             return self._collect_without_procfs(main_alive=rc is None)
         me = os.getpid()
-        roots: list[int] = [self.pid] if rc is None else []
-        # Listing our children costs tens of microseconds; the common end (no orphans at
-        # all) pays for it once, and the reaping pass runs only when there is something.
-        adopted = _reaper.adopted_children()
+        ancestry_only = members_gone and not full_scan and _reaper.subreaper_active()
+        roots: list[int] = [self.pid] if rc is None and not ancestry_only else []
+        # Listing our children costs a few microseconds; reading and reaping them happens
+        # only when there are any (the common end, no orphans at all, pays for the list).
+        adopted = _reaper.adopted_stats(reap_exited=self._seen if ancestry_only else ())
         if adopted:
             self._adopted_seen = True
-            reaped = set(_reaper.reap_adopted_children())
-            adopted = [pid for pid in adopted if pid not in reaped]
-        roots.extend(pid for pid in adopted if self._belongs(pid))
-        roots.extend(self._seen)
+            _reaper.reap_zombies(adopted)
+            roots.extend(st.pid for st in adopted if not st.dead and self._belongs(st))
+        if not ancestry_only:
+            roots.extend(self._seen)
         if full_scan:
             roots.extend(
                 pid
@@ -576,6 +679,7 @@ class ProcessTree(metaclass=NoPublicConstructor):
             )
         live: dict[int, ProcStat] = {}
         visited: set[int] = set()
+        zombies = False  # dead members the reaping above did not see dead yet
         stack = roots
         while stack:
             pid = stack.pop()
@@ -592,19 +696,23 @@ class ProcessTree(metaclass=NoPublicConstructor):
                 del self._seen[pid]
                 continue
             self._seen[pid] = st.starttime
-            if not st.dead:
+            if st.dead:
+                zombies = True
+            else:
                 live[pid] = st
-            stack.extend(children_of(pid))
+                if watch is not None:
+                    watch.add(pid, st.starttime)
+            stack.extend(children_of(pid, st.threads))
+        self._scan_clean = not live and not zombies
         return live
 
-    def _belongs(self, pid: int) -> bool:
-        if pid in self._seen:
+    def _belongs(self, st: ProcStat) -> bool:
+        if st.pid in self._seen:
             return True
-        value = read_env_var(pid, SCOPE_ENV)
+        value = read_env_var(st.pid, SCOPE_ENV)
         if value is not None:
             return value == self.marker
-        st = read_stat(pid)
-        return st is not None and (st.sid == self.pid or st.pgid == self.pgid)
+        return st.sid == self.pid or st.pgid == self.pgid
 
     def _collect_without_procfs(self, *, main_alive: bool) -> dict[int, ProcStat]:
         # No procfs, no ancestry: the main process and its group are all we know.
@@ -686,6 +794,32 @@ async def open_process_tree(
     **Cancellation:** not cancellable once the spawn has begun (a child is never
     started behind the caller's back).
     """
+    return await _open_tree(
+        argv,
+        cwd=cwd,
+        env=env,
+        stdin=stdin,
+        stdout=stdout,
+        stderr=stderr,
+        pty_slave_fd=pty_slave_fd,
+        yield_after_spawn=True,
+    )
+
+
+async def _open_tree(
+    argv: Sequence[str],
+    *,
+    cwd: str | os.PathLike[str] | None = None,
+    env: Mapping[str, str | None] | None = None,
+    stdin: int = PIPE,
+    stdout: int = PIPE,
+    stderr: int = PIPE,
+    pty_slave_fd: int | None = None,
+    yield_after_spawn: bool,
+) -> ProcessTree:
+    """:func:`open_process_tree`; ``yield_after_spawn=False`` skips the scheduler pass
+    after an in-thread spawn, for a caller that waits on the tree right away (one pass
+    less per ``process.run``, issue 8 goal 1). It is still a cancel point."""
     args = _check_argv(argv)
     child_env = _check_env(env)
     workdir = _check_cwd(cwd)
@@ -751,7 +885,7 @@ async def open_process_tree(
             ) from exc
         _reaper.register_managed(process.pid)
         _running_mains[0] += 1
-    if not tty_options:
+    if not tty_options and yield_after_spawn:
         # The spawn blocked without yielding: give other tasks their turn (never raises).
         await trio.lowlevel.cancel_shielded_checkpoint()
     return ProcessTree._create(process, args, marker)

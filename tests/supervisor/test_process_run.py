@@ -195,3 +195,13 @@ async def test_bad_argv_is_rejected(argv: list[str], code: str) -> None:
     with pytest.raises(CoreError) as caught:
         await run_process(argv)
     assert caught.value.code == code
+
+
+async def test_child_that_closes_its_output_and_keeps_running() -> None:
+    """Issue 8 goal 1: after EOF on both pipes the exit is awaited briefly in place; a
+    child that goes on running without stdout and stderr is still waited for."""
+    code = "import os, time\nprint('bye', flush=True)\nos.close(1)\nos.close(2)\ntime.sleep(0.3)"
+    result = await run_process([PY, "-c", code])
+    assert result.exit_code == 0
+    assert result.stdout == "bye\n"
+    assert result.stderr == ""

@@ -20,7 +20,7 @@ import trio
 
 from protocol import CoreError
 from supervisor._marker import SCOPE_ENV
-from supervisor._spawn import wait_exits
+from supervisor._spawn import ExitWatch, wait_exits
 from supervisor._tree import DEVNULL, open_process_tree
 
 pytestmark = pytest.mark.skipif(not os.path.isdir("/proc/self/task"), reason="needs procfs")
@@ -143,3 +143,44 @@ async def test_wait_exits_ignores_a_reused_pid() -> None:
     async with tree:
         with trio.fail_after(20):
             assert await wait_exits({tree.pid: 1}, trio.current_time() + 60)
+
+
+async def test_exit_watch_returns_at_the_deadline_then_on_the_exit() -> None:
+    """Issue 8 goal 2: ``ExitWatch`` (pidfds plus a timerfd deadline under Trio's clock)."""
+    tree = await open_process_tree(
+        [PY, "-S", "-c", "import time; time.sleep(60)"], stdout=DEVNULL, stderr=DEVNULL
+    )
+    async with tree:
+        watch = ExitWatch()
+        try:
+            watch.add(tree.pid, _starttime(tree.pid), verify=True)
+            assert watch.pending == 1
+            # Twice: the timer is re-armed, not left expired.
+            assert not await watch.wait(trio.current_time() + 0.05)
+            assert not await watch.wait(trio.current_time() + 0.05)
+            os.kill(tree.pid, signal.SIGKILL)
+            with trio.fail_after(20):
+                assert await watch.wait(trio.current_time() + 60)
+            assert watch.pending == 0
+        finally:
+            watch.close()
+        assert await tree.wait() == -signal.SIGKILL
+
+
+async def test_exit_watch_follows_a_mock_clock(autojump_clock: trio.abc.Clock) -> None:
+    """Under a clock that is not Trio's system clock the deadline is Trio's own."""
+    tree = await open_process_tree(
+        [PY, "-S", "-c", "import time; time.sleep(60)"], stdout=DEVNULL, stderr=DEVNULL
+    )
+    async with tree:
+        watch = ExitWatch()
+        try:
+            watch.add(tree.pid, _starttime(tree.pid))
+            assert not await watch.wait(trio.current_time() + 3600)
+        finally:
+            watch.close()
+        assert tree.returncode is None
+        # Ended here rather than by aclose: a TERM grace in virtual time would be over
+        # before the real process had any time to act on SIGTERM.
+        os.kill(tree.pid, signal.SIGKILL)
+        assert await tree.wait() == -signal.SIGKILL

@@ -322,3 +322,51 @@ async def test_negative_bound_is_a_value_error() -> None:
     with pytest.raises(ValueError, match="term_grace_ms"):
         await tree.aclose(term_grace_ms=-1)
     await tree.aclose()
+
+
+FORK_ON_TERM = """
+import os, signal, subprocess, sys, time
+SLEEPER = "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); time.sleep(3600)"
+def on_term(*_):
+    # New session and an empty environment: only ancestry can find it.
+    child = subprocess.Popen([sys.executable, "-c", SLEEPER], start_new_session=True, env={})
+    print(child.pid, flush=True)
+signal.signal(signal.SIGTERM, on_term)
+print("ready", flush=True)
+while True:
+    time.sleep(3600)
+"""
+
+
+async def test_member_forked_during_the_grace_is_found_and_killed() -> None:
+    """Issue 8 goal 2: the pidfd waits of the grace still rescan the tree, so a member
+    that appears after SIGTERM (and leaves the session, without the marker) is killed."""
+    tree = await open_process_tree([PY, "-c", FORK_ON_TERM])
+    assert await read_line(tree.stdout) == b"ready\n"
+    reports = []
+
+    async def close() -> None:
+        reports.append(await tree.aclose(term_grace_ms=1000))
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(close)
+        late = int(await read_line(tree.stdout))
+    (report,) = reports
+    assert report.returncode == -signal.SIGKILL
+    assert late in report.killed
+    assert late in report.swept
+    assert report.unkillable == ()
+    assert state(late) is None
+    assert state(tree.pid) is None
+
+
+async def test_term_ignoring_tree_with_escapee_is_killed_at_the_deadline() -> None:
+    """The SIGKILL at the end of the grace reaches the members outside the group too."""
+    tree = await open_process_tree([PY, ESCAPE, "setsid"])
+    grandchild = int(await read_line(tree.stdout))
+    os.kill(tree.pid, signal.SIGSTOP)  # stopped: it acts on SIGTERM only after SIGCONT
+    report = await tree.aclose(term_grace_ms=100)
+    assert grandchild in report.killed
+    assert report.unkillable == ()
+    assert state(grandchild) is None
+    assert state(tree.pid) is None
