@@ -52,13 +52,17 @@ async def wait_for_marker(pid: int, marker: str) -> None:
     wanted = f"{SCOPE_ENV}={marker}".encode()
     with trio.fail_after(10):
         while True:
-            try:
-                with open(f"/proc/{pid}/environ", "rb") as f:
-                    if wanted in f.read().split(b"\0"):
-                        return
-            except OSError:
-                pass
+            if wanted in _environ(pid):
+                return
             await trio.sleep(0.01)
+
+
+def _environ(pid: int) -> list[bytes]:
+    try:
+        with open(f"/proc/{pid}/environ", "rb") as f:
+            return f.read().split(b"\0")
+    except OSError:
+        return []
 
 
 def spawn_plain(argv: list[str]) -> subprocess.Popen[bytes]:
