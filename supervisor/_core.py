@@ -19,12 +19,12 @@ the thread-safe synchronous facade of the reference C ABI (``execute_json``,
 from __future__ import annotations
 
 import contextlib
+import functools
 import itertools
 import json
 import logging
 import threading
 from contextlib import AsyncExitStack, asynccontextmanager
-from dataclasses import dataclass, field
 from importlib import metadata
 from typing import TYPE_CHECKING, Final, final
 
@@ -76,18 +76,22 @@ DEFAULT_SERVICES: Final[tuple[ServiceFactory, ...]] = (
 )
 
 
+@functools.cache
 def _version() -> str:
+    # Cached: reading the installed metadata costs about 200 us, which ``core.ping`` (a
+    # liveness probe callers repeat) would otherwise pay on every call.
     try:
         return metadata.version("trio-process-supervisor")
     except metadata.PackageNotFoundError:  # running from a source tree without install
         return "0+unknown"
 
 
-@dataclass
 class _Operation:
-    scope: trio.CancelScope
-    cancel_requested: bool = False
-    done: trio.Event = field(default_factory=trio.Event)
+    __slots__ = ("cancel_requested", "scope")
+
+    def __init__(self, scope: trio.CancelScope) -> None:
+        self.scope = scope
+        self.cancel_requested = False
 
 
 @final
@@ -99,8 +103,9 @@ class Core:
         self._operations: dict[str, _Operation] = {}
         self._anonymous = itertools.count(1)
         self._closing = False
-        self._idle = trio.Event()
-        self._idle.set()
+        #: Made by _close while operations run; the last one to end sets it. (Not one
+        #: event per call: a keystroke's command would pay for making and setting it.)
+        self._idle: trio.Event | None = None
         self._commands: dict[str, CommandHandler] = {"core.ping": self._ping}
         for service in self._services:
             for name, handler in service.commands().items():
@@ -181,7 +186,6 @@ class Core:
         # cancels it; its private key can't collide with a caller's id.
         key = operation_id if operation_id is not None else f"\0anonymous-{next(self._anonymous)}"
         self._operations[key] = operation
-        self._idle = trio.Event() if self._idle.is_set() else self._idle
         try:
             with operation.scope:
                 token = _current_operation_id.set(operation_id)
@@ -191,8 +195,7 @@ class Core:
                     _current_operation_id.reset(token)
         finally:
             del self._operations[key]
-            operation.done.set()
-            if not self._operations:
+            if not self._operations and self._idle is not None:
                 self._idle.set()
         # Only reached when the operation's own scope caught a cancellation.
         if operation.cancel_requested:
@@ -257,7 +260,9 @@ class Core:
             operation.cancel_requested = True
             operation.scope.cancel()
         async with trio.open_nursery() as nursery:
-            nursery.start_soon(self._idle.wait)
+            if self._operations:
+                self._idle = trio.Event()
+                nursery.start_soon(self._idle.wait)
             for service in self._services:
                 nursery.start_soon(service.aclose)
 
