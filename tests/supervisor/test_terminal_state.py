@@ -353,6 +353,58 @@ async def test_wait_blocks_until_an_event_or_the_timeout(
         assert [e["event"] for e in _drained(batch)] == ["exit"]
 
 
+def test_output_characters_are_bounded_too() -> None:
+    """Memory follows characters, not events: the oldest output goes past either bound."""
+    events = TerminalEvents(100, max_output_chars=10)
+    for data in ("aaaa", "bbbb", "cccc"):
+        events.put_output(_out(1, data))
+    batch = events.poll()
+    assert batch["gap"] is True
+    assert [e["data"] for e in _drained(batch)] == ["bbbb", "cccc"]
+    # One event larger than the bound is still delivered (the newest is always kept).
+    events.put_output(_out(1, "x" * 25))
+    assert [e["data"] for e in _drained(events.poll())] == ["x" * 25]
+
+
+async def test_close_wakes_waiters_and_refuses_new_waits() -> None:
+    events = TerminalEvents(8)
+    woken: list[str] = []
+
+    async def waiter() -> None:
+        with pytest.raises(trio.ClosedResourceError):
+            await events.wait(60_000)
+        woken.append("closed")
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(waiter)
+        await trio.testing.wait_all_tasks_blocked()
+        events.close()
+    assert woken == ["closed"]
+    with pytest.raises(trio.ClosedResourceError):
+        await events.wait(0)
+
+
+async def test_a_poll_while_a_wait_blocks_does_not_strand_the_waiter(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """A ``pollEvents`` between a wait and the next event must not hide that event from it."""
+    events = TerminalEvents(8)
+    async with trio.open_nursery() as nursery:
+
+        async def later() -> None:
+            await trio.testing.wait_all_tasks_blocked()
+            assert events.poll() == {"events": [], "gap": False}
+            events.put_output(_out(1, "late"))
+
+        nursery.start_soon(later)
+        started = trio.current_time()
+        batch = await events.wait(60_000)
+        assert trio.current_time() == started  # woken by the event, not by the timeout
+        assert [e["data"] for e in _drained(batch)] == ["late"]
+
+
 def test_bounds_must_be_positive() -> None:
     with pytest.raises(ValueError, match="positive"):
         TerminalEvents(0)
+    with pytest.raises(ValueError, match="positive"):
+        TerminalEvents(8, max_output_chars=0)
