@@ -366,8 +366,10 @@ class JSONRPCEndpoint(metaclass=NoPublicConstructor):
         max_inbound_concurrency: int,
         admit_request: Callable[[str], None] | None = None,
         cancelled_data: JSONValue = None,
+        close_on_input_end: bool = True,
     ) -> None:
         self.name = name
+        self._close_on_input_end = close_on_input_end
         self._admit_request = admit_request
         self._cancelled_data = cancelled_data
         self._send_stream = send_stream
@@ -386,11 +388,17 @@ class JSONRPCEndpoint(metaclass=NoPublicConstructor):
         )
         self._closed_event = trio.Event()
         self._close_reason: str | None = None
+        self._input_end_reason: str | None = None
+        #: Set once nothing more will be received and every notification received before
+        #: that was dispatched (or the endpoint closed).
+        self._input_done = trio.Event()
         self._writer_done = trio.Event()
         self._nursery: trio.Nursery | None = None
         self._task_scopes: set[trio.CancelScope] = set()
         self._writer_scope = trio.CancelScope()
         self._frames_written = 0
+        #: flush() markers queued and not yet taken by the writer (they are not frames).
+        self._flush_markers = 0
         self._writes = 0
         self._send_fd = _pipe_fd(send_stream)
         self._receive_fd = _pipe_fd(receive_stream)
@@ -409,6 +417,15 @@ class JSONRPCEndpoint(metaclass=NoPublicConstructor):
     def close_reason(self) -> str | None:
         """Why the endpoint closed (the :class:`EndpointClosed` reasons), or None while open."""
         return self._close_reason
+
+    @property
+    def input_end_reason(self) -> str | None:
+        """Why reading stopped while the endpoint stays open, or None.
+
+        Only an endpoint opened with ``close_on_input_end=False`` sets it: ``"eof"``,
+        ``"protocol error: ..."`` or ``"read failed: ..."``.
+        """
+        return self._input_end_reason
 
     async def request(
         self,
@@ -438,7 +455,8 @@ class JSONRPCEndpoint(metaclass=NoPublicConstructor):
         Raises:
             ReplyWithoutResult: The peer's reply carried neither result nor error.
             JSONRPCError: The peer answered with an error response.
-            EndpointClosed: The endpoint closed before the reply arrived (or was closed).
+            EndpointClosed: The endpoint closed before the reply arrived (or was closed), or
+                its input ended (no reply can arrive).
             trio.TooSlowError: ``timeout_ms`` passed; the peer was sent ``$/cancelRequest``.
 
         **Cancellation:** if the caller is cancelled (or the timeout passes) after the
@@ -446,9 +464,10 @@ class JSONRPCEndpoint(metaclass=NoPublicConstructor):
         ``{id}`` is sent (unless ``cancel_at`` sent it already); a reply that comes later
         is ignored (logged at debug level).
         """
-        if self._close_reason is not None:
+        ended = self._close_reason or self._input_end_reason
+        if ended is not None:
             await trio.lowlevel.checkpoint()
-            raise EndpointClosed(self._close_reason)
+            raise EndpointClosed(ended)
         request_id = next(self._ids)
         frame = encode_frame(encode_request(request_id, method, params))
         pending = _Pending()
@@ -566,6 +585,46 @@ class JSONRPCEndpoint(metaclass=NoPublicConstructor):
         """
         await self._closed_event.wait()
 
+    async def wait_input_ended(self) -> None:
+        """Wait until nothing more will be received, and what was received has been handed on.
+
+        Returns once the endpoint has closed, or (``close_on_input_end=False``) once reading
+        stopped (:attr:`input_end_reason` says why) and every notification read before that
+        went through the notification handler; every request read before that has been
+        admitted and has its handler task.
+
+        **Cancellation:** safe to cancel; nothing changes.
+        """
+        await self._input_done.wait()
+
+    async def flush(self) -> None:
+        """Wait until every frame queued before this call has been written.
+
+        Raises:
+            EndpointClosed: The endpoint closed before they were all written (a write
+                failed or made no progress for ``write_timeout_ms``, or it was closed).
+
+        **Cancellation:** safe to cancel; the frames stay queued for the writer.
+        """
+        if self._close_reason is not None:
+            await trio.lowlevel.checkpoint()
+            raise EndpointClosed(self._close_reason)
+        written = trio.Event()
+        # An empty frame is a marker: the writer sets ``written`` once the batch holding it,
+        # and so everything queued before it, has been written.
+        self._flush_markers += 1
+        try:
+            await self._queue.put(b"", written)
+        except BaseException:
+            self._flush_markers -= 1
+            raise
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(_cancel_when_set, written, nursery.cancel_scope)
+            nursery.start_soon(_cancel_when_set, self._writer_done, nursery.cancel_scope)
+        if not written.is_set():
+            # The writer only stops once the queue is closed, so the queue knows why.
+            raise EndpointClosed(self._queue.closed_reason or "closed")
+
     def statistics(self) -> EndpointStatistics:
         """Return an :class:`EndpointStatistics` snapshot."""
         return EndpointStatistics(
@@ -591,16 +650,41 @@ class JSONRPCEndpoint(metaclass=NoPublicConstructor):
                 logger.debug("%s: endpoint closed (%s)", self.name, reason)
             else:
                 logger.warning("%s: endpoint closed (%s)", self.name, reason)
-            pending, self._pending = self._pending, {}
-            for entry in pending.values():
-                entry.error = reason
-                entry.finish()
+            self._fail_pending(reason)
             self._closed_event.set()
+            self._input_done.set()
         for scope in self._task_scopes:
             scope.cancel()
         if not keep_writer:
             self._queue.close(self._close_reason)
             self._writer_scope.cancel()
+
+    def _fail_pending(self, reason: str) -> None:
+        pending, self._pending = self._pending, {}
+        for entry in pending.values():
+            entry.error = reason
+            entry.finish()
+
+    def _end_input(self, reason: str) -> None:
+        """The reader stopped: close the endpoint, or only stop reading (``close_on_input_end``).
+
+        Stopping only the reading leaves handlers, the notification dispatcher and the writer
+        running, so the owner can still answer what was received (serve mode does).
+        """
+        if self._close_on_input_end:
+            self._close(reason)
+            return
+        if self._close_reason is not None or self._input_end_reason is not None:
+            return
+        self._input_end_reason = reason
+        if reason == "eof":
+            logger.debug("%s: input ended", self.name)
+        else:
+            logger.warning("%s: input ended (%s)", self.name, reason)
+        # No reply can arrive any more.
+        self._fail_pending(reason)
+        # The dispatcher finishes the notifications already queued, then sets _input_done.
+        self._notifications_in.close()
 
     # -- background tasks --------------------------------------------------------------------
 
@@ -631,8 +715,13 @@ class JSONRPCEndpoint(metaclass=NoPublicConstructor):
                     if not items:
                         return
                     data = b"".join([frame for frame, _ in items])
-                    await self._send(data, deadline)
-                    self._frames_written += len(items)
+                    if data:  # empty when only flush() markers were queued
+                        await self._send(data, deadline)
+                    frames = len(items)
+                    if self._flush_markers:
+                        frames = sum(1 for frame, _ in items if frame)
+                        self._flush_markers -= len(items) - frames
+                    self._frames_written += frames
                     for _, written in items:
                         if written is not None:
                             written.set()
@@ -704,20 +793,20 @@ class JSONRPCEndpoint(metaclass=NoPublicConstructor):
             try:
                 event = decoder.next_event()
             except RemoteProtocolError as exc:
-                self._close(f"protocol error: {exc}")
+                self._end_input(f"protocol error: {exc}")
                 return
             if event is NEED_DATA:
                 try:
                     data = await self._receive()
                 except (trio.BrokenResourceError, trio.ClosedResourceError) as exc:
-                    self._close(f"read failed: {type(exc).__name__}: {exc}")
+                    self._end_input(f"read failed: {type(exc).__name__}: {exc}")
                     return
                 if data:
                     decoder.receive_data(data)
                 else:
                     decoder.receive_eof()
             elif event is EOF:
-                self._close("eof")
+                self._end_input("eof")
                 return
             elif isinstance(event, StrayText):
                 # The count only: stray output may hold anything, secrets included.
@@ -900,6 +989,8 @@ class JSONRPCEndpoint(metaclass=NoPublicConstructor):
                 )
                 self._close(f"internal error: notification handler for {note.method!r}")
                 raise
+        # Reached only once the reader closed the channel (close_on_input_end=False).
+        self._input_done.set()
 
     async def _reply_error(
         self, request_id: RequestId | None, code: int, message: str, data: JSONValue = None
@@ -929,6 +1020,7 @@ async def open_jsonrpc_endpoint(
     max_inbound_concurrency: int = DEFAULT_MAX_INBOUND_CONCURRENCY,
     admit_request: Callable[[str], None] | None = None,
     cancelled_data: JSONValue = None,
+    close_on_input_end: bool = True,
 ) -> AsyncIterator[JSONRPCEndpoint]:
     """Run a JSON-RPC 2.0 endpoint over two byte streams (LSP base-protocol framing).
 
@@ -957,7 +1049,8 @@ async def open_jsonrpc_endpoint(
     progress for ``write_timeout_ms`` -- the endpoint closes: pending requests fail at once
     with :class:`EndpointClosed`, handler tasks are cancelled (and not answered), and
     :meth:`JSONRPCEndpoint.wait_closed` returns. The ``async with`` body is not cancelled.
-    Stray text between frames is logged as a warning with its byte count only.
+    With ``close_on_input_end=False`` the end of input (as opposed to a write failure) only
+    stops reading. Stray text between frames is logged as a warning with its byte count only.
 
     Leaving the block closes the endpoint with reason ``"closed"``: pending requests fail,
     handler tasks are cancelled, frames already queued are written when the block is left
@@ -987,6 +1080,13 @@ async def open_jsonrpc_endpoint(
         cancelled_data: ``error.data`` of the -32800 answer to a request the peer cancelled
             with ``$/cancelRequest`` (None sends none); plugin sessions send
             ``{"code": "plugin.host.cancelled"}`` (plugin-contract.md "Host services").
+        close_on_input_end: True (the default) closes the endpoint when its input ends
+            (EOF, a broken frame header, a failed read), as described above. False only stops
+            reading: pending outbound requests fail with :class:`EndpointClosed`, while
+            handler tasks, notifications already received and the writer go on, so the owner
+            can answer everything it received before it leaves the block; see
+            :meth:`JSONRPCEndpoint.wait_input_ended` and
+            :attr:`JSONRPCEndpoint.input_end_reason` (serve mode uses this).
 
     Yields:
         The :class:`JSONRPCEndpoint`.
@@ -1014,6 +1114,7 @@ async def open_jsonrpc_endpoint(
         max_inbound_concurrency=max_inbound_concurrency,
         admit_request=admit_request,
         cancelled_data=cancelled_data,
+        close_on_input_end=close_on_input_end,
     )
     try:
         async with trio.open_nursery() as nursery:
@@ -1041,6 +1142,11 @@ async def open_jsonrpc_endpoint(
         if len(group.exceptions) != 1:
             raise
         _reraise_alone(group.exceptions[0])
+
+
+async def _cancel_when_set(event: trio.Event, scope: trio.CancelScope) -> None:
+    await event.wait()
+    scope.cancel()
 
 
 def _reraise_alone(exc: BaseException) -> NoReturn:

@@ -13,26 +13,35 @@ Contract (ide-backend-protocol.schema.json, issue 2 §7):
 - ``$/cancelRequest`` answers the cancelled request with -32800 (the endpoint does that).
 - ``shutdown`` waits for the requests in flight, ends every lane and process, then answers
   null; ``exit`` ends the server with 0 after ``shutdown`` and 1 otherwise. End of input
-  without ``shutdown`` cleans up everything and exits 1, as does a broken frame header.
+  without ``exit`` cleans up everything and exits 1, as does a broken frame header.
+- Every request received is answered exactly once (DESIGN.md invariant 4), however the
+  session ends: ``exit`` after ``shutdown`` waits for ``shutdown``'s reply; ``exit`` without
+  ``shutdown``, the end of input, a broken frame header and SIGINT/SIGTERM cancel what is
+  still running (answered with the Core code ``cancelled``), then the Core closes (its last
+  ``job.finished`` events are sent) and the output is flushed, each step bounded.
 - stdout carries only frames: logs go to stderr, and the real fd 1 is pointed at stderr once
   the protocol stream has its own copy of it, so nothing else can write there by accident.
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import signal
 from typing import TYPE_CHECKING, Final
 
 import trio
 
-from protocol import CoreError, ErrorCode, lookup_error
+from protocol import CoreError, ErrorCode, LifecycleState, lookup_error
 
 from ._core import PROTOCOL_VERSION, _version, open_core
-from ._endpoint import JSONRPCError, current_request_id, open_jsonrpc_endpoint
+from ._endpoint import EndpointClosed, JSONRPCError, current_request_id, open_jsonrpc_endpoint
 from ._handles import take_over_stdio
+from ._tree import DEFAULT_KILL_WAIT_MS, DEFAULT_TERM_GRACE_MS
 
 if TYPE_CHECKING:
+    from collections.abc import Awaitable, Callable
+
     from protocol import JSONObject, JSONValue
 
     from ._core import Core
@@ -73,9 +82,19 @@ class _Server:
         self._core_stop = trio.Event()
         self._core_closed = trio.Event()
         self._forwarder_done = trio.Event()
+        #: When the last job events must have been written by (set when the Core closed).
+        self._events_deadline: float | None = None
+        #: Core commands admitted and not finished: ``shutdown`` waits for them.
         self._in_flight = 0
         self._idle = trio.Event()
         self._idle.set()
+        #: Every admitted request whose handler has not returned (so not yet answered).
+        self._unanswered = 0
+        self._answered = trio.Event()
+        self._answered.set()
+        self._request_scopes: set[trio.CancelScope] = set()
+        #: Why the session is ending early (requests are then cancelled), or None.
+        self._ending: str | None = None
         self.exited = trio.Event()
         self.exit_code = 1
 
@@ -86,13 +105,17 @@ class _Server:
 
         The lifecycle is checked here rather than in the handler task because handler tasks
         start in no particular order: a request that arrived before ``shutdown`` must be
-        served and waited for, never refused because its task happened to run later.
+        served and waited for, never refused because its task happened to run later. An
+        admitted request is counted here for the same reason: the session only ends once
+        every admitted request was answered.
         """
         refusal = self.lifecycle.check_request(method)
         if refusal is ErrorCode.SERVER_NOT_INITIALIZED:
             raise JSONRPCError(int(refusal), "The server is not initialized")
         if refusal is not None:
             raise JSONRPCError(int(refusal), f"{method} is not allowed now")
+        if self._ending is not None:
+            raise _ending_error(self._ending)
         if method == "initialize":
             self.lifecycle.initialize_received()
         elif method == "shutdown":
@@ -100,8 +123,27 @@ class _Server:
         else:
             self._in_flight += 1
             self._idle = trio.Event() if self._idle.is_set() else self._idle
+        self._unanswered += 1
+        self._answered = trio.Event() if self._answered.is_set() else self._answered
 
     async def handle_request(self, method: str, params: JSONValue | None) -> JSONValue:
+        """Run one admitted request in a scope the end of the session can cancel."""
+        scope = trio.CancelScope()
+        self._request_scopes.add(scope)
+        if self._ending is not None:
+            scope.cancel()
+        try:
+            with scope:
+                return await self._dispatch(method, params)
+            # Only _end_requests cancels this scope ($/cancelRequest cancels the endpoint's).
+            raise _ending_error(self._ending or "cancelled")
+        finally:
+            self._request_scopes.discard(scope)
+            self._unanswered -= 1
+            if self._unanswered == 0:
+                self._answered.set()
+
+    async def _dispatch(self, method: str, params: JSONValue | None) -> JSONValue:
         if method == "initialize":
             return await self._initialize(params)
         if method == "shutdown":
@@ -131,11 +173,17 @@ class _Server:
             trusted = _trusted_option(params)
             core: Core = await self._nursery.start(self._run_core, trusted)
         except BaseException:
-            self.lifecycle.initialize_failed()
+            # An `exit` while the Core opened has moved the lifecycle on already.
+            if self.lifecycle.state is LifecycleState.INITIALIZING:
+                self.lifecycle.initialize_failed()
             raise
         self._core = core
-        self.lifecycle.initialize_answered()
         self._nursery.start_soon(self._forward_job_events, core)
+        if self._ending is not None:
+            # The session started to end while the Core opened (`exit`, for example): the
+            # Core is closed with the session, and this is the one answer.
+            raise _ending_error(self._ending)
+        self.lifecycle.initialize_answered()
         return {
             "serverInfo": {"name": SERVER_NAME, "version": _version()},
             "protocol": PROTOCOL_VERSION,
@@ -155,10 +203,77 @@ class _Server:
             logger.debug("dropped notification %s", method)
             return
         if method == "exit":
-            self.exit_code = self.lifecycle.exit_received()
+            exit_code = self.lifecycle.exit_received()
+            if self._ending is None:
+                self.exit_code = exit_code
+                if exit_code != 0:
+                    # Decided here, in arrival order, so no request admitted from now on (nor
+                    # an `initialize` finishing now) can slip past the end of the session.
+                    self._ending = "exit without shutdown"
             self.exited.set()
             return
         logger.debug("ignored notification %s", method)
+
+    # -- the end of the session ----------------------------------------------------------
+
+    async def run_session(self, endpoint: JSONRPCEndpoint, interrupt: trio.Event | None) -> bool:
+        """Serve until ``exit``, the end of input or ``interrupt``, then end everything.
+
+        Every request received is answered before the output is closed (DESIGN.md
+        invariant 4): after ``shutdown`` then ``exit``, by waiting for them (``shutdown``'s
+        reply waits for the requests before it); otherwise by cancelling them. Then every
+        lane and process ends, the last job events are sent and the output is flushed.
+
+        Returns:
+            Whether the output was flushed within :data:`_FLUSH_TIMEOUT_S`.
+        """
+        interrupted = interrupt.wait if interrupt is not None else None
+        await _first_of(self.exited.wait, endpoint.wait_input_ended, interrupted)
+        if self._ending is None and self.exited.is_set() and not _is_set(interrupt):
+            await _first_of(self._answered.wait, interrupted)
+        reason = self._end_reason(endpoint, interrupt)
+        if reason is not None:
+            await self._end_requests(reason)
+        await self.close_core()
+        return await self._flush(endpoint)
+
+    def _end_reason(self, endpoint: JSONRPCEndpoint, interrupt: trio.Event | None) -> str | None:
+        """Why requests in flight are cancelled; None for ``exit`` after ``shutdown``."""
+        if self._ending is not None:
+            return self._ending
+        if _is_set(interrupt):
+            return "interrupted"
+        if self.exited.is_set():
+            return None
+        why = endpoint.input_end_reason or endpoint.close_reason or "closed"
+        logger.info("the client went away: %s", why)
+        return "end of input" if why == "eof" else why
+
+    async def _end_requests(self, reason: str) -> None:
+        """Cancel every request still running and wait, bounded, until each one answered."""
+        self._ending = reason
+        self.exit_code = 1
+        for scope in self._request_scopes:
+            scope.cancel()
+        with trio.move_on_after(_ANSWER_TIMEOUT_S):
+            await self._answered.wait()
+        if self._unanswered:
+            logger.warning(
+                "%d cancelled requests still run after %.0f s and may go unanswered",
+                self._unanswered,
+                _ANSWER_TIMEOUT_S,
+            )
+
+    async def _flush(self, endpoint: JSONRPCEndpoint) -> bool:
+        with trio.move_on_after(_FLUSH_TIMEOUT_S):
+            # EndpointClosed: the writer is gone, so there is nothing left to wait for.
+            with contextlib.suppress(EndpointClosed):
+                await endpoint.flush()
+            return True
+        logger.warning(
+            "the client did not read the last frames within %.0f s: dropped", _FLUSH_TIMEOUT_S
+        )
+        return False
 
     # -- the Core and its events ---------------------------------------------------------
 
@@ -183,7 +298,7 @@ class _Server:
             self._forwarder_done.set()
 
     async def _send_events(self, batch: JSONObject) -> bool:
-        """Notify the client of each event; True when the end marker was among them."""
+        """Notify the client of each event; True when done (the end marker, or no output)."""
         events = batch.get("events")
         if batch.get("gap"):
             logger.warning("job events were dropped: the client did not keep up")
@@ -196,32 +311,62 @@ class _Server:
             assert isinstance(name, str)
             if self.endpoint is not None and not self.endpoint.closed:
                 params = {k: v for k, v in event.items() if k not in ("seq", "event")}
-                await self.endpoint.notify(name, params)
+                try:
+                    await self.endpoint.notify(name, params)
+                except EndpointClosed:
+                    return True
         return False
 
     async def close_core(self) -> None:
-        """End every lane and process, and flush the last job events; shielded, idempotent."""
+        """End every lane and process, and flush the last job events; shielded, idempotent.
+
+        A second call (``shutdown`` and the end of the session may both make one) waits for
+        the same end and the same bound as the first.
+        """
         with trio.CancelScope(shield=True):
             self._core_stop.set()
-            if self._core is not None:
-                await self._core_closed.wait()
+            if self._core is None:
+                return
+            await self._core_closed.wait()
+            if self._events_deadline is None:
+                self._events_deadline = trio.current_time() + _FLUSH_TIMEOUT_S
                 if not self._forwarder_done.is_set():
                     # Every job has finished by now; the marker lets the forwarder send the
                     # last job.finished events before `shutdown` is answered.
                     self._core.job_events.put(_END_OF_EVENTS, {})
-                    with trio.move_on_after(_FLUSH_TIMEOUT_S):
-                        await self._forwarder_done.wait()
+            with trio.move_on_at(self._events_deadline):
+                await self._forwarder_done.wait()
 
 
 _FOREVER_MS: Final = 24 * 3600 * 1000
 #: An event name no producer uses: it tells the forwarder that the Core has closed.
 _END_OF_EVENTS: Final = "\0end"
-#: How long the last job events may take to reach the client at shutdown.
+#: How long the last job events, and then the last frames, may take to reach the client
+#: when the session ends (each; a client that stops reading must not hold the exit).
 _FLUSH_TIMEOUT_S: Final = 5.0
+#: How long cancelled requests get to end and answer when the session ends early: a
+#: request's processes end within the TERM grace plus the kill wait, plus a margin.
+_ANSWER_TIMEOUT_S: Final = (DEFAULT_TERM_GRACE_MS + DEFAULT_KILL_WAIT_MS) / 1000 + 2.0
 
 
-async def _set_when(event: trio.Event, scope: trio.CancelScope) -> None:
-    await event.wait()
+def _ending_error(reason: str) -> JSONRPCError:
+    return jsonrpc_error_from(CoreError("cancelled", f"The server is ending: {reason}"))
+
+
+def _is_set(event: trio.Event | None) -> bool:
+    return event is not None and event.is_set()
+
+
+async def _first_of(*waits: Callable[[], Awaitable[object]] | None) -> None:
+    """Return as soon as one of ``waits`` (None entries are skipped) returns."""
+    async with trio.open_nursery() as nursery:
+        for wait in waits:
+            if wait is not None:
+                nursery.start_soon(_cancel_after, wait, nursery.cancel_scope)
+
+
+async def _cancel_after(wait: Callable[[], Awaitable[object]], scope: trio.CancelScope) -> None:
+    await wait()
     scope.cancel()
 
 
@@ -239,40 +384,56 @@ def _trusted_option(params: JSONValue | None) -> bool:
     return trusted
 
 
-async def serve(receive_stream: trio.abc.ReceiveStream, send_stream: trio.abc.SendStream) -> int:
-    """Serve one session over a pair of byte streams until ``exit`` or end of input.
+async def serve(
+    receive_stream: trio.abc.ReceiveStream,
+    send_stream: trio.abc.SendStream,
+    *,
+    interrupt: trio.Event | None = None,
+) -> int:
+    """Serve one session over a pair of byte streams until ``exit``, end of input or interrupt.
+
+    Every request received is answered exactly once before the output closes (DESIGN.md
+    invariant 4). ``exit`` after ``shutdown`` waits for ``shutdown``'s reply. ``exit``
+    without ``shutdown``, the end of input, a broken frame header (reading stops there) and
+    ``interrupt`` cancel every request still running: each is answered -32800 with
+    ``error.data.code`` ``cancelled`` (or with its result, if it finished first), within
+    :data:`_ANSWER_TIMEOUT_S` (5 s). Then every lane and process ends, the last job events
+    (``job.finished`` of the jobs that ended) are sent, and the output is flushed; each of
+    these two waits on the client is bounded by :data:`_FLUSH_TIMEOUT_S` (5 s), past which
+    what it did not read is dropped.
 
     Args:
         receive_stream: Where the client's frames arrive (stdin in ``supervisor serve``).
         send_stream: Where frames are written (stdout).
+        interrupt: Set it to end the session as described above (``supervisor serve`` sets
+            it on SIGINT or SIGTERM); None: no such event.
 
     Returns:
         The exit status: 0 after ``shutdown`` then ``exit``, 1 otherwise (``exit`` without
-        ``shutdown``, end of input, a broken frame header).
+        ``shutdown``, end of input, a broken frame header, ``interrupt``).
 
     **Cancellation:** cancelling it ends every lane and process (shielded, bounded) before it
-    returns by raising :class:`trio.Cancelled`.
+    returns by raising :class:`trio.Cancelled`; requests in flight are not answered then.
     """
     async with trio.open_nursery() as nursery:
         server = _Server(nursery)
         try:
-            async with open_jsonrpc_endpoint(
-                send_stream,
-                receive_stream,
-                request_handler=server.handle_request,
-                notification_handler=server.handle_notification,
-                admit_request=server.admit_request,
-                name="client",
-            ) as endpoint:
-                server.endpoint = endpoint
-                async with trio.open_nursery() as race:
-                    race.start_soon(_set_when, server.exited, race.cancel_scope)
-                    await endpoint.wait_closed()
-                    race.cancel_scope.cancel()
-                if not server.exited.is_set():
-                    logger.info("the client went away: %s", endpoint.close_reason)
-                    server.exit_code = 1
-                await server.close_core()
+            with trio.CancelScope() as output_scope:
+                async with open_jsonrpc_endpoint(
+                    send_stream,
+                    receive_stream,
+                    request_handler=server.handle_request,
+                    notification_handler=server.handle_notification,
+                    admit_request=server.admit_request,
+                    name="client",
+                    close_on_input_end=False,
+                ) as endpoint:
+                    server.endpoint = endpoint
+                    if not await server.run_session(endpoint, interrupt):
+                        # Leaving by cancellation drops what the client did not read rather
+                        # than giving it the endpoint's longer write timeout as well.
+                        output_scope.cancel()
+                        await trio.lowlevel.checkpoint()
         finally:
             await server.close_core()
             nursery.cancel_scope.cancel()
@@ -282,8 +443,10 @@ async def serve(receive_stream: trio.abc.ReceiveStream, send_stream: trio.abc.Se
 def serve_stdio() -> int:
     """Run :func:`serve` on this process's stdin and stdout; return the exit status.
 
-    SIGINT and SIGTERM end every lane and process first, then the server exits with 130 or
-    143.
+    The first SIGINT or SIGTERM ends the session like an interrupt of :func:`serve` (every
+    request received is answered, every lane and process ends, the output is flushed), then
+    the server exits with 130 or 143. A second one stops waiting on requests and on the
+    client at once (the processes still end, shielded and bounded).
     """
     # Nothing but our frames may reach the client.
     protocol_in, protocol_out = take_over_stdio()
@@ -291,23 +454,33 @@ def serve_stdio() -> int:
     async def main() -> int:
         receive = trio.lowlevel.FdStream(protocol_in)
         send = trio.lowlevel.FdStream(protocol_out)
+        interrupt = trio.Event()
+        signalled: list[int] = []
         with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
             result: list[int] = []
             async with trio.open_nursery() as nursery:
 
                 async def run() -> None:
-                    result.append(await serve(receive, send))
+                    result.append(await serve(receive, send, interrupt=interrupt))
                     nursery.cancel_scope.cancel()
 
                 async def watch() -> None:
                     async for signum in signals:
-                        logger.warning("received signal %d: ending everything", signum)
-                        result.append(128 + signum)
-                        nursery.cancel_scope.cancel()
-                        return
+                        if signalled:
+                            logger.warning("received signal %d again: ending now", signum)
+                            nursery.cancel_scope.cancel()
+                            return
+                        logger.warning(
+                            "received signal %d: cancelling the requests, ending everything",
+                            signum,
+                        )
+                        signalled.append(signum)
+                        interrupt.set()
 
                 nursery.start_soon(run)
                 nursery.start_soon(watch)
+        if signalled:
+            return 128 + signalled[0]
         return result[0] if result else 1
 
     return trio.run(main)

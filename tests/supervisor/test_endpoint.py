@@ -806,6 +806,89 @@ async def test_broken_header_closes_with_protocol_error(garbage: bytes) -> None:
     assert failures[0].reason == endpoint.close_reason
 
 
+@pytest.mark.parametrize("end", [b"", b"X-Foo: bar\r\n\r\n"], ids=["eof", "broken header"])
+async def test_input_end_without_closing_lets_the_owner_answer(end: bytes) -> None:
+    """``close_on_input_end=False``: the end of input only stops reading.
+
+    Handlers go on and are answered, notifications read before the end are dispatched
+    before :meth:`wait_input_ended` returns, outbound requests fail (no reply can come),
+    and notifications can still be sent (serve mode answers everything it received).
+    """
+    release = trio.Event()
+    seen: list[str] = []
+
+    async def handler(method: str, params: JSONValue | None) -> JSONValue:
+        await release.wait()
+        return method
+
+    async def on_notification(method: str, params: JSONValue | None) -> None:
+        await trio.lowlevel.checkpoint()
+        seen.append(method)
+
+    ours, theirs = trio.testing.memory_stream_pair()
+    peer = RawPeer(theirs)
+    async with (
+        open_jsonrpc_endpoint(
+            ours.send_stream,
+            ours.receive_stream,
+            request_handler=handler,
+            notification_handler=on_notification,
+            close_on_input_end=False,
+        ) as endpoint,
+        trio.open_nursery() as nursery,
+    ):
+        failures: list[EndpointClosed] = []
+
+        async def call() -> None:
+            with pytest.raises(EndpointClosed) as info:
+                await endpoint.request("pending")
+            failures.append(info.value)
+
+        nursery.start_soon(call)
+        assert isinstance(await peer.receive(), Request)
+        data = frame(Request(id=1, method="slow", params=None))
+        data += frame(Notification(method="last", params=None))
+        await peer.send(data + end)
+        if not end:
+            await peer.stream.send_eof()
+        await endpoint.wait_input_ended()
+        assert seen == ["last"]
+        assert not endpoint.closed
+        reason = endpoint.input_end_reason
+        assert reason is not None
+        assert reason == "eof" if not end else reason.startswith("protocol error: ")
+        await trio.testing.wait_all_tasks_blocked()
+        assert failures[0].reason == reason
+        with pytest.raises(EndpointClosed):
+            await endpoint.request("after")
+        release.set()
+        reply = await peer.receive()
+        assert isinstance(reply, Response)
+        assert reply.result == "slow"
+        await endpoint.notify("still", None)
+        await endpoint.flush()
+        # The request, the reply and the notification; flush()'s marker is not a frame.
+        assert endpoint.statistics().frames_written == 3
+        note = await peer.receive()
+        assert isinstance(note, Notification)
+        assert note.method == "still"
+
+
+async def test_flush_waits_for_the_writer_and_fails_when_it_dies(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    ours, _theirs = trio.testing.lockstep_stream_pair()  # nobody ever reads _theirs
+    async with open_jsonrpc_endpoint(
+        ours.send_stream, ours.receive_stream, request_handler=echo_handler, write_timeout_ms=2000
+    ) as endpoint:
+        await endpoint.notify("unread", None)
+        start = trio.current_time()
+        with pytest.raises(EndpointClosed) as info:
+            await endpoint.flush()
+        assert info.value.reason == "write timeout"
+        assert trio.current_time() - start == pytest.approx(2.0)
+
+
 async def test_stray_text_is_logged_with_its_byte_count_only(
     caplog: pytest.LogCaptureFixture,
 ) -> None:

@@ -8,8 +8,10 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
+from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING
 
 import pytest
@@ -171,9 +173,62 @@ class Client:
                 pass
             return await self.process.wait()
 
+    async def read_to_exit(self) -> tuple[list[JSONObject], int]:
+        """Every message left (replies kept unread included) until stdout ends; exit status."""
+        messages = list(self._replies.values()) + self.notifications
+        self._replies.clear()
+        self.notifications = []
+        with trio.fail_after(REPLY_TIMEOUT_S):
+            while (message := await self.read_message()) is not None:
+                messages.append(message)
+            return messages, await self.process.wait()
 
-@pytest.fixture
-async def client() -> AsyncIterator[Client]:
+
+def _frame(message: JSONObject) -> bytes:
+    body = json.dumps(message).encode()
+    return b"Content-Length: %d\r\n\r\n" % len(body) + body
+
+
+def _request(request_id: int, method: str, params: JSONValue = None) -> bytes:
+    message: JSONObject = {"jsonrpc": "2.0", "id": request_id, "method": method}
+    if params is not None:
+        message["params"] = params
+    return _frame(message)
+
+
+_EXIT = _frame({"jsonrpc": "2.0", "method": "exit"})
+_INITIALIZE = _request(1, "initialize", {"capabilities": {}})
+
+
+def _replies(messages: list[JSONObject]) -> dict[str, list[JSONObject]]:
+    """The replies among ``messages``, by JSON-encoded id (a list: each must be alone)."""
+    replies: dict[str, list[JSONObject]] = {}
+    for message in messages:
+        if "method" not in message:
+            replies.setdefault(json.dumps(message.get("id")), []).append(message)
+    return replies
+
+
+def _one_reply(replies: dict[str, list[JSONObject]], request_id: JSONValue) -> JSONObject:
+    answers = replies.get(json.dumps(request_id), [])
+    assert len(answers) == 1, f"request {request_id!r} answered {len(answers)} times: {answers}"
+    return answers[0]
+
+
+def _assert_cancelled_or_result(reply: JSONObject) -> None:
+    """A request the end of the session cut short: its result, or -32800 with ``cancelled``."""
+    if "result" in reply:
+        return
+    assert _field(reply, "error", "code") == -32800, reply
+    assert _field(reply, "error", "data", "code") == "cancelled", reply
+
+
+def _notifications(messages: list[JSONObject], method: str) -> list[JSONObject]:
+    return [m for m in messages if m.get("method") == method and "id" not in m]
+
+
+@asynccontextmanager
+async def _serve_process() -> AsyncIterator[Client]:
     process = await trio.lowlevel.open_process(
         [PY, "-m", "supervisor", "serve"],
         stdin=subprocess.PIPE,
@@ -191,6 +246,12 @@ async def client() -> AsyncIterator[Client]:
             if process.returncode is None:
                 process.kill()
                 await process.wait()
+
+
+@pytest.fixture
+async def client() -> AsyncIterator[Client]:
+    async with _serve_process() as serve_client:
+        yield serve_client
 
 
 async def test_handshake_and_requests_before_initialize(client: Client) -> None:
@@ -341,12 +402,22 @@ async def test_end_of_input_cleans_up_and_exits_1(
     await client.initialize()
     pid_file = os.path.join(tmp_path, "pid")
     script = f"import os, time; open({pid_file!r}, 'w').write(str(os.getpid())); time.sleep(60)"
-    await client.request(
+    job = await client.request(
         "job.start", {"kind": "test", "root": str(tmp_path), "argv": [PY, "-c", script]}
     )
+    job_id = _field(job, "result", "jobId")
     await _wait_for_pid(pid_file)
+    await client.send_raw(
+        _request(7, "process.run", {"argv": [PY, "-c", "import time; time.sleep(60)"]})
+    )
     await client.close_stdin()
-    assert await client.wait_exit() == 1
+    messages, exit_status = await client.read_to_exit()
+    assert exit_status == 1
+    # What was received before the end of input is answered, and the job's end is reported.
+    reply = _one_reply(_replies(messages), 7)
+    assert _field(reply, "error", "data", "code") == "cancelled"
+    finished = _notifications(messages, "job.finished")
+    assert [_field(n, "params", "jobId") for n in finished] == [job_id]
     pid = _read_pid(pid_file)
     assert pid is not None
     assert _gone(pid)
@@ -358,20 +429,162 @@ async def test_broken_header_ends_the_session(client: Client) -> None:
     assert await client.wait_exit() == 1
 
 
-async def test_sigterm_cleans_up_and_exits_143(client: Client, tmp_path: os.PathLike[str]) -> None:
+@pytest.mark.parametrize(("signum", "status"), [(signal.SIGTERM, 143), (signal.SIGINT, 130)])
+async def test_signal_answers_requests_ends_jobs_and_exits_128_plus_n(
+    client: Client, tmp_path: os.PathLike[str], signum: int, status: int
+) -> None:
+    """SIGTERM/SIGINT: every request received is answered, running jobs end with job.finished.
+
+    Regression (fix_serve c): a signal used to cancel the whole session, so requests in
+    flight got no reply and running jobs no ``job.finished``.
+    """
+    await client.initialize()
+    job_pid_file = os.path.join(tmp_path, "job-pid")
+    run_pid_file = os.path.join(tmp_path, "run-pid")
+    script = "import os, sys, time; open(sys.argv[1], 'w').write(str(os.getpid())); time.sleep(60)"
+    job = await client.request(
+        "job.start",
+        {"kind": "test", "root": str(tmp_path), "argv": [PY, "-c", script, job_pid_file]},
+    )
+    job_id = _field(job, "result", "jobId")
+    await client.send_raw(_request(3, "process.run", {"argv": [PY, "-c", script, run_pid_file]}))
+    pids = [await _wait_for_pid(job_pid_file), await _wait_for_pid(run_pid_file)]
+    client.process.send_signal(signum)
+    messages, exit_status = await client.read_to_exit()
+    assert exit_status == status
+    reply = _one_reply(_replies(messages), 3)
+    assert _field(reply, "error", "code") == -32800
+    assert _field(reply, "error", "data", "code") == "cancelled"
+    finished = [
+        n
+        for n in _notifications(messages, "job.finished")
+        if _field(n, "params", "jobId") == job_id
+    ]
+    assert len(finished) == 1
+    assert _field(finished[0], "params", "status") == "cancelled"
+    assert all(_gone(pid) for pid in pids)
+
+
+async def test_exit_right_after_shutdown_still_answers_shutdown(
+    tmp_path: os.PathLike[str],
+) -> None:
+    """``shutdown`` then at once ``exit``: the shutdown reply is written before serve ends.
+
+    Regression (fix_serve a): ``exit`` closed the output while ``shutdown`` still waited for
+    the work in flight, so its reply was lost in most runs and serve still exited 0. Looped
+    to catch the race; every other run also closes its input right after ``exit``.
+    """
+    for iteration in range(10):
+        async with _serve_process() as serve_client:
+            await serve_client.initialize()
+            job = _request(
+                2, "job.start", {"kind": "build", "root": str(tmp_path), "argv": [PY, "-c", "pass"]}
+            )
+            run = _request(3, "process.run", {"argv": [PY, "-c", "print('ran')"]})
+            await serve_client.send_raw(job + run + _request(4, "shutdown") + _EXIT)
+            if iteration % 2:
+                await serve_client.close_stdin()
+            messages, exit_status = await serve_client.read_to_exit()
+            replies = _replies(messages)
+            job_id = _field(_one_reply(replies, 2), "result", "jobId")
+            assert _field(_one_reply(replies, 3), "result", "stdout") == "ran\n"
+            assert _one_reply(replies, 4)["result"] is None
+            assert exit_status == 0
+            # Shutdown ended the job before answering, and its job.finished went first.
+            finished = [
+                n
+                for n in _notifications(messages, "job.finished")
+                if _field(n, "params", "jobId") == job_id
+            ]
+            assert len(finished) == 1
+            assert messages.index(finished[0]) < messages.index(_one_reply(replies, 4))
+
+
+async def test_exit_without_shutdown_answers_requests_in_flight(
+    client: Client, tmp_path: os.PathLike[str]
+) -> None:
+    """``exit`` without ``shutdown`` still exits 1, after answering what was in flight."""
     await client.initialize()
     pid_file = os.path.join(tmp_path, "pid")
     script = f"import os, time; open({pid_file!r}, 'w').write(str(os.getpid())); time.sleep(60)"
-    await client.send(
-        {"jsonrpc": "2.0", "id": 3, "method": "process.run", "params": {"argv": [PY, "-c", script]}}
-    )
-    await _wait_for_pid(pid_file)
-    client.process.terminate()
-    with trio.fail_after(REPLY_TIMEOUT_S):
-        assert await client.process.wait() == 143
-    pid = _read_pid(pid_file)
-    assert pid is not None
+    await client.send_raw(_request(5, "process.run", {"argv": [PY, "-c", script]}))
+    pid = await _wait_for_pid(pid_file)
+    await client.send_raw(_EXIT + _request(6, "core.ping", {}))
+    messages, exit_status = await client.read_to_exit()
+    assert exit_status == 1
+    replies = _replies(messages)
+    reply = _one_reply(replies, 5)
+    assert _field(reply, "error", "code") == -32800
+    assert _field(reply, "error", "data", "code") == "cancelled"
+    # A request sent after exit is answered once too: refused (-32600) when exit was handled
+    # first, else served or cancelled (notifications are handled apart from the reader).
+    _one_reply(replies, 6)
     assert _gone(pid)
+
+
+async def test_broken_frame_answers_everything_received(tmp_path: os.PathLike[str]) -> None:
+    """A header section without Content-Length: reading stops, and every request read before it
+    is answered once (result, or cancelled), running jobs end with job.finished, exit 1.
+
+    Regression (fix_serve b): the broken frame closed the session at once, dropping replies to
+    requests already received, even the ``initialize`` reply. The first run sends everything,
+    ``initialize`` included, in one write.
+    """
+    broken = b"X-Foo: bar\r\n\r\n"
+    ping = _request(3, "core.ping", {})
+    sleeper = _request(4, "process.run", {"argv": [PY, "-c", "import time; time.sleep(60)"]})
+    for iteration in range(3):
+        async with _serve_process() as serve_client:
+            if iteration == 0:
+                await serve_client.send_raw(_INITIALIZE + ping + sleeper + broken)
+                messages, exit_status = await serve_client.read_to_exit()
+                assert exit_status == 1
+                replies = _replies(messages)
+                _assert_cancelled_or_result(_one_reply(replies, 1))
+                for request_id in (3, 4):
+                    # Before initialize is answered they are refused; either way, once.
+                    _one_reply(replies, request_id)
+                continue
+            await serve_client.initialize()
+            job = await serve_client.request(
+                "job.start",
+                {
+                    "kind": "test",
+                    "root": str(tmp_path),
+                    "argv": [PY, "-c", "import time; time.sleep(60)"],
+                },
+            )
+            job_id = _field(job, "result", "jobId")
+            await serve_client.wait_notification("job.started", jobId=job_id)
+            await serve_client.send_raw(ping + sleeper + broken)
+            messages, exit_status = await serve_client.read_to_exit()
+            assert exit_status == 1
+            replies = _replies(messages)
+            assert "result" in _one_reply(replies, 3)
+            reply = _one_reply(replies, 4)
+            assert _field(reply, "error", "code") == -32800
+            assert _field(reply, "error", "data", "code") == "cancelled"
+            finished = [
+                n
+                for n in _notifications(messages, "job.finished")
+                if _field(n, "params", "jobId") == job_id
+            ]
+            assert len(finished) == 1
+
+
+async def test_a_client_that_stops_reading_does_not_hold_the_exit() -> None:
+    """Frames the client never reads are dropped after a bound, and serve still exits.
+
+    ``shutdown`` waits for eight replies of 256 KiB each, far more than a pipe holds; the
+    client reads none of them, so the final flush blocks until serve's bound gives up on it.
+    """
+    async with _serve_process() as serve_client:
+        await serve_client.initialize()
+        chatty: list[JSONValue] = [PY, "-c", "import sys; sys.stdout.write('x' * 262144)"]
+        frames = b"".join(_request(10 + i, "process.run", {"argv": chatty}) for i in range(8))
+        await serve_client.send_raw(frames + _request(20, "shutdown") + _EXIT)
+        with trio.fail_after(REPLY_TIMEOUT_S):
+            assert await serve_client.process.wait() == 0
 
 
 async def test_cancel_request_with_an_invalid_id_is_ignored(client: Client) -> None:
