@@ -13,6 +13,11 @@ line), forwards window resizes with ``terminal.resize`` and prints the ``output`
 drains with ``terminal.waitEvents``. When the program exits it prints the exit outcome,
 disposes the terminal and shuts the server down. Ctrl-] closes the terminal instead
 (``terminal.close``: hang-up, TERM, KILL of everything the program started).
+
+When piped input runs out (``printf 'sleep 100\\n' | ...``, ``< /dev/null``) it types
+Ctrl-D once a second, on which a shell or a REPL ends as at a real terminal, for at most
+:data:`END_OF_INPUT_GRACE_S` seconds, then closes the terminal: the client always ends with
+its input.
 """
 
 from __future__ import annotations
@@ -38,6 +43,15 @@ if TYPE_CHECKING:
 
 #: Ctrl-]: close the terminal from the client side (as telnet does).
 ESCAPE_KEY = b"\x1d"
+#: Ctrl-D, typed when piped input ends: the end of input of a program reading the terminal.
+EOF_KEY = "\x04"
+#: How long a program may take to exit after piped input ended, before the terminal is
+#: closed, in seconds: enough for the last lines typed (``exit 5``) to run.
+END_OF_INPUT_GRACE_S = 5.0
+#: Ctrl-D is typed again this often during that grace, in seconds: one typed before the
+#: shell's line editor is up is lost when it switches the terminal to raw mode, and a
+#: command that reads its input (``cat``) takes the first one itself.
+EOF_REPEAT_S = 1.0
 
 
 async def _refuse_requests(method: str, params: JSONValue | None) -> JSONValue:
@@ -67,22 +81,36 @@ def _raw_mode(fd: int) -> Iterator[None]:
 async def _send_keys(peer: JSONRPCEndpoint, terminal_id: str, done: trio.Event) -> None:
     stdin = trio.lowlevel.FdStream(os.dup(sys.stdin.fileno()))
     interactive = os.isatty(sys.stdin.fileno())
-    async with stdin:
-        while not done.is_set():
-            data = await stdin.receive_some(4096)
-            if not data:
-                return  # piped input ended; the program decides when to exit
-            if interactive and ESCAPE_KEY in data:
-                await peer.request("terminal.close", {"terminalID": terminal_id})
-                return
-            text = data.decode("utf-8", "replace")
-            if interactive:
-                await peer.request("terminal.write", {"terminalID": terminal_id, "data": text})
-                continue
-            for line in text.splitlines(keepends=True):
-                await peer.request("terminal.write", {"terminalID": terminal_id, "data": line})
-                # Piped lines are typed one at a time, as a person would.
-                await trio.sleep(0.05)
+    terminal: JSONObject = {"terminalID": terminal_id}
+    try:
+        async with stdin:
+            while not done.is_set():
+                data = await stdin.receive_some(4096)
+                if not data:
+                    break
+                if interactive and ESCAPE_KEY in data:
+                    await peer.request("terminal.close", terminal)
+                    return
+                text = data.decode("utf-8", "replace")
+                if interactive:
+                    await peer.request("terminal.write", {**terminal, "data": text})
+                    continue
+                for line in text.splitlines(keepends=True):
+                    await peer.request("terminal.write", {**terminal, "data": line})
+                    # Piped lines are typed one at a time, as a person would.
+                    await trio.sleep(0.05)
+        # Piped input ended: Ctrl-D until the program exits, then the terminal is closed
+        # (its exit outcome ends the client). Without this a program that does not read
+        # its input (`sleep 100`) would keep the client running until it is killed.
+        with trio.move_on_after(END_OF_INPUT_GRACE_S):
+            while True:
+                await peer.request("terminal.write", {**terminal, "data": EOF_KEY})
+                await trio.sleep(EOF_REPEAT_S)
+        await peer.request("terminal.close", terminal)
+    except JSONRPCError:
+        # The program ended meanwhile: nothing to type into or close; its exit outcome
+        # is on the way to _show_output.
+        return
 
 
 async def _forward_resizes(peer: JSONRPCEndpoint, terminal_id: str) -> None:

@@ -27,6 +27,7 @@ __all__ = (
     "instance_alive",
     "instance_id",
     "new_scope_marker",
+    "scopes_issued",
     "split_marker",
 )
 
@@ -36,6 +37,8 @@ SCOPE_ENV = "SUPERVISOR_SCOPE"
 
 _cached_instance: tuple[int, str] | None = None
 _scope_counter = itertools.count(1)
+#: The last number ``_scope_counter`` gave (one cell, mutated in place).
+_issued = [0]
 
 
 def instance_id() -> str:
@@ -58,7 +61,18 @@ def new_scope_marker() -> str:
     """A fresh marker value ``"<instance>/<scope>"`` for one process tree."""
     # The random suffix keeps scopes distinct across a fork of the supervisor,
     # whose counter would otherwise continue from the same value in both copies.
-    return f"{instance_id()}/t{next(_scope_counter)}-{secrets.token_hex(4)}"
+    number = next(_scope_counter)
+    _issued[0] = number
+    return f"{instance_id()}/t{number}-{secrets.token_hex(4)}"
+
+
+def scopes_issued() -> int:
+    """How many markers this process has issued: one per process tree it started.
+
+    The chaos runner's count of trees started; a difference of two readings counts the
+    trees started in between (each gets its marker just before its spawn).
+    """
+    return _issued[0]
 
 
 def split_marker(value: str) -> tuple[int, int, str] | None:

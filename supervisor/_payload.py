@@ -35,12 +35,16 @@ def check_fields(payload: JSONObject, allowed: frozenset[str], command: str) -> 
     """Refuse fields the command does not define.
 
     Raises:
-        CoreError: ``invalid_request`` naming the first unknown field (sorted).
+        CoreError: ``invalid_request`` naming the first unknown field (sorted) and listing
+            the known ones, sorted: ``"terminal.create: unknown field 'argv' (known:
+            arguments, cols, ...)"``. No details: the message is the whole answer.
     """
     if allowed.issuperset(payload):
         return  # the common case, without building a set (it is on every command's path)
     unknown = sorted(set(payload) - allowed)
-    raise _invalid(f"{command}: unknown field {unknown[0]!r}")
+    # A caller who guessed a name (``argv`` for ``arguments``) can correct it from the answer.
+    known = ", ".join(sorted(allowed)) or "none"
+    raise _invalid(f"{command}: unknown field {unknown[0]!r} (known: {known})")
 
 
 def require_str(payload: JSONObject, name: str, *, non_empty: bool = True) -> str:

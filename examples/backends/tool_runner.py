@@ -16,7 +16,9 @@ Functions (plugin ``dev.example.tools``):
   {sleepMs?}`` at run time (it returns ``"extra"``, after a sleeping process when asked;
   withdrawing it while it runs revokes the call).
 - ``tool.hostFlood {n}``: sends ``n`` concurrent ``lithe/host/credentials/get`` requests
-  (the SDK keeps at most 16 unanswered). Returns ``{answered}``.
+  (the SDK keeps at most 16 unanswered). Returns ``{answered}``. The first refusal
+  (a ``HostError``) cancels the requests still waiting and fails the call with
+  ``PluginError("tool.hostRefused")``, whose message names the host's code and message.
 - ``tool.noisy``: prints to stdout, which the SDK has pointed at stderr.
 
 Run it as a plugin backend: ``python examples/backends/tool_runner.py`` (LSP framing on
@@ -30,7 +32,7 @@ from typing import TYPE_CHECKING
 
 import trio
 
-from supervisor.plugin_sdk import CallContext, PluginError, create_backend
+from supervisor.plugin_sdk import CallContext, HostError, PluginError, create_backend
 
 if TYPE_CHECKING:
     from protocol import JSONObject, JSONValue
@@ -128,17 +130,32 @@ async def disable_extra(params: JSONObject, context: CallContext) -> JSONValue:
 @backend.function("tool.hostFlood")
 async def host_flood(params: JSONObject, context: CallContext) -> JSONValue:
     count = params.get("n", 20)
-    assert isinstance(count, int)
+    if not isinstance(count, int) or isinstance(count, bool) or count < 0:
+        raise PluginError("tool.badParams", "n is a non-negative integer.")
     answered = 0
+    refusals: list[HostError] = []
 
     async def one(index: int) -> None:
         nonlocal answered
-        await context.host.credentials.get(f"key.{index}")
+        try:
+            await context.host.credentials.get(f"key.{index}")
+        except HostError as exc:
+            # Caught here, not around the nursery: there it would arrive wrapped in an
+            # ExceptionGroup, which the SDK reports as an unexpected failure.
+            refusals.append(exc)
+            nursery.cancel_scope.cancel()  # the flood is over: the rest need no answer
+            return
         answered += 1
 
     async with trio.open_nursery() as nursery:
         for index in range(count):
             nursery.start_soon(one, index)
+    if refusals:
+        refusal = refusals[0]
+        raise PluginError(
+            "tool.hostRefused",
+            f"The host refused a credentials request ({refusal.code}): {refusal.message}",
+        )
     return {"answered": answered}
 
 

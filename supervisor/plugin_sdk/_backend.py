@@ -98,6 +98,21 @@ _FINAL_WRITE_S: Final = 5.0
 _KEY_CHARS: Final = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._:-")
 
 
+def _presentable(failure: BaseException) -> BaseException:
+    """The PluginError a failed call reports: ``failure``, or the first PluginError of an
+    exception group whose every leaf is one (a handler's nursery, or work it started with
+    ``context.start_soon``: a Trio ``Promise.all``). A group with anything else in it stays
+    a generic failure, logged whole."""
+    if isinstance(failure, BaseExceptionGroup):
+        plugin_errors, rest = failure.split(PluginError)
+        if plugin_errors is not None and rest is None:
+            first: BaseException = plugin_errors
+            while isinstance(first, BaseExceptionGroup):
+                first = first.exceptions[0]
+            return first
+    return failure
+
+
 def _monotonic_ms(start: float) -> int:
     return max(0, math.floor((trio.current_time() - start) * 1000))
 
@@ -1071,6 +1086,7 @@ class Backend:
                     )
                 )
             return value
+        failure = _presentable(failure)
         if isinstance(failure, PluginError):
             code = "plugin.error"
             message = cut_utf8(failure.message, ERROR_MESSAGE_BYTES)

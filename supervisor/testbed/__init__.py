@@ -1,7 +1,7 @@
 """The process-lifecycle testbed: misbehaving programs, helpers to run them, a chaos runner.
 
 People who build language servers, debug adapters or plugin backends use it to prove their
-lifecycle handling (issue 7): :data:`SCENARIOS` documents each misbehaving program and what a
+lifecycle handling: :data:`SCENARIOS` documents each misbehaving program and what a
 correct supervisor does with it; :func:`program_argv` gives the argv that runs one (also
 ``supervisor testbed run NAME`` and ``python -m supervisor.testbed.run NAME``);
 :func:`open_scenario` / :func:`open_scenario_session` run one under the supervisor;

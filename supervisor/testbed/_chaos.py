@@ -46,7 +46,7 @@ from protocol import CoreError
 
 from .._core import open_core
 from .._endpoint import EndpointClosed, JSONRPCError
-from .._marker import SCOPE_ENV, instance_id
+from .._marker import SCOPE_ENV, instance_id, scopes_issued
 from .._procfs import all_pids, children_of, read_env_var, read_stat
 from .._reaper import reap_adopted_children
 from ._chaos_sessions import (
@@ -245,8 +245,15 @@ class ChaosReport:
         scenarios_run: Steps run (each one scenario program).
         cancels: Steps cancelled on purpose.
         deadlines: Steps given a deadline.
-        processes_started: Processes the programs reported starting (pid files).
-        processes_reaped: Of those, the ones gone (exited and reaped) after their round.
+        process_trees_started: Process trees this supervisor started (commands, jobs,
+            sessions and their restarts, adapters, terminals and their reopens, backends),
+            counted by the scope markers it issued. The processes of a tree's own making
+            (children, daemons, a debuggee, a backend call's tools) are not in it.
+        processes_recorded: Processes the programs wrote to their pid files: each testbed
+            program once it is running (one ended during its start writes nothing), the
+            processes it starts, a plugin call's tools, a debuggee.
+        processes_reaped: Of the recorded ones, those gone (exited and reaped) after their
+            round.
         steps_by_via: Steps run, by via (``{"terminal": 12, ...}``).
         skipped: Vias and peers left out, with the reason (``{"debugpy": "debugpy is not
             installed ..."}``): their steps are never drawn.
@@ -260,7 +267,8 @@ class ChaosReport:
     scenarios_run: int = 0
     cancels: int = 0
     deadlines: int = 0
-    processes_started: int = 0
+    process_trees_started: int = 0
+    processes_recorded: int = 0
     processes_reaped: int = 0
     steps_by_via: dict[str, int] = field(default_factory=dict)
     skipped: dict[str, str] = field(default_factory=dict)
@@ -281,7 +289,8 @@ class ChaosReport:
             "scenariosRun": self.scenarios_run,
             "cancels": self.cancels,
             "deadlines": self.deadlines,
-            "processesStarted": self.processes_started,
+            "processTreesStarted": self.process_trees_started,
+            "processesRecorded": self.processes_recorded,
             "processesReaped": self.processes_reaped,
             "stepsByVia": dict(self.steps_by_via),
             "skipped": dict(self.skipped),
@@ -296,7 +305,8 @@ class ChaosReport:
         lines = [
             f"seed {self.seed}: {self.iterations} rounds, {self.scenarios_run} scenarios,"
             f" {self.cancels} cancels, {self.deadlines} deadlines,"
-            f" {self.processes_started} processes started, {self.processes_reaped} reaped,"
+            f" {self.process_trees_started} process trees started,"
+            f" {self.processes_recorded} processes recorded ({self.processes_reaped} reaped),"
             f" {len(self.violations)} violations"
         ]
         if self.steps_by_via:
@@ -620,7 +630,9 @@ async def _run_steps(
 ) -> list[str]:
     """Run one round's steps and check it; returns its violations (and counts into report)."""
     chaos_round = _Round(core, steps, label, workdir)
+    trees_before = scopes_issued()
     await chaos_round.run()
+    trees_started = scopes_issued() - trees_before
     pings = await _ping(core)
     chaos_round.check(pings)
     recorded = [pid for path in chaos_round.pid_files for pid in _read_pids(path)]
@@ -636,7 +648,8 @@ async def _run_steps(
         report.deadlines += sum(step.action == "deadline" for step in steps)
         for step in steps:
             report.steps_by_via[step.via] = report.steps_by_via.get(step.via, 0) + 1
-        report.processes_started += len(recorded)
+        report.process_trees_started += trees_started
+        report.processes_recorded += len(recorded)
         report.processes_reaped += sum(_gone(pid) for pid in recorded)
     return chaos_round.violations
 

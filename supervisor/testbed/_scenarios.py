@@ -50,7 +50,7 @@ class Scenario:
 
 _RPC: Final = ("lsp", "dap")
 
-#: Every scenario, by name, in the order of issue 7's list (plus the control case).
+#: Every scenario, by name: the control case, then the misbehaviours.
 SCENARIOS: Final[dict[str, Scenario]] = {
     s.name: s
     for s in (

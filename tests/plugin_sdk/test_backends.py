@@ -15,6 +15,10 @@ from ._host import CONTEXT, Host, scoped_pids, wait_gone
 if TYPE_CHECKING:
     from pathlib import Path
 
+    from protocol import JSONValue
+
+    from ._host import Peer
+
 
 async def test_negotiation_offers_sorted_functions_and_logging() -> None:
     host = Host()
@@ -171,6 +175,35 @@ async def test_at_most_16_host_requests_outstanding() -> None:
     async with host.open_backend("tool_runner.py", "p") as peer:
         assert await peer.invoke("tool.hostFlood", {"n": 40}) == {"answered": 40}
         assert peer.host_max_outstanding == 16
+
+
+class _RefusingHost(Host):
+    """Refuses one credentials request, as a host whose user denied that secret would."""
+
+    async def _handle(self, peer: Peer, method: str, params: JSONValue | None) -> JSONValue:
+        if method == "lithe/host/credentials/get" and params == {"key": "key.3"}:
+            raise JSONRPCError(
+                -32010, "Access to key.3 was denied.", {"code": "plugin.host.permissionDenied"}
+            )
+        return await super()._handle(peer, method, params)
+
+
+async def test_a_host_refusal_among_concurrent_requests_fails_the_call_clearly() -> None:
+    """tool.hostFlood: a HostError from one of its concurrent requests is reported as such,
+    not as an ExceptionGroup behind the generic "The function failed."."""
+    host = _RefusingHost()
+    stderr: list[bytes] = []
+    async with host.open_backend("tool_runner.py", "p", stderr_sink=stderr) as peer:
+        with pytest.raises(JSONRPCError) as info:
+            await peer.invoke("tool.hostFlood", {"n": 8})
+        assert info.value.data == {"code": "tool.hostRefused"}
+        assert info.value.message == (
+            "The host refused a credentials request (plugin.host.permissionDenied):"
+            " Access to key.3 was denied."
+        )
+        # The backend is fine afterwards.
+        assert await peer.invoke("tool.hostFlood", {"n": 2}) == {"answered": 2}
+    assert b"ExceptionGroup" not in b"".join(stderr)
 
 
 async def test_shutdown_ends_running_calls_then_exit_zero() -> None:

@@ -19,7 +19,13 @@ import trio
 import trio.testing
 
 from supervisor import JSONRPCError, open_jsonrpc_endpoint
-from supervisor.plugin_sdk import CallContext, HostError, PluginSdkError, create_backend
+from supervisor.plugin_sdk import (
+    CallContext,
+    HostError,
+    PluginError,
+    PluginSdkError,
+    create_backend,
+)
 
 from ._host import wait_gone
 
@@ -255,3 +261,49 @@ async def test_withdrawing_a_function_revokes_its_running_call() -> None:
         assert [(e.code, e.data) for e in errors] == [(-32800, {"code": "plugin.function.revoked"})]
         assert ("lithe/function/unregister", {"ids": ["long.run"]}) in seen.requests
         assert backend.function_ids == []
+
+
+async def test_a_plugin_error_from_concurrent_work_stays_presentable() -> None:
+    """Rule 6 with Trio's concurrency: a PluginError raised in a task of the handler's own
+    nursery, or of work started with ``context.start_soon``, reaches the host as that
+    PluginError (as the first rejection of a ``Promise.all`` does), not as the generic
+    failure an ExceptionGroup would be. A group with another error in it stays generic."""
+    backend = create_backend("rules", "1.0.0")
+
+    # Both raise at their first step, before any checkpoint: a group holds both.
+    async def refuse(code: str) -> None:
+        raise PluginError(code, f"{code} went wrong.")
+
+    async def crash() -> None:
+        raise RuntimeError("a bug")
+
+    @backend.function("own.nursery")
+    async def own_nursery(params: JSONObject, context: CallContext) -> JSONValue:
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(refuse, "demo.first")
+        return None
+
+    @backend.function("call.nursery")
+    async def call_nursery(params: JSONObject, context: CallContext) -> JSONValue:
+        context.start_soon(refuse, "demo.background")
+        await trio.sleep_forever()
+        return None
+
+    @backend.function("mixed.group")
+    async def mixed_group(params: JSONObject, context: CallContext) -> JSONValue:
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(refuse, "demo.mixed")
+            nursery.start_soon(crash)
+        return None
+
+    async with session(backend) as (endpoint, _seen):
+        for function_id, code in (
+            ("own.nursery", "demo.first"),
+            ("call.nursery", "demo.background"),
+        ):
+            with pytest.raises(JSONRPCError) as info:
+                await invoke(endpoint, function_id, f"op-{function_id}")
+            assert (info.value.message, info.value.data) == (f"{code} went wrong.", {"code": code})
+        with pytest.raises(JSONRPCError) as info:
+            await invoke(endpoint, "mixed.group", "op-mixed")
+        assert (info.value.message, info.value.data) == ("The function failed.", None)

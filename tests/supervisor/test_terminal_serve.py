@@ -114,3 +114,23 @@ async def test_example_terminal_client_runs_bash_over_serve() -> None:
     assert "example-42" in out, (out, result.stderr.decode("utf-8", "replace"))
     assert "exited, exit code 5" in out
     assert result.returncode == 5
+
+
+@pytest.mark.parametrize(
+    ("piped", "reason"),
+    [(b"", "exited, exit code 0"), (b"sleep 100\n", "closed")],
+    ids=["no-input", "input-ends-while-a-command-runs"],
+)
+async def test_example_terminal_client_ends_with_its_input(piped: bytes, reason: str) -> None:
+    """Piped input that runs out without ``exit`` ends the client: Ctrl-D, then a close."""
+    with trio.fail_after(WAIT_S):
+        result = await trio.run_process(
+            [sys.executable, str(ROOT / "examples" / "terminal_client.py")],
+            stdin=piped,
+            capture_stdout=True,
+            capture_stderr=True,
+            check=False,
+            cwd=str(ROOT),
+        )
+    out = result.stdout.decode("utf-8", "replace")
+    assert f"[terminal term-1: {reason}" in out, (out, result.stderr.decode("utf-8", "replace"))

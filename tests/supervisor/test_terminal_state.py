@@ -175,6 +175,18 @@ def test_unknown_field_is_refused() -> None:
     with pytest.raises(CoreError) as info:
         parse_create({"executable": "sh", "shell": True})
     assert info.value.code == "invalid_request"
+    assert info.value.details is None
+
+
+def test_unknown_field_names_the_known_ones() -> None:
+    """A guessed name (``argv``) is answered with the names to use instead."""
+    with pytest.raises(CoreError) as info:
+        parse_create({"executable": "sh", "argv": ["-c", "true"]})
+    message = info.value.message
+    assert message.startswith("terminal.create: unknown field 'argv' (known: arguments, ")
+    known = message.split("(known: ", 1)[1].rstrip(")").split(", ")
+    assert known == sorted(known)
+    assert {"executable", "arguments", "cwd", "environment", "rows", "cols"} <= set(known)
 
 
 def test_limits_at_the_edge_are_accepted() -> None:

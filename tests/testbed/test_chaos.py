@@ -63,8 +63,9 @@ async def test_short_seeded_round_has_no_violation() -> None:
     assert report.scenarios_run == sum(len(steps) for steps in rounds)
     assert sum(report.steps_by_via.values()) == report.scenarios_run
     assert report.cancels + report.deadlines > 0
-    assert report.processes_started > 0
-    assert report.processes_reaped == report.processes_started
+    assert report.process_trees_started > 0
+    assert report.processes_recorded > 0
+    assert report.processes_reaped == report.processes_recorded
     assert report.to_json()["ok"] is True
 
 
@@ -77,7 +78,7 @@ async def test_each_session_kind_runs_clean(via: str, rounds: int) -> None:
         pytest.skip(report.skipped[via])
     assert report.ok, report.violations
     assert report.steps_by_via == {via: report.scenarios_run}
-    assert report.processes_reaped == report.processes_started
+    assert report.processes_reaped == report.processes_recorded
 
 
 async def test_a_violation_stops_the_run_and_names_the_round() -> None:

@@ -4,15 +4,19 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 from importlib import metadata
 from typing import TYPE_CHECKING
 
 import pytest
+import trio
 
 from supervisor._reaper import reap_adopted_children
 from supervisor.testbed import SCENARIOS
+
+from ._poll import BOUND_S
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -103,8 +107,91 @@ def test_testbed_list() -> None:
 def test_testbed_run() -> None:
     done = _cli("testbed", "run", "flood-stderr", "--bytes", "3000")
     assert done.returncode == 0
-    assert len(done.stderr) == 3000
-    assert _cli("testbed", "run", "no-such").returncode == 2
+    assert len(done.stderr) == 3000  # relayed whole; nothing was left to end, nothing said
+    refused = _cli("testbed", "run", "no-such")
+    assert refused.returncode == 2
+    assert refused.stderr.startswith("usage: supervisor testbed run ")
+    assert "supervisor testbed run: error: argument scenario" in refused.stderr
+    mismatch = _cli("testbed", "run", "hang", "--protocol", "dap")
+    assert mismatch.returncode == 2
+    assert "does not speak 'dap'" in mismatch.stderr
+
+
+def test_help_texts_name_no_issue_numbers() -> None:
+    for args in (["--help"], ["testbed", "--help"], ["testbed", "run", "--help"]):
+        done = _cli(*args)
+        assert done.returncode == 0
+        assert "issue" not in done.stdout.lower(), done.stdout
+    program_help = _cli("testbed", "run", "hang", "--help").stdout
+    assert program_help.startswith("usage: supervisor testbed run ")
+    assert "--no-supervise" in program_help
+
+
+def _gone(pid: int) -> bool:
+    """Exited and reaped: a zombie is not gone."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            data = f.read()
+    except OSError:
+        return True
+    return data[data.rfind(b")") + 2 :].startswith(b"X")
+
+
+async def test_testbed_run_ends_the_whole_tree_on_ctrl_c(tmp_path: Path) -> None:
+    """The daemon ignores SIGTERM and left its session: Ctrl-C still ends it, and the main."""
+    pid_file = tmp_path / "pids"
+    command = [PY, "-m", "supervisor", "testbed", "run", "daemon", "--pid-file", str(pid_file)]
+    cli = await trio.lowlevel.open_process(
+        command, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE
+    )
+    assert cli.stdout is not None
+    assert cli.stderr is not None
+    try:
+        seen = b""
+        with trio.fail_after(BOUND_S):
+            while not seen.endswith(b"ready\n"):  # relayed: the daemon is set up
+                chunk = await cli.stdout.receive_some()
+                assert chunk, seen
+                seen += chunk
+        pids = [int(line) for line in pid_file.read_text().split()]
+        assert len(pids) == 2  # the program and its daemon
+        cli.send_signal(signal.SIGINT)
+        with trio.fail_after(BOUND_S):
+            said = b""
+            async for chunk in cli.stderr:
+                said += chunk
+            assert await cli.wait() == 128 + signal.SIGINT
+    finally:
+        if cli.returncode is None:
+            cli.kill()
+            await cli.wait()
+        await cli.stdout.aclose()
+        await cli.stderr.aclose()
+    assert all(_gone(pid) for pid in pids), [pid for pid in pids if not _gone(pid)]
+    text = said.decode()
+    assert text.startswith("supervisor testbed run: SIGINT: ended"), text
+    assert f"{pids[1]} (SIGKILL after the TERM grace, outside the program's group)" in text
+
+
+def test_testbed_run_ends_what_the_program_left_running(tmp_path: Path) -> None:
+    """A program that exits leaving a daemon: the daemon is ended, the status is the program's."""
+    pid_file = tmp_path / "pids"
+    done = _cli("testbed", "run", "daemon", "--exit", "--pid-file", str(pid_file))
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == "ready\n"
+    pids = [int(line) for line in pid_file.read_text().split()]
+    assert all(_gone(pid) for pid in pids)
+    assert "the program exited (status 0); ended what it left running" in done.stderr
+    assert str(pids[1]) in done.stderr
+
+
+def test_testbed_run_no_supervise_runs_the_program_itself() -> None:
+    done = _cli("testbed", "run", "exit-signal", "--signal", "15", "--no-supervise")
+    assert done.returncode == -signal.SIGTERM  # the program killed this very process
+    assert done.stdout == "ready\n"
+    supervised = _cli("testbed", "run", "exit-signal", "--signal", "15")
+    assert supervised.returncode == 128 + signal.SIGTERM
+    assert supervised.stdout == "ready\n"
 
 
 def test_chaos_command_json() -> None:
@@ -131,7 +218,10 @@ def test_chaos_command_via_names_every_kind() -> None:
 
     done = _cli("chaos", "--iterations", "1", "--seed", "3", "--via", "terminal", "--json")
     assert done.returncode == 0, done.stdout + done.stderr
-    assert set(json.loads(done.stdout)["stepsByVia"]) == {"terminal"}
+    report = json.loads(done.stdout)
+    assert set(report["stepsByVia"]) == {"terminal"}
+    # Each terminal is a tree, whether or not its program got far enough to write a pid file.
+    assert report["processTreesStarted"] >= report["scenariosRun"] > 0
     refused = _cli("chaos", "--via", "nope")
     assert refused.returncode == 2
     assert all(via in refused.stderr for via in ALL_VIAS)  # the choices are the runner's vias
