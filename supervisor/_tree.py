@@ -49,7 +49,7 @@ from . import _reaper, _watchdog
 from ._handles import NoPublicConstructor
 from ._marker import SCOPE_ENV, new_scope_marker
 from ._procfs import HAVE_PROCFS, ProcStat, all_pids, children_of, read_env_var, read_stat
-from ._spawn import ExitWatch, SpawnedProcess, spawn
+from ._spawn import ExitWatch, SpawnedProcess, spawn, tty_spawn_supported
 
 if TYPE_CHECKING:
     from types import TracebackType
@@ -205,7 +205,9 @@ def _check_cwd(cwd: object) -> str | None:
 
 def _resolve_executable(name: str, cwd: str | None, env: Mapping[str, str]) -> str:
     if os.sep in name:
-        path = name if os.path.isabs(name) else os.path.join(cwd or os.getcwd(), name)
+        # Absolute, not normalized: the child gets this path after its chdir, so a relative
+        # cwd must not be applied twice; ".." keeps the kernel's meaning through symlinks.
+        path = name if os.path.isabs(name) else os.path.join(os.getcwd(), cwd or "", name)
         try:
             mode = os.stat(path).st_mode
         except (OSError, ValueError):
@@ -220,7 +222,8 @@ def _resolve_executable(name: str, cwd: str | None, env: Mapping[str, str]) -> s
     found = shutil.which(name, path=search)
     if found is None:
         raise _launch_failed(f"executable not found on PATH: {name}", {"executable": name})
-    return found
+    # A relative PATH entry was searched from our directory: run the file that was found.
+    return found if os.path.isabs(found) else os.path.join(os.getcwd(), found)
 
 
 @final
@@ -737,14 +740,28 @@ def _spawn_registered(spawn_call: Callable[[], SpawnedProcess]) -> SpawnedProces
     return process
 
 
+def _tty_path(slave_fd: int) -> str | None:
+    """The path the child opens to get ``slave_fd``'s terminal, or None when it has none.
+
+    ``ttyname`` checks that the path names this very device (a PTY from another devpts
+    instance, as in some containers, has no path here); without one the fork fallback runs.
+    """
+    try:
+        return os.ttyname(slave_fd)
+    except OSError:
+        return None
+
+
 def _acquire_controlling_tty() -> None:
     """Make fd 0 (a PTY slave) the controlling terminal of the child's new session.
 
-    Runs in the child between fork and exec, after ``setsid()`` (subprocess runs
-    ``preexec_fn`` after ``start_new_session``). A session leader can only gain a
-    controlling terminal by opening one or by ``TIOCSCTTY``; subprocess only
-    ``dup2``s the fd, hence this hook. It touches only pre-imported modules and
-    allocates almost nothing, which keeps the fork-in-a-threaded-process risk small.
+    The fallback where ``posix_spawn`` can not open the terminal for us (see
+    ``_spawn.tty_spawn_supported``). Runs in the child between fork and exec, after
+    ``setsid()`` (subprocess runs ``preexec_fn`` after ``start_new_session``). A session
+    leader can only gain a controlling terminal by opening one or by ``TIOCSCTTY``;
+    subprocess only ``dup2``s the fd, hence this hook. It touches only pre-imported
+    modules and allocates almost nothing, which keeps the fork-in-a-threaded-process
+    risk small.
     """
     fcntl.ioctl(0, termios.TIOCSCTTY, 0)
 
@@ -776,11 +793,14 @@ async def open_process_tree(
         stdout: ``PIPE`` or ``DEVNULL``.
         stderr: ``PIPE``, ``DEVNULL`` or ``STDOUT``.
         pty_slave_fd: The slave side of a pseudo-terminal (issue 5, terminals). When
-            given, ``stdin``/``stdout``/``stderr`` are ignored: the child gets this fd
-            as fds 0, 1 and 2 and, after ``setsid()``, makes it the controlling
-            terminal of its new session (``TIOCSCTTY``), so job control, SIGWINCH and
-            hang-up work as in a real terminal. The tree's streams are then None; the
-            caller keeps the master side and closes its copy of the slave after spawn.
+            given, ``stdin``/``stdout``/``stderr`` are ignored: the child gets this
+            terminal as fds 0, 1 and 2, and as the controlling terminal of its new
+            session, so job control, SIGWINCH and hang-up work as in a real terminal.
+            On Linux the child opens the slave by its path after ``setsid`` (a
+            ``posix_spawn`` file action, no worker thread); elsewhere it is forked in
+            a worker thread and runs ``TIOCSCTTY`` (see ``_spawn.tty_spawn_supported``).
+            The tree's streams are then None; the caller keeps the master side and
+            closes its copy of the slave after spawn.
 
     Returns:
         The running :class:`ProcessTree`. The caller must end it with
@@ -834,12 +854,14 @@ async def _open_tree(
     marker = new_scope_marker()
     child_env[SCOPE_ENV] = marker
     # -- PTY option (issue 5): the slave becomes fds 0-2 and the controlling terminal.
-    tty_options: dict[str, Any] = {}
+    tty_path: str | None = None
+    forked_tty = False  # the fork + preexec_fn fallback, in Trio's worker thread
     if pty_slave_fd is not None:
         if not os.isatty(pty_slave_fd):
             raise ValueError("pty_slave_fd must be an open terminal file descriptor")
         stdin = stdout = stderr = pty_slave_fd
-        tty_options["preexec_fn"] = _acquire_controlling_tty
+        tty_path = _tty_path(pty_slave_fd) if tty_spawn_supported(workdir) else None
+        forked_tty = tty_path is None
     _watchdog.ensure_watchdog()  # invariant 14: sweeps our trees if we die
     _reaper.ensure_subreaper()
     # A cancelled caller starts nothing; once the spawn has begun nothing cancels it.
@@ -847,7 +869,8 @@ async def _open_tree(
     process: trio.Process | SpawnedProcess
     with _reaper.spawning():
         try:
-            if tty_options:
+            if forked_tty:
+                # Not Linux, or no chdir action in the C library (see tty_spawn_supported).
                 process = await trio.lowlevel.open_process(
                     args,
                     executable=executable,
@@ -858,7 +881,7 @@ async def _open_tree(
                     stderr=stderr,
                     start_new_session=True,
                     close_fds=True,
-                    **tty_options,
+                    preexec_fn=_acquire_controlling_tty,
                 )
             else:
                 # Issue 8: posix_spawn in this thread, no worker-thread round trip (_spawn).
@@ -874,6 +897,7 @@ async def _open_tree(
                     stdin=stdin,
                     stdout=stdout,
                     stderr=stderr,
+                    tty=tty_path,
                 )
                 if _running_mains[0] >= _THREADED_SPAWN_AT:
                     process = await trio.to_thread.run_sync(_spawn_registered, spawn_call)
@@ -885,7 +909,7 @@ async def _open_tree(
             ) from exc
         _reaper.register_managed(process.pid)
         _running_mains[0] += 1
-    if not tty_options and yield_after_spawn:
+    if not forked_tty and yield_after_spawn:
         # The spawn blocked without yielding: give other tasks their turn (never raises).
         await trio.lowlevel.cancel_shielded_checkpoint()
     return ProcessTree._create(process, args, marker)

@@ -121,15 +121,17 @@ def ensure_watchdog() -> int | None:
         OSError: The watchdog could not be started.
     """
     global _current
+    me = os.getpid()
+    # The usual call first: one waitpid, no procfs lookup (issue 8 goal 1: this runs on
+    # every spawn; the isdir below costs more than the waitpid).
+    if _current is not None and _current.owner_pid == me and _current.alive():
+        return _current.pid
     if not os.path.isdir("/proc/self/task"):
         return None
     from . import _reaper
     from ._marker import instance_id
 
-    me = os.getpid()
     if _current is not None and _current.owner_pid == me:
-        if _current.alive():
-            return _current.pid
         # Killed behind our back (and reaped just now by alive()): replace it.
         _reaper.unregister_managed(_current.pid)
         with contextlib.suppress(OSError):

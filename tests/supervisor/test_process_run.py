@@ -205,3 +205,35 @@ async def test_child_that_closes_its_output_and_keeps_running() -> None:
     assert result.exit_code == 0
     assert result.stdout == "bye\n"
     assert result.stderr == ""
+
+
+@pytest.mark.parametrize(
+    ("cwd", "program"),
+    [("sub", "./where.sh"), ("sub", "../sub/where.sh"), ("sub/", "where/../where.sh")],
+)
+async def test_relative_executable_with_a_relative_cwd(
+    tmp_path: os.PathLike[str], monkeypatch: pytest.MonkeyPatch, cwd: str, program: str
+) -> None:
+    """Newcomer report (`supervisor exec --cwd examples -- ./rel.sh`): the executable was
+    checked against the cwd, then the spawn applied the relative cwd a second time and
+    failed with launch_failed. Both are relative to our directory, as for subprocess."""
+    top = os.fspath(tmp_path)
+    os.makedirs(os.path.join(top, "sub", "where"))
+    script = os.path.join(top, "sub", "where.sh")
+    await trio.Path(script).write_text('#!/bin/sh\necho "$PWD"\n')
+    await trio.Path(script).chmod(0o755)
+    monkeypatch.chdir(top)
+    result = await run_process([program], cwd=cwd)
+    assert (result.exit_code, result.stderr) == (0, "")
+    assert result.stdout == os.path.join(top, "sub") + "\n"
+
+
+async def test_relative_executable_missing_under_a_relative_cwd_is_launch_failed(
+    tmp_path: os.PathLike[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    os.mkdir(os.path.join(tmp_path, "sub"))
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(CoreError) as info:
+        await run_process(["./missing.sh"], cwd="sub")
+    assert info.value.code == "launch_failed"
+    assert info.value.message == "executable not found: ./missing.sh"

@@ -9,6 +9,7 @@ burst spawned through worker threads.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -18,10 +19,12 @@ import time
 import pytest
 import trio
 
+import supervisor._tree
 from protocol import CoreError
 from supervisor._marker import SCOPE_ENV
 from supervisor._spawn import ExitWatch, wait_exits
 from supervisor._tree import DEVNULL, open_process_tree
+from supervisor._watchdog import ensure_watchdog
 
 pytestmark = pytest.mark.skipif(not os.path.isdir("/proc/self/task"), reason="needs procfs")
 
@@ -184,3 +187,140 @@ async def test_exit_watch_follows_a_mock_clock(autojump_clock: trio.abc.Clock) -
         # before the real process had any time to act on SIGTERM.
         os.kill(tree.pid, signal.SIGKILL)
         assert await tree.wait() == -signal.SIGKILL
+
+
+# -- programs on a PTY: posix_spawn opens the slave, which becomes the controlling terminal --
+
+TTY_PROBE = """
+import json, os
+# Opening /dev/tty succeeds only with a controlling terminal.
+os.close(os.open("/dev/tty", os.O_RDWR))
+print(json.dumps({
+    "tty": [os.ttyname(fd) for fd in (0, 1, 2)],
+    "foreground": os.tcgetpgrp(0) == os.getpgrp(),
+    "sid": os.getsid(0), "pgid": os.getpgrp(), "pid": os.getpid(), "cwd": os.getcwd(),
+    "fds": sorted(int(fd) for fd in os.listdir("/proc/self/fd")),
+    "marker": os.environ.get("MARKER_NAME"),
+}))
+""".replace("MARKER_NAME", SCOPE_ENV)
+
+
+def _read_master(master: int) -> bytes:
+    """Everything the terminal's programs wrote, until every slave side is closed (EIO)."""
+    data = b""
+    while True:
+        try:
+            chunk = os.read(master, 65536)
+        except OSError:  # EIO: no slave side open any more
+            return data
+        if not chunk:
+            return data
+        data += chunk
+
+
+@pytest.mark.parametrize("path", ["posix_spawn", "posix_spawn with cwd", "fork fallback"])
+async def test_pty_program_gets_the_terminal_as_its_controlling_one(
+    path: str, tmp_path: os.PathLike[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 8 goals 1 and 7: ``os.posix_spawn`` (no cwd), the C library's with its chdir
+    action (a cwd), and the fork + ``TIOCSCTTY`` fallback kept for other systems all give the
+    same child: the PTY on fds 0-2, as its controlling terminal, in the foreground."""
+    cwd = None if path == "posix_spawn" else os.fspath(tmp_path)
+    if path == "fork fallback":
+        monkeypatch.setattr(supervisor._tree, "tty_spawn_supported", lambda cwd: False)
+    leaked_r, leaked_w = os.pipe()
+    high = os.dup2(leaked_w, 901, inheritable=True)
+    master, slave = os.openpty()
+    try:
+        tree = await open_process_tree([PY, "-S", "-c", TTY_PROBE], cwd=cwd, pty_slave_fd=slave)
+        expected_tty = os.ttyname(slave)
+        os.close(slave)
+        async with tree:
+            assert (tree.stdin, tree.stdout, tree.stderr) == (None, None, None)
+            assert await tree.wait() == 0
+            output = await trio.to_thread.run_sync(_read_master, master)
+    finally:
+        for fd in (leaked_r, leaked_w, high, master):
+            os.close(fd)
+        with contextlib.suppress(OSError):
+            os.close(slave)
+    info = json.loads(output.decode().strip().splitlines()[-1])
+    assert info["tty"] == [expected_tty] * 3
+    assert info["foreground"] is True
+    assert info["pid"] == tree.pid == info["sid"] == info["pgid"] == tree.pgid
+    assert info["cwd"] == (cwd or os.getcwd())
+    assert info["marker"] == tree.marker
+    assert high not in info["fds"]
+    assert [fd for fd in info["fds"] if fd > 2] == [3]  # the listing's own descriptor
+
+
+async def test_closing_the_master_hangs_up_the_pty_program() -> None:
+    """The kernel's hang-up reaches only a controlling process: closing the master sends
+    SIGHUP to the program spawned on the slave (its handler's exit status proves it)."""
+    script = (
+        "import os, signal\n"
+        "signal.signal(signal.SIGHUP, lambda *_: os._exit(7))\n"
+        "os.write(1, b'ready\\n')\n"
+        "while True:\n"
+        "    signal.pause()\n"
+    )
+    master, slave = os.openpty()
+    try:
+        tree = await open_process_tree([PY, "-S", "-c", script], pty_slave_fd=slave)
+    finally:
+        os.close(slave)
+    async with tree:
+        try:
+            with trio.fail_after(30):
+                seen = b""
+                while b"ready" not in seen:
+                    await trio.lowlevel.wait_readable(master)
+                    seen += os.read(master, 1024)
+        finally:
+            trio.lowlevel.notify_closing(master)
+            os.close(master)
+        with trio.fail_after(30):
+            assert await tree.wait() == 7
+
+
+async def test_pty_launch_failure_with_a_cwd_leaves_nothing(tmp_path: os.PathLike[str]) -> None:
+    """An exec failure through the C library's posix_spawn (the path a cwd takes) is
+    ``launch_failed`` like any other, and leaves no descriptor behind."""
+    master, slave = os.openpty()
+    try:
+        before = _fd_count()
+        script = os.path.join(os.fspath(tmp_path), "not-executable.sh")
+        _write_file(script, b"#!/bin/sh\n", mode=0o644)
+        with pytest.raises(CoreError) as caught:
+            await open_process_tree([script], cwd=tmp_path, pty_slave_fd=slave)
+        assert caught.value.code == "launch_failed"
+        assert _fd_count() == before
+    finally:
+        os.close(slave)
+        os.close(master)
+
+
+def test_a_killed_watchdog_is_replaced_by_the_next_check() -> None:
+    """``ensure_watchdog`` (run before every spawn) checks its watchdog first with one
+    ``waitpid``; one killed behind our back is reaped and replaced."""
+    first = ensure_watchdog()
+    assert first is not None
+    assert ensure_watchdog() == first
+    os.kill(first, signal.SIGKILL)
+    deadline = time.monotonic() + 30
+    while _state(first) not in ("Z", None) and time.monotonic() < deadline:
+        time.sleep(0.01)
+    second = ensure_watchdog()
+    assert second is not None
+    assert second != first
+    assert _state(first) is None  # reaped
+    assert ensure_watchdog() == second
+
+
+def _state(pid: int) -> str | None:
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            data = f.read()
+    except OSError:
+        return None
+    return data[data.rfind(b")") + 2 :].split()[0].decode()

@@ -18,6 +18,7 @@ import pytest
 import trio
 import trio.testing
 
+import supervisor._tree
 from protocol import CoreError
 from supervisor._core import open_core
 from supervisor._terminal import READ_CHUNK_BYTES, EndBounds
@@ -209,6 +210,46 @@ async def test_interactive_bash_type_read_resize_exit() -> None:
         )
         await term.call("terminal.dispose")
         assert await core.call("terminal.list", {}) == []
+
+
+def _terminal_foreground_group(pid: int) -> int:
+    """The foreground group of ``pid``'s controlling terminal (``/proc/<pid>/stat`` tpgid)."""
+    stat = Path(f"/proc/{pid}/stat").read_bytes()
+    return int(stat[stat.rfind(b")") + 2 :].split()[5])
+
+
+async def test_bash_job_control_ctrl_c_reaches_the_foreground_job() -> None:
+    """Issue 8 goal 1: the PTY started by ``posix_spawn`` (an open of the slave by path in the
+    new session) is bash's controlling terminal, so job control works: the foreground job
+    runs in its own group, Ctrl-C interrupts it (the line discipline's SIGINT goes to the
+    terminal's foreground group) and the shell lives on."""
+    async with terminal_core() as (core, _):
+        term = await Term.create(core, "bash", *BASH, environment={"PS1": "$ "})
+        await term.call("terminal.onExit")
+        await term.type("echo started-$((2*21))\n")
+        await term.until("started-42")
+        pid = await term.pid()
+        await term.type("sleep 60\n")
+        with trio.fail_after(WAIT_S):
+            while True:
+                sleepers = [c for c in psutil.Process(pid).children() if c.name() == "sleep"]
+                if sleepers:
+                    break
+                await trio.sleep(0.02)
+        (sleeper,) = sleepers
+        # Job control: the job is its own group, and that group holds the terminal (the
+        # stat's tpgid, the terminal's foreground group).
+        assert os.getpgid(sleeper.pid) == sleeper.pid != pid
+        assert _terminal_foreground_group(sleeper.pid) == sleeper.pid
+        await term.type("\x03")
+        with trio.fail_after(WAIT_S):
+            await trio.to_thread.run_sync(sleeper.wait, WAIT_S)
+        await term.type('echo "status=$?"\n')
+        await term.until("status=130")  # 128 + SIGINT
+        assert "no job control" not in term.text
+        await term.type("exit 4\n")
+        assert (await term.next_exit())["exitCode"] == 4
+        await term.call("terminal.dispose")
 
 
 async def test_curses_retained_context_is_the_displayed_frame() -> None:
@@ -568,9 +609,12 @@ def _listed(result: JSONValue) -> list[JSONObject]:
 async def _cancelled_call(core: Core, command: str, payload: JSONObject, *, mid: bool) -> bool:
     """Run ``command`` and cancel it before its first step (``mid=False``) or during the spawn.
 
-    ``mid=True`` cancels once every task is blocked: the command then waits for the worker
-    thread that spawns the PTY's program (the only place a create/reopen blocks). Returns
-    True when the call was cancelled, False when it completed first.
+    ``mid=True`` cancels once every task is blocked, with the spawn sent to a worker thread:
+    the command then waits for that thread, which has started the PTY's program (the only
+    place a create/reopen blocks). The spawn runs in a worker thread when many trees start
+    at once (``_tree._THREADED_SPAWN_AT``); otherwise it is ``posix_spawn`` in the Trio
+    thread, which nothing can interrupt, so the threshold is lowered to 0 for the call.
+    Returns True when the call was cancelled, False when it completed first.
     """
     done: list[bool] = []
 
@@ -580,11 +624,14 @@ async def _cancelled_call(core: Core, command: str, payload: JSONObject, *, mid:
             done.append(True)
 
     scope = trio.CancelScope()
-    async with trio.open_nursery() as nursery:
-        nursery.start_soon(run, scope)
+    with pytest.MonkeyPatch.context() as patch:
         if mid:
-            await trio.testing.wait_all_tasks_blocked()
-        scope.cancel()
+            patch.setattr(supervisor._tree, "_THREADED_SPAWN_AT", 0)
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(run, scope)
+            if mid:
+                await trio.testing.wait_all_tasks_blocked()
+            scope.cancel()
     return not done
 
 
@@ -683,6 +730,8 @@ async def test_memory_stays_bounded_while_a_program_floods_200_mb() -> None:
     async with terminal_core() as (core, service):
         warm = await Term.create(core, PY, "-c", "print('warm')")
         await warm.until("warm")
+        # Disposing while its natural-exit cleanup runs would be refused (busy).
+        await _wait_closed(core)
         await warm.call("terminal.dispose")
         term = await Term.create(core, PY, "-c", script)
         await term.call("terminal.onExit")
