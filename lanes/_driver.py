@@ -17,12 +17,15 @@ the synchronous ``on_event(method, params)`` callback, in order, wire-shaped:
   droppedBytes}`` followed by the stream's last output (its tail, where builds and tests
   print their summary);
 - ``job.finished {jobId, kind, root, status, exitCode, signal, timedOut, durationMs}`` (plus
-  ``error`` when the runner raised): exactly once per job, after all of its ``job.output``.
+  ``error`` and ``errorCode`` when the runner raised): exactly once per job, after all of its
+  ``job.output``.
 
 Where the line between "the job failed" and "a bug" is drawn: an ``Exception`` raised out of
-the runner call is the job's failure (status ``failed``, its message in ``error``) and the
-lane goes on; that includes a runner misusing ``emit_output``. Anything else propagates to the
-lanes' nursery and ends the lanes: a ``BaseException`` other than the job's own cancellation,
+the runner call is the job's failure (status ``failed``; ``error`` is its message and
+``errorCode`` its catalog code: a ``CoreError``'s own, such as ``launch_failed``, else
+``internal`` with the exception's type name in ``error``) and the lane goes on; that
+includes a runner misusing ``emit_output``. Anything else propagates to the lanes' nursery
+and ends the lanes: a ``BaseException`` other than the job's own cancellation,
 an exception raised by ``on_event`` (the host's bug), and any exception in the driver itself
 (ours), as trio's "exceptions always propagate".
 """
@@ -37,6 +40,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol, final
 
 import trio
+
+from protocol import CoreError, CoreErrorCode
 
 from ._policy import (
     CancelRunning,
@@ -151,6 +156,7 @@ class Job:
         self._status: JobStatus | None = None
         self._timed_out = False
         self._error: str | None = None
+        self._error_code: str | None = None
         self._started_at: float | None = None
         self._duration_ms = 0
         # Set by cancel/supersede/close: the status the job ends with, whatever the runner does.
@@ -175,8 +181,15 @@ class Job:
 
     @property
     def error(self) -> str | None:
-        """The exception the runner raised (``"TypeName: message"``), or None."""
+        """Why the runner failed, or None: a ``CoreError``'s message, else
+        ``"TypeName: message"`` of the exception it raised."""
         return self._error
+
+    @property
+    def error_code(self) -> str | None:
+        """The catalog code of :attr:`error` (``"launch_failed"``, ``"internal"``, ...), or
+        None."""
+        return self._error_code
 
     @property
     def duration_ms(self) -> int:
@@ -687,7 +700,7 @@ class Lanes(trio.abc.AsyncResource):
         if job._cancel_status is not None:
             # Cancelled between StartJob and this task's first step.
             scope.cancel()
-        error: str | None = None
+        error: tuple[str, str] | None = None
         try:
             async with trio.open_nursery() as output_nursery:
                 output.attach(output_nursery)
@@ -696,8 +709,10 @@ class Lanes(trio.abc.AsyncResource):
                 try:
                     with scope:
                         await self._runner(job, output.emit)
+                except CoreError as exc:
+                    error = (exc.code, exc.message)
                 except Exception as exc:
-                    error = f"{type(exc).__name__}: {exc}"
+                    error = (CoreErrorCode.INTERNAL.value, f"{type(exc).__name__}: {exc}")
                 output_nursery.cancel_scope.cancel()
         except BaseException:
             # Cancelled from outside (the lanes are ending) or a bug on its way out: the job
@@ -727,8 +742,12 @@ class Lanes(trio.abc.AsyncResource):
         status: JobStatus,
         *,
         timed_out: bool = False,
-        error: str | None = None,
+        error: tuple[str, str] | None = None,
     ) -> None:
+        """Record the end of ``job`` and send its ``job.finished``.
+
+        ``error`` is ``(catalog code, message)`` of a runner that raised.
+        """
         assert job.state is not JobState.FINISHED, job
         if job.state is JobState.RUNNING:
             self._running -= 1
@@ -739,7 +758,7 @@ class Lanes(trio.abc.AsyncResource):
         job._state = JobState.FINISHED
         job._status = status
         job._timed_out = timed_out
-        job._error = error
+        job._error_code, job._error = error if error is not None else (None, None)
         del self._jobs[job.id]
         self._recent.append(job)
         self._finished += 1
@@ -756,7 +775,7 @@ class Lanes(trio.abc.AsyncResource):
             "durationMs": job.duration_ms,
         }
         if error is not None:
-            params["error"] = error
+            params["errorCode"], params["error"] = error
         self._notify("job.finished", params)
         if not self._jobs:
             self._idle.set()

@@ -88,8 +88,8 @@ class JobRequest:
         root: The project root; stored normalized (see :func:`normalize_root`), it names the
             lane.
         argv: The program and its arguments (no shell); non-empty, strings without NUL.
-        cwd: The working directory, or None for the runner's default (the root is a natural
-            choice; the runner decides).
+        cwd: The working directory, relative to ``root`` unless absolute, or None for the
+            root (the supervisor's runner resolves it so; ``job.start`` checks it exists).
         env: Variables to set (a string) or remove (None) on top of the inherited environment,
             or None for no change.
         timeout_ms: The job's deadline in milliseconds, counted from the moment the job starts

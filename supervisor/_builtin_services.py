@@ -16,7 +16,7 @@ from lanes import open_lanes, parse_job_start
 from protocol import CoreError
 
 from ._events import EventQueue
-from ._jobs import ProcessJobRunner
+from ._jobs import ProcessJobRunner, check_job_launch
 from ._payload import (
     check_fields,
     optional_env,
@@ -93,6 +93,10 @@ async def open_process_service(context: ServiceContext) -> AsyncIterator[Process
 class JobService:
     """``job.start``, ``job.cancel``, ``job.list``, ``job.waitEvents``, ``job.pollEvents``.
 
+    ``job.start`` admits only a job that can start now (``check_job_launch``): a bad payload
+    is ``invalid_request``, a missing root, cwd (relative to the root) or executable is
+    ``launch_failed``; either way no job, no event.
+
     Attributes:
         lanes: The job lanes.
         events: The queue of job events.
@@ -116,7 +120,8 @@ class JobService:
         }
 
     async def _start(self, payload: JSONObject) -> JSONValue:
-        return {"jobId": self.lanes.start_job(parse_job_start(payload))}
+        request = check_job_launch(parse_job_start(payload))
+        return {"jobId": self.lanes.start_job(request)}
 
     async def _cancel(self, payload: JSONObject) -> JSONValue:
         check_fields(payload, frozenset({"jobId"}), "job.cancel")

@@ -6,10 +6,13 @@ Exit codes:
     ``run``: 0 when every job ended as expected, 1 otherwise, 2 for a bad lanes file,
     130/143 when interrupted by SIGINT/SIGTERM.
     ``exec``: the command's own exit code; 128+N when a signal N ended it; 124 when it timed
-    out; 2 when the request was refused (bad argv, missing executable or cwd).
+    out; 2 when the request was refused (bad argv, missing executable or cwd); 130/143 when
+    interrupted by SIGINT/SIGTERM (the command is cancelled and its processes end first).
     ``serve``: 0 after ``shutdown`` then ``exit``, 1 otherwise.
     ``reap``: 0.
-    ``testbed list``: 0. ``testbed run``: the program's own status (2 for a bad scenario).
+    ``testbed list``: 0. ``testbed run``: the program's own status (128+N when a signal N
+    ended it); 130/143/129 when interrupted by SIGINT/SIGTERM/SIGHUP (its tree is ended
+    first); 2 for a bad scenario or option.
     ``chaos``: 0 when no round had a violation, 1 otherwise (the seed and the shortest
     failing step list are printed).
 """
@@ -20,6 +23,7 @@ import argparse
 import json
 import logging
 import os
+import signal
 import sys
 from typing import TYPE_CHECKING
 
@@ -68,16 +72,21 @@ def _parser() -> argparse.ArgumentParser:
     )
     reap.add_argument("--json", action="store_true", help="print the reaped pids as JSON")
 
-    testbed = sub.add_parser("testbed", help="misbehaving fixture programs (issue 7)")
+    testbed = sub.add_parser("testbed", help="misbehaving fixture programs")
     testbed_sub = testbed.add_subparsers(dest="testbed_command", required=True)
     testbed_list = testbed_sub.add_parser("list", help="list the scenarios and their handling")
     testbed_list.add_argument("--json", action="store_true", help="print the list as JSON")
     testbed_run = testbed_sub.add_parser(
-        "run", help="run one scenario's program on this terminal (stdin/stdout)"
+        "run",
+        help="run one scenario's program under the supervisor, its stdio on this terminal;"
+        " its whole process tree ends when it exits or on Ctrl-C",
     )
     testbed_run.add_argument("scenario", help="a scenario name (see `supervisor testbed list`)")
     testbed_run.add_argument(
-        "options", nargs=argparse.REMAINDER, help="--protocol, --bytes, --count, ..."
+        "options",
+        nargs=argparse.REMAINDER,
+        help="--protocol, --bytes, --count, --pid-file, --exit, --no-supervise, ..."
+        " (`supervisor testbed run SCENARIO --help`)",
     )
 
     chaos = sub.add_parser("chaos", help="seeded random mixes of scenarios, checked each round")
@@ -105,8 +114,6 @@ def _parser() -> argparse.ArgumentParser:
 def _exec(args: argparse.Namespace) -> int:
     import trio
 
-    from ._core import open_core
-
     argv = list(args.argv)
     if argv and argv[0] == "--":
         argv = argv[1:]
@@ -119,23 +126,64 @@ def _exec(args: argparse.Namespace) -> int:
     if args.cwd is not None:
         payload["cwd"] = args.cwd
 
-    async def main() -> JSONObject:
-        async with open_core() as core:
-            return await core.execute({"id": "exec", "command": "process.run", "payload": payload})
-
-    response = trio.run(main)
+    response, signum = trio.run(_exec_main, payload)
     print(json.dumps(response, ensure_ascii=False, indent=2))
+    if signum is not None:
+        name = signal.Signals(signum).name
+        print(f"supervisor exec: {name}: the command was cancelled", file=sys.stderr)
+        return 128 + signum
     if not response.get("ok"):
         return 2
     data = response["data"]
     assert isinstance(data, dict)
     if data.get("timedOut"):
         return 124
-    signal = data.get("signal")
-    if isinstance(signal, int):
-        return 128 + signal
+    killed_by = data.get("signal")
+    if isinstance(killed_by, int):
+        return 128 + killed_by
     code = data.get("exitCode")
     return code if isinstance(code, int) and 0 <= code < 256 else 1
+
+
+async def _exec_main(payload: JSONObject) -> tuple[JSONObject, int | None]:
+    """Run ``process.run`` once; SIGINT or SIGTERM cancels it (its processes end first).
+
+    Returns:
+        The envelope response and the signal that interrupted the command, or None.
+    """
+    import trio
+
+    from ._core import open_core
+
+    interrupted: list[int] = []
+    response: JSONObject | None = None
+    # Installed before anything starts, as `run` and `serve` do: a signal must cancel the
+    # command rather than raise KeyboardInterrupt through the nursery, and a SIGINT
+    # ignored by an inherited disposition (a job started with `&` by a script) is ours
+    # to handle too.
+    with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
+        async with open_core() as core, trio.open_nursery() as nursery:
+
+            async def watch_signals() -> None:
+                async for signum in signals:
+                    if not interrupted:
+                        interrupted.append(signum)
+                        if not core.cancel("exec"):
+                            # Not registered yet or already done: end the wait itself.
+                            nursery.cancel_scope.cancel()
+
+            nursery.start_soon(watch_signals)
+            response = await core.execute(
+                {"id": "exec", "command": "process.run", "payload": payload}
+            )
+            nursery.cancel_scope.cancel()
+    if response is None:
+        response = {
+            "id": "exec",
+            "ok": False,
+            "error": {"code": "cancelled", "message": "The operation was cancelled"},
+        }
+    return response, interrupted[0] if interrupted else None
 
 
 def _reap(args: argparse.Namespace) -> int:
@@ -161,9 +209,9 @@ def _testbed(args: argparse.Namespace) -> int:
                 print(f"    does:    {scenario.summary}")
                 print(f"    correct: {scenario.handling}")
         return 0
-    from .testbed._programs import main as run_program
+    from .testbed.run import run_supervised
 
-    return run_program([args.scenario, *args.options])
+    return run_supervised([args.scenario, *args.options])
 
 
 def _chaos(args: argparse.Namespace) -> int:

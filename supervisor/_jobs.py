@@ -24,21 +24,33 @@ reported. The runner never applies the job's timeout: the lanes driver's cancel 
 from __future__ import annotations
 
 import codecs
+import dataclasses
+import os
+import stat
 from typing import TYPE_CHECKING, Final
 
 import trio
 
+from protocol import CoreError
+
 from ._process import _Capture, _Multiplexer
-from ._tree import DEFAULT_KILL_WAIT_MS, DEFAULT_TERM_GRACE_MS, DEVNULL, _open_tree
+from ._tree import (
+    DEFAULT_KILL_WAIT_MS,
+    DEFAULT_TERM_GRACE_MS,
+    DEVNULL,
+    _check_env,
+    _open_tree,
+    _resolve_executable,
+)
 
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-    from lanes import Job
+    from lanes import Job, JobRequest
 
     from ._tree import ProcessTree, TreeEndReport
 
-__all__ = ("DEFAULT_DRAIN_MS", "ProcessJobRunner")
+__all__ = ("DEFAULT_DRAIN_MS", "ProcessJobRunner", "check_job_launch", "job_cwd")
 
 #: How long output is still read after the main process exited, in milliseconds
 #: (DESIGN.md "Default bounds": output drain after a child's exit or kill).
@@ -90,9 +102,9 @@ class ProcessJobRunner:
     async def __call__(self, job: Job, emit_output: Callable[[str, str], None]) -> None:
         """Run ``job`` to completion and record how its main process ended.
 
-        The working directory is ``job.request.cwd``, or the project root when it is None;
-        ``job.request.env`` changes the inherited environment (None removes a variable).
-        stdin is ``/dev/null``: a job is headless.
+        The working directory is :func:`job_cwd` (``job.request.cwd`` resolved against the
+        project root, or the root when it is None); ``job.request.env`` changes the
+        inherited environment (None removes a variable). stdin is ``/dev/null``: a job is headless.
 
         Args:
             job: The job; its ``exit_code`` (or ``signal``, for a main process killed by a
@@ -111,7 +123,7 @@ class ProcessJobRunner:
         # No scheduler pass after the spawn: the multiplexer's first wait is that pass.
         tree = await _open_tree(
             request.argv,
-            cwd=request.cwd if request.cwd is not None else request.root,
+            cwd=job_cwd(request),
             env=request.env,
             stdin=DEVNULL,
             yield_after_spawn=False,
@@ -240,6 +252,72 @@ class _Pump:
             if rest:
                 self.emit_output(self.stream_name, rest)
             self.done.set()
+
+
+def job_cwd(request: JobRequest) -> str:
+    """The working directory of a job: ``cwd`` resolved against ``root``, or ``root``.
+
+    A relative ``cwd`` names a directory of the project, as in a lanes file; resolving it
+    against the supervisor's own directory would make one request mean two things.
+    """
+    return request.root if request.cwd is None else os.path.join(request.root, request.cwd)
+
+
+def check_job_launch(request: JobRequest) -> JobRequest:
+    """Refuse a job that could not be started now; ``job.start`` admits only what passes.
+
+    The checks the spawn itself makes (``open_process_tree``), done before the job is queued
+    so that a request that can not run gets an error reply, and no job id, ``job.started``
+    or ``job.finished`` (DESIGN.md invariant 9; ``process.run`` refuses the same inputs).
+    A file system that changes before the job's turn still fails it at launch, with the
+    code in ``job.finished`` (``errorCode``).
+
+    Args:
+        request: A parsed ``job.start`` request (``lanes.parse_job_start``).
+
+    Returns:
+        ``request`` with ``cwd`` absolute (see :func:`job_cwd`), or ``request`` itself when
+        it has no ``cwd``.
+
+    Raises:
+        CoreError: ``launch_failed``, with details ``{"field": "root" | "cwd" | "argv", ...}``,
+            when the root or the working directory is missing or not a directory, or when
+            ``argv[0]`` is not found (on the PATH the job would get, or relative to its
+            working directory when it holds a slash), is a directory or is not executable.
+    """
+    root = request.root
+    problem = _directory_problem(root)
+    if problem is not None:
+        raise CoreError(
+            "launch_failed",
+            f"job.start: the project root {problem}: {root}",
+            {"field": "root", "root": root},
+        )
+    workdir = job_cwd(request)
+    if request.cwd is not None:
+        problem = _directory_problem(workdir)
+        if problem is not None:
+            relative = "" if os.path.isabs(request.cwd) else " (cwd is relative to the root)"
+            raise CoreError(
+                "launch_failed",
+                f"job.start: the working directory {problem}: {workdir}{relative}",
+                {"field": "cwd", "cwd": workdir},
+            )
+    try:
+        _resolve_executable(request.argv[0], workdir, _check_env(request.env))
+    except CoreError as exc:
+        raise CoreError(
+            exc.code, f"job.start: {exc.message}", {"field": "argv", **(exc.details or {})}
+        ) from None
+    return request if request.cwd is None else dataclasses.replace(request, cwd=workdir)
+
+
+def _directory_problem(path: str) -> str | None:
+    try:
+        mode = os.stat(path).st_mode
+    except (OSError, ValueError):
+        return "does not exist"
+    return None if stat.S_ISDIR(mode) else "is not a directory"
 
 
 def _record_exit(job: Job, returncode: int | None) -> None:

@@ -206,13 +206,17 @@ def reap_orphans() -> list[int]:
 
     Finds every process whose environment carries ``SUPERVISOR_SCOPE`` naming a
     supervisor instance that is no longer running (its pid is gone, is a zombie,
-    or was reused: the start time differs), sends SIGKILL to its process group
-    (never our own) and to the process itself, then reaps what became our zombie
-    child. Implements DESIGN.md invariant 8. Never blocks: it signals and returns;
-    SIGKILL cannot be ignored, so the processes are gone moments later.
+    or was reused: the start time differs), and every live member of such a
+    process's group (one that cleared its environment is still part of the tree),
+    sends SIGKILL to those groups (never our own) and to each process, then reaps
+    what became our zombie child. Implements DESIGN.md invariant 8. Never blocks: it
+    signals and returns; SIGKILL cannot be ignored, so the processes are gone
+    moments later.
 
     Returns:
-        The pids that were signalled, sorted.
+        The pids that were signalled, sorted: the marked processes and the other
+        members of their groups, found before the first signal is sent (a process
+        that joins a group after that scan is killed with it but not listed).
     """
     if not HAVE_PROCFS:
         return []
@@ -220,8 +224,13 @@ def reap_orphans() -> list[int]:
     my_instance = instance_id()
     my_pgid = os.getpgrp()
     verdicts: dict[tuple[int, int], bool] = {}
-    victims: list[int] = []
-    for pid in all_pids():
+    victims: set[int] = set()
+    groups: set[int] = set()
+    pids = all_pids()
+    # Find everything first, signal afterwards: a killpg sent while scanning would turn
+    # the group's other members into zombies before the scan reaches them, and they
+    # would go unlisted.
+    for pid in pids:
         if pid == me:
             continue
         value = read_env_var(pid, SCOPE_ENV)
@@ -241,11 +250,21 @@ def reap_orphans() -> list[int]:
         stat = read_stat(pid)
         if stat is None or stat.dead:
             continue
+        victims.add(pid)
         if stat.pgid not in (my_pgid, 0, 1):
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.killpg(stat.pgid, signal.SIGKILL)
+            groups.add(stat.pgid)
+    if groups:
+        for pid in pids:
+            if pid == me or pid in victims:
+                continue
+            stat = read_stat(pid)
+            if stat is not None and not stat.dead and stat.pgid in groups:
+                victims.add(pid)
+    for pgid in groups:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(pgid, signal.SIGKILL)
+    for pid in victims:
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.kill(pid, signal.SIGKILL)
-        victims.append(pid)
     reap_adopted_children()
     return sorted(victims)

@@ -278,7 +278,10 @@ class _Reporter:
     def run_started(self, now: float) -> None:
         self._started_at = now
         lanes = ", ".join(self._lanes)
-        self._say(f"running {len(self.views)} jobs from {self.run_file.path} on lanes: {lanes}")
+        self._say(
+            f"running {_count(len(self.views), 'job')} from {self.run_file.path}"
+            f" on {'lane' if len(self._lanes) == 1 else 'lanes'}: {lanes}"
+        )
 
     def submit(self, job: RunFileJob, start: Any) -> str:
         """Call ``start()`` (``lanes.start_job``) with events for the new job attributed."""
@@ -382,8 +385,9 @@ class _Reporter:
                 f"({tally or 'no job finished'}); exit {exit_code}"
             )
         elif not unexpected:
+            every = "as expected" if len(self.views) == 1 else "all as expected"
             lines.append(
-                f"{len(self.views)} jobs, all as expected ({tally}) in {elapsed_ms} ms; exit 0"
+                f"{_count(len(self.views), 'job')}, {every} ({tally}) in {elapsed_ms} ms; exit 0"
             )
         else:
             lines.append(
@@ -529,6 +533,11 @@ def _lane_name(project: str, directory: str) -> str:
     return relative
 
 
+def _count(number: int, noun: str) -> str:
+    """``1 job``, ``2 jobs``."""
+    return f"{number} {noun}{'' if number == 1 else 's'}"
+
+
 def _show_argv(argv: list[Any]) -> str:
     words = [str(a) for a in argv]
     if words and words[0] == sys.executable:
@@ -565,7 +574,12 @@ def _placeholder_hint(job: RunFileJob, params: Mapping[str, Any]) -> str:
 def _describe_outcome(params: Mapping[str, Any], *, started: bool) -> str:
     """E.g. ``ok in 120 ms (exit 0)``, ``failed in 800 ms (timed out, SIGKILL)``, or
     ``failed in 1 ms: executable not found: /nonexistent`` when the job failed to launch
-    (the ``error`` of ``job.finished``)."""
+    (the ``error`` of ``job.finished``; its ``errorCode`` is for programs).
+
+    A job cancelled (or superseded) whose process exited 0 (just before the cancel landed,
+    or on the SIGTERM it brought) keeps its status: the cancel was accepted, so the lanes
+    report it (schema ``job/finished``). The text says so, ``cancelled in 40 ms (cancel
+    accepted; its process exited 0)``, rather than the contradictory ``cancelled (exit 0)``."""
     text = str(params.get("status"))
     duration = params.get("durationMs")
     if isinstance(duration, int | float) and started:
@@ -585,11 +599,13 @@ def _describe_outcome(params: Mapping[str, Any], *, started: bool) -> str:
     elif isinstance(sig, str) and sig:
         details.append(sig)
     elif isinstance(exit_code, int) and not isinstance(exit_code, bool):
-        details.append(f"exit {exit_code}")
+        if exit_code == 0 and params.get("status") in ("cancelled", "superseded"):
+            details.append("cancel accepted; its process exited 0")
+        else:
+            details.append(f"exit {exit_code}")
     if details:
         text += f" ({', '.join(details)})"
     error = params.get("error")
     if isinstance(error, str) and error:
-        # The Core's own errors read well without their type name; others keep it.
-        text += f": {error.removeprefix('CoreError: ')}"
+        text += f": {error}"
     return text

@@ -32,7 +32,8 @@ The file is an array of tables, one ``[[job]]`` per job, in submission order::
     cancel_after_ms = 500           # optional, >= 0: cancel it this long after submitting
     trusted = true                  # optional: false submits it to an untrusted workspace
     expect = "ok"                   # optional: a status or a list; default ["ok", "superseded"]
-    expect_timed_out = true         # optional: also require timedOut to be this value
+    expect_timed_out = false        # optional: also require timedOut to be this value (true
+                                    # needs "failed" in expect: a timed-out job ends failed)
 
 Placeholders, replaced in ``argv``, ``cwd`` and ``env`` values when a job is submitted
 (only these exact tokens; other braces are left alone): ``{python}`` is the interpreter
@@ -391,7 +392,9 @@ def _parse_job(
         raise fail("project", "'project' must be a non-empty path")
     project_path = os.path.normpath(os.path.join(directory, os.path.expanduser(project)))
     if not os.path.isdir(project_path):
-        raise fail("project", f"project directory {project_path!r} does not exist")
+        raise fail(
+            "project", f"project directory {project_path!r} {_not_a_directory(project_path)}"
+        )
 
     kind = typed("kind", str, "a string")
     if kind is None:
@@ -423,7 +426,7 @@ def _parse_job(
     if not any(p in cwd_path for p in PLACEHOLDERS):
         cwd_path = os.path.normpath(cwd_path)
         if not os.path.isdir(cwd_path):
-            raise fail("cwd", f"working directory {cwd_path!r} does not exist")
+            raise fail("cwd", f"working directory {cwd_path!r} {_not_a_directory(cwd_path)}")
 
     env = typed("env", dict, "a table of strings")
     if env is not None:
@@ -471,6 +474,14 @@ def _parse_job(
                     element=element,
                 )
         expect = frozenset(values)
+    if expect_timed_out is True and "failed" not in expect:
+        # Only a job that fails has timedOut (lanes: a deadline ends a job "failed").
+        default = "" if "expect" in raw else " (the default)"
+        raise fail(
+            "expect_timed_out",
+            f"'expect_timed_out = true' can never be met with expect = {_show_expect(expect)}"
+            f"{default}: a job that times out ends 'failed' (add \"failed\" to 'expect')",
+        )
 
     return RunFileJob(
         name=name,
@@ -488,6 +499,18 @@ def _parse_job(
         expect=expect,
         expect_timed_out=expect_timed_out,
     )
+
+
+def _not_a_directory(path: str) -> str:
+    """Why ``path``, which is not a directory, can not be one: for an error message."""
+    return "is not a directory" if os.path.exists(path) else "does not exist"
+
+
+def _show_expect(expect: frozenset[str]) -> str:
+    statuses = [s for s in JOB_STATUSES if s in expect]
+    if len(statuses) == 1:
+        return f'"{statuses[0]}"'
+    return "[" + ", ".join(f'"{s}"' for s in statuses) + "]"
 
 
 def _toml_type(value: object) -> str:

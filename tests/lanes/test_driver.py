@@ -174,6 +174,9 @@ async def test_exit_codes_and_runner_errors(autojump_clock: trio.abc.Clock) -> N
     assert "error" not in finished[bad]
     assert finished[boom]["status"] == "failed"
     assert finished[boom]["error"] == "RuntimeError: boom"
+    # Not a CoreError: a runner bug, reported with the catalog's "internal".
+    assert finished[boom]["errorCode"] == "internal"
+    assert "errorCode" not in finished[bad]
     assert events.output(boom, "stdout") == "before"
     # The lane goes on after a runner that raised.
     assert finished[after]["status"] == "ok"

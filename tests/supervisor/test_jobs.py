@@ -2,21 +2,24 @@
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import sys
 import textwrap
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, cast
 
 import pytest
 import trio
 
 from lanes import Job, JobRequest, open_lanes
 from protocol import CoreError
+from supervisor import open_core
 from supervisor._jobs import ProcessJobRunner
 
 if TYPE_CHECKING:
     from protocol import JSONObject
+    from supervisor import Core
 
 PY = sys.executable
 
@@ -240,7 +243,9 @@ async def test_launch_failure_fails_the_job_and_starts_nothing(tmp_path: os.Path
     finished = events.finished(job_id)
     assert finished["status"] == "failed"
     assert finished["exitCode"] is None
-    assert "CoreError" in str(finished.get("error"))
+    # A catalog code and a sentence, not a Python exception repr (newcomer report).
+    assert finished["errorCode"] == "launch_failed"
+    assert finished["error"] == "executable not found: /no/such/program"
 
 
 async def test_launch_failure_raises_core_error_directly(tmp_path: os.PathLike[str]) -> None:
@@ -253,3 +258,145 @@ async def test_launch_failure_raises_core_error_directly(tmp_path: os.PathLike[s
 def test_negative_bounds_are_refused() -> None:
     with pytest.raises(ValueError, match="drain_ms"):
         ProcessJobRunner(drain_ms=-1)
+
+
+async def test_relative_cwd_of_a_python_request_is_resolved_against_the_root(
+    tmp_path: os.PathLike[str],
+) -> None:
+    """Not against the supervisor's own directory (which is the repository here)."""
+    os.mkdir(os.path.join(tmp_path, "d"))
+    job = Job("job-1", request("import os; print(os.getcwd())", root=str(tmp_path), cwd="d"))
+    chunks: list[str] = []
+    await ProcessJobRunner()(job, lambda stream, text: chunks.append(text))
+    assert job.exit_code == 0
+    assert "".join(chunks) == os.path.join(os.fspath(tmp_path), "d") + "\n"
+
+
+# --- job.start through the Core: refused up front, or admitted and run ---------------------
+
+
+async def _execute(core: Core, command: str, payload: JSONObject) -> dict[str, Any]:
+    return cast(
+        "dict[str, Any]", await core.execute({"id": 1, "command": command, "payload": payload})
+    )
+
+
+async def _job_start(core: Core, payload: dict[str, Any]) -> dict[str, Any]:
+    return await _execute(core, "job.start", {"kind": "build", **payload})
+
+
+async def _events_until_finished(core: Core, job_id: str) -> list[dict[str, Any]]:
+    events: list[dict[str, Any]] = []
+    with trio.fail_after(30):
+        while not any(e["event"] == "job.finished" and e["jobId"] == job_id for e in events):
+            response = await _execute(core, "job.waitEvents", {"timeoutMilliseconds": 5000})
+            events.extend(response["data"]["events"])
+    return events
+
+
+@pytest.mark.parametrize(
+    ("payload", "field", "fragment"),
+    [
+        ({"root": "{tmp}/missing", "argv": ["true"]}, "root", "project root does not exist"),
+        ({"root": "{tmp}/file", "argv": ["true"]}, "root", "project root is not a directory"),
+        (
+            {"root": "{tmp}", "argv": ["true"], "cwd": "/nonexistent"},
+            "cwd",
+            "working directory does not exist: /nonexistent",
+        ),
+        (
+            {"root": "{tmp}", "argv": ["true"], "cwd": "nowhere"},
+            "cwd",
+            "working directory does not exist: {tmp}/nowhere (cwd is relative to the root)",
+        ),
+        (
+            {"root": "{tmp}", "argv": ["true"], "cwd": "file"},
+            "cwd",
+            "working directory is not a directory: {tmp}/file",
+        ),
+        (
+            {"root": "{tmp}", "argv": ["nonexistentcmd123"]},
+            "argv",
+            "executable not found on PATH: nonexistentcmd123",
+        ),
+        # The job's own PATH is searched, as at the spawn.
+        (
+            {"root": "{tmp}", "argv": ["true"], "env": {"PATH": "{tmp}"}},
+            "argv",
+            "executable not found on PATH: true",
+        ),
+        ({"root": "{tmp}", "argv": ["./nope.sh"]}, "argv", "executable not found: ./nope.sh"),
+    ],
+)
+async def test_job_start_refuses_what_it_can_not_run(
+    tmp_path: os.PathLike[str], payload: dict[str, Any], field: str, fragment: str
+) -> None:
+    """Newcomer report: job.start returned a job id, sent job.started, then job.finished
+    failed with "CoreError: working directory does not exist". Like process.run, it now
+    refuses such a request with launch_failed, and no job exists."""
+    tmp = os.fspath(tmp_path)
+    await trio.Path(tmp, "file").write_text("")
+    wire = json.loads(json.dumps(payload).replace("{tmp}", tmp))
+    async with open_core() as core:
+        response = await _job_start(core, wire)
+        assert response["ok"] is False, response
+        error = response["error"]
+        assert error["code"] == "launch_failed"
+        assert error["message"].startswith("job.start: ")
+        assert fragment.replace("{tmp}", tmp) in error["message"]
+        assert error["details"]["field"] == field
+        assert (await _execute(core, "job.pollEvents", {}))["data"]["events"] == []
+        assert (await _execute(core, "job.list", {}))["data"] == []
+
+
+async def test_job_start_resolves_a_relative_cwd_against_the_root(
+    tmp_path: os.PathLike[str],
+) -> None:
+    """A relative cwd names a directory of the project (as in a lanes file), and a relative
+    executable is found from that directory."""
+    tmp = os.fspath(tmp_path)
+    os.mkdir(os.path.join(tmp, "d"))
+    script = os.path.join(tmp, "d", "where.sh")
+    await trio.Path(script).write_text('#!/bin/sh\necho "$PWD"\n')
+    await trio.Path(script).chmod(0o755)
+    assert os.getcwd() != tmp
+    async with open_core() as core:
+        response = await _job_start(core, {"root": tmp, "cwd": "d", "argv": ["./where.sh"]})
+        assert response["ok"] is True, response
+        job_id = response["data"]["jobId"]
+        events = await _events_until_finished(core, job_id)
+    finished = events[-1]
+    assert (finished["status"], finished["exitCode"]) == ("ok", 0)
+    output = "".join(str(e["text"]) for e in events if e["event"] == "job.output")
+    assert output == os.path.join(tmp, "d") + "\n"
+
+
+async def test_a_launch_that_fails_after_admission_reports_a_catalog_code(
+    tmp_path: os.PathLike[str],
+) -> None:
+    """The working directory exists when the job is admitted and is gone when its turn
+    comes (the lane's running job removes it): job.finished carries errorCode."""
+    tmp = os.fspath(tmp_path)
+    os.mkdir(os.path.join(tmp, "sub"))
+    go = os.path.join(tmp, "go")
+    remover = textwrap.dedent(
+        f"""
+        import os, shutil, time
+        while not os.path.exists({go!r}):
+            time.sleep(0.01)
+        shutil.rmtree("sub")
+        """
+    )
+    async with open_core() as core:
+        first = await _job_start(core, {"root": tmp, "argv": [PY, "-c", remover]})
+        second = await _job_start(core, {"root": tmp, "cwd": "sub", "argv": [PY, "-c", "pass"]})
+        assert first["ok"] is True, first
+        assert second["ok"] is True, second
+        await trio.Path(go).write_text("")
+        events = await _events_until_finished(core, second["data"]["jobId"])
+    (finished,) = [
+        e for e in events if e["event"] == "job.finished" and e["jobId"] == second["data"]["jobId"]
+    ]
+    assert finished["status"] == "failed"
+    assert finished["errorCode"] == "launch_failed"
+    assert finished["error"] == f"working directory does not exist: {tmp}/sub"

@@ -151,3 +151,58 @@ async def test_reaping_never_touches_children_in_our_session() -> None:
     await wait_for_state(proc.pid, {"Z"})
     assert reap_adopted_children() == []
     assert proc.wait() == 5
+
+
+async def test_reap_orphans_lists_every_process_it_ends() -> None:
+    """Regression (newcomer report, `supervisor reap`): it printed 4 pids but ended 6.
+
+    The group of the first marked process was SIGKILLed while the scan went on, so its
+    other members were already dead when the scan reached them and went unlisted. A
+    member that cleared its environment (no marker) is ended with its group: it is
+    listed too.
+    """
+    owner = f"{dead_pid()}.12345"
+    marker = f"{owner}/t1-group"
+    leader, kids = spawn_group_with_members(marker)
+    try:
+        for kid in kids[:3]:
+            await wait_for_marker(kid, marker)
+        victims = reap_orphans()
+        assert set(victims) >= {leader.pid, *kids}
+        for pid in (leader.pid, *kids):
+            await wait_for_state(pid, {"Z", None})
+    finally:
+        leader.kill()
+        leader.wait()
+    # The members were reparented to us (subreaper) or to init: reap what is ours.
+    reap_adopted_children()
+    for kid in kids:
+        await wait_for_state(kid, {None})
+
+
+def spawn_group_with_members(marker: str) -> tuple[subprocess.Popen[bytes], list[int]]:
+    """A forged-marker group leader (new session) with four members, one without the
+    marker; returns the leader and the members' pids once they all run."""
+    env = dict(os.environ)
+    env[SCOPE_ENV] = marker
+    code = (
+        "import subprocess, sys, time\n"
+        f"sleeper = {SLEEPER!r}\n"
+        "kids = [subprocess.Popen(sleeper) for _ in range(3)]\n"
+        "kids.append(subprocess.Popen(sleeper, env={}))\n"
+        "print(' '.join(str(k.pid) for k in kids), flush=True)\n"
+        "time.sleep(3600)\n"
+    )
+    leader = subprocess.Popen(
+        [PY, "-c", code], env=env, start_new_session=True, stdout=subprocess.PIPE
+    )
+    assert leader.stdout is not None
+    try:
+        with leader.stdout:
+            kids = [int(pid) for pid in leader.stdout.readline().split()]
+        assert len(kids) == 4
+    except BaseException:
+        leader.kill()
+        leader.wait()
+        raise
+    return leader, kids

@@ -341,3 +341,65 @@ def test_live_view_on_a_terminal(tmp_path: Path) -> None:
     assert "\x1b[" in screen  # the live block is erased and redrawn
     assert "build#1 finished ok" in screen
     assert "| compiled" not in screen  # output shows in the live line, not in the log
+
+
+def test_one_job_is_counted_in_the_singular(tmp_path: Path) -> None:
+    """Newcomer report: "running 1 jobs"."""
+    path = write(
+        tmp_path / "lanes.toml",
+        """\
+        [[job]]
+        project = "."
+        kind = "command"
+        argv = ["{python}", "-c", "pass"]
+        """,
+    )
+    result = supervisor_run(path)
+    assert result.returncode == 0, result.stderr
+    assert f"running 1 job from {path} on lane: " in result.stderr
+    assert "1 job, as expected (ok 1) in " in result.stderr
+    assert " jobs" not in result.stderr
+
+
+@pytest.mark.parametrize(
+    ("params", "text"),
+    [
+        (
+            {"status": "cancelled", "exitCode": 0, "signal": None, "durationMs": 40},
+            "cancelled in 40 ms (cancel accepted; its process exited 0)",
+        ),
+        (
+            {"status": "superseded", "exitCode": 0, "signal": None, "durationMs": 40},
+            "superseded in 40 ms (cancel accepted; its process exited 0)",
+        ),
+        (
+            {"status": "cancelled", "exitCode": None, "signal": 15, "durationMs": 40},
+            "cancelled in 40 ms (SIGTERM)",
+        ),
+        (
+            {"status": "cancelled", "exitCode": 3, "signal": None, "durationMs": 40},
+            "cancelled in 40 ms (exit 3)",
+        ),
+        (
+            {"status": "ok", "exitCode": 0, "signal": None, "durationMs": 40},
+            "ok in 40 ms (exit 0)",
+        ),
+        (
+            {
+                "status": "failed",
+                "exitCode": None,
+                "signal": None,
+                "durationMs": 1,
+                "errorCode": "launch_failed",
+                "error": "executable not found: /x",
+            },
+            "failed in 1 ms: executable not found: /x",
+        ),
+    ],
+)
+def test_outcome_text_never_contradicts_the_status(params: dict[str, Any], text: str) -> None:
+    """Newcomer report: a job whose process exited 0 just as its cancel landed read
+    "cancelled ... (exit 0)". The status stays cancelled (the cancel was accepted)."""
+    from supervisor._run import _describe_outcome
+
+    assert _describe_outcome(params, started=True) == text

@@ -182,6 +182,23 @@ BAD_FILES = [
     (HEAD + 'argv = ["a"]\nexpect = ["ok", 1]\n', 5, "values must be strings"),
     (HEAD + 'argv = ["a"]\nexpect = 1\n', 5, "a status or an array of statuses"),
     (HEAD + 'argv = ["a"]\nexpect_timed_out = "yes"\n', 5, "'expect_timed_out' must be a boolean"),
+    # Newcomer report: accepted, but a timed-out job ends "failed": never met.
+    (
+        HEAD + 'argv = ["a"]\nexpect = "ok"\nexpect_timed_out = true\n',
+        6,
+        "'expect_timed_out = true' can never be met with expect = \"ok\": a job that times out"
+        " ends 'failed' (add \"failed\" to 'expect')",
+    ),
+    (
+        HEAD + 'argv = ["a"]\nexpect_timed_out = true\nexpect = ["ok", "cancelled"]\n',
+        5,
+        'can never be met with expect = ["ok", "cancelled"]:',
+    ),
+    (
+        HEAD + 'argv = ["a"]\nexpect_timed_out = true\n',
+        5,
+        'can never be met with expect = ["ok", "superseded"] (the default):',
+    ),
     (HEAD + 'argv = ["a"]\nname = ""\n', 5, "'name' must not be empty"),
     (
         HEAD + 'argv = ["a"]\nname = "x"\n\n' + HEAD + 'argv = ["b"]\nname = "x"\n',
@@ -216,6 +233,31 @@ def test_unreadable_file(tmp_path: Path) -> None:
         load_run_file(missing)
     assert info.value.line == 0
     assert str(info.value).startswith(f"{missing}: cannot read the file")
+
+
+@pytest.mark.parametrize("key", ["project", "cwd"])
+def test_a_file_where_a_directory_belongs_is_not_a_directory(tmp_path: Path, key: str) -> None:
+    """Newcomer report: `project = "file.toml"` said the directory "does not exist"."""
+    (tmp_path / "proj").mkdir()
+    (tmp_path / "proj" / "file.toml").write_text("")
+    text = (
+        '[[job]]\nproject = "proj/file.toml"\nkind = "build"\nargv = ["a"]\n'
+        if key == "project"
+        else HEAD + 'argv = ["a"]\ncwd = "file.toml"\n'
+    )
+    with pytest.raises(RunFileError) as info:
+        parse_run_file(text, path="lanes.toml", directory=str(tmp_path))
+    assert info.value.message.endswith(
+        f"{str(tmp_path / 'proj' / 'file.toml')!r} is not a directory"
+    )
+    assert info.value.line == (2 if key == "project" else 5)
+
+
+def test_expect_timed_out_with_failed_is_accepted(tmp_path: Path) -> None:
+    (tmp_path / "proj").mkdir()
+    (job,) = parse(HEAD + 'argv = ["a"]\nexpect = ["failed"]\nexpect_timed_out = true\n', tmp_path)
+    assert job.is_expected("failed", True)
+    assert not job.is_expected("failed", False)
 
 
 def test_relative_project_resolves_against_the_file(tmp_path: Path) -> None:
