@@ -232,9 +232,14 @@ class _Server:
         if self._ending is None and self.exited.is_set() and not _is_set(interrupt):
             await _first_of(self._answered.wait, interrupted)
         reason = self._end_reason(endpoint, interrupt)
-        if reason is not None:
-            await self._end_requests(reason)
-        await self.close_core()
+        if reason is None:
+            await self.close_core()
+        else:
+            # At once, not one after the other: the requests' process trees and the lanes'
+            # then share one TERM grace instead of taking one each.
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(self._end_requests, reason)
+                nursery.start_soon(self.close_core)
         return await self._flush(endpoint)
 
     def _end_reason(self, endpoint: JSONRPCEndpoint, interrupt: trio.Event | None) -> str | None:
