@@ -177,7 +177,8 @@ def parse_job_start(payload: JSONObject) -> JobRequest:
         raise _invalid("payload", f"the payload must be an object, not {_json_type(payload)}")
     unknown = sorted(set(payload) - _WIRE_FIELDS)
     if unknown:
-        raise _invalid(unknown[0], f"unknown field {unknown[0]!r}")
+        known = ", ".join(sorted(_WIRE_FIELDS))
+        raise _invalid(unknown[0], f"unknown field {unknown[0]!r} (known: {known})")
 
     kind = payload.get("kind")
     if not isinstance(kind, str):

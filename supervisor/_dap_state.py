@@ -260,7 +260,8 @@ def _check_keys(item: JSONValue, allowed: frozenset[str], where: str) -> JSONObj
         raise _invalid(f"{where} must be an object")
     unknown = sorted(set(item) - allowed)
     if unknown:
-        raise _invalid(f"{where}: unknown field {unknown[0]!r}")
+        known = ", ".join(sorted(allowed))
+        raise _invalid(f"{where}: unknown field {unknown[0]!r} (known: {known})")
     return item
 
 

@@ -182,7 +182,7 @@ def parse_snapshot(payload: JSONObject) -> RelaySnapshot:
     """
     unknown = set(payload) - {"plugins", "contexts"}
     if unknown:
-        raise _invalid(f"unknown field {sorted(unknown)[0]}")
+        raise _invalid(f"unknown field {sorted(unknown)[0]!r} (known: contexts, plugins)")
     raw_plugins = payload.get("plugins", [])
     raw_contexts = payload.get("contexts", [])
     if not isinstance(raw_plugins, list) or not isinstance(raw_contexts, list):

@@ -853,7 +853,10 @@ def host_failure(error: JSONValue) -> tuple[int, str, JSONObject]:
         raise CoreError("invalid_request", "error must be an object with a string message")
     unknown = set(error) - {"message", "code", "details"}
     if unknown:
-        raise CoreError("invalid_request", f"error has an unknown field {sorted(unknown)[0]}")
+        raise CoreError(
+            "invalid_request",
+            f"error has an unknown field {sorted(unknown)[0]!r} (known: code, details, message)",
+        )
     code = error.get("code")
     number: int | None = None
     if isinstance(code, str) and code.startswith("plugin.host."):
