@@ -234,27 +234,42 @@ def _completed(operation_id: str) -> Callable[[list[JSONObject]], bool]:
 # -- language servers and plugin backends (lsp.*) -------------------------------------------
 
 
-async def run_lsp(ctx: StepContext, index: int, step: ChaosStep) -> None:
-    """A scenario program as a language server (``lsp.startServer``), one request in it."""
-    argv = scenario_program(step, ctx.pid_files[index])
+async def _start_server(
+    ctx: StepContext, index: int, server_id: str, argv: list[str], **options: JSONValue
+) -> str | None:
+    """``lsp.startServer`` of ``argv`` in the run's directory; its session id, or None when
+    the Core refused it (counted as such)."""
     arguments: list[JSONValue] = list(argv[1:])
     try:
         started = await ctx.core.call(
             "lsp.startServer",
             {
-                "serverId": f"chaos-{ctx.label}-{index}",
+                "serverId": server_id,
                 "executable": argv[0],
                 "arguments": arguments,
                 "workingDirectory": ctx.workdir,
                 "rootUri": "file://" + ctx.workdir,
-                "initializeTimeoutMilliseconds": 1000,
-                "shutdownTimeoutMilliseconds": 300,
+                **options,
             },
         )
     except CoreError as exc:
         ctx.refused(index, exc)
+        return None
+    return _get_str(started, "sessionId")
+
+
+async def run_lsp(ctx: StepContext, index: int, step: ChaosStep) -> None:
+    """A scenario program as a language server (``lsp.startServer``), one request in it."""
+    session_id = await _start_server(
+        ctx,
+        index,
+        f"chaos-{ctx.label}-{index}",
+        scenario_program(step, ctx.pid_files[index]),
+        initializeTimeoutMilliseconds=1000,
+        shutdownTimeoutMilliseconds=300,
+    )
+    if session_id is None:
         return
-    session_id = _get_str(started, "sessionId")
     events = _Events(ctx.core, "lsp", "sessionId", session_id)
     operation_id: str | None = None
     try:
@@ -299,26 +314,17 @@ async def run_plugin(ctx: StepContext, index: int, step: ChaosStep) -> None:
     so they end as "the session ended".
     """
     rng = step_rng(step)
-    argv = backend_argv(pid_file=ctx.pid_files[index])
-    arguments: list[JSONValue] = list(argv[1:])
-    try:
-        started = await ctx.core.call(
-            "lsp.startServer",
-            {
-                "serverId": f"chaos-plugin-{ctx.label}-{index}",
-                "executable": argv[0],
-                "arguments": arguments,
-                "workingDirectory": ctx.workdir,
-                "rootUri": "file://" + ctx.workdir,
-                "pluginId": CHAOS_PLUGIN_ID,
-                "initializeTimeoutMilliseconds": 10_000,
-                "shutdownTimeoutMilliseconds": 2000,
-            },
-        )
-    except CoreError as exc:
-        ctx.refused(index, exc)
+    session_id = await _start_server(
+        ctx,
+        index,
+        f"chaos-plugin-{ctx.label}-{index}",
+        backend_argv(pid_file=ctx.pid_files[index]),
+        pluginId=CHAOS_PLUGIN_ID,
+        initializeTimeoutMilliseconds=10_000,
+        shutdownTimeoutMilliseconds=2000,
+    )
+    if session_id is None:
         return
-    session_id = _get_str(started, "sessionId")
     events = _Events(ctx.core, "lsp", "sessionId", session_id)
     operations: list[str] = []
     try:
