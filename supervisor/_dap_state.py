@@ -27,6 +27,8 @@ from typing import TYPE_CHECKING, Final
 
 from protocol import CoreError, ErrorCode as _ErrorCode, LocalProtocolError
 
+from ._payload import check_fields
+
 if TYPE_CHECKING:
     from protocol import JSONObject, JSONValue
 
@@ -258,10 +260,7 @@ def _one_based(item: JSONObject, name: str, where: str, *, required: bool) -> in
 def _check_keys(item: JSONValue, allowed: frozenset[str], where: str) -> JSONObject:
     if not isinstance(item, dict):
         raise _invalid(f"{where} must be an object")
-    unknown = sorted(set(item) - allowed)
-    if unknown:
-        known = ", ".join(sorted(allowed))
-        raise _invalid(f"{where}: unknown field {unknown[0]!r} (known: {known})")
+    check_fields(item, allowed, where)
     return item
 
 

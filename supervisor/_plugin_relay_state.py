@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Final
 
 from protocol import CoreError, lookup_error
 
+from ._payload import check_fields
 from ._plugin_state import is_function_id, json_size
 
 if TYPE_CHECKING:
@@ -180,9 +181,7 @@ def parse_snapshot(payload: JSONObject) -> RelaySnapshot:
     Raises:
         CoreError: ``invalid_request`` for a malformed snapshot or an unknown field.
     """
-    unknown = set(payload) - {"plugins", "contexts"}
-    if unknown:
-        raise _invalid(f"unknown field {sorted(unknown)[0]!r} (known: contexts, plugins)")
+    check_fields(payload, frozenset({"plugins", "contexts"}), "lsp.configureFunctionRelay")
     raw_plugins = payload.get("plugins", [])
     raw_contexts = payload.get("contexts", [])
     if not isinstance(raw_plugins, list) or not isinstance(raw_contexts, list):
