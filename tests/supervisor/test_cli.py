@@ -12,6 +12,8 @@ from typing import TYPE_CHECKING
 
 import pytest
 
+from tests.supervisor.test_jobs import gone
+
 if TYPE_CHECKING:
     from pathlib import Path
 
@@ -26,16 +28,6 @@ def _supervisor(
     return subprocess.run(
         [PY, "-m", "supervisor", *args], capture_output=True, text=True, timeout=timeout, cwd=cwd
     )
-
-
-def _gone(pid: int) -> bool:
-    """No process, or a zombie (init reaps orphans lazily)."""
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            data = f.read()
-    except FileNotFoundError:
-        return True
-    return data[data.rfind(b")") + 2 :][:1] in (b"Z", b"X")
 
 
 def _wait_for_file(path: Path, process: subprocess.Popen[str]) -> str:
@@ -149,5 +141,5 @@ def test_exec_interrupted_cancels_the_command_and_exits_128_plus_n(
     assert "Traceback" not in stderr
     assert f"{signum.name}: the command was cancelled" in stderr
     assert json.loads(stdout)["error"]["code"] == "cancelled"
-    assert _gone(main_pid)
-    assert _gone(grandchild)
+    assert gone(main_pid)
+    assert gone(grandchild)

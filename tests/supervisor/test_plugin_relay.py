@@ -38,27 +38,31 @@ HOPS = [f"hop.{c}" for c in "abcdefz"]
 RAW_EXPORTS = ["big.result", "echo.value", "no.result", "slow.wait"]
 
 
+#: The three example backends of examples/backends/: caller -> exporter -> tools.
+EXAMPLE_PLUGINS: list[JSONValue] = [
+    {
+        "pluginID": "dev.example.caller",
+        "enabled": True,
+        "exports": [],
+        "calls": [{"id": "project.describe", "version": 1}],
+    },
+    {
+        "pluginID": "dev.example.exporter",
+        "enabled": True,
+        "exports": [{"id": "project.describe", "version": 1, "context": "workspace"}],
+        "calls": [{"id": "tool.version", "version": 1}],
+    },
+    {
+        "pluginID": "dev.example.tools",
+        "enabled": True,
+        "exports": [{"id": "tool.version", "version": 1, "context": "workspace"}],
+        "calls": [],
+    },
+]
+
+
 def snapshot(*, disabled: frozenset[str] = frozenset()) -> JSONObject:
-    plugins: list[JSONValue] = [
-        {
-            "pluginID": "dev.example.caller",
-            "enabled": True,
-            "exports": [],
-            "calls": [{"id": "project.describe", "version": 1}],
-        },
-        {
-            "pluginID": "dev.example.exporter",
-            "enabled": True,
-            "exports": [{"id": "project.describe", "version": 1, "context": "workspace"}],
-            "calls": [{"id": "tool.version", "version": 1}],
-        },
-        {
-            "pluginID": "dev.example.tools",
-            "enabled": True,
-            "exports": [{"id": "tool.version", "version": 1, "context": "workspace"}],
-            "calls": [],
-        },
-    ]
+    plugins: list[JSONValue] = [*EXAMPLE_PLUGINS]
     plugins += [
         {
             "pluginID": hop,

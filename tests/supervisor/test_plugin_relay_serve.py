@@ -10,66 +10,28 @@ events: the proof that each provider received ``$/cancelRequest``.
 
 from __future__ import annotations
 
-import subprocess
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-import pytest
-import trio
-
 from tests.supervisor.test_lsp_support import PY, as_obj
-from tests.supervisor.test_plugin_e2e import ServeSession, scoped_pids, wait_gone, wait_scoped
-from tests.supervisor.test_serve import Client
+from tests.supervisor.test_plugin_e2e import (
+    ServeSession,
+    client,
+    scoped_pids,
+    wait_gone,
+    wait_scoped,
+)
+from tests.supervisor.test_plugin_relay import EXAMPLE_PLUGINS
 
 if TYPE_CHECKING:
-    from collections.abc import AsyncIterator
-
     from protocol import JSONObject, JSONValue
+    from tests.supervisor.test_serve import Client
+
+__all__ = ("client",)  # the fixture, re-used
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "backends"
 CONTEXT: JSONObject = {"contextID": "w1", "generation": 1, "authority": "local"}
-SNAPSHOT: JSONObject = {
-    "plugins": [
-        {
-            "pluginID": "dev.example.caller",
-            "enabled": True,
-            "exports": [],
-            "calls": [{"id": "project.describe", "version": 1}],
-        },
-        {
-            "pluginID": "dev.example.exporter",
-            "enabled": True,
-            "exports": [{"id": "project.describe", "version": 1, "context": "workspace"}],
-            "calls": [{"id": "tool.version", "version": 1}],
-        },
-        {
-            "pluginID": "dev.example.tools",
-            "enabled": True,
-            "exports": [{"id": "tool.version", "version": 1, "context": "workspace"}],
-            "calls": [],
-        },
-    ],
-    "contexts": [CONTEXT],
-}
-
-
-@pytest.fixture
-async def client() -> AsyncIterator[Client]:
-    process = await trio.lowlevel.open_process(
-        [PY, "-m", "supervisor", "serve"], stdin=subprocess.PIPE, stdout=subprocess.PIPE
-    )
-    try:
-        yield Client(process)
-    finally:
-        with trio.CancelScope(shield=True):
-            if process.returncode is None:
-                with trio.move_on_after(20):
-                    if process.stdin is not None:
-                        await process.stdin.aclose()
-                    await process.wait()
-            if process.returncode is None:
-                process.kill()
-                await process.wait()
+SNAPSHOT: JSONObject = {"plugins": EXAMPLE_PLUGINS, "contexts": [CONTEXT]}
 
 
 async def open_backend(

@@ -227,6 +227,15 @@ def _notifications(messages: list[JSONObject], method: str) -> list[JSONObject]:
     return [m for m in messages if m.get("method") == method and "id" not in m]
 
 
+def _job_finished(messages: list[JSONObject], job_id: object) -> list[JSONObject]:
+    """The ``job.finished`` notifications of one job."""
+    return [
+        n
+        for n in _notifications(messages, "job.finished")
+        if _field(n, "params", "jobId") == job_id
+    ]
+
+
 @asynccontextmanager
 async def _serve_process() -> AsyncIterator[Client]:
     process = await trio.lowlevel.open_process(
@@ -455,11 +464,7 @@ async def test_signal_answers_requests_ends_jobs_and_exits_128_plus_n(
     reply = _one_reply(_replies(messages), 3)
     assert _field(reply, "error", "code") == -32800
     assert _field(reply, "error", "data", "code") == "cancelled"
-    finished = [
-        n
-        for n in _notifications(messages, "job.finished")
-        if _field(n, "params", "jobId") == job_id
-    ]
+    finished = _job_finished(messages, job_id)
     assert len(finished) == 1
     assert _field(finished[0], "params", "status") == "cancelled"
     assert all(_gone(pid) for pid in pids)
@@ -491,11 +496,7 @@ async def test_exit_right_after_shutdown_still_answers_shutdown(
             assert _one_reply(replies, 4)["result"] is None
             assert exit_status == 0
             # Shutdown ended the job before answering, and its job.finished went first.
-            finished = [
-                n
-                for n in _notifications(messages, "job.finished")
-                if _field(n, "params", "jobId") == job_id
-            ]
+            finished = _job_finished(messages, job_id)
             assert len(finished) == 1
             assert messages.index(finished[0]) < messages.index(_one_reply(replies, 4))
 
@@ -564,11 +565,7 @@ async def test_broken_frame_answers_everything_received(tmp_path: os.PathLike[st
             reply = _one_reply(replies, 4)
             assert _field(reply, "error", "code") == -32800
             assert _field(reply, "error", "data", "code") == "cancelled"
-            finished = [
-                n
-                for n in _notifications(messages, "job.finished")
-                if _field(n, "params", "jobId") == job_id
-            ]
+            finished = _job_finished(messages, job_id)
             assert len(finished) == 1
 
 

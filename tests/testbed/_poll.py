@@ -26,3 +26,13 @@ async def wait_until(
             if predicate():
                 return
             await trio.sleep(interval_s)
+
+
+def gone(pid: int) -> bool:
+    """True when ``pid`` has exited and was reaped (a zombie is not gone)."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            data = f.read()
+    except OSError:
+        return True
+    return data[data.rfind(b")") + 2 :].startswith(b"X")

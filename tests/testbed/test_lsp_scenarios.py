@@ -19,7 +19,7 @@ import trio
 from supervisor import open_core
 from supervisor.testbed import SCENARIOS, program_argv
 from supervisor.testbed._backend import CHAOS_PLUGIN_ID, backend_argv
-from tests.testbed._poll import wait_until
+from tests.testbed._poll import gone, wait_until
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Callable
@@ -31,16 +31,6 @@ if TYPE_CHECKING:
 pytestmark = pytest.mark.skipif(not os.path.isdir("/proc/self/task"), reason="needs procfs")
 
 BOUND_S = 30  # generous: the machine is shared; never a timing assertion
-
-
-def gone(pid: int) -> bool:
-    """True when ``pid`` has exited and was reaped (a zombie is not gone)."""
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            data = f.read()
-    except OSError:
-        return True
-    return data[data.rfind(b")") + 2 :].startswith(b"X")
 
 
 def obj(value: JSONValue) -> JSONObject:

@@ -16,7 +16,7 @@ import trio
 from supervisor._reaper import reap_adopted_children
 from supervisor.testbed import SCENARIOS
 
-from ._poll import BOUND_S
+from ._poll import BOUND_S, gone
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -127,16 +127,6 @@ def test_help_texts_name_no_issue_numbers() -> None:
     assert "--no-supervise" in program_help
 
 
-def _gone(pid: int) -> bool:
-    """Exited and reaped: a zombie is not gone."""
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            data = f.read()
-    except OSError:
-        return True
-    return data[data.rfind(b")") + 2 :].startswith(b"X")
-
-
 async def test_testbed_run_ends_the_whole_tree_on_ctrl_c(tmp_path: Path) -> None:
     """The daemon ignores SIGTERM and left its session: Ctrl-C still ends it, and the main."""
     pid_file = tmp_path / "pids"
@@ -167,7 +157,7 @@ async def test_testbed_run_ends_the_whole_tree_on_ctrl_c(tmp_path: Path) -> None
             await cli.wait()
         await cli.stdout.aclose()
         await cli.stderr.aclose()
-    assert all(_gone(pid) for pid in pids), [pid for pid in pids if not _gone(pid)]
+    assert all(gone(pid) for pid in pids), [pid for pid in pids if not gone(pid)]
     text = said.decode()
     assert text.startswith("supervisor testbed run: SIGINT: ended"), text
     assert f"{pids[1]} (SIGKILL after the TERM grace, outside the program's group)" in text
@@ -180,7 +170,7 @@ def test_testbed_run_ends_what_the_program_left_running(tmp_path: Path) -> None:
     assert done.returncode == 0, done.stderr
     assert done.stdout == "ready\n"
     pids = [int(line) for line in pid_file.read_text().split()]
-    assert all(_gone(pid) for pid in pids)
+    assert all(gone(pid) for pid in pids)
     assert "the program exited (status 0); ended what it left running" in done.stderr
     assert str(pids[1]) in done.stderr
 

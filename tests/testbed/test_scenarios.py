@@ -19,7 +19,7 @@ from protocol import EOF, NEED_DATA, CoreError, Frame, FrameDecoder, encode_fram
 from supervisor import EndpointClosed, open_core
 from supervisor.testbed import SCENARIOS, open_scenario, open_scenario_session, program_argv
 from supervisor.testbed._programs import PROGRAMS
-from tests.testbed._poll import wait_until
+from tests.testbed._poll import gone, wait_until
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -40,16 +40,6 @@ def argv_of(scenario: str, **options: Any) -> list[JSONValue]:
 
 def pids_in(path: Path) -> list[int]:
     return [int(line) for line in path.read_text().split()] if path.exists() else []
-
-
-def gone(pid: int) -> bool:
-    """True when ``pid`` has exited and was reaped (a zombie is not gone)."""
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            data = f.read()
-    except OSError:
-        return True
-    return data[data.rfind(b")") + 2 :].startswith(b"X")
 
 
 async def wait_gone(pids: list[int]) -> None:
