@@ -1,0 +1,225 @@
+"""Supervision boundaries: what fails inside a node of the nursery tree ends only that node.
+
+Trio's rule is that an exception cancels everything above it until someone handles it. A
+supervisor needs the other half of the Erlang/OTP ``one_for_one`` rule too: every request,
+session, terminal, job and plugin call is a node whose unexpected failure (a bug of ours, a
+library raising on a value we did not foresee, a renderer rejecting a sequence) is caught at
+the node, reported, and turned into that node's own end -- a request answered ``internal``,
+a session ``failed`` with reason ``internal`` -- while its siblings, the Core and serve go on.
+
+What is *not* contained: :class:`trio.Cancelled` (the tree's own control flow),
+``KeyboardInterrupt`` and ``SystemExit`` (the interpreter's exit). They may arrive in the same
+exception group as a failure; :func:`split_failure` separates the two so that the failure is
+reported and the rest is re-raised as Trio intends.
+
+A fault-injection hook for the chaos runner and tests lives here too: :func:`fault_point`
+marks a place inside a node where an injected exception may be raised. It costs one global
+read when nothing is armed.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+import traceback
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Final, TypeVar
+
+if TYPE_CHECKING:
+    from collections.abc import Awaitable, Callable, Iterable, Iterator
+
+    from protocol import JSONObject
+
+__all__ = (
+    "MAX_MESSAGE_BYTES",
+    "FaultPlan",
+    "InjectedFault",
+    "arm_faults",
+    "crash_report",
+    "cut_utf8",
+    "fault_point",
+    "internal_message",
+    "log_failure",
+    "run_contained",
+    "split_failure",
+)
+
+logger = logging.getLogger("supervisor.boundary")
+
+_T = TypeVar("_T")
+
+#: Error and progress messages on the wire are cut to this many UTF-8 bytes (core-api.md
+#: "Envelope"; plugin-contract.md "Outcomes and error codes": messages are bounded at 1024).
+MAX_MESSAGE_BYTES: Final = 1024
+#: Stderr lines a crash report carries (the last ones).
+CRASH_REPORT_LINES: Final = 20
+
+
+def cut_utf8(text: str, limit: int = MAX_MESSAGE_BYTES) -> str:
+    """``text`` cut to at most ``limit`` UTF-8 bytes, on a character boundary.
+
+    Lone surrogates (which JSON text may carry) are counted as their three-byte encoding and
+    dropped from the result if the cut falls inside one, so the result always encodes.
+    """
+    data = text.encode("utf-8", "surrogatepass")
+    if len(data) <= limit:
+        return data.decode("utf-8", "replace")
+    return data[:limit].decode("utf-8", "ignore")
+
+
+def split_failure(
+    exc: BaseException,
+) -> tuple[Exception | None, BaseException | None]:
+    """Split an exception into the failure a boundary contains and what must propagate.
+
+    Returns:
+        ``(failure, rest)``: ``failure`` is an :class:`Exception` (possibly an
+        :class:`ExceptionGroup`) that the boundary reports and turns into its own end, or None;
+        ``rest`` is what must be re-raised (:class:`trio.Cancelled`, ``KeyboardInterrupt``,
+        ``SystemExit``, or a group of them), or None.
+    """
+    if isinstance(exc, Exception):
+        return exc, None
+    if isinstance(exc, BaseExceptionGroup):
+        failure, rest = exc.split(Exception)
+        return failure, rest
+    return None, exc
+
+
+def _leaves(exc: BaseException) -> Iterator[BaseException]:
+    if isinstance(exc, BaseExceptionGroup):
+        for inner in exc.exceptions:
+            yield from _leaves(inner)
+    else:
+        yield exc
+
+
+def _first_leaf(exc: BaseException) -> BaseException:
+    return next(_leaves(exc), exc)
+
+
+def internal_message(exc: BaseException) -> str:
+    """The one-line, bounded text a failure is reported with on the wire (no traceback).
+
+    ``"<Type>: <message>"`` of the first leaf of a group, cut to :data:`MAX_MESSAGE_BYTES`.
+    """
+    leaf = _first_leaf(exc)
+    text = str(leaf)
+    name = type(leaf).__name__
+    return cut_utf8(f"{name}: {text}" if text else name)
+
+
+def crash_report(exc: BaseException, stderr_tail: Iterable[str] = ()) -> JSONObject:
+    """The crash report of a node that failed on an unexpected exception.
+
+    Returns:
+        ``{exceptionType, message, stderrTail}``: the type name of the (first) exception, its
+        bounded message, and the last :data:`CRASH_REPORT_LINES` stderr lines of the node's
+        process (each bounded). The traceback is never on the wire; it goes to the log.
+    """
+    leaf = _first_leaf(exc)
+    tail = list(stderr_tail)[-CRASH_REPORT_LINES:]
+    return {
+        "exceptionType": type(leaf).__name__,
+        "message": cut_utf8(str(leaf)),
+        "stderrTail": [cut_utf8(line) for line in tail],
+    }
+
+
+def log_failure(what: str, exc: BaseException) -> None:
+    """Log a contained failure with its traceback (stderr only; never on the wire)."""
+    logger.error(
+        "%s failed; contained at its boundary:\n%s",
+        what,
+        "".join(traceback.format_exception(exc)).rstrip(),
+    )
+
+
+async def run_contained(
+    what: str,
+    fn: Callable[[], Awaitable[_T]],
+    on_failure: Callable[[Exception], Awaitable[None]],
+) -> _T | None:
+    """Run ``fn()`` as a boundary: an unexpected failure ends it, not its caller.
+
+    Args:
+        what: Names the node in the log, e.g. ``"terminal term-3"``.
+        fn: The node's work.
+        on_failure: Awaited with the contained failure once it was logged (move the node to
+            ``failed``, answer its request, start its stop ladder). It runs where ``fn`` ran,
+            so it is cancelled with it; it must shield and bound what must finish.
+
+    Returns:
+        ``fn``'s result, or None when it failed.
+
+    Raises:
+        Whatever must propagate (:func:`split_failure`'s ``rest``), after ``on_failure``.
+    """
+    try:
+        return await fn()
+    except BaseException as exc:
+        failure, rest = split_failure(exc)
+        if failure is None:
+            raise
+        log_failure(what, failure)
+        await on_failure(failure)
+        if rest is not None:
+            raise rest from None
+        return None
+
+
+# -- fault injection (tests and the chaos runner only) -------------------------------------
+
+
+class InjectedFault(RuntimeError):
+    """An exception raised on purpose at a :func:`fault_point` by an armed :class:`FaultPlan`."""
+
+
+@dataclass
+class FaultPlan:
+    """Which fault points raise, and a record of those that did.
+
+    Attributes:
+        sites: Site-name prefixes that may fire (``"lsp."`` fires every LSP site); empty
+            means every site.
+        probability: The chance, at each call of a matching site, that it raises.
+        limit: How many faults may fire in all.
+        rng: The source of randomness (seed it for a reproducible run).
+        fired: The sites that raised, in order.
+    """
+
+    sites: tuple[str, ...] = ()
+    probability: float = 1.0
+    limit: int = 1
+    rng: random.Random = field(default_factory=random.Random)
+    fired: list[str] = field(default_factory=list)
+
+    def should_fire(self, site: str) -> bool:
+        if len(self.fired) >= self.limit:
+            return False
+        if self.sites and not any(site.startswith(prefix) for prefix in self.sites):
+            return False
+        if self.probability < 1.0 and self.rng.random() >= self.probability:
+            return False
+        self.fired.append(site)
+        return True
+
+
+_plan: FaultPlan | None = None
+
+
+def arm_faults(plan: FaultPlan | None) -> FaultPlan | None:
+    """Arm ``plan`` (None disarms); return the plan that was armed before."""
+    global _plan
+    previous, _plan = _plan, plan
+    return previous
+
+
+def fault_point(site: str) -> None:
+    """Raise :class:`InjectedFault` here when an armed plan says so; otherwise nothing.
+
+    Sites are dotted names, kind first (``"lsp.reader"``, ``"terminal.render"``,
+    ``"request.dispatch"``).
+    """
+    if _plan is not None and _plan.should_fire(site):
+        raise InjectedFault(f"injected fault at {site}")
