@@ -1,10 +1,16 @@
 """Bounded, ordered event queues drained by ``*.waitEvents`` and ``*.pollEvents``.
 
 Strategy: producers (lanes, sessions) call :meth:`EventQueue.put` synchronously from the Trio
-thread; it never blocks and never grows past ``max_events``. When the queue is full the
-*oldest* event is dropped and the next drain reports ``gap: true``, so a consumer that stops
-draining costs bounded memory and still learns that it missed something (DESIGN.md
-invariant 6). A waiter blocks on a :class:`trio.Event` that ``put`` sets: an idle queue costs
+thread; it never blocks. When the queue is full the *oldest* event that nobody has to answer
+is dropped and the next drain reports ``gap: true``, so a consumer that stops draining costs
+bounded memory and still learns that it missed something.
+
+Events that ask the client for an answer (:data:`ANSWER_EVENTS`: a backend's ``hostRequest``,
+a debug adapter's ``runInTerminalRequested``) are never dropped: a peer waits for that answer,
+and losing the event would leave it waiting forever. They are bounded where they are made
+(plugin-contract.md "Plugin functions": 16 pending host requests per session; one
+``runInTerminal`` at a time per adapter request), so the queue holds at most ``max_events``
+plus those. A waiter blocks on a :class:`trio.Event` that ``put`` sets: an idle queue costs
 no CPU, there is no polling loop.
 """
 
@@ -12,17 +18,19 @@ from __future__ import annotations
 
 from collections import deque
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Final
 
 import trio
 
 if TYPE_CHECKING:
     from protocol import JSONObject
 
-__all__ = ("DEFAULT_MAX_EVENTS", "EventQueue", "EventQueueStatistics")
+__all__ = ("ANSWER_EVENTS", "DEFAULT_MAX_EVENTS", "EventQueue", "EventQueueStatistics")
 
 #: Events a queue keeps before it drops the oldest.
 DEFAULT_MAX_EVENTS = 4096
+#: Event names that ask the client for an answer: never dropped (see the module docstring).
+ANSWER_EVENTS: Final = frozenset({"hostRequest", "runInTerminalRequested"})
 
 
 @dataclass(frozen=True)
@@ -47,7 +55,8 @@ class EventQueue:
     event put, so a consumer can see order and gaps.
 
     Args:
-        max_events: How many events the queue keeps; past that the oldest is dropped.
+        max_events: How many events the queue keeps; past that the oldest one that is not an
+            :data:`ANSWER_EVENTS` event is dropped.
 
     Raises:
         ValueError: ``max_events`` is not positive.
@@ -72,11 +81,23 @@ class EventQueue:
         """
         self._seq += 1
         self._events.append({"seq": self._seq, "event": event, **params})
-        if len(self._events) > self._max_events:
-            self._events.popleft()
+        if len(self._events) > self._max_events and self._drop_oldest():
             self._gap = True
             self._dropped += 1
         self._ready.set()
+
+    def _drop_oldest(self) -> bool:
+        """Drop the oldest event that needs no answer; False when every queued one does."""
+        events = self._events
+        if events[0]["event"] not in ANSWER_EVENTS:
+            events.popleft()
+            return True
+        # Rare (the queue is full and its head waits for an answer): a linear scan.
+        for index, queued in enumerate(events):
+            if queued["event"] not in ANSWER_EVENTS:
+                del events[index]
+                return True
+        return False
 
     def poll(self) -> JSONObject:
         """Drain every queued event without waiting.
