@@ -3,6 +3,7 @@
 Nothing here does I/O, reads a clock or imports trio: objects take bytes or parsed JSON
 and return events, messages or bytes (STYLE.md point 1). The layers compose as
 ``FrameDecoder`` (bytes -> frames) -> ``decode_message`` (frame body -> message) ->
+``JSONRPCConnection`` (ids, pending requests, answered-once, cancels) ->
 ``ServerLifecycle`` / ``parse_envelope``; the EOF convention of every layer is an
 explicit ``receive_eof()``.
 """
@@ -21,6 +22,17 @@ from ._codes import (
     is_lsp_reserved_code as is_lsp_reserved_code,
     is_server_error_code as is_server_error_code,
     lookup_error as lookup_error,
+)
+from ._connection import (
+    CANCEL_METHOD as CANCEL_METHOD,
+    CancelReceived as CancelReceived,
+    ConnectionEvent as ConnectionEvent,
+    JSONRPCConnection as JSONRPCConnection,
+    MessageRefused as MessageRefused,
+    NotificationReceived as NotificationReceived,
+    ReplyIgnored as ReplyIgnored,
+    ReplyReceived as ReplyReceived,
+    RequestReceived as RequestReceived,
 )
 from ._dap import (
     DAPConnection as DAPConnection,
@@ -74,6 +86,7 @@ from ._lifecycle import (
 from ._types import JSONObject as JSONObject, JSONValue as JSONValue, RequestId as RequestId
 
 __all__ = (
+    "CANCEL_METHOD",
     "EOF",
     "ERROR_CATALOG",
     "JSONRPC_RESERVED_RANGE",
@@ -81,7 +94,9 @@ __all__ = (
     "NEED_DATA",
     "SERVER_ERROR_RANGE",
     "Batch",
+    "CancelReceived",
     "CatalogEntry",
+    "ConnectionEvent",
     "CoreError",
     "CoreErrorCode",
     "DAPConnection",
@@ -99,17 +114,23 @@ __all__ = (
     "FrameDecoder",
     "FrameEvent",
     "JSONObject",
+    "JSONRPCConnection",
     "JSONValue",
     "LifecycleInput",
     "LifecycleState",
     "LocalProtocolError",
     "Message",
+    "MessageRefused",
     "Notification",
+    "NotificationReceived",
     "Params",
     "ProtocolError",
     "RemoteProtocolError",
+    "ReplyIgnored",
+    "ReplyReceived",
     "Request",
     "RequestId",
+    "RequestReceived",
     "Response",
     "ServerLifecycle",
     "StrayText",
