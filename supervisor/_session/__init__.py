@@ -7,7 +7,23 @@ state table and its protocol's steps.
 
 from __future__ import annotations
 
+from ._bounds import (
+    DRAIN_AFTER_EXIT_MS as DRAIN_AFTER_EXIT_MS,
+    KILL_WAIT_MS as KILL_WAIT_MS,
+    POLITE_TIMEOUT_MS as POLITE_TIMEOUT_MS,
+    TERM_GRACE_MS as TERM_GRACE_MS,
+    StopBounds as StopBounds,
+)
 from ._exit import exit_detail as exit_detail, signal_name as signal_name
 from ._stderr import StderrRing as StderrRing
 
-__all__ = ("StderrRing", "exit_detail", "signal_name")
+__all__ = (
+    "DRAIN_AFTER_EXIT_MS",
+    "KILL_WAIT_MS",
+    "POLITE_TIMEOUT_MS",
+    "TERM_GRACE_MS",
+    "StderrRing",
+    "StopBounds",
+    "exit_detail",
+    "signal_name",
+)
