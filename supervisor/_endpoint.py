@@ -44,6 +44,7 @@ import trio
 
 from protocol import (
     EOF,
+    MAX_ECHO_BYTES,
     NEED_DATA,
     Batch,
     ErrorCode,
@@ -187,7 +188,9 @@ def method_not_found(method: str) -> JSONRPCError:
     Returns:
         A :class:`JSONRPCError` with code -32601 (JSON-RPC 2.0 §5.1 "Method not found").
     """
-    return JSONRPCError(ErrorCode.METHOD_NOT_FOUND, f"Method not found: {method}")
+    return JSONRPCError(
+        ErrorCode.METHOD_NOT_FOUND, f"Method not found: {cut_utf8(method, MAX_ECHO_BYTES)}"
+    )
 
 
 @dataclass(frozen=True, slots=True)
