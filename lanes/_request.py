@@ -7,8 +7,9 @@ supersede?}``. Parsing is all-or-nothing and starts nothing: the first problem f
 
 Strategy: the wire parser checks JSON types and wire names; :class:`JobRequest` itself checks
 the same rules for Python callers and raises ``TypeError``/``ValueError`` (docs/architecture.md:
-misuse of the Python API never raises a protocol error). Both share the per-field checks below,
-which return a message instead of raising, so each layer picks its own exception.
+misuse of the Python API never raises a protocol error). Both share the per-field checks of
+:mod:`protocol` (``argv_item_problem``, ``env_item_problem``, ``path_problem``), which return a
+message instead of raising, so each layer picks its own exception.
 """
 
 from __future__ import annotations
@@ -19,7 +20,16 @@ from dataclasses import dataclass
 from types import MappingProxyType
 from typing import TYPE_CHECKING
 
-from protocol import CoreError, CoreErrorCode
+from protocol import (
+    MAX_MILLISECONDS,
+    CoreError,
+    CoreErrorCode,
+    argv_item_problem,
+    echo,
+    env_item_problem,
+    json_type,
+    path_problem,
+)
 
 from ._policy import JobKind, normalize_root
 
@@ -33,52 +43,6 @@ _KIND_VALUES = frozenset(kind.value for kind in JobKind)
 _WIRE_FIELDS = frozenset({"kind", "root", "argv", "cwd", "env", "timeoutMilliseconds", "supersede"})
 
 
-def _check_path(value: str, field: str) -> str | None:
-    if not value:
-        return f"{field} must not be empty"
-    if "\0" in value:
-        return f"{field} must not contain a NUL character"
-    return None
-
-
-def _check_argv_item(index: int, value: object, field: str) -> str | None:
-    if not isinstance(value, str):
-        return f"{field}[{index}] must be a string, not {_json_type(value)}"
-    if "\0" in value:
-        return f"{field}[{index}] must not contain a NUL character"
-    if index == 0 and not value:
-        return f"{field}[0] (the program) must not be empty"
-    return None
-
-
-def _check_env_item(key: object, value: object, field: str) -> str | None:
-    if not isinstance(key, str):
-        return f"{field} keys must be strings"
-    if not key or "=" in key or "\0" in key:
-        return f"{field} has an invalid variable name {key!r} (empty, '=' or NUL)"
-    if value is not None and not isinstance(value, str):
-        return f"{field}[{key!r}] must be a string or null, not {_json_type(value)}"
-    if isinstance(value, str) and "\0" in value:
-        return f"{field}[{key!r}] must not contain a NUL character"
-    return None
-
-
-def _json_type(value: object) -> str:
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "a boolean"
-    if isinstance(value, int | float):
-        return "a number"
-    if isinstance(value, str):
-        return "a string"
-    if isinstance(value, list | tuple):
-        return "an array"
-    if isinstance(value, dict):
-        return "an object"
-    return type(value).__name__
-
-
 @dataclass(frozen=True, slots=True)
 class JobRequest:
     """What a job runs and on which lane; immutable once built.
@@ -87,7 +51,8 @@ class JobRequest:
         kind: The job kind (a :class:`JobKind` or its wire string).
         root: The project root; stored normalized (see :func:`normalize_root`), it names the
             lane.
-        argv: The program and its arguments (no shell); non-empty, strings without NUL.
+        argv: The program and its arguments (no shell); non-empty, strings without NUL or
+            lone surrogates (they reach the OS).
         cwd: The working directory, relative to ``root`` unless absolute, or None for the
             root (the supervisor's runner resolves it so; ``job.start`` checks it exists).
         env: Variables to set (a string) or remove (None) on top of the inherited environment,
@@ -98,7 +63,8 @@ class JobRequest:
 
     Raises:
         TypeError: A field has the wrong type.
-        ValueError: A field has a bad value (empty argv, NUL, unknown kind, timeout <= 0).
+        ValueError: A field has a bad value (empty argv, NUL or a lone surrogate, unknown
+            kind, a timeout <= 0 or above :data:`protocol.MAX_MILLISECONDS`).
     """
 
     kind: JobKind
@@ -113,7 +79,7 @@ class JobRequest:
         object.__setattr__(self, "kind", JobKind(self.kind))
         if not isinstance(self.root, str):
             raise TypeError("root must be a string")
-        if (problem := _check_path(self.root, "root")) is not None:
+        if (problem := path_problem(self.root, "root")) is not None:
             raise ValueError(problem)
         object.__setattr__(self, "root", normalize_root(self.root))
         if isinstance(self.argv, str | bytes):
@@ -122,27 +88,27 @@ class JobRequest:
         if not argv:
             raise ValueError("argv must not be empty")
         for index, item in enumerate(argv):
-            if (problem := _check_argv_item(index, item, "argv")) is not None:
+            if (problem := argv_item_problem(index, item, "argv")) is not None:
                 raise (ValueError if isinstance(item, str) else TypeError)(problem)
         object.__setattr__(self, "argv", argv)
         if self.cwd is not None:
             if not isinstance(self.cwd, str):
                 raise TypeError("cwd must be a string or None")
-            if (problem := _check_path(self.cwd, "cwd")) is not None:
+            if (problem := path_problem(self.cwd, "cwd")) is not None:
                 raise ValueError(problem)
         if self.env is not None:
             env: object = self.env  # checked at run time too: Python callers are not typed
             if not isinstance(env, Mapping):
                 raise TypeError("env must be a mapping of str to str or None")
             for key, value in self.env.items():
-                if (problem := _check_env_item(key, value, "env")) is not None:
+                if (problem := env_item_problem(key, value, "env")) is not None:
                     raise ValueError(problem)
             object.__setattr__(self, "env", MappingProxyType(dict(self.env)))
         if self.timeout_ms is not None:
             if isinstance(self.timeout_ms, bool) or not isinstance(self.timeout_ms, int):
                 raise TypeError("timeout_ms must be an int (milliseconds) or None")
-            if self.timeout_ms <= 0:
-                raise ValueError("timeout_ms must be positive")
+            if not 0 < self.timeout_ms <= MAX_MILLISECONDS:
+                raise ValueError(f"timeout_ms must be positive and at most {MAX_MILLISECONDS}")
         if not isinstance(self.supersede, bool):
             raise TypeError("supersede must be a bool")
 
@@ -169,27 +135,28 @@ def parse_job_start(payload: JSONObject) -> JobRequest:
     Raises:
         CoreError: ``invalid_request`` (details ``{"field": name}``) for a payload that is not
             an object, an unknown field, a missing or wrong-typed field, an unknown kind, an
-            empty root/cwd, an empty argv, a non-string argument or an argument with NUL, an
-            env that is not an object of string to string-or-null, a timeout that is not a
-            positive integer of milliseconds, or a supersede that is not a boolean.
+            empty root/cwd, an empty argv, a non-string argument or an argument with NUL or a
+            lone surrogate, an env that is not an object of string to string-or-null (names
+            and values for the OS), a timeout that is not an integer of milliseconds from 1
+            to :data:`protocol.MAX_MILLISECONDS`, or a supersede that is not a boolean.
     """
     if not isinstance(payload, dict):
-        raise _invalid("payload", f"the payload must be an object, not {_json_type(payload)}")
+        raise _invalid("payload", f"the payload must be an object, not {json_type(payload)}")
     unknown = sorted(set(payload) - _WIRE_FIELDS)
     if unknown:
         known = ", ".join(sorted(_WIRE_FIELDS))
-        raise _invalid(unknown[0], f"unknown field {unknown[0]!r} (known: {known})")
+        raise _invalid(unknown[0], f"unknown field {echo(unknown[0])} (known: {known})")
 
     kind = payload.get("kind")
     if not isinstance(kind, str):
         raise _invalid("kind", f"kind is required and must be a string ({_KINDS})")
     if kind not in _KIND_VALUES:
-        raise _invalid("kind", f"unknown kind {kind!r}; expected one of {_KINDS}")
+        raise _invalid("kind", f"unknown kind {echo(kind)}; expected one of {_KINDS}")
 
     root = payload.get("root")
     if not isinstance(root, str):
         raise _invalid("root", "root is required and must be a string")
-    if (problem := _check_path(root, "root")) is not None:
+    if (problem := path_problem(root, "root")) is not None:
         raise _invalid("root", problem)
     if not os.path.isabs(root):
         # A client's relative path would silently resolve against the supervisor's own
@@ -202,24 +169,24 @@ def parse_job_start(payload: JSONObject) -> JobRequest:
     if not argv:
         raise _invalid("argv", "argv must not be empty")
     for index, item in enumerate(argv):
-        if (problem := _check_argv_item(index, item, "argv")) is not None:
+        if (problem := argv_item_problem(index, item, "argv")) is not None:
             raise _invalid("argv", problem)
 
     cwd = _optional(payload, "cwd")
     if cwd is not None:
         if not isinstance(cwd, str):
-            raise _invalid("cwd", f"cwd must be a string, not {_json_type(cwd)}")
-        if (problem := _check_path(cwd, "cwd")) is not None:
+            raise _invalid("cwd", f"cwd must be a string, not {json_type(cwd)}")
+        if (problem := path_problem(cwd, "cwd")) is not None:
             raise _invalid("cwd", problem)
 
     env = _optional(payload, "env")
     env_map: dict[str, str | None] | None = None
     if env is not None:
         if not isinstance(env, dict):
-            raise _invalid("env", f"env must be an object, not {_json_type(env)}")
+            raise _invalid("env", f"env must be an object, not {json_type(env)}")
         env_map = {}
         for key, value in env.items():
-            if (problem := _check_env_item(key, value, "env")) is not None:
+            if (problem := env_item_problem(key, value, "env")) is not None:
                 raise _invalid("env", problem)
             assert value is None or isinstance(value, str)  # checked just above
             env_map[key] = value
@@ -229,14 +196,18 @@ def parse_job_start(payload: JSONObject) -> JobRequest:
         if isinstance(timeout, bool) or not isinstance(timeout, int):
             raise _invalid(
                 "timeoutMilliseconds",
-                f"timeoutMilliseconds must be an integer, not {_json_type(timeout)}",
+                f"timeoutMilliseconds must be an integer, not {json_type(timeout)}",
             )
         if timeout <= 0:
             raise _invalid("timeoutMilliseconds", "timeoutMilliseconds must be positive")
+        if timeout > MAX_MILLISECONDS:
+            raise _invalid(
+                "timeoutMilliseconds", f"timeoutMilliseconds must be at most {MAX_MILLISECONDS}"
+            )
 
     supersede = _optional(payload, "supersede")
     if supersede is not None and not isinstance(supersede, bool):
-        raise _invalid("supersede", f"supersede must be a boolean, not {_json_type(supersede)}")
+        raise _invalid("supersede", f"supersede must be a boolean, not {json_type(supersede)}")
 
     return JobRequest(
         kind=JobKind(kind),

@@ -12,8 +12,9 @@ Rules implemented by :func:`parse_envelope`:
 * ``operationId`` defaults to ``id`` (as text) when ``id`` is present; when neither is
   given a unique one is generated (``"op-"`` and 32 hex digits), so every operation can
   be cancelled.
-* A positive integer ``timeoutMilliseconds`` sets a deadline; 0, ``null`` or absence set
-  none; negative numbers, non-integers and booleans are ``invalid_request``.
+* A positive integer ``timeoutMilliseconds`` (at most :data:`~protocol.MAX_MILLISECONDS`)
+  sets a deadline; 0, ``null`` or absence set none; negative or larger numbers,
+  non-integers and booleans are ``invalid_request``.
 * ``command`` is a non-empty string; ``payload`` defaults to ``{}`` (also for ``null``)
   and must be an object.
 * Other members are ignored, for compatibility with newer hosts.
@@ -30,6 +31,7 @@ from typing import TYPE_CHECKING
 
 from . import _json
 from ._errors import CoreError
+from ._payload import MAX_MILLISECONDS
 
 if TYPE_CHECKING:
     from ._types import JSONObject, JSONValue, RequestId
@@ -136,12 +138,17 @@ def parse_envelope(data: str | bytes | JSONObject) -> EnvelopeRequest:
     timeout_ms: int | None
     if raw_timeout is None:
         timeout_ms = None
-    elif isinstance(raw_timeout, int) and not isinstance(raw_timeout, bool) and raw_timeout >= 0:
+    elif (
+        isinstance(raw_timeout, int)
+        and not isinstance(raw_timeout, bool)
+        and 0 <= raw_timeout <= MAX_MILLISECONDS
+    ):
         timeout_ms = raw_timeout or None
     else:
         raise _field_error(
             "timeoutMilliseconds",
-            "timeoutMilliseconds must be an integer >= 0 (0 means no deadline)",
+            f"timeoutMilliseconds must be an integer from 0 to {MAX_MILLISECONDS} "
+            "(0 means no deadline)",
             request_id,
         )
 

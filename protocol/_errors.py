@@ -17,14 +17,39 @@ Misuse of the Python API (wrong types, calls in the wrong order) raises ``TypeEr
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Final
 
 from ._codes import ErrorCode, lookup_error
 
 if TYPE_CHECKING:
     from ._types import JSONObject, RequestId
 
-__all__ = ("CoreError", "LocalProtocolError", "ProtocolError", "RemoteProtocolError")
+__all__ = (
+    "MAX_MESSAGE_BYTES",
+    "CoreError",
+    "LocalProtocolError",
+    "ProtocolError",
+    "RemoteProtocolError",
+    "cut_utf8",
+)
+
+#: Messages on the wire are cut to this many UTF-8 bytes (core-api.md "Envelope";
+#: plugin-contract.md "Outcomes and error codes": messages are bounded at 1024).
+MAX_MESSAGE_BYTES: Final = 1024
+
+
+def cut_utf8(text: str, limit: int = MAX_MESSAGE_BYTES) -> str:
+    """``text`` cut to at most ``limit`` UTF-8 bytes, on a character boundary.
+
+    Lone surrogates (which JSON text may carry, but no encoding can write) become ``?``, so
+    the result always encodes.
+    """
+    if text.isascii():
+        return text[:limit]
+    data = text.encode("utf-8", "replace")
+    if len(data) <= limit:
+        return data.decode("utf-8")
+    return data[:limit].decode("utf-8", "ignore")
 
 
 class CoreError(Exception):
@@ -33,7 +58,9 @@ class CoreError(Exception):
     Args:
         code: A name from :data:`~protocol.ERROR_CATALOG` (``"invalid_request"``,
             ``"plugin.host.timeout"``, a :class:`~protocol.CoreErrorCode`, ...).
-        message: A user-facing sentence; never payload data the user did not send.
+        message: A user-facing sentence; never payload data the user did not send. It is
+            cut to :data:`MAX_MESSAGE_BYTES` UTF-8 bytes, so an echoed name can never make
+            a message longer than the contract allows.
         details: Optional structured details (a JSON object).
 
     Attributes:
@@ -59,6 +86,7 @@ class CoreError(Exception):
             raise TypeError(f"message must be a str, not {type(message).__name__}")
         if details is not None and not isinstance(details, dict):
             raise TypeError(f"details must be a dict or None, not {type(details).__name__}")
+        message = cut_utf8(message)
         super().__init__(message)
         self.code = entry.name
         self.message = message

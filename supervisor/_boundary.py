@@ -25,6 +25,9 @@ import traceback
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Final, TypeVar
 
+# One bound and one cut for every message on the wire, shared with protocol's payload readers.
+from protocol import MAX_MESSAGE_BYTES, cut_utf8
+
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable, Iterable, Iterator
 
@@ -48,23 +51,8 @@ logger = logging.getLogger("supervisor.boundary")
 
 _T = TypeVar("_T")
 
-#: Error and progress messages on the wire are cut to this many UTF-8 bytes (core-api.md
-#: "Envelope"; plugin-contract.md "Outcomes and error codes": messages are bounded at 1024).
-MAX_MESSAGE_BYTES: Final = 1024
 #: Stderr lines a crash report carries (the last ones).
 CRASH_REPORT_LINES: Final = 20
-
-
-def cut_utf8(text: str, limit: int = MAX_MESSAGE_BYTES) -> str:
-    """``text`` cut to at most ``limit`` UTF-8 bytes, on a character boundary.
-
-    Lone surrogates (which JSON text may carry) are counted as their three-byte encoding and
-    dropped from the result if the cut falls inside one, so the result always encodes.
-    """
-    data = text.encode("utf-8", "surrogatepass")
-    if len(data) <= limit:
-        return data.decode("utf-8", "replace")
-    return data[:limit].decode("utf-8", "ignore")
 
 
 def split_failure(

@@ -20,8 +20,9 @@ from ._jobs import ProcessJobRunner, check_job_launch
 from ._payload import (
     check_fields,
     optional_env,
+    optional_path,
     optional_positive_int,
-    optional_str,
+    optional_text,
     optional_timeout_ms,
     require_argv,
     require_str,
@@ -36,10 +37,19 @@ if TYPE_CHECKING:
 
     from ._service import CommandHandler, ServiceContext
 
-__all__ = ("JobService", "ProcessService", "open_job_service", "open_process_service")
+__all__ = (
+    "MAX_OUTPUT_BYTES_LIMIT",
+    "JobService",
+    "ProcessService",
+    "open_job_service",
+    "open_process_service",
+)
 
 #: The longest a ``*.waitEvents`` call may block (ours): 10 minutes.
 MAX_WAIT_EVENTS_MS: Final = 600_000
+#: The most output ``process.run`` keeps per stream (ours): 64 MiB, the frame-body limit,
+#: past which the answer could not reach a ``supervisor serve`` client anyway.
+MAX_OUTPUT_BYTES_LIMIT: Final = 64 * 1024 * 1024
 
 _PROCESS_RUN_FIELDS: Final = frozenset(
     {"argv", "cwd", "env", "stdin", "timeoutMilliseconds", "maxOutputBytes"}
@@ -51,7 +61,9 @@ def read_wait_timeout(payload: JSONObject, command: str) -> int:
     value = payload.get("timeoutMilliseconds", 0)
     if isinstance(value, bool) or not isinstance(value, int) or value < 0:
         raise CoreError(
-            "invalid_request", f"{command}: timeoutMilliseconds must be an integer >= 0"
+            "invalid_request",
+            f"{command}: timeoutMilliseconds must be an integer >= 0",
+            {"field": "timeoutMilliseconds"},
         )
     return min(value, MAX_WAIT_EVENTS_MS)
 
@@ -68,11 +80,13 @@ class ProcessService:
     async def _process_run(self, payload: JSONObject) -> JSONValue:
         check_fields(payload, _PROCESS_RUN_FIELDS, "process.run")
         argv = require_argv(payload)
-        cwd = optional_str(payload, "cwd")
+        cwd = optional_path(payload, "cwd")
         env = optional_env(payload)
-        stdin = optional_str(payload, "stdin")
+        stdin = optional_text(payload, "stdin")
         timeout_ms = optional_timeout_ms(payload)
-        max_output = optional_positive_int(payload, "maxOutputBytes")
+        max_output = optional_positive_int(
+            payload, "maxOutputBytes", maximum=MAX_OUTPUT_BYTES_LIMIT
+        )
         result = await run_process(
             argv,
             cwd=cwd,

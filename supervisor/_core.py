@@ -30,8 +30,18 @@ from typing import TYPE_CHECKING, Final, final
 
 import trio
 
-from protocol import CoreError, EnvelopeError, envelope_error, envelope_ok, parse_envelope
+from protocol import (
+    MAX_ECHO_BYTES,
+    MAX_MILLISECONDS,
+    CoreError,
+    EnvelopeError,
+    check_request_values,
+    envelope_error,
+    envelope_ok,
+    parse_envelope,
+)
 
+from ._boundary import cut_utf8, fault_point, internal_message, log_failure, split_failure
 from ._builtin_services import JobService, open_job_service, open_process_service
 from ._core_context import _current_operation_id, current_operation_id
 from ._dap_service import open_debug_service
@@ -158,27 +168,43 @@ class Core:
             command: The command name, e.g. ``"process.run"``.
             payload: Its payload (a JSON object).
             operation_id: The id :meth:`cancel` knows it by; None makes it uncancellable by id.
-            timeout_ms: A deadline in milliseconds from now; None or 0 for none.
+            timeout_ms: A deadline in milliseconds from now, at most
+                :data:`protocol.MAX_MILLISECONDS`; None or 0 for none.
 
         Returns:
             The command's data (JSON).
 
         Raises:
             CoreError: ``not_supported`` for an unknown command; ``invalid_request`` for a bad
-                payload or an operation id already active; ``cancelled`` after
-                :meth:`cancel` or while the Core closes; ``timed_out`` after the deadline;
-                or the command's own error.
+                payload (a non-finite number or a lone surrogate anywhere in it included) or
+                an operation id already active; ``cancelled`` after :meth:`cancel` or while
+                the Core closes; ``timed_out`` after the deadline; ``internal`` when the
+                command failed on something it did not foresee (the request is a supervision
+                boundary: the traceback is logged, the message is ``"<Type>: <message>"``,
+                bounded, and the Core goes on); or the command's own error. Every message
+                is at most 1024 UTF-8 bytes.
 
         **Cancellation:** cancelling the caller cancels the command (its processes end) and
         raises :class:`trio.Cancelled` as usual.
         """
         handler = self._commands.get(command)
         if handler is None:
-            raise CoreError("not_supported", f"Unknown command: {command}")
+            raise CoreError(
+                "not_supported", f"Unknown command: {cut_utf8(command, MAX_ECHO_BYTES)}"
+            )
         if self._closing:
             raise CoreError("cancelled", "The supervisor is shutting down")
         if operation_id is not None and operation_id in self._operations:
-            raise CoreError("invalid_request", f"Operation {operation_id!r} is already active")
+            raise CoreError(
+                "invalid_request",
+                f"Operation {cut_utf8(operation_id, MAX_ECHO_BYTES)!r} is already active",
+            )
+        if timeout_ms is not None and not 0 <= timeout_ms <= MAX_MILLISECONDS:
+            raise CoreError(
+                "invalid_request",
+                f"timeoutMilliseconds must be from 0 to {MAX_MILLISECONDS}",
+                {"field": "timeoutMilliseconds"},
+            )
         operation = _Operation(trio.CancelScope())
         if timeout_ms:
             operation.scope.deadline = trio.current_time() + timeout_ms / 1000
@@ -190,9 +216,24 @@ class Core:
             with operation.scope:
                 token = _current_operation_id.set(operation_id)
                 try:
+                    check_request_values(payload)
+                    fault_point("request.dispatch")
                     return await handler(payload)
+                except BaseException as exc:
+                    # The request is a supervision boundary: what its handler did not foresee
+                    # ends this request as `internal`, never the Core.
+                    contained = _contain(command, exc)
+                    if contained is exc:
+                        raise
+                    raise contained from None
                 finally:
                     _current_operation_id.reset(token)
+        except ExceptionGroup as group:
+            # What is left once the operation's scope took back its own cancellation.
+            contained = _contain(command, group)
+            if contained is group:
+                raise  # pragma: no cover -- an Exception is always contained
+            raise contained from None
         finally:
             del self._operations[key]
             if not self._operations and self._idle is not None:
@@ -227,13 +268,12 @@ class Core:
                 operation_id=envelope.operation_id,
                 timeout_ms=envelope.timeout_ms,
             )
-        except CoreError as exc:
-            return envelope_error(envelope.id, exc)
         except Exception as exc:
-            # A bug of ours in one command must not take the host down with it: the
-            # request still ends exactly once, as `internal`, and the traceback is logged.
-            logger.exception("command %s failed", envelope.command)
-            return envelope_error(envelope.id, CoreError("internal", f"Internal error: {exc}"))
+            # A bug of ours around the command (its own failures are contained by call)
+            # goes through the same boundary: the request still ends once, as `internal`.
+            contained = _contain(envelope.command, exc)
+            assert isinstance(contained, CoreError)  # an Exception is always contained
+            return envelope_error(envelope.id, contained)
         return envelope_ok(envelope.id, data)
 
     def cancel(self, operation_id: str) -> bool:
@@ -271,6 +311,44 @@ class Core:
     async def _ping(self, payload: JSONObject) -> JSONValue:
         check_fields(payload, frozenset(), "core.ping")
         return {"protocolVersion": PROTOCOL_VERSION, "version": _version()}
+
+
+def _dumps(response: JSONObject) -> str:
+    return json.dumps(response, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
+
+
+def _contain(command: str, exc: BaseException) -> BaseException:
+    """What a request's failure becomes at the request's boundary.
+
+    A :class:`CoreError` (also alone in a group) is the command's own answer and stays as
+    it is. Any other :class:`Exception` is a failure we did not foresee: it is logged with
+    its traceback and becomes ``CoreError("internal", <type>: <message>)``, bounded, without
+    the traceback. Cancellation, ``KeyboardInterrupt`` and ``SystemExit`` are returned as
+    they are (with the ``internal`` error beside them when a failure came in the same group),
+    so they propagate as Trio intends.
+    """
+    if isinstance(exc, CoreError):
+        return exc
+    failure, rest = split_failure(exc)
+    if failure is None:
+        return exc
+    errors, others = (
+        failure.split(CoreError) if isinstance(failure, ExceptionGroup) else (None, failure)
+    )
+    error: CoreError
+    if errors is not None and others is None:
+        # A lone CoreError raised in a nursery of the command: still the command's answer.
+        first = errors.exceptions[0]
+        while isinstance(first, ExceptionGroup):
+            first = first.exceptions[0]
+        assert isinstance(first, CoreError)
+        error = first
+    else:
+        log_failure(f"request {cut_utf8(command, MAX_ECHO_BYTES)!r}", failure)
+        error = CoreError("internal", internal_message(failure))
+    if rest is None:
+        return error
+    return BaseExceptionGroup("a request failed while it was cancelled", [error, rest])
 
 
 @asynccontextmanager
@@ -406,7 +484,9 @@ class CoreThread:
     def execute_json(self, request: str) -> str:
         """Run one envelope request given as JSON text; return the JSON response text.
 
-        Blocks the calling thread until the request ends (it always ends exactly once).
+        Blocks the calling thread until the request ends (it always ends exactly once). Data
+        that JSON can not carry (a non-finite number a peer sent) ends the request
+        ``internal`` rather than writing invalid JSON.
 
         Raises:
             RuntimeError: The CoreThread is not running.
@@ -416,7 +496,15 @@ class CoreThread:
             response = trio.from_thread.run(core.execute, request, trio_token=token)
         except trio.RunFinishedError as exc:
             raise RuntimeError("the CoreThread is not running") from exc
-        return json.dumps(response, ensure_ascii=False, separators=(",", ":"))
+        try:
+            return _dumps(response)
+        except (TypeError, ValueError) as exc:
+            request_id = response.get("id")
+            contained = _contain("execute_json", exc)
+            assert isinstance(contained, CoreError)  # an Exception is always contained
+            return _dumps(
+                envelope_error(request_id if isinstance(request_id, str | int) else None, contained)
+            )
 
     def cancel_operation(self, operation_id: str) -> int:
         """Cancel an operation from any thread.

@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Final
 
 import trio
 
-from protocol import CoreError
+from protocol import CoreError, invalid_field, read_int
 
 from ._builtin_services import read_wait_timeout
 from ._core_context import current_operation_id
@@ -46,12 +46,15 @@ from ._dap_state import (
 )
 from ._events import EventQueue
 from ._payload import (
+    MAX_COUNT,
     check_fields,
     optional_bool,
     optional_env,
+    optional_path,
     optional_positive_int,
     optional_str,
     require_argv,
+    require_path,
     require_str,
 )
 
@@ -98,17 +101,16 @@ def _invalid(message: str) -> CoreError:
     return CoreError("invalid_request", message)
 
 
-def _require_int(payload: JSONObject, name: str, *, minimum: int) -> int:
-    value = payload.get(name)
-    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-        raise _invalid(f"{name} must be an integer >= {minimum}")
-    return value
-
-
 def _optional_int(payload: JSONObject, name: str, *, minimum: int) -> int | None:
-    if payload.get(name) is None:
-        return None
-    return _require_int(payload, name, minimum=minimum)
+    # DAP's integers (ids, references, counts) are 32-bit in the adapters we meet.
+    return read_int(payload, name, minimum=minimum, maximum=MAX_COUNT)
+
+
+def _require_int(payload: JSONObject, name: str, *, minimum: int) -> int:
+    value = _optional_int(payload, name, minimum=minimum)
+    if value is None:
+        raise invalid_field(name, f"{name} must be an integer >= {minimum}")
+    return value
 
 
 def parse_adapter(value: JSONValue) -> AdapterSpec:
@@ -140,7 +142,7 @@ def parse_adapter(value: JSONValue) -> AdapterSpec:
         raise _invalid("adapter.port is required for tcpPort")
     argv: list[str] | None = None
     if value.get("executable") is not None or transport != "tcpPort":
-        executable = require_str(value, "executable")
+        executable = require_path(value, "executable")
         arguments = value.get("arguments", [])
         argv = (
             require_argv({"arguments": [executable, *arguments]}, "arguments")
@@ -160,7 +162,7 @@ def parse_adapter(value: JSONValue) -> AdapterSpec:
     return AdapterSpec(
         argv=argv,
         env=optional_env(value, "environment"),
-        cwd=optional_str(value, "workingDirectory"),
+        cwd=optional_path(value, "workingDirectory"),
         transport=transport,
         host=host,
         port=port,
@@ -236,7 +238,7 @@ class DebugService:
             raise _invalid("sessionId must be a non-empty string")
         adapter_id = require_str(payload, "adapterId")
         spec = parse_adapter(payload.get("adapter"))
-        root_path = require_str(payload, "rootPath")
+        root_path = require_path(payload, "rootPath")
         supports_rit = optional_bool(payload, "supportsRunInTerminalRequest", False)
         handler = payload.get("runInTerminal", "supervisor")
         if handler not in ("supervisor", "host"):

@@ -14,7 +14,8 @@ Tasks, all in one nursery owned by :func:`open_jsonrpc_endpoint`:
 - the *notification dispatcher* runs the notification handler on one notification at a time,
   in arrival order (LSP's ``didOpen``/``didChange`` ordering depends on it);
 - one *handler task* per inbound request, each inside its own cancel scope, so that
-  ``$/cancelRequest`` cancels exactly that request.
+  ``$/cancelRequest`` cancels exactly that request; each is a supervision boundary, so a
+  handler's bug is answered -32603 (``data.code`` ``internal``) and ends that request only.
 
 Every background task runs in a cancel scope of its own rather than in the nursery's, because
 the caller's ``async with`` body runs in the nursery too and a transport failure must stop our
@@ -43,6 +44,7 @@ import trio
 
 from protocol import (
     EOF,
+    MAX_ECHO_BYTES,
     NEED_DATA,
     Batch,
     ErrorCode,
@@ -62,6 +64,7 @@ from protocol import (
 from protocol._errors import MissingResultError
 from protocol._jsonrpc import encode_request
 
+from ._boundary import cut_utf8, internal_message, log_failure, split_failure
 from ._handles import NoPublicConstructor
 
 if TYPE_CHECKING:
@@ -166,7 +169,7 @@ class EndpointClosed(Exception):
     Args:
         reason: Why the endpoint closed: ``"eof"``, ``"closed"`` (our side left the context
             manager), ``"write timeout"``, ``"protocol error: ..."``, ``"read failed: ..."``,
-            ``"write failed: ..."`` or ``"internal error: ..."``.
+            or ``"write failed: ..."``.
     """
 
     def __init__(self, reason: str) -> None:
@@ -185,7 +188,9 @@ def method_not_found(method: str) -> JSONRPCError:
     Returns:
         A :class:`JSONRPCError` with code -32601 (JSON-RPC 2.0 §5.1 "Method not found").
     """
-    return JSONRPCError(ErrorCode.METHOD_NOT_FOUND, f"Method not found: {method}")
+    return JSONRPCError(
+        ErrorCode.METHOD_NOT_FOUND, f"Method not found: {cut_utf8(method, MAX_ECHO_BYTES)}"
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -263,6 +268,18 @@ def _error_response(
     request_id: RequestId | None, code: int, message: str, data: JSONValue = None
 ) -> ErrorResponse:
     return ErrorResponse(id=request_id, error=ErrorObject(code=code, message=message, data=data))
+
+
+def _internal_response(request_id: RequestId | None, failure: BaseException) -> ErrorResponse:
+    """The -32603 answer to a request whose handler failed: a bounded one-line message in
+    ``error.message`` and ``error.data`` ``{code: "internal", message}``; no traceback."""
+    message = internal_message(failure)
+    return _error_response(
+        request_id,
+        ErrorCode.INTERNAL_ERROR,
+        message,
+        {"code": "internal", "message": message},
+    )
 
 
 def _pipe_fd(stream: object) -> int | None:
@@ -936,20 +953,21 @@ class JSONRPCEndpoint(metaclass=NoPublicConstructor):
                 del self._inbound[key]
         except JSONRPCError as exc:
             answer = _error_response(request.id, exc.code, exc.message, exc.data)
-        except Exception as exc:
-            logger.error(
-                "%s: handler for %r raised; answering -32603 and closing",
-                self.name,
-                request.method,
-                exc_info=True,
+        except BaseException as exc:
+            # The request is a supervision boundary: a bug in its handler ends this request
+            # (answered -32603, once), never the endpoint and the requests around it.
+            failure, rest = split_failure(exc)
+            if failure is None:
+                raise
+            log_failure(f"{self.name}: request {cut_utf8(request.method, 128)!r}", failure)
+            # Shielded: the failure may have come with (or during) a cancellation, and the
+            # peer still gets its one answer; then the rest goes on up as Trio intends.
+            await self._answer_shielded(
+                _internal_response(request.id, failure), wait_written=rest is not None
             )
-            await self._answer_before_raising(
-                _error_response(
-                    request.id, ErrorCode.INTERNAL_ERROR, f"Internal error: {type(exc).__name__}"
-                )
-            )
-            self._close(f"internal error: {type(exc).__name__} in handler for {request.method!r}")
-            raise
+            if rest is not None:
+                raise rest from None
+            return
         else:
             if inbound.scope.cancelled_caught:
                 answer = _error_response(
@@ -960,18 +978,31 @@ class JSONRPCEndpoint(metaclass=NoPublicConstructor):
                 )
             else:
                 answer = Response(id=request.id, result=result)
-        await self._queue.put(encode_frame(encode_message(answer)))
+        await self._queue.put(self._encode_answer(request, answer))
 
-    async def _answer_before_raising(self, answer: ErrorResponse) -> None:
-        # The peer still gets its one answer when our handler has a bug; shielded and bounded
-        # so that neither a concurrent close nor a stuck peer replaces the bug being raised.
-        written = trio.Event()
+    def _encode_answer(self, request: Request, answer: Response | ErrorResponse) -> bytes:
+        """The frame of ``answer``; -32603 when the handler's value has no JSON form.
+
+        A result can hold what JSON cannot carry (a NaN, an infinity, a non-JSON type) when a
+        handler passes on a value it did not check; that ends this request, not the endpoint.
+        """
+        try:
+            return encode_frame(encode_message(answer))
+        except (TypeError, ValueError) as exc:
+            log_failure(f"{self.name}: answer to {cut_utf8(request.method, 128)!r}", exc)
+            return encode_frame(encode_message(_internal_response(request.id, exc)))
+
+    async def _answer_shielded(self, answer: ErrorResponse, *, wait_written: bool) -> None:
+        # Shielded and bounded so that neither a cancellation nor a stuck peer loses the
+        # answer or holds up what is re-raised after it; a closed endpoint answers nothing.
+        written = trio.Event() if wait_written else None
         with trio.move_on_after(self._write_timeout_s, shield=True):
             try:
                 await self._queue.put(encode_frame(encode_message(answer)), written)
             except EndpointClosed:
                 return
-            await written.wait()
+            if written is not None:
+                await written.wait()
 
     async def _dispatch_notifications(self) -> None:
         async for note in self._notifications_out:
@@ -983,12 +1014,15 @@ class JSONRPCEndpoint(metaclass=NoPublicConstructor):
             except JSONRPCError as exc:
                 # A notification has no reply to carry the error (JSON-RPC 2.0 §4.1).
                 logger.debug("%s: notification %r failed: %s", self.name, note.method, exc)
-            except Exception:
-                logger.error(
-                    "%s: notification handler for %r raised", self.name, note.method, exc_info=True
-                )
-                self._close(f"internal error: notification handler for {note.method!r}")
-                raise
+            except BaseException as exc:
+                # A notification is a boundary too: its handler's bug is logged, and the
+                # notifications after it are still dispatched.
+                failure, rest = split_failure(exc)
+                if failure is None:
+                    raise
+                log_failure(f"{self.name}: notification {cut_utf8(note.method, 128)!r}", failure)
+                if rest is not None:
+                    raise rest from None
         # Reached only once the reader closed the channel (close_on_input_end=False).
         self._input_done.set()
 
@@ -1035,11 +1069,15 @@ async def open_jsonrpc_endpoint(
     past ``max_inbound_concurrency`` are refused at once with -32803 and
     ``data: {"code": "busy"}``, so the reader never stops reading replies.
 
-    A handler that raises anything else is a bug of ours: the peer gets -32603 (written
-    before going on), the error is logged with its traceback, the endpoint closes with
-    ``"internal error: ..."`` and the exception propagates out of this context manager, as
-    trio's exceptions always do. The same holds for a notification handler, except that
-    nothing is answered.
+    Each inbound request and notification is a supervision boundary. A request handler
+    that raises any other :class:`Exception` (a bug of ours, a library refusing a value)
+    ends that request only: it is answered once with -32603, a bounded one-line message and
+    ``error.data`` ``{"code": "internal", "message": ...}`` (no traceback on the wire), the
+    traceback is logged, and the endpoint goes on serving. A result that has no JSON form
+    (a NaN, for example) is answered the same way. A notification handler's failure is
+    logged and the next notification is dispatched. Cancellation, ``KeyboardInterrupt``
+    and ``SystemExit`` are not contained: they propagate as Trio intends (a request whose
+    failure arrived in the same exception group as one of them is still answered first).
 
     Notifications go to ``notification_handler`` one at a time, in arrival order, on a task
     of their own (so a slow handler does not stop replies from being read); with none, they
@@ -1093,7 +1131,6 @@ async def open_jsonrpc_endpoint(
 
     Raises:
         ValueError: A bound is not positive.
-        Exception: What a handler raised, other than :class:`JSONRPCError` (see above).
 
     **Cancellation:** cancelling the block closes the endpoint without writing what is
     still queued; it never hangs.
@@ -1137,8 +1174,8 @@ async def open_jsonrpc_endpoint(
                     await trio.aclose_forcefully(send_stream)
                     await trio.aclose_forcefully(receive_stream)
     except BaseExceptionGroup as group:
-        # Only our handler tasks and the caller's body can raise here; hand a lone error
-        # back as itself so callers do not have to unwrap groups for the common case.
+        # Only the caller's body (and KeyboardInterrupt/SystemExit in a task) can raise here;
+        # hand a lone error back as itself so callers do not have to unwrap groups.
         if len(group.exceptions) != 1:
             raise
         _reraise_alone(group.exceptions[0])

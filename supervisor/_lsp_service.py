@@ -44,6 +44,8 @@ from ._payload import (
     optional_env,
     optional_positive_int,
     optional_str,
+    require_argv,
+    require_path,
     require_str,
 )
 from ._plugin_relay import FunctionRelay, ProviderHandle
@@ -217,13 +219,14 @@ def parse_start(payload: JSONObject) -> LspServerSpec:
     """
     check_fields(payload, _START_FIELDS, "lsp.startServer")
     server_id = require_str(payload, "serverId")
-    executable = require_str(payload, "executable")
+    executable = require_path(payload, "executable")
     arguments = payload.get("arguments", [])
-    if not isinstance(arguments, list) or not all(isinstance(a, str) for a in arguments):
+    if not isinstance(arguments, list):
         raise _invalid("arguments must be an array of strings")
-    argv = [executable, *(a for a in arguments if isinstance(a, str))]
+    # One argv check for the OS: the executable is item 0, the arguments follow.
+    argv = require_argv({"arguments": [executable, *arguments]}, "arguments")
     env = optional_env(payload, "environment")
-    cwd = require_str(payload, "workingDirectory")
+    cwd = require_path(payload, "workingDirectory")
     if not os.path.isabs(cwd):
         raise _invalid("workingDirectory must be an absolute path")
     root_uri = require_str(payload, "rootUri")

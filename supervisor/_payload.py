@@ -1,57 +1,80 @@
-"""Typed readers for command payloads.
+"""Typed readers for command payloads, on the shared readers of :mod:`protocol`.
 
 Every command validates its payload before it starts anything (DESIGN.md invariant 9). These
-readers raise :class:`protocol.CoreError` with code ``invalid_request`` and a message that
-names the field, so every command reports bad input the same way. JSON booleans are never
-accepted where a number is expected (``True`` is an ``int`` in Python).
+readers raise :class:`protocol.CoreError` with code ``invalid_request``, a message that names
+the field and ``details.field``, so every command reports bad input the same way. JSON booleans
+are never accepted where a number is expected (``True`` is an ``int`` in Python). The rules for
+what may reach the OS (argv, environment, paths, stdin: no NUL, no lone surrogate) and for
+durations and sizes (bounded integers) live in :mod:`protocol` (``read_argv``, ``read_env``,
+``read_path``, ``read_text``, ``read_int``, ``read_milliseconds``), shared with the lanes.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Final
 
-from protocol import CoreError
+from protocol import (
+    MAX_MILLISECONDS,
+    CoreError,
+    echo,
+    invalid_field,
+    read_argv,
+    read_env,
+    read_int,
+    read_milliseconds,
+    read_path,
+    read_text,
+)
 
 if TYPE_CHECKING:
-    from protocol import JSONObject, JSONValue
+    from protocol import JSONObject
 
 __all__ = (
+    "MAX_COUNT",
     "check_fields",
     "optional_bool",
     "optional_env",
+    "optional_path",
     "optional_positive_int",
     "optional_str",
+    "optional_text",
     "optional_timeout_ms",
     "require_argv",
+    "require_path",
     "require_str",
 )
 
+#: The bound of an integer field whose command documents none (ids, counts): 2**31 - 1.
+MAX_COUNT: Final = 2**31 - 1
 
-def _invalid(message: str) -> CoreError:
-    return CoreError("invalid_request", message)
+
+def _invalid(message: str, field: str | None = None) -> CoreError:
+    if field is None:
+        return CoreError("invalid_request", message)
+    return invalid_field(field, message)
 
 
 def check_fields(payload: JSONObject, allowed: frozenset[str], command: str) -> None:
     """Refuse fields the command does not define.
 
     Raises:
-        CoreError: ``invalid_request`` naming the first unknown field (sorted) and listing
-            the known ones, sorted: ``"terminal.create: unknown field 'argv' (known:
-            arguments, cols, ...)"``. No details: the message is the whole answer.
+        CoreError: ``invalid_request`` naming the first unknown field (sorted; cut when
+            long) and listing the known ones, sorted: ``"terminal.create: unknown field
+            'argv' (known: arguments, cols, ...)"``, with ``details.field`` the unknown one.
     """
     if allowed.issuperset(payload):
         return  # the common case, without building a set (it is on every command's path)
     unknown = sorted(set(payload) - allowed)
     # A caller who guessed a name (``argv`` for ``arguments``) can correct it from the answer.
     known = ", ".join(sorted(allowed)) or "none"
-    raise _invalid(f"{command}: unknown field {unknown[0]!r} (known: {known})")
+    raise _invalid(f"{command}: unknown field {echo(unknown[0])} (known: {known})", unknown[0])
 
 
 def require_str(payload: JSONObject, name: str, *, non_empty: bool = True) -> str:
     """Read a required string field."""
     value = payload.get(name)
     if not isinstance(value, str) or (non_empty and not value):
-        raise _invalid(f"{name} must be a non-empty string")
+        raise _invalid(f"{name} must be a non-empty string", name)
     return value
 
 
@@ -61,79 +84,64 @@ def optional_str(payload: JSONObject, name: str) -> str | None:
     if value is None:
         return None
     if not isinstance(value, str):
-        raise _invalid(f"{name} must be a string")
+        raise _invalid(f"{name} must be a string", name)
     return value
+
+
+def optional_text(payload: JSONObject, name: str) -> str | None:
+    """Read optional data written to a stream (stdin): valid Unicode, NUL allowed; absent
+    or null gives None."""
+    return read_text(payload, name, allow_nul=True)
+
+
+def require_path(payload: JSONObject, name: str) -> str:
+    """Read a required path (an executable, a working directory): non-empty, for the OS."""
+    path = read_path(payload, name, required=True)
+    assert path is not None  # required
+    return path
+
+
+def optional_path(payload: JSONObject, name: str) -> str | None:
+    """Read an optional path: absent or null gives None; else as :func:`require_path`."""
+    return read_path(payload, name)
 
 
 def optional_bool(payload: JSONObject, name: str, default: bool = False) -> bool:
     """Read an optional boolean field."""
     value = payload.get(name, default)
     if not isinstance(value, bool):
-        raise _invalid(f"{name} must be a boolean")
+        raise _invalid(f"{name} must be a boolean", name)
     return value
 
 
 def optional_positive_int(
-    payload: JSONObject, name: str, *, maximum: int | None = None
+    payload: JSONObject, name: str, *, maximum: int = MAX_COUNT
 ) -> int | None:
-    """Read an optional integer field that must be at least 1 (and at most ``maximum``)."""
-    value = payload.get(name)
-    if value is None:
-        return None
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise _invalid(f"{name} must be a positive integer")
-    if maximum is not None and value > maximum:
-        raise _invalid(f"{name} must be at most {maximum}")
-    return value
+    """Read an optional integer field from 1 to ``maximum`` (:data:`MAX_COUNT` by default)."""
+    return read_int(payload, name, minimum=1, maximum=maximum)
 
 
 def optional_timeout_ms(
-    payload: JSONObject, name: str = "timeoutMilliseconds", *, maximum: int | None = None
+    payload: JSONObject, name: str = "timeoutMilliseconds", *, maximum: int = MAX_MILLISECONDS
 ) -> int | None:
-    """Read a deadline in milliseconds: a positive integer starts one; absent, null or 0 is none.
+    """Read a deadline in milliseconds: 1 to ``maximum`` starts one; absent, null or 0 is none.
 
     This is the envelope's rule (core-api.md "Envelope": "a positive value starts a
     cooperative deadline"), applied to every command's own timeout field.
     """
-    value = payload.get(name)
-    if value == 0 and not isinstance(value, bool):
-        return None
-    return optional_positive_int(payload, name, maximum=maximum)
+    return read_milliseconds(payload, name, maximum=maximum)
 
 
 def require_argv(payload: JSONObject, name: str = "argv") -> list[str]:
-    """Read a non-empty list of strings without NUL characters.
+    """Read a non-empty list of strings for the OS (no NUL, no lone surrogate).
 
     Raises:
-        CoreError: ``invalid_request`` for an absent or empty list, a non-string item, or a NUL.
+        CoreError: ``invalid_request`` for an absent or empty list, a non-string item, an
+            empty program, a NUL or a lone surrogate.
     """
-    value: JSONValue = payload.get(name)
-    if not isinstance(value, list) or not value:
-        raise _invalid(f"{name} must be a non-empty array of strings")
-    argv: list[str] = []
-    for index, item in enumerate(value):
-        if not isinstance(item, str):
-            raise _invalid(f"{name}[{index}] must be a string")
-        if "\0" in item:
-            raise _invalid(f"{name}[{index}] contains a NUL character")
-        argv.append(item)
-    return argv
+    return read_argv(payload, name)
 
 
 def optional_env(payload: JSONObject, name: str = "env") -> dict[str, str | None] | None:
     """Read an environment table: names to strings, or null to remove the variable."""
-    value = payload.get(name)
-    if value is None:
-        return None
-    if not isinstance(value, dict):
-        raise _invalid(f"{name} must be an object of strings")
-    env: dict[str, str | None] = {}
-    for key, item in value.items():
-        if not key or "=" in key or "\0" in key:
-            raise _invalid(f"{name} has an invalid variable name {key!r}")
-        if item is not None and not isinstance(item, str):
-            raise _invalid(f"{name}.{key} must be a string or null")
-        if isinstance(item, str) and "\0" in item:
-            raise _invalid(f"{name}.{key} contains a NUL character")
-        env[key] = item
-    return env
+    return read_env(payload, name)

@@ -59,6 +59,14 @@ import tomlkit
 import tomlkit.exceptions
 import tomlkit.items
 
+from protocol import (
+    MAX_MILLISECONDS,
+    argv_item_problem,
+    echo,
+    env_item_problem,
+    path_problem,
+)
+
 if TYPE_CHECKING:
     from collections.abc import Mapping
 
@@ -388,7 +396,7 @@ def _parse_job(
     project = typed("project", str, "a string (a directory)")
     if project is None:
         raise fail(None, "missing required key 'project' (the lane: a project directory)")
-    if not project or "\0" in project:
+    if path_problem(project, "project") is not None:
         raise fail("project", "'project' must be a non-empty path")
     project_path = os.path.normpath(os.path.join(directory, os.path.expanduser(project)))
     if not os.path.isdir(project_path):
@@ -414,13 +422,11 @@ def _parse_job(
                 f"argv[{position}] must be a string, not {_toml_type(arg)}",
                 element=position,
             )
-        if "\0" in arg:
-            raise fail("argv", f"argv[{position}] contains a NUL character", element=position)
-    if not argv[0]:
-        raise fail("argv", "argv[0] (the program) must not be empty", element=0)
+        if (problem := argv_item_problem(position, arg)) is not None:
+            raise fail("argv", problem, element=position)
 
     cwd = typed("cwd", str, "a string (a directory)")
-    if cwd is not None and (not cwd or "\0" in cwd):
+    if cwd is not None and path_problem(cwd, "cwd") is not None:
         raise fail("cwd", "'cwd' must be a non-empty path")
     cwd_path = project_path if cwd is None else os.path.join(project_path, cwd)
     if not any(p in cwd_path for p in PLACEHOLDERS):
@@ -437,8 +443,8 @@ def _parse_job(
                     f"env.{var} must be a string, not {_toml_type(value)}",
                     subkey=var,
                 )
-            if not var or "=" in var or "\0" in var or "\0" in value:
-                raise fail("env", f"invalid environment variable {var!r}", subkey=var)
+            if env_item_problem(var, value) is not None:
+                raise fail("env", f"invalid environment variable {echo(var)}", subkey=var)
 
     timeout_ms = typed("timeout_ms", int, "an integer (milliseconds)")
     if timeout_ms is not None and timeout_ms <= 0:
@@ -449,6 +455,13 @@ def _parse_job(
     cancel_after_ms = typed("cancel_after_ms", int, "an integer (milliseconds)")
     if cancel_after_ms is not None and cancel_after_ms < 0:
         raise fail("cancel_after_ms", "'cancel_after_ms' must be >= 0 (milliseconds)")
+    for key, ms in (
+        ("timeout_ms", timeout_ms),
+        ("start_after_ms", start_after_ms),
+        ("cancel_after_ms", cancel_after_ms),
+    ):
+        if ms is not None and ms > MAX_MILLISECONDS:
+            raise fail(key, f"{key!r} must be at most {MAX_MILLISECONDS} (milliseconds)")
     supersede = typed("supersede", bool, "a boolean")
     trusted = typed("trusted", bool, "a boolean")
     expect_timed_out = typed("expect_timed_out", bool, "a boolean")

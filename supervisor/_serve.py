@@ -32,7 +32,15 @@ from typing import TYPE_CHECKING, Final
 
 import trio
 
-from protocol import CoreError, ErrorCode, LifecycleState, lookup_error
+from protocol import (
+    MAX_ECHO_BYTES,
+    CoreError,
+    ErrorCode,
+    LifecycleState,
+    check_request_values,
+    cut_utf8,
+    lookup_error,
+)
 
 from ._core import PROTOCOL_VERSION, _version, open_core
 from ._endpoint import EndpointClosed, JSONRPCError, current_request_id, open_jsonrpc_endpoint
@@ -113,7 +121,9 @@ class _Server:
         if refusal is ErrorCode.SERVER_NOT_INITIALIZED:
             raise JSONRPCError(int(refusal), "The server is not initialized")
         if refusal is not None:
-            raise JSONRPCError(int(refusal), f"{method} is not allowed now")
+            raise JSONRPCError(
+                int(refusal), f"{cut_utf8(method, MAX_ECHO_BYTES)} is not allowed now"
+            )
         if self._ending is not None:
             raise _ending_error(self._ending)
         if method == "initialize":
@@ -376,6 +386,11 @@ async def _cancel_after(wait: Callable[[], Awaitable[object]], scope: trio.Cance
 
 
 def _trusted_option(params: JSONValue | None) -> bool:
+    try:
+        # Refused here rather than accepted and failing later when something re-encodes it.
+        check_request_values(params, "params")
+    except CoreError as exc:
+        raise jsonrpc_error_from(exc) from None
     options = params.get("initializationOptions") if isinstance(params, dict) else None
     if options is None:
         return True

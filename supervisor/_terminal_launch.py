@@ -19,7 +19,7 @@ import os
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Final
 
-from protocol import CoreError
+from protocol import CoreError, invalid_field, text_problem
 
 from ._marker import SCOPE_ENV
 from ._payload import check_fields
@@ -82,7 +82,7 @@ _CREATE_FIELDS: Final = frozenset(
 
 
 def _invalid(message: str, field: str) -> CoreError:
-    return CoreError("invalid_request", message, {"field": field})
+    return invalid_field(field, message)
 
 
 def _utf8_len(text: str) -> int:
@@ -94,8 +94,8 @@ def _item(value: JSONValue, field: str, *, allow_empty: bool = True) -> str:
         raise _invalid(f"{field} must be a string", field)
     if not allow_empty and not value:
         raise _invalid(f"{field} must not be empty", field)
-    if "\0" in value:
-        raise _invalid(f"{field} contains a NUL character", field)
+    if (problem := text_problem(value, field)) is not None:
+        raise _invalid(problem, field)
     if _utf8_len(value) > MAX_ITEM_BYTES:
         raise _invalid(f"{field} is longer than {MAX_ITEM_BYTES} bytes", field)
     return value

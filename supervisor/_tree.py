@@ -43,7 +43,7 @@ from typing import TYPE_CHECKING, Any, final
 
 import trio
 
-from protocol import CoreError, JSONObject
+from protocol import CoreError, JSONObject, argv_item_problem, env_item_problem, path_problem
 
 from . import _reaper, _watchdog
 from ._handles import NoPublicConstructor
@@ -136,18 +136,10 @@ def _check_argv(argv: object) -> list[str]:
         raise _invalid("argv must be a list of strings (no shell is used)")
     if not argv:
         raise _invalid("argv must not be empty")
-    args: list[str] = []
     for index, arg in enumerate(argv):
-        if not isinstance(arg, str):
-            raise _invalid(
-                f"argv[{index}] must be a string, not {type(arg).__name__}", {"index": index}
-            )
-        if "\0" in arg:
-            raise _invalid(f"argv[{index}] contains a NUL character", {"index": index})
-        args.append(arg)
-    if not args[0]:
-        raise _invalid("argv[0] must not be empty")
-    return args
+        if (problem := argv_item_problem(index, arg)) is not None:
+            raise _invalid(problem, {"field": "argv", "index": index})
+    return list(argv)
 
 
 #: ``(raw os.environ, its decoded copy)``: decoding the environment costs tens of
@@ -173,14 +165,12 @@ def _check_env(env: object) -> dict[str, str]:
     if not isinstance(env, Mapping):
         raise _invalid("env must be an object mapping names to strings or null")
     for key, value in env.items():
-        if not isinstance(key, str) or not key or "=" in key or "\0" in key:
-            raise _invalid(f"invalid environment variable name: {key!r}")
+        if (problem := env_item_problem(key, value)) is not None:
+            raise _invalid(problem, {"field": "env"})
         if value is None:
             merged.pop(key, None)
-        elif isinstance(value, str) and "\0" not in value:
-            merged[key] = value
         else:
-            raise _invalid(f"environment variable {key} must be a string without NUL or null")
+            merged[key] = value
     return merged
 
 
@@ -190,8 +180,10 @@ def _check_cwd(cwd: object) -> str | None:
     if not isinstance(cwd, (str, os.PathLike)):
         raise _invalid("cwd must be a string path")
     path = os.fspath(cwd)
-    if not isinstance(path, str) or not path or "\0" in path:
-        raise _invalid("cwd must be a non-empty path without NUL")
+    if not isinstance(path, str):
+        raise _invalid("cwd must be a string path", {"field": "cwd"})
+    if (problem := path_problem(path, "cwd")) is not None:
+        raise _invalid(problem, {"field": "cwd"})
     # One stat rather than exists() + isdir(): each system call counts at thousands of
     # jobs (issue 8 goal 8).
     try:

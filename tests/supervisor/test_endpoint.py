@@ -202,49 +202,100 @@ async def test_method_not_found_helper() -> None:
         assert (reply.id, reply.error.code) == ("q", -32601)
 
 
-async def test_handler_bug_answers_internal_error_then_propagates(
+async def test_handler_bug_answers_internal_and_keeps_serving(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    """Our own bugs are answered -32603, logged with traceback, and re-raised (not swallowed)."""
+    """A request is a supervision boundary: a handler's bug is answered -32603 once, with
+    ``data.code`` ``internal`` and a bounded message (no traceback), logged with its
+    traceback, and the endpoint goes on serving the next request."""
 
     async def handler(method: str, params: JSONValue | None) -> JSONValue:
-        raise ZeroDivisionError("oops")
+        if method == "boom":
+            raise ZeroDivisionError("oops " + "x" * 5000)
+        return await echo_handler(method, params)
 
-    replies: list[Message] = []
-    endpoint: JSONRPCEndpoint | None = None
-
-    async def run() -> None:
-        nonlocal endpoint
-        async with raw_pair(request_handler=handler) as (endpoint, peer):
-            await peer.send_message(Request(id=9, method="boom", params=None))
-            replies.append(await peer.receive())
-            await trio.sleep_forever()
-
-    with pytest.raises(ZeroDivisionError, match="oops"):
-        await run()
-    assert endpoint is not None
-    reply = replies[0]
-    assert isinstance(reply, ErrorResponse)
-    assert (reply.id, reply.error.code) == (9, -32603)
-    assert endpoint.closed
-    assert endpoint.close_reason is not None
-    assert endpoint.close_reason.startswith("internal error")
+    async with raw_pair(request_handler=handler) as (endpoint, peer):
+        await peer.send_message(Request(id=9, method="boom", params=None))
+        reply = await peer.receive()
+        assert isinstance(reply, ErrorResponse)
+        assert (reply.id, reply.error.code) == (9, -32603)
+        data = reply.error.data
+        assert isinstance(data, dict)
+        assert data["code"] == "internal"
+        message = data["message"]
+        assert isinstance(message, str)
+        assert message.startswith("ZeroDivisionError: oops")
+        assert len(message.encode()) <= 1024
+        assert "Traceback" not in reply.error.message
+        await peer.send_message(Request(id=10, method="echo", params=[1]))
+        assert await peer.receive() == Response(id=10, result=[1])
+        await peer.receive_nothing_more()
+        assert not endpoint.closed
     errors = [r for r in caplog.records if r.levelno == logging.ERROR]
-    assert errors
-    assert errors[0].exc_info is not None
+    assert len(errors) == 1
+    assert "ZeroDivisionError" in errors[0].getMessage()
 
 
-async def test_notification_handler_bug_propagates() -> None:
-    async def on_note(method: str, params: JSONValue | None) -> None:
-        raise KeyError(method)
+async def test_unencodable_result_is_answered_internal() -> None:
+    """A result JSON can not carry (a NaN a handler passed on) ends that request only."""
+
+    async def handler(method: str, params: JSONValue | None) -> JSONValue:
+        return math.nan if method == "nan" else params
+
+    async with raw_pair(request_handler=handler) as (endpoint, peer):
+        await peer.send_message(Request(id=1, method="nan", params=None))
+        reply = await peer.receive()
+        assert isinstance(reply, ErrorResponse)
+        assert (reply.id, reply.error.code) == (1, -32603)
+        await peer.send_message(Request(id=2, method="echo", params=[2]))
+        assert await peer.receive() == Response(id=2, result=[2])
+        assert not endpoint.closed
+
+
+async def test_failure_grouped_with_an_exit_is_answered_then_the_exit_propagates() -> None:
+    """A failure that arrives together with SystemExit is answered; SystemExit goes on up."""
+
+    async def handler(method: str, params: JSONValue | None) -> JSONValue:
+        raise BaseExceptionGroup("both", [KeyError("bug"), SystemExit(3)])
+
+    peers: list[RawPeer] = []
 
     async def run() -> None:
-        async with raw_pair(notification_handler=on_note) as (_, peer):
-            await peer.send_message(Notification(method="note", params=None))
+        async with raw_pair(request_handler=handler) as (_, peer):
+            peers.append(peer)
+            await peer.send_message(Request(id=3, method="group", params=None))
             await trio.sleep_forever()
 
-    with pytest.raises(KeyError):
+    with pytest.raises(BaseException) as info:  # noqa: PT011 -- checked below
         await run()
+    assert not isinstance(info.value, Exception)
+    exits, others = BaseExceptionGroup("", [info.value]).split(SystemExit)
+    assert exits is not None
+    assert others is None
+    reply = await peers[0].receive()
+    assert isinstance(reply, ErrorResponse)
+    assert (reply.id, reply.error.code) == (3, -32603)
+
+
+async def test_notification_handler_bug_is_logged_and_dispatch_goes_on(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    seen: list[str] = []
+
+    async def on_note(method: str, params: JSONValue | None) -> None:
+        if method == "bad":
+            raise KeyError(method)
+        seen.append(method)
+
+    async with raw_pair(notification_handler=on_note) as (endpoint, peer):
+        await peer.send_message(Notification(method="bad", params=None))
+        await peer.send_message(Notification(method="good", params=None))
+        await peer.send_message(Request(id=1, method="echo", params=[1]))
+        assert await peer.receive() == Response(id=1, result=[1])
+        await trio.testing.wait_all_tasks_blocked()
+        assert seen == ["good"]
+        assert not endpoint.closed
+    assert any(r.levelno == logging.ERROR and "KeyError" in r.getMessage() for r in caplog.records)
 
 
 # -- outbound requests complete exactly once ------------------------------------------------
