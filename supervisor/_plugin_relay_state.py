@@ -16,6 +16,7 @@ from protocol import CoreError, lookup_error
 
 from ._payload import check_fields
 from ._plugin_state import is_function_id, json_size
+from ._plugin_wire import is_parent_operation_id
 
 if TYPE_CHECKING:
     from collections.abc import Collection
@@ -312,7 +313,7 @@ def parse_invoke(params: JSONValue) -> InvokeRequest:
             "plugin.host.invalidParams", "timeoutMilliseconds must be a positive integer"
         )
     parent = params.get("parentOperationID")
-    if parent is not None and (not isinstance(parent, str) or not 1 <= len(parent.encode()) <= 128):
+    if parent is not None and not is_parent_operation_id(parent):
         raise _host_refusal(
             "plugin.host.invalidParams", "parentOperationID must be a string of 1..128 bytes"
         )

@@ -20,6 +20,21 @@ from typing import TYPE_CHECKING, Final
 
 from protocol import CoreError, lookup_error
 
+from ._boundary import cut_utf8
+from ._plugin_wire import (
+    ERROR_MESSAGE_BYTES,
+    FUNCTION_ID_BYTES,
+    FUNCTION_RESULT_BYTES,
+    MAX_FUNCTIONS,
+    MAX_PENDING_HOST_REQUESTS,
+    OFFERED_VERSIONS,
+    PLUGIN_ERROR_CODE_BYTES,
+    is_function_id,
+    is_log_code,
+    is_operation_id,
+    is_plugin_error_code,
+)
+
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable
 
@@ -28,7 +43,7 @@ if TYPE_CHECKING:
 __all__ = (
     "ERROR_DETAILS_BYTES",
     "ERROR_MESSAGE_BYTES",
-    "FUNCTION_ID_MAX_BYTES",
+    "FUNCTION_ID_BYTES",
     "FUNCTION_RESULT_BYTES",
     "HOST_METHODS",
     "HOST_NOTIFICATIONS",
@@ -62,20 +77,8 @@ __all__ = (
     "validate_log_fact",
 )
 
-#: ``litheFunctions`` / ``litheLogging`` versions the host offers in ``initialize``.
-OFFERED_VERSIONS: Final = (0,)
-#: References and IDs: a function ID is at most 128 bytes; a session holds at most 256.
-FUNCTION_ID_MAX_BYTES: Final = 128
-MAX_FUNCTIONS: Final = 256
-#: Invocation: ``pluginErrorCode`` is an identifier of at most 64 bytes; messages are cut
-#: to 1024 bytes; a result over 1 MiB serialized is ``plugin.function.invalidResult``.
-PLUGIN_ERROR_CODE_BYTES: Final = 64
-ERROR_MESSAGE_BYTES: Final = 1024
-FUNCTION_RESULT_BYTES: Final = 1024 * 1024
 #: Invocation: ``timeoutMilliseconds`` is capped at one hour.
 MAX_FUNCTION_TIMEOUT_MS: Final = 3_600_000
-#: Host services: at most 16 unanswered host requests per session.
-MAX_PENDING_HOST_REQUESTS: Final = 16
 #: Host failure ``details``: an object of at most 4 KiB serialized.
 ERROR_DETAILS_BYTES: Final = 4096
 #: "Public document, file and window methods": the 1 MiB serialized host request/result
@@ -85,17 +88,11 @@ HOST_RESULT_BYTES: Final = 1024 * 1024
 #: Ours (the reference names ``limits.notificationBytes`` without a number): 64 KiB.
 NOTIFICATION_BYTES: Final = 64 * 1024
 
-_FUNCTION_ID = re.compile(r"[a-z][A-Za-z0-9]*(?:\.[a-z][A-Za-z0-9]*)*")
 #: Ours (the reference defines no plugin ID grammar here): ASCII letters, digits, ``.``,
 #: ``_`` and ``-``, starting with a letter or digit, at most 128 bytes.
 _PLUGIN_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
-_IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_.\-]*")
 #: The key alphabet (credentials keys, context and subscription IDs): 1-128 characters.
 _KEY = re.compile(r"[A-Za-z0-9._:\-]{1,128}")
-#: lithe/log ``code``: 1-64 ASCII bytes of letters, digits and ``._:/-$``.
-_LOG_CODE = re.compile(r"[A-Za-z0-9._:/\-$]{1,64}")
-#: lithe/log ``operationId``: 1-128 ASCII token bytes (ours: no controls, spaces or quotes).
-_TOKEN = re.compile(r"[!#-~]{1,128}")
 _MAX_SAFE_INTEGER: Final = 9_007_199_254_740_991
 
 
@@ -104,25 +101,8 @@ def json_size(value: JSONValue) -> int:
     return len(json.dumps(value, separators=(",", ":"), ensure_ascii=False).encode())
 
 
-def cut_utf8(text: str, limit: int) -> str:
-    """``text`` cut to at most ``limit`` UTF-8 bytes, on a character boundary."""
-    data = text.encode()
-    if len(data) <= limit:
-        return text
-    return data[:limit].decode("utf-8", "ignore")
-
-
 def _is_int(value: object) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
-
-
-def is_function_id(value: object) -> bool:
-    """References and IDs: dot-separated lowerCamelCase segments, at most 128 bytes."""
-    return (
-        isinstance(value, str)
-        and len(value.encode()) <= FUNCTION_ID_MAX_BYTES
-        and _FUNCTION_ID.fullmatch(value) is not None
-    )
 
 
 def is_plugin_id(value: object) -> bool:
@@ -376,11 +356,7 @@ def function_failure(error_message: object, error_data: JSONValue) -> JSONObject
         "message": cut_utf8(message, ERROR_MESSAGE_BYTES),
     }
     code = error_data.get("code") if isinstance(error_data, dict) else None
-    if (
-        isinstance(code, str)
-        and len(code.encode()) <= PLUGIN_ERROR_CODE_BYTES
-        and _IDENTIFIER.fullmatch(code) is not None
-    ):
+    if is_plugin_error_code(code):
         error["pluginErrorCode"] = code
     return error
 
@@ -949,7 +925,7 @@ def validate_log_fact(params: JSONValue, registered: FunctionRegistry | None) ->
         return None
     if "code" in params:
         code = params["code"]
-        if not isinstance(code, str) or _LOG_CODE.fullmatch(code) is None:
+        if not is_log_code(code):
             return None
         fact["code"] = code
     if "count" in params:
@@ -958,7 +934,7 @@ def validate_log_fact(params: JSONValue, registered: FunctionRegistry | None) ->
         fact["count"] = params["count"]
     if "operationId" in params:
         operation_id = params["operationId"]
-        if not isinstance(operation_id, str) or _TOKEN.fullmatch(operation_id) is None:
+        if not is_operation_id(operation_id):
             return None
         fact["operationId"] = operation_id
     return fact

@@ -46,7 +46,7 @@ from ._wire import (
     cut_utf8,
     encode_result,
     is_function_id,
-    is_operation_id,
+    is_parent_operation_id,
     log_fact,
     log_operation,
     negotiate,
@@ -265,9 +265,9 @@ def _invoke_params(
             )
         call["timeoutMilliseconds"] = timeout_ms
     if parent is not None:
-        if not is_operation_id(parent):
+        if not is_parent_operation_id(parent):
             raise PluginSdkError(
-                "sdk.functions.invalidCall", "parentOperationID must be 1..128 token bytes"
+                "sdk.functions.invalidCall", "parentOperationID must be a string of 1..128 bytes"
             )
         assert isinstance(parent, str)
         call["parentOperationID"] = parent
@@ -342,7 +342,7 @@ class Host:
 
     def __init__(self, backend: Backend, parent_operation_id: str | None = None) -> None:
         self._backend = backend
-        self._parent = parent_operation_id if is_operation_id(parent_operation_id) else None
+        self._parent = parent_operation_id if is_parent_operation_id(parent_operation_id) else None
         self.functions = _Functions(self)
         self.credentials = _Credentials(self)
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from .._plugin_wire import plugin_error_name
 from ._wire import HOST_ERRORS, is_plugin_error_code
 
 if TYPE_CHECKING:
@@ -23,7 +24,8 @@ class PluginError(Exception):
     and ``pluginErrorCode`` = ``code``; Lithe never branches on the code.
 
     Args:
-        code: ``[A-Za-z][A-Za-z0-9._-]*``, at most 64 bytes.
+        code: An identifier (``[A-Za-z_][A-Za-z0-9_.-]*``) of at most 64 bytes, the rule
+            the host applies to ``pluginErrorCode``.
         message: Shown to the user.
 
     Raises:
@@ -89,8 +91,7 @@ class HostError(Exception):
             raw_details = data.get("details")
             details = raw_details if isinstance(raw_details, dict) else None
         if code is None:
-            by_number = {number: name for name, number in HOST_ERRORS.items()}
-            code = by_number.get(rpc_code, "plugin.host.failed")
+            code = plugin_error_name(rpc_code) or "plugin.host.failed"
         return cls(code, message, rpc_code=rpc_code, details=details)
 
 

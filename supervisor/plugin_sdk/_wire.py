@@ -1,8 +1,9 @@
 """Pure wire rules of the backend side of the plugin-function protocol (no I/O, no Trio).
 
 Everything here is a function of its arguments, so it is tested without processes:
-identifier checks, the byte cuts of messages, progress normalization, negotiation of the
-``initialize`` answer, the host-error table and the ``lithe/log`` fact builder.
+progress normalization, negotiation of the ``initialize`` answer and the ``lithe/log`` fact
+builder. The identifier rules, bounds and error numbers are the host's own, from
+:mod:`supervisor._plugin_wire`, so both ends of the wire check alike.
 
 Reference: plugin-contract.md "Plugin functions" (Negotiation, References and IDs,
 Registration and withdrawal, Invocation, Progress), "Cross-plugin calls" (the relay codes),
@@ -13,9 +14,25 @@ errors".
 from __future__ import annotations
 
 import json
-import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Final
+
+from .._boundary import cut_utf8
+from .._plugin_wire import (
+    ERROR_MESSAGE_BYTES,
+    FUNCTION_RESULT_BYTES,
+    LOG_OPERATION_BYTES,
+    MAX_FUNCTIONS,
+    MAX_PENDING_HOST_REQUESTS,
+    PLUGIN_ERRORS,
+    PROGRESS_MESSAGE_BYTES,
+    PROTOCOL_VERSION,
+    is_function_id,
+    is_log_code,
+    is_operation_id,
+    is_parent_operation_id,
+    is_plugin_error_code,
+)
 
 if TYPE_CHECKING:
     from protocol import JSONObject, JSONValue
@@ -35,6 +52,7 @@ __all__ = (
     "is_function_id",
     "is_log_code",
     "is_operation_id",
+    "is_parent_operation_id",
     "is_plugin_error_code",
     "log_fact",
     "log_operation",
@@ -42,120 +60,11 @@ __all__ = (
     "normalize_progress",
 )
 
-#: The only version of litheFunctions / litheLogging (the version of ``backend``).
-PROTOCOL_VERSION: Final = 0
-#: A function ID: at most this many UTF-8 bytes ("References and IDs").
-FUNCTION_ID_BYTES: Final = 128
-#: A session holds at most this many functions ("References and IDs").
-MAX_FUNCTIONS: Final = 256
-#: A function result serializes to at most this many bytes ("Invocation").
-FUNCTION_RESULT_BYTES: Final = 1024 * 1024
-#: Progress messages are cut to this many UTF-8 bytes ("Progress").
-PROGRESS_MESSAGE_BYTES: Final = 1024
-#: Error messages sent for a failed call are cut to this many UTF-8 bytes ("Invocation").
-ERROR_MESSAGE_BYTES: Final = 1024
-#: Unanswered host requests at once; further ones wait in the SDK (plugin-sdk-node.md).
-MAX_PENDING_HOST_REQUESTS: Final = 16
-#: A ``lithe/log`` operation naming a function holds at most this many bytes; a longer
-#: registered ID is logged as ``function-call`` ("Structured plugin diagnostics").
-LOG_OPERATION_BYTES: Final = 64
-#: A ``PluginError`` code holds at most this many bytes (plugin-sdk-node.md).
-PLUGIN_ERROR_CODE_BYTES: Final = 64
-#: A wire operation ID holds 1..128 ASCII token bytes ("Structured plugin diagnostics").
-OPERATION_ID_BYTES: Final = 128
-
-_SEGMENT = r"[a-z][A-Za-z0-9]*"
-_FUNCTION_ID_RE: Final = re.compile(rf"{_SEGMENT}(?:\.{_SEGMENT})*")
-_PLUGIN_ERROR_CODE_RE: Final = re.compile(r"[A-Za-z][A-Za-z0-9._-]*")
-_LOG_CODE_RE: Final = re.compile(r"[A-Za-z0-9._:/$-]{1,64}")
-_TOKEN_RE: Final = re.compile(r"[!-~]{1,128}")
-
-#: Every host and relay failure code a backend can see, with its JSON-RPC number
-#: (plugin-sdk-node.md "Calling other plugins" table and plugin-contract.md "Host
-#: services"). ``HostError.code`` is one of these keys when the host names a known code.
-HOST_ERRORS: Final[dict[str, int]] = {
-    "plugin.host.unavailable": -32601,
-    "plugin.host.invalidParams": -32602,
-    "plugin.host.failed": -32603,
-    "plugin.host.cancelled": -32800,
-    "plugin.host.permissionDenied": -32010,
-    "plugin.host.contextExpired": -32011,
-    "plugin.host.authorityUnsupported": -32012,
-    "plugin.host.versionConflict": -32013,
-    "plugin.host.limitExceeded": -32014,
-    "plugin.host.timeout": -32015,
-    "plugin.host.notFound": -32016,
-    "plugin.host.readOnly": -32017,
-    "plugin.host.unsupportedOption": -32018,
-    "plugin.host.preconditionFailed": -32019,
-    "plugin.host.busy": -32020,
-    "plugin.host.rateLimited": -32021,
-    "plugin.function.notDeclared": -32027,
-    "plugin.function.notExported": -32028,
-    "plugin.function.providerDisabled": -32029,
-    "plugin.function.versionMismatch": -32030,
-    "plugin.function.callCycle": -32065,
-    "plugin.function.depthExceeded": -32066,
-    "plugin.function.tooManyCalls": -32067,
-    "plugin.function.payloadTooLarge": -32068,
-    "plugin.function.providerUnavailable": -32069,
-    "plugin.function.failed": -32070,
-    "plugin.function.invalidResult": -32071,
-}
-
-
-def cut_utf8(text: str, limit: int) -> str:
-    """``text`` cut to at most ``limit`` UTF-8 bytes, on a character boundary.
-
-    Args:
-        text: Any string.
-        limit: Bytes, >= 0.
-
-    Returns:
-        The longest prefix of ``text`` whose UTF-8 encoding fits in ``limit`` bytes.
-    """
-    data = text.encode("utf-8", "surrogatepass")
-    if len(data) <= limit:
-        return text
-    # Dropping a partial sequence at the cut: "ignore" removes exactly the bytes of the
-    # character that did not fit, never a whole earlier one.
-    return data[:limit].decode("utf-8", "ignore")
-
-
-def is_function_id(value: object) -> bool:
-    """True for dot-separated lowerCamelCase segments of at most 128 bytes.
-
-    ``snapshot.refresh`` and ``tool.runTests`` qualify; ``Snapshot``, ``a..b``, ``a.`` and
-    ``a-b`` do not (plugin-contract.md "References and IDs").
-    """
-    return (
-        isinstance(value, str)
-        and len(value.encode("utf-8")) <= FUNCTION_ID_BYTES
-        and _FUNCTION_ID_RE.fullmatch(value) is not None
-    )
-
-
-def is_plugin_error_code(value: object) -> bool:
-    """True for ``[A-Za-z][A-Za-z0-9._-]*`` of at most 64 bytes (a ``PluginError`` code)."""
-    return (
-        isinstance(value, str)
-        and len(value) <= PLUGIN_ERROR_CODE_BYTES
-        and _PLUGIN_ERROR_CODE_RE.fullmatch(value) is not None
-    )
-
-
-def is_log_code(value: object) -> bool:
-    """True for a ``lithe/log`` code: 1-64 ASCII letters, digits or ``._:/-$``."""
-    return isinstance(value, str) and _LOG_CODE_RE.fullmatch(value) is not None
-
-
-def is_operation_id(value: object) -> bool:
-    """True for a wire operation ID usable as ``operationId`` / ``parentOperationID``.
-
-    1-128 printable ASCII bytes without spaces ("Structured plugin diagnostics" and
-    "Cross-plugin calls" bound it at 128 bytes).
-    """
-    return isinstance(value, str) and _TOKEN_RE.fullmatch(value) is not None
+#: Every host and relay failure code a backend can see, with its JSON-RPC number, read from
+#: the error catalog (plugin-contract.md "Host services" and "Cross-plugin calls";
+#: plugin-sdk-node.md "Calling other plugins"). ``HostError.code`` is one of these keys when
+#: the host names a known code.
+HOST_ERRORS: Final[dict[str, int]] = dict(PLUGIN_ERRORS)
 
 
 def normalize_progress(message: str | None, percentage: float | None) -> JSONObject:
