@@ -15,22 +15,16 @@ Goals (ours relative to the peer, throughput, so > 1 means we are faster):
 ``>= 1x`` for small messages (we pay for the stray-text and limit checks the naive
 parser lacks) and ``>= 2x`` for large messages (where re-splitting is quadratic).
 
-Issue 8 goal 3 adds two rows on the small workload:
-
-* framing + decoding: ``FrameDecoder`` + ``decode_message`` (every message fully decoded
-  and validated) against python-lsp-jsonrpc's ``JsonRpcStreamReader`` reading the same
-  bytes from memory (it parses with ujson when installed, as here). Goal ``>= 2x``.
-* routing: ``peek_envelope`` (kind, id and method; params left as bytes) against
-  ``json.loads`` of the whole body. Goal ``>= 5x``.
-
-Both depend on msgspec being installed (``protocol/_json.py``); the rows say which parser
-ran.
+One more row on the small workload, framing + decoding: ``FrameDecoder`` +
+``decode_message`` (every message fully decoded and validated) against python-lsp-jsonrpc's
+``JsonRpcStreamReader`` reading the same bytes from memory (it parses with ujson when
+installed, as here). Goal ``>= 2x``. It depends on msgspec being installed
+(``protocol/_json.py``); the row says which parser ran.
 """
 
 from __future__ import annotations
 
 import io
-import json
 import random
 import statistics
 import time
@@ -45,10 +39,9 @@ from protocol import (
     decode_message,
     encode_frame,
 )
-from protocol._jsonrpc import peek_envelope
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Sequence
+    from collections.abc import Callable
 
 __all__ = ("measure",)
 
@@ -147,23 +140,7 @@ def _pylsp_jsonrpc(chunks: list[bytes]) -> int:
     return len(received)
 
 
-def _time_all(fn: Callable[[Sequence[bytes]], object], items: Sequence[bytes]) -> float:
-    start = time.perf_counter()
-    fn(items)
-    return time.perf_counter() - start
-
-
-def _route_all(bodies: Sequence[bytes]) -> None:
-    for body in bodies:
-        peek_envelope(body)
-
-
-def _loads_all(bodies: Sequence[bytes]) -> None:
-    for body in bodies:
-        json.loads(body)
-
-
-def _goal3_rows(rounds: int) -> list[dict[str, object]]:
+def _decoding_rows(rounds: int) -> list[dict[str, object]]:
     chunks, messages, _ = _stream("small")
     parser = "msgspec" if protocol_json._fast_decode is not None else "stdlib json"
     rows: list[dict[str, object]] = []
@@ -197,41 +174,6 @@ def _goal3_rows(rounds: int) -> list[dict[str, object]]:
                 ratios=ratios,
             )
         )
-    bodies: list[bytes] = []
-    decoder = FrameDecoder()
-    for chunk in chunks:
-        decoder.receive_data(chunk)
-        while (event := decoder.next_event()) is not NEED_DATA:
-            if isinstance(event, Frame):
-                bodies.append(bytes(event.body))
-    routed: list[float] = []
-    loaded: list[float] = []
-    for i in range(rounds + 1):
-        runs: list[tuple[list[float], Callable[[Sequence[bytes]], None]]] = [
-            (routed, _route_all),
-            (loaded, _loads_all),
-        ]
-        if i % 2:
-            runs.reverse()
-        for sink, run in runs:
-            elapsed = _time_all(run, bodies)
-            if i:
-                sink.append(elapsed)
-    ratios = [1 / r for r in paired_ratios(routed, loaded)]
-    ratio = statistics.median(ratios)
-    rows.append(
-        row(
-            f"routing without decoding params (peek_envelope, {parser}) (msg/s)",
-            ours=len(bodies) / statistics.median(routed),
-            peer=len(bodies) / statistics.median(loaded),
-            unit="msg/s",
-            peer_name="json.loads of the whole message",
-            ratio=ratio,
-            goal=">= 5x",
-            met=ratio >= 5.0,
-            ratios=ratios,
-        )
-    )
     return rows
 
 
@@ -285,7 +227,7 @@ def measure(*, rounds: int = 200) -> list[dict[str, object]]:
                     "met": ratio >= goal,
                 }
             )
-    rows.extend(_goal3_rows(max(5, rounds // 10)))
+    rows.extend(_decoding_rows(max(5, rounds // 10)))
     return rows
 
 

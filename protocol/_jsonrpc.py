@@ -20,7 +20,7 @@ Contract (JSON-RPC 2.0, https://www.jsonrpc.org/specification, as LSP 3.17 uses 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal, NamedTuple, TypeAlias
+from typing import TYPE_CHECKING, Any, Literal, TypeAlias
 
 from . import _json
 from ._codes import ErrorCode
@@ -33,7 +33,6 @@ if TYPE_CHECKING:
 
 __all__ = (
     "Batch",
-    "Envelope",
     "ErrorObject",
     "ErrorResponse",
     "Message",
@@ -44,7 +43,6 @@ __all__ = (
     "decode_message",
     "encode_message",
     "encode_request",
-    "peek_envelope",
 )
 
 #: Structured ``params``: a JSON object (by-name) or array (by-position).
@@ -331,14 +329,6 @@ def _message_decoder() -> Callable[[bytes], Any] | None:
 _MESSAGE_DECODER = _message_decoder()
 
 
-def _is_utf8(data: bytes) -> bool:
-    try:
-        data.decode("utf-8")
-    except UnicodeDecodeError:
-        return False
-    return True
-
-
 def _json_kind(value: JSONValue) -> str:
     if value is None:
         return "null"
@@ -488,113 +478,3 @@ def encode_request(request_id: RequestId, method: str, params: Params | None = N
         return _json.dumps({"jsonrpc": "2.0", "id": request_id, "method": method})
     _check_params(params)
     return _json.dumps({"jsonrpc": "2.0", "id": request_id, "method": method, "params": params})
-
-
-class Envelope(NamedTuple):
-    """The routing part of one message: what it is, its id and method; nothing else decoded.
-
-    A named tuple rather than a frozen dataclass: building one is on the routing hot path
-    and a tuple costs a fraction of a dataclass's ``__init__``.
-
-    Attributes:
-        kind: ``"request"``, ``"notification"``, ``"response"`` or ``"error"``.
-        id: The id (``int`` or ``str``), or None for a notification or an error response
-            whose id is null.
-        method: The method of a request or notification, else None.
-        body: The message bytes, for :func:`decode_message` once the params are wanted,
-            or to be relayed byte for byte.
-    """
-
-    kind: str
-    id: RequestId | None
-    method: str | None
-    body: bytes
-
-
-def _envelope_decoder() -> Callable[[bytes], Any] | None:
-    """msgspec's decoder for the envelope of a valid request, notification or response.
-
-    None without msgspec. The types make msgspec's C parser check what routing needs
-    (``jsonrpc`` is ``"2.0"``, an id is an int or a string, a method is a string,
-    ``params`` is an object, an array or null) while the values inside ``params``,
-    ``result`` and ``error`` are located and skipped, never turned into Python objects; a
-    body it refuses takes the full path, which says why.
-    """
-    try:
-        import msgspec
-    except ImportError:  # optional: without it peek_envelope() decodes everything
-        return None
-
-    # Built at run time: with postponed annotations msgspec could not resolve a class
-    # body's types here. Raw can not be part of a union: absent is an empty Raw.
-    absent = _ABSENT
-    # A struct without fields reads an object by skipping every member: the cheapest way
-    # to have the C parser check that params is an object (or an array, or null).
-    any_object = msgspec.defstruct("_AnyObject", [], gc=False)
-    wire = msgspec.defstruct(
-        "_WireEnvelope",
-        [
-            ("jsonrpc", Literal["2.0"]),
-            ("id", int | str, absent),
-            ("method", str, absent),
-            ("params", any_object | list[msgspec.Raw] | None, None),
-            ("result", msgspec.Raw, msgspec.Raw()),
-            ("error", msgspec.Raw, msgspec.Raw()),
-        ],
-        gc=False,
-    )
-    return msgspec.json.Decoder(wire).decode
-
-
-_ENVELOPE_DECODER = _envelope_decoder()
-_new_tuple = tuple.__new__
-
-
-def peek_envelope(body: bytes | bytearray | memoryview) -> Envelope:
-    """Read only what routing needs; leave ``params``, ``result`` and ``error`` as bytes.
-
-    With msgspec installed (optional) the members routing does not need are skipped by
-    its C parser, never turned into Python objects (issue 8 goal 3). Anything unusual -- a
-    batch, an error response, a malformed or invalid message -- goes through
-    :func:`decode_message`, so errors are exactly its errors. Without msgspec this is
-    :func:`decode_message` plus the envelope.
-
-    Args:
-        body: One message body (a :class:`~protocol.Frame`'s ``body``).
-
-    Returns:
-        The :class:`Envelope`.
-
-    Raises:
-        RemoteProtocolError: As :func:`decode_message`; a batch is ``INVALID_REQUEST``
-            here (route its members with :func:`decode_message`).
-    """
-    data = body if type(body) is bytes else bytes(body)
-    # msgspec does not check that the members it skips are UTF-8; the full path does. An
-    # ASCII body (nearly all traffic: JSON escapes non-ASCII by default) needs no check.
-    if _ENVELOPE_DECODER is not None and (data.isascii() or _is_utf8(data)):
-        try:
-            wire = _ENVELOPE_DECODER(data)
-        except Exception:  # not a valid envelope: decode_message says why
-            wire = None
-        # Written for speed (the routing hot path): the common valid shapes only.
-        if wire is not None and not wire.error:
-            method = wire.method
-            if method is not _ABSENT:
-                if not wire.result:
-                    request_id = wire.id
-                    if request_id is _ABSENT:
-                        return _new_tuple(Envelope, ("notification", None, method, data))
-                    return _new_tuple(Envelope, ("request", request_id, method, data))
-            elif wire.result and wire.id is not _ABSENT:
-                return _new_tuple(Envelope, ("response", wire.id, None, data))
-    message = decode_message(data)
-    if isinstance(message, Batch):
-        raise _invalid("a batch has no single envelope")
-    if isinstance(message, Request):
-        return Envelope("request", message.id, message.method, data)
-    if isinstance(message, Notification):
-        return Envelope("notification", None, message.method, data)
-    if isinstance(message, Response):
-        return Envelope("response", message.id, None, data)
-    return Envelope("error", message.id, None, data)

@@ -3,8 +3,8 @@
 - ``_json.loads`` parses with msgspec when it is installed and hands everything msgspec
   refuses to the standard library: results and errors are the standard library's.
 - ``encode_request`` gives the bytes (and the TypeErrors) of ``encode_message(Request())``.
-- ``peek_envelope`` answers the common shapes itself and defers to ``decode_message`` for
-  the rest, so it routes exactly as a full decode would.
+- ``decode_message`` builds the common shapes from msgspec's members itself and hands the
+  rest to the general code, so it decodes and refuses exactly as the general code would.
 """
 
 from __future__ import annotations
@@ -15,15 +15,13 @@ import pytest
 from hypothesis import given, strategies as st
 
 from protocol import (
-    Batch,
-    Notification,
     RemoteProtocolError,
     Request,
-    Response,
     _json as protocol_json,
+    _jsonrpc,
     decode_message,
 )
-from protocol._jsonrpc import encode_message, encode_request, peek_envelope
+from protocol._jsonrpc import encode_message, encode_request
 
 
 def _stdlib_loads(data: bytes) -> object:
@@ -108,7 +106,7 @@ def test_encode_request_refuses_what_request_refuses(
         encode_request(request_id, method, params)  # type: ignore[arg-type]
 
 
-ENVELOPE_BODIES = [
+EDGE_BODIES = [
     b'{"jsonrpc":"2.0","method":"x","params":{"a":[1,2]}}',
     b'{"jsonrpc":"2.0","id":3,"method":"x","params":[1]}',
     b'{"params":[1],"method":"x","id":"s","jsonrpc":"2.0"}',
@@ -143,44 +141,21 @@ ENVELOPE_BODIES = [
 ]
 
 
-@pytest.mark.parametrize("body", ENVELOPE_BODIES)
-def test_peek_envelope_routes_as_decode_message(body: bytes) -> None:
-    expected: tuple[int, str] | None = None
+def _outcome(body: bytes) -> object:
     try:
-        message = decode_message(body)
+        return ("ok", decode_message(body))
     except RemoteProtocolError as exc:
-        expected = (int(exc.error_code), str(exc))
-    if expected is not None:
-        with pytest.raises(RemoteProtocolError) as caught:
-            peek_envelope(body)
-        assert (int(caught.value.error_code), str(caught.value)) == expected
-        return
-    assert not isinstance(message, Batch)
-    envelope = peek_envelope(body)
-    routed = (envelope.kind, envelope.id, envelope.method)
-    assert envelope.body == body
-    if isinstance(message, Request):
-        assert (envelope.kind, envelope.id, envelope.method) == (
-            "request",
-            message.id,
-            message.method,
-        )
-    elif isinstance(message, Notification):
-        assert (envelope.kind, envelope.id, envelope.method) == (
-            "notification",
-            None,
-            message.method,
-        )
-    elif isinstance(message, Response):
-        assert routed == ("response", message.id, None)
-    else:
-        assert routed == ("error", message.id, None)
+        return ("error", int(exc.error_code), str(exc), exc.request_id)
 
 
-@pytest.mark.parametrize("body", [b'[{"jsonrpc":"2.0","method":"x"}]', b"[1]"])
-def test_peek_envelope_refuses_a_batch(body: bytes) -> None:
-    with pytest.raises(RemoteProtocolError):
-        peek_envelope(body)
+@pytest.mark.parametrize("body", EDGE_BODIES)
+def test_decode_message_fast_path_matches_the_full_path_on_edge_bodies(
+    body: bytes, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every shape and every refusal of the msgspec path is the general code's own."""
+    fast = _outcome(body)
+    monkeypatch.setattr(_jsonrpc, "_MESSAGE_DECODER", None)
+    assert fast == _outcome(body)
 
 
 message_members = st.fixed_dictionaries(
@@ -209,13 +184,6 @@ message_members = st.fixed_dictionaries(
         ),
     },
 )
-
-
-def _outcome(body: bytes) -> object:
-    try:
-        return ("ok", decode_message(body))
-    except RemoteProtocolError as exc:
-        return ("error", int(exc.error_code), str(exc), exc.request_id)
 
 
 @given(message_members)
