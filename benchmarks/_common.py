@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
-__all__ = ("paired_ratios", "row", "spread")
+__all__ = ("paired_ratios", "paired_row", "row", "spread")
 
 
 def paired_ratios(ours: Sequence[float], peer: Sequence[float]) -> list[float]:
@@ -63,3 +63,49 @@ def row(
     if note:
         result["note"] = note
     return result
+
+
+def paired_row(
+    figure: str,
+    ours: Sequence[float],
+    peer: Sequence[float],
+    *,
+    unit: str,
+    peer_name: str,
+    at_most: float | None = None,
+    at_least: float | None = None,
+    note: str | None = None,
+) -> dict[str, object]:
+    """The row of a figure measured in pairs: each round ran ``ours[i]`` and ``peer[i]``.
+
+    ``ours`` and ``peer`` are the medians of the samples, ``ratio`` the median per-round ratio
+    ours / peer, ``spread`` its interquartile range.
+
+    Args:
+        at_most: The goal for a figure where lower is better (times): ``ratio <= at_most``.
+        at_least: The goal for one where higher is better (rates): ``ratio >= at_least``.
+
+    Raises:
+        TypeError: Neither or both of ``at_most`` and ``at_least`` were given.
+    """
+    if (at_most is None) == (at_least is None):
+        raise TypeError("give exactly one of at_most and at_least")
+    ratios = paired_ratios(ours, peer)
+    ratio = statistics.median(ratios)
+    if at_most is not None:
+        goal, met = f"<= {at_most}x", ratio <= at_most
+    else:
+        assert at_least is not None
+        goal, met = f">= {at_least}x", ratio >= at_least
+    return row(
+        figure,
+        ours=statistics.median(ours),
+        peer=statistics.median(peer),
+        unit=unit,
+        peer_name=peer_name,
+        ratio=ratio,
+        goal=goal,
+        met=met,
+        ratios=ratios,
+        note=note,
+    )

@@ -21,7 +21,6 @@ Run ``python -m benchmarks.bench_dap`` to print the row.
 from __future__ import annotations
 
 import os
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -31,7 +30,7 @@ from typing import TYPE_CHECKING
 import psutil
 import trio
 
-from benchmarks._common import paired_ratios, row
+from benchmarks._common import paired_row
 from protocol import NEED_DATA
 from protocol._dap import DAPConnection, DAPEvent, DAPResponse
 from supervisor._core import open_core
@@ -201,19 +200,14 @@ def measure(*, rounds: int = 5) -> list[dict[str, object]]:
         with open(path, "w") as f:
             f.write(_SCRIPT)
         ours, direct = trio.run(_measure, rounds, path)
-    ratios = paired_ratios(ours, direct)
-    ratio = statistics.median(ratios)
     return [
-        row(
+        paired_row(
             "debugpy teardown: disconnect until adapter, launcher, debuggee gone",
-            ours=statistics.median(ours),
-            peer=statistics.median(direct),
+            ours,
+            direct,
             unit="ms",
             peer_name="direct DAP client (disconnect, stdin EOF)",
-            ratio=ratio,
-            goal=f"<= {GOAL}x",
-            met=ratio <= GOAL,
-            ratios=ratios,
+            at_most=GOAL,
         )
     ]
 

@@ -18,7 +18,6 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import statistics
 import subprocess
 import sys
 import time
@@ -26,7 +25,7 @@ from typing import TYPE_CHECKING
 
 import trio
 
-from benchmarks._common import paired_ratios, row
+from benchmarks._common import paired_row
 from protocol import NEED_DATA, Frame, FrameDecoder, encode_frame
 from supervisor._endpoint import method_not_found, open_jsonrpc_endpoint
 
@@ -221,32 +220,22 @@ def measure(*, rounds: int = 200) -> list[dict[str, object]]:
     )
     # Each sample pair ran back to back: the median of the per-pair ratios is far less
     # disturbed by the other users of a shared machine than a ratio of two medians.
-    concurrent_ratios = paired_ratios(ours_rps, asyncio_rps)
-    sequential_ratios = paired_ratios(ours_us, bare_us)
-    concurrent = statistics.median(concurrent_ratios)
-    sequential = statistics.median(sequential_ratios)
     return [
-        row(
+        paired_row(
             "JSON-RPC echo over pipes, 64 in flight (req/s; ratio >1 = we are faster)",
-            ours=statistics.median(ours_rps),
-            peer=statistics.median(asyncio_rps),
+            ours_rps,
+            asyncio_rps,
             unit="req/s",
             peer_name="asyncio client",
-            ratio=concurrent,
-            goal=">= 1.0x",
-            met=concurrent >= 1.0,
-            ratios=concurrent_ratios,
+            at_least=1.0,
         ),
-        row(
+        paired_row(
             "JSON-RPC echo over pipes, sequential round trip (us; ratio >1 = slower)",
-            ours=statistics.median(ours_us),
-            peer=statistics.median(bare_us),
+            ours_us,
+            bare_us,
             unit="us",
             peer_name="bare Trio loop",
-            ratio=sequential,
-            goal="<= 1.1x",
-            met=sequential <= 1.1,
-            ratios=sequential_ratios,
+            at_most=1.1,
         ),
     ]
 

@@ -14,7 +14,6 @@ per-round ratios. Run ``python -m benchmarks.bench_lanes`` to print the rows.
 from __future__ import annotations
 
 import os
-import statistics
 import subprocess
 import tempfile
 import time
@@ -22,7 +21,7 @@ from typing import TYPE_CHECKING
 
 import trio
 
-from benchmarks._common import paired_ratios, row
+from benchmarks._common import paired_row
 from lanes import JobKind, JobRequest, open_lanes
 from supervisor._jobs import ProcessJobRunner
 
@@ -90,19 +89,14 @@ def measure(*, rounds: int = 200) -> list[dict[str, object]]:
                 order.reverse()
             for sink, fn in order:
                 sink.append(trio.run(fn, roots))
-    ratios = paired_ratios(ours, plain)
-    ratio = statistics.median(ratios)
     return [
-        row(
+        paired_row(
             f"{JOBS} /bin/true jobs over {LANES} lanes (jobs/s; ratio > 1 = faster)",
-            ours=statistics.median(ours),
-            peer=statistics.median(plain),
+            ours,
+            plain,
             unit="jobs/s",
             peer_name="plain Trio loop, same concurrency",
-            ratio=ratio,
-            goal=f">= {GOAL}x",
-            met=ratio >= GOAL,
-            ratios=ratios,
+            at_least=GOAL,
         )
     ]
 

@@ -19,7 +19,6 @@ from __future__ import annotations
 import json
 import os
 import resource
-import statistics
 import subprocess
 import sys
 import time
@@ -27,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 import trio
 
-from benchmarks._common import paired_ratios, row
+from benchmarks._common import paired_row, row
 from supervisor import open_core
 
 if TYPE_CHECKING:
@@ -193,19 +192,15 @@ async def _idle_and_memory() -> tuple[float, float, float]:
 def measure(*, rounds: int = 100) -> list[dict[str, object]]:
     """Measure the three figures; return one row each (see the module docstring)."""
     ours, direct = trio.run(_hover, rounds)
-    ratios = paired_ratios(ours, direct)
     idle, floor, memory = trio.run(_idle_and_memory)
     return [
-        row(
+        paired_row(
             "lsp hover round trip via Core vs direct Trio client (ruff server; time)",
-            ours=statistics.median(ours),
-            peer=statistics.median(direct),
+            ours,
+            direct,
             unit="ms",
             peer_name="direct client",
-            ratio=statistics.median(ratios),
-            goal="<= 3x",
-            met=statistics.median(ratios) <= 3,
-            ratios=ratios,
+            at_most=3,
         ),
         row(
             f"idle CPU of {SESSIONS} ready sessions (supervisor process)",

@@ -16,13 +16,12 @@ Run ``python -m benchmarks.bench_spawn`` to print the rows.
 
 from __future__ import annotations
 
-import statistics
 import subprocess
 import time
 
 import trio
 
-from benchmarks._common import paired_ratios, row
+from benchmarks._common import paired_row
 from supervisor._process import run_process
 
 ARGV = ["/bin/true"]
@@ -82,25 +81,17 @@ def measure(*, rounds: int = 200) -> list[dict[str, object]]:
         milliseconds, ``ratio`` above 1 means ours is slower.
     """
     samples = trio.run(_measure, rounds)
-    ours = statistics.median(samples["ours"])
-    rows = []
-    for peer, name in (("subprocess", "subprocess.run"), ("trio", "trio.run_process")):
-        ratios = paired_ratios(samples["ours"], samples[peer])
-        ratio = statistics.median(ratios)
-        rows.append(
-            row(
-                "process.run /bin/true spawn+wait (time; ratio > 1 = slower)",
-                ours=ours,
-                peer=statistics.median(samples[peer]),
-                unit="ms",
-                peer_name=name,
-                ratio=ratio,
-                goal=f"<= {GOAL}x" if peer == "subprocess" else "<= 1.0x",
-                met=ratio <= (GOAL if peer == "subprocess" else 1.0),
-                ratios=ratios,
-            )
+    return [
+        paired_row(
+            "process.run /bin/true spawn+wait (time; ratio > 1 = slower)",
+            samples["ours"],
+            samples[peer],
+            unit="ms",
+            peer_name=name,
+            at_most=GOAL if peer == "subprocess" else 1.0,
         )
-    return rows
+        for peer, name in (("subprocess", "subprocess.run"), ("trio", "trio.run_process"))
+    ]
 
 
 if __name__ == "__main__":

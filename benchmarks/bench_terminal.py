@@ -52,7 +52,7 @@ import ptyprocess  # type: ignore[import-untyped]
 import trio
 import trio.testing
 
-from benchmarks._common import paired_ratios, row
+from benchmarks._common import paired_ratios, paired_row
 from supervisor._core import open_core
 from supervisor._terminal_service import open_terminal_service
 
@@ -361,42 +361,32 @@ def measure(*, rounds: int = 200) -> list[dict[str, object]]:
         ("program", "PTY keystroke echo by the program (raw mode, like a shell), write->echo"),
         ("kernel", "PTY keystroke echo by the line discipline (cooked mode), write->echo"),
     ):
-        ratios = paired_ratios(samples[f"{kind}-ours"], samples[f"{kind}-peer"])
-        ratio = statistics.median(ratios)
         floor = statistics.median(paired_ratios(samples[f"{kind}-floor"], samples[f"{kind}-peer"]))
         rows.append(
-            row(
+            paired_row(
                 figure,
-                ours=statistics.median(samples[f"{kind}-ours"]),
-                peer=statistics.median(samples[f"{kind}-peer"]),
+                samples[f"{kind}-ours"],
+                samples[f"{kind}-peer"],
                 unit="ms",
                 peer_name="ptyprocess loop",
-                ratio=ratio,
-                goal=f"<= {ECHO_GOAL}x",
-                met=ratio <= ECHO_GOAL,
-                ratios=ratios,
+                at_most=ECHO_GOAL,
                 note=(
                     f"bare Trio reader (no Core) "
                     f"{statistics.median(samples[f'{kind}-floor']):.4f} ms, {floor:.2f}x"
                 ),
             )
         )
-    ratios = paired_ratios(samples["tp-ours"], samples["tp-peer"])
-    ratio = statistics.median(ratios)
     from_spawn = statistics.median(
         [p / o for o, p in zip(samples["spawn-ours"], samples["spawn-peer"], strict=True)]
     )
     rows.append(
-        row(
+        paired_row(
             f"PTY read throughput, {MIB} MiB of lines, first output to last byte (MB/s)",
-            ours=statistics.median(samples["tp-ours"]),
-            peer=statistics.median(samples["tp-peer"]),
+            samples["tp-ours"],
+            samples["tp-peer"],
             unit="MB/s",
             peer_name="raw os.read loop",
-            ratio=ratio,
-            goal=f">= {TP_GOAL}x",
-            met=ratio >= TP_GOAL,
-            ratios=ratios,
+            at_least=TP_GOAL,
             note=f"from the spawn to the last byte {from_spawn:.2f}x",
         )
     )

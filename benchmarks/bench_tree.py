@@ -28,7 +28,7 @@ import time
 
 import trio
 
-from benchmarks._common import paired_ratios, row
+from benchmarks._common import paired_row, row
 from supervisor import _reaper
 from supervisor._tree import DEVNULL, open_process_tree
 
@@ -125,21 +125,16 @@ def measure(*, rounds: int = 60) -> list[dict[str, object]]:
         Rows in the ``benchmarks._common.row`` format, times in milliseconds.
     """
     samples = trio.run(_measure, rounds, max(5, rounds // 3))
-    ratios = paired_ratios(samples["ours"], samples["raw"])
-    ratio = statistics.median(ratios)
     term = statistics.median(samples["term"])
     bound = GRACE_MS + SLACK_MS
     return [
-        row(
+        paired_row(
             "tree end: SIGKILL a 3-process tree until all reaped (time)",
-            ours=statistics.median(samples["ours"]),
-            peer=statistics.median(samples["raw"]),
+            samples["ours"],
+            samples["raw"],
             unit="ms",
             peer_name="raw pidfd loop",
-            ratio=ratio,
-            goal="<= 2x",
-            met=ratio <= 2.0,
-            ratios=ratios,
+            at_most=2,
         ),
         row(
             f"tree end: TERM-ignoring 3-process tree, {GRACE_MS} ms grace (time)",
