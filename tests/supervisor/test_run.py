@@ -13,6 +13,8 @@ from typing import TYPE_CHECKING, Any
 import pytest
 import trio
 
+from tests.supervisor.test_jobs import gone
+
 if TYPE_CHECKING:
     from pathlib import Path
 
@@ -34,15 +36,6 @@ def supervisor_run(*args: str) -> subprocess.CompletedProcess[str]:
 def write(path: Path, text: str) -> str:
     path.write_text(textwrap.dedent(text))
     return str(path)
-
-
-def gone(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            data = f.read()
-    except FileNotFoundError:
-        return True
-    return data[data.rfind(b")") + 2 :][:1] in (b"Z", b"X")
 
 
 def test_demo_exits_0_and_shows_every_status() -> None:
