@@ -155,6 +155,14 @@ def _error_frame(request_id: RequestId | None, code: int, message: str, data: JS
     return encode_frame(encode_message(answer))
 
 
+def _looks_like_a_reply(body: bytes, exc: RemoteProtocolError) -> bool:
+    """Whether an invalid message was meant as a reply: a JSON object without ``method``
+    that has ``result`` or ``error`` (JSON that does not parse is answered, id null)."""
+    if exc.error_code is ErrorCode.PARSE_ERROR or b'"method"' in body:
+        return False
+    return body.lstrip()[:1] == b"{" and (b'"result"' in body or b'"error"' in body)
+
+
 class JSONRPCConnection:
     """Both sides' bookkeeping of one JSON-RPC session; see the module docstring.
 
@@ -255,7 +263,7 @@ class JSONRPCConnection:
         try:
             message = decode_message(body)
         except RemoteProtocolError as exc:
-            if isinstance(exc, MissingResultError) or b'"method"' not in body:
+            if isinstance(exc, MissingResultError) or _looks_like_a_reply(body, exc):
                 return self._broken_reply(exc)
             return MessageRefused(
                 exc, _error_frame(exc.request_id, int(exc.error_code), str(exc), None)
@@ -364,31 +372,45 @@ class JSONRPCConnection:
         """Frame a notification."""
         return encode_frame(encode_message(Notification(method=method, params=params)))
 
-    def _answer(self, request_id: RequestId) -> None:
+    def _check_in_flight(self, request_id: RequestId) -> tuple[type, object]:
         key = _id_key(request_id)
         if key not in self._inbound:
             raise LocalProtocolError(
                 f"request {request_id!r} is not in flight (answered already, or never received)",
                 error_code=ErrorCode.INTERNAL_ERROR,
             )
-        self._inbound.discard(key)
+        return key
 
-    def send_result(self, request_id: RequestId, result: JSONValue) -> bytes:
-        """Answer an inbound request with its result; exactly once per request.
+    def send_answer(self, answer: Response | ErrorResponse) -> bytes:
+        """Frame the one answer to an inbound request; it is no longer in flight.
+
+        The frame is built before the request is marked answered, so an answer that can't
+        be encoded (a result holding a value JSON can't carry) leaves it in flight for an
+        error answer instead.
 
         Raises:
-            LocalProtocolError: ``request_id`` is not in flight.
+            LocalProtocolError: ``answer.id`` is not in flight (answered already, or never
+                received).
+            TypeError, ValueError: ``answer`` has no JSON form.
         """
-        self._answer(request_id)
-        return encode_frame(encode_message(Response(id=request_id, result=result)))
+        request_id = answer.id
+        if request_id is None:
+            raise LocalProtocolError(
+                "an answer must name its request", error_code=ErrorCode.INTERNAL_ERROR
+            )
+        key = self._check_in_flight(request_id)
+        frame = encode_frame(encode_message(answer))
+        self._inbound.discard(key)
+        return frame
+
+    def send_result(self, request_id: RequestId, result: JSONValue) -> bytes:
+        """Answer an inbound request with its result (:meth:`send_answer`)."""
+        return self.send_answer(Response(id=request_id, result=result))
 
     def send_error(
         self, request_id: RequestId, code: int, message: str, data: JSONValue = None
     ) -> bytes:
-        """Answer an inbound request with an error; exactly once per request.
-
-        Raises:
-            LocalProtocolError: ``request_id`` is not in flight.
-        """
-        self._answer(request_id)
-        return _error_frame(request_id, code, message, data)
+        """Answer an inbound request with an error (:meth:`send_answer`)."""
+        return self.send_answer(
+            ErrorResponse(id=request_id, error=ErrorObject(code=code, message=message, data=data))
+        )

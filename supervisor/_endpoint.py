@@ -21,17 +21,18 @@ Every background task runs in a cancel scope of its own rather than in the nurse
 the caller's ``async with`` body runs in the nursery too and a transport failure must stop our
 tasks without cancelling the caller.
 
-Exactly-once bookkeeping: an outbound request is entered in ``_pending`` *before* its frame is
-queued, and whoever removes the entry (the reply, the caller's cancellation, or the close)
-completes it; a reply that finds no entry is ignored. An inbound request is entered in
-``_inbound`` before its task starts and removed by that task before it queues its one answer.
+Exactly-once bookkeeping is the sans-I/O :class:`protocol.JSONRPCConnection`'s: it numbers our
+requests, matches each reply to a pending request at most once, refuses a reused or excess
+inbound id, never answers a broken reply, and frames each inbound request's one answer. What
+is left here is I/O: the waiter of each pending request (entered *before* its frame is
+queued; whoever removes it -- the reply, the caller's cancellation, the close -- wakes it), the
+cancel scope of each inbound request, and the reads and writes.
 """
 
 from __future__ import annotations
 
 import contextvars
 import errno
-import itertools
 import logging
 import math
 import os
@@ -43,26 +44,29 @@ from typing import TYPE_CHECKING, Final, NoReturn, TypeAlias, final
 import trio
 
 from protocol import (
+    CANCEL_METHOD,
     EOF,
     MAX_ECHO_BYTES,
     NEED_DATA,
-    Batch,
+    CancelReceived,
     ErrorCode,
     ErrorObject,
     ErrorResponse,
-    Frame,
-    FrameDecoder,
+    JSONRPCConnection,
+    MessageRefused,
     Notification,
+    NotificationReceived,
     RemoteProtocolError,
+    ReplyIgnored,
+    ReplyReceived,
     Request,
+    RequestReceived,
     Response,
     StrayText,
-    decode_message,
     encode_frame,
     encode_message,
 )
 from protocol._errors import MissingResultError
-from protocol._jsonrpc import encode_request
 
 from ._boundary import cut_utf8, internal_message, log_failure, split_failure
 from ._handles import NoPublicConstructor
@@ -113,8 +117,6 @@ _READS_PER_PASS: Final = 16
 #: Inbound notifications waiting for the dispatcher; past this the reader stops reading,
 #: which is backpressure on the peer that sends them.
 _NOTIFICATION_QUEUE_SIZE: Final = 128
-#: The LSP method both sides use to cancel a request (LSP 3.17 "Cancellation Support").
-CANCEL_METHOD: Final = "$/cancelRequest"
 
 #: ``await request_handler(method, params) -> result``
 RequestHandler: TypeAlias = "Callable[[str, JSONValue | None], Awaitable[JSONValue]]"
@@ -396,7 +398,9 @@ class JSONRPCEndpoint(metaclass=NoPublicConstructor):
         self._write_timeout_s = write_timeout_ms / 1000
         self._max_body_bytes = max_body_bytes
         self._max_inbound = max_inbound_concurrency
-        self._ids = itertools.count(1)
+        self._conn = JSONRPCConnection(
+            max_body_bytes=max_body_bytes, max_inbound=max_inbound_concurrency
+        )
         self._pending: dict[int, _Pending] = {}
         self._inbound: dict[tuple[type, object], _Inbound] = {}
         self._queue = _WriteQueue(max_pending_writes)
@@ -485,8 +489,7 @@ class JSONRPCEndpoint(metaclass=NoPublicConstructor):
         if ended is not None:
             await trio.lowlevel.checkpoint()
             raise EndpointClosed(ended)
-        request_id = next(self._ids)
-        frame = encode_frame(encode_request(request_id, method, params))
+        request_id, frame = self._conn.send_request(method, params)
         pending = _Pending()
         self._pending[request_id] = pending
         try:
@@ -502,6 +505,7 @@ class JSONRPCEndpoint(metaclass=NoPublicConstructor):
         except BaseException:
             if (
                 self._pending.pop(request_id, None) is not None
+                and self._conn.forget_request(request_id)
                 and pending.queued
                 and not pending.cancel_sent
             ):
@@ -537,11 +541,7 @@ class JSONRPCEndpoint(metaclass=NoPublicConstructor):
         await pending.wait()
 
     def _send_cancel(self, request_id: int) -> None:
-        self._queue.put_urgent(
-            encode_frame(
-                encode_message(Notification(method=CANCEL_METHOD, params={"id": request_id}))
-            )
-        )
+        self._queue.put_urgent(self._conn.send_cancel(request_id))
 
     def _write_now(self, frame: bytes) -> bool:
         """Write ``frame`` from the caller's task when the writer has nothing to do.
@@ -678,6 +678,8 @@ class JSONRPCEndpoint(metaclass=NoPublicConstructor):
 
     def _fail_pending(self, reason: str) -> None:
         pending, self._pending = self._pending, {}
+        for request_id in pending:
+            self._conn.forget_request(request_id)
         for entry in pending.values():
             entry.error = reason
             entry.finish()
@@ -805,23 +807,27 @@ class JSONRPCEndpoint(metaclass=NoPublicConstructor):
             return data
 
     async def _read_loop(self) -> None:
-        decoder = FrameDecoder(max_body_bytes=self._max_body_bytes)
+        conn = self._conn
         while True:
             try:
-                event = decoder.next_event()
+                event = conn.next_event()
             except RemoteProtocolError as exc:
                 self._end_input(f"protocol error: {exc}")
                 return
-            if event is NEED_DATA:
+            # Replies, the hot path, are routed without a coroutine call.
+            if type(event) is ReplyReceived:
+                self._frames_read += 1
+                self._complete(event)
+            elif event is NEED_DATA:
                 try:
                     data = await self._receive()
                 except (trio.BrokenResourceError, trio.ClosedResourceError) as exc:
                     self._end_input(f"read failed: {type(exc).__name__}: {exc}")
                     return
                 if data:
-                    decoder.receive_data(data)
+                    conn.receive_data(data)
                 else:
-                    decoder.receive_eof()
+                    conn.receive_eof()
             elif event is EOF:
                 self._end_input("eof")
                 return
@@ -830,109 +836,89 @@ class JSONRPCEndpoint(metaclass=NoPublicConstructor):
                 logger.warning(
                     "%s: skipped %d bytes of stray text between frames", self.name, event.byte_count
                 )
-            elif isinstance(event, Frame):
-                self._frames_read += 1
-                try:
-                    message = decode_message(event.body)
-                except MissingResultError as exc:
-                    if self._complete_without_result(exc.request_id):
-                        continue
-                    logger.debug("%s: bad message: %s", self.name, exc)
-                    await self._reply_error(exc.request_id, int(exc.error_code), str(exc))
-                    continue
-                except RemoteProtocolError as exc:
-                    logger.debug("%s: bad message: %s", self.name, exc)
-                    await self._reply_error(exc.request_id, int(exc.error_code), str(exc))
-                    continue
-                # Replies, the hot path, are routed without a coroutine call.
-                if isinstance(message, (Response, ErrorResponse)):
-                    self._complete(message)
-                else:
-                    await self._route(message)
-
-    async def _route(self, message: Request | Notification | Batch) -> None:
-        if isinstance(message, Request):
-            await self._start_inbound(message)
-        elif isinstance(message, Notification):
-            if message.method == CANCEL_METHOD:
-                self._cancel_inbound(message.params)
             else:
-                await self._notifications_in.send(message)
-        else:
-            # LSP's base protocol has no batches and none of our peers send them; answering
-            # one would tie every member's reply to the slowest member. Refuse it whole.
-            await self._reply_error(
-                None, ErrorCode.INVALID_REQUEST, "Invalid Request: batches are not supported"
-            )
+                self._frames_read += 1
+                await self._route(event)
 
-    def _complete(self, reply: Response | ErrorResponse) -> None:
-        request_id = reply.id
-        entry = self._pending.pop(request_id, None) if type(request_id) is int else None
-        if entry is None:
+    async def _route(
+        self,
+        event: RequestReceived
+        | NotificationReceived
+        | CancelReceived
+        | ReplyIgnored
+        | MessageRefused
+        | ReplyReceived,
+    ) -> None:
+        if isinstance(event, RequestReceived):
+            await self._start_inbound(event.request)
+        elif isinstance(event, NotificationReceived):
+            if event.notification.method == CANCEL_METHOD:
+                # Names no request in flight: it raced the answer, or names nothing.
+                logger.debug("%s: $/cancelRequest for no request in flight", self.name)
+            else:
+                await self._notifications_in.send(event.notification)
+        elif isinstance(event, CancelReceived):
+            self._cancel_inbound(event.request_id)
+        elif isinstance(event, ReplyIgnored):
             self._ignored_replies += 1
-            if request_id is None and isinstance(reply, ErrorResponse):
+            reply = event.reply
+            if event.request_id is None and isinstance(reply, ErrorResponse):
                 logger.warning(
                     "%s: peer reported an error without id: %s %s",
                     self.name,
                     reply.error.code,
-                    reply.error.message,
+                    cut_utf8(reply.error.message, MAX_ECHO_BYTES),
                 )
             else:
                 logger.debug(
                     "%s: ignored a reply to id %r (late, duplicate or never sent)",
                     self.name,
-                    request_id,
+                    event.request_id,
                 )
+        elif isinstance(event, MessageRefused):
+            logger.debug("%s: bad message: %s", self.name, event.error)
+            if event.answer is not None:
+                await self._queue.put(event.answer)
+        else:
+            self._complete(event)
+
+    def _complete(self, event: ReplyReceived) -> None:
+        entry = self._pending.pop(event.request_id, None)
+        if entry is None:  # the connection and this table move together; defensive only
             return
-        entry.reply = reply
+        problem = event.problem
+        if event.reply is not None:
+            entry.reply = event.reply
+        elif isinstance(problem, MissingResultError):
+            entry.no_result = True
+        else:
+            # A broken reply (result and error both, a bad error member): the request ends
+            # with an error saying so; nothing is answered to the peer.
+            entry.reply = _error_response(
+                event.request_id,
+                int(problem.error_code) if problem is not None else ErrorCode.INVALID_REQUEST,
+                f"invalid reply: {problem}",
+            )
         entry.finish()
-
-    def _complete_without_result(self, request_id: RequestId | None) -> bool:
-        """End the pending request a reply without result names; False when none is pending.
-
-        Its caller gets :class:`ReplyWithoutResult`; an unknown id is answered like any
-        other invalid message.
-        """
-        entry = self._pending.pop(request_id, None) if type(request_id) is int else None
-        if entry is None:
-            return False
-        entry.no_result = True
-        entry.finish()
-        return True
 
     async def _start_inbound(self, request: Request) -> None:
-        key = _id_key(request.id)
-        if key in self._inbound:
-            await self._reply_error(
-                request.id, ErrorCode.INVALID_REQUEST, "Invalid Request: id already in use"
-            )
-            return
-        if len(self._inbound) >= self._max_inbound:
-            await self._reply_error(
-                request.id,
-                ErrorCode.REQUEST_FAILED,
-                "too many requests in flight",
-                {"code": "busy"},
-            )
-            return
         if self._admit_request is not None:
             try:
                 self._admit_request(request.method)
             except JSONRPCError as exc:
-                await self._reply_error(request.id, exc.code, exc.message, exc.data)
+                await self._queue.put(
+                    self._conn.send_error(request.id, exc.code, exc.message, exc.data)
+                )
                 return
         inbound = _Inbound()
+        key = _id_key(request.id)
         self._inbound[key] = inbound
         self._spawn(self._handle_request, request, key, inbound)
 
-    def _cancel_inbound(self, params: JSONValue | None) -> None:
-        request_id = params.get("id") if isinstance(params, dict) else None
-        if isinstance(request_id, bool) or not isinstance(request_id, int | str):
-            # Only an int or a string can name a request; anything else names none of ours.
-            logger.debug("%s: $/cancelRequest with an invalid id: ignored", self.name)
-            return
+    def _cancel_inbound(self, request_id: RequestId) -> None:
         inbound = self._inbound.get(_id_key(request_id))
         if inbound is None:
+            # In flight for the connection, but its handler has just returned.
             logger.debug("%s: $/cancelRequest for id %r: not running", self.name, request_id)
             return
         inbound.cancelled_by_peer = True
@@ -987,10 +973,10 @@ class JSONRPCEndpoint(metaclass=NoPublicConstructor):
         handler passes on a value it did not check; that ends this request, not the endpoint.
         """
         try:
-            return encode_frame(encode_message(answer))
+            return self._conn.send_answer(answer)
         except (TypeError, ValueError) as exc:
             log_failure(f"{self.name}: answer to {cut_utf8(request.method, 128)!r}", exc)
-            return encode_frame(encode_message(_internal_response(request.id, exc)))
+            return self._conn.send_answer(_internal_response(request.id, exc))
 
     async def _answer_shielded(self, answer: ErrorResponse, *, wait_written: bool) -> None:
         # Shielded and bounded so that neither a cancellation nor a stuck peer loses the
@@ -998,7 +984,7 @@ class JSONRPCEndpoint(metaclass=NoPublicConstructor):
         written = trio.Event() if wait_written else None
         with trio.move_on_after(self._write_timeout_s, shield=True):
             try:
-                await self._queue.put(encode_frame(encode_message(answer)), written)
+                await self._queue.put(self._conn.send_answer(answer), written)
             except EndpointClosed:
                 return
             if written is not None:
@@ -1025,13 +1011,6 @@ class JSONRPCEndpoint(metaclass=NoPublicConstructor):
                     raise rest from None
         # Reached only once the reader closed the channel (close_on_input_end=False).
         self._input_done.set()
-
-    async def _reply_error(
-        self, request_id: RequestId | None, code: int, message: str, data: JSONValue = None
-    ) -> None:
-        await self._queue.put(
-            encode_frame(encode_message(_error_response(request_id, code, message, data)))
-        )
 
     async def _flush(self) -> None:
         """Let the writer finish what is queued, then stop it; bounded by the write timeout."""

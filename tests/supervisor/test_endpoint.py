@@ -408,6 +408,38 @@ async def test_reply_without_result_is_not_a_null_result() -> None:
         assert not endpoint.closed
 
 
+async def test_a_broken_reply_ends_its_request_and_draws_no_frame() -> None:
+    """A reply with both result and error is invalid: the request it names ends with an
+    error, and nothing is written back (an error frame with that id would look like a reply
+    to a request the peer never sent)."""
+    async with raw_pair() as (endpoint, peer), trio.open_nursery() as nursery:
+        outcomes: list[object] = []
+
+        async def call() -> None:
+            try:
+                outcomes.append(await endpoint.request("ask"))
+            except JSONRPCError as exc:
+                outcomes.append(exc)
+
+        nursery.start_soon(call)
+        request = await peer.receive()
+        assert isinstance(request, Request)
+        assert isinstance(request.id, int)
+        await peer.send(
+            encode_frame(
+                b'{"jsonrpc":"2.0","id":%d,"result":1,"error":{"code":1,"message":"x"}}'
+                % request.id
+            )
+        )
+        await trio.testing.wait_all_tasks_blocked()
+        assert len(outcomes) == 1
+        assert isinstance(outcomes[0], JSONRPCError)
+        assert "invalid reply" in outcomes[0].message
+        await peer.receive_nothing_more()
+        assert not endpoint.closed
+        assert endpoint.statistics().pending_requests == 0
+
+
 async def test_cancel_at_sends_cancel_request_and_keeps_waiting(
     autojump_clock: trio.testing.MockClock,
 ) -> None:
