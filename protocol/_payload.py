@@ -69,11 +69,11 @@ def echo(name: object) -> str:
 
 def invalid_field(field: str, message: str) -> CoreError:
     """``CoreError("invalid_request", message, {"field": field})``; ``field`` is cut to
-    :data:`MAX_ECHO_BYTES` (the message is cut by :class:`CoreError`)."""
+    :data:`MAX_ECHO_BYTES` (and ``...``; the message is cut by :class:`CoreError`)."""
     return CoreError(
         "invalid_request",
         message,
-        {"field": cut_utf8(field, MAX_ECHO_BYTES)},
+        {"field": _short(field)},
     )
 
 
