@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Final
 
 import trio
 
-from protocol import CoreError
+from protocol import MAX_MILLISECONDS, CoreError
 
 from ._builtin_services import read_wait_timeout
 from ._core_context import current_operation_id
@@ -578,11 +578,8 @@ class LspService:
             "lsp.functionRequest",
         )
         session = self._session(payload)
-        timeout = payload.get("timeoutMilliseconds")
-        if timeout is not None and (
-            isinstance(timeout, bool) or not isinstance(timeout, int) or timeout < 1
-        ):
-            raise _invalid("timeoutMilliseconds must be a positive integer")
+        # Capped at one hour below (function_timeout_ms); past MAX_MILLISECONDS, refused.
+        timeout = optional_positive_int(payload, "timeoutMilliseconds", maximum=MAX_MILLISECONDS)
         plugin = session.plugin
         function_id, params = check_function_request(
             payload.get("function"),
