@@ -9,6 +9,7 @@ injected fault at ``request.dispatch`` ends only its request, as ``internal``.
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 import re
@@ -21,9 +22,8 @@ import trio.testing
 from hypothesis import HealthCheck, given, settings, strategies as st
 
 from protocol import CoreError, lookup_error
-from supervisor import open_core
+from supervisor import open_core, serve
 from supervisor._boundary import FaultPlan, arm_faults
-from supervisor._serve import serve
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
@@ -41,8 +41,10 @@ MEGABYTE = "n" * (1 << 20)
 INF = math.inf
 
 
-def _fields_of_every_command() -> dict[str, tuple[str, ...]]:
-    """Each command's fields, read from its own answer to an unknown field."""
+@functools.cache
+def _fields() -> dict[str, tuple[str, ...]]:
+    """Each command's fields, read from its own answer to an unknown field (once, on first
+    use rather than at import: collecting the suite must not open a Core)."""
 
     async def main() -> dict[str, tuple[str, ...]]:
         fields: dict[str, tuple[str, ...]] = {}
@@ -59,8 +61,10 @@ def _fields_of_every_command() -> dict[str, tuple[str, ...]]:
     return trio.run(main)
 
 
-FIELDS = _fields_of_every_command()
-ALL_FIELDS = sorted({name for names in FIELDS.values() for name in names})
+@functools.cache
+def _all_fields() -> list[str]:
+    return sorted({name for names in _fields().values() for name in names})
+
 
 TEXT: SearchStrategy[JSONValue] = st.sampled_from(
     ["\ud800", "a\0b", "", MEGABYTE, "/bin/true", "é\udfff", "-1", "x"]
@@ -101,14 +105,14 @@ BASES: dict[str, JSONObject] = {
 
 @st.composite
 def calls(draw: st.DrawFn) -> tuple[str, JSONObject]:
-    command = draw(st.sampled_from(sorted(FIELDS)))
-    names = FIELDS[command]
+    command = draw(st.sampled_from(sorted(_fields())))
+    names = _fields()[command]
     payload: JSONObject = dict(BASES.get(command, {}))
     if names:
         payload.update(draw(st.dictionaries(st.sampled_from(names), VALUES, max_size=3)))
     if not names or draw(st.integers(0, 9)) == 0:
         # Now and then a field the command does not define, or a name nobody should echo.
-        foreign = draw(st.sampled_from([*ALL_FIELDS, MEGABYTE, "\ud800"]))
+        foreign = draw(st.sampled_from([*_all_fields(), MEGABYTE, "\ud800"]))
         payload[foreign] = draw(VALUES)
     return command, payload
 
@@ -159,6 +163,14 @@ def _frame(message: JSONObject, *, raw: dict[str, str] | None = None) -> bytes:
         body = body.replace(json.dumps(placeholder), text)
     data = body.encode("utf-8")
     return b"Content-Length: %d\r\n\r\n" % len(data) + data
+
+
+def _field(message: JSONObject, *path: str) -> JSONValue:
+    value: JSONValue = message
+    for key in path:
+        assert isinstance(value, dict), (key, message)
+        value = value[key]
+    return value
 
 
 class _Frames:
@@ -237,6 +249,16 @@ async def test_serve_answers_bad_requests_once_and_goes_on() -> None:
     try:
         frames = _Frames(process.stdout)
         send = process.stdin.send_all
+        # A non-finite number in initializationOptions is refused; initialize may be retried.
+        bad_init: JSONObject = {"initializationOptions": {"x": "@INF"}}
+        await send(
+            _frame(
+                {"jsonrpc": "2.0", "id": -1, "method": "initialize", "params": bad_init},
+                raw={"@INF": "1e400"},
+            )
+        )
+        (refused,) = await frames.replies(1)
+        assert _field(refused, "error", "data", "code") == "invalid_request"
         await send(_frame({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {}}))
         (init,) = await frames.replies(1)
         assert "result" in init
