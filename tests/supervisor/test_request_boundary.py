@@ -117,6 +117,31 @@ def calls(draw: st.DrawFn) -> tuple[str, JSONObject]:
     return command, payload
 
 
+#: One value of each hostile kind, for the sweep over every field of every command.
+HOSTILE: tuple[JSONValue, ...] = (
+    "\ud800",
+    "a\0b",
+    "",
+    MEGABYTE,
+    -1,
+    0,
+    2**31,
+    10**30,
+    INF,
+    -INF,
+    1.5,
+    True,
+    None,
+    [],
+    ["/bin/true", "\ud800"],
+    ["/bin/true", "a\0"],
+    {"A": "\ud800"},
+    {"a\0": "x"},
+    {"a": [INF]},
+    {MEGABYTE: 1},
+)
+
+
 def _check_error(error: CoreError) -> None:
     assert lookup_error(error.code).name == error.code  # a catalogue code
     assert error.code != "internal", error
@@ -148,6 +173,27 @@ def test_hostile_values_end_only_their_request(batch: list[tuple[str, JSONObject
                     _check_error(exc)
                     answers.append(exc)
                 assert len(answers) == 1
+                await _ping(core)
+
+    trio.run(main)
+
+
+def test_every_field_of_every_command_refuses_each_hostile_kind() -> None:
+    """The sweep: each hostile kind in each field of each command (on a near-valid payload
+    where the command starts something), one fresh Core per command."""
+
+    fields = _fields()
+
+    async def main() -> None:
+        for command, names in sorted(fields.items()):
+            async with open_core() as core:
+                for name in names:
+                    for value in HOSTILE:
+                        payload: JSONObject = {**BASES.get(command, {}), name: value}
+                        try:
+                            await core.call(command, payload, timeout_ms=CALL_TIMEOUT_MS)
+                        except CoreError as exc:
+                            _check_error(exc)
                 await _ping(core)
 
     trio.run(main)
