@@ -175,7 +175,7 @@ def test_unknown_field_is_refused() -> None:
     with pytest.raises(CoreError) as info:
         parse_create({"executable": "sh", "shell": True})
     assert info.value.code == "invalid_request"
-    assert info.value.details is None
+    assert info.value.details == {"field": "shell"}
 
 
 def test_unknown_field_names_the_known_ones() -> None:
