@@ -14,6 +14,7 @@ import json
 import math
 import re
 import sys
+from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING
 
 import pytest
@@ -26,12 +27,13 @@ from supervisor import open_core, serve
 from supervisor._boundary import FaultPlan, arm_faults
 
 if TYPE_CHECKING:
-    from collections.abc import Iterator
+    from collections.abc import AsyncIterator, Iterator, Mapping
 
     from hypothesis.strategies import SearchStrategy
 
     from protocol import JSONObject, JSONValue
     from supervisor._core import Core
+    from supervisor._service import CommandHandler, ServiceContext
 
 PY = sys.executable
 #: Each call gets this deadline, so a hostile value that makes a call wait (a long
@@ -337,6 +339,58 @@ async def test_serve_answers_bad_requests_once_and_goes_on() -> None:
     finally:
         process.kill()
         await process.wait()
+
+
+# -- a command's own bug ---------------------------------------------------------------------
+
+
+class _BuggyService:
+    """Commands with the bugs a boundary must contain."""
+
+    def commands(self) -> Mapping[str, CommandHandler]:
+        return {"bug.raise": self._raise, "bug.group": self._group}
+
+    async def aclose(self) -> None:
+        """Nothing to close."""
+
+    async def _raise(self, payload: JSONObject) -> JSONValue:
+        return {"ratio": 1 / len(payload)}
+
+    async def _group(self, payload: JSONObject) -> JSONValue:
+        async def refuse() -> None:
+            raise CoreError("not_found", "no such thing")
+
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(refuse)
+        return None  # pragma: no cover
+
+
+@asynccontextmanager
+async def _open_buggy_service(context: ServiceContext) -> AsyncIterator[_BuggyService]:
+    yield _BuggyService()
+
+
+async def test_a_command_bug_is_internal_and_the_core_goes_on(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    async with open_core(services=(_open_buggy_service,)) as core:
+        with pytest.raises(CoreError) as info:
+            await core.call("bug.raise", {})
+        assert (info.value.code, info.value.message) == (
+            "internal",
+            "ZeroDivisionError: division by zero",
+        )
+        assert "Traceback" in caplog.text  # logged, never on the wire
+        assert await core.call("bug.raise", {"a": 1}) == {"ratio": 1.0}
+        # A CoreError raised in a nursery of the command is still its own answer.
+        with pytest.raises(CoreError) as grouped:
+            await core.call("bug.group", {})
+        assert grouped.value.code == "not_found"
+        response = await core.execute({"id": 1, "command": "bug.raise"})
+        assert response["error"] == {
+            "code": "internal",
+            "message": "ZeroDivisionError: division by zero",
+        }
 
 
 # -- an injected fault inside a request ---------------------------------------------------------
