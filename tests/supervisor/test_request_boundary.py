@@ -4,7 +4,8 @@ Hostile values (lone surrogates, NUL, huge and negative integers, ``1e400`` insi
 pass-through JSON, wrong types, megabyte names) go into the fields of every command, through a
 Core and through a real ``supervisor serve``: each request ends with exactly one answer whose
 message is at most 1024 UTF-8 bytes, never ``internal``, and the Core goes on answering. An
-injected fault at ``request.dispatch`` ends only its request, as ``internal``.
+injected fault at ``request.dispatch`` ends only its request, as ``internal``. The suite's
+leak guard (``no_leaked_processes``, autouse) proves that no process outlives any of them.
 """
 
 from __future__ import annotations
