@@ -39,7 +39,6 @@ import logging
 import math
 import os
 import signal
-from collections import deque
 from dataclasses import dataclass, field
 from functools import partial
 from typing import TYPE_CHECKING, Final
@@ -65,6 +64,8 @@ from ._lsp_state import (
     next_state,
 )
 from ._plugin_session import CANCELLED_DATA, PluginRuntime, experimental_offer
+from ._session import StderrRing, exit_detail
+from ._session._stderr import DEFAULT_STDERR_LINE_BYTES, DEFAULT_STDERR_LINES
 from ._tree import open_process_tree
 
 if TYPE_CHECKING:
@@ -110,8 +111,8 @@ MAX_PENDING_FOR_READINESS: Final = 128
 #: deadlines and a stop ends it. So the endpoint's "no progress" timeout is not what ends it.
 LSP_WRITE_TIMEOUT_MS: Final = 3_600_000
 #: Lines of stderr kept for crash reports and snapshots, and the longest line kept (bytes).
-STDERR_RING_LINES: Final = 50
-STDERR_LINE_BYTES: Final = 1024
+STDERR_RING_LINES: Final = DEFAULT_STDERR_LINES
+STDERR_LINE_BYTES: Final = DEFAULT_STDERR_LINE_BYTES
 #: Longest ``log`` event message (bytes, cut on a character boundary).
 LOG_MESSAGE_BYTES: Final = 8192
 #: How long the ``exit`` notification may wait for room in a full write queue.
@@ -152,19 +153,6 @@ def _cut(text: str, limit: int) -> str:
     if len(data) <= limit:
         return text
     return data[:limit].decode("utf-8", "ignore")
-
-
-def exit_detail(returncode: int | None) -> JSONObject:
-    """``{exitCode}`` or ``{signal}`` (a name such as ``"SIGKILL"``) of a return code."""
-    if returncode is None:
-        return {}
-    if returncode < 0:
-        try:
-            name = signal.Signals(-returncode).name
-        except ValueError:
-            name = str(-returncode)
-        return {"signal": name}
-    return {"exitCode": returncode}
 
 
 @dataclass(frozen=True)
@@ -288,7 +276,11 @@ class LspSession:
         self.server_info: JSONValue = None
         self.workspace_configuration: JSONValue = spec.workspace_configuration
         self.last_exit: JSONObject | None = None
-        self.stderr_tail: deque[str] = deque(maxlen=STDERR_RING_LINES)
+        #: The last stderr lines of every generation (snapshots and crash reports).
+        self.stderr = StderrRing(STDERR_RING_LINES, STDERR_LINE_BYTES, self._stderr_line)
+        #: The generation whose stderr is being fed to the ring (lines of an older one
+        #: go to the ring only, never to events).
+        self._stderr_gen: _Generation | None = None
         self._stderr_rate = RateLimit(STDERR_LOG_EVENTS_PER_WINDOW, STDERR_LOG_WINDOW_MS)
         self._stderr_share = QueueShare(stderr_log_share)
         self._stderr_lines = 0
@@ -363,6 +355,7 @@ class LspSession:
             for doc in self.documents.documents()
         ]
         gen = self._gen
+        stderr_tail: list[JSONValue] = [*self.stderr.tail()]
         closed_gates: list[JSONValue] = []
         if gen is not None and gen.tracker is not None and not gen.ready:
             closed_gates = list(gen.tracker.closed_gates)
@@ -378,7 +371,7 @@ class LspSession:
             "serverInfo": self.server_info,
             "closedGates": closed_gates,
             "lastExit": self.last_exit,
-            "stderrTail": list(self.stderr_tail),
+            "stderrTail": stderr_tail,
             "restart": {"enabled": self.spec.restart, **self.spec.budget.to_wire()},
             "stderr": {"lines": self._stderr_lines, "notQueued": self._stderr_not_queued},
             "facts": self._facts.to_wire(),
@@ -728,7 +721,7 @@ class LspSession:
 
     async def _watch_exit(self, gen: _Generation, tree: ProcessTree) -> None:
         returncode = await tree.wait()
-        detail = ", ".join(f"{k} {v}" for k, v in exit_detail(returncode).items())
+        detail = describe_exit(returncode)
         if gen.initialized:
             self._record_failure(gen, "crashed", f"the server exited ({detail})", "running")
         else:
@@ -824,7 +817,7 @@ class LspSession:
         fact = failure.pop("fact", None)
         failure.update(exit_detail(report.returncode))
         self.last_exit = {"generation": gen.number, "reason": "failed", **failure}
-        tail: list[JSONValue] = [*list(self.stderr_tail)[-10:]]
+        tail: list[JSONValue] = [*self.stderr.tail(10)]
         failure["stderrTail"] = tail
         self._emit_fact(gen, "operationFailed", fact if isinstance(fact, str) else None)
         self._transition(LspInput.FAILED, error=failure)
@@ -1325,15 +1318,14 @@ class LspSession:
 
         Always reading keeps a chatty server from blocking on a full pipe (invariant 10).
         """
-        partial_line = bytearray()
         while True:
             try:
                 chunk = await stream.receive_some(65536)
             except (trio.BrokenResourceError, trio.ClosedResourceError):
                 chunk = b""
+            self._stderr_gen = gen
             if not chunk:
-                if partial_line:
-                    self._stderr_line(gen, bytes(partial_line))
+                self.stderr.feed_eof()
                 if self._stderr_unreported and gen is self._gen:
                     # Say how many lines were left out, once, at the end of this stderr.
                     self._queue_stderr_log(
@@ -1341,19 +1333,17 @@ class LspSession:
                         "events (rate limit); the last ones are in lsp.snapshot stderrTail"
                     )
                 return
-            lines = (bytes(partial_line) + chunk).split(b"\n")
-            partial_line = bytearray(lines.pop()[: STDERR_LINE_BYTES * 4])
-            for line in lines:
-                self._stderr_line(gen, line)
+            self.stderr.feed(bytes(chunk))
 
-    def _stderr_line(self, gen: _Generation, line: bytes) -> None:
-        text = _cut(line.rstrip(b"\r").decode("utf-8", "replace"), STDERR_LINE_BYTES)
-        if not text:
-            return
-        # The ring always gets the line: crash reports and snapshots need the last ones.
-        self.stderr_tail.append(text)
+    @property
+    def stderr_tail(self) -> list[str]:
+        """The last stderr lines kept (oldest first), of every generation."""
+        return self.stderr.tail()
+
+    def _stderr_line(self, text: str) -> None:
+        # The ring has the line already: crash reports and snapshots need the last ones.
         self._stderr_lines += 1
-        if gen is not self._gen:
+        if self._stderr_gen is not self._gen:
             return
         stats = self.events.statistics()
         if self._stderr_share.has_room(stats.next_seq, stats.queued) and self._stderr_rate.admit(
@@ -1372,6 +1362,14 @@ class LspSession:
             self._stderr_unreported = 0
         self._stderr_share.add(self.events.statistics().next_seq)
         self._emit("log", params)
+
+
+def describe_exit(returncode: int) -> str:
+    """``"exit code 3"`` or ``"signal 9 (SIGKILL)"``: a return code in a message."""
+    detail = exit_detail(returncode)
+    if detail.get("signal") is not None:
+        return f"signal {detail['signal']} ({detail['signalName']})"
+    return f"exit code {detail['exitCode']}"
 
 
 def configuration_section(configuration: JSONValue, section: str | None) -> JSONValue:

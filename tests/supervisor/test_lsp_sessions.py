@@ -115,7 +115,8 @@ async def test_server_that_never_answers_shutdown_is_terminated(core: Core, tmp_
     assert steps(result)[:4] == ["stopRequested", "shutdownSent", "shutdownTimedOut", "exitSent"]
     assert "terminated" in steps(result)
     assert "killed" not in steps(result)
-    assert as_obj(result["lastExit"])["signal"] == "SIGTERM"
+    assert as_obj(result["lastExit"])["signal"] == signal.SIGTERM
+    assert as_obj(result["lastExit"])["signalName"] == "SIGTERM"
 
 
 async def test_server_that_ignores_sigterm_is_killed(core: Core, tmp_path: str) -> None:
@@ -125,7 +126,8 @@ async def test_server_that_ignores_sigterm_is_killed(core: Core, tmp_path: str) 
     assert result["state"] == "stopped"
     assert "shutdownAnswered" in steps(result)
     assert "killed" in steps(result)
-    assert as_obj(result["lastExit"])["signal"] == "SIGKILL"
+    assert as_obj(result["lastExit"])["signal"] == signal.SIGKILL
+    assert as_obj(result["lastExit"])["signalName"] == "SIGKILL"
 
 
 async def test_slow_but_polite_server_gets_no_signal_and_second_stop_joins(
