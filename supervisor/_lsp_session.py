@@ -115,6 +115,9 @@ STDERR_RING_LINES: Final = DEFAULT_STDERR_LINES
 STDERR_LINE_BYTES: Final = DEFAULT_STDERR_LINE_BYTES
 #: Longest ``log`` event message (bytes, cut on a character boundary).
 LOG_MESSAGE_BYTES: Final = 8192
+#: DESIGN.md "Default bounds": output drained after a server's exit, before its pending
+#: requests end (its last replies, notifications and stderr lines are not lost).
+DRAIN_AFTER_EXIT_MS: Final = 500
 #: How long the ``exit`` notification may wait for room in a full write queue.
 _EXIT_NOTIFY_MS: Final = 200
 
@@ -232,6 +235,9 @@ class _Generation:
     readiness_changed: trio.Event = field(default_factory=trio.Event)
     failure: JSONObject | None = None
     started_at_ms: float = 0.0
+    #: Set when the main process was seen exited, and when its stderr ended.
+    exited: trio.Event = field(default_factory=trio.Event)
+    stderr_done: trio.Event = field(default_factory=trio.Event)
 
 
 class LspSession:
@@ -540,6 +546,9 @@ class LspSession:
                         else LSP_WRITE_TIMEOUT_MS
                     ),
                     cancelled_data=CANCELLED_DATA if self.plugin is not None else None,
+                    # The end of stdout only stops reading: what was read before it (a
+                    # last reply, a log message) is still handed on (DESIGN.md 10).
+                    close_on_input_end=False,
                 ) as endpoint:
                     gen.endpoint = endpoint
                     nursery.start_soon(self._watch_exit, gen, tree)
@@ -556,7 +565,7 @@ class LspSession:
                     if self._stop_requested or gen.restart_requested:
                         await self._stop_generation(gen, tree, endpoint)
                     else:
-                        await self._fail_generation(gen, tree)
+                        await self._fail_generation(gen, tree, endpoint)
                 nursery.cancel_scope.cancel()
         finally:
             gen.ended = True
@@ -721,6 +730,7 @@ class LspSession:
 
     async def _watch_exit(self, gen: _Generation, tree: ProcessTree) -> None:
         returncode = await tree.wait()
+        gen.exited.set()
         detail = describe_exit(returncode)
         if gen.initialized:
             self._record_failure(gen, "crashed", f"the server exited ({detail})", "running")
@@ -734,8 +744,14 @@ class LspSession:
             )
 
     async def _watch_endpoint(self, gen: _Generation, endpoint: JSONRPCEndpoint) -> None:
-        await endpoint.wait_closed()
-        reason = endpoint.close_reason or "closed"
+        await endpoint.wait_input_ended()
+        reason = endpoint.close_reason or endpoint.input_end_reason or "closed"
+        if reason == "eof":
+            # The end of stdout and the exit are separate events: an exit that follows
+            # within the drain time is the exit watcher's to report, with its exit detail.
+            with trio.move_on_after(DRAIN_AFTER_EXIT_MS / 1000):
+                await gen.exited.wait()
+                return
         stage = "running" if gen.initialized else "initialize"
         if reason.startswith("protocol error"):
             code = "protocolError"
@@ -761,7 +777,7 @@ class LspSession:
             self._mark("initializeCancelled")
 
         async def polite() -> None:
-            if gen.initialized and not endpoint.closed:
+            if gen.initialized and not endpoint.closed and endpoint.input_end_reason is None:
                 self._mark("shutdownSent")
                 try:
                     await endpoint.request(
@@ -807,9 +823,33 @@ class LspSession:
         }
         self._transition(LspInput.STOP_DONE, **exit_detail(report.returncode))
 
-    async def _fail_generation(self, gen: _Generation, tree: ProcessTree) -> None:
+    async def _drain_after_exit(
+        self, gen: _Generation, tree: ProcessTree, endpoint: JSONRPCEndpoint
+    ) -> None:
+        """After the server's exit: let what it wrote before be read, for a bounded time.
+
+        DESIGN.md invariant 10: the exit and the end of the pipes are separate events. Its
+        last replies and notifications (stdout) and stderr lines are handed on until both
+        pipes end, or :data:`DRAIN_AFTER_EXIT_MS` after the exit at the latest (a
+        grandchild holding a pipe open does not stretch it). A server whose stdout ended
+        first gets the same time to exit.
+        """
+        if tree.returncode is None and endpoint.input_end_reason == "eof":
+            with trio.move_on_after(DRAIN_AFTER_EXIT_MS / 1000):
+                await gen.exited.wait()
+        if tree.returncode is None:
+            return
+        exited_at = tree.exit_time if tree.exit_time is not None else trio.current_time()
+        with trio.move_on_at(exited_at + DRAIN_AFTER_EXIT_MS / 1000):
+            await endpoint.wait_input_ended()
+            await gen.stderr_done.wait()
+
+    async def _fail_generation(
+        self, gen: _Generation, tree: ProcessTree, endpoint: JSONRPCEndpoint
+    ) -> None:
         failure = dict(gen.failure or {"code": "crashed", "message": "the server failed"})
-        # Pending requests end at once, not at their deadlines.
+        await self._drain_after_exit(gen, tree, endpoint)
+        # Pending requests end now, not at their deadlines.
         self._end_requests(gen, str(failure["message"]), **exit_detail(tree.returncode))
         report = await tree.aclose(
             term_grace_ms=self.spec.term_grace_ms, kill_wait_ms=self.spec.kill_wait_ms
@@ -1326,6 +1366,7 @@ class LspSession:
             self._stderr_gen = gen
             if not chunk:
                 self.stderr.feed_eof()
+                gen.stderr_done.set()
                 if self._stderr_unreported and gen is self._gen:
                     # Say how many lines were left out, once, at the end of this stderr.
                     self._queue_stderr_log(
