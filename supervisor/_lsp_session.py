@@ -30,6 +30,30 @@ messages of an old process never reach the new one (invariant 13).
 The stop is owned by the session, not by the caller of ``stop()``: it runs in the session
 task, so a caller that gives up does not interrupt it, and a second ``stop()`` joins the first
 and gets the same result and timeline (invariant 12).
+
+Supervision boundaries (:mod:`supervisor._boundary`): the session is one, and each request is
+one inside it. An unexpected exception in a task of the session (the stderr drain, the exit
+and endpoint watchers, the handshake, the handler of a server notification, or the session's
+own steps) is contained there: it is logged with its traceback, the session's pending
+requests and function calls end once with "the session ended" (``languageServerUnavailable``),
+the server is ended by the stop ladder (``shutdown`` and ``exit`` when its stdio still works,
+then TERM, then KILL), and the session becomes ``failed`` with code ``internal`` and a crash
+report (``{exceptionType, message, stderrTail}``) in its ``stateChanged`` event (``reason:
+"internal"``), ``lastExit`` and ``lsp.snapshot``. The Core, serve and sibling sessions go on.
+A failure inside one request's task ends only that request (``internal``); one inside the
+handler of a request the server sent answers only that request (-32603, ``data.code:
+"internal"``). Cancellation, ``KeyboardInterrupt`` and ``SystemExit`` propagate.
+
+Restart policy: an internal failure is final -- ``failed`` without a restart, even with
+``restart`` on, and it is not counted in the restart budget. It is a bug of ours, not the
+server's crash; restarting would meet the same bug again, in a loop.
+
+Fault points (tests and the chaos runner, :func:`~supervisor._boundary.fault_point`):
+``lsp.reader`` (a server notification being handled), ``lsp.handshake`` (the start of the
+handshake), ``lsp.request`` (one request's task, before it is sent), ``lsp.serverRequest``
+(the handler of a request the server sent), ``lsp.stderr`` (each stderr chunk read),
+``lsp.exitWatch`` (the exit watcher, once the server has exited). The plugin runtime of a
+plugin-owned session adds ``plugin.*`` sites (:mod:`supervisor._plugin_session`).
 """
 
 from __future__ import annotations
@@ -47,6 +71,7 @@ import trio
 
 from protocol import CoreError, ErrorCode
 
+from ._boundary import crash_report, fault_point, internal_message, log_failure, run_contained
 from ._endpoint import EndpointClosed, JSONRPCError, method_not_found, open_jsonrpc_endpoint
 from ._events import DEFAULT_MAX_EVENTS
 from ._lsp_documents import DocumentStore
@@ -76,7 +101,7 @@ if TYPE_CHECKING:
     from ._endpoint import JSONRPCEndpoint
     from ._events import EventQueue
     from ._lsp_state import Gate
-    from ._tree import ProcessTree
+    from ._tree import ProcessTree, TreeEndReport
 
 __all__ = (
     "DEFAULT_EXIT_WAIT_MS",
@@ -309,6 +334,10 @@ class LspSession:
         self._backoff_scope: trio.CancelScope | None = None
         self._restart_started: trio.Event | None = None
         self._final = False
+        #: The contained failure that ends the session (the first one), and where it was.
+        self._crash: Exception | None = None
+        self._crash_stage = ""
+        self._crash_reported = False
         self.done = trio.Event()
         #: The plugin-function protocol of a plugin-owned session (issue 6); None for a
         #: host-owned session, which neither offers nor accepts it.
@@ -444,13 +473,11 @@ class LspSession:
         # Started at once: from here on the session task owns the tree.
         task_status.started()
         try:
-            async with trio.open_nursery() as nursery:
-                self._nursery = nursery
-                try:
-                    await self._generations(first_tree)
-                finally:
-                    self._end_requests(None, "The language-server session ended")
-                    nursery.cancel_scope.cancel()
+            await run_contained(
+                f"language-server session {self.session_id}",
+                partial(self._run_nursery, first_tree),
+                self._session_failed,
+            )
         finally:
             if first_tree is not None:
                 with trio.CancelScope(shield=True):
@@ -465,6 +492,76 @@ class LspSession:
             if self._restart_started is not None:
                 self._restart_started.set()
             self.done.set()
+
+    async def _run_nursery(self, first_tree: ProcessTree | None) -> None:
+        async with trio.open_nursery() as nursery:
+            self._nursery = nursery
+            try:
+                await self._generations(first_tree)
+            finally:
+                self._end_requests(None, "The language-server session ended")
+                nursery.cancel_scope.cancel()
+
+    async def _session_failed(self, exc: Exception) -> None:
+        """The net under the session's own steps: a failure no inner boundary contained.
+
+        The generation's own cleanup has ended its tree by then (TERM, then KILL: its stdio
+        is gone, so no ``shutdown``); its requests have ended.
+        """
+        self._note_crash(None, "session", exc, logged=True)
+        self._end_requests(None, "The language-server session ended")
+        if not self._crash_reported:
+            self._fail_internal(self._gen, None)
+        self._final = True
+
+    # -- supervision boundaries -----------------------------------------------------------
+
+    @property
+    def _ending(self) -> bool:
+        """True once a stop was asked or a contained failure ends the session."""
+        return self._stop_requested or self._crash is not None
+
+    def _note_crash(
+        self, gen: _Generation | None, stage: str, exc: Exception, *, logged: bool = False
+    ) -> None:
+        """Record a contained failure (the first one counts) and end ``gen``'s drive scope."""
+        if not logged:
+            log_failure(f"language-server session {self.session_id} ({stage})", exc)
+        if self._crash is None:
+            self._crash, self._crash_stage = exc, stage
+        if gen is not None:
+            gen.scope.cancel()
+
+    async def _contained(
+        self, gen: _Generation, stage: str, fn: Callable[[], Awaitable[None]]
+    ) -> None:
+        """Run one task of ``gen`` as part of the session's boundary."""
+
+        async def failed(exc: Exception) -> None:
+            self._note_crash(gen, stage, exc, logged=True)
+
+        await run_contained(f"language-server session {self.session_id} ({stage})", fn, failed)
+
+    def _fail_internal(self, gen: _Generation | None, returncode: int | None) -> None:
+        """Report the contained failure: ``lastExit``, then ``failed`` with the crash report."""
+        exc = self._crash
+        assert exc is not None
+        self._crash_reported = True
+        # Final from here on: a stop() that comes now joins the end instead of adding steps.
+        self._final = True
+        failure: JSONObject = {
+            "code": "internal",
+            "message": internal_message(exc),
+            "stage": self._crash_stage,
+            **exit_detail(returncode),
+            "crashReport": crash_report(exc, self.stderr.tail()),
+        }
+        self.last_exit = {
+            "generation": gen.number if gen is not None else self.generation,
+            "reason": "failed",
+            **failure,
+        }
+        self._transition(LspInput.INTERNAL, reason="internal", error=failure)
 
     async def _generations(self, first_tree: ProcessTree | None) -> None:
         tree: ProcessTree | None = first_tree
@@ -488,6 +585,12 @@ class LspSession:
                 gen.tree = tree
                 await self._run_generation(gen, tree)
             tree = None
+            if self._crash is not None:
+                # An internal failure is final: a bug of ours would meet a restart again.
+                if self.state is not LspState.FAILED:
+                    self._fail_internal(gen, gen.tree.returncode if gen.tree else None)
+                self._final = True
+                return
             if self.state is LspState.FAILED and not self.spec.restart:
                 # Failed for good: a stop that came meanwhile has nothing left to stop.
                 self._final = True
@@ -531,7 +634,10 @@ class LspSession:
         assert tree.stderr is not None
         try:
             async with trio.open_nursery() as nursery:
-                nursery.start_soon(self._drain_stderr, gen, tree.stderr)
+                stderr = tree.stderr
+                nursery.start_soon(
+                    self._contained, gen, "stderr", partial(self._drain_stderr, gen, stderr)
+                )
                 async with open_jsonrpc_endpoint(
                     tree.stdin,
                     tree.stdout,
@@ -551,18 +657,30 @@ class LspSession:
                     close_on_input_end=False,
                 ) as endpoint:
                     gen.endpoint = endpoint
-                    nursery.start_soon(self._watch_exit, gen, tree)
-                    nursery.start_soon(self._watch_endpoint, gen, endpoint)
+                    nursery.start_soon(
+                        self._contained, gen, "exitWatch", partial(self._watch_exit, gen, tree)
+                    )
+                    nursery.start_soon(
+                        self._contained,
+                        gen,
+                        "endpointWatch",
+                        partial(self._watch_endpoint, gen, endpoint),
+                    )
                     with gen.scope:
                         if self._stop_requested or gen.restart_requested:
                             gen.scope.cancel()
                         else:
                             self._transition(LspInput.SPAWNED, pid=tree.pid)
-                        await self._handshake(gen, endpoint)
+                        await self._contained(
+                            gen, "handshake", partial(self._handshake, gen, endpoint)
+                        )
                         await trio.sleep_forever()
-                    # Decided once: a requested stop wins over anything that happened
-                    # meanwhile (an exit during a stop is not a crash, invariant 12).
-                    if self._stop_requested or gen.restart_requested:
+                    # Decided once: a contained failure of ours ends the session; otherwise
+                    # a requested stop wins over anything that happened meanwhile (an exit
+                    # during a stop is not a crash, invariant 12).
+                    if self._crash is not None:
+                        await self._crash_generation(gen, tree, endpoint)
+                    elif self._stop_requested or gen.restart_requested:
                         await self._stop_generation(gen, tree, endpoint)
                     else:
                         await self._fail_generation(gen, tree, endpoint)
@@ -605,6 +723,7 @@ class LspSession:
         return params
 
     async def _handshake(self, gen: _Generation, endpoint: JSONRPCEndpoint) -> None:
+        fault_point("lsp.handshake")
         # The tracker exists before initialize is sent: a gate's notification may be
         # dispatched before the initialize reply wakes us.
         gen.tracker = ReadinessTracker(
@@ -731,6 +850,7 @@ class LspSession:
     async def _watch_exit(self, gen: _Generation, tree: ProcessTree) -> None:
         returncode = await tree.wait()
         gen.exited.set()
+        fault_point("lsp.exitWatch")
         detail = describe_exit(returncode)
         if gen.initialized:
             self._record_failure(gen, "crashed", f"the server exited ({detail})", "running")
@@ -775,6 +895,30 @@ class LspSession:
             self._transition(LspInput.STOP, reason="restart")
         if not gen.initialized:
             self._mark("initializeCancelled")
+        report = await self._stop_ladder(gen, tree, endpoint)
+        self.last_exit = {
+            "generation": gen.number,
+            "reason": "restart" if gen.restart_requested else "stopped",
+            **exit_detail(report.returncode),
+        }
+        self._transition(LspInput.STOP_DONE, **exit_detail(report.returncode))
+
+    async def _crash_generation(
+        self, gen: _Generation, tree: ProcessTree, endpoint: JSONRPCEndpoint
+    ) -> None:
+        """End the session after a contained failure: requests end, the ladder, ``failed``."""
+        if not self._stop_requested:
+            # The ladder's steps go to the timeline that stop() returns.
+            self._stop_started_ms = _now_ms()
+            self._mark("internalFailure", stage=self._crash_stage)
+        self._end_requests(None, "The language-server session ended")
+        report = await self._stop_ladder(gen, tree, endpoint)
+        self._fail_internal(gen, report.returncode)
+
+    async def _stop_ladder(
+        self, gen: _Generation, tree: ProcessTree, endpoint: JSONRPCEndpoint
+    ) -> TreeEndReport:
+        """``shutdown`` and ``exit`` while the stdio works, then TERM, then KILL; steps marked."""
 
         async def polite() -> None:
             if gen.initialized and not endpoint.closed and endpoint.input_end_reason is None:
@@ -816,12 +960,7 @@ class LspSession:
         if report.unkillable:
             self._mark("unkillable", pids=list(report.unkillable))
         self._mark("exited", **exit_detail(report.returncode))
-        self.last_exit = {
-            "generation": gen.number,
-            "reason": "restart" if gen.restart_requested else "stopped",
-            **exit_detail(report.returncode),
-        }
-        self._transition(LspInput.STOP_DONE, **exit_detail(report.returncode))
+        return report
 
     async def _drain_after_exit(
         self, gen: _Generation, tree: ProcessTree, endpoint: JSONRPCEndpoint
@@ -963,7 +1102,7 @@ class LspSession:
         **Cancellation:** the restart goes on; the caller stops waiting.
         """
         gen = self._gen
-        if self._stop_requested or self.done.is_set() or gen is None:
+        if self._ending or self.done.is_set() or gen is None:
             raise CoreError("invalid_request", f"session {self.session_id} is not running")
         if self._backoff_scope is not None:
             self.spec.budget.reset()
@@ -1016,7 +1155,7 @@ class LspSession:
         if (
             gen is None
             or gen.ended
-            or self._stop_requested
+            or self._ending
             or self.state not in (LspState.STARTING, LspState.INITIALIZING, LspState.READY)
             or self._nursery is None
         ):
@@ -1061,39 +1200,17 @@ class LspSession:
         return True
 
     async def _run_request(self, req: _Request, gen: _Generation) -> None:
+        """One request's task: a boundary of its own (a failure ends it ``internal``)."""
+
+        async def failed(exc: Exception) -> None:
+            self._finish(req, self._error(req, "internal", internal_message(exc)))
+
         try:
-            with req.scope:
-                if not gen.settled.is_set():
-                    await gen.settled.wait()
-                self._stop_waiting(req)
-                endpoint = gen.endpoint
-                if gen.ended or not gen.ready or endpoint is None:
-                    self._finish(req, self._unavailable(req, "The language server stopped"))
-                    return
-                params = req.params if isinstance(req.params, (dict, list)) else None
-                try:
-                    result = await endpoint.request(req.method, params)
-                except JSONRPCError as exc:
-                    message = _cut(exc.message, 1024)
-                    self._finish(
-                        req,
-                        self._error(
-                            req,
-                            "languageServerError",
-                            message,
-                            details={"code": exc.code, "message": message},
-                        ),
-                    )
-                except EndpointClosed:
-                    returncode = gen.tree.returncode if gen.tree is not None else None
-                    self._finish(
-                        req,
-                        self._unavailable(
-                            req, "The language server stopped", **exit_detail(returncode)
-                        ),
-                    )
-                else:
-                    self._finish(req, {"result": result})
+            await run_contained(
+                f"language-server session {self.session_id} request {req.operation_id}",
+                partial(self._exchange, req, gen),
+                failed,
+            )
         finally:
             self._stop_waiting(req)
             if req.outcome is None:
@@ -1102,6 +1219,41 @@ class LspSession:
                 else:
                     self._finish(req, self._unavailable(req, "The language-server session ended"))
             self._requests.pop(req.operation_id, None)
+
+    async def _exchange(self, req: _Request, gen: _Generation) -> None:
+        with req.scope:
+            if not gen.settled.is_set():
+                await gen.settled.wait()
+            self._stop_waiting(req)
+            fault_point("lsp.request")
+            endpoint = gen.endpoint
+            if gen.ended or not gen.ready or endpoint is None:
+                self._finish(req, self._unavailable(req, "The language server stopped"))
+                return
+            params = req.params if isinstance(req.params, (dict, list)) else None
+            try:
+                result = await endpoint.request(req.method, params)
+            except JSONRPCError as exc:
+                message = _cut(exc.message, 1024)
+                self._finish(
+                    req,
+                    self._error(
+                        req,
+                        "languageServerError",
+                        message,
+                        details={"code": exc.code, "message": message},
+                    ),
+                )
+            except EndpointClosed:
+                returncode = gen.tree.returncode if gen.tree is not None else None
+                self._finish(
+                    req,
+                    self._unavailable(
+                        req, "The language server stopped", **exit_detail(returncode)
+                    ),
+                )
+            else:
+                self._finish(req, {"result": result})
 
     def _stop_waiting(self, req: _Request) -> None:
         if req.waiting:
@@ -1180,7 +1332,7 @@ class LspSession:
             or gen is None
             or gen.ended
             or gen.endpoint is None
-            or self._stop_requested
+            or self._ending
             or self._nursery is None
             or not plugin.negotiated
         ):
@@ -1203,7 +1355,7 @@ class LspSession:
     def ready(self) -> bool:
         """True while a ready (handshake and gates done) server runs and no stop is asked."""
         gen = self._gen
-        return gen is not None and gen.ready and not gen.ended and not self._stop_requested
+        return gen is not None and gen.ready and not gen.ended and not self._ending
 
     # -- documents and notifications ---------------------------------------------------
 
@@ -1215,13 +1367,7 @@ class LspSession:
                 starting, stopping or has ended).
         """
         gen = self._gen
-        if (
-            gen is None
-            or gen.ended
-            or not gen.initialized
-            or gen.endpoint is None
-            or self._stop_requested
-        ):
+        if gen is None or gen.ended or not gen.initialized or gen.endpoint is None or self._ending:
             raise CoreError(
                 "invalid_request",
                 f"session {self.session_id} is {self.state.value}: no initialized server",
@@ -1260,7 +1406,7 @@ class LspSession:
         after ``initialized``.
         """
         gen = self._gen
-        if gen is None or gen.ended or not gen.documents_sent or self._stop_requested:
+        if gen is None or gen.ended or not gen.documents_sent or self._ending:
             return None
         return gen.number
 
@@ -1270,7 +1416,7 @@ class LspSession:
         Raises:
             CoreError: ``invalid_request`` naming the state.
         """
-        if self._stop_requested or self.done.is_set() or self._final:
+        if self._ending or self.done.is_set() or self._final:
             raise CoreError("invalid_request", f"session {self.session_id} is {self.state.value}")
 
     def sync_kind(self) -> int:
@@ -1290,8 +1436,20 @@ class LspSession:
     async def _on_server_notification(
         self, gen: _Generation, method: str, params: JSONValue | None
     ) -> None:
+        """The reader's handler of server notifications: part of the session's boundary."""
         if gen is not self._gen or gen.ended:
             return  # a late message of an old process (invariant 13)
+        try:
+            fault_point("lsp.reader")
+            await self._handle_notification(gen, method, params)
+        except Exception as exc:
+            # A bug of ours handling what the server sent: the session ends (failed,
+            # internal), not the endpoint and not the Core.
+            self._note_crash(gen, "reader", exc)
+
+    async def _handle_notification(
+        self, gen: _Generation, method: str, params: JSONValue | None
+    ) -> None:
         tracker = gen.tracker
         if tracker is not None and not gen.ready:
             before = tracker.deadline_ms()
@@ -1327,7 +1485,26 @@ class LspSession:
     async def _on_server_request(
         self, gen: _Generation, method: str, params: JSONValue | None
     ) -> JSONValue:
-        if gen is not self._gen or gen.ended or self._stop_requested or gen.restart_requested:
+        """A request the server sent: a boundary of its own.
+
+        An unexpected failure answers only this request: -32603 with ``data.code``
+        ``"internal"`` and a bounded message (the traceback goes to the log).
+        """
+        try:
+            fault_point("lsp.serverRequest")
+            return await self._answer_server_request(gen, method, params)
+        except JSONRPCError:
+            raise
+        except Exception as exc:
+            log_failure(f"language-server session {self.session_id} handling {method!r}", exc)
+            raise JSONRPCError(
+                ErrorCode.INTERNAL_ERROR, internal_message(exc), {"code": "internal"}
+            ) from None
+
+    async def _answer_server_request(
+        self, gen: _Generation, method: str, params: JSONValue | None
+    ) -> JSONValue:
+        if gen is not self._gen or gen.ended or self._ending or gen.restart_requested:
             raise JSONRPCError(ErrorCode.REQUEST_FAILED, "The client session is stopping")
         if self.plugin is not None and method.startswith("lithe/"):
             return await self.plugin.on_request(method, params)
@@ -1375,6 +1552,7 @@ class LspSession:
                     )
                 return
             self.stderr.feed(bytes(chunk))
+            fault_point("lsp.stderr")
 
     @property
     def stderr_tail(self) -> list[str]:
