@@ -89,7 +89,13 @@ from ._lsp_state import (
     next_state,
 )
 from ._plugin_session import CANCELLED_DATA, PluginRuntime, experimental_offer
-from ._session import StderrRing, exit_detail
+from ._session import (
+    DRAIN_AFTER_EXIT_MS,
+    KILL_WAIT_MS,
+    TERM_GRACE_MS,
+    StderrRing,
+    exit_detail,
+)
 from ._session._stderr import DEFAULT_STDERR_LINE_BYTES, DEFAULT_STDERR_LINES
 from ._tree import open_process_tree
 
@@ -124,8 +130,8 @@ DEFAULT_REQUEST_TIMEOUT_MS: Final = 60_000
 MAX_REQUEST_TIMEOUT_MS: Final = 300_000
 DEFAULT_SHUTDOWN_TIMEOUT_MS: Final = 3_000
 DEFAULT_EXIT_WAIT_MS: Final = 2_000
-DEFAULT_TERM_GRACE_MS: Final = 2_000
-DEFAULT_KILL_WAIT_MS: Final = 1_000
+DEFAULT_TERM_GRACE_MS: Final = TERM_GRACE_MS
+DEFAULT_KILL_WAIT_MS: Final = KILL_WAIT_MS
 DEFAULT_SERVICE_READY_IDLE_MS: Final = 45_000
 DEFAULT_SERVICE_READY_ABSOLUTE_MS: Final = 600_000
 #: Ours: the handshake bound when the caller gives none.
@@ -140,9 +146,6 @@ STDERR_RING_LINES: Final = DEFAULT_STDERR_LINES
 STDERR_LINE_BYTES: Final = DEFAULT_STDERR_LINE_BYTES
 #: Longest ``log`` event message (bytes, cut on a character boundary).
 LOG_MESSAGE_BYTES: Final = 8192
-#: DESIGN.md "Default bounds": output drained after a server's exit, before its pending
-#: requests end (its last replies, notifications and stderr lines are not lost).
-DRAIN_AFTER_EXIT_MS: Final = 500
 #: How long the ``exit`` notification may wait for room in a full write queue.
 _EXIT_NOTIFY_MS: Final = 200
 
