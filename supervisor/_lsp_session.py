@@ -656,7 +656,7 @@ class LspSession:
                     ),
                     cancelled_data=CANCELLED_DATA if self.plugin is not None else None,
                     # The end of stdout only stops reading: what was read before it (a
-                    # last reply, a log message) is still handed on (DESIGN.md 10).
+                    # last reply, a log message) is still handed on.
                     close_on_input_end=False,
                 ) as endpoint:
                     gen.endpoint = endpoint
@@ -680,7 +680,7 @@ class LspSession:
                         await trio.sleep_forever()
                     # Decided once: a contained failure of ours ends the session; otherwise
                     # a requested stop wins over anything that happened meanwhile (an exit
-                    # during a stop is not a crash, invariant 12).
+                    # during a stop is not a crash).
                     if self._crash is not None:
                         await self._crash_generation(gen, tree, endpoint)
                     elif self._stop_requested or gen.restart_requested:
@@ -970,7 +970,7 @@ class LspSession:
     ) -> None:
         """After the server's exit: let what it wrote before be read, for a bounded time.
 
-        DESIGN.md invariant 10: the exit and the end of the pipes are separate events. Its
+        The exit and the end of the pipes are separate events (a lifecycle rule). Its
         last replies and notifications (stdout) and stderr lines are handed on until both
         pipes end, or :data:`DRAIN_AFTER_EXIT_MS` after the exit at the latest (a
         grandchild holding a pipe open does not stretch it). A server whose stdout ended
