@@ -30,6 +30,30 @@ messages of an old process never reach the new one (invariant 13).
 The stop is owned by the session, not by the caller of ``stop()``: it runs in the session
 task, so a caller that gives up does not interrupt it, and a second ``stop()`` joins the first
 and gets the same result and timeline (invariant 12).
+
+Supervision boundaries (:mod:`supervisor._boundary`): the session is one, and each request is
+one inside it. An unexpected exception in a task of the session (the stderr drain, the exit
+and endpoint watchers, the handshake, the handler of a server notification, or the session's
+own steps) is contained there: it is logged with its traceback, the session's pending
+requests and function calls end once with "the session ended" (``languageServerUnavailable``),
+the server is ended by the stop ladder (``shutdown`` and ``exit`` when its stdio still works,
+then TERM, then KILL), and the session becomes ``failed`` with code ``internal`` and a crash
+report (``{exceptionType, message, stderrTail}``) in its ``stateChanged`` event (``reason:
+"internal"``), ``lastExit`` and ``lsp.snapshot``. The Core, serve and sibling sessions go on.
+A failure inside one request's task ends only that request (``internal``); one inside the
+handler of a request the server sent answers only that request (-32603, ``data.code:
+"internal"``). Cancellation, ``KeyboardInterrupt`` and ``SystemExit`` propagate.
+
+Restart policy: an internal failure is final -- ``failed`` without a restart, even with
+``restart`` on, and it is not counted in the restart budget. It is a bug of ours, not the
+server's crash; restarting would meet the same bug again, in a loop.
+
+Fault points (tests and the chaos runner, :func:`~supervisor._boundary.fault_point`):
+``lsp.reader`` (a server notification being handled), ``lsp.handshake`` (the start of the
+handshake), ``lsp.request`` (one request's task, before it is sent), ``lsp.serverRequest``
+(the handler of a request the server sent), ``lsp.stderr`` (each stderr chunk read),
+``lsp.exitWatch`` (the exit watcher, once the server has exited). The plugin runtime of a
+plugin-owned session adds ``plugin.*`` sites (:mod:`supervisor._plugin_session`).
 """
 
 from __future__ import annotations
@@ -39,7 +63,6 @@ import logging
 import math
 import os
 import signal
-from collections import deque
 from dataclasses import dataclass, field
 from functools import partial
 from typing import TYPE_CHECKING, Final
@@ -48,6 +71,7 @@ import trio
 
 from protocol import CoreError, ErrorCode
 
+from ._boundary import crash_report, fault_point, internal_message, log_failure, run_contained
 from ._endpoint import EndpointClosed, JSONRPCError, method_not_found, open_jsonrpc_endpoint
 from ._events import DEFAULT_MAX_EVENTS
 from ._lsp_documents import DocumentStore
@@ -65,6 +89,14 @@ from ._lsp_state import (
     next_state,
 )
 from ._plugin_session import CANCELLED_DATA, PluginRuntime, experimental_offer
+from ._session import (
+    DRAIN_AFTER_EXIT_MS,
+    KILL_WAIT_MS,
+    TERM_GRACE_MS,
+    StderrRing,
+    exit_detail,
+)
+from ._session._stderr import DEFAULT_STDERR_LINE_BYTES, DEFAULT_STDERR_LINES
 from ._tree import open_process_tree
 
 if TYPE_CHECKING:
@@ -75,7 +107,7 @@ if TYPE_CHECKING:
     from ._endpoint import JSONRPCEndpoint
     from ._events import EventQueue
     from ._lsp_state import Gate
-    from ._tree import ProcessTree
+    from ._tree import ProcessTree, TreeEndReport
 
 __all__ = (
     "DEFAULT_EXIT_WAIT_MS",
@@ -98,8 +130,8 @@ DEFAULT_REQUEST_TIMEOUT_MS: Final = 60_000
 MAX_REQUEST_TIMEOUT_MS: Final = 300_000
 DEFAULT_SHUTDOWN_TIMEOUT_MS: Final = 3_000
 DEFAULT_EXIT_WAIT_MS: Final = 2_000
-DEFAULT_TERM_GRACE_MS: Final = 2_000
-DEFAULT_KILL_WAIT_MS: Final = 1_000
+DEFAULT_TERM_GRACE_MS: Final = TERM_GRACE_MS
+DEFAULT_KILL_WAIT_MS: Final = KILL_WAIT_MS
 DEFAULT_SERVICE_READY_IDLE_MS: Final = 45_000
 DEFAULT_SERVICE_READY_ABSOLUTE_MS: Final = 600_000
 #: Ours: the handshake bound when the caller gives none.
@@ -110,8 +142,8 @@ MAX_PENDING_FOR_READINESS: Final = 128
 #: deadlines and a stop ends it. So the endpoint's "no progress" timeout is not what ends it.
 LSP_WRITE_TIMEOUT_MS: Final = 3_600_000
 #: Lines of stderr kept for crash reports and snapshots, and the longest line kept (bytes).
-STDERR_RING_LINES: Final = 50
-STDERR_LINE_BYTES: Final = 1024
+STDERR_RING_LINES: Final = DEFAULT_STDERR_LINES
+STDERR_LINE_BYTES: Final = DEFAULT_STDERR_LINE_BYTES
 #: Longest ``log`` event message (bytes, cut on a character boundary).
 LOG_MESSAGE_BYTES: Final = 8192
 #: How long the ``exit`` notification may wait for room in a full write queue.
@@ -152,19 +184,6 @@ def _cut(text: str, limit: int) -> str:
     if len(data) <= limit:
         return text
     return data[:limit].decode("utf-8", "ignore")
-
-
-def exit_detail(returncode: int | None) -> JSONObject:
-    """``{exitCode}`` or ``{signal}`` (a name such as ``"SIGKILL"``) of a return code."""
-    if returncode is None:
-        return {}
-    if returncode < 0:
-        try:
-            name = signal.Signals(-returncode).name
-        except ValueError:
-            name = str(-returncode)
-        return {"signal": name}
-    return {"exitCode": returncode}
 
 
 @dataclass(frozen=True)
@@ -244,6 +263,9 @@ class _Generation:
     readiness_changed: trio.Event = field(default_factory=trio.Event)
     failure: JSONObject | None = None
     started_at_ms: float = 0.0
+    #: Set when the main process was seen exited, and when its stderr ended.
+    exited: trio.Event = field(default_factory=trio.Event)
+    stderr_done: trio.Event = field(default_factory=trio.Event)
 
 
 class LspSession:
@@ -288,7 +310,11 @@ class LspSession:
         self.server_info: JSONValue = None
         self.workspace_configuration: JSONValue = spec.workspace_configuration
         self.last_exit: JSONObject | None = None
-        self.stderr_tail: deque[str] = deque(maxlen=STDERR_RING_LINES)
+        #: The last stderr lines of every generation (snapshots and crash reports).
+        self.stderr = StderrRing(STDERR_RING_LINES, STDERR_LINE_BYTES, self._stderr_line)
+        #: The generation whose stderr is being fed to the ring (lines of an older one
+        #: go to the ring only, never to events).
+        self._stderr_gen: _Generation | None = None
         self._stderr_rate = RateLimit(STDERR_LOG_EVENTS_PER_WINDOW, STDERR_LOG_WINDOW_MS)
         self._stderr_share = QueueShare(stderr_log_share)
         self._stderr_lines = 0
@@ -311,6 +337,10 @@ class LspSession:
         self._backoff_scope: trio.CancelScope | None = None
         self._restart_started: trio.Event | None = None
         self._final = False
+        #: The contained failure that ends the session (the first one), and where it was.
+        self._crash: Exception | None = None
+        self._crash_stage = ""
+        self._crash_reported = False
         self.done = trio.Event()
         #: The plugin-function protocol of a plugin-owned session (issue 6); None for a
         #: host-owned session, which neither offers nor accepts it.
@@ -363,6 +393,7 @@ class LspSession:
             for doc in self.documents.documents()
         ]
         gen = self._gen
+        stderr_tail: list[JSONValue] = [*self.stderr.tail()]
         closed_gates: list[JSONValue] = []
         if gen is not None and gen.tracker is not None and not gen.ready:
             closed_gates = list(gen.tracker.closed_gates)
@@ -378,7 +409,7 @@ class LspSession:
             "serverInfo": self.server_info,
             "closedGates": closed_gates,
             "lastExit": self.last_exit,
-            "stderrTail": list(self.stderr_tail),
+            "stderrTail": stderr_tail,
             "restart": {"enabled": self.spec.restart, **self.spec.budget.to_wire()},
             "stderr": {"lines": self._stderr_lines, "notQueued": self._stderr_not_queued},
             "facts": self._facts.to_wire(),
@@ -445,13 +476,11 @@ class LspSession:
         # Started at once: from here on the session task owns the tree.
         task_status.started()
         try:
-            async with trio.open_nursery() as nursery:
-                self._nursery = nursery
-                try:
-                    await self._generations(first_tree)
-                finally:
-                    self._end_requests(None, "The language-server session ended")
-                    nursery.cancel_scope.cancel()
+            await run_contained(
+                f"language-server session {self.session_id}",
+                partial(self._run_nursery, first_tree),
+                self._session_failed,
+            )
         finally:
             if first_tree is not None:
                 with trio.CancelScope(shield=True):
@@ -466,6 +495,76 @@ class LspSession:
             if self._restart_started is not None:
                 self._restart_started.set()
             self.done.set()
+
+    async def _run_nursery(self, first_tree: ProcessTree | None) -> None:
+        async with trio.open_nursery() as nursery:
+            self._nursery = nursery
+            try:
+                await self._generations(first_tree)
+            finally:
+                self._end_requests(None, "The language-server session ended")
+                nursery.cancel_scope.cancel()
+
+    async def _session_failed(self, exc: Exception) -> None:
+        """The net under the session's own steps: a failure no inner boundary contained.
+
+        The generation's own cleanup has ended its tree by then (TERM, then KILL: its stdio
+        is gone, so no ``shutdown``); its requests have ended.
+        """
+        self._note_crash(None, "session", exc, logged=True)
+        self._end_requests(None, "The language-server session ended")
+        if not self._crash_reported:
+            self._fail_internal(self._gen, None)
+        self._final = True
+
+    # -- supervision boundaries -----------------------------------------------------------
+
+    @property
+    def _ending(self) -> bool:
+        """True once a stop was asked or a contained failure ends the session."""
+        return self._stop_requested or self._crash is not None
+
+    def _note_crash(
+        self, gen: _Generation | None, stage: str, exc: Exception, *, logged: bool = False
+    ) -> None:
+        """Record a contained failure (the first one counts) and end ``gen``'s drive scope."""
+        if not logged:
+            log_failure(f"language-server session {self.session_id} ({stage})", exc)
+        if self._crash is None:
+            self._crash, self._crash_stage = exc, stage
+        if gen is not None:
+            gen.scope.cancel()
+
+    async def _contained(
+        self, gen: _Generation, stage: str, fn: Callable[[], Awaitable[None]]
+    ) -> None:
+        """Run one task of ``gen`` as part of the session's boundary."""
+
+        async def failed(exc: Exception) -> None:
+            self._note_crash(gen, stage, exc, logged=True)
+
+        await run_contained(f"language-server session {self.session_id} ({stage})", fn, failed)
+
+    def _fail_internal(self, gen: _Generation | None, returncode: int | None) -> None:
+        """Report the contained failure: ``lastExit``, then ``failed`` with the crash report."""
+        exc = self._crash
+        assert exc is not None
+        self._crash_reported = True
+        # Final from here on: a stop() that comes now joins the end instead of adding steps.
+        self._final = True
+        failure: JSONObject = {
+            "code": "internal",
+            "message": internal_message(exc),
+            "stage": self._crash_stage,
+            **exit_detail(returncode),
+            "crashReport": crash_report(exc, self.stderr.tail()),
+        }
+        self.last_exit = {
+            "generation": gen.number if gen is not None else self.generation,
+            "reason": "failed",
+            **failure,
+        }
+        self._transition(LspInput.INTERNAL, reason="internal", error=failure)
 
     async def _generations(self, first_tree: ProcessTree | None) -> None:
         tree: ProcessTree | None = first_tree
@@ -489,6 +588,12 @@ class LspSession:
                 gen.tree = tree
                 await self._run_generation(gen, tree)
             tree = None
+            if self._crash is not None:
+                # An internal failure is final: a bug of ours would meet a restart again.
+                if self.state is not LspState.FAILED:
+                    self._fail_internal(gen, gen.tree.returncode if gen.tree else None)
+                self._final = True
+                return
             if self.state is LspState.FAILED and not self.spec.restart:
                 # Failed for good: a stop that came meanwhile has nothing left to stop.
                 self._final = True
@@ -532,7 +637,10 @@ class LspSession:
         assert tree.stderr is not None
         try:
             async with trio.open_nursery() as nursery:
-                nursery.start_soon(self._drain_stderr, gen, tree.stderr)
+                stderr = tree.stderr
+                nursery.start_soon(
+                    self._contained, gen, "stderr", partial(self._drain_stderr, gen, stderr)
+                )
                 async with open_jsonrpc_endpoint(
                     tree.stdin,
                     tree.stdout,
@@ -547,23 +655,38 @@ class LspSession:
                         else LSP_WRITE_TIMEOUT_MS
                     ),
                     cancelled_data=CANCELLED_DATA if self.plugin is not None else None,
+                    # The end of stdout only stops reading: what was read before it (a
+                    # last reply, a log message) is still handed on.
+                    close_on_input_end=False,
                 ) as endpoint:
                     gen.endpoint = endpoint
-                    nursery.start_soon(self._watch_exit, gen, tree)
-                    nursery.start_soon(self._watch_endpoint, gen, endpoint)
+                    nursery.start_soon(
+                        self._contained, gen, "exitWatch", partial(self._watch_exit, gen, tree)
+                    )
+                    nursery.start_soon(
+                        self._contained,
+                        gen,
+                        "endpointWatch",
+                        partial(self._watch_endpoint, gen, endpoint),
+                    )
                     with gen.scope:
                         if self._stop_requested or gen.restart_requested:
                             gen.scope.cancel()
                         else:
                             self._transition(LspInput.SPAWNED, pid=tree.pid)
-                        await self._handshake(gen, endpoint)
+                        await self._contained(
+                            gen, "handshake", partial(self._handshake, gen, endpoint)
+                        )
                         await trio.sleep_forever()
-                    # Decided once: a requested stop wins over anything that happened
-                    # meanwhile (an exit during a stop is not a crash, invariant 12).
-                    if self._stop_requested or gen.restart_requested:
+                    # Decided once: a contained failure of ours ends the session; otherwise
+                    # a requested stop wins over anything that happened meanwhile (an exit
+                    # during a stop is not a crash).
+                    if self._crash is not None:
+                        await self._crash_generation(gen, tree, endpoint)
+                    elif self._stop_requested or gen.restart_requested:
                         await self._stop_generation(gen, tree, endpoint)
                     else:
-                        await self._fail_generation(gen, tree)
+                        await self._fail_generation(gen, tree, endpoint)
                 nursery.cancel_scope.cancel()
         finally:
             gen.ended = True
@@ -603,6 +726,7 @@ class LspSession:
         return params
 
     async def _handshake(self, gen: _Generation, endpoint: JSONRPCEndpoint) -> None:
+        fault_point("lsp.handshake")
         # The tracker exists before initialize is sent: a gate's notification may be
         # dispatched before the initialize reply wakes us.
         gen.tracker = ReadinessTracker(
@@ -728,7 +852,9 @@ class LspSession:
 
     async def _watch_exit(self, gen: _Generation, tree: ProcessTree) -> None:
         returncode = await tree.wait()
-        detail = ", ".join(f"{k} {v}" for k, v in exit_detail(returncode).items())
+        gen.exited.set()
+        fault_point("lsp.exitWatch")
+        detail = describe_exit(returncode)
         if gen.initialized:
             self._record_failure(gen, "crashed", f"the server exited ({detail})", "running")
         else:
@@ -741,8 +867,14 @@ class LspSession:
             )
 
     async def _watch_endpoint(self, gen: _Generation, endpoint: JSONRPCEndpoint) -> None:
-        await endpoint.wait_closed()
-        reason = endpoint.close_reason or "closed"
+        await endpoint.wait_input_ended()
+        reason = endpoint.close_reason or endpoint.input_end_reason or "closed"
+        if reason == "eof":
+            # The end of stdout and the exit are separate events: an exit that follows
+            # within the drain time is the exit watcher's to report, with its exit detail.
+            with trio.move_on_after(DRAIN_AFTER_EXIT_MS / 1000):
+                await gen.exited.wait()
+                return
         stage = "running" if gen.initialized else "initialize"
         if reason.startswith("protocol error"):
             code = "protocolError"
@@ -766,9 +898,33 @@ class LspSession:
             self._transition(LspInput.STOP, reason="restart")
         if not gen.initialized:
             self._mark("initializeCancelled")
+        report = await self._stop_ladder(gen, tree, endpoint)
+        self.last_exit = {
+            "generation": gen.number,
+            "reason": "restart" if gen.restart_requested else "stopped",
+            **exit_detail(report.returncode),
+        }
+        self._transition(LspInput.STOP_DONE, **exit_detail(report.returncode))
+
+    async def _crash_generation(
+        self, gen: _Generation, tree: ProcessTree, endpoint: JSONRPCEndpoint
+    ) -> None:
+        """End the session after a contained failure: requests end, the ladder, ``failed``."""
+        if not self._stop_requested:
+            # The ladder's steps go to the timeline that stop() returns.
+            self._stop_started_ms = _now_ms()
+            self._mark("internalFailure", stage=self._crash_stage)
+        self._end_requests(None, "The language-server session ended")
+        report = await self._stop_ladder(gen, tree, endpoint)
+        self._fail_internal(gen, report.returncode)
+
+    async def _stop_ladder(
+        self, gen: _Generation, tree: ProcessTree, endpoint: JSONRPCEndpoint
+    ) -> TreeEndReport:
+        """``shutdown`` and ``exit`` while the stdio works, then TERM, then KILL; steps marked."""
 
         async def polite() -> None:
-            if gen.initialized and not endpoint.closed:
+            if gen.initialized and not endpoint.closed and endpoint.input_end_reason is None:
                 self._mark("shutdownSent")
                 try:
                     await endpoint.request(
@@ -807,16 +963,35 @@ class LspSession:
         if report.unkillable:
             self._mark("unkillable", pids=list(report.unkillable))
         self._mark("exited", **exit_detail(report.returncode))
-        self.last_exit = {
-            "generation": gen.number,
-            "reason": "restart" if gen.restart_requested else "stopped",
-            **exit_detail(report.returncode),
-        }
-        self._transition(LspInput.STOP_DONE, **exit_detail(report.returncode))
+        return report
 
-    async def _fail_generation(self, gen: _Generation, tree: ProcessTree) -> None:
+    async def _drain_after_exit(
+        self, gen: _Generation, tree: ProcessTree, endpoint: JSONRPCEndpoint
+    ) -> None:
+        """After the server's exit: let what it wrote before be read, for a bounded time.
+
+        The exit and the end of the pipes are separate events (a lifecycle rule). Its
+        last replies and notifications (stdout) and stderr lines are handed on until both
+        pipes end, or :data:`DRAIN_AFTER_EXIT_MS` after the exit at the latest (a
+        grandchild holding a pipe open does not stretch it). A server whose stdout ended
+        first gets the same time to exit.
+        """
+        if tree.returncode is None and endpoint.input_end_reason == "eof":
+            with trio.move_on_after(DRAIN_AFTER_EXIT_MS / 1000):
+                await gen.exited.wait()
+        if tree.returncode is None:
+            return
+        exited_at = tree.exit_time if tree.exit_time is not None else trio.current_time()
+        with trio.move_on_at(exited_at + DRAIN_AFTER_EXIT_MS / 1000):
+            await endpoint.wait_input_ended()
+            await gen.stderr_done.wait()
+
+    async def _fail_generation(
+        self, gen: _Generation, tree: ProcessTree, endpoint: JSONRPCEndpoint
+    ) -> None:
         failure = dict(gen.failure or {"code": "crashed", "message": "the server failed"})
-        # Pending requests end at once, not at their deadlines.
+        await self._drain_after_exit(gen, tree, endpoint)
+        # Pending requests end now, not at their deadlines.
         self._end_requests(gen, str(failure["message"]), **exit_detail(tree.returncode))
         report = await tree.aclose(
             term_grace_ms=self.spec.term_grace_ms, kill_wait_ms=self.spec.kill_wait_ms
@@ -824,7 +999,7 @@ class LspSession:
         fact = failure.pop("fact", None)
         failure.update(exit_detail(report.returncode))
         self.last_exit = {"generation": gen.number, "reason": "failed", **failure}
-        tail: list[JSONValue] = [*list(self.stderr_tail)[-10:]]
+        tail: list[JSONValue] = [*self.stderr.tail(10)]
         failure["stderrTail"] = tail
         self._emit_fact(gen, "operationFailed", fact if isinstance(fact, str) else None)
         self._transition(LspInput.FAILED, error=failure)
@@ -930,7 +1105,7 @@ class LspSession:
         **Cancellation:** the restart goes on; the caller stops waiting.
         """
         gen = self._gen
-        if self._stop_requested or self.done.is_set() or gen is None:
+        if self._ending or self.done.is_set() or gen is None:
             raise CoreError("invalid_request", f"session {self.session_id} is not running")
         if self._backoff_scope is not None:
             self.spec.budget.reset()
@@ -983,7 +1158,7 @@ class LspSession:
         if (
             gen is None
             or gen.ended
-            or self._stop_requested
+            or self._ending
             or self.state not in (LspState.STARTING, LspState.INITIALIZING, LspState.READY)
             or self._nursery is None
         ):
@@ -1028,39 +1203,17 @@ class LspSession:
         return True
 
     async def _run_request(self, req: _Request, gen: _Generation) -> None:
+        """One request's task: a boundary of its own (a failure ends it ``internal``)."""
+
+        async def failed(exc: Exception) -> None:
+            self._finish(req, self._error(req, "internal", internal_message(exc)))
+
         try:
-            with req.scope:
-                if not gen.settled.is_set():
-                    await gen.settled.wait()
-                self._stop_waiting(req)
-                endpoint = gen.endpoint
-                if gen.ended or not gen.ready or endpoint is None:
-                    self._finish(req, self._unavailable(req, "The language server stopped"))
-                    return
-                params = req.params if isinstance(req.params, (dict, list)) else None
-                try:
-                    result = await endpoint.request(req.method, params)
-                except JSONRPCError as exc:
-                    message = _cut(exc.message, 1024)
-                    self._finish(
-                        req,
-                        self._error(
-                            req,
-                            "languageServerError",
-                            message,
-                            details={"code": exc.code, "message": message},
-                        ),
-                    )
-                except EndpointClosed:
-                    returncode = gen.tree.returncode if gen.tree is not None else None
-                    self._finish(
-                        req,
-                        self._unavailable(
-                            req, "The language server stopped", **exit_detail(returncode)
-                        ),
-                    )
-                else:
-                    self._finish(req, {"result": result})
+            await run_contained(
+                f"language-server session {self.session_id} request {req.operation_id}",
+                partial(self._exchange, req, gen),
+                failed,
+            )
         finally:
             self._stop_waiting(req)
             if req.outcome is None:
@@ -1069,6 +1222,41 @@ class LspSession:
                 else:
                     self._finish(req, self._unavailable(req, "The language-server session ended"))
             self._requests.pop(req.operation_id, None)
+
+    async def _exchange(self, req: _Request, gen: _Generation) -> None:
+        with req.scope:
+            if not gen.settled.is_set():
+                await gen.settled.wait()
+            self._stop_waiting(req)
+            fault_point("lsp.request")
+            endpoint = gen.endpoint
+            if gen.ended or not gen.ready or endpoint is None:
+                self._finish(req, self._unavailable(req, "The language server stopped"))
+                return
+            params = req.params if isinstance(req.params, (dict, list)) else None
+            try:
+                result = await endpoint.request(req.method, params)
+            except JSONRPCError as exc:
+                message = _cut(exc.message, 1024)
+                self._finish(
+                    req,
+                    self._error(
+                        req,
+                        "languageServerError",
+                        message,
+                        details={"code": exc.code, "message": message},
+                    ),
+                )
+            except EndpointClosed:
+                returncode = gen.tree.returncode if gen.tree is not None else None
+                self._finish(
+                    req,
+                    self._unavailable(
+                        req, "The language server stopped", **exit_detail(returncode)
+                    ),
+                )
+            else:
+                self._finish(req, {"result": result})
 
     def _stop_waiting(self, req: _Request) -> None:
         if req.waiting:
@@ -1147,7 +1335,7 @@ class LspSession:
             or gen is None
             or gen.ended
             or gen.endpoint is None
-            or self._stop_requested
+            or self._ending
             or self._nursery is None
             or not plugin.negotiated
         ):
@@ -1170,7 +1358,7 @@ class LspSession:
     def ready(self) -> bool:
         """True while a ready (handshake and gates done) server runs and no stop is asked."""
         gen = self._gen
-        return gen is not None and gen.ready and not gen.ended and not self._stop_requested
+        return gen is not None and gen.ready and not gen.ended and not self._ending
 
     # -- documents and notifications ---------------------------------------------------
 
@@ -1182,13 +1370,7 @@ class LspSession:
                 starting, stopping or has ended).
         """
         gen = self._gen
-        if (
-            gen is None
-            or gen.ended
-            or not gen.initialized
-            or gen.endpoint is None
-            or self._stop_requested
-        ):
+        if gen is None or gen.ended or not gen.initialized or gen.endpoint is None or self._ending:
             raise CoreError(
                 "invalid_request",
                 f"session {self.session_id} is {self.state.value}: no initialized server",
@@ -1227,7 +1409,7 @@ class LspSession:
         after ``initialized``.
         """
         gen = self._gen
-        if gen is None or gen.ended or not gen.documents_sent or self._stop_requested:
+        if gen is None or gen.ended or not gen.documents_sent or self._ending:
             return None
         return gen.number
 
@@ -1237,7 +1419,7 @@ class LspSession:
         Raises:
             CoreError: ``invalid_request`` naming the state.
         """
-        if self._stop_requested or self.done.is_set() or self._final:
+        if self._ending or self.done.is_set() or self._final:
             raise CoreError("invalid_request", f"session {self.session_id} is {self.state.value}")
 
     def sync_kind(self) -> int:
@@ -1257,8 +1439,20 @@ class LspSession:
     async def _on_server_notification(
         self, gen: _Generation, method: str, params: JSONValue | None
     ) -> None:
+        """The reader's handler of server notifications: part of the session's boundary."""
         if gen is not self._gen or gen.ended:
             return  # a late message of an old process (invariant 13)
+        try:
+            fault_point("lsp.reader")
+            await self._handle_notification(gen, method, params)
+        except Exception as exc:
+            # A bug of ours handling what the server sent: the session ends (failed,
+            # internal), not the endpoint and not the Core.
+            self._note_crash(gen, "reader", exc)
+
+    async def _handle_notification(
+        self, gen: _Generation, method: str, params: JSONValue | None
+    ) -> None:
         tracker = gen.tracker
         if tracker is not None and not gen.ready:
             before = tracker.deadline_ms()
@@ -1294,7 +1488,26 @@ class LspSession:
     async def _on_server_request(
         self, gen: _Generation, method: str, params: JSONValue | None
     ) -> JSONValue:
-        if gen is not self._gen or gen.ended or self._stop_requested or gen.restart_requested:
+        """A request the server sent: a boundary of its own.
+
+        An unexpected failure answers only this request: -32603 with ``data.code``
+        ``"internal"`` and a bounded message (the traceback goes to the log).
+        """
+        try:
+            fault_point("lsp.serverRequest")
+            return await self._answer_server_request(gen, method, params)
+        except JSONRPCError:
+            raise
+        except Exception as exc:
+            log_failure(f"language-server session {self.session_id} handling {method!r}", exc)
+            raise JSONRPCError(
+                ErrorCode.INTERNAL_ERROR, internal_message(exc), {"code": "internal"}
+            ) from None
+
+    async def _answer_server_request(
+        self, gen: _Generation, method: str, params: JSONValue | None
+    ) -> JSONValue:
+        if gen is not self._gen or gen.ended or self._ending or gen.restart_requested:
             raise JSONRPCError(ErrorCode.REQUEST_FAILED, "The client session is stopping")
         if self.plugin is not None and method.startswith("lithe/"):
             return await self.plugin.on_request(method, params)
@@ -1325,15 +1538,15 @@ class LspSession:
 
         Always reading keeps a chatty server from blocking on a full pipe (invariant 10).
         """
-        partial_line = bytearray()
         while True:
             try:
                 chunk = await stream.receive_some(65536)
             except (trio.BrokenResourceError, trio.ClosedResourceError):
                 chunk = b""
+            self._stderr_gen = gen
             if not chunk:
-                if partial_line:
-                    self._stderr_line(gen, bytes(partial_line))
+                self.stderr.feed_eof()
+                gen.stderr_done.set()
                 if self._stderr_unreported and gen is self._gen:
                     # Say how many lines were left out, once, at the end of this stderr.
                     self._queue_stderr_log(
@@ -1341,19 +1554,18 @@ class LspSession:
                         "events (rate limit); the last ones are in lsp.snapshot stderrTail"
                     )
                 return
-            lines = (bytes(partial_line) + chunk).split(b"\n")
-            partial_line = bytearray(lines.pop()[: STDERR_LINE_BYTES * 4])
-            for line in lines:
-                self._stderr_line(gen, line)
+            self.stderr.feed(bytes(chunk))
+            fault_point("lsp.stderr")
 
-    def _stderr_line(self, gen: _Generation, line: bytes) -> None:
-        text = _cut(line.rstrip(b"\r").decode("utf-8", "replace"), STDERR_LINE_BYTES)
-        if not text:
-            return
-        # The ring always gets the line: crash reports and snapshots need the last ones.
-        self.stderr_tail.append(text)
+    @property
+    def stderr_tail(self) -> list[str]:
+        """The last stderr lines kept (oldest first), of every generation."""
+        return self.stderr.tail()
+
+    def _stderr_line(self, text: str) -> None:
+        # The ring has the line already: crash reports and snapshots need the last ones.
         self._stderr_lines += 1
-        if gen is not self._gen:
+        if self._stderr_gen is not self._gen:
             return
         stats = self.events.statistics()
         if self._stderr_share.has_room(stats.next_seq, stats.queued) and self._stderr_rate.admit(
@@ -1372,6 +1584,14 @@ class LspSession:
             self._stderr_unreported = 0
         self._stderr_share.add(self.events.statistics().next_seq)
         self._emit("log", params)
+
+
+def describe_exit(returncode: int) -> str:
+    """``"exit code 3"`` or ``"signal 9 (SIGKILL)"``: a return code in a message."""
+    detail = exit_detail(returncode)
+    if detail.get("signal") is not None:
+        return f"signal {detail['signal']} ({detail['signalName']})"
+    return f"exit code {detail['exitCode']}"
 
 
 def configuration_section(configuration: JSONValue, section: str | None) -> JSONValue:

@@ -95,6 +95,8 @@ class LspInput(enum.Enum):
     STOP_DONE = enum.auto()  #: the stop sequence ended (the process is gone)
     FAILED = enum.auto()  #: crash, handshake failure or readiness timeout
     RESTART = enum.auto()  #: a new generation starts
+    #: a contained failure of ours (a bug) ended the session; final, even while stopping
+    INTERNAL = enum.auto()
 
 
 _S = LspState
@@ -119,6 +121,14 @@ _TRANSITIONS: Final[dict[tuple[LspState, LspInput], LspState]] = {
     (_S.FAILED, _I.RESTART): _S.STARTING,
     # An explicit restart of a running session goes through a stop first.
     (_S.STOPPED, _I.RESTART): _S.STARTING,
+    # A failure of ours is not the server's exit: it fails the session from every state it
+    # can happen in, a stop included (the stop's ladder still ends the server).
+    (_S.STARTING, _I.INTERNAL): _S.FAILED,
+    (_S.INITIALIZING, _I.INTERNAL): _S.FAILED,
+    (_S.READY, _I.INTERNAL): _S.FAILED,
+    (_S.STOPPING, _I.INTERNAL): _S.FAILED,
+    (_S.FAILED, _I.INTERNAL): _S.FAILED,
+    (_S.STOPPED, _I.INTERNAL): _S.FAILED,
 }
 
 

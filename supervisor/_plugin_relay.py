@@ -14,6 +14,12 @@ down the chain. Each cancelled forwarded request makes the provider's endpoint s
 ``$/cancelRequest`` (the endpoint does it when the waiting task is cancelled). The relay
 never retries a call.
 
+Supervision boundaries: every relayed call is one. An unexpected exception while it runs (a
+bug of ours; the fault point ``plugin.relay`` sits where a call is forwarded) ends that call
+only, with ``internal`` (-32603, ``data.code: "internal"``) to its caller, and cancels its
+children like any end; its parent, its siblings and both sessions go on. A failure in the
+checks before a call exists is answered the same way by the calling session's handler.
+
 The deadline (plugin-contract.md "Discovery and invocation"): a call still waiting for its
 provider ends at once; a forwarded call is cancelled at the provider (``$/cancelRequest``,
 the provider session's own timeout) and its children are cancelled, and it ends when the
@@ -33,10 +39,12 @@ from __future__ import annotations
 
 import itertools
 from dataclasses import dataclass, field
+from functools import partial
 from typing import TYPE_CHECKING, Final, Protocol
 
 import trio
 
+from ._boundary import fault_point, internal_message, run_contained
 from ._endpoint import EndpointClosed, JSONRPCError, ReplyWithoutResult
 from ._plugin_relay_state import (
     GRACE_MS,
@@ -298,16 +306,16 @@ class FunctionRelay:
         return [], caller.serves_host_call(parent_id)
 
     async def _run(self, call: _RelayCall, caller: RelayCaller) -> None:
+        async def failed(exc: Exception) -> None:
+            if call.refusal is None and not call.has_value:
+                call.refusal = RelayRefusal("internal", internal_message(exc))
+
         try:
-            # call.scope: the relay's own end, GRACE_MS after the deadline, and every
-            # end()/cancel; the nursery holds the calls made as this call's children.
-            with call.scope:
-                async with trio.open_nursery() as nursery:
-                    call.nursery = nursery
-                    nursery.start_soon(self._deadline_passes, call)
-                    await self._forward(call, caller)
-                    # Its ending cancels the calls made as its children.
-                    nursery.cancel_scope.cancel()
+            await run_contained(
+                f"relayed call {call.wire_id} ({call.caller_id} -> {call.provider_id})",
+                partial(self._run_scoped, call, caller),
+                failed,
+            )
         finally:
             call.nursery = None
             self._serving.pop((call.provider_id, call.wire_id), None)
@@ -323,6 +331,17 @@ class FunctionRelay:
             for child in call.linked:
                 child.end(RelayRefusal("plugin.host.cancelled", "The parent call ended"))
             call.done.set()
+
+    async def _run_scoped(self, call: _RelayCall, caller: RelayCaller) -> None:
+        # call.scope: the relay's own end, GRACE_MS after the deadline, and every
+        # end()/cancel; the nursery holds the calls made as this call's children.
+        with call.scope:
+            async with trio.open_nursery() as nursery:
+                call.nursery = nursery
+                nursery.start_soon(self._deadline_passes, call)
+                await self._forward(call, caller)
+                # Its ending cancels the calls made as its children.
+                nursery.cancel_scope.cancel()
 
     @staticmethod
     async def _deadline_passes(call: _RelayCall) -> None:
@@ -357,6 +376,7 @@ class FunctionRelay:
                 "plugin.host.timeout", "The relayed call's deadline passed before its provider ran"
             )
             return
+        fault_point("plugin.relay")
         forwarded: JSONObject = {
             "functionID": call.function_id,
             "operationID": call.wire_id,

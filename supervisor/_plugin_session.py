@@ -8,6 +8,15 @@ host requests (``lithe/host/*``: answered by Core or turned into ``hostRequest``
 ``lsp.hostResponse`` answers), ``lsp.hostNotify``, and ``lithe/log`` facts ("Structured
 plugin diagnostics"). The rules themselves are pure, in :mod:`supervisor._plugin_state`.
 
+Supervision boundaries: every function call is one (an unexpected exception in its task ends
+that call with ``internal``, once; the session goes on), and so is every request the backend
+sends (answered -32603 ``data.code: "internal"`` by the session's handler). A failure while
+handling a notification of the backend ends the session (see
+:class:`~supervisor._lsp_session.LspSession`). Fault points: ``plugin.call`` (a function
+call's task, before it is sent), ``plugin.hostRequest`` (a ``lithe/`` request of the backend),
+``plugin.notification`` (a ``lithe/`` notification of the backend); the relay adds
+``plugin.relay``.
+
 Cancel scopes: every function call is a task in the session's nursery with its own cancel
 scope (deadline, ``lsp.cancelOperation``, revocation, the session's end); cancelling it makes
 the endpoint send ``$/cancelRequest`` to the backend. Every host request runs in the
@@ -22,12 +31,14 @@ import itertools
 import logging
 import math
 from dataclasses import dataclass, field
+from functools import partial
 from typing import TYPE_CHECKING, Final
 
 import trio
 
 from protocol import CoreError
 
+from ._boundary import fault_point, internal_message, run_contained
 from ._endpoint import EndpointClosed, JSONRPCError, ReplyWithoutResult, method_not_found
 from ._plugin_relay_state import RelayRefusal
 from ._plugin_state import (
@@ -244,50 +255,19 @@ class PluginRuntime:
         nursery.start_soon(self._run_call, call, endpoint, invoke)
 
     async def _run_call(self, call: _Call, endpoint: JSONRPCEndpoint, invoke: JSONObject) -> None:
+        """One call's task: a boundary of its own (a failure ends the call ``internal``)."""
+
+        async def failed(exc: Exception) -> None:
+            self._finish(
+                call, {"error": {"code": "internal", "message": internal_message(exc)}}, "internal"
+            )
+
         try:
-            with call.scope:
-                try:
-                    result = await endpoint.request(INVOKE_METHOD, invoke)
-                except ReplyWithoutResult:
-                    # No result is not a null result (Invocation).
-                    self._finish(
-                        call,
-                        {
-                            "error": {
-                                "code": "plugin.function.invalidResult",
-                                "message": "the backend answered without a result",
-                            }
-                        },
-                        "invalidResult",
-                    )
-                except JSONRPCError as exc:
-                    self._finish(call, {"error": function_failure(exc.message, exc.data)}, "failed")
-                except EndpointClosed as exc:
-                    self._finish(
-                        call,
-                        {
-                            "error": {
-                                "code": "languageServerUnavailable",
-                                "message": f"The backend's stdio ended: {exc.reason}",
-                            }
-                        },
-                        "unavailable",
-                    )
-                else:
-                    if json_size(result) > FUNCTION_RESULT_BYTES:
-                        self._finish(
-                            call,
-                            {
-                                "error": {
-                                    "code": "plugin.function.invalidResult",
-                                    "message": f"the result is over {FUNCTION_RESULT_BYTES} bytes",
-                                }
-                            },
-                            "invalidResult",
-                        )
-                    else:
-                        # null is a result (Invocation).
-                        self._finish(call, {"result": {"value": result}}, "result")
+            await run_contained(
+                f"plugin session {self.session_id} call {call.operation_id}",
+                partial(self._invoke, call, endpoint, invoke),
+                failed,
+            )
         finally:
             if call.outcome is None:
                 if call.scope.cancelled_caught:
@@ -307,6 +287,52 @@ class PluginRuntime:
                         },
                         "unavailable",
                     )
+
+    async def _invoke(self, call: _Call, endpoint: JSONRPCEndpoint, invoke: JSONObject) -> None:
+        with call.scope:
+            fault_point("plugin.call")
+            try:
+                result = await endpoint.request(INVOKE_METHOD, invoke)
+            except ReplyWithoutResult:
+                # No result is not a null result (Invocation).
+                self._finish(
+                    call,
+                    {
+                        "error": {
+                            "code": "plugin.function.invalidResult",
+                            "message": "the backend answered without a result",
+                        }
+                    },
+                    "invalidResult",
+                )
+            except JSONRPCError as exc:
+                self._finish(call, {"error": function_failure(exc.message, exc.data)}, "failed")
+            except EndpointClosed as exc:
+                self._finish(
+                    call,
+                    {
+                        "error": {
+                            "code": "languageServerUnavailable",
+                            "message": f"The backend's stdio ended: {exc.reason}",
+                        }
+                    },
+                    "unavailable",
+                )
+            else:
+                if json_size(result) > FUNCTION_RESULT_BYTES:
+                    self._finish(
+                        call,
+                        {
+                            "error": {
+                                "code": "plugin.function.invalidResult",
+                                "message": f"the result is over {FUNCTION_RESULT_BYTES} bytes",
+                            }
+                        },
+                        "invalidResult",
+                    )
+                else:
+                    # null is a result (Invocation).
+                    self._finish(call, {"result": {"value": result}}, "result")
 
     def _finish(self, call: _Call, outcome: JSONObject, reason: str) -> None:
         """Complete ``call`` once; forget it; cancel its task (which sends $/cancelRequest)."""
@@ -352,6 +378,7 @@ class PluginRuntime:
         Raises:
             JSONRPCError: The refusal or the host's failure (see the reference's codes).
         """
+        fault_point("plugin.hostRequest")
         if method in ("lithe/function/register", "lithe/function/unregister"):
             return self._registration(method, params)
         if method in RELAY_METHODS:
@@ -499,6 +526,7 @@ class PluginRuntime:
 
     def on_notification(self, method: str, params: JSONValue) -> None:
         """``lithe/function/progress`` and ``lithe/log`` from the backend; others dropped."""
+        fault_point("plugin.notification")
         if method == "lithe/function/progress":
             report = normalize_progress(params) if self.negotiated else None
             if report is None:

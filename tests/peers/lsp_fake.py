@@ -23,6 +23,8 @@ Requests (answered concurrently where they wait):
     ``test/ask {method, params}``: sends that request to the client, answers with its reply.
     ``test/notify {method, params}``: sends that notification, then answers null.
     ``test/exit {code}``: exits at once with ``code`` (a crash).
+    ``test/lastWords {message}``: answers ``"last"``, sends ``window/logMessage {message}``,
+        writes ``last words on stderr`` to stderr and exits 5 at once (nothing waits between).
     ``test/garbage``: writes a frame header whose Content-Length is not a number.
     ``test/cancelled``: the methods of the requests ``$/cancelRequest`` named so far, in order.
     ``test/floodStderr {lines}``: writes that many stderr lines at once, then answers null.
@@ -268,6 +270,12 @@ def main() -> int:
             arguments = p.get("arguments")
             ms = arguments[0] if isinstance(arguments, list) and arguments else 0
             _later(_execute, request_id, p.get("command"), int(ms), executed)
+        elif method == "test/lastWords":
+            _answer(request_id, "last")
+            log = {"type": 3, "message": str(p.get("message", "last words"))}
+            _write({"jsonrpc": "2.0", "method": "window/logMessage", "params": log})
+            os.write(2, b"last words on stderr\n")
+            os._exit(5)
         elif method == "test/garbage":
             with _lock:
                 os.write(1, b"Content-Length: many\r\n\r\n{}")

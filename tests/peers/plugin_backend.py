@@ -17,7 +17,9 @@ neither result nor error), ``stop.reading`` (answers, then never reads its input
 host's writes to it block once the pipe is full), ``progress.stale`` (a progress report
 ``stale`` for every earlier call's wire operationID, one ``current`` for its own, then
 answers), ``late.reply`` (blocks ``ms`` milliseconds, then reports progress and answers,
-whatever the host did meanwhile). Requests it serves outside any call, so that a session
+whatever the host did meanwhile), ``last.words`` (answers ``"last"``, sends
+``window/logMessage`` with ``message``, writes ``last words on stderr`` to stderr and exits 5
+at once). Requests it serves outside any call, so that a session
 that negotiated nothing can be driven too: ``test/send`` (``requests`` sent at once,
 answered with their replies, as ``host.call``) and ``test/seen`` (as ``seen.get``).
 """
@@ -25,6 +27,7 @@ answered with their replies, as ``host.call``) and ``test/seen`` (as ``seen.get`
 from __future__ import annotations
 
 import json
+import os
 import sys
 import time
 from collections.abc import Callable
@@ -166,6 +169,13 @@ def invoke(rid: object, params: Message) -> None:
         time.sleep(args.get("ms", 0) / 1000)  # reads nothing meanwhile: the reply is late
         send(progress(wire, "late"))
         reply(rid, "late")
+    elif fid == "last.words":
+        reply(rid, "last")
+        log = {"type": 3, "message": args.get("message", "last words")}
+        send({"jsonrpc": "2.0", "method": "window/logMessage", "params": log})
+        sys.stderr.buffer.write(b"last words on stderr\n")
+        sys.stderr.buffer.flush()
+        os._exit(5)
     elif fid == "stop.reading":
         reply(rid, None)
         time.sleep(3600)  # SIGTERM ends it

@@ -15,7 +15,7 @@ import trio
 
 from protocol import CoreError
 from supervisor import open_core
-from tests.supervisor.test_lsp_support import PY, WAIT_S, as_obj, fake, start, steps
+from tests.supervisor.test_lsp_support import PY, WAIT_S, Session, as_obj, fake, start, steps
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator
@@ -115,7 +115,8 @@ async def test_server_that_never_answers_shutdown_is_terminated(core: Core, tmp_
     assert steps(result)[:4] == ["stopRequested", "shutdownSent", "shutdownTimedOut", "exitSent"]
     assert "terminated" in steps(result)
     assert "killed" not in steps(result)
-    assert as_obj(result["lastExit"])["signal"] == "SIGTERM"
+    assert as_obj(result["lastExit"])["signal"] == signal.SIGTERM
+    assert as_obj(result["lastExit"])["signalName"] == "SIGTERM"
 
 
 async def test_server_that_ignores_sigterm_is_killed(core: Core, tmp_path: str) -> None:
@@ -125,7 +126,8 @@ async def test_server_that_ignores_sigterm_is_killed(core: Core, tmp_path: str) 
     assert result["state"] == "stopped"
     assert "shutdownAnswered" in steps(result)
     assert "killed" in steps(result)
-    assert as_obj(result["lastExit"])["signal"] == "SIGKILL"
+    assert as_obj(result["lastExit"])["signal"] == signal.SIGKILL
+    assert as_obj(result["lastExit"])["signalName"] == "SIGKILL"
 
 
 async def test_slow_but_polite_server_gets_no_signal_and_second_stop_joins(
@@ -716,3 +718,34 @@ async def test_cancel_and_deadline_send_cancel_request_to_the_server(
         while (await session.roundtrip("test/cancelled"))["result"] != ["test/hang", "test/sleep"]:
             pass
     await session.stop()
+
+
+async def test_what_a_server_writes_just_before_it_exits_is_drained(
+    core: Core, tmp_path: str
+) -> None:
+    """Its reply, a log message and a stderr line written right before the exit are not lost.
+
+    Four servers at once, so that an exit noticed before the last output was read (what
+    the drain is for) is likely, not only possible.
+    """
+    sessions = [await start(core, fake(), str(tmp_path)) for _ in range(4)]
+
+    async def last_words(session: Session) -> None:
+        await session.wait_state("ready")
+        done = await session.roundtrip("test/lastWords", {"message": "goodbye"})
+        assert done.get("result") == "last", done
+        log = await session.wait_for(
+            lambda e: e["event"] == "log" and e["source"] == "window/logMessage"
+        )
+        assert log["message"] == "goodbye"
+        failed = await session.wait_state("failed")
+        error = as_obj(failed["error"])
+        assert error["exitCode"] == 5
+        assert "last words on stderr" in str(error["stderrTail"])
+        snapshot = await session.snapshot()
+        assert "last words on stderr" in str(snapshot["stderrTail"])
+        assert snapshot["pid"] is None
+
+    async with trio.open_nursery() as nursery:
+        for session in sessions:
+            nursery.start_soon(last_words, session)

@@ -10,7 +10,7 @@ from hypothesis import given, strategies as st
 
 from protocol import CoreError, JSONObject
 from supervisor._lsp_documents import DocumentStore, apply_change
-from supervisor._lsp_session import configuration_section, exit_detail
+from supervisor._lsp_session import configuration_section, describe_exit
 from supervisor._lsp_state import (
     FACT_WINDOW_MS,
     FACTS_PER_WINDOW,
@@ -61,7 +61,10 @@ def test_table_is_closed_and_terminal_states_only_leave_by_restart(
         return
     assert isinstance(after, LspState)
     if state is S.STOPPED:
-        assert event in (In.STOP, In.RESTART)
+        # Left only by a restart, or by a failure of ours found while it was stopping.
+        assert event in (In.STOP, In.RESTART, In.INTERNAL)
+    if event is In.INTERNAL:
+        assert after is S.FAILED
 
 
 def test_budget_backoff_doubles_to_the_cap_and_is_spent_at_five() -> None:
@@ -210,9 +213,9 @@ def test_configuration_sections_and_exit_detail() -> None:
     assert configuration_section(config, "flat.key") == 3
     assert configuration_section(config, "missing.x") is None
     assert configuration_section(config, None) == config
-    assert exit_detail(-9) == {"signal": "SIGKILL"}
-    assert exit_detail(3) == {"exitCode": 3}
-    assert exit_detail(None) == {}
+    # The exit detail is the shared one (signal a number plus signalName); messages say both.
+    assert describe_exit(-9) == "signal 9 (SIGKILL)"
+    assert describe_exit(3) == "exit code 3"
 
 
 def test_fact_rate_is_600_per_sliding_minute_and_counts_the_rest() -> None:

@@ -36,6 +36,7 @@ FUNCS = [
     "seen.get",
     "progress.stale",
     "late.reply",
+    "last.words",
 ]
 PLUGIN = "com.example.tool"
 
@@ -599,3 +600,20 @@ async def test_late_reply_after_the_deadline_is_ignored(core: Core, tmp_path: st
     assert completions(s, "l1") == 1
     assert not [e for e in s.seen if e["event"] == "requestProgress"]
     await s.stop()
+
+
+async def test_what_a_backend_writes_just_before_it_exits_is_drained(
+    core: Core, tmp_path: str
+) -> None:
+    """A call's reply, a log message and a stderr line written right before the exit arrive."""
+    s = await backend(core, str(tmp_path))
+    await s.wait_state("ready")
+    done = await call(s, "last.words", {"message": "goodbye"})
+    assert done.get("result") == {"value": "last"}, done
+    log = await s.wait_for(lambda e: e["event"] == "log" and e["source"] == "window/logMessage")
+    assert log["message"] == "goodbye"
+    failed = await s.wait_state("failed")
+    assert as_obj(failed["error"])["exitCode"] == 5
+    snapshot = await s.snapshot()
+    assert "last words on stderr" in str(snapshot["stderrTail"])
+    assert snapshot["pid"] is None

@@ -11,6 +11,7 @@ file and every test ends with all of them gone (and the suite's leak guard on to
 from __future__ import annotations
 
 import os
+import signal
 from typing import TYPE_CHECKING, Any
 
 import pytest
@@ -202,7 +203,8 @@ async def test_no_shutdown_reply__stop_is_bounded_then_terminated(start: Any) ->
     assert steps(result)[:4] == ["stopRequested", "shutdownSent", "shutdownTimedOut", "exitSent"]
     assert "terminated" in steps(result)
     assert "killed" not in steps(result)  # it ignores exit, not SIGTERM
-    assert obj(result["lastExit"])["signal"] == "SIGTERM"
+    assert obj(result["lastExit"])["signal"] == signal.SIGTERM
+    assert obj(result["lastExit"])["signalName"] == "SIGTERM"
 
 
 async def test_ignore_sigterm__stop_ends_with_sigkill_after_the_grace(start: Any) -> None:
@@ -219,7 +221,8 @@ async def test_ignore_sigterm__stop_ends_with_sigkill_after_the_grace(start: Any
         "killed",
         "exited",
     ]
-    assert obj(result["lastExit"])["signal"] == "SIGKILL"
+    assert obj(result["lastExit"])["signal"] == signal.SIGKILL
+    assert obj(result["lastExit"])["signalName"] == "SIGKILL"
     assert result["state"] == "stopped"  # an end during a stop is not a crash
 
 
