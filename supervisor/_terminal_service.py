@@ -34,7 +34,9 @@ the terminal's *owner*) drives it:
   live subscription per handle, kept across reopen; ``terminal.disposeSubscription
   {subscriptionID}`` ends it and keeps the terminal.
 - ``terminal.list {}`` -> ``[{terminalID, owner, title, state, generation, rows, cols,
-  pid?}]``.
+  pid?, renderFallback?}]``. ``renderFallback`` (``"<Type>: <message>"``) says the current
+  or last generation's display fell back to plain text because the emulator rejected what the
+  program wrote (:mod:`._terminal_render`); the terminal itself is unaffected.
 
 Cancelling a ``terminal.create`` or ``terminal.reopen`` before its spawn starts nothing
 (the handle is as before); cancelling it after the spawn closes the new process at once (a
@@ -128,6 +130,8 @@ class _Handle:
     subscription: str | None = None
     #: Set whenever no start, cleanup or dispose runs on the handle.
     idle: trio.Event = field(default_factory=trio.Event)
+    #: Why the last generation's display fell back to plain text (kept after it ended).
+    render_fallback: str | None = None
 
     def wire(self) -> JSONObject:
         data: JSONObject = {
@@ -141,6 +145,9 @@ class _Handle:
         }
         if self.process is not None and self.lifecycle.state is TerminalState.RUNNING:
             data["pid"] = self.process.pid
+        fallback = self.render_fallback if self.process is None else self.process.display.fallback
+        if fallback is not None:
+            data["renderFallback"] = fallback
         return data
 
 
@@ -294,6 +301,7 @@ class TerminalService:
             try:
                 returncode = await process.end(self._bounds, keep_output=keep_output)
                 handle.retained_text = process.display.snapshot(handle.retained_budget)
+                handle.render_fallback = process.display.fallback
             finally:
                 handle.process = None
                 handle.lifecycle.apply(_In.CLEANED)
