@@ -61,6 +61,7 @@ import trio
 from protocol import EOF, NEED_DATA, CoreError, RemoteProtocolError, StrayText
 from protocol._dap import DAPConnection, DAPEvent, DAPRequest, DAPResponse
 
+from ._boundary import crash_report, log_failure
 from ._dap_state import (
     DebugInput,
     DebugLifecycle,
@@ -76,6 +77,7 @@ from ._dap_state import (
     normalize_result,
     source_breakpoints_arguments,
 )
+from ._session import exit_detail
 from ._terminal import EndBounds, TerminalProcess
 from ._terminal_render import RetainedDisplay
 from ._tree import PIPE, open_process_tree
@@ -1141,6 +1143,7 @@ class DebugSession:
                 display=RetainedDisplay(_TERMINAL_ROWS, _TERMINAL_COLS),
                 on_output=functools.partial(self._terminal_output, request_id),
                 on_exit=functools.partial(self._terminal_exited, request_id),
+                on_failure=functools.partial(self._terminal_failed, request_id),
             )
         except CoreError as exc:
             event["error"] = exc.message
@@ -1167,16 +1170,46 @@ class DebugSession:
         self._emit("output", params)
 
     def _terminal_exited(self, request_id: str, process: TerminalProcess) -> None:
-        rc = process.returncode
         self._emit(
             "runInTerminalExited",
             {
                 "requestId": request_id,
                 "processId": process.pid,
-                "exitCode": rc if rc is not None and rc >= 0 else None,
-                "signal": -rc if rc is not None and rc < 0 else None,
+                "exitCode": None,
+                "signal": None,
+                "signalName": None,
+                **exit_detail(process.returncode),
             },
         )
+
+    def _terminal_failed(
+        self, request_id: str, process: TerminalProcess, failure: Exception
+    ) -> None:
+        """A runInTerminal terminal's task raised (logged): end that terminal only."""
+        assert self._nursery is not None
+
+        async def end() -> None:
+            with trio.CancelScope(shield=True):
+                try:
+                    await process.end(_TERMINAL_END_BOUNDS)
+                except Exception as exc:
+                    log_failure(f"debug session {self.session_id} terminal {request_id}", exc)
+                    await process.abort(_TERMINAL_END_BOUNDS)
+            self._emit(
+                "runInTerminalExited",
+                {
+                    "requestId": request_id,
+                    "processId": process.pid,
+                    "exitCode": None,
+                    "signal": None,
+                    "signalName": None,
+                    **exit_detail(process.returncode),
+                    "reason": "internal",
+                    "crashReport": crash_report(failure),
+                },
+            )
+
+        self._nursery.start_soon(end)
 
     async def _respond(
         self,

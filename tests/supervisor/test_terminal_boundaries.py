@@ -16,9 +16,20 @@ from typing import TYPE_CHECKING
 import pytest
 import trio
 
-from tests.supervisor.test_terminal import BASH, WAIT_S, Term, _dict, terminal_core
+from supervisor._boundary import FaultPlan, arm_faults
+from tests.supervisor.test_terminal import (
+    BASH,
+    WAIT_S,
+    Term,
+    _dict,
+    _gone,
+    _refused,
+    terminal_core,
+)
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
     from protocol import JSONObject
     from supervisor._core import Core
 
@@ -75,3 +86,61 @@ async def test_a_sequence_the_emulator_rejects_falls_back_and_the_terminal_runs_
         await term.until("after-16")  # the retained plain text, restored
         assert reopened["generation"] == 2
         await term.call("terminal.dispose")
+
+
+@pytest.mark.parametrize(
+    "site", ["terminal.reader", "terminal.render", "terminal.exit", "terminal.cleanup"]
+)
+async def test_a_failure_inside_a_terminal_ends_that_terminal_only(
+    site: str, tmp_path: Path
+) -> None:
+    """An exception inside one terminal's task (or its cleanup) ends that terminal: it is
+    ``failed`` with reason ``internal`` and a crash report, its processes (a background
+    child too) are gone, a sibling terminal works, the Core answers."""
+    pid_file = tmp_path / "pids"
+    # "go" is written after the pid file, so a fault in the reader or the renderer fires
+    # once the pids are known; the program exits by itself a second later (exit, cleanup).
+    script = f'sleep 60 & echo "$$ $!" > {pid_file}; echo go; sleep 1'
+    plan = FaultPlan(sites=(site,))
+    async with terminal_core() as (core, _):
+        previous = arm_faults(plan)
+        try:
+            victim = await Term.create(core, "sh", "-c", script)
+            await victim.call("terminal.onExit")
+            outcome = await victim.next_exit()
+        finally:
+            arm_faults(previous)
+        assert plan.fired == [site]
+        assert outcome["reason"] == "internal"
+        report = _dict(outcome["crashReport"])
+        assert report == {
+            "exceptionType": "InjectedFault",
+            "message": f"injected fault at {site}",
+            "stderrTail": [],
+        }
+        main_pid, child_pid = (int(p) for p in pid_file.read_text().split())
+        assert _gone(main_pid)
+        assert _gone(child_pid)
+        listed = await _listed(core, victim.id)
+        assert (listed["state"], listed["reason"], listed["crashReport"]) == (
+            "failed",
+            "internal",
+            report,
+        )
+        await _refused(
+            "plugin.host.preconditionFailed",
+            core,
+            "terminal.write",
+            {"terminalID": victim.id, "data": "x"},
+        )
+        # A sibling terminal works and the Core answers.
+        sibling = await Term.create(core, "bash", *BASH, environment={"PS1": "$ "})
+        await sibling.type("echo sibling-$((5*5))\n")
+        await sibling.until("sibling-25")
+        assert await core.call("core.ping", {})
+        # A failed terminal is reopenable like a closed one.
+        reopened = _dict(await victim.call("terminal.reopen"))
+        assert reopened["generation"] == 2
+        await victim.until("go")
+        await victim.call("terminal.dispose")
+        await sibling.call("terminal.dispose")
