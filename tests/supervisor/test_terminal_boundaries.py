@@ -144,3 +144,22 @@ async def test_a_failure_inside_a_terminal_ends_that_terminal_only(
         await victim.until("go")
         await victim.call("terminal.dispose")
         await sibling.call("terminal.dispose")
+
+
+async def test_output_written_just_before_the_exit_is_delivered() -> None:
+    """The reader drains the PTY after the program's exit (bounded): a program that writes
+    and exits at once loses nothing, a short line or 200 000 bytes."""
+    script = (
+        "import sys; sys.stdout.write('x' * 200_000 + '\\nlast-words-' + str(6 * 7));"
+        " sys.stdout.flush()"
+    )
+    async with terminal_core() as (core, _):
+        term = await Term.create(core, sys.executable, "-c", script)
+        await term.call("terminal.onExit")
+        outcome = await term.next_exit()
+        await term.poll()
+        assert (outcome["reason"], outcome["exitCode"]) == ("exited", 0)
+        assert term.text.endswith("last-words-42")
+        assert term.text.count("x") == 200_000
+        assert not term.gap
+        await term.call("terminal.dispose")
