@@ -551,7 +551,7 @@ class DebugSession:
         details: JSONObject = {}
         tree = self._tree
         if tree is not None:
-            details["exitCode"] = tree.returncode
+            details.update({"exitCode": None, **exit_detail(tree.returncode)})
         if self._stderr:
             tail: list[JSONValue] = [*self._stderr.tail()]
             details["stderrTail"] = tail
@@ -1362,7 +1362,8 @@ class DebugSession:
         """``debug.disconnect``: the DAP stop sequence; a second call joins the first.
 
         Returns:
-            The ``terminated`` detail: ``{reason, exitCode, signal, ...}``.
+            The ``terminated`` detail: ``{reason, exitCode, signal, signalName, forced,
+            stderrTail?, crashReport?}`` (``signal`` a number, ``signalName`` its name).
 
         **Cancellation:** shielded and bounded: 2 000 ms for the reply, 1 000 ms for the
         adapter's exit, 2 000 ms TERM grace, then SIGKILL.
