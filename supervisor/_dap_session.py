@@ -1294,6 +1294,10 @@ class DebugSession:
     ) -> None:
         """A runInTerminal terminal's task raised (logged): end that terminal only."""
         assert self._nursery is not None
+        # Ended here, shielded, inside the session's nursery (which the teardown outlives
+        # only after it): the teardown must not end it a second time concurrently.
+        if process in self._terminals:
+            self._terminals.remove(process)
 
         async def end() -> None:
             with trio.CancelScope(shield=True):

@@ -242,3 +242,39 @@ async def test_an_adapter_that_answers_and_exits_at_once_loses_nothing(core: Cor
     assert not alive(adapter_pid)
     with trio.fail_after(WAIT_S):
         await core.call("debug.destroySession", sid)
+
+
+async def test_a_failure_inside_a_run_in_terminal_terminal_ends_that_terminal_only(
+    core: Core, tmp_path: Path
+) -> None:
+    program = tmp_path / "program.py"
+    program.write_text(
+        "import time\nprint('hello from the terminal', flush=True)\ntime.sleep(600)\n"
+    )
+    session_id, _ = await create(
+        core, fake("run-in-terminal", str(program)), supportsRunInTerminalRequest=True
+    )
+    events = Events(core, session_id)
+    sid: JSONObject = {"sessionId": session_id}
+    plan = FaultPlan(sites=("terminal.reader",))
+    previous = arm_faults(plan)
+    try:
+        await core.call("debug.launch", sid)
+        requested = await events.next("runInTerminalRequested")
+        exited = await events.next("runInTerminalExited")
+    finally:
+        arm_faults(previous)
+    assert plan.fired == ["terminal.reader"]
+    pid = requested["processId"]
+    assert isinstance(pid, int)
+    assert (exited["requestId"], exited["processId"]) == (requested["requestId"], pid)
+    assert exited["reason"] == "internal"
+    report = exited["crashReport"]
+    assert isinstance(report, dict)
+    assert report["exceptionType"] == "InjectedFault"
+    assert not alive(pid)
+    # The session goes on.
+    assert (await _listed(core, session_id))["state"] == "running"
+    threads = result_of(await core.call("debug.inspect", {**sid, "kind": "threads"}))
+    assert threads == {"threads": []}
+    await core.call("debug.disconnect", sid)
