@@ -56,8 +56,9 @@ tasks (reader, render loop, exit watcher: :mod:`._terminal`) or its cleanup ends
 terminal only: its processes end by the stop ladder (hang-up, TERM, KILL; the ladder alone
 when the cleanup itself raised), its handle becomes ``failed`` (reopenable and disposable as
 a closed one) and its ``exit`` outcome says ``reason: "internal"`` with a ``crashReport``.
-Siblings, the Core and serve go on. Fault point: ``terminal.cleanup`` (before each end of a
-generation or dispose), besides those of :mod:`._terminal`.
+Siblings, the Core and serve go on. Fault points: ``terminal.cleanup`` (before each end of a
+generation or dispose) and ``terminal.outcome`` (after the outcome of a generation's end is
+recorded, before it is delivered), besides those of :mod:`._terminal`.
 
 Ownership: every terminal task runs in the service's own nursery, inside the Core's root
 nursery. :meth:`TerminalService.dispose_owner` is the hook a plugin session calls when it
@@ -70,6 +71,7 @@ the service (the Core) disposes every terminal, concurrently, shielded and bound
 
 from __future__ import annotations
 
+import functools
 import itertools
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
@@ -79,7 +81,7 @@ import trio
 
 from protocol import CoreError
 
-from ._boundary import crash_report, fault_point, log_failure
+from ._boundary import crash_report, fault_point, log_failure, run_contained
 from ._builtin_services import read_wait_timeout
 from ._payload import check_fields, require_str
 from ._session import exit_detail
@@ -97,7 +99,7 @@ from ._terminal_render import RetainedDisplay, pending_bound, utf8_suffix
 from ._terminal_state import PRECONDITION_FAILED, TerminalInput, TerminalLifecycle, TerminalState
 
 if TYPE_CHECKING:
-    from collections.abc import AsyncIterator, Callable, Mapping
+    from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 
     from protocol import JSONObject, JSONValue
 
@@ -305,7 +307,8 @@ class TerminalService:
             return
         if handle.lifecycle.apply(_In.EXITED):
             handle.idle = trio.Event()
-            self._nursery.start_soon(self._cleanup_after_exit, handle, process)
+            cleanup = functools.partial(self._cleanup_after_exit, handle, process)
+            self._nursery.start_soon(self._contained_cleanup, handle, cleanup)
 
     def _on_process_failure(self, handle: _Handle, process: TerminalProcess) -> None:
         """A generation's task raised (logged already): end the terminal as ``failed``.
@@ -317,11 +320,49 @@ class TerminalService:
             return
         if handle.lifecycle.apply(_In.FAIL):
             handle.idle = trio.Event()
-            self._nursery.start_soon(self._cleanup_after_failure, handle)
+            cleanup = functools.partial(self._cleanup_after_failure, handle)
+            self._nursery.start_soon(self._contained_cleanup, handle, cleanup)
 
     async def _cleanup_after_failure(self, handle: _Handle) -> None:
         with trio.CancelScope(shield=True):
             await self._end_generation(handle, reason="internal", keep_output=False)
+
+    async def _contained_cleanup(
+        self, handle: _Handle, cleanup: Callable[[], Awaitable[None]]
+    ) -> None:
+        """Run a cleanup task in the service's nursery as the terminal's boundary.
+
+        :meth:`_end_generation` contains the end of the processes itself; this catches what
+        is left (a bug in the bookkeeping after it): the handle is left ``failed`` and not
+        busy, and the service, the Core and the other terminals go on.
+        """
+
+        generation = handle.generation
+
+        async def fail(exc: Exception) -> None:
+            if handle.lifecycle.state is TerminalState.DISPOSED:
+                return
+            handle.process = None
+            handle.crash = crash_report(exc)
+            handle.lifecycle.state = TerminalState.FAILED
+            handle.idle.set()
+            if handle.generation == generation and (
+                handle.outcome is None or handle.outcome.get("reason") != "internal"
+            ):
+                handle.outcome = {
+                    "type": "exit",
+                    "terminalID": handle.terminal_id,
+                    "generation": generation,
+                    "exitCode": None,
+                    "signal": None,
+                    "signalName": None,
+                    "reason": "internal",
+                    "crashReport": handle.crash,
+                }
+                if handle.subscription is not None:
+                    self._deliver_outcome(handle)
+
+        await run_contained(f"terminal {handle.terminal_id} cleanup", cleanup, fail)
 
     async def _end_process(
         self, handle: _Handle, process: TerminalProcess, *, keep_output: bool
@@ -380,6 +421,7 @@ class TerminalService:
         }
         if handle.crash is not None:
             handle.outcome["crashReport"] = handle.crash
+        fault_point("terminal.outcome")
         if handle.subscription is not None:
             self._deliver_outcome(handle)
 

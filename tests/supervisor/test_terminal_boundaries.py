@@ -89,7 +89,8 @@ async def test_a_sequence_the_emulator_rejects_falls_back_and_the_terminal_runs_
 
 
 @pytest.mark.parametrize(
-    "site", ["terminal.reader", "terminal.render", "terminal.exit", "terminal.cleanup"]
+    "site",
+    ["terminal.reader", "terminal.render", "terminal.exit", "terminal.cleanup", "terminal.outcome"],
 )
 async def test_a_failure_inside_a_terminal_ends_that_terminal_only(
     site: str, tmp_path: Path

@@ -194,9 +194,9 @@ def _feed_framer(conn: FrameDecoder | DAPConnection, chunks: list[bytes]) -> Non
             conn.receive_data(chunk)
             while conn.next_event() is not NEED_DATA:
                 pass
-            if isinstance(conn, FrameDecoder):
-                # Bounded: what is kept is at most one header section and one body.
-                assert conn.buffered_bytes <= _MAX_HEADER + _MAX_BODY + len(chunk)
+            # Bounded: what is kept is at most one header section and one body.
+            decoder = conn if isinstance(conn, FrameDecoder) else conn._decoder
+            assert decoder.buffered_bytes <= _MAX_HEADER + _MAX_BODY + len(chunk)
         conn.receive_eof()
         while conn.next_event() is not EOF:
             pass
