@@ -43,6 +43,7 @@ from __future__ import annotations
 
 import functools
 import inspect
+import logging
 import re
 import threading
 from collections import deque
@@ -63,6 +64,8 @@ __all__ = (
     "pending_bound",
     "utf8_suffix",
 )
+
+logger = logging.getLogger("supervisor.terminal")
 
 #: Output characters waiting to be rendered before the oldest are dropped (ours).
 DEFAULT_MAX_PENDING_CHARS: Final = 131_072
@@ -364,6 +367,7 @@ class RetainedDisplay:
     def _fall_back(self, exc: Exception) -> None:
         """Stop using the emulator: keep its text so far and go on in plain text."""
         self.fallback = internal_message(exc)
+        logger.warning("a terminal's display fell back to plain text: %s", self.fallback)
         try:
             shown = self._emulated_text()
         except Exception:  # a broken emulator state: start from nothing
