@@ -231,7 +231,12 @@ class TerminalProcess:
                 raise
             log_failure(f"terminal process {self.pid}", failure)
             self.failure = failure
-            on_failure(self, failure)
+            try:
+                on_failure(self, failure)
+            except Exception as exc:
+                # The owner's own bookkeeping failed: logged; its end of the terminal (a
+                # close, its session's teardown) still ends the processes.
+                log_failure(f"terminal process {self.pid} failure handler", exc)
             if rest is not None:
                 raise rest from None
 
