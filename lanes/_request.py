@@ -23,10 +23,10 @@ from typing import TYPE_CHECKING
 from protocol import (
     MAX_MILLISECONDS,
     CoreError,
-    CoreErrorCode,
     argv_item_problem,
     echo,
     env_item_problem,
+    invalid_field,
     json_type,
     path_problem,
 )
@@ -114,7 +114,7 @@ class JobRequest:
 
 
 def _invalid(field: str, message: str) -> CoreError:
-    return CoreError(CoreErrorCode.INVALID_REQUEST, f"job.start: {message}", {"field": field})
+    return invalid_field(field, f"job.start: {message}")
 
 
 def _optional(payload: JSONObject, field: str) -> JSONValue:

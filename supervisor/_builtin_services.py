@@ -13,7 +13,7 @@ from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Final
 
 from lanes import open_lanes, parse_job_start
-from protocol import CoreError
+from protocol import MAX_MILLISECONDS, CoreError, read_int
 
 from ._events import EventQueue
 from ._jobs import ProcessJobRunner, check_job_launch
@@ -57,14 +57,15 @@ _PROCESS_RUN_FIELDS: Final = frozenset(
 
 
 def read_wait_timeout(payload: JSONObject, command: str) -> int:
-    """Read ``timeoutMilliseconds`` of a ``*.waitEvents`` call: an integer >= 0, capped."""
-    value = payload.get("timeoutMilliseconds", 0)
-    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-        raise CoreError(
-            "invalid_request",
-            f"{command}: timeoutMilliseconds must be an integer >= 0",
-            {"field": "timeoutMilliseconds"},
+    """Read ``timeoutMilliseconds`` of a ``*.waitEvents`` call: an integer from 0 to
+    :data:`protocol.MAX_MILLISECONDS`, capped at :data:`MAX_WAIT_EVENTS_MS` (absent: 0)."""
+    try:
+        value = read_int(
+            payload, "timeoutMilliseconds", minimum=0, maximum=MAX_MILLISECONDS, default=0
         )
+    except CoreError as exc:
+        raise CoreError(exc.code, f"{command}: {exc.message}", exc.details) from None
+    assert value is not None  # the default
     return min(value, MAX_WAIT_EVENTS_MS)
 
 

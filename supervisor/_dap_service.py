@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Final
 
 import trio
 
-from protocol import CoreError, invalid_field, read_int
+from protocol import MAX_ECHO_BYTES, CoreError, cut_utf8, echo, invalid_field, read_int
 
 from ._builtin_services import read_wait_timeout
 from ._core_context import current_operation_id
@@ -208,7 +208,9 @@ class DebugService:
         session = self._sessions.get(session_id)
         if session is None:
             raise CoreError(
-                "not_found", f"No debug session {session_id!r}", {"sessionId": session_id}
+                "not_found",
+                f"No debug session {echo(session_id)}",
+                {"sessionId": cut_utf8(session_id, MAX_ECHO_BYTES)},
             )
         return session
 
@@ -245,7 +247,7 @@ class DebugService:
             raise _invalid("runInTerminal must be supervisor or host")
         assert isinstance(handler, str)
         if session_id in self._sessions:
-            raise _invalid(f"A debug session {session_id!r} already exists")
+            raise _invalid(f"A debug session {echo(session_id)} already exists")
         if len(self._sessions) >= MAX_DEBUG_SESSIONS:
             raise CoreError("busy", f"At most {MAX_DEBUG_SESSIONS} debug sessions may exist")
         session = DebugSession(
@@ -390,7 +392,7 @@ class DebugService:
             )
         extra = sorted((set(payload) & _ALL_INSPECT_FIELDS) - allowed)
         if extra:
-            raise _invalid(f"debug.inspect {kind}: field {extra[0]!r} is not allowed")
+            raise _invalid(f"debug.inspect {kind}: field {echo(extra[0])} is not allowed")
         arguments = _inspect_arguments(kind, payload)
         return await session.run_operation(
             "debug.inspect", operation_id, timeout, lambda op: session.inspect(kind, arguments, op)

@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Final
 
 import trio
 
-from protocol import CoreError
+from protocol import MAX_ECHO_BYTES, MAX_MILLISECONDS, CoreError, cut_utf8, echo
 
 from ._builtin_services import read_wait_timeout
 from ._core_context import current_operation_id
@@ -347,7 +347,7 @@ class LspService:
         session_id = require_str(payload, "sessionId")
         session = self._sessions.get(session_id)
         if session is None:
-            raise CoreError("not_found", f"no language-server session {session_id!r}")
+            raise CoreError("not_found", f"no language-server session {echo(session_id)}")
         return session
 
     async def aclose(self) -> None:
@@ -578,11 +578,8 @@ class LspService:
             "lsp.functionRequest",
         )
         session = self._session(payload)
-        timeout = payload.get("timeoutMilliseconds")
-        if timeout is not None and (
-            isinstance(timeout, bool) or not isinstance(timeout, int) or timeout < 1
-        ):
-            raise _invalid("timeoutMilliseconds must be a positive integer")
+        # Capped at one hour below (function_timeout_ms); past MAX_MILLISECONDS, refused.
+        timeout = optional_positive_int(payload, "timeoutMilliseconds", maximum=MAX_MILLISECONDS)
         plugin = session.plugin
         function_id, params = check_function_request(
             payload.get("function"),
@@ -620,7 +617,7 @@ class LspService:
         session = self._session(payload)
         host_request_id = require_str(payload, "hostRequestID")
         if session.plugin is None:
-            raise _invalid(f"no pending host request {host_request_id!r}")
+            raise _invalid(f"no pending host request {echo(host_request_id)}")
         session.plugin.host_response(host_request_id, payload)
         return {"hostRequestID": host_request_id}
 
@@ -678,7 +675,7 @@ class LspService:
         session_id = payload.get("sessionId")
         session = self._sessions.get(session_id) if isinstance(session_id, str) else None
         if session is None:
-            raise _plugin_error("languageServerUnavailable", f"no session {session_id!r}")
+            raise _plugin_error("languageServerUnavailable", f"no session {echo(session_id)}")
         plugin_id = optional_str(payload, "pluginId")
         if session.spec.plugin_id is not None and plugin_id != session.spec.plugin_id:
             raise _plugin_error(
@@ -712,12 +709,15 @@ class LspService:
         session = self._plugin_session(payload)
         policy = session.spec.policy
         if method not in policy.request_methods:
-            raise _plugin_error("methodNotDeclared", f"{method} is not a declared request method")
+            raise _plugin_error(
+                "methodNotDeclared",
+                f"{cut_utf8(method, MAX_ECHO_BYTES)} is not a declared request method",
+            )
         command: str | None = None
         if method == "workspace/executeCommand":
             raw = params.get("command")
             if not isinstance(raw, str) or raw not in policy.commands:
-                raise _plugin_error("methodNotDeclared", f"command {raw!r} is not declared")
+                raise _plugin_error("methodNotDeclared", f"command {echo(raw)} is not declared")
             command = raw if raw in policy.serialized_commands else None
         joined = session.serialized_request(command) if command is not None else None
         if joined is None:

@@ -19,7 +19,7 @@ import os
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Final
 
-from protocol import CoreError, invalid_field, text_problem
+from protocol import CoreError, invalid_field, read_int, text_problem
 
 from ._marker import SCOPE_ENV
 from ._payload import check_fields
@@ -130,25 +130,20 @@ class TerminalLaunch:
 
 def read_retained_bytes(payload: JSONObject, default: int) -> int:
     """Read ``retainedContextBytes``: an integer 0..262 144 (refused above, never clamped)."""
-    value = payload.get("retainedContextBytes")
-    if value is None:
-        return default
-    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-        raise _invalid("retainedContextBytes must be an integer >= 0", "retainedContextBytes")
-    if value > MAX_RETAINED_CONTEXT_BYTES:
-        raise _invalid(
-            f"retainedContextBytes must be at most {MAX_RETAINED_CONTEXT_BYTES}",
-            "retainedContextBytes",
-        )
+    value = read_int(
+        payload,
+        "retainedContextBytes",
+        minimum=0,
+        maximum=MAX_RETAINED_CONTEXT_BYTES,
+        default=default,
+    )
+    assert value is not None  # the default
     return value
 
 
 def _dimension(payload: JSONObject, name: str, default: int, maximum: int) -> int:
-    value = payload.get(name)
-    if value is None:
-        return default
-    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= maximum:
-        raise _invalid(f"{name} must be an integer from 1 to {maximum}", name)
+    value = read_int(payload, name, minimum=1, maximum=maximum, default=default)
+    assert value is not None  # the default
     return value
 
 

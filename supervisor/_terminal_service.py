@@ -63,7 +63,7 @@ from typing import TYPE_CHECKING, Final
 
 import trio
 
-from protocol import CoreError
+from protocol import MAX_ECHO_BYTES, CoreError, cut_utf8, echo
 
 from ._builtin_services import read_wait_timeout
 from ._payload import check_fields, require_str
@@ -240,7 +240,11 @@ class TerminalService:
         terminal_id = read_terminal_id(payload)
         handle = self._handles.get(terminal_id)
         if handle is None:
-            raise CoreError("not_found", f"no terminal {terminal_id}", {"terminalID": terminal_id})
+            raise CoreError(
+                "not_found",
+                f"no terminal {echo(terminal_id)}",
+                {"terminalID": cut_utf8(terminal_id, MAX_ECHO_BYTES)},
+            )
         return handle
 
     def _output_sink(self, handle: _Handle, generation: int) -> Callable[[str], None]:
@@ -497,7 +501,9 @@ class TerminalService:
                 handle.subscription = None
                 return None
         raise CoreError(
-            "not_found", f"no subscription {subscription}", {"subscriptionID": subscription}
+            "not_found",
+            f"no subscription {echo(subscription)}",
+            {"subscriptionID": cut_utf8(subscription, MAX_ECHO_BYTES)},
         )
 
     async def _wait_events(self, payload: JSONObject) -> JSONValue:

@@ -71,6 +71,16 @@ def test_exec_refuses_bad_input_with_a_code() -> None:
     assert json.loads(empty.stdout)["error"]["code"] == "invalid_request"
 
 
+def test_exec_refuses_values_past_their_bounds() -> None:
+    """A timeout or output cap past its documented maximum is refused, never a traceback."""
+    for option, value in (("--timeout-ms", "1" + "0" * 30), ("--max-output-bytes", "1" + "0" * 12)):
+        done = _supervisor("exec", option, value, "--", "/bin/true")
+        assert done.returncode == 2
+        assert "Traceback" not in done.stderr
+        error = json.loads(done.stdout)["error"]
+        assert error["code"] == "invalid_request"
+
+
 def test_reap_reports_json() -> None:
     done = _supervisor("reap", "--json")
     assert done.returncode == 0

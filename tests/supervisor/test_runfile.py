@@ -173,6 +173,11 @@ BAD_FILES = [
     (HEAD + 'argv = ["a"]\ntimeout_ms = true\n', 5, "not a boolean"),
     (HEAD + 'argv = ["a"]\ntimeout_ms = 1.5\n', 5, "not a float"),
     (HEAD + 'argv = ["a"]\ntimeout_ms = 0\n', 5, "'timeout_ms' must be > 0"),
+    (
+        HEAD + 'argv = ["a"]\ntimeout_ms = 9223372036854775807\n',
+        5,
+        "'timeout_ms' must be at most 2147483647 (milliseconds)",
+    ),
     (HEAD + 'argv = ["a"]\nstart_after_ms = -1\n', 5, "'start_after_ms' must be >= 0"),
     (HEAD + 'argv = ["a"]\ncancel_after_ms = -5\n', 5, "'cancel_after_ms' must be >= 0"),
     (HEAD + 'argv = ["a"]\nsupersede = "yes"\n', 5, "'supersede' must be a boolean, not a string"),
