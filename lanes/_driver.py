@@ -20,19 +20,22 @@ the synchronous ``on_event(method, params)`` callback, in order, wire-shaped:
   ``error`` and ``errorCode`` when the runner raised): exactly once per job, after all of its
   ``job.output``.
 
-Where the line between "the job failed" and "a bug" is drawn: an ``Exception`` raised out of
-the runner call is the job's failure (status ``failed``; ``error`` is its message and
-``errorCode`` its catalog code: a ``CoreError``'s own, such as ``launch_failed``, else
-``internal`` with the exception's type name in ``error``) and the lane goes on; that
-includes a runner misusing ``emit_output``. Anything else propagates to the lanes' nursery
-and ends the lanes: a ``BaseException`` other than the job's own cancellation,
-an exception raised by ``on_event`` (the host's bug), and any exception in the driver itself
-(ours), as trio's "exceptions always propagate".
+Where the line between "the job failed" and "a bug" is drawn: each job is a supervision
+boundary. An ``Exception`` raised out of the runner call is the job's failure (status
+``failed``; ``error`` is its message and ``errorCode`` its catalog code: a ``CoreError``'s
+own, such as ``launch_failed``, else ``internal`` with the exception's type name in
+``error``) and the lane goes on; that includes a runner misusing ``emit_output``. An
+unexpected exception elsewhere in the job's task (its output flusher: ours) ends that job
+the same way (``internal``, logged with its traceback). What propagates to the lanes'
+nursery and ends the lanes: cancellation from outside, ``KeyboardInterrupt`` /
+``SystemExit``, an exception raised by ``on_event`` (the host's bug: the lanes can no longer
+report anything), and an exception in the driver outside a job's task.
 """
 
 from __future__ import annotations
 
 import enum
+import logging
 import math
 from collections import deque
 from contextlib import asynccontextmanager
@@ -61,6 +64,8 @@ if TYPE_CHECKING:
 
 __all__ = ("Job", "JobRunner", "Lanes", "LanesStatistics", "open_lanes")
 
+logger = logging.getLogger("lanes")
+
 #: Default bound of one ``job.output`` event's text, and the pending size that flushes at once.
 DEFAULT_MAX_OUTPUT_EVENT_BYTES = 64 * 1024
 #: Default cap of the output forwarded per job and stream as it arrives (UTF-8 bytes).
@@ -75,6 +80,20 @@ DEFAULT_OUTPUT_FLUSH_MS = 50
 DEFAULT_KEEP_FINISHED = 64
 
 _STREAMS = ("stdout", "stderr")
+
+
+def _leaves(exc: BaseException) -> list[BaseException]:
+    if isinstance(exc, BaseExceptionGroup):
+        return [leaf for inner in exc.exceptions for leaf in _leaves(inner)]
+    return [exc]
+
+
+def _first_leaf(exc: BaseException) -> BaseException:
+    return _leaves(exc)[0]
+
+
+def _has_leaf(exc: BaseException, leaf: BaseException) -> bool:
+    return any(found is leaf for found in _leaves(exc))
 
 
 def _cut_utf8(data: bytes | memoryview, limit: int) -> int:
@@ -462,6 +481,8 @@ class Lanes(trio.abc.AsyncResource):
         self._max_output_tail_bytes = max_output_tail_bytes
         self._output_flush_s = output_flush_ms / 1000
         self._phase = _Phase.NEW
+        #: The exception on_event raised, if it did (the host's bug: never contained).
+        self._host_error: BaseException | None = None
         self._nursery: trio.Nursery | None = None
         self._lanes: dict[str, LanePolicy] = {}
         self._jobs: dict[str, Job] = {}  # unfinished jobs, in submission order
@@ -642,7 +663,32 @@ class Lanes(trio.abc.AsyncResource):
     # -- the driver ----------------------------------------------------------------------
 
     def _notify(self, method: str, params: JSONObject) -> None:
-        self._on_event(method, params)
+        try:
+            self._on_event(method, params)
+        except BaseException as exc:
+            # The host's bug, never a job's failure: remembered so that the job boundary
+            # lets it through.
+            self._host_error = exc
+            raise
+
+    def _contained_failure(self, exc: BaseException) -> Exception | None:
+        """The failure a job's boundary contains in ``exc``, or None when all must propagate.
+
+        Contained: an ``Exception`` (or a group of them) that is not ``on_event``'s. Not:
+        cancellation, ``KeyboardInterrupt``, ``SystemExit`` (alone or in a group with a
+        failure: then the lanes end anyway) and the host's error.
+        """
+        if isinstance(exc, BaseExceptionGroup):
+            failure, rest = exc.split(Exception)
+            if rest is not None:
+                return None
+            exc = failure if failure is not None else exc
+        if not isinstance(exc, Exception):
+            return None
+        host = self._host_error
+        if host is not None and _has_leaf(exc, host):
+            return None
+        return exc
 
     def _close_all(self) -> None:
         for lane in list(self._lanes.values()):
@@ -714,17 +760,16 @@ class Lanes(trio.abc.AsyncResource):
                 except Exception as exc:
                     error = (CoreErrorCode.INTERNAL.value, f"{type(exc).__name__}: {exc}")
                 output_nursery.cancel_scope.cancel()
-        except BaseException:
-            # Cancelled from outside (the lanes are ending) or a bug on its way out: the job
-            # still finishes exactly once, then the exception goes on.
-            job._scope = None
-            self._finish(job, job._cancel_status or JobStatus.CANCELLED)
-            # The lanes' nursery is ending either way: close now so that no queued job of
-            # this lane starts behind a job its policy still counts as running.
-            if self._phase is _Phase.RUNNING:
-                self._phase = _Phase.CLOSING
-            self._close_all()
-            raise
+        except BaseException as exc:
+            failure = self._contained_failure(exc)
+            if failure is None:
+                self._end_job_and_lanes(job)
+                raise
+            # Our bug inside this job's task: it ends this job only (its runner was
+            # cancelled with the output nursery and ended its processes), the lane goes on.
+            logger.error("job %s failed inside its task", job.id, exc_info=failure)
+            leaf = _first_leaf(failure)
+            error = (CoreErrorCode.INTERNAL.value, f"{type(leaf).__name__}: {leaf}")
         job._scope = None
         timed_out = job._cancel_status is None and scope.cancel_called
         if job._cancel_status is not None:
@@ -735,6 +780,17 @@ class Lanes(trio.abc.AsyncResource):
             status = JobStatus.OK
         self._finish(job, status, timed_out=timed_out, error=error)
         self._execute(lane, lane.job_ended(job.id))
+
+    def _end_job_and_lanes(self, job: Job) -> None:
+        """Cancelled from outside (the lanes are ending) or an error that must propagate:
+        the job still finishes exactly once, then the exception goes on."""
+        job._scope = None
+        self._finish(job, job._cancel_status or JobStatus.CANCELLED)
+        # The lanes' nursery is ending either way: close now so that no queued job of
+        # this lane starts behind a job its policy still counts as running.
+        if self._phase is _Phase.RUNNING:
+            self._phase = _Phase.CLOSING
+        self._close_all()
 
     def _finish(
         self,

@@ -3,8 +3,10 @@
 Reference: core-api.md ``debug.*`` and plugin-contract.md "Debug adapters" / "Remote attach";
 issue 4. Each command validates its whole payload before anything is sent or started
 (DESIGN.md invariant 9). Sessions run in the Core's root nursery
-(:meth:`DebugSession.run`); closing the service stops every live session with the DAP stop
-sequence, concurrently, shielded and bounded.
+(:meth:`DebugSession.run`), each a supervision boundary: an unexpected exception inside one
+ends that session only (state ``failed``, ``terminated`` with ``reason: "internal"`` and a
+``crashReport``; ``debug.listSessions`` shows both), never the Core. Closing the service
+stops every live session with the DAP stop sequence, concurrently, shielded and bounded.
 
 Operation commands (``debug.launch``, ``debug.attach``, ``debug.set*Breakpoints``,
 ``debug.execute``, ``debug.inspect``) take an optional ``operationId`` and an optional
@@ -12,7 +14,7 @@ Operation commands (``debug.launch``, ``debug.attach``, ``debug.set*Breakpoints`
 ``{operationId, result}``; the same outcome is queued as exactly one ``operationCompleted`` or
 ``operationFailed`` event. A failure's ``details`` and its ``operationFailed`` event carry
 ``reason`` (``refused``, ``adapterError``, ``cancelled``, ``timedOut``, ``sessionEnded`` with
-``sessionEndReason``); see :meth:`DebugSession.run_operation`.
+``sessionEndReason``, ``internal``); see :meth:`DebugSession.run_operation`.
 
 Events (``debug.waitEvents`` / ``debug.pollEvents``): ``stateChanged``, ``capabilities``,
 ``initialized``, ``output``, ``stopped``, ``continued``, ``thread``, ``breakpoint``,

@@ -24,7 +24,7 @@ Failures: every operation failure names its ``reason`` -- in the raised
 carries the Core ``code`` -- one of :data:`OPERATION_FAILURE_REASONS`: ``refused`` (decided
 before anything was sent), ``adapterError`` (the adapter answered ``success: false``),
 ``cancelled``, ``timedOut``, ``sessionEnded`` (code ``cancelled``, with ``sessionEndReason``:
-the ``terminated`` event's reason).
+the ``terminated`` event's reason), ``internal`` (code ``internal``: an exception of ours).
 
 runInTerminal (issue 4; core-api.md ``debug.runInTerminalResponse``): refused unless the
 session advertised ``supportsRunInTerminalRequest``. With ``runInTerminal: "supervisor"``
@@ -36,6 +36,22 @@ terminal in -- answers with its ``processId``, forwards its output as ``output``
 it with the session. With ``runInTerminal: "host"`` the host runs it and answers through
 ``debug.runInTerminalResponse``; a request still unanswered when the session disconnects is
 failed toward the adapter, and any later answer is ignored.
+
+Boundary: each session is a supervision boundary. An unexpected exception in one of its tasks
+(reader, writer, stderr drain, exit watcher, ``initialize``, configuration, the stop after
+``terminated``) ends that session only: it is logged with its traceback, the session's
+processes end by the stop ladder (the adapter's input closed, TERM, KILL, the sweep; no
+``disconnect``: the tasks that would carry it are gone), every pending operation fails once
+(``sessionEnded``, ``sessionEndReason: "internal"``), the state becomes ``failed`` and the
+``terminated`` event says ``reason: "internal"`` with a ``crashReport {exceptionType, message,
+stderrTail}``. An unexpected exception inside one operation's body fails that operation only
+(reason and code ``internal``); one inside a reverse request answers that request
+``success: false``; one inside a runInTerminal terminal ends that terminal
+(``runInTerminalExited`` with ``reason: "internal"``). Cancellation, ``KeyboardInterrupt`` and
+``SystemExit`` propagate. Fault points: ``dap.reader`` (per message read), ``dap.writer``
+(per frame written), ``dap.drain`` (per stderr chunk), ``dap.exit`` (the adapter's exit
+seen), ``dap.initialize``, ``dap.configure``, ``dap.operation`` (before an operation's body),
+``dap.reverse`` (a reverse request).
 
 Stop (DESIGN.md "DAP stop"): ``disconnect`` (``terminateDebuggee`` from the request kind)
 with a 2 000 ms reply bound, then the adapter's stdin (and socket) closed -- debugpy's
@@ -52,7 +68,6 @@ import functools
 import ipaddress
 import itertools
 import logging
-from collections import deque
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Final, final
 
@@ -61,6 +76,13 @@ import trio
 from protocol import EOF, NEED_DATA, CoreError, RemoteProtocolError, StrayText
 from protocol._dap import DAPConnection, DAPEvent, DAPRequest, DAPResponse
 
+from ._boundary import (
+    crash_report,
+    fault_point,
+    internal_message,
+    log_failure,
+    split_failure,
+)
 from ._dap_state import (
     DebugInput,
     DebugLifecycle,
@@ -76,6 +98,7 @@ from ._dap_state import (
     normalize_result,
     source_breakpoints_arguments,
 )
+from ._session import StderrRing, exit_detail
 from ._terminal import EndBounds, TerminalProcess
 from ._terminal_render import RetainedDisplay
 from ._tree import PIPE, open_process_tree
@@ -146,9 +169,10 @@ _REASON_CODES: Final[dict[str, str]] = {
     "cancelled": "cancelled",
     "timedOut": "timed_out",
     "sessionEnded": "cancelled",
+    "internal": "internal",
 }
 OPERATION_FAILURE_REASONS: Final = frozenset(
-    {REASON_REFUSED, "adapterError", "cancelled", "timedOut", "sessionEnded"}
+    {REASON_REFUSED, "adapterError", "cancelled", "timedOut", "sessionEnded", "internal"}
 )
 
 
@@ -292,7 +316,10 @@ class DebugSession:
         self._ended = trio.Event()
         self._teardown_started = False
         self._terminated_detail: JSONObject | None = None
-        self._stderr_tail: deque[str] = deque(maxlen=_STDERR_LINES)
+        self._stderr = StderrRing(_STDERR_LINES, _STDERR_LINE_BYTES)
+        #: The unexpected exception that ended the session (state FAILED), if one did.
+        self.failure: Exception | None = None
+        self._running = False
         self._nursery: trio.Nursery | None = None
         self.source_breakpoints: dict[str, tuple[SourceBreakpoint, ...]] = {}
         self.function_breakpoints: tuple[FunctionBreakpoint, ...] = ()
@@ -316,14 +343,25 @@ class DebugSession:
         return self._ended.is_set()
 
     def describe(self) -> JSONObject:
-        """``{sessionId, adapterId, state, requestKind, adapterPid}``."""
-        return {
+        """``{sessionId, adapterId, state, requestKind, adapterPid, reason?, crashReport?}``.
+
+        ``reason: "internal"`` and ``crashReport`` only in state ``failed``.
+        """
+        data: JSONObject = {
             "sessionId": self.session_id,
             "adapterId": self.adapter_id,
             "state": self.state.value,
             "requestKind": self.lifecycle.request_kind,
             "adapterPid": self.adapter_pid,
         }
+        if self.failure is not None:
+            data["reason"] = "internal"
+            data["crashReport"] = self._crash_report()
+        return data
+
+    def _crash_report(self) -> JSONObject:
+        assert self.failure is not None
+        return crash_report(self.failure, self._stderr.tail())
 
     def _emit(self, event: str, params: JSONObject | None = None) -> None:
         self.events.put(event, {"sessionId": self.session_id, **(params or {})})
@@ -349,26 +387,77 @@ class DebugSession:
         """
         try:
             await self._open_transport()
-            async with trio.open_nursery() as nursery:
-                self._nursery = nursery
-                nursery.start_soon(self._write_loop)
-                nursery.start_soon(self._read_loop)
-                tree = self._tree
-                if tree is not None:
-                    nursery.start_soon(self._watch_exit, tree)
-                    if tree.stderr is not None:
-                        nursery.start_soon(self._drain, tree.stderr, True)
-                    if self._socket is not None and tree.stdout is not None:
-                        nursery.start_soon(self._drain, tree.stdout, False)
-                self._emit("stateChanged", {"state": self.state.value})
-                nursery.start_soon(self._initialize)
-                task_status.started()
-                await self._transport_done.wait()
-                await self._teardown()
-                nursery.cancel_scope.cancel()
+            try:
+                await self._serve(task_status)
+            except BaseException as exc:
+                failure, rest = split_failure(exc)
+                if failure is None or not self._running:
+                    # Before it started, a failure is the starter's (its request's).
+                    raise
+                self._fail(failure)
+                if rest is not None:
+                    raise rest from None
         finally:
             with trio.CancelScope(shield=True):
-                await self._teardown()
+                try:
+                    await self._teardown()
+                except Exception as exc:
+                    # A bug in the teardown: logged; the tree's own close is idempotent
+                    # and the session is marked ended by the teardown's own finally.
+                    log_failure(f"debug session {self.session_id} teardown", exc)
+
+    async def _serve(self, task_status: trio.TaskStatus[None]) -> None:
+        async with trio.open_nursery() as nursery:
+            self._nursery = nursery
+            nursery.start_soon(self._contained, self._write_loop)
+            nursery.start_soon(self._contained, self._read_loop)
+            tree = self._tree
+            if tree is not None:
+                nursery.start_soon(self._contained, functools.partial(self._watch_exit, tree))
+                if tree.stderr is not None:
+                    drain = functools.partial(self._drain, tree.stderr, True)
+                    nursery.start_soon(self._contained, drain)
+                if self._socket is not None and tree.stdout is not None:
+                    drain = functools.partial(self._drain, tree.stdout, False)
+                    nursery.start_soon(self._contained, drain)
+            self._emit("stateChanged", {"state": self.state.value})
+            nursery.start_soon(self._contained, self._initialize)
+            task_status.started()
+            self._running = True
+            await self._transport_done.wait()
+            await self._teardown()
+            nursery.cancel_scope.cancel()
+
+    async def _contained(self, task: Callable[[], Awaitable[None]]) -> None:
+        """Run one of the session's tasks inside the session's boundary.
+
+        An unexpected exception ends the session (:meth:`_fail`), not the nursery: the
+        teardown that follows ends the adapter and fails the pending operations.
+        """
+        try:
+            await task()
+        except BaseException as exc:
+            failure, rest = split_failure(exc)
+            if failure is None:
+                raise
+            self._fail(failure)
+            if rest is not None:
+                raise rest from None
+
+    def _fail(self, failure: Exception) -> None:
+        """The session's boundary caught ``failure``: the teardown ends it as ``failed``.
+
+        After the session ended (its ``terminated`` event was emitted) a failure is only
+        logged: the outcome was already reported.
+        """
+        log_failure(f"debug session {self.session_id}", failure)
+        if self._ended.is_set() or self._terminated_detail is not None:
+            return
+        if self.failure is None:
+            self.failure = failure
+        self._end_reason = "internal"
+        if not self._transport_done.is_set():
+            self._transport_done.set()
 
     async def _open_transport(self) -> None:
         spec = self.spec
@@ -462,9 +551,10 @@ class DebugSession:
         details: JSONObject = {}
         tree = self._tree
         if tree is not None:
-            details["exitCode"] = tree.returncode
-        if self._stderr_tail:
-            details["stderrTail"] = list(self._stderr_tail)
+            details.update({"exitCode": None, **exit_detail(tree.returncode)})
+        if self._stderr:
+            tail: list[JSONValue] = [*self._stderr.tail()]
+            details["stderrTail"] = tail
         return details
 
     async def _write_loop(self) -> None:
@@ -472,6 +562,7 @@ class DebugSession:
         assert stream is not None
         async with self._write_receive:
             async for frame in self._write_receive:
+                fault_point("dap.writer")
                 try:
                     with trio.fail_after(_WRITE_TIMEOUT_S):
                         await stream.send_all(frame)
@@ -511,6 +602,7 @@ class DebugSession:
                             event.byte_count,
                         )
                         continue
+                    fault_point("dap.reader")
                     self._dispatch(event)
         except RemoteProtocolError as exc:
             logger.warning("debug adapter %s broke the protocol: %s", self.session_id, exc)
@@ -524,6 +616,7 @@ class DebugSession:
 
     async def _watch_exit(self, tree: ProcessTree) -> None:
         await tree.wait()
+        fault_point("dap.exit")
         # Invariant 10: the exit and the end of the pipes are separate events; a descendant
         # holding the adapter's stdout must not keep the session alive.
         with trio.move_on_after(_DRAIN_AFTER_EXIT_S):
@@ -531,21 +624,16 @@ class DebugSession:
         self._end_transport("adapterExited")
 
     async def _drain(self, stream: trio.abc.ReceiveStream, keep: bool) -> None:
-        partial = b""
         with contextlib.suppress(trio.BrokenResourceError, trio.ClosedResourceError):
             while True:
                 chunk = await stream.receive_some(65536)
                 if not chunk:
                     break
-                if not keep:
-                    continue
-                lines = (partial + chunk).split(b"\n")
-                partial = lines.pop()[-_STDERR_LINE_BYTES:]
-                for line in lines:
-                    text = line[:_STDERR_LINE_BYTES].decode("utf-8", "replace").rstrip("\r")
-                    self._stderr_tail.append(text)
-        if partial:
-            self._stderr_tail.append(partial.decode("utf-8", "replace"))
+                fault_point("dap.drain")
+                if keep:
+                    self._stderr.feed(bytes(chunk))
+        if keep:
+            self._stderr.feed_eof()
 
     # -- requests ------------------------------------------------------------------------
 
@@ -692,6 +780,7 @@ class DebugSession:
         try:
             with operation.scope:
                 try:
+                    fault_point("dap.operation")
                     result = await body(operation)
                 except _SessionEnded:
                     message = "The debug session ended"
@@ -711,6 +800,15 @@ class DebugSession:
                     failure.update(operationId=operation_id, reason=reason)
                     self._finish(operation, message=exc.message, reason=reason, code=exc.code)
                     raise CoreError(exc.code, exc.message, failure) from None
+                except Exception as exc:
+                    # A bug of ours (or a library raising) inside this operation: it fails
+                    # alone; the session and its other operations go on.
+                    log_failure(f"debug session {self.session_id} {command}", exc)
+                    message = internal_message(exc)
+                    self._finish(operation, message=message, reason="internal")
+                    raise CoreError(
+                        "internal", message, {"operationId": operation_id, "reason": "internal"}
+                    ) from None
                 self._finish(operation, result=result)
                 return {"operationId": operation_id, "result": result}
         except trio.Cancelled:
@@ -790,6 +888,7 @@ class DebugSession:
             "supportsRunInTerminalRequest": self.supports_run_in_terminal,
             "locale": "en",
         }
+        fault_point("dap.initialize")
         try:
             response = await self._request("initialize", arguments)
         except _SessionEnded:
@@ -848,6 +947,7 @@ class DebugSession:
         breakpoints (path order), then ``configurationDone`` when supported."""
         self._configured = True
         caps = self.capabilities or {}
+        fault_point("dap.configure")
         try:
             filters = self.exception_filters
             if filters is None:
@@ -1005,7 +1105,7 @@ class DebugSession:
         if name == "initialized":
             self._emit("initialized")
             if not self._configured and self._nursery is not None:
-                self._nursery.start_soon(self._configure)
+                self._nursery.start_soon(self._contained, self._configure)
         elif name == "stopped":
             self._stop_count += 1
             thread = _int(body.get("threadId"))
@@ -1075,13 +1175,22 @@ class DebugSession:
         elif name == "terminated" and not self._stop_started and self._nursery is not None:
             # The debuggee is over: end the session as an IDE does (disconnect, then the
             # adapter). Our `terminated` event follows once everything is gone.
-            self._nursery.start_soon(self._stop_after_terminated)
+            self._nursery.start_soon(self._contained, self._stop_after_terminated)
         # Other events (module, process, loadedSource, ...) are not part of our contract.
 
     async def _stop_after_terminated(self) -> None:
         await self.stop(reason="debuggeeTerminated")
 
     async def _on_reverse_request(self, request: DAPRequest) -> None:
+        try:
+            fault_point("dap.reverse")
+            await self._serve_reverse_request(request)
+        except Exception as exc:
+            # That request fails alone: the adapter is told, the session goes on.
+            log_failure(f"debug session {self.session_id} reverse {request.command}", exc)
+            await self._respond(request, success=False, message=internal_message(exc))
+
+    async def _serve_reverse_request(self, request: DAPRequest) -> None:
         if request.command != "runInTerminal" or not self.supports_run_in_terminal:
             # Also a runInTerminal the client never advertised (initialize's
             # supportsRunInTerminalRequest): refused, nothing starts.
@@ -1141,6 +1250,7 @@ class DebugSession:
                 display=RetainedDisplay(_TERMINAL_ROWS, _TERMINAL_COLS),
                 on_output=functools.partial(self._terminal_output, request_id),
                 on_exit=functools.partial(self._terminal_exited, request_id),
+                on_failure=functools.partial(self._terminal_failed, request_id),
             )
         except CoreError as exc:
             event["error"] = exc.message
@@ -1167,16 +1277,50 @@ class DebugSession:
         self._emit("output", params)
 
     def _terminal_exited(self, request_id: str, process: TerminalProcess) -> None:
-        rc = process.returncode
         self._emit(
             "runInTerminalExited",
             {
                 "requestId": request_id,
                 "processId": process.pid,
-                "exitCode": rc if rc is not None and rc >= 0 else None,
-                "signal": -rc if rc is not None and rc < 0 else None,
+                "exitCode": None,
+                "signal": None,
+                "signalName": None,
+                **exit_detail(process.returncode),
             },
         )
+
+    def _terminal_failed(
+        self, request_id: str, process: TerminalProcess, failure: Exception
+    ) -> None:
+        """A runInTerminal terminal's task raised (logged): end that terminal only."""
+        assert self._nursery is not None
+        # Ended here, shielded, inside the session's nursery (which the teardown outlives
+        # only after it): the teardown must not end it a second time concurrently.
+        if process in self._terminals:
+            self._terminals.remove(process)
+
+        async def end() -> None:
+            with trio.CancelScope(shield=True):
+                try:
+                    await process.end(_TERMINAL_END_BOUNDS)
+                except Exception as exc:
+                    log_failure(f"debug session {self.session_id} terminal {request_id}", exc)
+                    await process.abort(_TERMINAL_END_BOUNDS)
+            self._emit(
+                "runInTerminalExited",
+                {
+                    "requestId": request_id,
+                    "processId": process.pid,
+                    "exitCode": None,
+                    "signal": None,
+                    "signalName": None,
+                    **exit_detail(process.returncode),
+                    "reason": "internal",
+                    "crashReport": crash_report(failure),
+                },
+            )
+
+        self._nursery.start_soon(end)
 
     async def _respond(
         self,
@@ -1222,7 +1366,8 @@ class DebugSession:
         """``debug.disconnect``: the DAP stop sequence; a second call joins the first.
 
         Returns:
-            The ``terminated`` detail: ``{reason, exitCode, signal, ...}``.
+            The ``terminated`` detail: ``{reason, exitCode, signal, signalName, forced,
+            stderrTail?, crashReport?}`` (``signal`` a number, ``signalName`` its name).
 
         **Cancellation:** shielded and bounded: 2 000 ms for the reply, 1 000 ms for the
         adapter's exit, 2 000 ms TERM grace, then SIGKILL.
@@ -1275,10 +1420,11 @@ class DebugSession:
             polite_timeout_ms=DEFAULT_EXIT_WAIT_MS,
             term_grace_ms=DEFAULT_TERM_GRACE_MS,
         )
-        rc = report.returncode
         return {
-            "exitCode": rc if rc is not None and rc >= 0 else None,
-            "signal": -rc if rc is not None and rc < 0 else None,
+            "exitCode": None,
+            "signal": None,
+            "signalName": None,
+            **exit_detail(report.returncode),
             "forced": bool(report.killed),
         }
 
@@ -1319,7 +1465,12 @@ class DebugSession:
                     crash = self._crash_details()
                     if "stderrTail" in crash:
                         self._terminated_detail["stderrTail"] = crash["stderrTail"]
-                self._move(DebugInput.RECV_ENDED)
+                if self.failure is not None:
+                    self._terminated_detail["reason"] = "internal"
+                    self._terminated_detail["crashReport"] = self._crash_report()
+                    self._move(DebugInput.FAILED_INTERNAL)
+                else:
+                    self._move(DebugInput.RECV_ENDED)
                 self._emit("terminated", dict(self._terminated_detail))
             finally:
                 if self._terminated_detail is None:

@@ -71,6 +71,10 @@ class DebugState(enum.StrEnum):
     TERMINATED = "terminated"
     #: We broke our own table (a bug); the session is ended like TERMINATED.
     ERROR = "error"
+    #: An unexpected exception inside the session (a supervision boundary caught it); the
+    #: session is ended like TERMINATED, its ``terminated`` event says ``reason: "internal"``
+    #: with a ``crashReport``.
+    FAILED = "failed"
 
 
 class DebugInput(enum.Enum):
@@ -84,6 +88,8 @@ class DebugInput(enum.Enum):
     RECV_CONTINUED = "recv_continued"
     SEND_DISCONNECT = "send_disconnect"
     RECV_ENDED = "recv_ended"
+    #: The session's boundary caught an unexpected exception and the session ended.
+    FAILED_INTERNAL = "failed_internal"
 
 
 _S = DebugState
@@ -108,10 +114,14 @@ _TRANSITIONS: Final[dict[tuple[DebugState, DebugInput], DebugState]] = {
     (_S.TERMINATING, _I.RECV_ENDED): _S.TERMINATED,
     (_S.TERMINATED, _I.RECV_ENDED): _S.TERMINATED,
     (_S.ERROR, _I.RECV_ENDED): _S.ERROR,
+    (_S.FAILED, _I.RECV_ENDED): _S.FAILED,
+    (_S.FAILED, _I.FAILED_INTERNAL): _S.FAILED,
 }
 for _state in _LIVE:
     _TRANSITIONS[(_state, _I.SEND_DISCONNECT)] = _S.TERMINATING
     _TRANSITIONS[(_state, _I.RECV_ENDED)] = _S.TERMINATED
+for _state in (*_LIVE, _S.TERMINATING):
+    _TRANSITIONS[(_state, _I.FAILED_INTERNAL)] = _S.FAILED
 del _state
 
 _LOCAL_INPUTS: Final = frozenset({_I.SEND_START, _I.SEND_DISCONNECT})

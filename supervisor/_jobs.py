@@ -19,6 +19,13 @@ running in its scope (a daemon, a grandchild in a new session) ends with the job
 is :meth:`ProcessTree.aclose`: SIGTERM to the group, ``term_grace_ms`` of grace, SIGKILL,
 a sweep by marker and ancestry, then at most ``kill_wait_ms`` before survivors are only
 reported. The runner never applies the job's timeout: the lanes driver's cancel scope does.
+
+Boundary: a job is a supervision boundary. An unexpected exception while a job runs (ours, or
+a library's) leaves the runner after its tree was ended by the same shielded stop ladder; the
+lanes driver then finishes that job ``failed`` with ``errorCode: "internal"`` and the
+exception's message, and the lane goes on with its next job. Fault points:
+``job.spawn`` (the tree started), ``job.output`` (each chunk read), ``job.exit`` (the main
+process's exit seen, before the drain).
 """
 
 from __future__ import annotations
@@ -33,6 +40,7 @@ import trio
 
 from protocol import CoreError
 
+from ._boundary import fault_point
 from ._process import _Capture, _Multiplexer
 from ._tree import (
     DEFAULT_KILL_WAIT_MS,
@@ -129,6 +137,7 @@ class ProcessJobRunner:
             yield_after_spawn=False,
         )
         try:
+            fault_point("job.spawn")
             await self._supervise(tree, emit_output)
         finally:
             exited_alone = tree.returncode is not None
@@ -171,6 +180,7 @@ class ProcessJobRunner:
         }
 
         def on_output(stream_name: str, chunk: bytes) -> None:
+            fault_point("job.output")
             text = decoders[stream_name].decode(chunk)
             if text:
                 emit_output(stream_name, text)
@@ -184,6 +194,7 @@ class ProcessJobRunner:
             return
         try:
             await mux.run(until_exit=True)
+            fault_point("job.exit")
             mux.drain_nowait()
             if mux.readers:
                 # A descendant may hold a pipe open long after the exit: read what comes,
@@ -213,6 +224,7 @@ class ProcessJobRunner:
             for pump in pumps:
                 nursery.start_soon(pump.run)
             await tree.wait()
+            fault_point("job.exit")
             with trio.move_on_after(self.drain_ms / 1000):
                 for pump in pumps:
                     await pump.done.wait()
@@ -243,6 +255,7 @@ class _Pump:
                     break
                 if not data:
                     break
+                fault_point("job.output")
                 text = self._decoder.decode(data)
                 if text:
                     self.emit_output(self.stream_name, text)

@@ -22,6 +22,18 @@ Contract (issue 5; plugin-contract.md "Plugin-owned native terminals"; DESIGN.md
 
 Tasks run in the nursery the caller gives (the terminal service's), inside a cancel scope
 owned by the generation; :meth:`TerminalProcess.aclose` always releases the master fd.
+
+Boundary: the generation's tasks (the reader, the render loop, the exit watcher) are one
+supervision boundary. An unexpected exception in any of them ends those tasks, is logged
+with its traceback and handed to ``on_failure`` (the service then ends the processes by the
+stop ladder and marks the terminal ``failed``); it never reaches the caller's nursery.
+Cancellation, ``KeyboardInterrupt`` and ``SystemExit`` propagate. Output is data: the
+renderer never raises on it (:mod:`._terminal_render`).
+
+Fault points (tests and the chaos runner, :func:`._boundary.fault_point`):
+``terminal.reader`` (after each chunk is handed on), ``terminal.render`` (before each
+render slice), ``terminal.exit`` (when the main process's exit is seen). The service adds
+``terminal.cleanup``.
 """
 
 from __future__ import annotations
@@ -40,6 +52,7 @@ import trio
 
 from protocol import CoreError
 
+from ._boundary import fault_point, log_failure, split_failure
 from ._marker import SCOPE_ENV
 from ._procfs import all_pids, read_env_var, read_stat
 from ._tree import open_process_tree
@@ -58,7 +71,6 @@ __all__ = (
     "READ_CHUNK_BYTES",
     "EndBounds",
     "TerminalProcess",
-    "exit_code_of",
 )
 
 #: The most bytes one pass of the reader (so one ``output`` event) carries.
@@ -136,6 +148,8 @@ class TerminalProcess:
         self._render_wanted = trio.Event()
         self.exited = trio.Event()
         self.returncode: int | None = None
+        #: The unexpected exception that ended the generation's tasks, if one did.
+        self.failure: Exception | None = None
         self._closed = False
         #: Bytes read from the master so far (statistics).
         self.bytes_read = 0
@@ -153,6 +167,7 @@ class TerminalProcess:
         display: RetainedDisplay,
         on_output: Callable[[str], None],
         on_exit: Callable[[TerminalProcess], None],
+        on_failure: Callable[[TerminalProcess, Exception], None],
     ) -> TerminalProcess:
         """Open a PTY of ``rows`` x ``cols``, start ``argv`` on it and start its tasks.
 
@@ -166,6 +181,9 @@ class TerminalProcess:
             display: Receives the output for rendering (it may hold restored text).
             on_output: Called with each decoded chunk, in order, until :meth:`end` begins.
             on_exit: Called once, from the waiter task, when the main process exits.
+            on_failure: Called once, from the generation's task, with an unexpected
+                exception that ended the reader, render loop or exit watcher (already
+                logged); the processes still run: the callee ends them.
 
         Raises:
             CoreError: ``invalid_request`` / ``launch_failed`` from :func:`open_process_tree`;
@@ -189,18 +207,38 @@ class TerminalProcess:
             # (EIO arrives only once every slave fd is closed).
             os.close(slave)
         process = cls(tree, master, display, on_output)
-        nursery.start_soon(process._run, on_exit)
+        nursery.start_soon(process._run, on_exit, on_failure)
         return process
 
-    async def _run(self, on_exit: Callable[[TerminalProcess], None]) -> None:
-        with self._scope:
-            async with trio.open_nursery() as nursery:
-                nursery.start_soon(self._read_loop)
-                nursery.start_soon(self._render_loop)
-                rc = await self.tree.wait()
-                self.returncode = rc
-                self.exited.set()
-                on_exit(self)
+    async def _run(
+        self,
+        on_exit: Callable[[TerminalProcess], None],
+        on_failure: Callable[[TerminalProcess, Exception], None],
+    ) -> None:
+        try:
+            with self._scope:
+                async with trio.open_nursery() as nursery:
+                    nursery.start_soon(self._read_loop)
+                    nursery.start_soon(self._render_loop)
+                    rc = await self.tree.wait()
+                    fault_point("terminal.exit")
+                    self.returncode = rc
+                    self.exited.set()
+                    on_exit(self)
+        except BaseException as exc:
+            failure, rest = split_failure(exc)
+            if failure is None:
+                raise
+            log_failure(f"terminal process {self.pid}", failure)
+            self.failure = failure
+            try:
+                on_failure(self, failure)
+            except Exception as exc:
+                # The owner's own bookkeeping failed: logged; its end of the terminal (a
+                # close, its session's teardown) still ends the processes.
+                log_failure(f"terminal process {self.pid} failure handler", exc)
+            if rest is not None:
+                raise rest from None
 
     async def _read_loop(self) -> None:
         # Not FdStream.receive_some: a PTY read returns at most about 4 KiB (the line
@@ -239,6 +277,7 @@ class TerminalProcess:
                 if size:
                     self.bytes_read += size
                     self._emit(decoder.decode(parts[0] if len(parts) == 1 else b"".join(parts)))
+                    fault_point("terminal.reader")
                 if eof:
                     break
             self._emit(decoder.decode(b"", final=True))
@@ -269,6 +308,7 @@ class TerminalProcess:
                             continue
                     # Small slices: output that starts while we render overflows the
                     # pending bound within one slice and stops the rendering.
+                    fault_point("terminal.render")
                     await trio.to_thread.run_sync(self.display.render_pending, _RENDER_SLICE_CHARS)
         finally:
             self._render_done.set()
@@ -396,6 +436,27 @@ class TerminalProcess:
             await self.aclose()
         return self.returncode
 
+    async def abort(self, bounds: EndBounds) -> int | None:
+        """The stop ladder without the rest of :meth:`end` (after :meth:`end` itself failed).
+
+        TERM, grace, KILL and the sweep of the tree, then the tasks are cancelled and the
+        master released; nothing is rendered. Returns as :meth:`end`.
+
+        **Cancellation:** shielded and bounded by ``term_grace_ms + kill_wait_ms``.
+        """
+        with trio.CancelScope(shield=True):
+            self._discard = True
+            self._scope.cancel()
+            try:
+                report = await self.tree.aclose(
+                    term_grace_ms=bounds.term_grace_ms, kill_wait_ms=bounds.kill_wait_ms
+                )
+                if self.returncode is None:
+                    self.returncode = report.returncode
+            finally:
+                await self.aclose()
+        return self.returncode
+
     async def aclose(self) -> None:
         """Release the PTY master (idempotent). Does not end the processes: see :meth:`end`."""
         if self._closed:
@@ -409,10 +470,3 @@ class TerminalProcess:
     def pid(self) -> int:
         """The main process id."""
         return self.tree.pid
-
-
-def exit_code_of(returncode: int | None) -> int | None:
-    """The wire ``exitCode``: the status of a normal exit, None when killed by a signal."""
-    if returncode is None or returncode < 0:
-        return None
-    return returncode

@@ -27,15 +27,34 @@ read throughput):
 
 Resizes are queued in the pending list too, so they apply between the same bytes they came
 between on the wire.
+
+Untrusted output. Whatever a program writes is rendered, never trusted: pyte calls some of
+its handlers with a ``private=True`` they do not take (``CSI ? Pm m``, the modifyOtherKeys
+query vim writes at start-up, raised ``TypeError`` out of the renderer and ended the
+supervisor). :class:`_HistoryScreen` ignores private forms of those handlers (each is a
+different command pyte does not implement: a query or a mode the plain text does not show),
+and any other exception from the emulator makes the display *fall back to plain text* from
+then on (:attr:`RetainedDisplay.fallback` says why): escape sequences and control characters
+are stripped and the lines are kept, bounded like the history. A program can at worst
+degrade its own terminal's retained text; nothing it writes raises out of this module.
 """
 
 from __future__ import annotations
 
+import functools
+import inspect
+import logging
+import re
 import threading
 from collections import deque
-from typing import Final
+from typing import TYPE_CHECKING, Any, Final
 
 import pyte
+
+from ._boundary import internal_message
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
 
 __all__ = (
     "DEFAULT_MAX_PENDING_CHARS",
@@ -45,6 +64,8 @@ __all__ = (
     "pending_bound",
     "utf8_suffix",
 )
+
+logger = logging.getLogger("supervisor.terminal")
 
 #: Output characters waiting to be rendered before the oldest are dropped (ours).
 DEFAULT_MAX_PENDING_CHARS: Final = 131_072
@@ -89,11 +110,63 @@ def utf8_suffix(text: str, budget_bytes: int) -> str:
     return tail[start:].decode("utf-8")
 
 
+#: Escape sequences and control characters the plain-text fallback strips: CSI (7- and 8-bit)
+#: with its parameters, OSC / DCS / SOS / PM / APC strings up to their terminator (or the end
+#: of the chunk), two- and three-character ESC sequences, C0 controls but TAB and LF, DEL and
+#: C1 controls.
+_CONTROL_RE: Final = re.compile(
+    r"(?:\x1b\[|\x9b)[\x20-\x3f]*[\x40-\x7e]?"
+    r"|(?:\x1b[\]PX^_]|[\x90\x98\x9d\x9e\x9f])[^\x07\x1b\x9c]*(?:\x07|\x1b\\|\x9c)?"
+    r"|\x1b[\x20-\x2f]*[\x30-\x7e]?"
+    r"|[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]"
+)
+
+
+def _csi_arity(name: str) -> tuple[int, bool]:
+    """How many parameters pyte's CSI handler ``name`` takes, and whether it takes ``private``."""
+    parameters = list(inspect.signature(getattr(pyte.Screen, name)).parameters.values())[1:]
+    takes_private = any(p.name == "private" or p.kind is p.VAR_KEYWORD for p in parameters)
+    if any(p.kind is p.VAR_POSITIONAL for p in parameters):
+        return -1, takes_private
+    positional = (p for p in parameters if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD))
+    return sum(1 for p in positional if p.name != "private"), takes_private
+
+
+#: pyte's CSI handlers: name -> (parameters taken, -1 for any; whether ``private`` is taken).
+_CSI_ARITY: Final = {
+    name: _csi_arity(name) for name in set(pyte.Stream.csi.values()) if hasattr(pyte.Screen, name)
+}
+
+
+def _tolerant(handler: Callable[..., Any], arity: int, takes_private: bool) -> Callable[..., Any]:
+    """``handler`` called with at most ``arity`` parameters, ignoring a private form it lacks.
+
+    pyte passes every parameter of the sequence and ``private=True`` when it has a ``?``; a
+    handler that takes fewer, or no ``private``, raised ``TypeError``. Extra parameters mean
+    nothing to these commands; the private form of such a command is another command.
+    """
+
+    @functools.wraps(handler)
+    def call(*params: int, private: bool = False) -> None:
+        if private and not takes_private:
+            return
+        if 0 <= arity < len(params):
+            params = params[:arity]
+        if private:
+            handler(*params, private=True)
+        else:
+            handler(*params)
+
+    return call
+
+
 class _HistoryScreen(pyte.Screen):
     """A pyte screen that keeps lines scrolled off the top as plain text (bounded)."""
 
     def __init__(self, columns: int, lines: int, max_history_bytes: int) -> None:
         super().__init__(columns, lines)
+        for name, (arity, takes_private) in _CSI_ARITY.items():
+            setattr(self, name, _tolerant(getattr(self, name), arity, takes_private))
         self.history: deque[str] = deque()
         self.history_bytes = 0
         self._max_history_bytes = max_history_bytes
@@ -175,6 +248,15 @@ class RetainedDisplay:
         self.fed_chars = 0
         #: Characters dropped unrendered because output outran rendering.
         self.dropped_chars = 0
+        #: Why the display fell back to plain text (``"<Type>: <message>"`` of the emulator's
+        #: exception), or None while the emulator renders.
+        self.fallback: str | None = None
+        self._max_history_bytes = max_history_bytes
+        # The plain-text fallback: the screen's text when the emulator failed, then the
+        # stripped lines of later output (bounded by max_history_bytes), then the open line.
+        self._plain: deque[str] = deque()
+        self._plain_bytes = 0
+        self._plain_line = ""
 
     @property
     def has_pending(self) -> bool:
@@ -258,24 +340,77 @@ class RetainedDisplay:
                     self._pending_chars -= taken
             reset, self._reset = self._reset, False
         if reset:
-            self._screen.reset()
-            self._screen.clear_history()
-        for item in pending:
-            if isinstance(item, tuple):
-                rows, cols = item
-                self._screen.resize(rows, cols)
+            if self.fallback is not None:
+                self._plain.clear()
+                self._plain_bytes = 0
+                self._plain_line = ""
             else:
-                self._stream.feed(item)
+                self._screen.reset()
+                self._screen.clear_history()
+        for item in pending:
+            if self.fallback is not None:
+                if isinstance(item, str):
+                    self._feed_plain(item)
+                continue
+            try:
+                if isinstance(item, tuple):
+                    rows, cols = item
+                    self._screen.resize(rows, cols)
+                else:
+                    self._stream.feed(item)
+            except Exception as exc:  # untrusted output: never raise out
+                self._fall_back(exc)
+                if isinstance(item, str):
+                    # Part of it may be on the frozen screen too: shown twice beats lost.
+                    self._feed_plain(item)
+
+    def _fall_back(self, exc: Exception) -> None:
+        """Stop using the emulator: keep its text so far and go on in plain text."""
+        self.fallback = internal_message(exc)
+        logger.warning("a terminal's display fell back to plain text: %s", self.fallback)
+        try:
+            shown = self._emulated_text()
+        except Exception:  # a broken emulator state: start from nothing
+            shown = []
+        for line in shown:
+            self._remember_plain(line)
+
+    def _remember_plain(self, line: str) -> None:
+        self._plain.append(line)
+        self._plain_bytes += len(line.encode("utf-8", "replace")) + 1
+        while self._plain_bytes > self._max_history_bytes and self._plain:
+            self._plain_bytes -= len(self._plain.popleft().encode("utf-8", "replace")) + 1
+
+    def _feed_plain(self, text: str) -> None:
+        lines = _CONTROL_RE.sub("", text).split("\n")
+        lines[0] = self._plain_line + lines[0]
+        # An open line that never ends is bounded like the history.
+        self._plain_line = lines.pop()[-self._max_history_bytes :]
+        for line in lines:
+            # A carriage return without a line feed rewrites the line: keep what is shown.
+            self._remember_plain(line.rstrip("\r").rpartition("\r")[2].rstrip())
+
+    def _emulated_text(self) -> list[str]:
+        screen = [self._screen.render_line(y) for y in range(self._screen.lines)]
+        while screen and not screen[-1]:
+            screen.pop()
+        return [*self._screen.history, *screen]
 
     def snapshot(self, budget_bytes: int) -> str:
         """The displayed text (history, then the screen), at most ``budget_bytes`` bytes.
 
         Trailing blank lines of the screen are left out; each line loses trailing blanks.
+        After a fall back to plain text: the text shown then and the stripped lines since.
         Call only when no :meth:`render_pending` runs; pending text is not included.
         """
         if budget_bytes <= 0:
             return ""
-        screen = [self._screen.render_line(y) for y in range(self._screen.lines)]
-        while screen and not screen[-1]:
-            screen.pop()
-        return utf8_suffix("\n".join([*self._screen.history, *screen]), budget_bytes)
+        if self.fallback is None:
+            try:
+                return utf8_suffix("\n".join(self._emulated_text()), budget_bytes)
+            except Exception as exc:  # untrusted output: never raise out
+                self._fall_back(exc)
+        lines = [*self._plain]
+        if self._plain_line:
+            lines.append(self._plain_line.rpartition("\r")[2].rstrip())
+        return utf8_suffix("\n".join(lines).encode("utf-8", "replace").decode(), budget_bytes)

@@ -29,12 +29,18 @@ the terminal's *owner*) drives it:
   the saved launch starts on a new PTY. Queued ``output`` of older generations is dropped.
 - ``terminal.dispose {terminalID}`` -> null: ends a live process and forgets the handle.
 - ``terminal.onExit {terminalID}`` -> ``{subscriptionID}``: one ``exit {type: "exit",
-  terminalID, generation, exitCode, reason: "exited" | "closed", subscriptionID}`` event per
-  generation, queued after cleanup; a late subscriber gets the recorded outcome once; one
+  terminalID, generation, exitCode, signal, signalName, reason: "exited" | "closed" |
+  "internal", crashReport?, subscriptionID}`` event per generation, queued after cleanup
+  (``signal`` is the number of the signal that ended the program and ``signalName`` its
+  name, both null after a normal exit); a late subscriber gets the recorded outcome once; one
   live subscription per handle, kept across reopen; ``terminal.disposeSubscription
   {subscriptionID}`` ends it and keeps the terminal.
 - ``terminal.list {}`` -> ``[{terminalID, owner, title, state, generation, rows, cols,
-  pid?}]``.
+  pid?, reason?, crashReport?, renderFallback?}]``; ``reason: "internal"`` and
+  ``crashReport {exceptionType, message, stderrTail: []}`` with ``state: "failed"``.
+  ``renderFallback`` (``"<Type>: <message>"``) says the current
+  or last generation's display fell back to plain text because the emulator rejected what the
+  program wrote (:mod:`._terminal_render`); the terminal itself is unaffected.
 
 Cancelling a ``terminal.create`` or ``terminal.reopen`` before its spawn starts nothing
 (the handle is as before); cancelling it after the spawn closes the new process at once (a
@@ -44,6 +50,15 @@ create also forgets its handle; a reopen leaves it closed, with an ``exit`` outc
 Codes: ``not_found`` (unknown or disposed handle), ``busy`` (a close, reopen or dispose is
 running on the handle, or its natural-exit cleanup), ``plugin.host.preconditionFailed``,
 ``plugin.host.limitExceeded``, ``invalid_request``, ``launch_failed``.
+
+Boundary: each terminal is a supervision boundary. An unexpected exception inside one of its
+tasks (reader, render loop, exit watcher: :mod:`._terminal`) or its cleanup ends that
+terminal only: its processes end by the stop ladder (hang-up, TERM, KILL; the ladder alone
+when the cleanup itself raised), its handle becomes ``failed`` (reopenable and disposable as
+a closed one) and its ``exit`` outcome says ``reason: "internal"`` with a ``crashReport``.
+Siblings, the Core and serve go on. Fault points: ``terminal.cleanup`` (before each end of a
+generation or dispose) and ``terminal.outcome`` (after the outcome of a generation's end is
+recorded, before it is delivered), besides those of :mod:`._terminal`.
 
 Ownership: every terminal task runs in the service's own nursery, inside the Core's root
 nursery. :meth:`TerminalService.dispose_owner` is the hook a plugin session calls when it
@@ -56,6 +71,7 @@ the service (the Core) disposes every terminal, concurrently, shielded and bound
 
 from __future__ import annotations
 
+import functools
 import itertools
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
@@ -65,9 +81,11 @@ import trio
 
 from protocol import MAX_ECHO_BYTES, CoreError, cut_utf8, echo
 
+from ._boundary import crash_report, fault_point, log_failure, run_contained
 from ._builtin_services import read_wait_timeout
 from ._payload import check_fields, require_str
-from ._terminal import EndBounds, TerminalProcess, exit_code_of
+from ._session import exit_detail
+from ._terminal import EndBounds, TerminalProcess
 from ._terminal_events import TerminalEvents
 from ._terminal_launch import (
     TerminalLaunch,
@@ -81,7 +99,7 @@ from ._terminal_render import RetainedDisplay, pending_bound, utf8_suffix
 from ._terminal_state import PRECONDITION_FAILED, TerminalInput, TerminalLifecycle, TerminalState
 
 if TYPE_CHECKING:
-    from collections.abc import AsyncIterator, Callable, Mapping
+    from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 
     from protocol import JSONObject, JSONValue
 
@@ -128,6 +146,10 @@ class _Handle:
     subscription: str | None = None
     #: Set whenever no start, cleanup or dispose runs on the handle.
     idle: trio.Event = field(default_factory=trio.Event)
+    #: Why the last generation's display fell back to plain text (kept after it ended).
+    render_fallback: str | None = None
+    #: The crash report of the last generation when it failed (state FAILED).
+    crash: JSONObject | None = None
 
     def wire(self) -> JSONObject:
         data: JSONObject = {
@@ -141,6 +163,12 @@ class _Handle:
         }
         if self.process is not None and self.lifecycle.state is TerminalState.RUNNING:
             data["pid"] = self.process.pid
+        if self.lifecycle.state is TerminalState.FAILED and self.crash is not None:
+            data["reason"] = "internal"
+            data["crashReport"] = self.crash
+        fallback = self.render_fallback if self.process is None else self.process.display.fallback
+        if fallback is not None:
+            data["renderFallback"] = fallback
         return data
 
 
@@ -274,6 +302,7 @@ class TerminalService:
             display=display,
             on_output=self._output_sink(handle, handle.generation),
             on_exit=lambda process: self._on_process_exit(handle, process),
+            on_failure=lambda process, _exc: self._on_process_failure(handle, process),
         )
 
     def _on_process_exit(self, handle: _Handle, process: TerminalProcess) -> None:
@@ -282,7 +311,83 @@ class TerminalService:
             return
         if handle.lifecycle.apply(_In.EXITED):
             handle.idle = trio.Event()
-            self._nursery.start_soon(self._cleanup_after_exit, handle, process)
+            cleanup = functools.partial(self._cleanup_after_exit, handle, process)
+            self._nursery.start_soon(self._contained_cleanup, handle, cleanup)
+
+    def _on_process_failure(self, handle: _Handle, process: TerminalProcess) -> None:
+        """A generation's task raised (logged already): end the terminal as ``failed``.
+
+        In any state but RUNNING a cleanup already runs (or ran); it sees
+        ``process.failure`` and records the failure.
+        """
+        if handle.process is not process:
+            return
+        if handle.lifecycle.apply(_In.FAIL):
+            handle.idle = trio.Event()
+            cleanup = functools.partial(self._cleanup_after_failure, handle)
+            self._nursery.start_soon(self._contained_cleanup, handle, cleanup)
+
+    async def _cleanup_after_failure(self, handle: _Handle) -> None:
+        with trio.CancelScope(shield=True):
+            await self._end_generation(handle, reason="internal", keep_output=False)
+
+    async def _contained_cleanup(
+        self, handle: _Handle, cleanup: Callable[[], Awaitable[None]]
+    ) -> None:
+        """Run a cleanup task in the service's nursery as the terminal's boundary.
+
+        :meth:`_end_generation` contains the end of the processes itself; this catches what
+        is left (a bug in the bookkeeping after it): the handle is left ``failed`` and not
+        busy, and the service, the Core and the other terminals go on.
+        """
+
+        generation = handle.generation
+
+        async def fail(exc: Exception) -> None:
+            if handle.lifecycle.state is TerminalState.DISPOSED:
+                return
+            handle.process = None
+            handle.crash = crash_report(exc)
+            handle.lifecycle.state = TerminalState.FAILED
+            handle.idle.set()
+            if handle.generation == generation and (
+                handle.outcome is None or handle.outcome.get("reason") != "internal"
+            ):
+                handle.outcome = {
+                    "type": "exit",
+                    "terminalID": handle.terminal_id,
+                    "generation": generation,
+                    "exitCode": None,
+                    "signal": None,
+                    "signalName": None,
+                    "reason": "internal",
+                    "crashReport": handle.crash,
+                }
+                if handle.subscription is not None:
+                    self._deliver_outcome(handle)
+
+        await run_contained(f"terminal {handle.terminal_id} cleanup", cleanup, fail)
+
+    async def _end_process(
+        self, handle: _Handle, process: TerminalProcess, *, keep_output: bool
+    ) -> tuple[int | None, Exception | None]:
+        """``process.end``, contained: when it raises, the stop ladder alone ends the tree.
+
+        Returns:
+            The main process's status (as :meth:`TerminalProcess.end`) and the failure that
+            ended the generation: one of its tasks' (``process.failure``), the cleanup's,
+            or None.
+        """
+        failure: Exception | None = None
+        with trio.CancelScope(shield=True):
+            try:
+                fault_point("terminal.cleanup")
+                returncode = await process.end(self._bounds, keep_output=keep_output)
+            except Exception as exc:
+                log_failure(f"terminal {handle.terminal_id} cleanup", exc)
+                failure = exc
+                returncode = await process.abort(self._bounds)
+        return returncode, process.failure or failure
 
     async def _cleanup_after_exit(self, handle: _Handle, process: TerminalProcess) -> None:
         with trio.CancelScope(shield=True):
@@ -294,21 +399,33 @@ class TerminalService:
         """End the running process (state CLOSING), retain the display, record the outcome."""
         process = handle.process
         assert process is not None
+        failure: Exception | None = None
         with trio.CancelScope(shield=True):
             try:
-                returncode = await process.end(self._bounds, keep_output=keep_output)
+                returncode, failure = await self._end_process(
+                    handle, process, keep_output=keep_output
+                )
                 handle.retained_text = process.display.snapshot(handle.retained_budget)
+                handle.render_fallback = process.display.fallback
             finally:
+                failure = failure or process.failure
                 handle.process = None
-                handle.lifecycle.apply(_In.CLEANED)
+                handle.crash = None if failure is None else crash_report(failure)
+                handle.lifecycle.apply(_In.CLEANED if failure is None else _In.CLEANED_FAILED)
                 handle.idle.set()
         handle.outcome = {
             "type": "exit",
             "terminalID": handle.terminal_id,
             "generation": handle.generation,
-            "exitCode": exit_code_of(returncode),
-            "reason": reason,
+            "exitCode": None,
+            "signal": None,
+            "signalName": None,
+            **exit_detail(returncode),
+            "reason": reason if handle.crash is None else "internal",
         }
+        if handle.crash is not None:
+            handle.outcome["crashReport"] = handle.crash
+        fault_point("terminal.outcome")
         if handle.subscription is not None:
             self._deliver_outcome(handle)
 
@@ -320,12 +437,13 @@ class TerminalService:
     async def _dispose_now(self, handle: _Handle) -> None:
         """End a live process (state DISPOSING) and forget the handle; no further events."""
         with trio.CancelScope(shield=True):
+            failure: Exception | None = None
             try:
                 if handle.process is not None:
-                    await handle.process.end(self._bounds)
+                    _, failure = await self._end_process(handle, handle.process, keep_output=False)
             finally:
                 handle.process = None
-                handle.lifecycle.apply(_In.CLEANED)
+                handle.lifecycle.apply(_In.CLEANED if failure is None else _In.CLEANED_FAILED)
                 self._handles.pop(handle.terminal_id, None)
                 handle.retained_text = ""
                 # Its waitEvents calls end with not_found.

@@ -6,6 +6,9 @@ bounded cleanup (the handle is *busy* meanwhile) and leave it ``closed`` with it
 retained text; ``reopen`` starts a new generation from ``closed`` only (reopening a running
 terminal is ``preconditionFailed``); ``dispose`` ends any live process and forgets the handle.
 A close, reopen or dispose while another one runs on the same handle is ``busy``.
+An unexpected exception inside a running terminal's tasks (a supervision boundary) runs the
+same bounded cleanup and leaves it ``failed`` (reason ``internal``): like ``closed`` it keeps
+its launch and retained text, is reopenable and disposable.
 
 Strategy (STYLE.md "State machines are tables", after h11 ``_state.py``): every
 ``(state, input)`` pair is in exactly one of three tables -- a transition, a refusal with its
@@ -47,6 +50,9 @@ class TerminalState(enum.StrEnum):
     CLOSING = "closing"
     #: No process; the launch settings and the retained text are kept; reopenable.
     CLOSED = "closed"
+    #: As CLOSED, after an unexpected exception inside the terminal ended it (reason
+    #: ``internal``, with a crash report).
+    FAILED = "failed"
     #: A dispose runs; busy.
     DISPOSING = "disposing"
     #: Forgotten; no further events. Terminal state.
@@ -72,6 +78,10 @@ class TerminalInput(enum.StrEnum):
     START_FAILED = "startFailed"
     #: The cleanup of a close, natural exit or dispose finished.
     CLEANED = "cleaned"
+    #: An unexpected exception inside the terminal's tasks (its boundary caught it).
+    FAIL = "fail"
+    #: The cleanup finished, and the generation failed (FAIL, or the cleanup itself raised).
+    CLEANED_FAILED = "cleanedFailed"
 
 
 _S = TerminalState
@@ -91,12 +101,20 @@ _TRANSITIONS: Final[dict[tuple[TerminalState, TerminalInput], TerminalState]] = 
     (_S.CLOSED, _I.REOPEN): _S.STARTING,
     (_S.CLOSED, _I.DISPOSE): _S.DISPOSING,
     (_S.DISPOSING, _I.CLEANED): _S.DISPOSED,
+    (_S.RUNNING, _I.FAIL): _S.CLOSING,
+    (_S.CLOSING, _I.CLEANED_FAILED): _S.FAILED,
+    (_S.DISPOSING, _I.CLEANED_FAILED): _S.DISPOSED,
+    # A failed terminal is a closed one that says why.
+    (_S.FAILED, _I.CLOSE): _S.FAILED,
+    (_S.FAILED, _I.REOPEN): _S.STARTING,
+    (_S.FAILED, _I.DISPOSE): _S.DISPOSING,
 }
 
 #: ``(state, input) -> catalog code`` of the refusal.
 _REFUSALS: Final[dict[tuple[TerminalState, TerminalInput], str]] = {
     (_S.RUNNING, _I.REOPEN): PRECONDITION_FAILED,
     (_S.CLOSED, _I.USE): PRECONDITION_FAILED,
+    (_S.FAILED, _I.USE): PRECONDITION_FAILED,
     (_S.STARTING, _I.USE): PRECONDITION_FAILED,
     (_S.CLOSING, _I.USE): PRECONDITION_FAILED,
     (_S.DISPOSING, _I.USE): PRECONDITION_FAILED,
@@ -112,16 +130,13 @@ _REFUSALS: Final[dict[tuple[TerminalState, TerminalInput], str]] = {
     **{(_S.DISPOSED, op): "not_found" for op in (_I.CLOSE, _I.REOPEN, _I.DISPOSE, _I.USE)},
 }
 
-#: Inputs that change nothing in that state: a process that exits while it is already being
-#: ended, started, or gone (its outcome is recorded by the cleanup that ends it).
+#: Inputs that change nothing in that state: a process that exits, or a task that fails,
+#: while it is already being ended, started, or gone (its outcome is recorded by the cleanup
+#: that ends it).
 _IGNORED: Final[frozenset[tuple[TerminalState, TerminalInput]]] = frozenset(
-    {
-        (_S.STARTING, _I.EXITED),
-        (_S.CLOSING, _I.EXITED),
-        (_S.CLOSED, _I.EXITED),
-        (_S.DISPOSING, _I.EXITED),
-        (_S.DISPOSED, _I.EXITED),
-    }
+    (state, event)
+    for state in (_S.STARTING, _S.CLOSING, _S.CLOSED, _S.FAILED, _S.DISPOSING, _S.DISPOSED)
+    for event in (_I.EXITED, _I.FAIL)
 )
 
 _MESSAGES: Final[dict[str, str]] = {

@@ -460,6 +460,38 @@ async def test_an_on_event_error_is_a_bug_and_propagates(
             await trio.sleep(20)
 
 
+async def test_a_bug_inside_a_job_task_ends_that_job_and_the_lane_goes_on(
+    autojump_clock: trio.abc.Clock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A job is a boundary: an exception in its own machinery (here its output flusher, a
+    fault put into our code) finishes that job failed/internal, its runner cancelled and
+    cleaned up; the next job of the lane runs; the lanes go on."""
+    from lanes import _driver
+
+    real_flush = _driver._JobOutput.flush
+    fired: list[str] = []
+
+    def flush(self: _driver._JobOutput) -> None:
+        if not fired and self._pending:
+            fired.append(self._job_id)
+            raise RuntimeError("flush bug")
+        real_flush(self)
+
+    monkeypatch.setattr(_driver._JobOutput, "flush", flush)
+    runner, events = SimRunner(), Events()
+    async with open_lanes(runner, on_event=events) as lanes:
+        broken = lanes.start_job(req("out:x", "sleep:10"))
+        after = lanes.start_job(req("out:y"))
+        await lanes.wait_idle()
+    assert fired == [broken]
+    finished = events.finished()
+    assert (finished[broken]["status"], finished[broken]["errorCode"]) == ("failed", "internal")
+    assert finished[broken]["error"] == "RuntimeError: flush bug"
+    assert finished[after]["status"] == "ok"
+    assert events.output(after, "stdout") == "y"
+    events.check_job_order()
+
+
 def test_bounds_are_checked() -> None:
     with pytest.raises(ValueError, match="max_output_event_bytes"):
         Lanes(SimRunner(), on_event=Events(), max_output_event_bytes=3)

@@ -19,6 +19,11 @@ Modes:
 - ``stop-reading``: answers launch, then never reads its stdin again (and never exits by
   itself), so the supervisor's writes to it block once the pipe is full.
 - ``broken-header``: on launch, writes a header whose Content-Length is not a number.
+- ``exit-leaving-child``: on initialize, starts a child that keeps its stdout open (so
+  the end of the adapter's output comes only with the child's end) and exits 3.
+- ``stderr``: as normal, and writes a line to stderr at start-up.
+- ``say-and-exit``: on launch, answers it, writes an ``output`` event ("last words") and a
+  stderr line ("last stderr line"), and exits 0 at once: nothing it wrote may be lost.
 """
 
 from __future__ import annotations
@@ -27,6 +32,7 @@ import json
 import os
 import signal
 import socket
+import subprocess
 import sys
 import time
 from typing import Any, BinaryIO
@@ -109,6 +115,9 @@ def serve(peer: Peer, mode: str, arg: str) -> None:
                 sys.stderr.write("fake adapter: crashing during initialize\n")
                 sys.stderr.flush()
                 os._exit(3)
+            if mode == "exit-leaving-child":
+                subprocess.Popen(["sleep", "60"])  # inherits stdout and stderr
+                os._exit(3)
             peer.respond(message, CAPABILITIES)
         elif command in ("launch", "attach"):
             if mode == "broken-header":
@@ -116,6 +125,12 @@ def serve(peer: Peer, mode: str, arg: str) -> None:
                 peer.writer.flush()
                 while True:
                     time.sleep(1)
+            if mode == "say-and-exit":
+                peer.respond(message)
+                peer.event("output", {"category": "stdout", "output": "last words\n"})
+                sys.stderr.write("last stderr line\n")
+                sys.stderr.flush()
+                os._exit(0)
             peer.event("initialized")
             if mode == "stop-reading":
                 peer.respond(message)
@@ -183,6 +198,9 @@ def main() -> None:
     arg = sys.argv[2] if len(sys.argv) > 2 else ""
     if mode == "no-disconnect":
         signal.signal(signal.SIGPIPE, signal.SIG_DFL)
+    if mode == "stderr":
+        sys.stderr.write("fake adapter: started\n")
+        sys.stderr.flush()
     if mode == "tcp-announced":
         server = socket.create_server(("127.0.0.1", 0))
         print(f"{arg}{server.getsockname()[1]}", flush=True)

@@ -342,6 +342,7 @@ async def test_fake_never_answering_disconnect_is_ended(core: Core) -> None:
     detail = result["terminated"]
     assert isinstance(detail, dict)
     assert detail["signal"] == 15  # ignored disconnect and stdin EOF; ended by SIGTERM
+    assert detail["signalName"] == "SIGTERM"
     assert took >= 3.0  # 2 000 ms reply bound + 1 000 ms exit bound
     assert not alive(adapter_pid)
     # Configuration ran on `initialized`: default exception filter, then configurationDone.

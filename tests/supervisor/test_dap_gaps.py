@@ -297,6 +297,7 @@ async def test_adapter_that_stops_reading_stalls_only_its_session(core: Core) ->
     assert isinstance(detail, dict)
     assert detail["reason"] == "disconnected"
     assert detail["signal"] == 15  # it read nothing, not even stdin EOF: ended by SIGTERM
+    assert detail["signalName"] == "SIGTERM"
     assert stalled_pid is not None
     assert not alive(stalled_pid)
     assert [(e.code, e.details) for e in errors] == [

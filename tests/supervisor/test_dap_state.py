@@ -263,3 +263,16 @@ def test_inspect_results_never_negative() -> None:
         "stackFrames": [],
         "totalFrames": 0,
     }
+
+
+@given(st.sampled_from(DebugState))
+def test_an_internal_failure_ends_every_state_but_the_ended_ones(state: DebugState) -> None:
+    lc = at(state)
+    changed = lc.handle(DebugInput.FAILED_INTERNAL)
+    if state in (DebugState.TERMINATED, DebugState.ERROR):
+        # Already over: a late failure changes nothing.
+        assert not changed
+        assert lc.state is state
+    else:
+        assert lc.state is DebugState.FAILED
+        assert not lc.live

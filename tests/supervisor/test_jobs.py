@@ -15,6 +15,7 @@ import trio
 from lanes import Job, JobRequest, open_lanes
 from protocol import CoreError
 from supervisor import open_core
+from supervisor._boundary import FaultPlan, arm_faults
 from supervisor._jobs import ProcessJobRunner
 
 if TYPE_CHECKING:
@@ -400,3 +401,65 @@ async def test_a_launch_that_fails_after_admission_reports_a_catalog_code(
     assert finished["status"] == "failed"
     assert finished["errorCode"] == "launch_failed"
     assert finished["error"] == f"working directory does not exist: {tmp}/sub"
+
+
+@pytest.mark.parametrize("site", ["job.spawn", "job.output", "job.exit"])
+async def test_a_failure_while_a_job_runs_ends_that_job_and_the_lane_goes_on(
+    tmp_path: os.PathLike[str], site: str
+) -> None:
+    """An exception inside one job (a fault injected in the runner) finishes that job
+    ``failed`` with ``errorCode: "internal"`` and the message; its processes (a background
+    child too) are ended by the stop ladder; the next job of the lane runs; the Core answers."""
+    tmp = os.fspath(tmp_path)
+    pids = os.path.join(tmp, "pids")
+    # The pid file is written before any output, so an output fault sees it; the main
+    # process exits at once, leaving its child (the exit fault's case).
+    script = f'sleep 60 & echo "$$ $!" > {pids}; echo hello'
+    plan = FaultPlan(sites=(site,))
+    async with open_core() as core:
+        previous = arm_faults(plan)
+        try:
+            first = await _job_start(core, {"root": tmp, "argv": ["sh", "-c", script]})
+            second = await _job_start(core, {"root": tmp, "argv": ["sh", "-c", "echo next"]})
+            events = await _events_until_finished(core, second["data"]["jobId"])
+        finally:
+            arm_faults(previous)
+        assert plan.fired == [site]
+        assert (await _execute(core, "core.ping", {}))["ok"] is True
+    finished = {e["jobId"]: e for e in events if e["event"] == "job.finished"}
+    failed = finished[first["data"]["jobId"]]
+    assert (failed["status"], failed["errorCode"]) == ("failed", "internal")
+    assert failed["error"] == f"InjectedFault: injected fault at {site}"
+    ok = finished[second["data"]["jobId"]]
+    assert (ok["status"], ok["exitCode"]) == ("ok", 0)
+    pid_file = trio.Path(pids)
+    if await pid_file.exists():  # a spawn fault may end the job before the script ran
+        for pid in (await pid_file.read_text()).split():
+            assert gone(int(pid))
+    elif site != "job.spawn":
+        raise AssertionError("the job's script did not run")
+
+
+async def test_output_written_just_before_the_exit_is_in_the_job_output(
+    tmp_path: os.PathLike[str],
+) -> None:
+    """A job that writes 300 000 bytes to stdout and a line to stderr and exits at once
+    (``os._exit``, no clean-up) loses none of it: job.output has everything before
+    job.finished."""
+    events = Recorder()
+    code = """
+        import os
+        os.write(1, b"x" * 300_000 + b"\\nlast stdout line\\n")
+        os.write(2, b"last stderr line\\n")
+        os._exit(0)
+        """
+    async with open_lanes(ProcessJobRunner(), on_event=events) as lanes:
+        job_id = lanes.start_job(request(code, root=os.fspath(tmp_path)))
+        await lanes.wait_idle()
+    assert events.finished(job_id)["status"] == "ok"
+    out = events.output(job_id, "stdout")
+    assert out.count("x") == 300_000
+    assert out.endswith("\nlast stdout line\n")
+    assert events.output(job_id, "stderr") == "last stderr line\n"
+    methods = [m for m, p in events.events if p["jobId"] == job_id]
+    assert methods[-1] == "job.finished"

@@ -8,6 +8,7 @@ or Core.
 from __future__ import annotations
 
 import os
+import signal
 import sys
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -194,6 +195,8 @@ async def test_interactive_bash_type_read_resize_exit() -> None:
             "terminalID": term.id,
             "generation": 1,
             "exitCode": 3,
+            "signal": None,
+            "signalName": None,
             "reason": "exited",
             "subscriptionID": subscription,
         }
@@ -308,6 +311,9 @@ async def test_stubborn_program_and_its_background_child_are_gone_after_close(
             None,
             1,
         )
+        # Ended by a signal: its number and name (the stubborn program outlives HUP).
+        assert outcome["signal"] in (signal.SIGTERM, signal.SIGKILL)
+        assert outcome["signalName"] == signal.Signals(int(outcome["signal"])).name
         reopened = _dict(await term.call("terminal.reopen"))
         assert reopened["restoredContextBytes"] == 0
         await term.call("terminal.dispose")

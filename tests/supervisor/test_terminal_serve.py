@@ -134,3 +134,48 @@ async def test_example_terminal_client_ends_with_its_input(piped: bytes, reason:
         )
     out = result.stdout.decode("utf-8", "replace")
     assert f"[terminal term-1: {reason}" in out, (out, result.stderr.decode("utf-8", "replace"))
+
+
+async def test_a_program_writing_hostile_sequences_does_not_end_serve(client: Client) -> None:
+    """A terminal program writes what made the renderer raise (vim's start-up query
+    ``CSI ? 4 m``, a CSI with more parameters than its command takes, an erase mode the
+    emulator rejects), plus OSC, DCS, C1 controls and bytes that are not UTF-8; serve keeps
+    answering, the display falls back to plain text and says so, and another terminal in
+    the same serve still works."""
+    await client.initialize()
+    hostile = (
+        r"\033[?4m\033[?1;2n\033[1;2;3P\033[>4;2m\033]10;?\007\033P+q544e\033\\"
+        r"\302\233\302\220\377\376\033[5K\033[99999999999999999999Ahostile-done\n"
+    )
+    created = await _result(
+        client,
+        "terminal.create",
+        {"executable": "sh", "arguments": ["-c", f"printf '{hostile}'; exec sleep 60"]},
+    )
+    assert isinstance(created, dict)
+    victim = str(created["terminalID"])
+    await _read_until(client, victim, "hostile-done")
+    with trio.fail_after(WAIT_S):
+        while True:
+            listed = await _result(client, "terminal.list", {})
+            assert isinstance(listed, list)
+            entry = next(e for e in listed if isinstance(e, dict) and e["terminalID"] == victim)
+            if "renderFallback" in entry:
+                break
+            await trio.sleep(0.05)
+    assert entry["state"] == "running"
+    assert _field(await client.request("core.ping", {}), "result", "protocolVersion") == 1
+    other = await _result(
+        client,
+        "terminal.create",
+        {"executable": "bash", "arguments": ["--norc", "--noprofile", "-i"]},
+    )
+    assert isinstance(other, dict)
+    tid = str(other["terminalID"])
+    await _result(client, "terminal.write", {"terminalID": tid, "data": "echo still-$((3*3))\n"})
+    await _read_until(client, tid, "still-9")
+    closed = await _result(client, "terminal.close", {"terminalID": victim})
+    assert isinstance(closed, dict)
+    assert (await client.request("shutdown"))["result"] is None
+    await client.notify("exit")
+    assert await client.wait_exit() == 0

@@ -57,7 +57,7 @@ def test_table_is_total_or_refuses_cleanly(state: TerminalState, event: Terminal
         result = outcome(state, event)
     except KeyError:
         # Only the service's own internal inputs may be missing, never a user command.
-        assert event in (In.STARTED, In.START_FAILED, In.CLEANED)
+        assert event in (In.STARTED, In.START_FAILED, In.CLEANED, In.CLEANED_FAILED)
         with pytest.raises(RuntimeError):
             lifecycle.apply(event)
         assert lifecycle.state is state
@@ -108,6 +108,30 @@ def test_a_life() -> None:
         life.apply(event)
         assert life.state is state
     assert not life.busy
+
+
+def test_a_failed_life() -> None:
+    """A failure inside a running terminal cleans up like an exit and ends ``failed``."""
+    life = TerminalLifecycle("t")
+    for event, state in [
+        (In.STARTED, S.RUNNING),
+        (In.FAIL, S.CLOSING),
+        (In.FAIL, S.CLOSING),  # a second task failing while cleaning up changes nothing
+        (In.EXITED, S.CLOSING),
+        (In.CLEANED_FAILED, S.FAILED),
+        (In.FAIL, S.FAILED),
+        (In.CLOSE, S.FAILED),
+        (In.REOPEN, S.STARTING),
+        (In.STARTED, S.RUNNING),
+        (In.EXITED, S.CLOSING),
+        (In.CLEANED_FAILED, S.FAILED),  # the cleanup itself failed
+        (In.DISPOSE, S.DISPOSING),
+        (In.CLEANED_FAILED, S.DISPOSED),
+    ]:
+        life.apply(event)
+        assert life.state is state
+    with pytest.raises(CoreError):
+        TerminalLifecycle("t", S.FAILED).apply(In.USE)
 
 
 # -- launch validation -----------------------------------------------------------------
