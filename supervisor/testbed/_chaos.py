@@ -373,18 +373,20 @@ def plan_round(
     return steps
 
 
-#: Fault sites a step's unit may be given, by via: its kind's own sites, or its requests'
-#: (``request.dispatch``: the request ends before its handler ran). An endpoint ``session``
-#: step talks to its program without the Core, so it has none.
+#: Fault sites a step's unit may be given, by via: its kind's own. Besides, one fault in
+#: :data:`_REQUEST_SHARE` goes to the unit's requests instead (``request.dispatch``: the
+#: request ends before its handler ran). An endpoint ``session`` step talks to its program
+#: without the Core, so it has none.
 _FAULT_SITES: Final[dict[str, tuple[tuple[str, ...], ...]]] = {
-    "process.run": (("request.",),),
-    "job": (("job.",), ("request.",)),
-    "lsp": (("lsp.",), ("request.",)),
-    "plugin": (("plugin.",), ("lsp.",), ("request.",)),
-    "debug": (("dap.",), ("request.",)),
-    "debugpy": (("dap.",), ("request.",)),
-    "terminal": (("terminal.",), ("request.",)),
+    "process.run": (),
+    "job": (("job.",),),
+    "lsp": (("lsp.",),),
+    "plugin": (("plugin.",), ("lsp.",)),
+    "debug": (("dap.",),),
+    "debugpy": (("dap.",),),
+    "terminal": (("terminal.",),),
 }
+_REQUEST_SHARE: Final = 0.25
 
 
 #: Sites inside the handling of a request the *program* sent (a server's request, a plugin's
@@ -409,7 +411,8 @@ def plan_fault(seed: int, round_index: int, steps: list[ChaosStep]) -> tuple[int
     if not targets:
         return None
     index = rng.choice(targets)
-    sites = rng.choice(_FAULT_SITES[steps[index].via])
+    kinds = _FAULT_SITES[steps[index].via]
+    sites = rng.choice(kinds) if kinds and rng.random() >= _REQUEST_SHARE else ("request.",)
     probability = 1.0 if sites == ("request.",) else rng.choice((1.0, 0.5, 0.2))
     plan = FaultPlan(
         sites=sites,
