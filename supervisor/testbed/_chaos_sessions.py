@@ -158,6 +158,8 @@ class StepContext:
         fault_step: The step whose unit the fault is injected into, or None.
         internal: By step index, every sign that something of the step ended ``internal``
             (a command answered ``internal``, an event with code or reason ``internal``).
+        fired_during: The step's command in flight when the fault fired in its unit (the
+            fault may have fired in a task of the unit all the same), or None.
     """
 
     def __init__(
@@ -180,6 +182,7 @@ class StepContext:
         self.fault = fault
         self.fault_step = fault_step
         self.internal: dict[int, list[str]] = {i: [] for i in range(len(steps))}
+        self.fired_during: str | None = None
 
     @contextlib.contextmanager
     def step_unit(self, index: int) -> Iterator[None]:
@@ -215,17 +218,22 @@ class StepContext:
         A request ended by the injected fault before its handler ran started nothing, so it
         is sent once more (the plan fires once); the step then goes on as without the fault.
         """
+        index = _step_index.get()
+        fired_before = len(self.fault.fired) if self.fault is not None else 0
         try:
             return await self.core.call(
                 command, payload, operation_id=operation_id, timeout_ms=timeout_ms
             )
         except CoreError as exc:
-            index = _step_index.get()
             if exc.code != "internal" or index is None:
                 raise
             self.internal[index].append(f"{command} answered internal: {exc.message}")
             if not (self.expects_internal(index, exc) and _DISPATCH_SITE in exc.message):
                 raise
+        finally:
+            fired = self.fault is not None and len(self.fault.fired) > fired_before
+            if fired and index == self.fault_step:
+                self.fired_during = command
         return await self.core.call(
             command, payload, operation_id=operation_id, timeout_ms=timeout_ms
         )
