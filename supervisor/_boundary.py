@@ -14,7 +14,9 @@ reported and the rest is re-raised as Trio intends.
 
 A fault-injection hook for the chaos runner and tests lives here too: :func:`fault_point`
 marks a place inside a node where an injected exception may be raised. It costs one global
-read when nothing is armed.
+read when nothing is armed. :func:`fault_unit` names the unit the code inside it (and every
+task it starts) belongs to, so that a plan fires inside one chosen request, session,
+terminal or job only.
 """
 
 from __future__ import annotations
