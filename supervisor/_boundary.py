@@ -14,11 +14,15 @@ reported and the rest is re-raised as Trio intends.
 
 A fault-injection hook for the chaos runner and tests lives here too: :func:`fault_point`
 marks a place inside a node where an injected exception may be raised. It costs one global
-read when nothing is armed.
+read when nothing is armed. :func:`fault_unit` names the unit the code inside it (and every
+task it starts) belongs to, so that a plan fires inside one chosen request, session,
+terminal or job only.
 """
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import logging
 import random
 import traceback
@@ -29,7 +33,7 @@ from typing import TYPE_CHECKING, Final, TypeVar
 from protocol import MAX_MESSAGE_BYTES, cut_utf8
 
 if TYPE_CHECKING:
-    from collections.abc import Awaitable, Callable, Iterable, Iterator
+    from collections.abc import Awaitable, Callable, Generator, Iterable, Iterator
 
     from protocol import JSONObject
 
@@ -41,6 +45,7 @@ __all__ = (
     "crash_report",
     "cut_utf8",
     "fault_point",
+    "fault_unit",
     "internal_message",
     "log_failure",
     "run_contained",
@@ -163,6 +168,28 @@ class InjectedFault(RuntimeError):
     """An exception raised on purpose at a :func:`fault_point` by an armed :class:`FaultPlan`."""
 
 
+#: The unit (a name the caller chose) the running code belongs to, for :attr:`FaultPlan.unit`.
+#: Trio tasks inherit the context of the task that started them, so a session's tasks,
+#: started from inside the request that created it, carry the unit of that request's caller.
+_current_unit: contextvars.ContextVar[str | None] = contextvars.ContextVar(
+    "supervisor_fault_unit", default=None
+)
+
+
+@contextlib.contextmanager
+def fault_unit(name: str) -> Generator[None]:
+    """Mark the code run inside (and every task it starts) as the unit ``name``.
+
+    An armed plan whose :attr:`FaultPlan.unit` is ``name`` fires only there, so a test or the
+    chaos runner knows which session, terminal, job or request a fault ended.
+    """
+    token = _current_unit.set(name)
+    try:
+        yield
+    finally:
+        _current_unit.reset(token)
+
+
 @dataclass
 class FaultPlan:
     """Which fault points raise, and a record of those that did.
@@ -173,6 +200,7 @@ class FaultPlan:
         probability: The chance, at each call of a matching site, that it raises.
         limit: How many faults may fire in all.
         rng: The source of randomness (seed it for a reproducible run).
+        unit: Fire only inside this unit (see :func:`fault_unit`); None: anywhere.
         fired: The sites that raised, in order.
     """
 
@@ -180,12 +208,15 @@ class FaultPlan:
     probability: float = 1.0
     limit: int = 1
     rng: random.Random = field(default_factory=random.Random)
+    unit: str | None = None
     fired: list[str] = field(default_factory=list)
 
     def should_fire(self, site: str) -> bool:
         if len(self.fired) >= self.limit:
             return False
         if self.sites and not any(site.startswith(prefix) for prefix in self.sites):
+            return False
+        if self.unit is not None and _current_unit.get() != self.unit:
             return False
         if self.probability < 1.0 and self.rng.random() >= self.probability:
             return False

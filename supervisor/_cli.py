@@ -107,6 +107,11 @@ def _parser() -> argparse.ArgumentParser:
         choices=("process.run", "job", "session", "lsp", "plugin", "debug", "debugpy", "terminal"),
         help="draw only this kind of step (repeatable; default: every kind that can run here)",
     )
+    chaos.add_argument(
+        "--faults",
+        action="store_true",
+        help="inject one fault per round inside a random step's unit and check it ends alone",
+    )
     chaos.add_argument("--json", action="store_true", help="print the report as JSON")
     return parser
 
@@ -226,6 +231,7 @@ def _chaos(args: argparse.Namespace) -> int:
             max_steps=args.max_steps,
             max_rss_growth_bytes=args.max_rss_growth_bytes,
             only=args.via,
+            faults=args.faults,
         )
     )
     if args.json:

@@ -539,7 +539,8 @@ class TerminalService:
         check_fields(payload, frozenset({"terminalID", "retainedContextBytes"}), "terminal.close")
         handle = self._get(payload)
         budget = read_retained_bytes(payload, handle.retained_budget)
-        was_closed = handle.lifecycle.state is TerminalState.CLOSED
+        # A failed terminal is closed too (its process already ended): nothing to end.
+        was_closed = handle.lifecycle.state in (TerminalState.CLOSED, TerminalState.FAILED)
         handle.lifecycle.apply(_In.CLOSE)
         # A budget given at close replaces the one chosen at create.
         handle.retained_budget = budget

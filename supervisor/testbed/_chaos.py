@@ -44,6 +44,7 @@ import trio
 
 from protocol import CoreError
 
+from .._boundary import FaultPlan, arm_faults
 from .._core import open_core
 from .._endpoint import EndpointClosed, JSONRPCError
 from .._marker import SCOPE_ENV, instance_id, scopes_issued
@@ -75,6 +76,7 @@ __all__ = (
     "ChaosReport",
     "ChaosStep",
     "available_vias",
+    "plan_fault",
     "plan_round",
     "run_chaos",
 )
@@ -260,6 +262,9 @@ class ChaosReport:
         violations: What went wrong, one line each (empty: the run passed).
         failing_round: The first round with a violation, or None.
         failing_steps: The shortest step list found that still fails that round.
+        faults_fired: In a fault run (``faults=True``), how often each fault site fired
+            (``{"lsp.reader": 3, ...}``); a round whose chosen unit never reached a matching
+            site ran without one.
     """
 
     seed: int
@@ -275,6 +280,7 @@ class ChaosReport:
     violations: list[str] = field(default_factory=list)
     failing_round: int | None = None
     failing_steps: list[ChaosStep] = field(default_factory=list)
+    faults_fired: dict[str, int] = field(default_factory=dict)
 
     @property
     def ok(self) -> bool:
@@ -297,6 +303,7 @@ class ChaosReport:
             "violations": list(self.violations),
             "failingRound": self.failing_round,
             "failingSteps": [step.to_json() for step in self.failing_steps],
+            "faultsFired": dict(self.faults_fired),
             "ok": self.ok,
         }
 
@@ -312,6 +319,9 @@ class ChaosReport:
         if self.steps_by_via:
             counts = ", ".join(f"{via} {n}" for via, n in sorted(self.steps_by_via.items()))
             lines.append(f"  steps by via: {counts}")
+        if self.faults_fired:
+            counts = ", ".join(f"{site} {n}" for site, n in sorted(self.faults_fired.items()))
+            lines.append(f"  faults fired: {counts}")
         lines.extend(f"  skipped {name}: {reason}" for name, reason in self.skipped.items())
         return "\n".join(lines)
 
@@ -363,11 +373,73 @@ def plan_round(
     return steps
 
 
+#: Fault sites a step's unit may be given, by via: its kind's own. Besides, one fault in
+#: :data:`_REQUEST_SHARE` goes to the unit's requests instead (``request.dispatch``: the
+#: request ends before its handler ran). An endpoint ``session`` step talks to its program
+#: without the Core, so it has none.
+_FAULT_SITES: Final[dict[str, tuple[tuple[str, ...], ...]]] = {
+    "process.run": (),
+    "job": (("job.",),),
+    "lsp": (("lsp.",),),
+    "plugin": (("plugin.",), ("lsp.",)),
+    "debug": (("dap.",),),
+    "debugpy": (("dap.",),),
+    "terminal": (("terminal.",),),
+}
+_REQUEST_SHARE: Final = 0.25
+
+
+#: Sites inside the handling of a request the *program* sent (a server's request, a plugin's
+#: host request, an adapter's reverse request): the unit that ends is that request, answered
+#: ``internal`` to the program, which the runner does not see; the session goes on.
+_PEER_ANSWERED_SITES: Final = frozenset({"lsp.serverRequest", "plugin.hostRequest", "dap.reverse"})
+# Likewise a fault in the cleanup a ``terminal.dispose`` runs: the stop ladder ends the
+# processes and the handle is gone, so nothing is left to say ``internal``.
+
+
+def plan_fault(seed: int, round_index: int, steps: list[ChaosStep]) -> tuple[int, FaultPlan] | None:
+    """The fault of one round in a fault run: a pure function of its arguments.
+
+    One step is chosen, and a plan that fires once, only inside that step's unit (its
+    requests and every task they started: the session, terminal or job), at a site of the
+    step's kind. The chance per matching site varies by round, so the fault lands early or
+    late in the unit's life; a unit that never reaches a matching site runs without one.
+
+    Returns:
+        ``(step index, plan)``, or None when no step of the round can be given a fault.
+    """
+    rng = random.Random(f"{seed}-{round_index}-fault")
+    targets = [i for i, step in enumerate(steps) if step.via in _FAULT_SITES]
+    if not targets:
+        return None
+    index = rng.choice(targets)
+    kinds = _FAULT_SITES[steps[index].via]
+    sites = rng.choice(kinds) if kinds and rng.random() >= _REQUEST_SHARE else ("request.",)
+    probability = 1.0 if sites == ("request.",) else rng.choice((1.0, 0.5, 0.2))
+    plan = FaultPlan(
+        sites=sites,
+        probability=probability,
+        limit=1,
+        rng=random.Random(f"{seed}-{round_index}-fault-rng"),
+        unit=None,  # set by the round: its label names the unit
+    )
+    return index, plan
+
+
 class _Round(StepContext):
     """One round's execution and bookkeeping."""
 
-    def __init__(self, core: Core, steps: list[ChaosStep], label: str, workdir: str) -> None:
-        super().__init__(core, steps, label, workdir)
+    def __init__(
+        self,
+        core: Core,
+        steps: list[ChaosStep],
+        label: str,
+        workdir: str,
+        *,
+        fault: FaultPlan | None = None,
+        fault_step: int | None = None,
+    ) -> None:
+        super().__init__(core, steps, label, workdir, fault=fault, fault_step=fault_step)
         self.job_ids: dict[str, int] = {}
         self.job_events: list[JSONObject] = []
 
@@ -388,7 +460,7 @@ class _Round(StepContext):
                 self.job_events.extend(_events(await self.core.job_events.wait(60_000)))
 
     async def _bounded(self, index: int, step: ChaosStep) -> None:
-        with trio.move_on_after(STEP_BOUND_S) as bound:
+        with self.step_unit(index), trio.move_on_after(STEP_BOUND_S) as bound:
             try:
                 if step.via == "process.run":
                     await self._process_run(index, step)
@@ -401,7 +473,8 @@ class _Round(StepContext):
             except CoreError as exc:
                 # A command the step relies on failed (job.start, lsp.waitEvents, ...): a
                 # finding to report with the seed, not a reason to stop the run unshrunk.
-                self.violation(index, f"unexpected {exc.code}: {exc.message}")
+                if not self.expects_internal(index, exc):
+                    self.violation(index, f"unexpected {exc.code}: {exc.message}")
                 self.outcome(index, exc.code)
         if bound.cancelled_caught:
             self.violations.append(f"step {index} ({step.describe()}) did not end in time")
@@ -422,12 +495,14 @@ class _Round(StepContext):
             if step.action == "cancel":
                 nursery.start_soon(self._cancel_later, operation_id, step.at_ms)
             try:
-                result = await self.core.call(
+                result = await self.call(
                     "process.run", payload, operation_id=operation_id, timeout_ms=timeout_ms
                 )
             except CoreError as exc:
                 self.outcome(index, exc.code)
-                if exc.code not in ("cancelled", "timed_out"):
+                if exc.code not in ("cancelled", "timed_out") and not self.expects_internal(
+                    index, exc
+                ):
                     self.violations.append(f"step {index} ({step.describe()}): {exc.code}")
             else:
                 self.outcome(index, "timed out" if _get(result, "timedOut") else "result")
@@ -444,16 +519,16 @@ class _Round(StepContext):
         payload: JSONObject = {"kind": "test", "root": root, "argv": argv}
         if step.action == "deadline":
             payload["timeoutMilliseconds"] = step.at_ms
-        started = await self.core.call("job.start", payload)
+        started = await self.call("job.start", payload)
         job_id = _get(started, "jobId")
         assert isinstance(job_id, str)
         self.job_ids[job_id] = index
         if step.action == "cancel":
             await trio.sleep(step.at_ms / 1000)
-            await self.core.call("job.cancel", {"jobId": job_id})
+            await self.call("job.cancel", {"jobId": job_id})
         # job.list is the Core's own view; the events are checked after the round.
         while True:
-            jobs = _list(await self.core.call("job.list", {}))
+            jobs = _list(await self.call("job.list", {}))
             if not any(_get(j, "id") == job_id and _get(j, "state") != "finished" for j in jobs):
                 break
             await trio.sleep(0.02)
@@ -493,6 +568,8 @@ class _Round(StepContext):
                 continue
             if event.get("event") == "job.finished":
                 finished[job_id] = finished.get(job_id, 0) + 1
+                if event.get("errorCode") == "internal":
+                    self.internal[self.job_ids[job_id]].append("job.finished internal")
                 if event.get("status") not in _JOB_STATUSES:
                     self.violations.append(f"job {job_id} finished without a valid status")
             elif event.get("event") == "job.started":
@@ -507,6 +584,27 @@ class _Round(StepContext):
                 self.violations.append(f"job of step {index} started twice")
         if not core_pings:
             self.violations.append("core.ping did not answer")
+        self._check_containment()
+
+    def _check_containment(self) -> None:
+        """Only the unit the fault fired in ended ``internal``; nothing else did."""
+        fired = self.fault is not None and bool(self.fault.fired)
+        for index, signs in self.internal.items():
+            if not signs:
+                continue
+            if not fired or index != self.fault_step:
+                where = f"the fault was in step {self.fault_step}" if fired else "no fault fired"
+                self.violation(index, f"ended internal ({signs[0]}), but {where}")
+        if fired and self.fault_step is not None and not self.internal[self.fault_step]:
+            assert self.fault is not None
+            site = self.fault.fired[0]
+            unseen = site in _PEER_ANSWERED_SITES or (
+                site == "terminal.cleanup" and self.fired_during == "terminal.dispose"
+            )
+            if not unseen:
+                self.violation(
+                    self.fault_step, f"a fault fired at {site} but nothing ended internal"
+                )
 
 
 _SESSION_STEPS: Final = {
@@ -626,12 +724,29 @@ async def _ping(core: Core) -> bool:
 
 
 async def _run_steps(
-    core: Core, steps: list[ChaosStep], label: str, workdir: str, report: ChaosReport | None
+    core: Core,
+    steps: list[ChaosStep],
+    label: str,
+    workdir: str,
+    report: ChaosReport | None,
+    fault: tuple[int, FaultPlan] | None = None,
 ) -> list[str]:
-    """Run one round's steps and check it; returns its violations (and counts into report)."""
-    chaos_round = _Round(core, steps, label, workdir)
+    """Run one round's steps and check it; returns its violations (and counts into report).
+
+    With ``fault`` (``(step index, plan)``), the plan is armed for the round, firing only
+    inside that step's unit.
+    """
+    fault_step, plan = fault if fault is not None else (None, None)
+    if plan is not None:
+        plan.unit = f"{label}/{fault_step}"
+    chaos_round = _Round(core, steps, label, workdir, fault=plan, fault_step=fault_step)
     trees_before = scopes_issued()
-    await chaos_round.run()
+    previous = arm_faults(plan) if plan is not None else None
+    try:
+        await chaos_round.run()
+    finally:
+        if plan is not None:
+            arm_faults(previous)
     trees_started = scopes_issued() - trees_before
     pings = await _ping(core)
     chaos_round.check(pings)
@@ -651,6 +766,8 @@ async def _run_steps(
         report.process_trees_started += trees_started
         report.processes_recorded += len(recorded)
         report.processes_reaped += sum(_gone(pid) for pid in recorded)
+        for site in plan.fired if plan is not None else ():
+            report.faults_fired[site] = report.faults_fired.get(site, 0) + 1
     return chaos_round.violations
 
 
@@ -663,10 +780,20 @@ async def run_chaos(
     shrink: bool = True,
     on_round: Callable[[int, list[ChaosStep], list[str]], None] | None = None,
     only: Collection[str] | None = None,
+    faults: bool = False,
 ) -> ChaosReport:
     """Run ``iterations`` seeded rounds against one Core and check each one.
 
     Stops at the first round with a violation, after shrinking it (when ``shrink``).
+
+    With ``faults``, each round also injects one fault (:func:`plan_fault`): an exception
+    raised at a random fault point inside one random step's unit -- a request, or the
+    session, terminal, job or plugin call it started. The round then also checks that only
+    that unit ended ``internal`` (a command answered ``internal``, a session or terminal
+    ``failed`` with reason ``internal`` and a crash report, a job finished ``failed`` with
+    ``errorCode: "internal"``), while every other step ended as without the fault. The
+    other checks (nothing left alive, every request and session ended exactly once, the
+    Core answers) hold as in any round. A failing fault round is reported unshrunk.
 
     Args:
         iterations: Rounds to run.
@@ -678,6 +805,7 @@ async def run_chaos(
         on_round: Called after each round with ``(round, steps, violations)``.
         only: Draw only these vias (names from :data:`ALL_VIAS`); None: every via this
             Core and machine can run. A named via that can't run is skipped (reported).
+        faults: Inject one fault per round (see above); ``faults_fired`` counts the sites.
 
     Returns:
         A :class:`ChaosReport`; ``skipped`` names the vias and peers left out.
@@ -711,7 +839,10 @@ async def run_chaos(
                 steps = plan_round(
                     seed, round_index, max_steps=max_steps, vias=vias, missing_peers=missing
                 )
-                violations = await _run_steps(core, steps, f"r{round_index}", workdir, report)
+                fault = plan_fault(seed, round_index, steps) if faults else None
+                violations = await _run_steps(
+                    core, steps, f"r{round_index}", workdir, report, fault
+                )
                 report.iterations += 1
                 rss = _rss_bytes()
                 if baseline_rss is None:
@@ -729,7 +860,9 @@ async def run_chaos(
                     report.violations.extend(f"round {round_index}: {v}" for v in violations)
                     report.failing_round = round_index
                     report.failing_steps = (
-                        await _shrink(core, steps, round_index, workdir) if shrink else steps
+                        await _shrink(core, steps, round_index, workdir)
+                        if shrink and not faults
+                        else steps
                     )
                     break
     return report

@@ -24,6 +24,8 @@ by the round for every kind alike.
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import importlib.util
 import os
 import random
@@ -35,11 +37,12 @@ import trio
 
 from protocol import CoreError
 
+from .._boundary import FaultPlan, InjectedFault, fault_unit
 from ._backend import CHAOS_PLUGIN_ID, backend_argv
 from ._scenarios import program_argv
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
+    from collections.abc import Callable, Iterator
 
     from protocol import JSONObject, JSONValue
 
@@ -131,6 +134,16 @@ def scenario_program(step: ChaosStep, pid_file: str, *, protocol: str | None = N
     )
 
 
+#: The index of the step whose task is running (set by :meth:`StepContext.step_unit`).
+_step_index: contextvars.ContextVar[int | None] = contextvars.ContextVar(
+    "chaos_step_index", default=None
+)
+#: The type name of the injected exception, as crash reports and ``internal`` messages give it.
+_INJECTED: Final = InjectedFault.__name__
+#: The fault site that ends a request before its handler runs (nothing started yet).
+_DISPATCH_SITE: Final = "request.dispatch"
+
+
 class StepContext:
     """One round's bookkeeping, shared by its steps.
 
@@ -141,9 +154,24 @@ class StepContext:
         violations: What went wrong, one line each.
         outcomes: How each step ended, by step index (exactly one entry when it ended once).
         pid_files: Where each step's programs append the pids they start.
+        fault: In a fault round, the armed plan (it fires only inside ``fault_step``).
+        fault_step: The step whose unit the fault is injected into, or None.
+        internal: By step index, every sign that something of the step ended ``internal``
+            (a command answered ``internal``, an event with code or reason ``internal``).
+        fired_during: The step's command in flight when the fault fired in its unit (the
+            fault may have fired in a task of the unit all the same), or None.
     """
 
-    def __init__(self, core: Core, steps: list[ChaosStep], label: str, workdir: str) -> None:
+    def __init__(
+        self,
+        core: Core,
+        steps: list[ChaosStep],
+        label: str,
+        workdir: str,
+        *,
+        fault: FaultPlan | None = None,
+        fault_step: int | None = None,
+    ) -> None:
         self.core = core
         self.steps = steps
         self.label = label
@@ -151,6 +179,64 @@ class StepContext:
         self.violations: list[str] = []
         self.outcomes: dict[int, list[str]] = {i: [] for i in range(len(steps))}
         self.pid_files = [os.path.join(workdir, f"{label}-{i}.pids") for i in range(len(steps))]
+        self.fault = fault
+        self.fault_step = fault_step
+        self.internal: dict[int, list[str]] = {i: [] for i in range(len(steps))}
+        self.fired_during: str | None = None
+
+    @contextlib.contextmanager
+    def step_unit(self, index: int) -> Iterator[None]:
+        """Run the body (and every task it starts in the Core) as step ``index``'s unit."""
+        token = _step_index.set(index)
+        try:
+            with fault_unit(f"{self.label}/{index}"):
+                yield
+        finally:
+            _step_index.reset(token)
+
+    def expects_internal(self, index: int, exc: CoreError) -> bool:
+        """True when ``exc`` is the ``internal`` end of the step a fault was injected into,
+        on the injected exception (any other ``internal`` is a bug the fault uncovered)."""
+        return (
+            exc.code == "internal"
+            and _INJECTED in exc.message
+            and index == self.fault_step
+            and self.fault is not None
+            and bool(self.fault.fired)
+        )
+
+    async def call(
+        self,
+        command: str,
+        payload: JSONObject,
+        *,
+        operation_id: str | None = None,
+        timeout_ms: int | None = None,
+    ) -> JSONValue:
+        """``Core.call`` for the running step, noting every ``internal`` answer it gets.
+
+        A request ended by the injected fault before its handler ran started nothing, so it
+        is sent once more (the plan fires once); the step then goes on as without the fault.
+        """
+        index = _step_index.get()
+        fired_before = len(self.fault.fired) if self.fault is not None else 0
+        try:
+            return await self.core.call(
+                command, payload, operation_id=operation_id, timeout_ms=timeout_ms
+            )
+        except CoreError as exc:
+            if exc.code != "internal" or index is None:
+                raise
+            self.internal[index].append(f"{command} answered internal: {exc.message}")
+            if not (self.expects_internal(index, exc) and _DISPATCH_SITE in exc.message):
+                raise
+        finally:
+            fired = self.fault is not None and len(self.fault.fired) > fired_before
+            if fired and index == self.fault_step:
+                self.fired_during = command
+        return await self.core.call(
+            command, payload, operation_id=operation_id, timeout_ms=timeout_ms
+        )
 
     def outcome(self, index: int, what: str) -> None:
         """Record how step ``index`` ended."""
@@ -161,10 +247,61 @@ class StepContext:
         self.violations.append(f"step {index} ({self.steps[index].describe()}): {text}")
 
     def refused(self, index: int, exc: CoreError, *, bugs: frozenset[str] = BUG_CODES) -> None:
-        """Record a command's error as the step's outcome; a violation when it is a bug code."""
+        """Record a command's error as the step's outcome; a violation when it is a bug code
+        (``internal`` is none in the step a fault was injected into)."""
         self.outcome(index, exc.code)
-        if exc.code in bugs:
+        if exc.code in bugs and not self.expects_internal(index, exc):
             self.violation(index, f"{exc.code}: {exc.message}")
+
+    def note_events(self, index: int, seen: list[JSONObject]) -> None:
+        """Note the step's events that say ``internal``; one that ends a session or terminal
+        ``internal`` must carry a crash report."""
+        for event in seen:
+            if not _says_internal(event):
+                continue
+            name = event.get("event")
+            self.internal[index].append(f"event {name} internal")
+            reports = list(_values_of(event, "crashReport"))
+            if name in _ENDING_EVENTS and not reports:
+                self.violation(index, f"{name} internal without a crash report")
+            for report in reports:
+                kind = report.get("exceptionType") if isinstance(report, dict) else None
+                if kind != _INJECTED:
+                    self.violation(index, f"{name} internal on {kind}: {report}")
+
+
+#: Fault sites between recording an outcome and delivering it: the unit that ends there is
+#: the delivery (the request that ran it answers ``internal``), so the event may be lost to
+#: a subscriber that was already there (a later one still gets the recorded outcome).
+_DELIVERY_SITES: Final = frozenset({"terminal.outcome"})
+#: Events that end a session, a terminal generation or a session state with a reason.
+_ENDING_EVENTS: Final = frozenset({"exit", "terminated", "stateChanged"})
+#: Keys whose value ``"internal"`` says a unit ended on a contained failure.
+_INTERNAL_KEYS: Final = frozenset({"code", "reason", "errorCode", "sessionEndReason"})
+
+
+def _says_internal(value: JSONValue) -> bool:
+    if isinstance(value, dict):
+        return any(
+            (key in _INTERNAL_KEYS and item == "internal") or _says_internal(item)
+            for key, item in value.items()
+        )
+    if isinstance(value, list):
+        return any(_says_internal(item) for item in value)
+    return False
+
+
+def _values_of(value: JSONValue, key: str) -> Iterator[JSONValue]:
+    """Every value of ``key`` at any depth of ``value``."""
+    if isinstance(value, dict):
+        for name, item in value.items():
+            if name == key:
+                yield item
+            else:
+                yield from _values_of(item, key)
+    elif isinstance(value, list):
+        for item in value:
+            yield from _values_of(item, key)
 
 
 class _Events:
@@ -173,8 +310,8 @@ class _Events:
     Keeps every event it saw (a step's sessions live for a second or two, so this is small).
     """
 
-    def __init__(self, core: Core, kind: str, key: str, session_id: str) -> None:
-        self.core = core
+    def __init__(self, ctx: StepContext, kind: str, key: str, session_id: str) -> None:
+        self.ctx = ctx
         self.kind = kind
         self.key = key
         self.session_id = session_id
@@ -195,7 +332,7 @@ class _Events:
         with trio.move_on_after(EVENT_WAIT_S):
             while not predicate(self.seen):
                 self.take(
-                    await self.core.call(
+                    await self.ctx.call(
                         f"{self.kind}.waitEvents",
                         {self.key: self.session_id, "timeoutMilliseconds": 500},
                     )
@@ -205,7 +342,7 @@ class _Events:
 
     async def poll(self) -> None:
         """Take what is queued now (never blocks)."""
-        self.take(await self.core.call(f"{self.kind}.pollEvents", {self.key: self.session_id}))
+        self.take(await self.ctx.call(f"{self.kind}.pollEvents", {self.key: self.session_id}))
 
     def count(self, event: str, **match: JSONValue) -> int:
         """Events called ``event`` whose fields equal ``match``."""
@@ -216,8 +353,11 @@ class _Events:
         )
 
     def check_once(self, ctx: StepContext, index: int, what: str, count: int) -> None:
-        """Exactly once (at most once after a gap), or a violation."""
-        if count > 1 or (count == 0 and not self.gap):
+        """Exactly once (at most once after a gap, or after a fault in the delivery of the
+        event itself), or a violation."""
+        lost = ctx.fault is not None and any(site in _DELIVERY_SITES for site in ctx.fault.fired)
+        may_miss = self.gap or (lost and index == ctx.fault_step)
+        if count > 1 or (count == 0 and not may_miss):
             ctx.violation(index, f"{what} {count} times")
 
 
@@ -241,7 +381,7 @@ async def _start_server(
     the Core refused it (counted as such)."""
     arguments: list[JSONValue] = list(argv[1:])
     try:
-        started = await ctx.core.call(
+        started = await ctx.call(
             "lsp.startServer",
             {
                 "serverId": server_id,
@@ -270,7 +410,7 @@ async def run_lsp(ctx: StepContext, index: int, step: ChaosStep) -> None:
     )
     if session_id is None:
         return
-    events = _Events(ctx.core, "lsp", "sessionId", session_id)
+    events = _Events(ctx, "lsp", "sessionId", session_id)
     operation_id: str | None = None
     try:
         request: JSONObject = {
@@ -280,19 +420,20 @@ async def run_lsp(ctx: StepContext, index: int, step: ChaosStep) -> None:
             "timeoutMilliseconds": step.at_ms if step.action == "deadline" else 500,
         }
         try:
-            operation_id = _get_str(await ctx.core.call("lsp.request", request), "operationId")
+            operation_id = _get_str(await ctx.call("lsp.request", request), "operationId")
         except CoreError as exc:
             ctx.refused(index, exc)
         if operation_id is not None:
             if step.action == "cancel":
                 await trio.sleep(step.at_ms / 1000)
-                await ctx.core.call(
+                await ctx.call(
                     "lsp.cancelOperation", {"sessionId": session_id, "operationId": operation_id}
                 )
             await events.wait_for(_completed(operation_id))
     finally:
         with trio.CancelScope(shield=True):
             await _end_lsp(ctx, index, session_id, events)
+        ctx.note_events(index, events.seen)
     if operation_id is not None:
         done = events.count("requestCompleted", operationId=operation_id)
         events.check_once(ctx, index, "the request completed", done)
@@ -325,7 +466,7 @@ async def run_plugin(ctx: StepContext, index: int, step: ChaosStep) -> None:
     )
     if session_id is None:
         return
-    events = _Events(ctx.core, "lsp", "sessionId", session_id)
+    events = _Events(ctx, "lsp", "sessionId", session_id)
     operations: list[str] = []
     try:
         await events.wait_for(lambda seen: any(e.get("event") == "functionsChanged" for e in seen))
@@ -337,7 +478,7 @@ async def run_plugin(ctx: StepContext, index: int, step: ChaosStep) -> None:
                 "timeoutMilliseconds": step.at_ms if step.action == "deadline" else 8000,
             }
             try:
-                reply = await ctx.core.call("lsp.functionRequest", payload)
+                reply = await ctx.call("lsp.functionRequest", payload)
             except CoreError as exc:
                 # Unavailable functions (the backend not ready in time) are the backend's
                 # doing; a malformed request is ours.
@@ -348,7 +489,7 @@ async def run_plugin(ctx: StepContext, index: int, step: ChaosStep) -> None:
             await trio.sleep(step.at_ms / 1000)
             for operation_id in operations:
                 if rng.random() < 0.7:
-                    await ctx.core.call(
+                    await ctx.call(
                         "lsp.cancelOperation",
                         {"sessionId": session_id, "operationId": operation_id},
                     )
@@ -357,6 +498,7 @@ async def run_plugin(ctx: StepContext, index: int, step: ChaosStep) -> None:
     finally:
         with trio.CancelScope(shield=True):
             await _end_lsp(ctx, index, session_id, events)
+        ctx.note_events(index, events.seen)
     for operation_id in operations:
         done = events.count("requestCompleted", operationId=operation_id)
         events.check_once(ctx, index, f"call {operation_id} completed", done)
@@ -402,7 +544,7 @@ async def _debug_session(
 ) -> None:
     arguments: list[JSONValue] = list(argv[1:])
     try:
-        created = await ctx.core.call(
+        created = await ctx.call(
             "debug.createSession",
             {
                 "adapterId": step.scenario,
@@ -414,7 +556,7 @@ async def _debug_session(
         ctx.refused(index, exc)
         return
     session_id = _get_str(created, "sessionId")
-    events = _Events(ctx.core, "debug", "sessionId", session_id)
+    events = _Events(ctx, "debug", "sessionId", session_id)
     launch_id = f"{ctx.label}-{index}-launch"
     core_id = f"{ctx.label}-{index}-core"
     # Through the session (debug.cancelOperation) or through the Core (Core.cancel): the
@@ -428,7 +570,7 @@ async def _debug_session(
                 # ended by then) on nothing, and the disconnect comes right after it.
                 nursery.start_soon(_cancel_launch, ctx, index, session_id, launch_id, core_id)
             try:
-                await ctx.core.call(
+                await ctx.call(
                     "debug.launch",
                     {
                         "sessionId": session_id,
@@ -458,6 +600,7 @@ async def _debug_session(
             await _cleanup(ctx, index, "debug.disconnect", {"sessionId": session_id})
             await events.poll()
             await _cleanup(ctx, index, "debug.destroySession", {"sessionId": session_id})
+        ctx.note_events(index, events.seen)
     ended = events.count("operationCompleted", operationId=launch_id) + events.count(
         "operationFailed", operationId=launch_id
     )
@@ -484,12 +627,34 @@ async def _cancel_launch(
         )
 
 
-async def _cleanup(ctx: StepContext, index: int, command: str, payload: JSONObject) -> None:
-    """A command that must succeed whatever the program did; its failure is a violation."""
+async def _cleanup(
+    ctx: StepContext,
+    index: int,
+    command: str,
+    payload: JSONObject,
+    *,
+    ended: _Events | None = None,
+) -> None:
+    """A command that must succeed whatever the program did; its failure is a violation.
+
+    With ``ended`` (a terminal's events), a ``busy`` answer in the step a fault was injected
+    into -- the terminal's own cleanup of its failure is running -- is retried once that
+    cleanup's ``exit`` outcome arrived.
+    """
     try:
-        await ctx.core.call(command, payload)
+        await ctx.call(command, payload)
     except CoreError as exc:
+        if ctx.expects_internal(index, exc):
+            return
+        if exc.code == "busy" and ended is not None and _fault_fired_in(ctx, index):
+            await ended.wait_for(lambda seen: any(e.get("event") == "exit" for e in seen))
+            await _cleanup(ctx, index, command, payload)
+            return
         ctx.violation(index, f"{command} failed: {exc.code}: {exc.message}")
+
+
+def _fault_fired_in(ctx: StepContext, index: int) -> bool:
+    return index == ctx.fault_step and ctx.fault is not None and bool(ctx.fault.fired)
 
 
 # -- terminals (terminal.*) -----------------------------------------------------------------
@@ -511,7 +676,7 @@ async def run_terminal(ctx: StepContext, index: int, step: ChaosStep) -> None:
         argv = scenario_program(step, ctx.pid_files[index])
         executable, arguments = argv[0], list(argv[1:])
     try:
-        created = await ctx.core.call(
+        created = await ctx.call(
             "terminal.create",
             {
                 "executable": executable,
@@ -525,16 +690,17 @@ async def run_terminal(ctx: StepContext, index: int, step: ChaosStep) -> None:
         ctx.refused(index, exc)
         return
     terminal_id = _get_str(created, "terminalID")
-    events = _Events(ctx.core, "terminal", "terminalID", terminal_id)
+    events = _Events(ctx, "terminal", "terminalID", terminal_id)
     deadline = trio.current_time() + step.at_ms / 1000
     disposed = False
     try:
-        await ctx.core.call("terminal.onExit", {"terminalID": terminal_id})
+        await ctx.call("terminal.onExit", {"terminalID": terminal_id})
         ended = await _terminal_script(ctx, step, events, deadline, rng)
         if step.action == "cancel":
             await trio.sleep_until(deadline)
             if rng.random() < 0.3:
-                await ctx.core.call("terminal.dispose", {"terminalID": terminal_id})
+                await events.poll()  # what the terminal said so far (a dispose drops it)
+                await ctx.call("terminal.dispose", {"terminalID": terminal_id})
                 disposed = True
                 ended = "disposed"
     except CoreError as exc:
@@ -543,9 +709,14 @@ async def run_terminal(ctx: StepContext, index: int, step: ChaosStep) -> None:
     finally:
         if not disposed:
             with trio.CancelScope(shield=True):
-                await _cleanup(ctx, index, "terminal.close", {"terminalID": terminal_id})
+                await _cleanup(
+                    ctx, index, "terminal.close", {"terminalID": terminal_id}, ended=events
+                )
                 await events.poll()
-                await _cleanup(ctx, index, "terminal.dispose", {"terminalID": terminal_id})
+                await _cleanup(
+                    ctx, index, "terminal.dispose", {"terminalID": terminal_id}, ended=events
+                )
+        ctx.note_events(index, events.seen)
     if not disposed:
         outcomes = events.count("exit", generation=1)
         events.check_once(ctx, index, "the exit outcome arrived", outcomes)
@@ -567,7 +738,7 @@ async def _terminal_script(
         timeout_ms: int | None = None
         if step.action == "deadline":
             timeout_ms = max(1, int((deadline - trio.current_time()) * 1000))
-        reply = await ctx.core.call(command, {**terminal, **payload}, timeout_ms=timeout_ms)
+        reply = await ctx.call(command, {**terminal, **payload}, timeout_ms=timeout_ms)
         if command == "terminal.waitEvents":
             events.take(reply)  # an exit outcome read here still counts
 

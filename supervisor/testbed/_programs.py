@@ -264,17 +264,24 @@ class Peer:
 
     def write_raw(self, data: bytes) -> None:
         with self._lock:
-            view = memoryview(data)
-            while view:
-                view = view[os.write(1, view) :]
+            self._write_locked(data)
+
+    def _write_locked(self, data: bytes) -> None:
+        view = memoryview(data)
+        while view:
+            view = view[os.write(1, view) :]
 
     def write(self, message: dict[str, Any]) -> None:
-        if self.dap:
+        if not self.dap:
+            message = {"jsonrpc": "2.0", **message}
+            self.write_raw(encode_frame(json.dumps(message, ensure_ascii=False).encode()))
+            return
+        # A DAP ``seq`` is numbered under the write lock: a second thread (``request-storm``)
+        # writes too, and two messages must never share a number or go out of order.
+        with self._lock:
             self._seq += 1
             message = {"seq": self._seq, **message}
-        else:
-            message = {"jsonrpc": "2.0", **message}
-        self.write_raw(encode_frame(json.dumps(message, ensure_ascii=False).encode()))
+            self._write_locked(encode_frame(json.dumps(message, ensure_ascii=False).encode()))
 
     # shapes ---------------------------------------------------------------------------
 
@@ -329,23 +336,33 @@ class Peer:
         else:
             self.write({"method": method, "params": params})
 
-    def send_request(self, method: str, params: Any) -> Any:
-        self._server_ids += 1
+    def send_request(
+        self, method: str, params: Any, on_id: Callable[[Any], None] | None = None
+    ) -> Any:
+        """Send a request to the client and return its id.
+
+        ``on_id`` is called with the id before the request is written: the client's answer
+        may be read (by the main thread) before this call returns, so a program that tracks
+        the ids it sent must record each one first, or it would count its answer as unknown.
+        """
         request_id: Any
-        if self.dap:
-            with self._lock:
+        with self._lock:
+            if self.dap:
                 self._seq += 1
                 request_id = self._seq
-            message = {
-                "seq": request_id,
-                "type": "request",
-                "command": method,
-                "arguments": params,
-            }
-            self.write_raw(encode_frame(json.dumps(message).encode()))
-        else:
-            request_id = f"s{self._server_ids}"
-            self.write({"id": request_id, "method": method, "params": params})
+                message = {
+                    "seq": request_id,
+                    "type": "request",
+                    "command": method,
+                    "arguments": params,
+                }
+            else:
+                self._server_ids += 1
+                request_id = f"s{self._server_ids}"
+                message = {"jsonrpc": "2.0", "id": request_id, "method": method, "params": params}
+            if on_id is not None:
+                on_id(request_id)
+            self._write_locked(encode_frame(json.dumps(message, ensure_ascii=False).encode()))
         return request_id
 
     def response_id(self, message: dict[str, Any]) -> Any:
@@ -557,7 +574,7 @@ def request_storm(options: Options) -> int:
 
     def storm(peer: Peer) -> None:
         for index in range(options.count):
-            outstanding.add(peer.send_request("workspace/configuration", {"items": [index]}))
+            peer.send_request("workspace/configuration", {"items": [index]}, outstanding.add)
 
     def hook(peer: Peer, request_id: Any, method: str, message: dict[str, Any]) -> bool:
         if method == "initialize":

@@ -25,19 +25,30 @@ def backend(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> 
 
 @pytest.fixture
 def child() -> Iterator[subprocess.Popen[bytes]]:
+    """A child that has finished its exec: it runs, and says so on stdout.
+
+    ``Popen`` returns once the exec closed its error pipe, which the kernel does before it
+    writes the new program's environment bounds: until then ``/proc/<pid>/environ`` reads
+    empty (seen on a loaded machine). The child's first line is certain to come after.
+    """
     env = dict(os.environ, PROCFS_TEST_VAR="marked value")
     process = subprocess.Popen(
-        [sys.executable, "-c", "import sys; sys.stdin.read()"],
+        [sys.executable, "-c", "import sys; print('running', flush=True); sys.stdin.read()"],
         stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
         env=env,
         start_new_session=True,
     )
     try:
+        assert process.stdout is not None
+        assert process.stdout.readline() == b"running\n"
         yield process
     finally:
         assert process.stdin is not None
         process.stdin.close()
         process.wait(30)
+        assert process.stdout is not None
+        process.stdout.close()
 
 
 def test_read_stat_of_a_child(backend: str, child: subprocess.Popen[bytes]) -> None:

@@ -11,14 +11,18 @@ import os
 import pytest
 import trio
 
+from supervisor._boundary import FaultPlan, InjectedFault, arm_faults, fault_point, fault_unit
 from supervisor.testbed import ChaosStep, plan_round, run_chaos
-from supervisor.testbed._chaos import ALL_VIAS, available_vias
+from supervisor.testbed._chaos import ALL_VIAS, available_vias, plan_fault
 
 pytestmark = pytest.mark.skipif(not os.path.isdir("/proc/self/task"), reason="needs procfs")
 
 #: The seed of the in-suite round and of CI's long run (.ci/run): a failure names it.
 CI_SEED = 20261129
 CI_ITERATIONS = 8
+#: The fault rounds in the suite (CI runs 60 more with CI_SEED).
+FAULT_SEED = 2
+FAULT_ITERATIONS = 3
 
 
 def test_plans_are_a_function_of_the_seed() -> None:
@@ -97,3 +101,52 @@ def test_bad_arguments() -> None:
         trio.run(run_chaos, -1, 0)
     with pytest.raises(ValueError, match="unknown via"):
         trio.run(lambda: run_chaos(1, 0, only=("nope",)))
+
+
+def test_fault_plans_are_a_function_of_the_seed_and_skip_endpoint_sessions() -> None:
+    steps = [ChaosStep("well-behaved", "session", "finish", 100)]
+    assert plan_fault(1, 0, steps) is None  # an endpoint session talks to no Core
+    steps.append(ChaosStep("bash", "terminal", "cancel", 300))
+    for round_index in range(20):
+        planned = plan_fault(CI_SEED, round_index, steps)
+        again = plan_fault(CI_SEED, round_index, steps)
+        assert planned is not None
+        assert again is not None
+        assert planned[0] == again[0] == 1
+        assert planned[1].sites == again[1].sites
+        assert planned[1].sites in (("terminal.",), ("request.",))
+        assert planned[1].limit == 1
+
+
+async def test_fault_rounds_end_only_the_unit_the_fault_hit() -> None:
+    """A few rounds with an exception injected inside one step's unit: only it ends internal."""
+    report = await run_chaos(
+        FAULT_ITERATIONS, FAULT_SEED, faults=True, only=("process.run", "terminal")
+    )
+    if "terminal" in report.skipped:
+        pytest.skip(report.skipped["terminal"])
+    assert report.ok, report.violations
+    assert report.iterations == FAULT_ITERATIONS
+    # The seed is chosen so that faults fire at requests (process.run, terminal.create) and
+    # at the first terminal site a terminal reaches, each with certainty.
+    assert report.faults_fired.get("request.dispatch") == 2
+    assert any(site.startswith("terminal.") for site in report.faults_fired)
+    assert report.processes_reaped == report.processes_recorded
+    assert report.to_json()["faultsFired"] == report.faults_fired
+
+
+def test_a_fault_plan_fires_only_inside_its_unit() -> None:
+    plan = FaultPlan(sites=("lsp.",), unit="r0/1")
+    previous = arm_faults(plan)
+    try:
+        fault_point("lsp.reader")  # outside any unit
+        with fault_unit("r0/0"):
+            fault_point("lsp.reader")  # another unit
+        with fault_unit("r0/1"):
+            fault_point("terminal.reader")  # another kind
+            with pytest.raises(InjectedFault, match=r"lsp\.reader"):
+                fault_point("lsp.reader")
+            fault_point("lsp.reader")  # the limit: once
+    finally:
+        arm_faults(previous)
+    assert plan.fired == ["lsp.reader"]

@@ -274,6 +274,8 @@ async def test_request_storm__each_server_request_answered_once(start: Any) -> N
             # The program counts the answers it got; ask until all of them are in.
             op = await server.request("testbed/stormStatus")
             counts = obj((await server.completion(op))["result"])
+            # An answer the program could not match would leave it short for good.
+            assert counts["duplicates"] == counts["unknown"] == 0, counts
             if counts["answered"] == count:
                 break
             await trio.sleep(0.05)
