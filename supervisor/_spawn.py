@@ -8,40 +8,45 @@ its own on stdin). Every child starts in the same clean state:
 
 - its own session and process group: ``POSIX_SPAWN_SETSID``, so ``pgid == sid == pid`` from
   the first instruction of the child (DESIGN.md invariants 1, 11);
-- every signal whose disposition can change (all but SIGKILL and SIGSTOP, realtime ones
-  included) at ``SIG_DFL`` (``POSIX_SPAWN_SETSIGDEF`` with that full set), and an empty
-  signal mask (``POSIX_SPAWN_SETSIGMASK``). A supervisor started with signals ignored or
-  blocked (``nohup``, a CI agent, a service manager) passes neither on: a child ends on
-  SIGTERM, a terminal's program on hang-up and on SIGQUIT, as anywhere else. (The C library
-  visits every signal in the child either way, so the full set costs nothing there.);
+- every signal whose disposition can change (all but SIGKILL and SIGSTOP, realtime ones and
+  the C library's internal ones included) at ``SIG_DFL`` (``POSIX_SPAWN_SETSIGDEF`` with that
+  full set), and an empty signal mask (``POSIX_SPAWN_SETSIGMASK``). A supervisor started
+  with signals ignored or blocked (``nohup``, a CI agent, a service manager) passes neither
+  on: a child ends on SIGTERM, a terminal's program on hang-up and on SIGQUIT, as anywhere
+  else. (The C library visits every signal in the child either way, so the full set costs
+  nothing there.);
 - only fds 0, 1 and 2 open: our pipes are created ``O_CLOEXEC`` and placed on 0/1/2 with a
-  ``dup2`` action (which clears the flag on the copy only); descriptors some other code made
-  inheritable are closed with one close action each, found by listing ``/proc/self/fd`` --
-  the ``close_fds=True`` of ``subprocess`` -- or, on the ctypes path below, by one
-  ``posix_spawn_file_actions_addclosefrom_np(3)`` where the C library has it (glibc 2.34);
+  ``dup2`` action (which clears the flag on the copy only); every other descriptor is closed
+  in the child by one ``closefrom(3)`` action, or, where the C library lacks it, by one close
+  action per descriptor some other code made inheritable, found by listing
+  ``/proc/self/fd`` (the ``close_fds=True`` of ``subprocess``);
 - stdin as the caller asked (a pipe, ``/dev/null``, a descriptor of the caller's, or the
   terminal); the environment given is the child's whole environment (the caller adds the
   scope marker);
 - ``PR_SET_PDEATHSIG`` is never used (invariant 11).
 
-Why ``posix_spawn`` (issue 8 goal 1). ``trio.lowlevel.open_process`` runs ``subprocess.Popen``
-in a worker thread because a ``fork()`` of a large parent can take milliseconds. glibc
-implements ``posix_spawn`` with ``clone(CLONE_VM | CLONE_VFORK)``: no page tables are copied,
-the calling thread is suspended only until the child has exec'd (about 150 us for
-``/bin/true``), and an exec failure is reported synchronously as an ``OSError``. Blocking the
-Trio thread for that long costs less than handing the call to a thread and back (about
-0.5 ms measured), and nothing can run between the spawn and the registration of the pid with
-the reaper. The exit is then awaited on a pidfd (``trio.lowlevel.wait_readable``), as Trio
-itself does.
+Why ``posix_spawn`` (issue 8 goal 1). ``trio.lowlevel.open_process`` runs
+``subprocess.Popen`` in a worker thread because a ``fork()`` of a large parent can take
+milliseconds. glibc implements ``posix_spawn`` with ``clone(CLONE_VM | CLONE_VFORK)``: no page
+tables are copied, the calling thread is suspended only until the child has exec'd (about
+150 us for ``/bin/true``), and an exec failure is reported synchronously as an ``OSError``.
+Blocking the Trio thread for that long costs less than handing the call to a thread and back
+(about 0.5 ms measured), and nothing can run between the spawn and the registration of the
+pid with the reaper. The exit is then awaited on a pidfd (``trio.lowlevel.wait_readable``),
+as Trio itself does.
 
-One call, two entry points to it. Without a working directory the child is started by
-``os.posix_spawn``. ``os.posix_spawn`` has no ``chdir`` file action, so with one the C
-library's ``posix_spawn`` is called through ctypes (:class:`_LibcSpawn`), with the same file
-actions and attributes plus ``posix_spawn_file_actions_addchdir_np`` (glibc 2.29, musl
-1.1.24) as the last action. (Measured on glibc 2.36, spawn+wait of ``/bin/true`` through
-``process.run`` costs the same both ways, and the same as the ``subprocess.Popen`` a cwd
-used to take, within 10 us of 0.8 ms: the ctypes call's argument conversion is paid back by
-the ``closefrom`` action, which spares the listing of our descriptors.)
+One call. Every child is started by the C library's ``posix_spawn`` called through ctypes
+(:class:`_LibcSpawn`), with attributes built once: ``os.posix_spawn`` has no ``chdir`` file
+action, and glibc's ``posix_spawn`` sets its two internal signals (32 and 33, which
+``sigaddset`` refuses and ``os.posix_spawn`` therefore can not name) to ``SIG_IGN`` in the
+child unless they are in the ``SETSIGDEF`` set, which ctypes can write directly. A working
+directory is one more file action, ``posix_spawn_file_actions_addchdir_np`` (glibc 2.29,
+musl 1.1.24), and the descriptors from 3 up are closed by one
+``posix_spawn_file_actions_addclosefrom_np`` (glibc 2.34), which spares the listing of
+``/proc/self/fd``. (Measured on glibc 2.36 with ``benchmarks.bench_spawn``: spawn+wait of
+``/bin/true`` through ``process.run`` costs what ``os.posix_spawn`` did, about 1.34x
+``subprocess.run``, with or without a cwd; the ctypes call's argument conversion is paid
+back by the ``closefrom`` action.)
 
 A program on a PTY gets, instead of pipes, a first file action that opens the slave by its
 path as fd 0, without ``O_NOCTTY``; fds 1 and 2 are copies of it. The child is by then the
@@ -50,12 +55,13 @@ the file actions), so on Linux that open makes the PTY its controlling terminal,
 ``TIOCSCTTY`` in a ``preexec_fn`` did at the cost of a ``fork`` in a worker thread (3.8 ms
 against 0.3 ms measured).
 
-The fork fallback. Where none of that can be done -- not Linux, a C library without
-``posix_spawn_file_actions_addchdir_np`` (with a cwd), a PTY without a path here (another
-devpts instance) -- :func:`spawn` forks through ``subprocess.Popen`` with a ``preexec_fn``
-that resets every signal to its default, empties the mask and, for a PTY, runs
-``TIOCSCTTY``: the same child, at the cost of a ``fork``. :func:`spawn_forks` says when; the
-caller then runs :func:`spawn` in a worker thread.
+The fork fallback. Where none of that can be done -- not Linux, a C library whose
+``posix_spawn`` ctypes can not reach, one without ``posix_spawn_file_actions_addchdir_np``
+(with a cwd), a PTY without a path here (another devpts instance) -- :func:`spawn` forks
+through ``subprocess.Popen`` with a ``preexec_fn`` that resets every signal to its default,
+empties the mask and, for a PTY, runs ``TIOCSCTTY``: the same child, at the cost of a
+``fork``. :func:`spawn_forks` says when; the caller then runs :func:`spawn` in a worker
+thread.
 """
 
 from __future__ import annotations
@@ -104,7 +110,15 @@ _DEFAULT_SIGNALS: Final = tuple(
         int(sig) for sig in signal.valid_signals() if sig not in (signal.SIGKILL, signal.SIGSTOP)
     )
 )
-_HAVE_POSIX_SPAWN: Final = hasattr(os, "posix_spawn") and sys.platform.startswith("linux")
+#: The C library's internal signals (glibc: 32 and 33; not valid_signals(), see _LibcSpawn).
+_LIBC_INTERNAL_SIGNALS: Final = tuple(
+    sig
+    for sig in range(1, signal.NSIG)
+    if sig not in _DEFAULT_SIGNALS and sig not in (signal.SIGKILL, signal.SIGSTOP)
+)
+#: Where opening a terminal makes it a new session's controlling one (System V behaviour;
+#: BSDs need TIOCSCTTY), and where the posix_spawn constants below hold.
+_LINUX: Final = sys.platform.startswith("linux")
 _HAVE_PIDFD: Final = hasattr(os, "pidfd_open")
 _HAVE_EPOLL: Final = hasattr(select, "epoll")
 _FD_DIR: Final = "/proc/self/fd"
@@ -275,16 +289,33 @@ _OPAQUE_BYTES: Final = 1024
 _FileAction = tuple[int, int] | tuple[int, int, int] | tuple[int, int, str, int, int]
 
 
+def _add_signal_bit(sigset: ctypes.Array[ctypes.c_char], sig: int) -> None:
+    """``sigaddset`` for a signal the C library keeps to itself (glibc's 32 and 33), which
+    ``sigaddset`` refuses: a Linux ``sigset_t`` is an array of ``unsigned long`` with the bit
+    ``sig - 1``, in glibc as in musl."""
+    bits = 8 * ctypes.sizeof(ctypes.c_ulong)
+    words = (ctypes.c_ulong * (_OPAQUE_BYTES // ctypes.sizeof(ctypes.c_ulong))).from_buffer(sigset)
+    words[(sig - 1) // bits] |= 1 << ((sig - 1) % bits)
+
+
 @final
 class _LibcSpawn:
-    """The C library's ``posix_spawn`` through ctypes, for the ``chdir`` action
-    ``os.posix_spawn`` lacks; the attributes are those of :func:`_posix_spawn`.
+    """The C library's ``posix_spawn`` through ctypes, with the attributes every child gets.
 
-    Created once (see :func:`_libc_spawn`); raises ``OSError`` or ``AttributeError`` when
-    the library or one of its functions is missing. The spawn attributes are the same for
-    every child, so they are built once here and only read by each ``posix_spawn`` (which
-    makes concurrent spawns from worker threads safe). The call releases the GIL (ctypes
-    ``CDLL``), so other threads run while the child execs, as with ``os.posix_spawn``.
+    ``os.posix_spawn`` is not used: it has no ``chdir`` file action, and it can not reset
+    the C library's internal signals (see ``__init__``). Created once (see
+    :func:`_libc_spawn`); raises ``OSError`` or ``AttributeError`` when the library or one
+    of its functions is missing. The spawn attributes are the same for every child, so
+    they are built once here and only read by each ``posix_spawn`` (which makes concurrent
+    spawns from worker threads safe). The call releases the GIL (ctypes ``CDLL``), so
+    other threads run while the child execs.
+
+    Attributes:
+        can_chdir: The C library has ``posix_spawn_file_actions_addchdir_np`` (glibc 2.29,
+            musl 1.1.24): :meth:`spawn` takes a cwd.
+        closes_from: It has ``posix_spawn_file_actions_addclosefrom_np`` (glibc 2.34):
+            :meth:`spawn` closes every descriptor from 3 up in the child, and the caller
+            adds no close actions.
     """
 
     def __init__(self) -> None:
@@ -297,6 +328,7 @@ class _LibcSpawn:
             "posix_spawn_file_actions_addclose": [ptr, c_int],
             "posix_spawn_file_actions_addopen": [ptr, c_int, c_char_p, c_int, ctypes.c_uint],
             "posix_spawn_file_actions_addchdir_np": [ptr, c_char_p],
+            "posix_spawn_file_actions_addclosefrom_np": [ptr, c_int],
             "posix_spawnattr_init": [ptr],
             "posix_spawnattr_setflags": [ptr, ctypes.c_short],
             "posix_spawnattr_setsigmask": [ptr, ptr],
@@ -305,11 +337,16 @@ class _LibcSpawn:
             "sigaddset": [ptr, c_int],
             "posix_spawn": [ptr, c_char_p, ptr, ptr, ptr, ptr],
         }
+        optional = {
+            "posix_spawn_file_actions_addchdir_np",
+            "posix_spawn_file_actions_addclosefrom_np",
+        }
         fn: dict[str, Any] = {}
         for name, argtypes in signatures.items():
-            fn[name] = getattr(libc, name)
-            fn[name].argtypes = argtypes
-            fn[name].restype = c_int
+            fn[name] = getattr(libc, name, None) if name in optional else getattr(libc, name)
+            if fn[name] is not None:
+                fn[name].argtypes = argtypes
+                fn[name].restype = c_int
         self._actions_init = fn["posix_spawn_file_actions_init"]
         self._actions_destroy = fn["posix_spawn_file_actions_destroy"]
         self._add = {
@@ -318,14 +355,10 @@ class _LibcSpawn:
             os.POSIX_SPAWN_OPEN: fn["posix_spawn_file_actions_addopen"],
         }
         self._addchdir = fn["posix_spawn_file_actions_addchdir_np"]
-        # glibc 2.34: one action closes every descriptor from 3 up in the child (close_range),
-        # instead of a listing of ours and a close action per inheritable one.
-        self._addclosefrom: Any = getattr(libc, "posix_spawn_file_actions_addclosefrom_np", None)
-        if self._addclosefrom is not None:
-            self._addclosefrom.argtypes = [ptr, c_int]
-            self._addclosefrom.restype = c_int
+        self._addclosefrom = fn["posix_spawn_file_actions_addclosefrom_np"]
+        self.can_chdir: bool = self._addchdir is not None
+        self.closes_from: bool = self._addclosefrom is not None
         self._posix_spawn = fn["posix_spawn"]
-        # setsid=True, setsigmask=(), setsigdef=_DEFAULT_SIGNALS (the os.posix_spawn call's).
         # Never destroyed: it lives as long as the process (one per process).
         self._attr = ctypes.create_string_buffer(_OPAQUE_BYTES)
         empty = ctypes.create_string_buffer(_OPAQUE_BYTES)
@@ -335,16 +368,15 @@ class _LibcSpawn:
         _check(fn["sigemptyset"](defaults))
         for sig in _DEFAULT_SIGNALS:
             _check(fn["sigaddset"](defaults, sig))
+        # glibc's posix_spawn sets its internal signals (32, 33) to SIG_IGN in the child
+        # unless they are in this set, and SIG_IGN survives the exec: every child would
+        # start with them ignored, unlike after fork+exec.
+        for sig in _LIBC_INTERNAL_SIGNALS:
+            _add_signal_bit(defaults, sig)
         _check(fn["posix_spawnattr_setsigmask"](self._attr, empty))
         _check(fn["posix_spawnattr_setsigdefault"](self._attr, defaults))
         flags = _POSIX_SPAWN_SETSID | _POSIX_SPAWN_SETSIGMASK | _POSIX_SPAWN_SETSIGDEF
         _check(fn["posix_spawnattr_setflags"](self._attr, flags))
-
-    @property
-    def closes_from(self) -> bool:
-        """Whether :meth:`spawn` closes every descriptor from 3 up in the child itself (the
-        caller then adds no close actions)."""
-        return self._addclosefrom is not None
 
     def spawn(
         self,
@@ -354,10 +386,10 @@ class _LibcSpawn:
         actions: Sequence[_FileAction],
         cwd: str | None,
     ) -> int:
-        """``os.posix_spawn(executable, argv, env, file_actions=actions, setsid=True,
-        setsigmask=(), setsigdef=_DEFAULT_SIGNALS)``, then, where :attr:`closes_from`,
-        every descriptor from 3 up closed, and ``chdir(cwd)`` (unless None) as the last file
-        action. Returns the pid; raises ``OSError`` as ``os.posix_spawn`` does."""
+        """``posix_spawn`` with ``actions``, then, where :attr:`closes_from`, every
+        descriptor from 3 up closed, then ``chdir(cwd)`` unless it is None (only where
+        :attr:`can_chdir`). Returns the pid; raises ``OSError`` (the program could not be
+        executed, the cwd could not be entered) as ``os.posix_spawn`` does."""
         file_actions = ctypes.create_string_buffer(_OPAQUE_BYTES)
         _check(self._actions_init(file_actions))
         try:
@@ -401,15 +433,15 @@ def _check(result: int) -> None:
         raise OSError(err, os.strerror(err))
 
 
-#: ``[spawner or None]`` once looked up; empty until a spawn with a cwd needs it.
+#: ``[spawner or None]`` once looked up; empty until the first spawn.
 _libc_spawn_cache: list[_LibcSpawn | None] = []
 
 
 def _libc_spawn() -> _LibcSpawn | None:
-    """The ctypes spawner, or None where posix_spawn or its ``chdir`` action is missing."""
+    """The ctypes spawner, or None where the C library's posix_spawn can not be used."""
     if not _libc_spawn_cache:
         spawner: _LibcSpawn | None = None
-        if _HAVE_POSIX_SPAWN:
+        if _LINUX:
             try:
                 spawner = _LibcSpawn()
             except (OSError, AttributeError):
@@ -433,31 +465,18 @@ def _tty_path(tty: int) -> str | None:
 def spawn_forks(cwd: str | None, tty: int | None = None) -> bool:
     """Whether :func:`spawn` with this cwd and terminal takes the fork fallback.
 
-    False on Linux with ``os.posix_spawn``, unless a cwd is given and the C library lacks
-    ``posix_spawn_file_actions_addchdir_np`` (glibc before 2.29, musl before 1.1.24), or the
-    terminal has no path here (see :func:`_tty_path`). When True, :func:`spawn` forks (a
-    ``fork`` of a large parent can take milliseconds): call it from a worker thread.
+    False on Linux where the C library's ``posix_spawn`` is reachable through ctypes, unless
+    a cwd is given and the C library lacks ``posix_spawn_file_actions_addchdir_np`` (glibc
+    before 2.29, musl before 1.1.24), or the terminal has no path here (see
+    :func:`_tty_path`). When True, :func:`spawn` forks (a ``fork`` of a large parent can
+    take milliseconds): call it from a worker thread.
     """
     return _forks(cwd, no_tty_path=tty is not None and _tty_path(tty) is None)
 
 
 def _forks(cwd: str | None, *, no_tty_path: bool) -> bool:
-    return not _HAVE_POSIX_SPAWN or no_tty_path or (cwd is not None and _libc_spawn() is None)
-
-
-def _posix_spawn(
-    executable: str, argv: Sequence[str], env: Mapping[str, str], actions: list[_FileAction]
-) -> int:
-    """The child without a cwd: ``os.posix_spawn`` with the attributes every child gets."""
-    return os.posix_spawn(
-        executable,
-        list(argv),
-        env,
-        file_actions=actions,
-        setsid=True,
-        setsigmask=(),
-        setsigdef=_DEFAULT_SIGNALS,
-    )
+    libc_spawn = _libc_spawn()
+    return libc_spawn is None or no_tty_path or (cwd is not None and not libc_spawn.can_chdir)
 
 
 def _reset_in_child(*, controlling_tty: bool) -> None:
@@ -589,15 +608,11 @@ def spawn(
                 actions = [
                     (os.POSIX_SPAWN_DUP2, source, target) for target, source in enumerate(targets)
                 ]
-            if cwd is None:
+            libc_spawn = _libc_spawn()
+            assert libc_spawn is not None  # not _forks(), checked above
+            if not libc_spawn.closes_from:
                 actions += [(os.POSIX_SPAWN_CLOSE, fd) for fd in _inherited_fds(opened)]
-                pid = _posix_spawn(executable, argv, env, actions)
-            else:
-                libc_spawn = _libc_spawn()
-                assert libc_spawn is not None  # not spawn_forks(cwd), checked above
-                if not libc_spawn.closes_from:
-                    actions += [(os.POSIX_SPAWN_CLOSE, fd) for fd in _inherited_fds(opened)]
-                pid = libc_spawn.spawn(executable, argv, env, actions, cwd)
+            pid = libc_spawn.spawn(executable, argv, env, actions, cwd)
     except BaseException:
         for fd in opened:
             with contextlib.suppress(OSError):
