@@ -751,8 +751,10 @@ async def open_process_tree(
     The child runs in its own session and process group (``pgid == pid``), with
     the environment ``os.environ`` updated by ``env`` (a None value removes the
     variable) and then ``SUPERVISOR_SCOPE`` set to a fresh marker that neither can
-    override or remove (DESIGN.md invariant 1). On Linux the supervisor becomes a
-    child subreaper on first use. Nothing is started when validation fails.
+    override or remove (DESIGN.md invariant 1). It starts clean whatever we were started
+    with: every signal at its default, an empty signal mask, only fds 0-2 (``_spawn``). On
+    Linux the supervisor becomes a child subreaper on first use. Nothing is started when
+    validation fails.
 
     Args:
         argv: Program and arguments; no shell. ``argv[0]`` without a slash is
