@@ -6,7 +6,8 @@ signals, so this process -- the supervisor -- starts with them blocked and ignor
 of child (``process.run``, ``job.start``, ``lsp.startServer``, a plugin backend, a debug
 adapter, DAP ``runInTerminal``, ``terminal.create``; with and without a working directory)
 is started as the ``spawn_probe.pl`` probe, which writes ``REPORT_DIR/<kind>`` and then
-becomes the real peer. Then it ends children of ours the polite way and records how they ended:
+becomes the real peer; so are two through the fork fallback, forced (pipes with a cwd, a
+PTY). Then it ends children of ours the polite way and records how they ended:
 
 - ``process.run`` of ``sleep 600`` past its deadline (the result's ``signal``);
 - ``process.run`` cancelled, and ``job.cancel``, of a shell that traps SIGTERM (what it saw,
@@ -28,7 +29,7 @@ from typing import TYPE_CHECKING, Any, cast
 import trio
 
 from protocol import CoreError
-from supervisor import open_core
+from supervisor import _spawn, open_core
 from supervisor._tree import open_process_tree
 
 if TYPE_CHECKING:
@@ -226,6 +227,32 @@ async def _hangup_status() -> int | None:
     return None
 
 
+async def _fork_fallback(reports: Path, workdir: str) -> list[str]:
+    """The fork fallback (``spawn_forks``: no usable ``posix_spawn``), forced: a probe on
+    pipes with a cwd and one on a PTY. Returns the names of their reports."""
+    real = _spawn._forks
+    setattr(_spawn, "_forks", lambda cwd, *, no_tty_path: True)  # noqa: B010 - a test seam
+    try:
+        piped = reports / "fork fallback+cwd"
+        tree = await open_process_tree(probe(piped), cwd=os.path.join(workdir, "sub"))
+        async with tree:
+            await tree.wait()
+        on_pty = reports / "fork fallback+pty"
+        master, slave = os.openpty()
+        try:
+            tree = await open_process_tree(probe(on_pty), pty_slave_fd=slave)
+        finally:
+            os.close(slave)
+        try:
+            async with tree:
+                await tree.wait()
+        finally:
+            os.close(master)
+    finally:
+        setattr(_spawn, "_forks", real)  # noqa: B010
+    return [piped.name, on_pty.name]
+
+
 async def main(reports: Path, workdir: str) -> None:
     out: dict[str, Any] = {"host": {"sigBlk": _status("SigBlk"), "sigIgn": _status("SigIgn")}}
     async with open_core() as core:
@@ -238,6 +265,7 @@ async def main(reports: Path, workdir: str) -> None:
                 await _wait_file(reports / name)
             # Everything reported: sessions and terminals end with the Core below.
             nursery.cancel_scope.cancel()
+        out["kinds"] += await _fork_fallback(reports, workdir)
         timed_out = await _call(
             core, "process.run", {"argv": ["sleep", "600"], "timeoutMilliseconds": 300}
         )

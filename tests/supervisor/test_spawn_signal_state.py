@@ -85,6 +85,8 @@ KINDS = sorted(
         "runInTerminal",
         "terminal.create",
         "terminal.create+cwd",
+        "fork fallback+cwd",
+        "fork fallback+pty",
     ]
 )
 
@@ -150,7 +152,7 @@ def test_the_supervisor_itself_was_started_with_them_blocked_and_ignored(
     # Without this the test below would prove nothing.
     assert int(launched["host"]["sigBlk"], 16) & _mask(BLOCKED) == _mask(BLOCKED)
     assert int(launched["host"]["sigIgn"], 16) & _mask(IGNORED) == _mask(IGNORED)
-    assert launched["kinds"] == KINDS
+    assert sorted(launched["kinds"]) == KINDS
 
 
 @pytest.mark.parametrize("kind", KINDS)
@@ -164,7 +166,7 @@ def test_every_kind_of_child_starts_clean(launched: dict[str, Any], kind: str) -
     assert sorted(report["fds"]) == [0, 1, 2], f"{kind}: {report['fds']}"
     assert report["pid"] == report["sid"] == report["pgid"]
     assert report.get("scope"), f"{kind}: no {SCOPE_ENV}"
-    if kind.startswith("terminal.") or kind == "runInTerminal":
+    if kind.startswith("terminal.") or kind in ("runInTerminal", "fork fallback+pty"):
         assert report["fds"][0].startswith("/dev/pts/")  # the PTY, as its stdin
     elif kind == "process.run+stdin":
         assert report["fds"][0].startswith("pipe:")  # the input asked for
