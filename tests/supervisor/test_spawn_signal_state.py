@@ -186,3 +186,70 @@ def test_polite_ends_work_under_that_supervisor(launched: dict[str, Any]) -> Non
     assert behaviour["process.run cancel"] == "TERM"
     assert behaviour["job.cancel"] == {"status": "cancelled", "saw": "TERM"}
     assert behaviour["pty hang-up status"] == -signal.SIGHUP
+
+
+def _frame(message: dict[str, Any]) -> bytes:
+    body = json.dumps(message).encode()
+    return b"Content-Length: %d\r\n\r\n%s" % (len(body), body)
+
+
+def _read_frame(stream: Any) -> dict[str, Any]:
+    length = 0
+    while line := stream.readline().strip():
+        name, _, value = line.partition(b":")
+        if name.lower() == b"content-length":
+            length = int(value)
+    message: dict[str, Any] = json.loads(stream.read(length))
+    return message
+
+
+def _proc_state(pid: int) -> dict[str, Any]:
+    """The state of ``pid`` read from outside (which opens nothing in it)."""
+    with open(f"/proc/{pid}/status") as f:
+        status = dict(line.split(":", 1) for line in f.read().splitlines() if ":" in line)
+    with open(f"/proc/{pid}/stat", "rb") as f:
+        stat = f.read()
+    fields = stat[stat.rfind(b")") + 2 :].split()
+    with open(f"/proc/{pid}/environ", "rb") as f:
+        environ = f.read().split(b"\0")
+    prefix = SCOPE_ENV.encode() + b"="
+    return {
+        "SigBlk": int(status["SigBlk"], 16),
+        "SigIgn": int(status["SigIgn"], 16),
+        "pgid": int(fields[2]),
+        "sid": int(fields[3]),
+        "fds": sorted(int(fd) for fd in os.listdir(f"/proc/{pid}/fd")),
+        "scope": any(entry.startswith(prefix) for entry in environ),
+    }
+
+
+def test_a_testbed_program_starts_clean(tmp_path: Path) -> None:
+    """``supervisor testbed run`` is its own supervisor, launched the same way. Its program is
+    fixed (a Python server), so it is read from outside once it has answered ``initialize``:
+    Python ignores SIGPIPE and SIGXFSZ itself at start, nothing else may be ignored."""
+    pid_file = tmp_path / "pid"
+    argv = [sys.executable, "-c", LAUNCHER, "-m", "supervisor", "testbed", "run", "well-behaved"]
+    cli = subprocess.Popen(
+        [*argv, "--pid-file", str(pid_file)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+    )
+    assert cli.stdin is not None
+    assert cli.stdout is not None
+    try:
+        cli.stdin.write(_frame({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {}}))
+        cli.stdin.flush()
+        assert _read_frame(cli.stdout)["id"] == 1  # relayed by the CLI: the program runs
+        pid = int(pid_file.read_text().split()[0])
+        state = _proc_state(pid)
+    finally:
+        cli.stdin.close()  # the end of input ends the program, then the CLI
+        cli.stdout.close()
+        cli.wait(timeout=60)
+    assert state["SigBlk"] == 0, f"blocked {state['SigBlk']:#x}"
+    assert state["SigIgn"] == _mask((signal.SIGPIPE, signal.SIGXFSZ)), f"{state['SigIgn']:#x}"
+    assert state["fds"] == [0, 1, 2]
+    assert pid == state["sid"] == state["pgid"]
+    assert state["scope"]
+    assert _gone(pid)
