@@ -558,10 +558,32 @@ def request_storm(options: Options) -> int:
     outstanding: set[Any] = set()
     counts = {"answered": 0, "duplicates": 0, "unknown": 0}
     answered: set[Any] = set()
+    # A reply can be read before the storm thread has recorded its request's id (the send
+    # returns the id only once written): such a reply waits in ``early`` for its id. The lock
+    # guards the bookkeeping only, never a read or a write.
+    lock = threading.Lock()
+    early: set[Any] = set()
+    sending = [True]
+
+    def record(response_id: Any) -> bool:
+        """Count an answer (under ``lock``); True when it is the last one."""
+        answered.add(response_id)
+        counts["answered"] += 1
+        return bool(counts["answered"] == options.count)
 
     def storm(peer: Peer) -> None:
         for index in range(options.count):
-            outstanding.add(peer.send_request("workspace/configuration", {"items": [index]}))
+            request_id = peer.send_request("workspace/configuration", {"items": [index]})
+            with lock:
+                outstanding.add(request_id)
+                last = request_id in early and record(request_id)
+                early.discard(request_id)
+            if last:
+                peer.notify("testbed/stormDone", dict(counts))
+        with lock:
+            sending[0] = False
+            counts["unknown"] += len(early)
+            early.clear()
 
     def hook(peer: Peer, request_id: Any, method: str, message: dict[str, Any]) -> bool:
         if method == "initialize":
@@ -581,15 +603,18 @@ def request_storm(options: Options) -> int:
             return 1
         response_id = peer.response_id(message)
         if response_id is not None:
-            if response_id in answered:
-                counts["duplicates"] += 1
-            elif response_id in outstanding:
-                answered.add(response_id)
-                counts["answered"] += 1
-                if counts["answered"] == options.count:
-                    peer.notify("testbed/stormDone", dict(counts))
-            else:
-                counts["unknown"] += 1
+            last = False
+            with lock:
+                if response_id in answered or response_id in early:
+                    counts["duplicates"] += 1
+                elif response_id in outstanding:
+                    last = record(response_id)
+                elif sending[0]:
+                    early.add(response_id)
+                else:
+                    counts["unknown"] += 1
+            if last:
+                peer.notify("testbed/stormDone", dict(counts))
             continue
         request = peer.request_of(message)
         if request is None:
