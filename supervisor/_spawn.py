@@ -1,57 +1,82 @@
-"""Spawning a tree's main process without a worker-thread round trip, and waiting on it.
+"""Spawning every child the supervisor starts, without a worker-thread round trip, and
+waiting on it.
 
-Strategy (issue 8 goal 1). ``trio.lowlevel.open_process`` runs ``subprocess.Popen`` in a
-worker thread because a ``fork()`` of a large parent can take milliseconds. We spawn with
-``os.posix_spawn`` instead, which glibc implements with ``clone(CLONE_VM | CLONE_VFORK)``:
-no page tables are copied, the calling thread is suspended only until the child has
-exec'd (about 150 us for ``/bin/true``), and an exec failure is reported synchronously as
-an ``OSError``. Blocking the Trio thread for that long costs less than handing the call to
-a thread and back (about 0.5 ms measured), and nothing can run between the spawn and the
-registration of the pid with the reaper. The exit is then awaited on a pidfd
-(``trio.lowlevel.wait_readable``), as Trio itself does.
+One function, :func:`spawn`, starts every kind of child: ``process.run`` and jobs, language
+servers, debug adapters, plugin backends, testbed programs (pipes), terminals and DAP
+``runInTerminal`` (a PTY), with or without a working directory, and the watchdog (a pipe of
+its own on stdin). Every child starts in the same clean state:
 
-The invariants the old path got from ``Popen`` hold here too:
-
-- own session and process group: ``setsid=True`` (``POSIX_SPAWN_SETSID``), so
-  ``pgid == pid`` from the first instruction of the child (DESIGN.md invariants 1, 11);
-- the environment given is the child's whole environment (the caller adds the marker);
-- no descriptor leaks into the child: our pipes are created ``O_CLOEXEC`` and placed on
-  0/1/2 with ``dup2`` (which clears the flag on the copy only); descriptors some other code
-  made inheritable are closed in the child with one close action each, found by listing
-  ``/proc/self/fd`` -- the ``close_fds=True`` of ``subprocess``;
-- SIGPIPE and SIGXFSZ, which Python ignores, are reset to their default in the child and its
-  signal mask is emptied (``restore_signals=True`` of ``subprocess``);
+- its own session and process group: ``POSIX_SPAWN_SETSID``, so ``pgid == sid == pid`` from
+  the first instruction of the child (DESIGN.md invariants 1, 11);
+- every signal whose disposition can change (all but SIGKILL and SIGSTOP, realtime ones and
+  the C library's internal ones included) at ``SIG_DFL`` (``POSIX_SPAWN_SETSIGDEF`` with that
+  full set), and an empty signal mask (``POSIX_SPAWN_SETSIGMASK``). A supervisor started
+  with signals ignored or blocked (``nohup``, a CI agent, a service manager) passes neither
+  on: a child ends on SIGTERM, a terminal's program on hang-up and on SIGQUIT, as anywhere
+  else. (The C library visits every signal in the child either way, so the full set costs
+  nothing there.);
+- only fds 0, 1 and 2 open: our pipes are created ``O_CLOEXEC`` and placed on 0/1/2 with a
+  ``dup2`` action (which clears the flag on the copy only); every other descriptor is closed
+  in the child by one ``closefrom(3)`` action, or, where the C library lacks it, by one close
+  action per descriptor some other code made inheritable, found by listing
+  ``/proc/self/fd`` (the ``close_fds=True`` of ``subprocess``);
+- stdin as the caller asked (a pipe, ``/dev/null``, a descriptor of the caller's, or the
+  terminal); the environment given is the child's whole environment (the caller adds the
+  scope marker);
 - ``PR_SET_PDEATHSIG`` is never used (invariant 11).
 
-``os.posix_spawn`` has no ``chdir`` file action, so a spawn with a working directory goes
-through ``subprocess.Popen`` -- called synchronously, which uses ``vfork`` for our arguments
--- with the same pipes; its ``Popen`` object is kept only so that its bookkeeping never reaps
-the pid behind our back. (That is 20-30 us faster than the ctypes call below, which only the
-PTY case needs.)
+Why ``posix_spawn`` (issue 8 goal 1). ``trio.lowlevel.open_process`` runs
+``subprocess.Popen`` in a worker thread because a ``fork()`` of a large parent can take
+milliseconds. glibc implements ``posix_spawn`` with ``clone(CLONE_VM | CLONE_VFORK)``: no page
+tables are copied, the calling thread is suspended only until the child has exec'd (about
+150 us for ``/bin/true``), and an exec failure is reported synchronously as an ``OSError``.
+Blocking the Trio thread for that long costs less than handing the call to a thread and back
+(about 0.5 ms measured), and nothing can run between the spawn and the registration of the
+pid with the reaper. The exit is then awaited on a pidfd (``trio.lowlevel.wait_readable``),
+as Trio itself does.
 
-A program on a PTY (terminals, DAP ``runInTerminal``; issue 8 goals 1 and 7) is spawned
-with ``posix_spawn`` too: instead of pipes, the first file action opens the slave by its path
-as fd 0, without ``O_NOCTTY``. The child is by then the leader of a new session with no
-controlling terminal (glibc runs ``setsid`` before the file actions), so on Linux that open
-makes the PTY its controlling terminal, which is what ``TIOCSCTTY`` in a ``preexec_fn`` did
-at the cost of a ``fork`` in a worker thread (3.8 ms against 0.3 ms measured); fds 1 and 2
-are copies of 0. ``Popen`` can not open the terminal for a child, so a PTY program with a
-working directory (DAP ``runInTerminal`` always has one) calls the C library's
-``posix_spawn`` through ctypes, with ``posix_spawn_file_actions_addchdir_np`` (glibc 2.29,
-musl 1.1.24) after the same actions and with the same attributes. See
-:func:`tty_spawn_supported` for where none of this can be done.
+One call. Every child is started by the C library's ``posix_spawn`` called through ctypes
+(:class:`_LibcSpawn`), with attributes built once: ``os.posix_spawn`` has no ``chdir`` file
+action, and glibc's ``posix_spawn`` sets its two internal signals (32 and 33, which
+``sigaddset`` refuses and ``os.posix_spawn`` therefore can not name) to ``SIG_IGN`` in the
+child unless they are in the ``SETSIGDEF`` set, which ctypes can write directly. A working
+directory is one more file action, ``posix_spawn_file_actions_addchdir_np`` (glibc 2.29,
+musl 1.1.24), and the descriptors from 3 up are closed by one
+``posix_spawn_file_actions_addclosefrom_np`` (glibc 2.34), which spares the listing of
+``/proc/self/fd``. (Measured on glibc 2.36 with ``benchmarks.bench_spawn``: spawn+wait of
+``/bin/true`` through ``process.run`` costs what ``os.posix_spawn`` did, about 1.34x
+``subprocess.run``, with or without a cwd; the ctypes call's argument conversion is paid
+back by the ``closefrom`` action.)
+
+A program on a PTY gets, instead of pipes, a first file action that opens the slave by its
+path as fd 0, without ``O_NOCTTY``; fds 1 and 2 are copies of it. The child is by then the
+leader of a new session with no controlling terminal (the C library runs ``setsid`` before
+the file actions), so on Linux that open makes the PTY its controlling terminal, which is what
+``TIOCSCTTY`` in a ``preexec_fn`` did at the cost of a ``fork`` in a worker thread (3.8 ms
+against 0.3 ms measured).
+
+The fork fallback. Where none of that can be done -- not Linux, a C library whose
+``posix_spawn`` ctypes can not reach, one without ``posix_spawn_file_actions_addchdir_np``
+(with a cwd), a PTY without a path here (another devpts instance) -- :func:`spawn` forks
+through ``subprocess.Popen`` with a ``preexec_fn`` that resets every signal to its default,
+empties the mask and, for a PTY, runs ``TIOCSCTTY``: the same child, at the cost of a
+``fork``. :func:`spawn_forks` says when; the caller then runs :func:`spawn` in a worker
+thread.
 """
 
 from __future__ import annotations
 
 import contextlib
 import ctypes
+import fcntl
+import functools
 import math
 import os
 import select
 import signal
 import subprocess
 import sys
+import termios
 import time
 from typing import TYPE_CHECKING, Any, Final, final
 
@@ -69,7 +94,7 @@ __all__ = (
     "ExitWatch",
     "SpawnedProcess",
     "spawn",
-    "tty_spawn_supported",
+    "spawn_forks",
     "wait_exits",
 )
 
@@ -77,11 +102,23 @@ PIPE: Final = subprocess.PIPE
 DEVNULL: Final = subprocess.DEVNULL
 STDOUT: Final = subprocess.STDOUT
 
-#: Signals Python ignores that a child must see at their default disposition.
-_RESET_SIGNALS: Final = tuple(
-    sig for sig in (getattr(signal, "SIGPIPE", None), getattr(signal, "SIGXFSZ", None)) if sig
+#: Every signal whose disposition can change (all but SIGKILL and SIGSTOP; the C library's
+#: internal ones are not valid_signals()): each starts at its default in a child, whatever
+#: we ignore -- Python ignores SIGPIPE and SIGXFSZ, a launcher may ignore SIGHUP or SIGTERM.
+_DEFAULT_SIGNALS: Final = tuple(
+    sorted(
+        int(sig) for sig in signal.valid_signals() if sig not in (signal.SIGKILL, signal.SIGSTOP)
+    )
 )
-_HAVE_POSIX_SPAWN: Final = hasattr(os, "posix_spawn") and sys.platform.startswith("linux")
+#: The C library's internal signals (glibc: 32 and 33; not valid_signals(), see _LibcSpawn).
+_LIBC_INTERNAL_SIGNALS: Final = tuple(
+    sig
+    for sig in range(1, signal.NSIG)
+    if sig not in _DEFAULT_SIGNALS and sig not in (signal.SIGKILL, signal.SIGSTOP)
+)
+#: Where opening a terminal makes it a new session's controlling one (System V behaviour;
+#: BSDs need TIOCSCTTY), and where the posix_spawn constants below hold.
+_LINUX: Final = sys.platform.startswith("linux")
 _HAVE_PIDFD: Final = hasattr(os, "pidfd_open")
 _HAVE_EPOLL: Final = hasattr(select, "epoll")
 _FD_DIR: Final = "/proc/self/fd"
@@ -252,16 +289,33 @@ _OPAQUE_BYTES: Final = 1024
 _FileAction = tuple[int, int] | tuple[int, int, int] | tuple[int, int, str, int, int]
 
 
+def _add_signal_bit(sigset: ctypes.Array[ctypes.c_char], sig: int) -> None:
+    """``sigaddset`` for a signal the C library keeps to itself (glibc's 32 and 33), which
+    ``sigaddset`` refuses: a Linux ``sigset_t`` is an array of ``unsigned long`` with the bit
+    ``sig - 1``, in glibc as in musl."""
+    bits = 8 * ctypes.sizeof(ctypes.c_ulong)
+    words = (ctypes.c_ulong * (_OPAQUE_BYTES // ctypes.sizeof(ctypes.c_ulong))).from_buffer(sigset)
+    words[(sig - 1) // bits] |= 1 << ((sig - 1) % bits)
+
+
 @final
 class _LibcSpawn:
-    """The C library's ``posix_spawn`` through ctypes, for the ``chdir`` action
-    ``os.posix_spawn`` lacks.
+    """The C library's ``posix_spawn`` through ctypes, with the attributes every child gets.
 
-    Created once (see :func:`_libc_spawn`); raises ``OSError`` or ``AttributeError`` when
-    the library or one of its functions is missing. The spawn attributes are the same for
-    every child, so they are built once here and only read by each ``posix_spawn`` (which
-    makes concurrent spawns from worker threads safe). The call releases the GIL (ctypes
-    ``CDLL``), so other threads run while the child execs, as with ``os.posix_spawn``.
+    ``os.posix_spawn`` is not used: it has no ``chdir`` file action, and it can not reset
+    the C library's internal signals (see ``__init__``). Created once (see
+    :func:`_libc_spawn`); raises ``OSError`` or ``AttributeError`` when the library or one
+    of its functions is missing. The spawn attributes are the same for every child, so
+    they are built once here and only read by each ``posix_spawn`` (which makes concurrent
+    spawns from worker threads safe). The call releases the GIL (ctypes ``CDLL``), so
+    other threads run while the child execs.
+
+    Attributes:
+        can_chdir: The C library has ``posix_spawn_file_actions_addchdir_np`` (glibc 2.29,
+            musl 1.1.24): :meth:`spawn` takes a cwd.
+        closes_from: It has ``posix_spawn_file_actions_addclosefrom_np`` (glibc 2.34):
+            :meth:`spawn` closes every descriptor from 3 up in the child, and the caller
+            adds no close actions.
     """
 
     def __init__(self) -> None:
@@ -274,6 +328,7 @@ class _LibcSpawn:
             "posix_spawn_file_actions_addclose": [ptr, c_int],
             "posix_spawn_file_actions_addopen": [ptr, c_int, c_char_p, c_int, ctypes.c_uint],
             "posix_spawn_file_actions_addchdir_np": [ptr, c_char_p],
+            "posix_spawn_file_actions_addclosefrom_np": [ptr, c_int],
             "posix_spawnattr_init": [ptr],
             "posix_spawnattr_setflags": [ptr, ctypes.c_short],
             "posix_spawnattr_setsigmask": [ptr, ptr],
@@ -282,11 +337,16 @@ class _LibcSpawn:
             "sigaddset": [ptr, c_int],
             "posix_spawn": [ptr, c_char_p, ptr, ptr, ptr, ptr],
         }
+        optional = {
+            "posix_spawn_file_actions_addchdir_np",
+            "posix_spawn_file_actions_addclosefrom_np",
+        }
         fn: dict[str, Any] = {}
         for name, argtypes in signatures.items():
-            fn[name] = getattr(libc, name)
-            fn[name].argtypes = argtypes
-            fn[name].restype = c_int
+            fn[name] = getattr(libc, name, None) if name in optional else getattr(libc, name)
+            if fn[name] is not None:
+                fn[name].argtypes = argtypes
+                fn[name].restype = c_int
         self._actions_init = fn["posix_spawn_file_actions_init"]
         self._actions_destroy = fn["posix_spawn_file_actions_destroy"]
         self._add = {
@@ -295,8 +355,10 @@ class _LibcSpawn:
             os.POSIX_SPAWN_OPEN: fn["posix_spawn_file_actions_addopen"],
         }
         self._addchdir = fn["posix_spawn_file_actions_addchdir_np"]
+        self._addclosefrom = fn["posix_spawn_file_actions_addclosefrom_np"]
+        self.can_chdir: bool = self._addchdir is not None
+        self.closes_from: bool = self._addclosefrom is not None
         self._posix_spawn = fn["posix_spawn"]
-        # setsid=True, setsigmask=(), setsigdef=_RESET_SIGNALS (the os.posix_spawn call's).
         # Never destroyed: it lives as long as the process (one per process).
         self._attr = ctypes.create_string_buffer(_OPAQUE_BYTES)
         empty = ctypes.create_string_buffer(_OPAQUE_BYTES)
@@ -304,8 +366,13 @@ class _LibcSpawn:
         _check(fn["posix_spawnattr_init"](self._attr))
         _check(fn["sigemptyset"](empty))
         _check(fn["sigemptyset"](defaults))
-        for sig in _RESET_SIGNALS:
+        for sig in _DEFAULT_SIGNALS:
             _check(fn["sigaddset"](defaults, sig))
+        # glibc's posix_spawn sets its internal signals (32, 33) to SIG_IGN in the child
+        # unless they are in this set, and SIG_IGN survives the exec: every child would
+        # start with them ignored, unlike after fork+exec.
+        for sig in _LIBC_INTERNAL_SIGNALS:
+            _add_signal_bit(defaults, sig)
         _check(fn["posix_spawnattr_setsigmask"](self._attr, empty))
         _check(fn["posix_spawnattr_setsigdefault"](self._attr, defaults))
         flags = _POSIX_SPAWN_SETSID | _POSIX_SPAWN_SETSIGMASK | _POSIX_SPAWN_SETSIGDEF
@@ -317,11 +384,12 @@ class _LibcSpawn:
         argv: Sequence[str],
         env: Mapping[str, str],
         actions: Sequence[_FileAction],
-        cwd: str,
+        cwd: str | None,
     ) -> int:
-        """``os.posix_spawn(executable, argv, env, file_actions=actions, setsid=True,
-        setsigmask=(), setsigdef=_RESET_SIGNALS)``, then ``chdir(cwd)`` as the last file
-        action. Returns the pid; raises ``OSError`` as ``os.posix_spawn`` does."""
+        """``posix_spawn`` with ``actions``, then, where :attr:`closes_from`, every
+        descriptor from 3 up closed, then ``chdir(cwd)`` unless it is None (only where
+        :attr:`can_chdir`). Returns the pid; raises ``OSError`` (the program could not be
+        executed, the cwd could not be entered) as ``os.posix_spawn`` does."""
         file_actions = ctypes.create_string_buffer(_OPAQUE_BYTES)
         _check(self._actions_init(file_actions))
         try:
@@ -331,7 +399,10 @@ class _LibcSpawn:
                     _check(self._add[action[0]](file_actions, fd, os.fsencode(path), flags, mode))
                 else:
                     _check(self._add[action[0]](file_actions, *action[1:]))
-            _check(self._addchdir(file_actions, os.fsencode(cwd)))
+            if self._addclosefrom is not None:
+                _check(self._addclosefrom(file_actions, 3))
+            if cwd is not None:
+                _check(self._addchdir(file_actions, os.fsencode(cwd)))
             # What os.fsencode does, in one call per entry (this runs once per spawn).
             encoding = sys.getfilesystemencoding()
             args = [arg.encode(encoding, "surrogateescape") for arg in argv]
@@ -362,15 +433,15 @@ def _check(result: int) -> None:
         raise OSError(err, os.strerror(err))
 
 
-#: ``[spawner or None]`` once looked up; empty until a PTY spawn with a cwd needs it.
+#: ``[spawner or None]`` once looked up; empty until the first spawn.
 _libc_spawn_cache: list[_LibcSpawn | None] = []
 
 
 def _libc_spawn() -> _LibcSpawn | None:
-    """The ctypes spawner, or None where posix_spawn or its ``chdir`` action is missing."""
+    """The ctypes spawner, or None where the C library's posix_spawn can not be used."""
     if not _libc_spawn_cache:
         spawner: _LibcSpawn | None = None
-        if _HAVE_POSIX_SPAWN:
+        if _LINUX:
             try:
                 spawner = _LibcSpawn()
             except (OSError, AttributeError):
@@ -379,16 +450,76 @@ def _libc_spawn() -> _LibcSpawn | None:
     return _libc_spawn_cache[0]
 
 
-def tty_spawn_supported(cwd: str | None) -> bool:
-    """Whether :func:`spawn` can start a program on a terminal (``tty=``) with this cwd.
+def _tty_path(tty: int) -> str | None:
+    """The path a child opens to get ``tty``'s terminal, or None when it has none here.
 
-    True on Linux with ``os.posix_spawn``, and with a cwd only where the C library has
-    ``posix_spawn_file_actions_addchdir_np``. Elsewhere (another system, an old C library)
-    the caller forks with a ``preexec_fn`` that runs ``TIOCSCTTY`` (Trio's worker thread):
-    whether an open gives a session leader its controlling terminal is Linux (System V)
-    behaviour, and BSDs need the ioctl.
+    ``ttyname`` checks that the path names this very device (a PTY from another devpts
+    instance, as in some containers, has no path here).
     """
-    return _HAVE_POSIX_SPAWN and (cwd is None or _libc_spawn() is not None)
+    try:
+        return os.ttyname(tty)
+    except OSError:
+        return None
+
+
+def spawn_forks(cwd: str | None, tty: int | None = None) -> bool:
+    """Whether :func:`spawn` with this cwd and terminal takes the fork fallback.
+
+    False on Linux where the C library's ``posix_spawn`` is reachable through ctypes, unless
+    a cwd is given and the C library lacks ``posix_spawn_file_actions_addchdir_np`` (glibc
+    before 2.29, musl before 1.1.24), or the terminal has no path here (see
+    :func:`_tty_path`). When True, :func:`spawn` forks (a ``fork`` of a large parent can
+    take milliseconds): call it from a worker thread.
+    """
+    return _forks(cwd, no_tty_path=tty is not None and _tty_path(tty) is None)
+
+
+def _forks(cwd: str | None, *, no_tty_path: bool) -> bool:
+    libc_spawn = _libc_spawn()
+    return libc_spawn is None or no_tty_path or (cwd is not None and not libc_spawn.can_chdir)
+
+
+def _reset_in_child(*, controlling_tty: bool) -> None:
+    """The fork fallback's ``preexec_fn``: what the spawn attributes do, done by hand.
+
+    Runs in the child between ``fork`` and ``exec``, after ``setsid`` (subprocess runs
+    ``preexec_fn`` after ``start_new_session``). Dispositions first, then the mask: a
+    signal unblocked while a handler of ours is still installed would run Python code.
+    A session leader gains a controlling terminal only by opening one or by ``TIOCSCTTY``;
+    ``Popen`` only ``dup2``s the slave onto 0-2, hence the ioctl.
+    """
+    for sig in _DEFAULT_SIGNALS:
+        signal.signal(sig, signal.SIG_DFL)
+    signal.pthread_sigmask(signal.SIG_SETMASK, ())
+    if controlling_tty:
+        fcntl.ioctl(0, termios.TIOCSCTTY, 0)
+
+
+def _fork_spawn(
+    executable: str,
+    argv: Sequence[str],
+    env: Mapping[str, str],
+    cwd: str | None,
+    targets: list[int],
+    *,
+    tty: bool,
+) -> subprocess.Popen[bytes]:
+    """The fork fallback (see :func:`spawn_forks`): ``Popen`` with :func:`_reset_in_child`."""
+    try:
+        return subprocess.Popen(
+            list(argv),
+            executable=executable,
+            cwd=cwd,
+            env=env,
+            stdin=targets[0],
+            stdout=targets[1],
+            stderr=targets[2],
+            start_new_session=True,
+            close_fds=True,
+            preexec_fn=functools.partial(_reset_in_child, controlling_tty=tty),
+        )
+    except subprocess.SubprocessError as exc:  # the preexec_fn raised (TIOCSCTTY refused)
+        raise OSError(f"could not prepare the child: {exc}") from exc
 
 
 def spawn(
@@ -400,51 +531,43 @@ def spawn(
     stdin: int = PIPE,
     stdout: int = PIPE,
     stderr: int = PIPE,
-    tty: str | None = None,
+    tty: int | None = None,
 ) -> SpawnedProcess:
-    """Start ``executable`` with ``argv`` in a new session, synchronously.
+    """Start ``executable`` with ``argv`` in a new session, clean, synchronously.
 
-    Validation is the caller's (``_tree``); this only spawns. Returns once the child has
-    exec'd; the calling thread is blocked that long (about 0.1-0.3 ms, see the module
-    docstring).
+    The one way the supervisor starts a child (see the module docstring for the state every
+    child starts in). Validation is the caller's (``_tree``); this only spawns. Returns once
+    the child has exec'd; the calling thread is blocked that long (about 0.1-0.3 ms), or for
+    a ``fork`` where :func:`spawn_forks` is True (call it from a worker thread then).
 
     Args:
         executable: Absolute path of the program (already resolved on the child's PATH).
         argv: The arguments, ``argv[0]`` included.
         env: The child's entire environment.
         cwd: The child's working directory, or None for ours.
-        stdin: ``PIPE`` or ``DEVNULL``.
-        stdout: ``PIPE`` or ``DEVNULL``.
-        stderr: ``PIPE``, ``DEVNULL`` or ``STDOUT`` (the stdout target).
-        tty: Path of a terminal (a PTY slave, ``os.ttyname``) to open as fd 0, copied to
-            1 and 2, which becomes the controlling terminal of the child's session; the
-            three modes above are then ignored and no stream is returned. Only where
-            :func:`tty_spawn_supported` says so.
+        stdin: ``PIPE``, ``DEVNULL``, or a descriptor of the caller's (>= 0, which it
+            keeps and closes) to place on fd 0.
+        stdout: ``PIPE``, ``DEVNULL`` or a descriptor (as for ``stdin``).
+        stderr: ``PIPE``, ``DEVNULL``, ``STDOUT`` (the stdout target) or a descriptor.
+        tty: A terminal (a PTY slave) whose device becomes fds 0, 1 and 2 and the
+            controlling terminal of the child's session; the three modes above are then
+            ignored and no stream is returned. The caller keeps and closes this descriptor.
 
     Returns:
         The :class:`SpawnedProcess`, its pipes wrapped as Trio streams.
 
     Raises:
         OSError: The program could not be executed (missing, not executable, bad
-            format), the terminal could not be opened or a pipe could not be created;
-            nothing is left running and every descriptor opened here is closed.
-        ValueError: ``tty`` where :func:`tty_spawn_supported` is False.
+            format), the cwd or the terminal could not be used or a pipe could not be
+            created; nothing is left running and every descriptor opened here is closed.
     """
-    if tty is not None and not tty_spawn_supported(cwd):
-        raise ValueError("no posix_spawn onto a terminal here: see tty_spawn_supported()")
     opened: list[int] = []  # every descriptor of ours; the child-side ones close below
     child_side: list[int] = []
     ours: dict[str, int] = {}
     try:
-        actions: list[_FileAction]
         targets: list[int] = []
         if tty is not None:
-            # No O_NOCTTY: this open makes the terminal the new session's controlling one.
-            actions = [
-                (os.POSIX_SPAWN_OPEN, 0, tty, os.O_RDWR, 0),
-                (os.POSIX_SPAWN_DUP2, 0, 1),
-                (os.POSIX_SPAWN_DUP2, 0, 2),
-            ]
+            targets = [tty, tty, tty]
         else:
             null = -1
             if DEVNULL in (stdin, stdout, stderr):
@@ -463,41 +586,33 @@ def spawn(
                     targets.append(child)
                 elif mode == DEVNULL:
                     targets.append(null)
-                else:  # STDOUT, for stderr only (checked by the caller)
+                elif mode == STDOUT:  # for stderr only (checked by the caller)
                     targets.append(targets[1])
-            actions = [
-                (os.POSIX_SPAWN_DUP2, source, target) for target, source in enumerate(targets)
-            ]
+                else:
+                    targets.append(mode)
+        tty_path = None if tty is None else _tty_path(tty)
         popen: subprocess.Popen[bytes] | None = None
-        if _HAVE_POSIX_SPAWN and (cwd is None or tty is not None):
-            actions += [(os.POSIX_SPAWN_CLOSE, fd) for fd in _inherited_fds(opened)]
-            if cwd is not None:
-                libc_spawn = _libc_spawn()
-                assert libc_spawn is not None  # tty_spawn_supported(cwd), checked above
-                pid = libc_spawn.spawn(executable, argv, env, actions, cwd)
-            else:
-                pid = os.posix_spawn(
-                    executable,
-                    list(argv),
-                    env,
-                    file_actions=actions,
-                    setsid=True,
-                    setsigmask=(),
-                    setsigdef=_RESET_SIGNALS,
-                )
-        else:
-            popen = subprocess.Popen(
-                list(argv),
-                executable=executable,
-                cwd=cwd,
-                env=env,
-                stdin=targets[0],
-                stdout=targets[1],
-                stderr=targets[2],
-                start_new_session=True,
-                close_fds=True,
-            )
+        if _forks(cwd, no_tty_path=tty is not None and tty_path is None):
+            popen = _fork_spawn(executable, argv, env, cwd, targets, tty=tty is not None)
             pid = popen.pid
+        else:
+            actions: list[_FileAction]
+            if tty_path is not None:
+                # No O_NOCTTY: this open makes the terminal the new session's controlling one.
+                actions = [
+                    (os.POSIX_SPAWN_OPEN, 0, tty_path, os.O_RDWR, 0),
+                    (os.POSIX_SPAWN_DUP2, 0, 1),
+                    (os.POSIX_SPAWN_DUP2, 0, 2),
+                ]
+            else:
+                actions = [
+                    (os.POSIX_SPAWN_DUP2, source, target) for target, source in enumerate(targets)
+                ]
+            libc_spawn = _libc_spawn()
+            assert libc_spawn is not None  # not _forks(), checked above
+            if not libc_spawn.closes_from:
+                actions += [(os.POSIX_SPAWN_CLOSE, fd) for fd in _inherited_fds(opened)]
+            pid = libc_spawn.spawn(executable, argv, env, actions, cwd)
     except BaseException:
         for fd in opened:
             with contextlib.suppress(OSError):

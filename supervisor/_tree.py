@@ -27,7 +27,6 @@ elsewhere (no subreaper) is still found without being confused with a reused pid
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import functools
 import math
 import os
@@ -35,7 +34,6 @@ import shutil
 import signal
 import stat
 import subprocess
-import termios
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -49,7 +47,7 @@ from . import _reaper, _watchdog
 from ._handles import NoPublicConstructor
 from ._marker import SCOPE_ENV, new_scope_marker
 from ._procfs import HAVE_PROCFS, ProcStat, all_pids, children_of, read_env_var, read_stat
-from ._spawn import ExitWatch, SpawnedProcess, spawn, tty_spawn_supported
+from ._spawn import ExitWatch, SpawnedProcess, spawn, spawn_forks
 
 if TYPE_CHECKING:
     from types import TracebackType
@@ -235,9 +233,7 @@ class ProcessTree(metaclass=NoPublicConstructor):
         stderr: Stream from the child's stderr, or None when not piped.
     """
 
-    def __init__(
-        self, process: trio.Process | SpawnedProcess, args: list[str], marker: str
-    ) -> None:
+    def __init__(self, process: SpawnedProcess, args: list[str], marker: str) -> None:
         self._proc = process
         self.args = args
         self.pid: int = process.pid
@@ -273,7 +269,7 @@ class ProcessTree(metaclass=NoPublicConstructor):
 
     def _exit_fd(self) -> int | None:
         """The main process's pidfd, for ``_process``'s multiplexer; None if unavailable."""
-        return self._proc.pidfd if isinstance(self._proc, SpawnedProcess) else None
+        return self._proc.pidfd
 
     @property
     def exit_time(self) -> float | None:
@@ -732,32 +728,6 @@ def _spawn_registered(spawn_call: Callable[[], SpawnedProcess]) -> SpawnedProces
     return process
 
 
-def _tty_path(slave_fd: int) -> str | None:
-    """The path the child opens to get ``slave_fd``'s terminal, or None when it has none.
-
-    ``ttyname`` checks that the path names this very device (a PTY from another devpts
-    instance, as in some containers, has no path here); without one the fork fallback runs.
-    """
-    try:
-        return os.ttyname(slave_fd)
-    except OSError:
-        return None
-
-
-def _acquire_controlling_tty() -> None:
-    """Make fd 0 (a PTY slave) the controlling terminal of the child's new session.
-
-    The fallback where ``posix_spawn`` can not open the terminal for us (see
-    ``_spawn.tty_spawn_supported``). Runs in the child between fork and exec, after
-    ``setsid()`` (subprocess runs ``preexec_fn`` after ``start_new_session``). A session
-    leader can only gain a controlling terminal by opening one or by ``TIOCSCTTY``;
-    subprocess only ``dup2``s the fd, hence this hook. It touches only pre-imported
-    modules and allocates almost nothing, which keeps the fork-in-a-threaded-process
-    risk small.
-    """
-    fcntl.ioctl(0, termios.TIOCSCTTY, 0)
-
-
 async def open_process_tree(
     argv: Sequence[str],
     *,
@@ -773,8 +743,10 @@ async def open_process_tree(
     The child runs in its own session and process group (``pgid == pid``), with
     the environment ``os.environ`` updated by ``env`` (a None value removes the
     variable) and then ``SUPERVISOR_SCOPE`` set to a fresh marker that neither can
-    override or remove (DESIGN.md invariant 1). On Linux the supervisor becomes a
-    child subreaper on first use. Nothing is started when validation fails.
+    override or remove (DESIGN.md invariant 1). It starts clean whatever we were started
+    with: every signal at its default, an empty signal mask, only fds 0-2 (``_spawn``). On
+    Linux the supervisor becomes a child subreaper on first use. Nothing is started when
+    validation fails.
 
     Args:
         argv: Program and arguments; no shell. ``argv[0]`` without a slash is
@@ -790,7 +762,7 @@ async def open_process_tree(
             session, so job control, SIGWINCH and hang-up work as in a real terminal.
             On Linux the child opens the slave by its path after ``setsid`` (a
             ``posix_spawn`` file action, no worker thread); elsewhere it is forked in
-            a worker thread and runs ``TIOCSCTTY`` (see ``_spawn.tty_spawn_supported``).
+            a worker thread and runs ``TIOCSCTTY`` (see ``_spawn.spawn_forks``).
             The tree's streams are then None; the caller keeps the master side and
             closes its copy of the slave after spawn.
 
@@ -846,62 +818,42 @@ async def _open_tree(
     marker = new_scope_marker()
     child_env[SCOPE_ENV] = marker
     # -- PTY option (issue 5): the slave becomes fds 0-2 and the controlling terminal.
-    tty_path: str | None = None
-    forked_tty = False  # the fork + preexec_fn fallback, in Trio's worker thread
-    if pty_slave_fd is not None:
-        if not os.isatty(pty_slave_fd):
-            raise ValueError("pty_slave_fd must be an open terminal file descriptor")
-        stdin = stdout = stderr = pty_slave_fd
-        tty_path = _tty_path(pty_slave_fd) if tty_spawn_supported(workdir) else None
-        forked_tty = tty_path is None
+    if pty_slave_fd is not None and not os.isatty(pty_slave_fd):
+        raise ValueError("pty_slave_fd must be an open terminal file descriptor")
     _watchdog.ensure_watchdog()  # invariant 14: sweeps our trees if we die
     _reaper.ensure_subreaper()
     # A cancelled caller starts nothing; once the spawn has begun nothing cancels it.
     await trio.lowlevel.checkpoint_if_cancelled()
-    process: trio.Process | SpawnedProcess
+    # Issue 8: posix_spawn in this thread, no worker-thread round trip (_spawn). The spawn
+    # blocks its thread until the child has exec'd; when many trees start at once on a busy
+    # machine that wait grows (the child queues for a CPU) and would stall every other task,
+    # so a burst goes to worker threads, as does the fork fallback (see spawn_forks).
+    spawn_call = functools.partial(
+        spawn,
+        executable,
+        args,
+        child_env,
+        cwd=workdir,
+        stdin=stdin,
+        stdout=stdout,
+        stderr=stderr,
+        tty=pty_slave_fd,
+    )
+    threaded = _running_mains[0] >= _THREADED_SPAWN_AT or spawn_forks(workdir, pty_slave_fd)
+    process: SpawnedProcess
     with _reaper.spawning():
         try:
-            if forked_tty:
-                # Not Linux, or no chdir action in the C library (see tty_spawn_supported).
-                process = await trio.lowlevel.open_process(
-                    args,
-                    executable=executable,
-                    cwd=workdir,
-                    env=child_env,
-                    stdin=stdin,
-                    stdout=stdout,
-                    stderr=stderr,
-                    start_new_session=True,
-                    close_fds=True,
-                    preexec_fn=_acquire_controlling_tty,
-                )
+            if threaded:
+                process = await trio.to_thread.run_sync(_spawn_registered, spawn_call)
             else:
-                # Issue 8: posix_spawn in this thread, no worker-thread round trip (_spawn).
-                # The spawn blocks its thread until the child has exec'd; when many trees
-                # start at once on a busy machine that wait grows (the child queues for a
-                # CPU) and would stall every other task, so a burst goes to worker threads.
-                spawn_call = functools.partial(
-                    spawn,
-                    executable,
-                    args,
-                    child_env,
-                    cwd=workdir,
-                    stdin=stdin,
-                    stdout=stdout,
-                    stderr=stderr,
-                    tty=tty_path,
-                )
-                if _running_mains[0] >= _THREADED_SPAWN_AT:
-                    process = await trio.to_thread.run_sync(_spawn_registered, spawn_call)
-                else:
-                    process = spawn_call()
+                process = spawn_call()
         except OSError as exc:
             raise _launch_failed(
                 f"could not start {args[0]}: {exc.strerror or exc}", {"executable": args[0]}
             ) from exc
         _reaper.register_managed(process.pid)
         _running_mains[0] += 1
-    if not forked_tty and yield_after_spawn:
+    if not threaded and yield_after_spawn:
         # The spawn blocked without yielding: give other tasks their turn (never raises).
         await trio.lowlevel.cancel_shielded_checkpoint()
     return ProcessTree._create(process, args, marker)

@@ -110,9 +110,10 @@ def ensure_watchdog() -> int | None:
 
     Called before every spawn of a process tree. Cheap when the watchdog runs (one
     non-blocking ``waitpid``); starting one costs one ``posix_spawn``, once per process (or
-    again after the watchdog was killed). The watchdog is spawned with ``posix_spawn`` rather
-    than :class:`subprocess.Popen` because it is meant to outlive us: a ``Popen`` object
-    would warn at exit that its child still runs.
+    again after the watchdog was killed). The watchdog starts as every child does
+    (``_spawn.spawn``: own session, every signal at its default, an empty mask, only fds
+    0-2), with the pipe on stdin and ``/dev/null`` on stdout and stderr, and without the
+    scope marker; only its pid is kept, as it is meant to outlive us.
 
     Returns:
         The watchdog's pid, or None where it cannot work (no ``/proc``: not Linux).
@@ -130,6 +131,7 @@ def ensure_watchdog() -> int | None:
         return None
     from . import _reaper
     from ._marker import instance_id
+    from ._spawn import DEVNULL, spawn
 
     if _current is not None and _current.owner_pid == me:
         # Killed behind our back (and reaped just now by alive()): replace it.
@@ -144,17 +146,7 @@ def ensure_watchdog() -> int | None:
     argv = [sys.executable, "-I", "-S", os.path.abspath(__file__), WATCHDOG_ARG, instance]
     argv.append(str(os.getpgrp()))
     try:
-        pid = os.posix_spawn(
-            sys.executable,
-            argv,
-            env,
-            file_actions=[
-                (os.POSIX_SPAWN_DUP2, read_fd, 0),
-                (os.POSIX_SPAWN_OPEN, 1, os.devnull, os.O_WRONLY, 0),
-                (os.POSIX_SPAWN_OPEN, 2, os.devnull, os.O_WRONLY, 0),
-            ],
-            setsid=True,
-        )
+        pid = spawn(sys.executable, argv, env, stdin=read_fd, stdout=DEVNULL, stderr=DEVNULL).pid
     except OSError:
         os.close(write_fd)
         raise

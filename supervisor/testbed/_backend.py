@@ -33,6 +33,8 @@ __all__ = ("CHAOS_PLUGIN_ID", "backend_argv", "main")
 CHAOS_PLUGIN_ID: Final = "dev.supervisor.chaos"
 
 #: The call's child: records its pid, starts a grandchild that does the same, then sleeps.
+#: (Its own ``Popen`` is the supervised program's business, not a spawn of the supervisor's:
+#: the call's child itself starts through ``_spawn.spawn``.)
 _WORKER: Final = """
 import os, subprocess, sys, time
 pid_file, seconds = sys.argv[1], float(sys.argv[2])

@@ -18,6 +18,10 @@ Common options:
     scenario table in :mod:`supervisor.testbed._scenarios`.
 
 Plain programs print ``ready`` on stdout once their misbehaviour is in place.
+
+The ``os.fork`` calls below are the misbehaviour (daemons, escapees, zombies) of a program the
+supervisor runs, not a way the supervisor starts children: the program itself is started by
+``_spawn.spawn``, like every child of the supervisor.
 """
 
 from __future__ import annotations

@@ -13,8 +13,8 @@ Modes:
 - ``late-response``: holds the answer to ``evaluate`` until ``cancel`` for it arrives, then
   answers both (the evaluate answer is late).
 - ``run-in-terminal``: on launch, sends a ``runInTerminal`` reverse request (carrying a stray
-  ``request_seq``) to run ``ARG`` (a Python file) and answers launch with the process id it
-  got in an ``output`` event.
+  ``request_seq``) to run ``ARG`` (a Python file; with more arguments, ``ARG ARGS...`` is the
+  whole argv) and answers launch with the process id it got in an ``output`` event.
 - ``tcp-announced``: as normal, over TCP.
 - ``stop-reading``: answers launch, then never reads its stdin again (and never exits by
   itself), so the supervisor's writes to it block once the pipe is full.
@@ -146,7 +146,7 @@ def serve(peer: Peer, mode: str, arg: str) -> None:
                             "kind": "integrated",
                             "title": "fake",
                             "cwd": os.getcwd(),
-                            "args": [sys.executable, arg],
+                            "args": sys.argv[2:] if len(sys.argv) > 3 else [sys.executable, arg],
                             "env": {"FAKE_B": "2", "FAKE_A": "1"},
                         },
                     }

@@ -19,7 +19,7 @@ import time
 import pytest
 import trio
 
-import supervisor._tree
+import supervisor._spawn
 from protocol import CoreError
 from supervisor._marker import SCOPE_ENV
 from supervisor._spawn import ExitWatch, wait_exits
@@ -227,7 +227,7 @@ async def test_pty_program_gets_the_terminal_as_its_controlling_one(
     same child: the PTY on fds 0-2, as its controlling terminal, in the foreground."""
     cwd = None if path == "posix_spawn" else os.fspath(tmp_path)
     if path == "fork fallback":
-        monkeypatch.setattr(supervisor._tree, "tty_spawn_supported", lambda cwd: False)
+        monkeypatch.setattr(supervisor._spawn, "_forks", lambda cwd, no_tty_path: True)
     leaked_r, leaked_w = os.pipe()
     high = os.dup2(leaked_w, 901, inheritable=True)
     master, slave = os.openpty()
