@@ -33,11 +33,11 @@ import trio
 from benchmarks._common import paired_row
 from protocol import NEED_DATA
 from protocol._dap import DAPConnection, DAPEvent, DAPResponse
-from supervisor._core import open_core
+from supervisor._core._core import open_core
 
 if TYPE_CHECKING:
     from protocol import JSONObject, JSONValue
-    from supervisor._core import Core
+    from supervisor._core._core import Core
 
 GOAL = 1.2
 #: At most this many timed rounds (each starts two real debugpy sessions, ~1 s each).

@@ -24,7 +24,7 @@ import time
 import trio
 
 from benchmarks._common import paired_ratios, row
-from supervisor._process import run_process
+from supervisor._process._oneshot import run_process
 
 __all__ = ("measure",)
 
@@ -38,7 +38,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # larger peak would read that parent's peak as its own.
 _MEMORY_PROBE = """
 import json, sys, trio
-from supervisor._process import run_process
+from supervisor._process._oneshot import run_process
 
 def peak_kib():
     with open("/proc/self/status") as f:

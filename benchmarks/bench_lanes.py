@@ -23,7 +23,7 @@ import trio
 
 from benchmarks._common import paired_row
 from lanes import JobKind, JobRequest, open_lanes
-from supervisor._jobs import ProcessJobRunner
+from supervisor._core._jobs import ProcessJobRunner
 
 if TYPE_CHECKING:
     from protocol import JSONObject

@@ -22,7 +22,7 @@ import time
 import trio
 
 from benchmarks._common import paired_row
-from supervisor._process import run_process
+from supervisor._process._oneshot import run_process
 
 ARGV = ["/bin/true"]
 WARMUP = 10

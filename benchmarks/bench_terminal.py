@@ -53,14 +53,14 @@ import trio
 import trio.testing
 
 from benchmarks._common import paired_ratios, paired_row
-from supervisor._core import open_core
-from supervisor._terminal_service import open_terminal_service
+from supervisor._core._core import open_core
+from supervisor._terminal._service import open_terminal_service
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator
 
     from protocol import JSONObject
-    from supervisor._core import Core
+    from supervisor._core._core import Core
 
 MIB = 8
 #: Bytes the writer's output becomes on the master (the PTY turns "\n" into "\r\n").

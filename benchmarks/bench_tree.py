@@ -29,8 +29,8 @@ import time
 import trio
 
 from benchmarks._common import paired_row, row
-from supervisor import _reaper
-from supervisor._tree import DEVNULL, open_process_tree
+from supervisor._process import _reaper
+from supervisor._process._tree import DEVNULL, open_process_tree
 
 __all__ = ("measure",)
 

@@ -6,16 +6,25 @@ protocol is in :mod:`protocol` and the lane policy in :mod:`lanes`.
 
 from __future__ import annotations
 
-from ._core import (
+from ._cli._runfile import RunFileError as RunFileError, load_run_file as load_run_file
+from ._cli._serve import serve as serve
+from ._core._context import current_operation_id as current_operation_id
+from ._core._core import (
     DEFAULT_SERVICES as DEFAULT_SERVICES,
     PROTOCOL_VERSION as PROTOCOL_VERSION,
     Core as Core,
     CoreThread as CoreThread,
     open_core as open_core,
 )
-from ._core_context import current_operation_id as current_operation_id
-from ._dap_service import DebugService as DebugService, open_debug_service as open_debug_service
-from ._dap_state import DebugState as DebugState
+from ._core._jobs import ProcessJobRunner as ProcessJobRunner
+from ._core._service import (
+    CommandHandler as CommandHandler,
+    Service as Service,
+    ServiceContext as ServiceContext,
+    ServiceFactory as ServiceFactory,
+)
+from ._dap._service import DebugService as DebugService, open_debug_service as open_debug_service
+from ._dap._state import DebugState as DebugState
 from ._endpoint import (
     EndpointClosed as EndpointClosed,
     EndpointStatistics as EndpointStatistics,
@@ -27,37 +36,31 @@ from ._endpoint import (
     method_not_found as method_not_found,
     open_jsonrpc_endpoint as open_jsonrpc_endpoint,
 )
-from ._events import EventQueue as EventQueue, EventQueueStatistics as EventQueueStatistics
-from ._jobs import ProcessJobRunner as ProcessJobRunner
-from ._lsp_service import LspService as LspService, open_lsp_service as open_lsp_service
-from ._lsp_state import LspState as LspState, RestartBudget as RestartBudget
-from ._marker import SCOPE_ENV as SCOPE_ENV
-from ._process import (
+from ._lsp._service import LspService as LspService, open_lsp_service as open_lsp_service
+from ._lsp._state import LspState as LspState, RestartBudget as RestartBudget
+from ._process._marker import SCOPE_ENV as SCOPE_ENV
+from ._process._oneshot import (
     DEFAULT_MAX_OUTPUT_BYTES as DEFAULT_MAX_OUTPUT_BYTES,
     ProcessResult as ProcessResult,
     run_process as run_process,
 )
-from ._reaper import reap_adopted_children as reap_adopted_children, reap_orphans as reap_orphans
-from ._runfile import RunFileError as RunFileError, load_run_file as load_run_file
-from ._serve import serve as serve
-from ._service import (
-    CommandHandler as CommandHandler,
-    Service as Service,
-    ServiceContext as ServiceContext,
-    ServiceFactory as ServiceFactory,
+from ._process._reaper import (
+    reap_adopted_children as reap_adopted_children,
+    reap_orphans as reap_orphans,
 )
-from ._terminal import EndBounds as EndBounds
-from ._terminal_service import (
-    TerminalService as TerminalService,
-    open_terminal_service as open_terminal_service,
-)
-from ._tree import (
+from ._process._tree import (
     DEVNULL as DEVNULL,
     PIPE as PIPE,
     STDOUT as STDOUT,
     ProcessTree as ProcessTree,
     TreeEndReport as TreeEndReport,
     open_process_tree as open_process_tree,
+)
+from ._session._events import EventQueue as EventQueue, EventQueueStatistics as EventQueueStatistics
+from ._terminal._pty import EndBounds as EndBounds
+from ._terminal._service import (
+    TerminalService as TerminalService,
+    open_terminal_service as open_terminal_service,
 )
 
 __all__ = (

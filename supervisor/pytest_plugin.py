@@ -43,7 +43,7 @@ import pytest
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Callable, Iterator
 
-    from ._core import Core
+    from ._core._core import Core
 
 __all__ = (
     "RUN_VARIABLE",
@@ -64,7 +64,7 @@ RUN_VARIABLE: Final = "SUPERVISOR_TEST_RUN"
 #: A process that got SIGKILL can take a moment to be reaped by its parent; this is how long
 #: a test's leftovers may take to disappear, in seconds.
 SETTLE_SECONDS: Final = 3.0
-#: ``/proc/<pid>/comm`` of a supervisor's watchdog (``supervisor._watchdog``).
+#: ``/proc/<pid>/comm`` of a supervisor's watchdog (``supervisor._process._watchdog``).
 _WATCHDOG_COMM: Final = "sv-watchdog"
 
 
@@ -223,7 +223,7 @@ async def supervisor_core() -> AsyncIterator[Core]:
     An async fixture: pytest-trio runs it for Trio tests (``trio_mode = true`` or
     ``@pytest.mark.trio``).
     """
-    from ._core import open_core
+    from ._core._core import open_core
 
     async with open_core() as core:
         yield core

@@ -35,8 +35,8 @@ from protocol import ErrorCode
 
 from .._endpoint import EndpointClosed, JSONRPCEndpoint, JSONRPCError, open_jsonrpc_endpoint
 from .._handles import take_over_stdio
-from .._process import DEFAULT_MAX_OUTPUT_BYTES, ProcessResult, run_process
-from .._tree import PIPE, ProcessTree, open_process_tree
+from .._process._oneshot import DEFAULT_MAX_OUTPUT_BYTES, ProcessResult, run_process
+from .._process._tree import PIPE, ProcessTree, open_process_tree
 from ._errors import HostError, PluginError, PluginSdkError
 from ._wire import (
     ERROR_MESSAGE_BYTES,

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from .._plugin_wire import plugin_error_name
+from .._plugin._wire import plugin_error_name
 from ._wire import HOST_ERRORS, is_plugin_error_code
 
 if TYPE_CHECKING:

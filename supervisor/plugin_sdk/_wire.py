@@ -3,7 +3,7 @@
 Everything here is a function of its arguments, so it is tested without processes:
 progress normalization, negotiation of the ``initialize`` answer and the ``lithe/log`` fact
 builder. The identifier rules, bounds and error numbers are the host's own, from
-:mod:`supervisor._plugin_wire`, so both ends of the wire check alike.
+:mod:`supervisor._plugin._wire`, so both ends of the wire check alike.
 
 Reference: plugin-contract.md "Plugin functions" (Negotiation, References and IDs,
 Registration and withdrawal, Invocation, Progress), "Cross-plugin calls" (the relay codes),
@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Final
 
 from .._boundary import cut_utf8
-from .._plugin_wire import (
+from .._plugin._wire import (
     ERROR_MESSAGE_BYTES,
     FUNCTION_RESULT_BYTES,
     LOG_OPERATION_BYTES,

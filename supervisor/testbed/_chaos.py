@@ -45,11 +45,11 @@ import trio
 from protocol import CoreError
 
 from .._boundary import FaultPlan, arm_faults
-from .._core import open_core
+from .._core._core import open_core
 from .._endpoint import EndpointClosed, JSONRPCError
-from .._marker import SCOPE_ENV, instance_id, scopes_issued
-from .._procfs import all_pids, children_of, read_env_var, read_stat
-from .._reaper import reap_adopted_children
+from .._process._marker import SCOPE_ENV, instance_id, scopes_issued
+from .._process._procfs import all_pids, children_of, read_env_var, read_stat
+from .._process._reaper import reap_adopted_children
 from ._chaos_sessions import (
     StepContext,
     available_peers,
@@ -68,7 +68,7 @@ if TYPE_CHECKING:
 
     from protocol import JSONObject, JSONValue
 
-    from .._core import Core
+    from .._core._core import Core
 
 __all__ = (
     "ALL_VIAS",

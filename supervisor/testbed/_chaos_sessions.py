@@ -46,7 +46,7 @@ if TYPE_CHECKING:
 
     from protocol import JSONObject, JSONValue
 
-    from .._core import Core
+    from .._core._core import Core
     from ._chaos import ChaosStep
 
 __all__ = (

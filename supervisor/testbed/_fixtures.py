@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Final
 import trio
 
 from .._endpoint import open_jsonrpc_endpoint
-from .._tree import PIPE, open_process_tree
+from .._process._tree import PIPE, open_process_tree
 from ._scenarios import program_argv
 
 if TYPE_CHECKING:
@@ -25,7 +25,7 @@ if TYPE_CHECKING:
     from protocol import JSONValue
 
     from .._endpoint import JSONRPCEndpoint, RequestHandler
-    from .._tree import ProcessTree
+    from .._process._tree import ProcessTree
 
 __all__ = ("ScenarioSession", "open_scenario", "open_scenario_session")
 

@@ -27,7 +27,7 @@ import trio
 
 from protocol import CoreError
 
-from .._tree import ProcessTree, TreeEndReport, open_process_tree
+from .._process._tree import ProcessTree, TreeEndReport, open_process_tree
 from ._programs import main, parser
 from ._scenarios import program_argv
 

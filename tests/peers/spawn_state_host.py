@@ -1,7 +1,7 @@
 """Peer: a supervisor (``open_core``) that starts one child of every kind, each a probe.
 
 Usage: ``spawn_state_host.py REPORT_DIR WORKDIR``. Run by
-``tests/supervisor/test_spawn_signal_state.py`` under a launcher that blocks and ignores
+``tests/supervisor/process/test_signal_state.py`` under a launcher that blocks and ignores
 signals, so this process -- the supervisor -- starts with them blocked and ignored. Every kind
 of child (``process.run``, ``job.start``, ``lsp.startServer``, a plugin backend, a debug
 adapter, DAP ``runInTerminal``, ``terminal.create``; with and without a working directory)
@@ -29,14 +29,15 @@ from typing import TYPE_CHECKING, Any, cast
 import trio
 
 from protocol import CoreError
-from supervisor import _spawn, open_core
-from supervisor._tree import open_process_tree
+from supervisor import open_core
+from supervisor._process import _spawn
+from supervisor._process._tree import open_process_tree
 
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable
 
     from protocol import JSONObject
-    from supervisor._core import Core
+    from supervisor._core._core import Core
 
 PY = sys.executable
 PEERS = Path(__file__).resolve().parent

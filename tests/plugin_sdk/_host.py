@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 import trio
 
 from supervisor import JSONRPCEndpoint, JSONRPCError, open_jsonrpc_endpoint, open_process_tree
-from supervisor._procfs import all_pids, read_env_var
+from supervisor._process._procfs import all_pids, read_env_var
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator

@@ -23,14 +23,15 @@ def test_all_is_a_tuple_of_defined_public_names() -> None:
 
 
 def test_every_implementation_module_declares_all() -> None:
-    for module_info in pkgutil.iter_modules(supervisor.__path__):
-        if not module_info.name.startswith("_") or module_info.name == "__main__":
+    for module_info in pkgutil.walk_packages(supervisor.__path__, "supervisor."):
+        private = module_info.name.split(".")[1:]
+        if not all(part.startswith("_") for part in private) or private[-1] == "__main__":
             continue
-        module = importlib.import_module(f"supervisor.{module_info.name}")
+        module = importlib.import_module(module_info.name)
         exported = getattr(module, "__all__", None)
-        assert isinstance(exported, tuple), f"supervisor.{module_info.name} has no tuple __all__"
+        assert isinstance(exported, tuple), f"{module_info.name} has no tuple __all__"
         for name in exported:
-            assert hasattr(module, name), f"supervisor.{module_info.name}.{name}"
+            assert hasattr(module, name), f"{module_info.name}.{name}"
 
 
 def test_public_handles_have_no_public_constructor() -> None:

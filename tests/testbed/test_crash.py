@@ -21,12 +21,17 @@ import pytest
 import trio
 
 from supervisor import open_core, open_process_tree
-from supervisor._marker import SCOPE_ENV
-from supervisor._procfs import read_env_var, read_stat
-from supervisor._reaper import reap_adopted_children
-from supervisor._watchdog import WATCHDOG_ENV, ensure_watchdog, find_watchdogs, watchdog_pid
+from supervisor._process._marker import SCOPE_ENV
+from supervisor._process._procfs import read_env_var, read_stat
+from supervisor._process._reaper import reap_adopted_children
+from supervisor._process._watchdog import (
+    WATCHDOG_ENV,
+    ensure_watchdog,
+    find_watchdogs,
+    watchdog_pid,
+)
 from supervisor.testbed import program_argv
-from tests.supervisor.test_serve import Client
+from tests.supervisor.cli.test_serve import Client
 from tests.testbed._poll import wait_until
 
 if TYPE_CHECKING:
@@ -252,7 +257,7 @@ async def test_watchdog_is_restarted_and_its_pipe_is_not_inherited() -> None:
         second = watchdog_pid()
         assert second is not None
         assert second != first
-        from supervisor import _watchdog
+        from supervisor._process import _watchdog
 
         current = _watchdog._current
         assert current is not None

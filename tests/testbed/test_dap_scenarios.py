@@ -14,7 +14,7 @@ import pytest
 
 from supervisor import open_core
 from supervisor.testbed import program_argv
-from tests.supervisor.test_dap import Events, alive, create
+from tests.supervisor.dap.test_sessions import Events, alive, create
 
 if TYPE_CHECKING:
     from pathlib import Path

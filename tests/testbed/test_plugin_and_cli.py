@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 import pytest
 import trio
 
-from supervisor._reaper import reap_adopted_children
+from supervisor._process._reaper import reap_adopted_children
 from supervisor.testbed import SCENARIOS
 
 from ._poll import BOUND_S, gone

@@ -1,0 +1,520 @@
+"""The Core: one root nursery, an operation registry and envelope dispatch.
+
+Contract (core-api.md "Envelope", DESIGN.md "Interfaces"): a request
+``{id, operationId?, timeoutMilliseconds?, command, payload}`` runs one command inside its own
+cancel scope, registered under its operation id. ``cancel(operation_id)`` cancels that scope;
+a positive ``timeoutMilliseconds`` is the scope's deadline. Whatever happens, the request ends
+exactly once: ``{id, ok: true, data}`` or ``{id, ok: false, error: {code, message}}`` with a
+code from the catalog (``cancelled``, ``timed_out``, ``not_supported``, ...).
+
+Everything the Core starts lives under its root nursery: the job lanes, and every operation's
+processes (they are started inside the operation's scope, so cancelling the operation ends
+them). Closing the Core cancels every operation, ends every lane, and only then returns.
+
+:class:`CoreThread` runs a Core on its own thread for hosts that are not Trio programs; it is
+the thread-safe synchronous facade of the reference C ABI (``execute_json``,
+``cancel_operation``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import itertools
+import json
+import logging
+import threading
+from contextlib import AsyncExitStack, asynccontextmanager
+from importlib import metadata
+from typing import TYPE_CHECKING, Final, final
+
+import trio
+
+from protocol import (
+    MAX_ECHO_BYTES,
+    MAX_MILLISECONDS,
+    CoreError,
+    EnvelopeError,
+    check_request_values,
+    envelope_error,
+    envelope_ok,
+    parse_envelope,
+)
+
+from .._boundary import cut_utf8, fault_point, internal_message, log_failure, split_failure
+from .._dap._service import open_debug_service
+from .._lsp._service import open_lsp_service
+from .._process._reaper import reap_adopted_children, reap_orphans
+from .._session._events import DEFAULT_MAX_EVENTS
+from .._terminal._service import open_terminal_service
+from ._builtins import JobService, open_job_service, open_process_service
+from ._context import _current_operation_id, current_operation_id
+from ._payload import check_fields
+from ._service import OwnedResources, ServiceContext
+
+if TYPE_CHECKING:
+    from collections.abc import AsyncIterator, Sequence
+    from types import TracebackType
+
+    from lanes import Lanes
+    from protocol import JSONObject, JSONValue
+
+    from .._session._events import EventQueue
+    from ._service import CommandHandler, Service, ServiceFactory
+
+__all__ = (
+    "DEFAULT_SERVICES",
+    "PROTOCOL_VERSION",
+    "Core",
+    "CoreThread",
+    "current_operation_id",
+    "open_core",
+)
+
+logger = logging.getLogger("supervisor.core")
+
+
+#: ``core.ping``'s ``protocolVersion``.
+PROTOCOL_VERSION: Final = 1
+#: The services every Core opens, in order (closed in reverse order).
+DEFAULT_SERVICES: Final[tuple[ServiceFactory, ...]] = (
+    open_process_service,
+    open_job_service,
+    open_lsp_service,
+    open_terminal_service,
+    open_debug_service,
+)
+
+
+@functools.cache
+def _version() -> str:
+    # Cached: reading the installed metadata costs about 200 us, which ``core.ping`` (a
+    # liveness probe callers repeat) would otherwise pay on every call.
+    try:
+        return metadata.version("trio-process-supervisor")
+    except metadata.PackageNotFoundError:  # running from a source tree without install
+        return "0+unknown"
+
+
+class _Operation:
+    __slots__ = ("cancel_requested", "scope")
+
+    def __init__(self, scope: trio.CancelScope) -> None:
+        self.scope = scope
+        self.cancel_requested = False
+
+
+@final
+class Core:
+    """A running Core. Made by :func:`open_core`; it has no public constructor."""
+
+    def __init__(self, services: Sequence[Service]) -> None:
+        self._services = tuple(services)
+        self._operations: dict[str, _Operation] = {}
+        self._anonymous = itertools.count(1)
+        self._closing = False
+        #: Made by _close while operations run; the last one to end sets it. (Not one
+        #: event per call: a keystroke's command would pay for making and setting it.)
+        self._idle: trio.Event | None = None
+        self._commands: dict[str, CommandHandler] = {"core.ping": self._ping}
+        for service in self._services:
+            for name, handler in service.commands().items():
+                if name in self._commands:
+                    raise RuntimeError(f"two services define the command {name!r}")
+                self._commands[name] = handler
+
+    @property
+    def commands(self) -> tuple[str, ...]:
+        """The command names this Core answers, sorted."""
+        return tuple(sorted(self._commands))
+
+    def _job_service(self) -> JobService:
+        for service in self._services:
+            if isinstance(service, JobService):
+                return service
+        raise RuntimeError("this Core has no job service")
+
+    @property
+    def lanes(self) -> Lanes:
+        """The job lanes of this Core."""
+        return self._job_service().lanes
+
+    @property
+    def job_events(self) -> EventQueue:
+        """The queue of ``job.started`` / ``job.output`` / ``job.finished`` events.
+
+        ``job.waitEvents`` and ``job.pollEvents`` drain it; ``supervisor serve`` forwards
+        its events as notifications instead.
+        """
+        return self._job_service().events
+
+    def active_operations(self) -> tuple[str, ...]:
+        """The operation ids that are running now."""
+        return tuple(self._operations)
+
+    # -- dispatch ------------------------------------------------------------------------
+
+    async def call(
+        self,
+        command: str,
+        payload: JSONObject,
+        *,
+        operation_id: str | None = None,
+        timeout_ms: int | None = None,
+    ) -> JSONValue:
+        """Run one command in its own cancel scope and return its data.
+
+        Args:
+            command: The command name, e.g. ``"process.run"``.
+            payload: Its payload (a JSON object).
+            operation_id: The id :meth:`cancel` knows it by; None makes it uncancellable by id.
+            timeout_ms: A deadline in milliseconds from now, at most
+                :data:`protocol.MAX_MILLISECONDS`; None or 0 for none.
+
+        Returns:
+            The command's data (JSON).
+
+        Raises:
+            CoreError: ``not_supported`` for an unknown command; ``invalid_request`` for a bad
+                payload (a non-finite number or a lone surrogate anywhere in it included) or
+                an operation id already active; ``cancelled`` after :meth:`cancel` or while
+                the Core closes; ``timed_out`` after the deadline; ``internal`` when the
+                command failed on something it did not foresee (the request is a supervision
+                boundary: the traceback is logged, the message is ``"<Type>: <message>"``,
+                bounded, and the Core goes on); or the command's own error. Every message
+                is at most 1024 UTF-8 bytes.
+
+        **Cancellation:** cancelling the caller cancels the command (its processes end) and
+        raises :class:`trio.Cancelled` as usual.
+        """
+        handler = self._commands.get(command)
+        if handler is None:
+            raise CoreError(
+                "not_supported", f"Unknown command: {cut_utf8(command, MAX_ECHO_BYTES)}"
+            )
+        if self._closing:
+            raise CoreError("cancelled", "The supervisor is shutting down")
+        if operation_id is not None and operation_id in self._operations:
+            raise CoreError(
+                "invalid_request",
+                f"Operation {cut_utf8(operation_id, MAX_ECHO_BYTES)!r} is already active",
+            )
+        if timeout_ms is not None and not 0 <= timeout_ms <= MAX_MILLISECONDS:
+            raise CoreError(
+                "invalid_request",
+                f"timeoutMilliseconds must be from 0 to {MAX_MILLISECONDS}",
+                {"field": "timeoutMilliseconds"},
+            )
+        operation = _Operation(trio.CancelScope())
+        if timeout_ms:
+            operation.scope.deadline = trio.current_time() + timeout_ms / 1000
+        # An operation without an id still belongs to the registry, so closing the Core
+        # cancels it; its private key can't collide with a caller's id.
+        key = operation_id if operation_id is not None else f"\0anonymous-{next(self._anonymous)}"
+        self._operations[key] = operation
+        try:
+            with operation.scope:
+                token = _current_operation_id.set(operation_id)
+                try:
+                    check_request_values(payload)
+                    fault_point("request.dispatch")
+                    return await handler(payload)
+                except BaseException as exc:
+                    # The request is a supervision boundary: what its handler did not foresee
+                    # ends this request as `internal`, never the Core.
+                    contained = _contain(command, exc)
+                    if contained is exc:
+                        raise
+                    raise contained from None
+                finally:
+                    _current_operation_id.reset(token)
+        except ExceptionGroup as group:
+            # What is left once the operation's scope took back its own cancellation.
+            contained = _contain(command, group)
+            if contained is group:
+                raise  # pragma: no cover -- an Exception is always contained
+            raise contained from None
+        finally:
+            del self._operations[key]
+            if not self._operations and self._idle is not None:
+                self._idle.set()
+        # Only reached when the operation's own scope caught a cancellation.
+        if operation.cancel_requested:
+            if self._closing:
+                raise CoreError("cancelled", "The supervisor is shutting down")
+            raise CoreError("cancelled", "The operation was cancelled")
+        raise CoreError("timed_out", f"The operation exceeded its deadline of {timeout_ms} ms")
+
+    async def execute(self, request: str | bytes | JSONObject) -> JSONObject:
+        """Run one envelope request and return its envelope response (never raises for it).
+
+        Args:
+            request: The envelope as JSON text or a decoded object (core-api.md "Envelope").
+
+        Returns:
+            ``{id, ok: true, data}`` or ``{id, ok: false, error: {code, message, details?}}``.
+            Invalid JSON is ``invalid_request`` with the message "Invalid JSON request".
+
+        **Cancellation:** as :meth:`call`.
+        """
+        try:
+            envelope = parse_envelope(request)
+        except EnvelopeError as exc:
+            return envelope_error(exc.request_id, exc)
+        try:
+            data = await self.call(
+                envelope.command,
+                envelope.payload,
+                operation_id=envelope.operation_id,
+                timeout_ms=envelope.timeout_ms,
+            )
+        except Exception as exc:
+            # A bug of ours around the command (its own failures are contained by call)
+            # goes through the same boundary: the request still ends once, as `internal`.
+            contained = _contain(envelope.command, exc)
+            assert isinstance(contained, CoreError)  # an Exception is always contained
+            return envelope_error(envelope.id, contained)
+        return envelope_ok(envelope.id, data)
+
+    def cancel(self, operation_id: str) -> bool:
+        """Cancel a running operation.
+
+        Returns:
+            True when the operation was active (it will end ``cancelled``), False otherwise.
+        """
+        operation = self._operations.get(operation_id)
+        if operation is None:
+            return False
+        operation.cancel_requested = True
+        operation.scope.cancel()
+        return True
+
+    async def _close(self) -> None:
+        """Refuse new operations, then end every operation and every service at once.
+
+        Running operations and services are ended concurrently, so the whole close costs one
+        TERM grace (DESIGN.md invariant 2), not one per kind of work. Shielded by the caller.
+        """
+        self._closing = True
+        for operation in list(self._operations.values()):
+            operation.cancel_requested = True
+            operation.scope.cancel()
+        async with trio.open_nursery() as nursery:
+            if self._operations:
+                self._idle = trio.Event()
+                nursery.start_soon(self._idle.wait)
+            for service in self._services:
+                nursery.start_soon(service.aclose)
+
+    # -- commands ------------------------------------------------------------------------
+
+    async def _ping(self, payload: JSONObject) -> JSONValue:
+        check_fields(payload, frozenset(), "core.ping")
+        return {"protocolVersion": PROTOCOL_VERSION, "version": _version()}
+
+
+def _dumps(response: JSONObject) -> str:
+    return json.dumps(response, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
+
+
+def _contain(command: str, exc: BaseException) -> BaseException:
+    """What a request's failure becomes at the request's boundary.
+
+    A :class:`CoreError` (also alone in a group) is the command's own answer and stays as
+    it is. Any other :class:`Exception` is a failure we did not foresee: it is logged with
+    its traceback and becomes ``CoreError("internal", <type>: <message>)``, bounded, without
+    the traceback. Cancellation, ``KeyboardInterrupt`` and ``SystemExit`` are returned as
+    they are (with the ``internal`` error beside them when a failure came in the same group),
+    so they propagate as Trio intends.
+    """
+    if isinstance(exc, CoreError):
+        return exc
+    failure, rest = split_failure(exc)
+    if failure is None:
+        return exc
+    errors, others = (
+        failure.split(CoreError) if isinstance(failure, ExceptionGroup) else (None, failure)
+    )
+    error: CoreError
+    if errors is not None and others is None:
+        # A lone CoreError raised in a nursery of the command: still the command's answer.
+        first = errors.exceptions[0]
+        while isinstance(first, ExceptionGroup):
+            first = first.exceptions[0]
+        assert isinstance(first, CoreError)
+        error = first
+    else:
+        log_failure(f"request {cut_utf8(command, MAX_ECHO_BYTES)!r}", failure)
+        error = CoreError("internal", internal_message(failure))
+    if rest is None:
+        return error
+    return BaseExceptionGroup("a request failed while it was cancelled", [error, rest])
+
+
+@asynccontextmanager
+async def open_core(
+    *,
+    trusted: bool = True,
+    max_events: int = DEFAULT_MAX_EVENTS,
+    services: Sequence[ServiceFactory] = DEFAULT_SERVICES,
+) -> AsyncIterator[Core]:
+    """Start a Core and close it when the block ends.
+
+    Args:
+        trusted: False declares the workspace untrusted: ``build`` and ``test`` jobs end
+            ``denied`` without starting (ide-backend-protocol ``initialize`` option).
+        max_events: The bound of each event queue (job events, session events).
+        services: The services to open (:data:`DEFAULT_SERVICES`).
+
+    Yields:
+        The running :class:`Core`.
+
+    **Cancellation:** leaving the block, normally, by error or by cancellation, cancels every
+    operation, ends every lane and waits (shielded, bounded by each process tree's own bounds)
+    until every process the Core started is gone.
+    """
+    # Invariant 8: processes left by supervisors that died (SIGKILL, crash) end at our start.
+    reap_orphans()
+    async with trio.open_nursery() as nursery:
+        try:
+            async with AsyncExitStack() as stack:
+                owning: list[OwnedResources] = []
+
+                async def owner_ended(owner: str) -> None:
+                    # A plugin session ended: what other services keep for it goes too.
+                    with trio.CancelScope(shield=True):
+                        for service in owning:
+                            await service.dispose_owner(owner)
+
+                context = ServiceContext(
+                    nursery=nursery,
+                    trusted=trusted,
+                    max_events=max_events,
+                    owner_ended=owner_ended,
+                )
+                opened = [await stack.enter_async_context(f(context)) for f in services]
+                owning += [s for s in opened if isinstance(s, OwnedResources)]
+                core = Core(opened)
+                try:
+                    yield core
+                finally:
+                    with trio.CancelScope(shield=True):
+                        await core._close()
+                # Leaving the stack closes the services in reverse order; each shields its
+                # own cleanup (a scope must be exited by the scope that entered it, so the
+                # stack can't be closed from inside a shield of ours).
+        finally:
+            nursery.cancel_scope.cancel()
+            # Orphans that were re-parented to us (we are a child subreaper) and exited
+            # after their tree was swept would otherwise stay zombies.
+            reap_adopted_children()
+
+
+@final
+class CoreThread:
+    """A Core on its own thread, for hosts that are not Trio programs.
+
+    Use it as ``with CoreThread() as core:``; ``execute_json`` and ``cancel_operation`` may be
+    called from any thread, concurrently. Leaving the block ends everything the Core started
+    before it returns.
+
+    Args:
+        trusted: As for :func:`open_core`.
+    """
+
+    def __init__(self, *, trusted: bool = True) -> None:
+        self._trusted = trusted
+        self._thread: threading.Thread | None = None
+        self._ready = threading.Event()
+        self._core: Core | None = None
+        self._token: trio.lowlevel.TrioToken | None = None
+        self._stop: trio.Event | None = None
+        self._error: BaseException | None = None
+
+    def __enter__(self) -> CoreThread:
+        if self._thread is not None:
+            raise RuntimeError("a CoreThread can be entered only once")
+        self._thread = threading.Thread(target=self._run, name="supervisor-core", daemon=True)
+        self._thread.start()
+        self._ready.wait()
+        if self._error is not None:
+            raise RuntimeError("the Core failed to start") from self._error
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """End everything the Core started and stop its thread; idempotent."""
+        if self._thread is None:
+            return
+        if self._token is not None and self._stop is not None:
+            with contextlib.suppress(trio.RunFinishedError):
+                trio.from_thread.run_sync(self._stop.set, trio_token=self._token)
+        self._thread.join()
+        self._token = None
+
+    def _run(self) -> None:
+        try:
+            trio.run(self._main)
+        except BaseException as exc:
+            self._error = exc
+            logger.exception("the Core thread failed")
+        finally:
+            self._ready.set()
+
+    async def _main(self) -> None:
+        self._stop = trio.Event()
+        async with open_core(trusted=self._trusted) as core:
+            self._core = core
+            self._token = trio.lowlevel.current_trio_token()
+            self._ready.set()
+            await self._stop.wait()
+
+    def _require(self) -> tuple[Core, trio.lowlevel.TrioToken]:
+        if self._core is None or self._token is None:
+            raise RuntimeError("the CoreThread is not running")
+        return self._core, self._token
+
+    def execute_json(self, request: str) -> str:
+        """Run one envelope request given as JSON text; return the JSON response text.
+
+        Blocks the calling thread until the request ends (it always ends exactly once). Data
+        that JSON can not carry (a non-finite number a peer sent) ends the request
+        ``internal`` rather than writing invalid JSON.
+
+        Raises:
+            RuntimeError: The CoreThread is not running.
+        """
+        core, token = self._require()
+        try:
+            response = trio.from_thread.run(core.execute, request, trio_token=token)
+        except trio.RunFinishedError as exc:
+            raise RuntimeError("the CoreThread is not running") from exc
+        try:
+            return _dumps(response)
+        except (TypeError, ValueError) as exc:
+            request_id = response.get("id")
+            contained = _contain("execute_json", exc)
+            assert isinstance(contained, CoreError)  # an Exception is always contained
+            return _dumps(
+                envelope_error(request_id if isinstance(request_id, str | int) else None, contained)
+            )
+
+    def cancel_operation(self, operation_id: str) -> int:
+        """Cancel an operation from any thread.
+
+        Returns:
+            1 when the operation was active, 0 otherwise (core-api.md ``lithe_core_cancel``).
+        """
+        core, token = self._require()
+        try:
+            active = trio.from_thread.run_sync(core.cancel, operation_id, trio_token=token)
+        except trio.RunFinishedError:
+            return 0
+        return 1 if active else 0

@@ -1,0 +1,346 @@
+"""ProcessJobRunner: the lanes' job runner that runs a job as a supervised process tree.
+
+Contract (docs/architecture.md "lanes/" ``JobRunner``; DESIGN.md invariants 2, 10): the
+runner starts ``job.request.argv`` (no shell) as a process tree (its own session and
+group, the scope marker), reads stdout and stderr concurrently and passes their text to
+``emit_output`` as it arrives, decoded incrementally as UTF-8 so a character split across
+reads is never split across events (invalid bytes become U+FFFD). It sets
+``job.exit_code`` / ``job.signal`` before it returns.
+
+Life of one job::
+
+    spawn --> read stdout + stderr --(main process exits)--> drain <= drain_ms
+                      |                                         |
+                      `--(Cancelled: cancel, supersede,         v
+                          deadline, lanes closing)------> end the tree (shielded, bounded)
+
+The tree is ended in every case, also after a clean exit: whatever the main process left
+running in its scope (a daemon, a grandchild in a new session) ends with the job. The end
+is :meth:`ProcessTree.aclose`: SIGTERM to the group, ``term_grace_ms`` of grace, SIGKILL,
+a sweep by marker and ancestry, then at most ``kill_wait_ms`` before survivors are only
+reported. The runner never applies the job's timeout: the lanes driver's cancel scope does.
+
+Boundary: a job is a supervision boundary. An unexpected exception while a job runs (ours, or
+a library's) leaves the runner after its tree was ended by the same shielded stop ladder; the
+lanes driver then finishes that job ``failed`` with ``errorCode: "internal"`` and the
+exception's message, and the lane goes on with its next job. Fault points:
+``job.spawn`` (the tree started), ``job.output`` (each chunk read), ``job.exit`` (the main
+process's exit seen, before the drain).
+"""
+
+from __future__ import annotations
+
+import codecs
+import dataclasses
+import os
+import stat
+from typing import TYPE_CHECKING, Final
+
+import trio
+
+from protocol import CoreError
+
+from .._boundary import fault_point
+from .._process._oneshot import _Capture, _Multiplexer
+from .._process._tree import (
+    DEFAULT_KILL_WAIT_MS,
+    DEFAULT_TERM_GRACE_MS,
+    DEVNULL,
+    _check_env,
+    _open_tree,
+    _resolve_executable,
+)
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from lanes import Job, JobRequest
+
+    from .._process._tree import ProcessTree, TreeEndReport
+
+__all__ = ("DEFAULT_DRAIN_MS", "ProcessJobRunner", "check_job_launch", "job_cwd")
+
+#: How long output is still read after the main process exited, in milliseconds
+#: (DESIGN.md "Default bounds": output drain after a child's exit or kill).
+DEFAULT_DRAIN_MS: Final = 500
+#: Bytes asked for per read of a pipe.
+_READ_BYTES: Final = 65536
+
+
+class ProcessJobRunner:
+    """Runs lanes jobs as supervised process trees (the lanes ``JobRunner`` protocol).
+
+    One instance can run any number of jobs, concurrently; it keeps no state between jobs.
+
+    Args:
+        term_grace_ms: Time between SIGTERM and SIGKILL when a tree is ended, in milliseconds.
+        kill_wait_ms: Time to wait after SIGKILL before survivors are reported, in
+            milliseconds.
+        drain_ms: How long output is still read after the main process exited, in
+            milliseconds; a descendant holding a pipe open never stretches a job past it.
+
+    Raises:
+        ValueError: A bound is negative.
+    """
+
+    def __init__(
+        self,
+        *,
+        term_grace_ms: int = DEFAULT_TERM_GRACE_MS,
+        kill_wait_ms: int = DEFAULT_KILL_WAIT_MS,
+        drain_ms: int = DEFAULT_DRAIN_MS,
+    ) -> None:
+        for name, value in (
+            ("term_grace_ms", term_grace_ms),
+            ("kill_wait_ms", kill_wait_ms),
+            ("drain_ms", drain_ms),
+        ):
+            if value < 0:
+                raise ValueError(f"{name} must be >= 0, got {value}")
+        self.term_grace_ms = term_grace_ms
+        self.kill_wait_ms = kill_wait_ms
+        self.drain_ms = drain_ms
+
+    def __repr__(self) -> str:
+        return (
+            f"ProcessJobRunner(term_grace_ms={self.term_grace_ms},"
+            f" kill_wait_ms={self.kill_wait_ms}, drain_ms={self.drain_ms})"
+        )
+
+    async def __call__(self, job: Job, emit_output: Callable[[str, str], None]) -> None:
+        """Run ``job`` to completion and record how its main process ended.
+
+        The working directory is :func:`job_cwd` (``job.request.cwd`` resolved against the
+        project root, or the root when it is None); ``job.request.env`` changes the
+        inherited environment (None removes a variable). stdin is ``/dev/null``: a job is headless.
+
+        Args:
+            job: The job; its ``exit_code`` (or ``signal``, for a main process killed by a
+                signal) is set before this returns or raises.
+            emit_output: Called with ``("stdout" | "stderr", text)`` as output arrives.
+
+        Raises:
+            CoreError: ``invalid_request`` / ``launch_failed`` from
+                :func:`open_process_tree`; nothing was started (the job ends ``failed``).
+
+        **Cancellation:** the tree is ended shielded and bounded (at most about
+        ``term_grace_ms + kill_wait_ms`` plus procfs scans), the exit status is recorded,
+        then ``trio.Cancelled`` propagates.
+        """
+        request = job.request
+        # No scheduler pass after the spawn: the multiplexer's first wait is that pass.
+        tree = await _open_tree(
+            request.argv,
+            cwd=job_cwd(request),
+            env=request.env,
+            stdin=DEVNULL,
+            yield_after_spawn=False,
+        )
+        try:
+            fault_point("job.spawn")
+            await self._supervise(tree, emit_output)
+        finally:
+            exited_alone = tree.returncode is not None
+            report = await self._end(tree)
+            _record_exit(job, report.returncode)
+            left = sorted(set(report.terminated + report.killed + report.swept) - {tree.pid})
+            if exited_alone and left:
+                # Worth a line in the job's log: the job itself looked finished.
+                emit_output(
+                    "stderr",
+                    f"[supervisor: the main process exited and left {len(left)} process(es)"
+                    f" running; ended: {' '.join(map(str, left))}"
+                    f"{' (SIGKILL)' if report.killed else ''}]\n",
+                )
+            if report.unkillable:
+                emit_output(
+                    "stderr",
+                    "\n[supervisor: processes still alive after SIGKILL:"
+                    f" {' '.join(map(str, report.unkillable))}]\n",
+                )
+
+    async def _end(self, tree: ProcessTree) -> TreeEndReport:
+        # aclose is shielded itself; the extra shield covers the checkpoint on the way in.
+        with trio.CancelScope(shield=True):
+            report = await tree.aclose(
+                term_grace_ms=self.term_grace_ms, kill_wait_ms=self.kill_wait_ms
+            )
+        return report
+
+    async def _supervise(self, tree: ProcessTree, emit_output: Callable[[str, str], None]) -> None:
+        """Pump both pipes until the main process exits and the drain bound passes.
+
+        One task serves both pipes and the exit (``_process._Multiplexer``, as
+        ``process.run`` does): a job used to cost three tasks and a nursery, which at
+        thousands of short jobs is a fifth of the supervisor's time (issue 8 goal 8).
+        """
+        decoders = {
+            name: codecs.getincrementaldecoder("utf-8")(errors="replace")
+            for name in ("stdout", "stderr")
+        }
+
+        def on_output(stream_name: str, chunk: bytes) -> None:
+            fault_point("job.output")
+            text = decoders[stream_name].decode(chunk)
+            if text:
+                emit_output(stream_name, text)
+
+        # A cap of 0: the bytes are only passed on (the lanes bound what they keep).
+        out = _Capture("stdout", 0, on_output)
+        err = _Capture("stderr", 0, on_output)
+        mux = _Multiplexer.open(tree, out, err, None)
+        if mux is None:
+            await self._supervise_tasks(tree, emit_output)
+            return
+        try:
+            await mux.run(until_exit=True)
+            fault_point("job.exit")
+            mux.drain_nowait()
+            if mux.readers:
+                # A descendant may hold a pipe open long after the exit: read what comes,
+                # but never wait for its EOF longer than the drain bound (invariant 10).
+                exit_time = tree.exit_time if tree.exit_time is not None else trio.current_time()
+                with trio.move_on_at(exit_time + self.drain_ms / 1000):
+                    await mux.run(until_exit=False)
+        finally:
+            mux.close()
+            for name, decoder in decoders.items():
+                # A character cut off by EOF or by the drain bound is still reported (U+FFFD).
+                rest = decoder.decode(b"", final=True)
+                if rest:
+                    emit_output(name, rest)
+
+    async def _supervise_tasks(
+        self, tree: ProcessTree, emit_output: Callable[[str, str], None]
+    ) -> None:
+        """:meth:`_supervise` with a task per pipe, where epoll or pidfds are missing."""
+        assert tree.stdout is not None
+        assert tree.stderr is not None
+        async with trio.open_nursery() as nursery:
+            pumps = [
+                _Pump("stdout", tree.stdout, emit_output),
+                _Pump("stderr", tree.stderr, emit_output),
+            ]
+            for pump in pumps:
+                nursery.start_soon(pump.run)
+            await tree.wait()
+            fault_point("job.exit")
+            with trio.move_on_after(self.drain_ms / 1000):
+                for pump in pumps:
+                    await pump.done.wait()
+            nursery.cancel_scope.cancel()
+
+
+class _Pump:
+    """Reads one pipe to EOF (or until cancelled), emitting whole UTF-8 characters."""
+
+    def __init__(
+        self,
+        stream_name: str,
+        stream: trio.abc.ReceiveStream,
+        emit_output: Callable[[str, str], None],
+    ) -> None:
+        self.stream_name = stream_name
+        self.stream = stream
+        self.emit_output = emit_output
+        self.done = trio.Event()
+        self._decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+
+    async def run(self) -> None:
+        try:
+            while True:
+                try:
+                    data = await self.stream.receive_some(_READ_BYTES)
+                except (trio.BrokenResourceError, trio.ClosedResourceError):
+                    break
+                if not data:
+                    break
+                fault_point("job.output")
+                text = self._decoder.decode(data)
+                if text:
+                    self.emit_output(self.stream_name, text)
+        finally:
+            # A character cut off by EOF or by the drain bound is still reported (U+FFFD).
+            rest = self._decoder.decode(b"", final=True)
+            if rest:
+                self.emit_output(self.stream_name, rest)
+            self.done.set()
+
+
+def job_cwd(request: JobRequest) -> str:
+    """The working directory of a job: ``cwd`` resolved against ``root``, or ``root``.
+
+    A relative ``cwd`` names a directory of the project, as in a lanes file; resolving it
+    against the supervisor's own directory would make one request mean two things.
+    """
+    return request.root if request.cwd is None else os.path.join(request.root, request.cwd)
+
+
+def check_job_launch(request: JobRequest) -> JobRequest:
+    """Refuse a job that could not be started now; ``job.start`` admits only what passes.
+
+    The checks the spawn itself makes (``open_process_tree``), done before the job is queued
+    so that a request that can not run gets an error reply, and no job id, ``job.started``
+    or ``job.finished`` (DESIGN.md invariant 9; ``process.run`` refuses the same inputs).
+    A file system that changes before the job's turn still fails it at launch, with the
+    code in ``job.finished`` (``errorCode``).
+
+    Args:
+        request: A parsed ``job.start`` request (``lanes.parse_job_start``).
+
+    Returns:
+        ``request`` with ``cwd`` absolute (see :func:`job_cwd`), or ``request`` itself when
+        it has no ``cwd``.
+
+    Raises:
+        CoreError: ``launch_failed``, with details ``{"field": "root" | "cwd" | "argv", ...}``,
+            when the root or the working directory is missing or not a directory, or when
+            ``argv[0]`` is not found (on the PATH the job would get, or relative to its
+            working directory when it holds a slash), is a directory or is not executable.
+    """
+    root = request.root
+    problem = _directory_problem(root)
+    if problem is not None:
+        raise CoreError(
+            "launch_failed",
+            f"job.start: the project root {problem}: {root}",
+            {"field": "root", "root": root},
+        )
+    workdir = job_cwd(request)
+    if request.cwd is not None:
+        problem = _directory_problem(workdir)
+        if problem is not None:
+            relative = "" if os.path.isabs(request.cwd) else " (cwd is relative to the root)"
+            raise CoreError(
+                "launch_failed",
+                f"job.start: the working directory {problem}: {workdir}{relative}",
+                {"field": "cwd", "cwd": workdir},
+            )
+    try:
+        _resolve_executable(request.argv[0], workdir, _check_env(request.env))
+    except CoreError as exc:
+        raise CoreError(
+            exc.code, f"job.start: {exc.message}", {"field": "argv", **(exc.details or {})}
+        ) from None
+    return request if request.cwd is None else dataclasses.replace(request, cwd=workdir)
+
+
+def _directory_problem(path: str) -> str | None:
+    try:
+        mode = os.stat(path).st_mode
+    except (OSError, ValueError):
+        return "does not exist"
+    return None if stat.S_ISDIR(mode) else "is not a directory"
+
+
+def _record_exit(job: Job, returncode: int | None) -> None:
+    """Store a subprocess-style status (negative: killed by that signal) on the job."""
+    if returncode is None:
+        job.exit_code = None
+        job.signal = None
+    elif returncode < 0:
+        job.exit_code = None
+        job.signal = -returncode
+    else:
+        job.exit_code = returncode
+        job.signal = None

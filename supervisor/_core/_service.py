@@ -1,0 +1,93 @@
+"""Services: groups of Core commands with the resources they share.
+
+A service owns one kind of thing the Core supervises (job lanes, one-shot processes, and
+later language-server, debug, terminal and plugin sessions) and offers the commands that act
+on it. It is opened as an async context manager inside the Core's root nursery and closed,
+in reverse order, when the Core closes; closing a service ends everything it started.
+Adding a session kind is adding one service to :data:`supervisor._core._core.DEFAULT_SERVICES`;
+the Core's dispatch, operation registry and cancellation stay as they are.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Protocol, TypeAlias, runtime_checkable
+
+if TYPE_CHECKING:
+    from collections.abc import Awaitable, Callable, Mapping
+    from contextlib import AbstractAsyncContextManager
+
+    import trio
+
+    from protocol import JSONObject, JSONValue
+
+__all__ = ("CommandHandler", "OwnedResources", "Service", "ServiceContext", "ServiceFactory")
+
+#: ``await handler(payload) -> data``; raises ``protocol.CoreError`` for a refusal.
+CommandHandler: TypeAlias = "Callable[[JSONObject], Awaitable[JSONValue]]"
+
+
+async def _no_owned_resources(owner: str) -> None:
+    """The default :attr:`ServiceContext.owner_ended`: a context outside a Core owns nothing."""
+
+
+@dataclass(frozen=True)
+class ServiceContext:
+    """What a service is given when the Core opens it.
+
+    Attributes:
+        nursery: The Core's root nursery: long-lived tasks of the service (a session's
+            reader, a lane) run here, so they end when the Core ends.
+        trusted: False when the workspace is untrusted (``build``/``test`` jobs are denied).
+        max_events: The bound of each event queue the service keeps.
+        owner_ended: ``await owner_ended(owner)``: an owner (a plugin-owned session, by its
+            ``sessionId``) has ended, so every service that keeps resources for owners
+            (:class:`OwnedResources`) releases that owner's. Services reach each other only
+            through this: the Core calls ``dispose_owner`` of each such service in turn.
+            Shielded and bounded by each service's own bounds.
+    """
+
+    nursery: trio.Nursery
+    trusted: bool
+    max_events: int
+    owner_ended: Callable[[str], Awaitable[None]] = _no_owned_resources
+
+
+@runtime_checkable
+class OwnedResources(Protocol):
+    """A service that keeps resources on behalf of owners (the terminal service).
+
+    plugin-contract.md "Plugin-owned native terminals": ending the backend session that
+    owns a terminal disposes it; a service implementing this is told through
+    :attr:`ServiceContext.owner_ended`.
+    """
+
+    async def dispose_owner(self, owner: str | None) -> int:
+        """Release everything ``owner`` holds; return how many resources were released.
+
+        **Cancellation:** shielded and bounded by the service's own bounds.
+        """
+        ...
+
+
+class Service(Protocol):
+    """A group of commands; see the module docstring."""
+
+    def commands(self) -> Mapping[str, CommandHandler]:
+        """The commands this service answers, by name (e.g. ``"job.start"``)."""
+        ...
+
+    async def aclose(self) -> None:
+        """End everything the service started; idempotent, and it always releases.
+
+        The Core calls it for every service at once, concurrently with cancelling the
+        running operations, so that closing costs one TERM grace and not one per service;
+        leaving the service's context manager afterwards finds nothing left to do.
+
+        **Cancellation:** the Core calls it shielded; it must bound its own waits.
+        """
+        ...
+
+
+#: Opens a service: ``async with factory(context) as service``.
+ServiceFactory: TypeAlias = "Callable[[ServiceContext], AbstractAsyncContextManager[Service]]"

@@ -1,0 +1,9 @@
+"""Debug sessions (``debug.*``) over DAP: pure state table, session, service.
+
+Private package: import its modules directly; the public names are re-exported by
+:mod:`supervisor`.
+"""
+
+from __future__ import annotations
+
+__all__: tuple[str, ...] = ()

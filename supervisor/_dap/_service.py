@@ -1,0 +1,513 @@
+"""The ``debug.*`` commands: debug sessions over DAP as a Core service.
+
+Reference: core-api.md ``debug.*`` and plugin-contract.md "Debug adapters" / "Remote attach";
+issue 4. Each command validates its whole payload before anything is sent or started
+(DESIGN.md invariant 9). Sessions run in the Core's root nursery
+(:meth:`DebugSession.run`), each a supervision boundary: an unexpected exception inside one
+ends that session only (state ``failed``, ``terminated`` with ``reason: "internal"`` and a
+``crashReport``; ``debug.listSessions`` shows both), never the Core. Closing the service
+stops every live session with the DAP stop sequence, concurrently, shielded and bounded.
+
+Operation commands (``debug.launch``, ``debug.attach``, ``debug.set*Breakpoints``,
+``debug.execute``, ``debug.inspect``) take an optional ``operationId`` and an optional
+``timeoutMilliseconds`` (default 60 000, at most 300 000), wait for the adapter, and return
+``{operationId, result}``; the same outcome is queued as exactly one ``operationCompleted`` or
+``operationFailed`` event. A failure's ``details`` and its ``operationFailed`` event carry
+``reason`` (``refused``, ``adapterError``, ``cancelled``, ``timedOut``, ``sessionEnded`` with
+``sessionEndReason``, ``internal``); see :meth:`DebugSession.run_operation`.
+
+Events (``debug.waitEvents`` / ``debug.pollEvents``): ``stateChanged``, ``capabilities``,
+``initialized``, ``output``, ``stopped``, ``continued``, ``thread``, ``breakpoint``,
+``exited``, ``terminated``, ``runInTerminalRequested``, ``runInTerminalExited``,
+``operationCompleted``, ``operationFailed``.
+"""
+
+from __future__ import annotations
+
+import itertools
+from contextlib import asynccontextmanager
+from typing import TYPE_CHECKING, Final
+
+import trio
+
+from protocol import MAX_ECHO_BYTES, CoreError, cut_utf8, echo, invalid_field, read_int
+
+from .._core._builtins import read_wait_timeout
+from .._core._context import current_operation_id
+from .._core._payload import (
+    MAX_COUNT,
+    check_fields,
+    optional_bool,
+    optional_env,
+    optional_path,
+    optional_positive_int,
+    optional_str,
+    require_argv,
+    require_path,
+    require_str,
+)
+from .._session._events import EventQueue
+from ._session import (
+    DEFAULT_CONNECT_TIMEOUT_MS,
+    MAX_OPERATION_TIMEOUT_MS,
+    AdapterSpec,
+    DebugSession,
+    check_loopback,
+)
+from ._state import (
+    normalize_exception_filters,
+    normalize_function_breakpoints,
+    normalize_source_breakpoints,
+)
+
+if TYPE_CHECKING:
+    from collections.abc import AsyncIterator, Mapping
+
+    from protocol import JSONObject, JSONValue
+
+    from .._core._service import CommandHandler, ServiceContext
+
+__all__ = ("MAX_DEBUG_SESSIONS", "DebugService", "open_debug_service")
+
+#: Sessions that may exist at once (terminated ones count until destroyed); then ``busy``.
+MAX_DEBUG_SESSIONS: Final = 32
+
+_TRANSPORTS: Final = ("stdio", "tcpPort", "tcpAnnounced")
+_ADAPTER_FIELDS: Final = frozenset(
+    {
+        "executable",
+        "arguments",
+        "environment",
+        "workingDirectory",
+        "transport",
+        "host",
+        "port",
+        "announcePrefix",
+        "connectTimeoutMilliseconds",
+    }
+)
+_OPERATION_FIELDS: Final = frozenset({"sessionId", "operationId", "timeoutMilliseconds"})
+_INSPECT_FIELDS: Final = {
+    "threads": frozenset(),
+    "stackTrace": frozenset({"threadId", "startFrame", "levels"}),
+    "scopes": frozenset({"frameId"}),
+    "variables": frozenset({"variablesReference", "variableFilter", "start", "count"}),
+    "evaluate": frozenset({"expression", "frameId", "context"}),
+    "exceptionInfo": frozenset({"threadId"}),
+}
+_ALL_INSPECT_FIELDS: Final = frozenset().union(*_INSPECT_FIELDS.values())
+_EVALUATE_CONTEXTS: Final = ("watch", "repl", "hover", "clipboard", "variables")
+
+
+def _invalid(message: str) -> CoreError:
+    return CoreError("invalid_request", message)
+
+
+def _optional_int(payload: JSONObject, name: str, *, minimum: int) -> int | None:
+    # DAP's integers (ids, references, counts) are 32-bit in the adapters we meet.
+    return read_int(payload, name, minimum=minimum, maximum=MAX_COUNT)
+
+
+def _require_int(payload: JSONObject, name: str, *, minimum: int) -> int:
+    value = _optional_int(payload, name, minimum=minimum)
+    if value is None:
+        raise invalid_field(name, f"{name} must be an integer >= {minimum}")
+    return value
+
+
+def parse_adapter(value: JSONValue) -> AdapterSpec:
+    """Validate ``debug.createSession``'s ``adapter`` object.
+
+    ``executable`` may be left out only for ``tcpPort``: the session then connects to an
+    adapter it does not own (``python -m debugpy --listen``), and ends only its socket.
+
+    Raises:
+        CoreError: ``invalid_request`` for an unknown field, a bad type, an unknown
+            transport, a missing port, or a host that is not loopback.
+    """
+    if not isinstance(value, dict):
+        raise _invalid("adapter must be an object")
+    check_fields(value, _ADAPTER_FIELDS, "debug.createSession adapter")
+    transport = value.get("transport", "stdio")
+    if transport not in _TRANSPORTS:
+        raise _invalid("adapter.transport must be stdio, tcpPort or tcpAnnounced")
+    assert isinstance(transport, str)
+    host = optional_str(value, "host") or "127.0.0.1"
+    if transport != "stdio":
+        host = check_loopback(host)
+    elif "host" in value or "port" in value:
+        raise _invalid("adapter.host and adapter.port are for the TCP transports")
+    port = _optional_int(value, "port", minimum=1)
+    if port is not None and port > 65535:
+        raise _invalid("port must be at most 65535")
+    if transport == "tcpPort" and port is None:
+        raise _invalid("adapter.port is required for tcpPort")
+    argv: list[str] | None = None
+    if value.get("executable") is not None or transport != "tcpPort":
+        executable = require_path(value, "executable")
+        arguments = value.get("arguments", [])
+        argv = (
+            require_argv({"arguments": [executable, *arguments]}, "arguments")
+            if isinstance(arguments, list)
+            else None
+        )
+        if argv is None:
+            raise _invalid("arguments must be an array of strings")
+    elif "arguments" in value or "environment" in value or "workingDirectory" in value:
+        raise _invalid("adapter arguments need an executable")
+    prefix = optional_str(value, "announcePrefix")
+    if prefix is not None and transport != "tcpAnnounced":
+        raise _invalid("adapter.announcePrefix is for tcpAnnounced")
+    connect_timeout = optional_positive_int(
+        value, "connectTimeoutMilliseconds", maximum=MAX_OPERATION_TIMEOUT_MS
+    )
+    return AdapterSpec(
+        argv=argv,
+        env=optional_env(value, "environment"),
+        cwd=optional_path(value, "workingDirectory"),
+        transport=transport,
+        host=host,
+        port=port,
+        announce_prefix=prefix or "",
+        connect_timeout_ms=connect_timeout or DEFAULT_CONNECT_TIMEOUT_MS,
+    )
+
+
+class DebugService:
+    """``debug.*``: debug sessions, each owning its adapter's process and transport."""
+
+    def __init__(self, context: ServiceContext) -> None:
+        self._context = context
+        self._sessions: dict[str, DebugSession] = {}
+        self._ids = itertools.count(1)
+
+    def commands(self) -> Mapping[str, CommandHandler]:
+        return {
+            "debug.createSession": self._create_session,
+            "debug.launch": self._launch,
+            "debug.attach": self._attach,
+            "debug.setBreakpoints": self._set_breakpoints,
+            "debug.setExceptionBreakpoints": self._set_exception_breakpoints,
+            "debug.setFunctionBreakpoints": self._set_function_breakpoints,
+            "debug.execute": self._execute,
+            "debug.inspect": self._inspect,
+            "debug.cancelOperation": self._cancel_operation,
+            "debug.runInTerminalResponse": self._run_in_terminal_response,
+            "debug.waitEvents": self._wait_events,
+            "debug.pollEvents": self._poll_events,
+            "debug.disconnect": self._disconnect,
+            "debug.destroySession": self._destroy_session,
+            "debug.listSessions": self._list_sessions,
+        }
+
+    @property
+    def sessions(self) -> Mapping[str, DebugSession]:
+        """The sessions by id (until ``debug.destroySession``)."""
+        return self._sessions
+
+    def _session(self, payload: JSONObject) -> DebugSession:
+        session_id = require_str(payload, "sessionId")
+        session = self._sessions.get(session_id)
+        if session is None:
+            raise CoreError(
+                "not_found",
+                f"No debug session {echo(session_id)}",
+                {"sessionId": cut_utf8(session_id, MAX_ECHO_BYTES)},
+            )
+        return session
+
+    # -- lifecycle -----------------------------------------------------------------------
+
+    async def _create_session(self, payload: JSONObject) -> JSONValue:
+        check_fields(
+            payload,
+            frozenset(
+                {
+                    "sessionId",
+                    "adapterId",
+                    "adapter",
+                    "rootPath",
+                    "supportsRunInTerminalRequest",
+                    "runInTerminal",
+                }
+            ),
+            "debug.createSession",
+        )
+        session_id = optional_str(payload, "sessionId")
+        if session_id is None:
+            session_id = f"debug-{next(self._ids)}"
+            while session_id in self._sessions:
+                session_id = f"debug-{next(self._ids)}"
+        elif not session_id:
+            raise _invalid("sessionId must be a non-empty string")
+        adapter_id = require_str(payload, "adapterId")
+        spec = parse_adapter(payload.get("adapter"))
+        root_path = require_path(payload, "rootPath")
+        supports_rit = optional_bool(payload, "supportsRunInTerminalRequest", False)
+        handler = payload.get("runInTerminal", "supervisor")
+        if handler not in ("supervisor", "host"):
+            raise _invalid("runInTerminal must be supervisor or host")
+        assert isinstance(handler, str)
+        if session_id in self._sessions:
+            raise _invalid(f"A debug session {echo(session_id)} already exists")
+        if len(self._sessions) >= MAX_DEBUG_SESSIONS:
+            raise CoreError("busy", f"At most {MAX_DEBUG_SESSIONS} debug sessions may exist")
+        session = DebugSession(
+            session_id=session_id,
+            adapter_id=adapter_id,
+            spec=spec,
+            root_path=root_path,
+            supports_run_in_terminal=supports_rit,
+            run_in_terminal_handler=handler,
+            events=EventQueue(self._context.max_events),
+        )
+        # Reserved before the start so a concurrent create with the same id is refused.
+        self._sessions[session_id] = session
+        try:
+            await self._context.nursery.start(session.run)
+        except BaseException:
+            del self._sessions[session_id]
+            raise
+        return {
+            "sessionId": session_id,
+            "state": session.state.value,
+            "adapterPid": session.adapter_pid,
+        }
+
+    async def _disconnect(self, payload: JSONObject) -> JSONValue:
+        check_fields(payload, frozenset({"sessionId"}), "debug.disconnect")
+        session = self._session(payload)
+        detail = await session.stop()
+        return {"sessionId": session.session_id, "state": session.state.value, "terminated": detail}
+
+    async def _destroy_session(self, payload: JSONObject) -> JSONValue:
+        check_fields(payload, frozenset({"sessionId"}), "debug.destroySession")
+        session = self._session(payload)
+        if not session.ended:
+            raise _invalid(
+                f"Debug session {session.session_id!r} is {session.state.value}; "
+                "disconnect it first"
+            )
+        del self._sessions[session.session_id]
+        return {"sessionId": session.session_id, "destroyed": True}
+
+    async def _list_sessions(self, payload: JSONObject) -> JSONValue:
+        check_fields(payload, frozenset(), "debug.listSessions")
+        return [s.describe() for s in self._sessions.values()]
+
+    # -- operations ----------------------------------------------------------------------
+
+    def _operation_fields(self, payload: JSONObject) -> tuple[str | None, int | None]:
+        # Defaults to the Core operation's id: the envelope's operationId, or the JSON-RPC
+        # id through `supervisor serve`.
+        operation_id = optional_str(payload, "operationId") or current_operation_id()
+        if operation_id == "":
+            raise _invalid("operationId must be a non-empty string")
+        timeout = optional_positive_int(
+            payload, "timeoutMilliseconds", maximum=MAX_OPERATION_TIMEOUT_MS
+        )
+        return operation_id, timeout
+
+    async def _start(self, payload: JSONObject, kind: str) -> JSONValue:
+        command = f"debug.{kind}"
+        check_fields(payload, _OPERATION_FIELDS | {"configuration"}, command)
+        session = self._session(payload)
+        operation_id, timeout = self._operation_fields(payload)
+        configuration = payload.get("configuration", {})
+        if not isinstance(configuration, dict):
+            raise _invalid("configuration must be an object")
+        return await session.run_operation(
+            command,
+            operation_id,
+            timeout,
+            lambda op: session.start(kind, configuration, op),
+        )
+
+    async def _launch(self, payload: JSONObject) -> JSONValue:
+        return await self._start(payload, "launch")
+
+    async def _attach(self, payload: JSONObject) -> JSONValue:
+        return await self._start(payload, "attach")
+
+    async def _set_breakpoints(self, payload: JSONObject) -> JSONValue:
+        check_fields(payload, _OPERATION_FIELDS | {"path", "breakpoints"}, "debug.setBreakpoints")
+        session = self._session(payload)
+        operation_id, timeout = self._operation_fields(payload)
+        path = require_str(payload, "path")
+        breakpoints = normalize_source_breakpoints(payload.get("breakpoints", []))
+        return await session.run_operation(
+            "debug.setBreakpoints",
+            operation_id,
+            timeout,
+            lambda op: session.set_source_breakpoints(path, breakpoints, op),
+        )
+
+    async def _set_exception_breakpoints(self, payload: JSONObject) -> JSONValue:
+        check_fields(payload, _OPERATION_FIELDS | {"filters"}, "debug.setExceptionBreakpoints")
+        session = self._session(payload)
+        operation_id, timeout = self._operation_fields(payload)
+        filters = normalize_exception_filters(payload.get("filters", []))
+        return await session.run_operation(
+            "debug.setExceptionBreakpoints",
+            operation_id,
+            timeout,
+            lambda op: session.set_exception_filters(filters, op),
+        )
+
+    async def _set_function_breakpoints(self, payload: JSONObject) -> JSONValue:
+        check_fields(payload, _OPERATION_FIELDS | {"breakpoints"}, "debug.setFunctionBreakpoints")
+        session = self._session(payload)
+        operation_id, timeout = self._operation_fields(payload)
+        breakpoints = normalize_function_breakpoints(payload.get("breakpoints", []))
+        return await session.run_operation(
+            "debug.setFunctionBreakpoints",
+            operation_id,
+            timeout,
+            lambda op: session.set_function_breakpoints(breakpoints, op),
+        )
+
+    async def _execute(self, payload: JSONObject) -> JSONValue:
+        check_fields(
+            payload, _OPERATION_FIELDS | {"command", "threadId", "singleThread"}, "debug.execute"
+        )
+        session = self._session(payload)
+        operation_id, timeout = self._operation_fields(payload)
+        command = require_str(payload, "command")
+        thread_id = _optional_int(payload, "threadId", minimum=0)
+        single = optional_bool(payload, "singleThread", False)
+        return await session.run_operation(
+            "debug.execute",
+            operation_id,
+            timeout,
+            lambda op: session.execute(command, thread_id, single, op),
+        )
+
+    async def _inspect(self, payload: JSONObject) -> JSONValue:
+        check_fields(payload, _OPERATION_FIELDS | {"kind"} | _ALL_INSPECT_FIELDS, "debug.inspect")
+        session = self._session(payload)
+        operation_id, timeout = self._operation_fields(payload)
+        kind = require_str(payload, "kind")
+        allowed = _INSPECT_FIELDS.get(kind)
+        if allowed is None:
+            raise _invalid(
+                "kind must be threads, stackTrace, scopes, variables, evaluate or exceptionInfo"
+            )
+        extra = sorted((set(payload) & _ALL_INSPECT_FIELDS) - allowed)
+        if extra:
+            raise _invalid(f"debug.inspect {kind}: field {echo(extra[0])} is not allowed")
+        arguments = _inspect_arguments(kind, payload)
+        return await session.run_operation(
+            "debug.inspect", operation_id, timeout, lambda op: session.inspect(kind, arguments, op)
+        )
+
+    async def _cancel_operation(self, payload: JSONObject) -> JSONValue:
+        check_fields(
+            payload, frozenset({"sessionId", "operationId", "reason"}), "debug.cancelOperation"
+        )
+        session = self._session(payload)
+        operation_id = require_str(payload, "operationId")
+        reason = payload.get("reason", "cancelled")
+        if reason not in ("cancelled", "timedOut"):
+            raise _invalid("reason must be cancelled or timedOut")
+        assert isinstance(reason, str)
+        return {"cancelled": session.cancel_operation(operation_id, reason)}
+
+    async def _run_in_terminal_response(self, payload: JSONObject) -> JSONValue:
+        check_fields(
+            payload,
+            frozenset(
+                {"sessionId", "requestId", "success", "processId", "shellProcessId", "message"}
+            ),
+            "debug.runInTerminalResponse",
+        )
+        session = self._session(payload)
+        request_id = require_str(payload, "requestId")
+        success = payload.get("success")
+        if not isinstance(success, bool):
+            raise _invalid("success must be a boolean")
+        process_id = optional_positive_int(payload, "processId")
+        shell_process_id = optional_positive_int(payload, "shellProcessId")
+        message = optional_str(payload, "message")
+        if success and process_id is None and shell_process_id is None:
+            raise _invalid("a successful runInTerminal answer needs processId or shellProcessId")
+        accepted = await session.run_in_terminal_response(
+            request_id, success, process_id, shell_process_id, message
+        )
+        return {"accepted": accepted}
+
+    # -- events --------------------------------------------------------------------------
+
+    async def _wait_events(self, payload: JSONObject) -> JSONValue:
+        check_fields(payload, frozenset({"sessionId", "timeoutMilliseconds"}), "debug.waitEvents")
+        session = self._session(payload)
+        return await session.events.wait(read_wait_timeout(payload, "debug.waitEvents"))
+
+    async def _poll_events(self, payload: JSONObject) -> JSONValue:
+        check_fields(payload, frozenset({"sessionId"}), "debug.pollEvents")
+        return self._session(payload).events.poll()
+
+    async def aclose(self) -> None:
+        """Stop every live session (DAP stop sequence), concurrently; shielded and bounded.
+
+        **Cancellation:** shielded; returns once every adapter tree is gone.
+        """
+        with trio.CancelScope(shield=True):
+            async with trio.open_nursery() as nursery:
+                for session in list(self._sessions.values()):
+                    if not session.ended:
+                        nursery.start_soon(_stop_for_close, session)
+
+
+async def _stop_for_close(session: DebugSession) -> None:
+    await session.stop(reason="supervisorClosing")
+
+
+def _inspect_arguments(kind: str, payload: JSONObject) -> JSONObject:
+    """Validate ``debug.inspect``'s kind-specific fields and build the DAP arguments."""
+    if kind == "threads":
+        return {}
+    if kind in ("stackTrace", "exceptionInfo"):
+        arguments: JSONObject = {"threadId": _require_int(payload, "threadId", minimum=0)}
+        if kind == "stackTrace":
+            for name in ("startFrame", "levels"):
+                value = _optional_int(payload, name, minimum=0)
+                if value is not None:
+                    arguments[name] = value
+        return arguments
+    if kind == "scopes":
+        return {"frameId": _require_int(payload, "frameId", minimum=0)}
+    if kind == "variables":
+        arguments = {"variablesReference": _require_int(payload, "variablesReference", minimum=1)}
+        variable_filter = payload.get("variableFilter")
+        if variable_filter is not None:
+            if variable_filter not in ("named", "indexed"):
+                raise _invalid("variableFilter must be named or indexed")
+            arguments["filter"] = variable_filter
+        start = _optional_int(payload, "start", minimum=0)
+        if start is not None:
+            arguments["start"] = start
+        count = _optional_int(payload, "count", minimum=1)
+        if count is not None:
+            arguments["count"] = count
+        return arguments
+    expression = require_str(payload, "expression")
+    arguments = {"expression": expression}
+    frame_id = _optional_int(payload, "frameId", minimum=0)
+    if frame_id is not None:
+        arguments["frameId"] = frame_id
+    context = payload.get("context")
+    if context is not None:
+        if context not in _EVALUATE_CONTEXTS:
+            raise _invalid("context must be watch, repl, hover, clipboard or variables")
+        arguments["context"] = context
+    return arguments
+
+
+@asynccontextmanager
+async def open_debug_service(context: ServiceContext) -> AsyncIterator[DebugService]:
+    """Open :class:`DebugService`; leaving the block stops every live debug session."""
+    service = DebugService(context)
+    try:
+        yield service
+    finally:
+        await service.aclose()

@@ -1,0 +1,1485 @@
+"""One debug session: the adapter's process and transport, DAP correlation, operations.
+
+Reference: core-api.md ``debug.*`` (createSession, launch, breakpoints, execute, inspect,
+cancelOperation, disconnect, destroySession, runInTerminal); plugin-contract.md "Debug
+adapters" (transports ``stdio``, ``tcpPort``, ``tcpAnnounced``; loopback only) and "Remote
+attach". Unlike the reference Core, the supervisor owns the adapter's process and transport.
+
+Tasks (DESIGN.md "debug session: adapter process or socket; one scope per pending
+operation"): :meth:`DebugSession.run` is started in the Core's root nursery and owns a
+nursery with the *reader* (bytes -> :class:`protocol.DAPConnection` -> dispatch), the
+*writer* (the only task that writes the transport; frames come through a bounded channel, so
+an adapter that stops reading blocks only this session), drains of the adapter's stderr (a
+bounded ring whose last lines go into the crash detail) and, for TCP transports, its stdout,
+an exit watcher, and short tasks for configuration and reverse requests. Each operation runs
+in the caller's task inside its own cancel scope.
+
+Exactly once: an operation is registered before its request is written; whoever finishes it
+first (the response, ``debug.cancelOperation``, its deadline, the caller's cancellation, or
+the end of the session) emits its one ``operationCompleted`` / ``operationFailed`` event, and
+removes its pending request first, so a late response finds nothing and changes nothing.
+
+Failures: every operation failure names its ``reason`` -- in the raised
+:class:`~protocol.CoreError`'s ``details`` and in the ``operationFailed`` event, which also
+carries the Core ``code`` -- one of :data:`OPERATION_FAILURE_REASONS`: ``refused`` (decided
+before anything was sent), ``adapterError`` (the adapter answered ``success: false``),
+``cancelled``, ``timedOut``, ``sessionEnded`` (code ``cancelled``, with ``sessionEndReason``:
+the ``terminated`` event's reason), ``internal`` (code ``internal``: an exception of ours).
+
+runInTerminal (issue 4; core-api.md ``debug.runInTerminalResponse``): refused unless the
+session advertised ``supportsRunInTerminalRequest``. With ``runInTerminal: "supervisor"``
+(the default) the session starts the program itself on a PTY of its own
+(:class:`TerminalProcess`: no shell, the scope marker, its own session), for ``kind``
+``integrated`` and ``external`` alike -- the supervisor has no window to open an external
+terminal in -- answers with its ``processId``, forwards its output as ``output`` events
+(``category: "stdout"``, ``requestId``), reports its exit as ``runInTerminalExited`` and ends
+it with the session. With ``runInTerminal: "host"`` the host runs it and answers through
+``debug.runInTerminalResponse``; a request still unanswered when the session disconnects is
+failed toward the adapter, and any later answer is ignored.
+
+Boundary: each session is a supervision boundary. An unexpected exception in one of its tasks
+(reader, writer, stderr drain, exit watcher, ``initialize``, configuration, the stop after
+``terminated``) ends that session only: it is logged with its traceback, the session's
+processes end by the stop ladder (the adapter's input closed, TERM, KILL, the sweep; no
+``disconnect``: the tasks that would carry it are gone), every pending operation fails once
+(``sessionEnded``, ``sessionEndReason: "internal"``), the state becomes ``failed`` and the
+``terminated`` event says ``reason: "internal"`` with a ``crashReport {exceptionType, message,
+stderrTail}``. An unexpected exception inside one operation's body fails that operation only
+(reason and code ``internal``); one inside a reverse request answers that request
+``success: false``; one inside a runInTerminal terminal ends that terminal
+(``runInTerminalExited`` with ``reason: "internal"``). Cancellation, ``KeyboardInterrupt`` and
+``SystemExit`` propagate. Fault points: ``dap.reader`` (per message read), ``dap.writer``
+(per frame written), ``dap.drain`` (per stderr chunk), ``dap.exit`` (the adapter's exit
+seen), ``dap.initialize``, ``dap.configure``, ``dap.operation`` (before an operation's body),
+``dap.reverse`` (a reverse request).
+
+Stop (DESIGN.md "DAP stop"): ``disconnect`` (``terminateDebuggee`` from the request kind)
+with a 2 000 ms reply bound, then the adapter's stdin (and socket) closed -- debugpy's
+adapter exits only on stdin EOF -- then :meth:`ProcessTree.aclose` with that close as the
+polite step and a 1 000 ms exit bound, then SIGTERM, SIGKILL and the sweep by marker, which
+also ends the debugpy launcher and a debuggee we launched (they carry the marker). A second
+stop joins the first.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import ipaddress
+import itertools
+import logging
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Final, final
+
+import trio
+
+from protocol import EOF, NEED_DATA, CoreError, RemoteProtocolError, StrayText
+from protocol._dap import DAPConnection, DAPEvent, DAPRequest, DAPResponse
+
+from .._boundary import (
+    crash_report,
+    fault_point,
+    internal_message,
+    log_failure,
+    split_failure,
+)
+from .._process._tree import PIPE, open_process_tree
+from .._session import StderrRing, exit_detail
+from .._terminal._pty import EndBounds, TerminalProcess
+from .._terminal._render import RetainedDisplay
+from ._state import (
+    DebugInput,
+    DebugLifecycle,
+    DebugState,
+    ExceptionFilter,
+    FunctionBreakpoint,
+    SourceBreakpoint,
+    check_execute,
+    default_exception_filters,
+    exception_breakpoints_arguments,
+    function_breakpoints_arguments,
+    normalize_capabilities,
+    normalize_result,
+    source_breakpoints_arguments,
+)
+
+if TYPE_CHECKING:
+    from collections.abc import Awaitable, Callable
+
+    from protocol import JSONObject, JSONValue
+
+    from .._process._tree import ProcessTree
+    from .._session._events import EventQueue
+
+__all__ = (
+    "DEFAULT_CONNECT_TIMEOUT_MS",
+    "DEFAULT_DISCONNECT_REPLY_MS",
+    "DEFAULT_EXIT_WAIT_MS",
+    "DEFAULT_OPERATION_TIMEOUT_MS",
+    "MAX_OPERATION_TIMEOUT_MS",
+    "OPERATION_FAILURE_REASONS",
+    "AdapterSpec",
+    "DebugSession",
+    "check_loopback",
+)
+
+logger = logging.getLogger("supervisor.dap")
+
+#: DESIGN.md "DAP stop": wait for the ``disconnect`` reply, in milliseconds.
+DEFAULT_DISCONNECT_REPLY_MS: Final = 2_000
+#: DESIGN.md "DAP stop": wait for the adapter's exit after its stdin closed, in milliseconds.
+DEFAULT_EXIT_WAIT_MS: Final = 1_000
+#: TERM grace before SIGKILL for the adapter's tree (DESIGN.md, ours), in milliseconds.
+DEFAULT_TERM_GRACE_MS: Final = 2_000
+#: An operation's default deadline (as a forwarded LSP request), in milliseconds.
+DEFAULT_OPERATION_TIMEOUT_MS: Final = 60_000
+#: The longest deadline an operation may ask for, in milliseconds.
+MAX_OPERATION_TIMEOUT_MS: Final = 300_000
+#: How long a TCP transport may take to be reachable (or announced), in milliseconds.
+DEFAULT_CONNECT_TIMEOUT_MS: Final = 10_000
+#: Operations that may be pending at once per session; the next one is ``busy``.
+MAX_PENDING_OPERATIONS: Final = 128
+#: Frames waiting for the writer; past this, senders wait (backpressure, bounded memory).
+_WRITE_QUEUE_FRAMES: Final = 256
+#: A single write that makes no progress this long means the adapter stopped reading.
+_WRITE_TIMEOUT_S: Final = 10.0
+#: Output drained after the adapter's exit before the transport is closed (DESIGN.md 10).
+_DRAIN_AFTER_EXIT_S: Final = 0.5
+#: Adapter stderr kept for crash details: this many last lines, each cut to 512 bytes.
+_STDERR_LINES: Final = 20
+_STDERR_LINE_BYTES: Final = 512
+#: An ``output`` event's text is cut to this many characters (the event says so).
+_MAX_OUTPUT_CHARS: Final = 16_384
+#: The longest announce line ``tcpAnnounced`` reads, in bytes.
+_MAX_ANNOUNCE_LINE: Final = 1024
+#: Pause between TCP connection attempts while an adapter starts listening, in seconds.
+_CONNECT_RETRY_S: Final = 0.05
+#: The PTY a runInTerminal program gets (an 80x24 integrated terminal).
+_TERMINAL_ROWS: Final = 24
+_TERMINAL_COLS: Final = 80
+#: Ending a runInTerminal PTY: the terminal defaults (hang-up 1 000 ms, TERM grace
+#: 2 000 ms, kill wait 1 000 ms, drain 500 ms).
+_TERMINAL_END_BOUNDS: Final = EndBounds()
+
+#: ``reason`` of a failure the supervisor decided before anything was sent.
+REASON_REFUSED: Final = "refused"
+#: Every ``reason`` an operation failure carries (``operationFailed`` and ``details``),
+#: with its Core code (``refused`` and ``adapterError`` keep the code of the refusal).
+_REASON_CODES: Final[dict[str, str]] = {
+    "cancelled": "cancelled",
+    "timedOut": "timed_out",
+    "sessionEnded": "cancelled",
+    "internal": "internal",
+}
+OPERATION_FAILURE_REASONS: Final = frozenset(
+    {REASON_REFUSED, "adapterError", "cancelled", "timedOut", "sessionEnded", "internal"}
+)
+
+
+def check_loopback(host: str) -> str:
+    """Accept only loopback endpoints: 127.0.0.0/8, ``::1`` or ``localhost``.
+
+    Raises:
+        CoreError: ``invalid_request`` for any other host (plugin-contract.md "Debug
+            adapters": "TCP endpoints are loopback only").
+    """
+    if host.lower() == "localhost":
+        return host
+    try:
+        address = ipaddress.ip_address(host.strip("[]"))
+    except ValueError:
+        address = None
+    if address is None or not address.is_loopback:
+        raise CoreError(
+            "invalid_request",
+            f"Debug adapter endpoints must be loopback (127.0.0.0/8, ::1, localhost): {host!r}",
+            {"host": host},
+        )
+    return host.strip("[]")
+
+
+@dataclass(frozen=True)
+class AdapterSpec:
+    """How to start and reach a debug adapter (``debug.createSession``'s ``adapter``).
+
+    Attributes:
+        argv: The adapter's program and arguments; None for ``tcpPort`` without an
+            executable: connect to an adapter someone else runs (``debugpy --listen``), which
+            the session then neither starts nor ends.
+        env: Environment changes (None removes a variable).
+        cwd: Working directory, or None for ours.
+        transport: ``"stdio"``, ``"tcpPort"`` or ``"tcpAnnounced"``.
+        host: The loopback host to connect to (TCP transports).
+        port: The port (``tcpPort``).
+        announce_prefix: What the first stdout line starts with before the port or
+            ``host:port`` (``tcpAnnounced``).
+        connect_timeout_ms: Bound on reaching the endpoint (or reading the announcement).
+    """
+
+    argv: list[str] | None
+    env: dict[str, str | None] | None = None
+    cwd: str | None = None
+    transport: str = "stdio"
+    host: str = "127.0.0.1"
+    port: int | None = None
+    announce_prefix: str = ""
+    connect_timeout_ms: int = DEFAULT_CONNECT_TIMEOUT_MS
+
+
+class _SessionEnded(Exception):
+    """A pending request ended because the session did (internal)."""
+
+
+@dataclass
+class _Pending:
+    seq: int
+    command: str
+    done: trio.Event = field(default_factory=trio.Event)
+    response: DAPResponse | None = None
+
+
+@dataclass
+class _Operation:
+    operation_id: str
+    command: str
+    scope: trio.CancelScope = field(default_factory=trio.CancelScope)
+    seq: int | None = None
+    finished: bool = False
+    cancel_reason: str | None = None
+
+
+@dataclass
+class _TerminalRequest:
+    request: DAPRequest
+    answered: bool = False
+
+
+def _cut(text: str, limit: int) -> tuple[str, bool]:
+    return (text, False) if len(text) <= limit else (text[:limit], True)
+
+
+def _int(value: JSONValue) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+@final
+class DebugSession:
+    """A debug session: made by the debug service (``debug.createSession``).
+
+    Attributes:
+        session_id: The session's id.
+        adapter_id: DAP ``initialize.adapterID``.
+        events: The session's ordered, bounded event queue.
+        lifecycle: Its pure state (:class:`DebugLifecycle`).
+        capabilities: The normalized capabilities, None until ``initialize`` is answered.
+    """
+
+    def __init__(
+        self,
+        *,
+        session_id: str,
+        adapter_id: str,
+        spec: AdapterSpec,
+        root_path: str,
+        supports_run_in_terminal: bool,
+        run_in_terminal_handler: str,
+        events: EventQueue,
+    ) -> None:
+        self.session_id = session_id
+        self.adapter_id = adapter_id
+        self.spec = spec
+        self.root_path = root_path
+        self.supports_run_in_terminal = supports_run_in_terminal
+        self.run_in_terminal_handler = run_in_terminal_handler
+        self.events = events
+        self.lifecycle = DebugLifecycle()
+        self.capabilities: JSONObject | None = None
+        self._conn = DAPConnection()
+        self._tree: ProcessTree | None = None
+        self._socket: trio.SocketStream | None = None
+        self._send_stream: trio.abc.SendStream | None = None
+        self._receive_stream: trio.abc.ReceiveStream | None = None
+        self._write_send, self._write_receive = trio.open_memory_channel[bytes](_WRITE_QUEUE_FRAMES)
+        self._pending: dict[int, _Pending] = {}
+        self._operations: dict[str, _Operation] = {}
+        self._anonymous = itertools.count(1)
+        self._terminal_ids = itertools.count(1)
+        self._terminal_requests: dict[str, _TerminalRequest] = {}
+        self._terminals: list[TerminalProcess] = []
+        self._initialize_answered = trio.Event()
+        self._configured = False
+        self._stop_count = 0
+        self._transport_done = trio.Event()
+        self._end_reason = "adapterExited"
+        self._stop_started = False
+        self._stop_done = trio.Event()
+        self._ended = trio.Event()
+        self._teardown_started = False
+        self._terminated_detail: JSONObject | None = None
+        self._stderr = StderrRing(_STDERR_LINES, _STDERR_LINE_BYTES)
+        #: The unexpected exception that ended the session (state FAILED), if one did.
+        self.failure: Exception | None = None
+        self._running = False
+        self._nursery: trio.Nursery | None = None
+        self.source_breakpoints: dict[str, tuple[SourceBreakpoint, ...]] = {}
+        self.function_breakpoints: tuple[FunctionBreakpoint, ...] = ()
+        self.exception_filters: tuple[ExceptionFilter, ...] | None = None
+
+    # -- public state --------------------------------------------------------------------
+
+    @property
+    def state(self) -> DebugState:
+        """The session's current state."""
+        return self.lifecycle.state
+
+    @property
+    def adapter_pid(self) -> int | None:
+        """The adapter's process id, or None when the session does not own a process."""
+        return self._tree.pid if self._tree is not None else None
+
+    @property
+    def ended(self) -> bool:
+        """Whether the adapter and everything the session started are gone."""
+        return self._ended.is_set()
+
+    def describe(self) -> JSONObject:
+        """``{sessionId, adapterId, state, requestKind, adapterPid, reason?, crashReport?}``.
+
+        ``reason: "internal"`` and ``crashReport`` only in state ``failed``.
+        """
+        data: JSONObject = {
+            "sessionId": self.session_id,
+            "adapterId": self.adapter_id,
+            "state": self.state.value,
+            "requestKind": self.lifecycle.request_kind,
+            "adapterPid": self.adapter_pid,
+        }
+        if self.failure is not None:
+            data["reason"] = "internal"
+            data["crashReport"] = self._crash_report()
+        return data
+
+    def _crash_report(self) -> JSONObject:
+        assert self.failure is not None
+        return crash_report(self.failure, self._stderr.tail())
+
+    def _emit(self, event: str, params: JSONObject | None = None) -> None:
+        self.events.put(event, {"sessionId": self.session_id, **(params or {})})
+
+    def _move(self, event: DebugInput) -> None:
+        if self.lifecycle.handle(event):
+            self._emit("stateChanged", {"state": self.state.value})
+
+    # -- running -------------------------------------------------------------------------
+
+    async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        """Start the adapter, connect, send ``initialize``, and serve until the session ends.
+
+        Reports started (``task_status``) once ``initialize`` is queued; a failure before
+        that is raised to the starter and leaves nothing running.
+
+        Raises:
+            CoreError: ``launch_failed`` when the adapter can not be started or reached;
+                ``invalid_request`` for a bad argv, env or cwd.
+
+        **Cancellation:** cancelling it ends the session the hard way (no ``disconnect``):
+        the adapter's tree is ended, shielded and bounded, before it returns.
+        """
+        try:
+            await self._open_transport()
+            try:
+                await self._serve(task_status)
+            except BaseException as exc:
+                failure, rest = split_failure(exc)
+                if failure is None or not self._running:
+                    # Before it started, a failure is the starter's (its request's).
+                    raise
+                self._fail(failure)
+                if rest is not None:
+                    raise rest from None
+        finally:
+            with trio.CancelScope(shield=True):
+                try:
+                    await self._teardown()
+                except Exception as exc:
+                    # A bug in the teardown: logged; the tree's own close is idempotent
+                    # and the session is marked ended by the teardown's own finally.
+                    log_failure(f"debug session {self.session_id} teardown", exc)
+
+    async def _serve(self, task_status: trio.TaskStatus[None]) -> None:
+        async with trio.open_nursery() as nursery:
+            self._nursery = nursery
+            nursery.start_soon(self._contained, self._write_loop)
+            nursery.start_soon(self._contained, self._read_loop)
+            tree = self._tree
+            if tree is not None:
+                nursery.start_soon(self._contained, functools.partial(self._watch_exit, tree))
+                if tree.stderr is not None:
+                    drain = functools.partial(self._drain, tree.stderr, True)
+                    nursery.start_soon(self._contained, drain)
+                if self._socket is not None and tree.stdout is not None:
+                    drain = functools.partial(self._drain, tree.stdout, False)
+                    nursery.start_soon(self._contained, drain)
+            self._emit("stateChanged", {"state": self.state.value})
+            nursery.start_soon(self._contained, self._initialize)
+            task_status.started()
+            self._running = True
+            await self._transport_done.wait()
+            await self._teardown()
+            nursery.cancel_scope.cancel()
+
+    async def _contained(self, task: Callable[[], Awaitable[None]]) -> None:
+        """Run one of the session's tasks inside the session's boundary.
+
+        An unexpected exception ends the session (:meth:`_fail`), not the nursery: the
+        teardown that follows ends the adapter and fails the pending operations.
+        """
+        try:
+            await task()
+        except BaseException as exc:
+            failure, rest = split_failure(exc)
+            if failure is None:
+                raise
+            self._fail(failure)
+            if rest is not None:
+                raise rest from None
+
+    def _fail(self, failure: Exception) -> None:
+        """The session's boundary caught ``failure``: the teardown ends it as ``failed``.
+
+        After the session ended (its ``terminated`` event was emitted) a failure is only
+        logged: the outcome was already reported.
+        """
+        log_failure(f"debug session {self.session_id}", failure)
+        if self._ended.is_set() or self._terminated_detail is not None:
+            return
+        if self.failure is None:
+            self.failure = failure
+        self._end_reason = "internal"
+        if not self._transport_done.is_set():
+            self._transport_done.set()
+
+    async def _open_transport(self) -> None:
+        spec = self.spec
+        if spec.argv is not None:
+            tcp = spec.transport != "stdio"
+            self._tree = await open_process_tree(
+                spec.argv,
+                cwd=spec.cwd,
+                env=spec.env,
+                stdin=PIPE,
+                stdout=PIPE,
+                stderr=PIPE,
+            )
+            if not tcp:
+                self._send_stream = self._tree.stdin
+                self._receive_stream = self._tree.stdout
+                return
+        try:
+            with trio.fail_after(spec.connect_timeout_ms / 1000):
+                host, port = spec.host, spec.port
+                if spec.transport == "tcpAnnounced":
+                    host, port = await self._read_announcement()
+                assert port is not None
+                self._socket = await self._connect(host, port)
+        except BaseException as exc:
+            with trio.CancelScope(shield=True):
+                await self._close_tree()
+            if isinstance(exc, trio.TooSlowError):
+                raise CoreError(
+                    "launch_failed",
+                    f"The debug adapter was not reachable within {spec.connect_timeout_ms} ms",
+                    self._crash_details(),
+                ) from None
+            raise
+        self._send_stream = self._socket
+        self._receive_stream = self._socket
+
+    async def _read_announcement(self) -> tuple[str, int]:
+        tree = self._tree
+        assert tree is not None
+        assert tree.stdout is not None
+        line = bytearray()
+        while b"\n" not in line:
+            chunk = await tree.stdout.receive_some(_MAX_ANNOUNCE_LINE)
+            if not chunk:
+                raise CoreError(
+                    "launch_failed",
+                    "The debug adapter exited before it announced its port",
+                    self._crash_details(),
+                )
+            line += chunk
+            if len(line) > _MAX_ANNOUNCE_LINE and b"\n" not in line[:_MAX_ANNOUNCE_LINE]:
+                raise CoreError("launch_failed", "The debug adapter's announce line is too long")
+        # Bytes after the line are adapter output; only the announcement is ours.
+        text = bytes(line).split(b"\n", 1)[0].decode("utf-8", "replace").strip()
+        prefix = self.spec.announce_prefix
+        if not text.startswith(prefix):
+            raise CoreError(
+                "launch_failed",
+                "The debug adapter's first stdout line does not start with the announce prefix",
+                {"announcePrefix": prefix},
+            )
+        value = text[len(prefix) :].strip()
+        host = self.spec.host
+        if value.rsplit(":", 1)[-1] != value:
+            host, value = value.rsplit(":", 1)
+            try:
+                host = check_loopback(host)
+            except CoreError as exc:
+                raise CoreError("launch_failed", exc.message, exc.details) from None
+        if not value.isdigit() or not 0 < int(value) < 65536:
+            raise CoreError("launch_failed", "The debug adapter announced an invalid port")
+        return host, int(value)
+
+    async def _connect(self, host: str, port: int) -> trio.SocketStream:
+        # The adapter may still be starting: retry until the caller's deadline, but give up
+        # at once when the adapter we started has exited.
+        while True:
+            try:
+                return await trio.open_tcp_stream(host, port)
+            except OSError as exc:
+                if self._tree is not None and self._tree.returncode is not None:
+                    raise CoreError(
+                        "launch_failed",
+                        f"The debug adapter exited before accepting a connection: {exc}",
+                        self._crash_details(),
+                    ) from None
+                await trio.sleep(_CONNECT_RETRY_S)
+
+    def _crash_details(self) -> JSONObject:
+        details: JSONObject = {}
+        tree = self._tree
+        if tree is not None:
+            details.update({"exitCode": None, **exit_detail(tree.returncode)})
+        if self._stderr:
+            tail: list[JSONValue] = [*self._stderr.tail()]
+            details["stderrTail"] = tail
+        return details
+
+    async def _write_loop(self) -> None:
+        stream = self._send_stream
+        assert stream is not None
+        async with self._write_receive:
+            async for frame in self._write_receive:
+                fault_point("dap.writer")
+                try:
+                    with trio.fail_after(_WRITE_TIMEOUT_S):
+                        await stream.send_all(frame)
+                except (trio.BrokenResourceError, trio.ClosedResourceError):
+                    self._end_transport("transportClosed")
+                    return
+                except trio.TooSlowError:
+                    logger.warning("debug adapter %s stopped reading", self.session_id)
+                    self._end_transport("adapterNotReading")
+                    return
+
+    async def _read_loop(self) -> None:
+        stream = self._receive_stream
+        assert stream is not None
+        conn = self._conn
+        try:
+            while True:
+                try:
+                    data = await stream.receive_some(65536)
+                except (trio.BrokenResourceError, trio.ClosedResourceError):
+                    data = b""
+                if data:
+                    conn.receive_data(data)
+                else:
+                    conn.receive_eof()
+                while True:
+                    event = conn.next_event()
+                    if event is NEED_DATA:
+                        break
+                    if event is EOF:
+                        self._end_transport(self._end_reason)
+                        return
+                    if isinstance(event, StrayText):
+                        logger.warning(
+                            "debug adapter %s wrote %d stray bytes between frames",
+                            self.session_id,
+                            event.byte_count,
+                        )
+                        continue
+                    fault_point("dap.reader")
+                    self._dispatch(event)
+        except RemoteProtocolError as exc:
+            logger.warning("debug adapter %s broke the protocol: %s", self.session_id, exc)
+            self._end_transport("protocolError")
+
+    def _end_transport(self, reason: str) -> None:
+        if not self._transport_done.is_set():
+            if not self._stop_started:
+                self._end_reason = reason
+            self._transport_done.set()
+
+    async def _watch_exit(self, tree: ProcessTree) -> None:
+        await tree.wait()
+        fault_point("dap.exit")
+        # Invariant 10: the exit and the end of the pipes are separate events; a descendant
+        # holding the adapter's stdout must not keep the session alive.
+        with trio.move_on_after(_DRAIN_AFTER_EXIT_S):
+            await self._transport_done.wait()
+        self._end_transport("adapterExited")
+
+    async def _drain(self, stream: trio.abc.ReceiveStream, keep: bool) -> None:
+        with contextlib.suppress(trio.BrokenResourceError, trio.ClosedResourceError):
+            while True:
+                chunk = await stream.receive_some(65536)
+                if not chunk:
+                    break
+                fault_point("dap.drain")
+                if keep:
+                    self._stderr.feed(bytes(chunk))
+        if keep:
+            self._stderr.feed_eof()
+
+    # -- requests ------------------------------------------------------------------------
+
+    async def _send(self, frame: bytes) -> None:
+        try:
+            await self._write_send.send(frame)
+        except (trio.BrokenResourceError, trio.ClosedResourceError):
+            raise _SessionEnded from None
+
+    async def _request(
+        self, command: str, arguments: JSONValue = None, operation: _Operation | None = None
+    ) -> DAPResponse:
+        if self._transport_done.is_set():
+            raise _SessionEnded
+        seq, frame = self._conn.request(command, arguments)
+        pending = _Pending(seq, command)
+        self._pending[seq] = pending
+        if operation is not None:
+            operation.seq = seq
+        try:
+            await self._send(frame)
+            await pending.done.wait()
+        finally:
+            # Removing the entry is what makes a late response harmless.
+            self._pending.pop(seq, None)
+            if operation is not None and pending.done.is_set():
+                # Answered (or the session ended): nothing left to cancel. A request whose
+                # wait was cancelled keeps its seq, so DAP `cancel` can name it.
+                operation.seq = None
+        if pending.response is None:
+            raise _SessionEnded
+        return pending.response
+
+    def _send_cancel(self, seq: int) -> None:
+        if not (self.capabilities or {}).get("supportsCancelRequest"):
+            return
+        _, frame = self._conn.request("cancel", {"requestId": seq})
+        # Best effort, never blocking: it may be sent from a cancelled task.
+        with contextlib.suppress(
+            trio.WouldBlock, trio.BrokenResourceError, trio.ClosedResourceError
+        ):
+            self._write_send.send_nowait(frame)
+
+    # -- operations ----------------------------------------------------------------------
+
+    def _finish(
+        self,
+        operation: _Operation,
+        *,
+        result: JSONValue = None,
+        message: str | None = None,
+        reason: str | None = None,
+        code: str | None = None,
+        extra: JSONObject | None = None,
+    ) -> bool:
+        if operation.finished:
+            return False
+        operation.finished = True
+        if operation.seq is not None:
+            self._pending.pop(operation.seq, None)
+        if self._operations.get(operation.operation_id) is operation:
+            del self._operations[operation.operation_id]
+        if message is None:
+            self._emit(
+                "operationCompleted",
+                {
+                    "operationId": operation.operation_id,
+                    "command": operation.command,
+                    "result": result,
+                },
+            )
+        else:
+            params: JSONObject = {
+                "operationId": operation.operation_id,
+                "command": operation.command,
+                "message": message,
+            }
+            reason = reason or REASON_REFUSED
+            params["reason"] = reason
+            params["code"] = code or _REASON_CODES.get(reason, "invalid_request")
+            if extra:
+                params.update(extra)
+            self._emit("operationFailed", params)
+        return True
+
+    async def run_operation(
+        self,
+        command: str,
+        operation_id: str | None,
+        timeout_ms: int | None,
+        body: Callable[[_Operation], Awaitable[JSONValue]],
+    ) -> JSONValue:
+        """Run one operation: registered, bounded, ended exactly once.
+
+        Args:
+            command: The ``debug.*`` command (named in the events).
+            operation_id: The caller's id (``debug.cancelOperation`` uses it); None makes
+                one up.
+            timeout_ms: The operation's deadline in milliseconds (default 60 000).
+            body: Sends the request(s) and returns the normalized result.
+
+        Returns:
+            ``{operationId, result}``.
+
+        Raises:
+            CoreError: every failure carries ``details {operationId, reason}``, and the
+                ``operationFailed`` event the same ``reason`` and ``code``
+                (:data:`OPERATION_FAILURE_REASONS`): ``refused`` (``invalid_request`` /
+                ``not_supported`` / ``busy``: refused before anything was sent, e.g. a
+                duplicate operation id, a step while running, a command the adapter did not
+                advertise); ``adapterError`` (``invalid_request``, ``launch_failed`` for
+                launch/attach: the adapter answered ``success: false``; details
+                ``adapterMessage``); ``cancelled`` (``cancelled``: ``debug.cancelOperation``
+                with reason cancelled, ``$/cancelRequest`` or the caller's cancellation);
+                ``timedOut`` (``timed_out``: the deadline, or ``debug.cancelOperation`` with
+                reason timedOut); ``sessionEnded`` (``cancelled``: the session ended first;
+                details ``sessionEndReason`` is the ``terminated`` event's reason, such as
+                ``adapterExited``, ``protocolError``, ``adapterNotReading``,
+                ``disconnected``).
+
+        **Cancellation:** cancelling the caller fails the operation (``operationFailed``,
+        reason ``cancelled``), forgets its pending request and sends DAP ``cancel`` when the
+        adapter supports it.
+        """
+        if operation_id is None:
+            operation_id = f"{command}#{next(self._anonymous)}"
+        refused: JSONObject = {"operationId": operation_id, "reason": REASON_REFUSED}
+        if operation_id in self._operations:
+            raise CoreError(
+                "invalid_request", f"Operation {operation_id!r} is already pending", refused
+            )
+        if len(self._operations) >= MAX_PENDING_OPERATIONS:
+            raise CoreError("busy", "Too many pending debug operations in this session", refused)
+        if not self.lifecycle.live:
+            raise CoreError(
+                "invalid_request",
+                f"The debug session is {self.state.value}",
+                {**refused, "state": self.state.value},
+            )
+        operation = _Operation(operation_id, command)
+        self._operations[operation_id] = operation
+        timeout = timeout_ms if timeout_ms is not None else DEFAULT_OPERATION_TIMEOUT_MS
+        operation.scope.deadline = trio.current_time() + timeout / 1000
+        try:
+            with operation.scope:
+                try:
+                    fault_point("dap.operation")
+                    result = await body(operation)
+                except _SessionEnded:
+                    message = "The debug session ended"
+                    ended: JSONObject = {"sessionEndReason": self._end_reason}
+                    self._finish(operation, message=message, reason="sessionEnded", extra=ended)
+                    raise CoreError(
+                        "cancelled",
+                        message,
+                        {"operationId": operation_id, "reason": "sessionEnded", **ended},
+                    ) from None
+                except CoreError as exc:
+                    failure = dict(exc.details or {})
+                    reason = failure.get("reason")
+                    if reason not in OPERATION_FAILURE_REASONS:
+                        reason = REASON_REFUSED
+                    assert isinstance(reason, str)
+                    failure.update(operationId=operation_id, reason=reason)
+                    self._finish(operation, message=exc.message, reason=reason, code=exc.code)
+                    raise CoreError(exc.code, exc.message, failure) from None
+                except Exception as exc:
+                    # A bug of ours (or a library raising) inside this operation: it fails
+                    # alone; the session and its other operations go on.
+                    log_failure(f"debug session {self.session_id} {command}", exc)
+                    message = internal_message(exc)
+                    self._finish(operation, message=message, reason="internal")
+                    raise CoreError(
+                        "internal", message, {"operationId": operation_id, "reason": "internal"}
+                    ) from None
+                self._finish(operation, result=result)
+                return {"operationId": operation_id, "result": result}
+        except trio.Cancelled:
+            seq = operation.seq
+            failed = self._finish(
+                operation, message="The operation was cancelled", reason="cancelled"
+            )
+            if failed and seq is not None:
+                self._send_cancel(seq)
+            raise
+        finally:
+            if self._operations.get(operation_id) is operation:
+                del self._operations[operation_id]
+        # Reached only when the operation's own scope caught the cancellation: either
+        # debug.cancelOperation (which already failed it) or its deadline.
+        if operation.cancel_reason is None:
+            operation.cancel_reason = "timedOut"
+            message = f"The operation exceeded its deadline of {timeout} ms"
+            self._finish(operation, message=message, reason="timedOut")
+            if operation.seq is not None:
+                self._send_cancel(operation.seq)
+        details: JSONObject = {"operationId": operation_id, "reason": operation.cancel_reason}
+        if operation.cancel_reason == "cancelled":
+            raise CoreError("cancelled", "The operation was cancelled", details)
+        raise CoreError("timed_out", f"The operation timed out ({timeout} ms)", details)
+
+    def cancel_operation(self, operation_id: str, reason: str) -> bool:
+        """``debug.cancelOperation``: fail a pending operation now.
+
+        The pending request is removed first, then ``operationFailed`` is emitted with
+        ``reason`` (``cancelled`` or ``timedOut``), then DAP ``cancel`` is sent when the
+        adapter advertised ``supportsCancelRequest``; the waiting caller gets ``cancelled`` or
+        ``timed_out``.
+
+        Returns:
+            True when the operation was pending.
+        """
+        operation = self._operations.get(operation_id)
+        if operation is None or operation.finished:
+            return False
+        seq = operation.seq
+        operation.cancel_reason = reason
+        message = (
+            "The operation was cancelled" if reason == "cancelled" else "The operation timed out"
+        )
+        self._finish(operation, message=message, reason=reason)
+        operation.scope.cancel()
+        if seq is not None:
+            self._send_cancel(seq)
+        return True
+
+    def _adapter_refused(self, response: DAPResponse, code: str = "invalid_request") -> CoreError:
+        message = response.message or "failed"
+        body = response.body
+        if isinstance(body, dict) and isinstance(body.get("error"), dict):
+            fmt = body["error"].get("format")  # type: ignore[union-attr]
+            if isinstance(fmt, str):
+                message = fmt
+        return CoreError(
+            code,
+            f"The debug adapter refused {response.command}: {message}",
+            {"command": response.command, "adapterMessage": message, "reason": "adapterError"},
+        )
+
+    # -- initialize, launch, configuration -----------------------------------------------
+
+    async def _initialize(self) -> None:
+        arguments: JSONObject = {
+            "clientID": "trio-process-supervisor",
+            "clientName": "trio-process-supervisor",
+            "adapterID": self.adapter_id,
+            "pathFormat": "path",
+            "linesStartAt1": True,
+            "columnsStartAt1": True,
+            "supportsVariableType": True,
+            "supportsVariablePaging": True,
+            "supportsRunInTerminalRequest": self.supports_run_in_terminal,
+            "locale": "en",
+        }
+        fault_point("dap.initialize")
+        try:
+            response = await self._request("initialize", arguments)
+        except _SessionEnded:
+            return
+        if not response.success:
+            logger.warning("debug adapter %s refused initialize", self.session_id)
+            self._end_transport("initializeFailed")
+            return
+        self.capabilities = normalize_capabilities(response.body)
+        self._move(DebugInput.RECV_INITIALIZE_RESPONSE)
+        self._emit("capabilities", {"capabilities": self.capabilities})
+        self._initialize_answered.set()
+
+    async def start(self, kind: str, configuration: JSONObject, operation: _Operation) -> JSONValue:
+        """``debug.launch`` / ``debug.attach``: sent once ``initialize`` is answered."""
+        if self.lifecycle.request_kind is not None:
+            raise CoreError("invalid_request", "The debug session was already launched or attached")
+        self.lifecycle.request_kind = kind
+        try:
+            await self._wait_initialize_answered()
+            self._move(DebugInput.SEND_START)
+            response = await self._request(kind, configuration, operation)
+        except BaseException:
+            if self.state in (DebugState.READY, DebugState.STARTING, DebugState.INITIALIZING):
+                self.lifecycle.request_kind = None
+                if self.state is DebugState.STARTING:
+                    self._move(DebugInput.RECV_START_FAILED)
+            raise
+        if not response.success:
+            self.lifecycle.request_kind = None
+            self._move(DebugInput.RECV_START_FAILED)
+            raise self._adapter_refused(response, "launch_failed")
+        self._move(DebugInput.RECV_START_RESPONSE)
+        return {"requestKind": kind}
+
+    async def _wait_initialize_answered(self) -> None:
+        if self._initialize_answered.is_set():
+            return
+        async with trio.open_nursery() as nursery:
+
+            async def watch_end() -> None:
+                await self._transport_done.wait()
+                nursery.cancel_scope.cancel()
+
+            async def wait_answer() -> None:
+                await self._initialize_answered.wait()
+                nursery.cancel_scope.cancel()
+
+            nursery.start_soon(watch_end)
+            nursery.start_soon(wait_answer)
+        if not self._initialize_answered.is_set():
+            raise _SessionEnded
+
+    async def _configure(self) -> None:
+        """On the adapter's ``initialized``: exception filters, function breakpoints, source
+        breakpoints (path order), then ``configurationDone`` when supported."""
+        self._configured = True
+        caps = self.capabilities or {}
+        fault_point("dap.configure")
+        try:
+            filters = self.exception_filters
+            if filters is None:
+                filters = default_exception_filters(caps)
+            if caps.get("exceptionBreakpointFilters"):
+                await self._request(
+                    "setExceptionBreakpoints", exception_breakpoints_arguments(filters, caps)
+                )
+            if caps.get("supportsFunctionBreakpoints") and self.function_breakpoints:
+                await self._request(
+                    "setFunctionBreakpoints",
+                    function_breakpoints_arguments(self.function_breakpoints, caps),
+                )
+            for path in sorted(self.source_breakpoints):
+                await self._request(
+                    "setBreakpoints",
+                    source_breakpoints_arguments(path, self.source_breakpoints[path], caps),
+                )
+            if caps.get("supportsConfigurationDoneRequest"):
+                await self._request("configurationDone")
+        except _SessionEnded:
+            return
+
+    async def set_source_breakpoints(
+        self, path: str, breakpoints: tuple[SourceBreakpoint, ...], operation: _Operation
+    ) -> JSONValue:
+        """Replace one source's set; send it now when configuration has begun."""
+        if breakpoints:
+            self.source_breakpoints[path] = breakpoints
+        else:
+            self.source_breakpoints.pop(path, None)
+        wire: list[JSONValue] = [bp.to_wire() for bp in breakpoints]
+        if not self._configured:
+            return {"path": path, "breakpoints": wire, "sent": False}
+        caps = self.capabilities or {}
+        response = await self._request(
+            "setBreakpoints", source_breakpoints_arguments(path, breakpoints, caps), operation
+        )
+        if not response.success:
+            raise self._adapter_refused(response)
+        reported = response.body.get("breakpoints") if isinstance(response.body, dict) else None
+        answers = iter(reported if isinstance(reported, list) else [])
+        for entry, bp in zip(wire, breakpoints, strict=True):
+            if not bp.enabled or not isinstance(entry, dict):
+                continue
+            answer = next(answers, None)
+            if isinstance(answer, dict):
+                entry["verified"] = answer.get("verified") is True
+                if _int(answer.get("id")) is not None:
+                    entry["id"] = answer["id"]
+                if isinstance(answer.get("message"), str):
+                    entry["message"] = answer["message"]
+        return {"path": path, "breakpoints": wire, "sent": True}
+
+    async def set_function_breakpoints(
+        self, breakpoints: tuple[FunctionBreakpoint, ...], operation: _Operation
+    ) -> JSONValue:
+        """Replace the function breakpoint set; sent only with ``supportsFunctionBreakpoints``."""
+        self.function_breakpoints = breakpoints
+        wire: list[JSONValue] = [bp.to_wire() for bp in breakpoints]
+        caps = self.capabilities or {}
+        if not self._configured or not caps.get("supportsFunctionBreakpoints"):
+            return {"breakpoints": wire, "sent": False}
+        response = await self._request(
+            "setFunctionBreakpoints", function_breakpoints_arguments(breakpoints, caps), operation
+        )
+        if not response.success:
+            raise self._adapter_refused(response)
+        return {"breakpoints": wire, "sent": True}
+
+    async def set_exception_filters(
+        self, filters: tuple[ExceptionFilter, ...], operation: _Operation
+    ) -> JSONValue:
+        """Replace the exception filter selection; sent when the adapter declared filters."""
+        self.exception_filters = filters
+        wire: list[JSONValue] = [f.to_wire() for f in filters]
+        caps = self.capabilities or {}
+        if not self._configured or not caps.get("exceptionBreakpointFilters"):
+            return {"filters": wire, "sent": False}
+        response = await self._request(
+            "setExceptionBreakpoints", exception_breakpoints_arguments(filters, caps), operation
+        )
+        if not response.success:
+            raise self._adapter_refused(response)
+        return {"filters": wire, "sent": True}
+
+    # -- execute and inspect -------------------------------------------------------------
+
+    async def execute(
+        self, command: str, thread_id: int | None, single_thread: bool, operation: _Operation
+    ) -> JSONValue:
+        """``debug.execute``: refused before sending unless the state and capabilities allow."""
+        plan = check_execute(self.lifecycle, self.capabilities, command, thread_id, single_thread)
+        stops_before = self._stop_count
+        response = await self._request(plan.command, plan.arguments, operation)
+        if not response.success:
+            raise self._adapter_refused(response)
+        # debugpy may report the step's `stopped` before it answers the step: the answer
+        # then means nothing about the current state.
+        resumed = plan.command in ("continue", "next", "stepIn", "stepOut")
+        if resumed and self._stop_count == stops_before:
+            all_threads = True
+            if plan.command == "continue" and isinstance(response.body, dict):
+                all_threads = response.body.get("allThreadsContinued") is not False
+            if self.lifecycle.handle(DebugInput.RECV_CONTINUED):
+                self._emit(
+                    "continued",
+                    {
+                        "threadId": plan.arguments.get("threadId"),
+                        "allThreadsContinued": all_threads,
+                    },
+                )
+                self._emit("stateChanged", {"state": self.state.value})
+        return {}
+
+    async def inspect(self, kind: str, arguments: JSONObject, operation: _Operation) -> JSONValue:
+        """``debug.inspect``: ``arguments`` were validated by the service."""
+        paused_only = kind in ("stackTrace", "scopes", "variables", "exceptionInfo")
+        state = self.state
+        if paused_only and state is not DebugState.PAUSED:
+            raise CoreError(
+                "invalid_request", f"debug.inspect {kind}: the session is {state.value}, not paused"
+            )
+        if state not in (DebugState.RUNNING, DebugState.PAUSED):
+            raise CoreError(
+                "invalid_request", f"debug.inspect {kind}: the session is {state.value}"
+            )
+        if kind == "exceptionInfo" and not (self.capabilities or {}).get(
+            "supportsExceptionInfoRequest"
+        ):
+            raise CoreError("not_supported", "The debug adapter does not support exceptionInfo")
+        response = await self._request(kind, arguments, operation)
+        if not response.success:
+            raise self._adapter_refused(response)
+        return normalize_result(kind, response.body)
+
+    # -- inbound -------------------------------------------------------------------------
+
+    def _dispatch(self, message: DAPEvent | DAPRequest | DAPResponse) -> None:
+        if isinstance(message, DAPResponse):
+            pending = self._pending.pop(message.request_seq, None)
+            if pending is None:
+                return  # late (cancelled, timed out) or unknown: ignored, never forwarded
+            pending.response = message
+            pending.done.set()
+        elif isinstance(message, DAPEvent):
+            self._on_event(message)
+        else:
+            assert self._nursery is not None
+            self._nursery.start_soon(self._on_reverse_request, message)
+
+    def _on_event(self, message: DAPEvent) -> None:
+        body = message.body if isinstance(message.body, dict) else {}
+        name = message.event
+        if name == "initialized":
+            self._emit("initialized")
+            if not self._configured and self._nursery is not None:
+                self._nursery.start_soon(self._contained, self._configure)
+        elif name == "stopped":
+            self._stop_count += 1
+            thread = _int(body.get("threadId"))
+            if thread is not None:
+                self.lifecycle.selected_thread = thread
+            changed = self.lifecycle.handle(DebugInput.RECV_STOPPED)
+            hit = body.get("hitBreakpointIds")
+            self._emit(
+                "stopped",
+                {
+                    "reason": body.get("reason")
+                    if isinstance(body.get("reason"), str)
+                    else "unknown",
+                    "threadId": thread,
+                    "allThreadsStopped": body.get("allThreadsStopped") is True,
+                    "description": body.get("description")
+                    if isinstance(body.get("description"), str)
+                    else None,
+                    "text": body.get("text") if isinstance(body.get("text"), str) else None,
+                    "hitBreakpointIds": [i for i in hit if _int(i) is not None]
+                    if isinstance(hit, list)
+                    else [],
+                },
+            )
+            if changed:
+                self._emit("stateChanged", {"state": self.state.value})
+        elif name == "continued":
+            if self.lifecycle.handle(DebugInput.RECV_CONTINUED):
+                self._emit(
+                    "continued",
+                    {
+                        "threadId": _int(body.get("threadId")),
+                        "allThreadsContinued": body.get("allThreadsContinued") is not False,
+                    },
+                )
+                self._emit("stateChanged", {"state": self.state.value})
+        elif name == "output":
+            text = body.get("output")
+            if isinstance(text, str):
+                output, truncated = _cut(text, _MAX_OUTPUT_CHARS)
+                category = body.get("category")
+                params: JSONObject = {
+                    "category": category if isinstance(category, str) else "console",
+                    "output": output,
+                }
+                if truncated:
+                    params["truncated"] = True
+                self._emit("output", params)
+        elif name == "thread":
+            self._emit(
+                "thread",
+                {
+                    "reason": body.get("reason") if isinstance(body.get("reason"), str) else "",
+                    "threadId": _int(body.get("threadId")),
+                },
+            )
+        elif name == "breakpoint":
+            self._emit(
+                "breakpoint",
+                {
+                    "reason": body.get("reason") if isinstance(body.get("reason"), str) else "",
+                    "breakpoint": body.get("breakpoint"),
+                },
+            )
+        elif name == "exited":
+            self._emit("exited", {"exitCode": _int(body.get("exitCode"))})
+        elif name == "terminated" and not self._stop_started and self._nursery is not None:
+            # The debuggee is over: end the session as an IDE does (disconnect, then the
+            # adapter). Our `terminated` event follows once everything is gone.
+            self._nursery.start_soon(self._contained, self._stop_after_terminated)
+        # Other events (module, process, loadedSource, ...) are not part of our contract.
+
+    async def _stop_after_terminated(self) -> None:
+        await self.stop(reason="debuggeeTerminated")
+
+    async def _on_reverse_request(self, request: DAPRequest) -> None:
+        try:
+            fault_point("dap.reverse")
+            await self._serve_reverse_request(request)
+        except Exception as exc:
+            # That request fails alone: the adapter is told, the session goes on.
+            log_failure(f"debug session {self.session_id} reverse {request.command}", exc)
+            await self._respond(request, success=False, message=internal_message(exc))
+
+    async def _serve_reverse_request(self, request: DAPRequest) -> None:
+        if request.command != "runInTerminal" or not self.supports_run_in_terminal:
+            # Also a runInTerminal the client never advertised (initialize's
+            # supportsRunInTerminalRequest): refused, nothing starts.
+            await self._respond(
+                request, success=False, message=f"{request.command} is not supported"
+            )
+            return
+        arguments = request.arguments if isinstance(request.arguments, dict) else {}
+        args = arguments.get("args")
+        cwd = arguments.get("cwd")
+        env = arguments.get("env")
+        if (
+            not isinstance(args, list)
+            or not args
+            or not all(isinstance(a, str) for a in args)
+            or (cwd is not None and not isinstance(cwd, str))
+            or (env is not None and not isinstance(env, dict))
+        ):
+            await self._respond(request, success=False, message="runInTerminal: invalid arguments")
+            return
+        argv = [a for a in args if isinstance(a, str)]
+        env_changes: dict[str, str | None] = {}
+        for key, value in (env or {}).items():
+            env_changes[key] = value if isinstance(value, str) else None
+        request_id = f"rit-{next(self._terminal_ids)}"
+        event: JSONObject = {
+            "requestId": request_id,
+            "kind": arguments.get("kind")
+            if arguments.get("kind") in ("integrated", "external")
+            else "integrated",
+            "title": arguments.get("title") if isinstance(arguments.get("title"), str) else "",
+            "cwd": cwd if isinstance(cwd, str) else None,
+            "args": list(argv),
+            "env": {key: env_changes[key] for key in sorted(env_changes)},
+            "argsCanBeInterpretedByShell": arguments.get("argsCanBeInterpretedByShell") is True,
+            "handledBy": self.run_in_terminal_handler,
+        }
+        if self.run_in_terminal_handler == "host":
+            self._terminal_requests[request_id] = _TerminalRequest(request)
+            self._emit("runInTerminalRequested", event)
+            return
+        if self._teardown_started:
+            await self._respond(request, success=False, message="The debug session is ending")
+            return
+        assert self._nursery is not None
+        try:
+            # Both kinds get a PTY of ours: the supervisor has no window to open an
+            # "external" terminal in, and a PTY is what an integrated terminal gives the
+            # program (isatty, job control, SIGWINCH).
+            process = await TerminalProcess.start(
+                self._nursery,
+                argv,
+                cwd=cwd or None,
+                env=env_changes,
+                rows=_TERMINAL_ROWS,
+                cols=_TERMINAL_COLS,
+                display=RetainedDisplay(_TERMINAL_ROWS, _TERMINAL_COLS),
+                on_output=functools.partial(self._terminal_output, request_id),
+                on_exit=functools.partial(self._terminal_exited, request_id),
+                on_failure=functools.partial(self._terminal_failed, request_id),
+            )
+        except CoreError as exc:
+            event["error"] = exc.message
+            self._emit("runInTerminalRequested", event)
+            await self._respond(request, success=False, message=exc.message)
+            return
+        self._terminals.append(process)
+        if self._teardown_started:
+            # The session ended during the spawn: nothing may outlive it.
+            with trio.CancelScope(shield=True):
+                await process.end(_TERMINAL_END_BOUNDS)
+            await self._respond(request, success=False, message="The debug session is ending")
+            return
+        event["processId"] = process.pid
+        self._emit("runInTerminalRequested", event)
+        await self._respond(request, success=True, body={"processId": process.pid})
+
+    def _terminal_output(self, request_id: str, text: str) -> None:
+        # A PTY merges stdout and stderr; the requestId tells which terminal wrote it.
+        output, truncated = _cut(text, _MAX_OUTPUT_CHARS)
+        params: JSONObject = {"category": "stdout", "output": output, "requestId": request_id}
+        if truncated:
+            params["truncated"] = True
+        self._emit("output", params)
+
+    def _terminal_exited(self, request_id: str, process: TerminalProcess) -> None:
+        self._emit(
+            "runInTerminalExited",
+            {
+                "requestId": request_id,
+                "processId": process.pid,
+                "exitCode": None,
+                "signal": None,
+                "signalName": None,
+                **exit_detail(process.returncode),
+            },
+        )
+
+    def _terminal_failed(
+        self, request_id: str, process: TerminalProcess, failure: Exception
+    ) -> None:
+        """A runInTerminal terminal's task raised (logged): end that terminal only."""
+        assert self._nursery is not None
+        # Ended here, shielded, inside the session's nursery (which the teardown outlives
+        # only after it): the teardown must not end it a second time concurrently.
+        if process in self._terminals:
+            self._terminals.remove(process)
+
+        async def end() -> None:
+            with trio.CancelScope(shield=True):
+                try:
+                    await process.end(_TERMINAL_END_BOUNDS)
+                except Exception as exc:
+                    log_failure(f"debug session {self.session_id} terminal {request_id}", exc)
+                    await process.abort(_TERMINAL_END_BOUNDS)
+            self._emit(
+                "runInTerminalExited",
+                {
+                    "requestId": request_id,
+                    "processId": process.pid,
+                    "exitCode": None,
+                    "signal": None,
+                    "signalName": None,
+                    **exit_detail(process.returncode),
+                    "reason": "internal",
+                    "crashReport": crash_report(failure),
+                },
+            )
+
+        self._nursery.start_soon(end)
+
+    async def _respond(
+        self,
+        request: DAPRequest,
+        *,
+        success: bool,
+        body: JSONValue = None,
+        message: str | None = None,
+    ) -> None:
+        frame = self._conn.respond(request, success=success, body=body, message=message)
+        with contextlib.suppress(_SessionEnded):
+            await self._send(frame)
+
+    async def run_in_terminal_response(
+        self,
+        request_id: str,
+        success: bool,
+        process_id: int | None,
+        shell_process_id: int | None,
+        message: str | None,
+    ) -> bool:
+        """``debug.runInTerminalResponse``: answer the adapter once; duplicates are ignored.
+
+        Returns:
+            True when the answer was sent, False for a duplicate, late or unknown request.
+        """
+        entry = self._terminal_requests.get(request_id)
+        if entry is None or entry.answered or not self.lifecycle.live:
+            return False
+        entry.answered = True
+        del self._terminal_requests[request_id]
+        body: JSONObject = {}
+        if process_id is not None:
+            body["processId"] = process_id
+        if shell_process_id is not None:
+            body["shellProcessId"] = shell_process_id
+        await self._respond(entry.request, success=success, body=body or None, message=message)
+        return True
+
+    # -- stopping ------------------------------------------------------------------------
+
+    async def stop(self, *, reason: str = "disconnected") -> JSONObject:
+        """``debug.disconnect``: the DAP stop sequence; a second call joins the first.
+
+        Returns:
+            The ``terminated`` detail: ``{reason, exitCode, signal, signalName, forced,
+            stderrTail?, crashReport?}`` (``signal`` a number, ``signalName`` its name).
+
+        **Cancellation:** shielded and bounded: 2 000 ms for the reply, 1 000 ms for the
+        adapter's exit, 2 000 ms TERM grace, then SIGKILL.
+        """
+        with trio.CancelScope(shield=True):
+            if not self._stop_started and not self._teardown_started:
+                self._stop_started = True
+                self._end_reason = reason
+                if self.lifecycle.live:
+                    self._move(DebugInput.SEND_DISCONNECT)
+                # core-api.md: pending terminal requests fail when the session disconnects;
+                # a host answer after this point is late and ignored.
+                for request_id in list(self._terminal_requests):
+                    entry = self._terminal_requests.pop(request_id)
+                    entry.answered = True
+                    if not self._transport_done.is_set():
+                        with trio.move_on_after(DEFAULT_DISCONNECT_REPLY_MS / 1000):
+                            await self._respond(
+                                entry.request,
+                                success=False,
+                                message="The debug session is disconnecting",
+                            )
+                if not self._transport_done.is_set() and self._initialize_answered.is_set():
+                    arguments: JSONObject = {
+                        "restart": False,
+                        "terminateDebuggee": self.lifecycle.terminate_debuggee,
+                    }
+                    with trio.move_on_after(DEFAULT_DISCONNECT_REPLY_MS / 1000):
+                        with contextlib.suppress(_SessionEnded):
+                            await self._request("disconnect", arguments)
+            # The first caller ends everything; a later one (or a crash) joins it.
+            await self._teardown()
+        detail = self._terminated_detail
+        assert detail is not None
+        return detail
+
+    async def _close_input(self) -> None:
+        self._write_send.close()
+        for stream in (self._socket, self._tree.stdin if self._tree is not None else None):
+            if stream is not None:
+                with contextlib.suppress(trio.BrokenResourceError, trio.ClosedResourceError):
+                    await stream.aclose()
+
+    async def _close_tree(self) -> JSONObject:
+        tree = self._tree
+        if tree is None:
+            return {}
+        report = await tree.aclose(
+            polite=self._close_input,
+            polite_timeout_ms=DEFAULT_EXIT_WAIT_MS,
+            term_grace_ms=DEFAULT_TERM_GRACE_MS,
+        )
+        return {
+            "exitCode": None,
+            "signal": None,
+            "signalName": None,
+            **exit_detail(report.returncode),
+            "forced": bool(report.killed),
+        }
+
+    async def _teardown(self) -> None:
+        """End everything (idempotent, joinable): the adapter's tree, the socket, the
+        runInTerminal processes; fail pending operations; emit ``terminated`` once."""
+        with trio.CancelScope(shield=True):
+            if self._teardown_started:
+                await self._ended.wait()
+                return
+            self._teardown_started = True
+            try:
+                self._end_transport(self._end_reason)
+                # Pending requests end now: their operations fail with "session ended".
+                for pending in list(self._pending.values()):
+                    pending.done.set()
+                self._pending.clear()
+                # The adapter's tree and the runInTerminal PTYs end concurrently: the
+                # bound is the longest of them, not their sum.
+                detail: JSONObject = {}
+
+                async def close_adapter() -> None:
+                    nonlocal detail
+                    detail = await self._close_tree()
+                    await self._close_input()
+
+                async with trio.open_nursery() as nursery:
+                    nursery.start_soon(close_adapter)
+                    for process in self._terminals:
+                        nursery.start_soon(process.end, _TERMINAL_END_BOUNDS)
+                self._terminal_requests.clear()
+                self._terminated_detail = {"reason": self._end_reason, **detail}
+                if self._end_reason not in (
+                    "disconnected",
+                    "debuggeeTerminated",
+                    "supervisorClosing",
+                ):
+                    crash = self._crash_details()
+                    if "stderrTail" in crash:
+                        self._terminated_detail["stderrTail"] = crash["stderrTail"]
+                if self.failure is not None:
+                    self._terminated_detail["reason"] = "internal"
+                    self._terminated_detail["crashReport"] = self._crash_report()
+                    self._move(DebugInput.FAILED_INTERNAL)
+                else:
+                    self._move(DebugInput.RECV_ENDED)
+                self._emit("terminated", dict(self._terminated_detail))
+            finally:
+                if self._terminated_detail is None:
+                    self._terminated_detail = {"reason": self._end_reason}
+                self._ended.set()
+
+    async def wait_ended(self) -> None:
+        """Wait until the session's teardown finished.
+
+        **Cancellation:** cancellable; the session is unaffected.
+        """
+        await self._ended.wait()

@@ -1,0 +1,681 @@
+"""The pure part of a debug session: its state table, capabilities and breakpoint sets.
+
+Nothing here does I/O or imports trio, so every rule is tested without a process
+(tests/supervisor/dap/test_state.py). :mod:`supervisor._dap._session` drives it.
+
+Reference: core-api.md, the ``debug.*`` paragraphs (createSession, launch, breakpoints,
+execute, inspect, disconnect) and DAP
+(https://microsoft.github.io/debug-adapter-protocol/specification).
+
+State table (STYLE.md point 4): ``_TRANSITIONS[(state, input)] -> state``. A local input
+(something we are about to do) that the table lacks raises :class:`LocalProtocolError` and
+moves the machine to ``ERROR`` -- the session checks with :meth:`DebugLifecycle.can` first, so
+that means a bug of ours. Remote inputs (the adapter's events) that the table lacks for the
+current state are ignored: an adapter that sends ``stopped`` while we are already
+disconnecting must not break the session.
+
+Breakpoint sets follow core-api.md: the complete set is replaced on every call, kept sorted
+and de-duplicated, disabled entries are kept but never sent, and only the fields the
+adapter's capabilities allow are sent.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Final
+
+from protocol import CoreError, ErrorCode as _ErrorCode, LocalProtocolError
+
+from .._core._payload import check_fields
+
+if TYPE_CHECKING:
+    from protocol import JSONObject, JSONValue
+
+__all__ = (
+    "CAPABILITY_FLAGS",
+    "DebugInput",
+    "DebugLifecycle",
+    "DebugState",
+    "ExceptionFilter",
+    "FunctionBreakpoint",
+    "SourceBreakpoint",
+    "check_execute",
+    "exception_breakpoints_arguments",
+    "function_breakpoints_arguments",
+    "normalize_capabilities",
+    "normalize_exception_filters",
+    "normalize_function_breakpoints",
+    "normalize_result",
+    "normalize_source_breakpoints",
+    "source_breakpoints_arguments",
+)
+
+
+class DebugState(enum.StrEnum):
+    """The states of a debug session (wire values are the ``stateChanged`` event's ``state``)."""
+
+    #: The adapter runs and ``initialize`` was sent; capabilities are unknown.
+    INITIALIZING = "initializing"
+    #: ``initialize`` was answered; no launch or attach has been sent yet.
+    READY = "ready"
+    #: ``launch`` or ``attach`` was sent and is not answered yet.
+    STARTING = "starting"
+    #: The debuggee runs.
+    RUNNING = "running"
+    #: A thread stopped (breakpoint, step, pause, exception).
+    PAUSED = "paused"
+    #: ``disconnect`` was begun; the adapter is being ended.
+    TERMINATING = "terminating"
+    #: The adapter is gone; only ``debug.destroySession`` is left.
+    TERMINATED = "terminated"
+    #: We broke our own table (a bug); the session is ended like TERMINATED.
+    ERROR = "error"
+    #: An unexpected exception inside the session (a supervision boundary caught it); the
+    #: session is ended like TERMINATED, its ``terminated`` event says ``reason: "internal"``
+    #: with a ``crashReport``.
+    FAILED = "failed"
+
+
+class DebugInput(enum.Enum):
+    """What moves a session: ``SEND_*`` are ours, ``RECV_*`` are the adapter's."""
+
+    RECV_INITIALIZE_RESPONSE = "recv_initialize_response"
+    SEND_START = "send_start"
+    RECV_START_RESPONSE = "recv_start_response"
+    RECV_START_FAILED = "recv_start_failed"
+    RECV_STOPPED = "recv_stopped"
+    RECV_CONTINUED = "recv_continued"
+    SEND_DISCONNECT = "send_disconnect"
+    RECV_ENDED = "recv_ended"
+    #: The session's boundary caught an unexpected exception and the session ended.
+    FAILED_INTERNAL = "failed_internal"
+
+
+_S = DebugState
+_I = DebugInput
+_LIVE: Final = (_S.INITIALIZING, _S.READY, _S.STARTING, _S.RUNNING, _S.PAUSED)
+
+_TRANSITIONS: Final[dict[tuple[DebugState, DebugInput], DebugState]] = {
+    (_S.INITIALIZING, _I.RECV_INITIALIZE_RESPONSE): _S.READY,
+    # A launch accepted during initialization is sent after the initialize response.
+    (_S.READY, _I.SEND_START): _S.STARTING,
+    (_S.STARTING, _I.RECV_START_RESPONSE): _S.RUNNING,
+    # A refused launch leaves the session ready for another try (or a disconnect).
+    (_S.STARTING, _I.RECV_START_FAILED): _S.READY,
+    # debugpy reports the first stop (stopOnEntry, an early breakpoint) before it answers
+    # launch; the later launch response must not turn PAUSED back into RUNNING.
+    (_S.STARTING, _I.RECV_STOPPED): _S.PAUSED,
+    (_S.PAUSED, _I.RECV_START_RESPONSE): _S.PAUSED,
+    (_S.RUNNING, _I.RECV_STOPPED): _S.PAUSED,
+    (_S.PAUSED, _I.RECV_STOPPED): _S.PAUSED,
+    (_S.PAUSED, _I.RECV_CONTINUED): _S.RUNNING,
+    (_S.RUNNING, _I.RECV_CONTINUED): _S.RUNNING,
+    (_S.TERMINATING, _I.RECV_ENDED): _S.TERMINATED,
+    (_S.TERMINATED, _I.RECV_ENDED): _S.TERMINATED,
+    (_S.ERROR, _I.RECV_ENDED): _S.ERROR,
+    (_S.FAILED, _I.RECV_ENDED): _S.FAILED,
+    (_S.FAILED, _I.FAILED_INTERNAL): _S.FAILED,
+}
+for _state in _LIVE:
+    _TRANSITIONS[(_state, _I.SEND_DISCONNECT)] = _S.TERMINATING
+    _TRANSITIONS[(_state, _I.RECV_ENDED)] = _S.TERMINATED
+for _state in (*_LIVE, _S.TERMINATING):
+    _TRANSITIONS[(_state, _I.FAILED_INTERNAL)] = _S.FAILED
+del _state
+
+_LOCAL_INPUTS: Final = frozenset({_I.SEND_START, _I.SEND_DISCONNECT})
+
+
+class DebugLifecycle:
+    """The state of one debug session as a transition table (pure).
+
+    Attributes:
+        state: The current :class:`DebugState`.
+        request_kind: ``"launch"`` or ``"attach"`` once one was accepted, else None.
+        selected_thread: The thread of the last ``stopped`` event (None before any stop and
+            after ``continued`` for all threads); stepping needs one.
+    """
+
+    def __init__(self) -> None:
+        self.state = DebugState.INITIALIZING
+        self.request_kind: str | None = None
+        self.selected_thread: int | None = None
+
+    def can(self, event: DebugInput) -> bool:
+        """Whether ``event`` is a transition of the current state."""
+        return (self.state, event) in _TRANSITIONS
+
+    def handle(self, event: DebugInput) -> bool:
+        """Apply ``event``.
+
+        Returns:
+            True when the state changed.
+
+        Raises:
+            LocalProtocolError: ``event`` is one of ours (``SEND_*``) and not allowed now;
+                the state becomes ``ERROR``.
+        """
+        new = _TRANSITIONS.get((self.state, event))
+        if new is None:
+            if event in _LOCAL_INPUTS:
+                old = self.state
+                self.state = DebugState.ERROR
+                raise LocalProtocolError(
+                    f"{event.value} is not allowed in state {old.value}",
+                    error_code=_ErrorCode.INVALID_REQUEST,
+                )
+            return False
+        changed = new is not self.state
+        self.state = new
+        return changed
+
+    @property
+    def terminate_debuggee(self) -> bool:
+        """DAP ``disconnect.terminateDebuggee``: launch True; attach or never started False."""
+        return self.request_kind == "launch"
+
+    @property
+    def live(self) -> bool:
+        """Whether the session is before ``terminating``."""
+        return self.state in _LIVE
+
+
+# -- capabilities ----------------------------------------------------------------------------
+
+#: The DAP ``Capabilities`` flags the normalized ``capabilities`` event carries, as booleans.
+CAPABILITY_FLAGS: Final = (
+    "supportsConfigurationDoneRequest",
+    "supportsConditionalBreakpoints",
+    "supportsHitConditionalBreakpoints",
+    "supportsLogPoints",
+    "supportsFunctionBreakpoints",
+    "supportsDataBreakpoints",
+    "supportsExceptionFilterOptions",
+    "supportsExceptionOptions",
+    "supportsSetVariable",
+    "supportsRestartRequest",
+    "supportsTerminateRequest",
+    "supportsStepBack",
+    "supportsExceptionInfoRequest",
+    "supportsCancelRequest",
+    "supportsSingleThreadExecutionRequests",
+    "supportsStepInTargetsRequest",
+    "supportsGotoTargetsRequest",
+    "supportsEvaluateForHovers",
+)
+
+
+def normalize_capabilities(body: JSONValue) -> JSONObject:
+    """Normalize the ``initialize`` response body into the ``capabilities`` event.
+
+    Every flag of :data:`CAPABILITY_FLAGS` is present and a boolean (absent or not ``true``
+    is ``false``); ``exceptionBreakpointFilters`` is a list of
+    ``{filter, label, default, supportsCondition}`` in the adapter's order, with malformed
+    entries dropped.
+    """
+    source = body if isinstance(body, dict) else {}
+    out: JSONObject = {name: source.get(name) is True for name in CAPABILITY_FLAGS}
+    filters: list[JSONValue] = []
+    raw = source.get("exceptionBreakpointFilters")
+    for item in raw if isinstance(raw, list) else []:
+        if not isinstance(item, dict) or not isinstance(item.get("filter"), str):
+            continue
+        label = item.get("label")
+        filters.append(
+            {
+                "filter": item["filter"],
+                "label": label if isinstance(label, str) else item["filter"],
+                "default": item.get("default") is True,
+                "supportsCondition": item.get("supportsCondition") is True,
+            }
+        )
+    out["exceptionBreakpointFilters"] = filters
+    return out
+
+
+# -- breakpoints -----------------------------------------------------------------------------
+
+
+def _invalid(message: str) -> CoreError:
+    return CoreError("invalid_request", message)
+
+
+def _opt_text(item: JSONObject, name: str, where: str) -> str | None:
+    value = item.get(name)
+    if value is None:
+        return None
+    if not isinstance(value, str):
+        raise _invalid(f"{where}.{name} must be a string")
+    value = value.strip()
+    return value or None
+
+
+def _enabled(item: JSONObject, where: str) -> bool:
+    value = item.get("enabled", True)
+    if not isinstance(value, bool):
+        raise _invalid(f"{where}.enabled must be a boolean")
+    return value
+
+
+def _one_based(item: JSONObject, name: str, where: str, *, required: bool) -> int | None:
+    value = item.get(name)
+    if value is None and not required:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise _invalid(f"{where}.{name} must be an integer >= 1 (one-based)")
+    return value
+
+
+def _check_keys(item: JSONValue, allowed: frozenset[str], where: str) -> JSONObject:
+    if not isinstance(item, dict):
+        raise _invalid(f"{where} must be an object")
+    check_fields(item, allowed, where)
+    return item
+
+
+@dataclass(frozen=True, order=True)
+class SourceBreakpoint:
+    """One source breakpoint as the session keeps it (one-based line and column).
+
+    Ordering is ``(line, column or 0, ...)``; the set is keyed by ``(line, column)``.
+    """
+
+    line: int
+    column: int | None = None
+    enabled: bool = True
+    condition: str | None = None
+    hit_condition: str | None = None
+    log_message: str | None = None
+
+    def to_wire(self) -> JSONObject:
+        """The normalized wire form (camelCase, absent optional fields left out)."""
+        out: JSONObject = {"line": self.line, "enabled": self.enabled}
+        for name, value in (
+            ("column", self.column),
+            ("condition", self.condition),
+            ("hitCondition", self.hit_condition),
+            ("logMessage", self.log_message),
+        ):
+            if value is not None:
+                out[name] = value
+        return out
+
+
+_SOURCE_BP_FIELDS: Final = frozenset(
+    {"line", "column", "enabled", "condition", "hitCondition", "logMessage"}
+)
+
+
+def normalize_source_breakpoints(items: JSONValue) -> tuple[SourceBreakpoint, ...]:
+    """Validate, sort and de-duplicate one source's breakpoints (core-api.md).
+
+    Entries with the same ``(line, column)`` collapse into the last one given (the caller's
+    latest intent); the result is sorted by line, then column (no column first). Text fields
+    are trimmed; an empty text is absent.
+
+    Args:
+        items: The ``breakpoints`` array of ``debug.setBreakpoints``.
+
+    Raises:
+        CoreError: ``invalid_request`` naming the first bad entry.
+    """
+    if not isinstance(items, list):
+        raise _invalid("breakpoints must be an array")
+    by_key: dict[tuple[int, int], SourceBreakpoint] = {}
+    for index, raw in enumerate(items):
+        where = f"breakpoints[{index}]"
+        item = _check_keys(raw, _SOURCE_BP_FIELDS, where)
+        line = _one_based(item, "line", where, required=True)
+        assert line is not None
+        column = _one_based(item, "column", where, required=False)
+        bp = SourceBreakpoint(
+            line=line,
+            column=column,
+            enabled=_enabled(item, where),
+            condition=_opt_text(item, "condition", where),
+            hit_condition=_opt_text(item, "hitCondition", where),
+            log_message=_opt_text(item, "logMessage", where),
+        )
+        by_key[(line, column or 0)] = bp
+    return tuple(by_key[key] for key in sorted(by_key))
+
+
+def source_breakpoints_arguments(
+    path: str, breakpoints: tuple[SourceBreakpoint, ...], capabilities: JSONObject
+) -> JSONObject:
+    """The DAP ``setBreakpoints`` arguments for one source: enabled entries only, and only
+    the optional fields the adapter's capabilities allow."""
+    sent: list[JSONValue] = []
+    for bp in breakpoints:
+        if not bp.enabled:
+            continue
+        out: JSONObject = {"line": bp.line}
+        if bp.column is not None:
+            out["column"] = bp.column
+        if bp.condition is not None and capabilities.get("supportsConditionalBreakpoints"):
+            out["condition"] = bp.condition
+        if bp.hit_condition is not None and capabilities.get("supportsHitConditionalBreakpoints"):
+            out["hitCondition"] = bp.hit_condition
+        if bp.log_message is not None and capabilities.get("supportsLogPoints"):
+            out["logMessage"] = bp.log_message
+        sent.append(out)
+    return {"source": {"path": path}, "breakpoints": sent, "sourceModified": False}
+
+
+@dataclass(frozen=True, order=True)
+class FunctionBreakpoint:
+    """One function breakpoint, keyed and ordered by ``name``."""
+
+    name: str
+    enabled: bool = True
+    condition: str | None = None
+    hit_condition: str | None = None
+
+    def to_wire(self) -> JSONObject:
+        """The normalized wire form."""
+        out: JSONObject = {"name": self.name, "enabled": self.enabled}
+        if self.condition is not None:
+            out["condition"] = self.condition
+        if self.hit_condition is not None:
+            out["hitCondition"] = self.hit_condition
+        return out
+
+
+def normalize_function_breakpoints(items: JSONValue) -> tuple[FunctionBreakpoint, ...]:
+    """Validate, trim, sort by name and de-duplicate (last entry of a name wins).
+
+    Raises:
+        CoreError: ``invalid_request`` naming the first bad entry.
+    """
+    if not isinstance(items, list):
+        raise _invalid("breakpoints must be an array")
+    by_name: dict[str, FunctionBreakpoint] = {}
+    allowed = frozenset({"name", "enabled", "condition", "hitCondition"})
+    for index, raw in enumerate(items):
+        where = f"breakpoints[{index}]"
+        item = _check_keys(raw, allowed, where)
+        name = _opt_text(item, "name", where)
+        if name is None:
+            raise _invalid(f"{where}.name must be a non-empty string")
+        by_name[name] = FunctionBreakpoint(
+            name,
+            _enabled(item, where),
+            _opt_text(item, "condition", where),
+            _opt_text(item, "hitCondition", where),
+        )
+    return tuple(by_name[name] for name in sorted(by_name))
+
+
+def function_breakpoints_arguments(
+    breakpoints: tuple[FunctionBreakpoint, ...], capabilities: JSONObject
+) -> JSONObject:
+    """DAP ``setFunctionBreakpoints`` arguments: enabled entries, allowed fields only."""
+    sent: list[JSONValue] = []
+    for bp in breakpoints:
+        if not bp.enabled:
+            continue
+        out: JSONObject = {"name": bp.name}
+        if bp.condition is not None and capabilities.get("supportsConditionalBreakpoints"):
+            out["condition"] = bp.condition
+        if bp.hit_condition is not None and capabilities.get("supportsHitConditionalBreakpoints"):
+            out["hitCondition"] = bp.hit_condition
+        sent.append(out)
+    return {"breakpoints": sent}
+
+
+@dataclass(frozen=True, order=True)
+class ExceptionFilter:
+    """One exception filter selection, keyed and ordered by ``filter_id``."""
+
+    filter_id: str
+    enabled: bool = True
+    condition: str | None = None
+
+    def to_wire(self) -> JSONObject:
+        """The normalized wire form."""
+        out: JSONObject = {"filterId": self.filter_id, "enabled": self.enabled}
+        if self.condition is not None:
+            out["condition"] = self.condition
+        return out
+
+
+def normalize_exception_filters(items: JSONValue) -> tuple[ExceptionFilter, ...]:
+    """Validate, trim, sort by filter id and de-duplicate (last entry of an id wins).
+
+    Raises:
+        CoreError: ``invalid_request`` naming the first bad entry.
+    """
+    if not isinstance(items, list):
+        raise _invalid("filters must be an array")
+    by_id: dict[str, ExceptionFilter] = {}
+    allowed = frozenset({"filterId", "enabled", "condition"})
+    for index, raw in enumerate(items):
+        where = f"filters[{index}]"
+        item = _check_keys(raw, allowed, where)
+        filter_id = _opt_text(item, "filterId", where)
+        if filter_id is None:
+            raise _invalid(f"{where}.filterId must be a non-empty string")
+        by_id[filter_id] = ExceptionFilter(
+            filter_id, _enabled(item, where), _opt_text(item, "condition", where)
+        )
+    return tuple(by_id[key] for key in sorted(by_id))
+
+
+def default_exception_filters(capabilities: JSONObject) -> tuple[ExceptionFilter, ...]:
+    """The adapter's declared defaults, used until a client configures a selection."""
+    filters = capabilities.get("exceptionBreakpointFilters")
+    chosen = [
+        ExceptionFilter(str(item["filter"]))
+        for item in (filters if isinstance(filters, list) else [])
+        if isinstance(item, dict) and item.get("default") is True
+    ]
+    return tuple(sorted(set(chosen)))
+
+
+def exception_breakpoints_arguments(
+    filters: tuple[ExceptionFilter, ...], capabilities: JSONObject
+) -> JSONObject:
+    """DAP ``setExceptionBreakpoints`` arguments: enabled filters; conditions travel as
+    ``filterOptions`` only when the adapter negotiated ``supportsExceptionFilterOptions``."""
+    enabled = [f for f in filters if f.enabled]
+    if capabilities.get("supportsExceptionFilterOptions"):
+        plain: list[JSONValue] = [f.filter_id for f in enabled if f.condition is None]
+        options: list[JSONValue] = [
+            {"filterId": f.filter_id, "condition": f.condition}
+            for f in enabled
+            if f.condition is not None
+        ]
+        return {"filters": plain, "filterOptions": options}
+    return {"filters": [f.filter_id for f in enabled]}
+
+
+# -- execute ---------------------------------------------------------------------------------
+
+#: ``debug.execute`` commands and the DAP request each becomes.
+EXECUTE_COMMANDS: Final = {
+    "continue": "continue",
+    "pause": "pause",
+    "next": "next",
+    "stepIn": "stepIn",
+    "stepOut": "stepOut",
+    "restart": "restart",
+    "terminate": "terminate",
+}
+_STEPPING: Final = frozenset({"next", "stepIn", "stepOut"})
+_CAPABILITY_OF: Final = {
+    "restart": "supportsRestartRequest",
+    "terminate": "supportsTerminateRequest",
+}
+
+
+@dataclass(frozen=True)
+class ExecutePlan:
+    """What ``debug.execute`` sends: the DAP command and its arguments."""
+
+    command: str
+    arguments: JSONObject = field(default_factory=dict)
+
+
+def check_execute(
+    lifecycle: DebugLifecycle,
+    capabilities: JSONObject | None,
+    command: str,
+    thread_id: int | None,
+    single_thread: bool,
+) -> ExecutePlan:
+    """Decide what a ``debug.execute`` sends, or refuse it before anything is sent.
+
+    Rules (core-api.md ``debug.execute``): ``next``/``stepIn``/``stepOut``/``continue`` only
+    while paused with a thread (the given one, else the last stopped thread); ``pause`` only
+    while running; ``restart``/``terminate`` only when the adapter advertised them, as
+    session-level requests without a thread; ``singleThread`` only with
+    ``supportsSingleThreadExecutionRequests``.
+
+    Raises:
+        CoreError: ``invalid_request`` for an unknown command or a wrong state;
+            ``not_supported`` for a capability the adapter did not advertise.
+    """
+    if command not in EXECUTE_COMMANDS:
+        raise _invalid(f"debug.execute: unknown command {command!r}")
+    caps = capabilities or {}
+    state = lifecycle.state
+    if command in _CAPABILITY_OF:
+        if not caps.get(_CAPABILITY_OF[command]):
+            raise CoreError("not_supported", f"The debug adapter does not support {command}")
+        if state not in (DebugState.RUNNING, DebugState.PAUSED):
+            raise _invalid(f"debug.execute {command}: the session is {state.value}")
+        return ExecutePlan(EXECUTE_COMMANDS[command])
+    if single_thread and not caps.get("supportsSingleThreadExecutionRequests"):
+        raise CoreError("not_supported", "The debug adapter does not support singleThread")
+    if command == "pause":
+        if state is not DebugState.RUNNING:
+            raise _invalid(f"debug.execute pause: the session is {state.value}, not running")
+        thread = thread_id if thread_id is not None else lifecycle.selected_thread
+        arguments: JSONObject = {"threadId": thread if thread is not None else 0}
+    else:
+        if state is not DebugState.PAUSED:
+            raise _invalid(f"debug.execute {command}: the session is {state.value}, not paused")
+        thread = thread_id if thread_id is not None else lifecycle.selected_thread
+        if thread is None:
+            raise _invalid(f"debug.execute {command}: no thread is selected")
+        arguments = {"threadId": thread}
+    if single_thread:
+        arguments["singleThread"] = True
+    return ExecutePlan(EXECUTE_COMMANDS[command], arguments)
+
+
+# -- inspect results -------------------------------------------------------------------------
+
+
+def _count(value: JSONValue) -> int:
+    """Named/indexed variable counts: never negative, 0 when absent or invalid."""
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        return 0
+    return value
+
+
+def _ref(value: JSONValue) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        return 0
+    return value
+
+
+def _text(value: JSONValue) -> str | None:
+    return value if isinstance(value, str) else None
+
+
+def _objects(body: JSONValue, name: str) -> list[JSONObject]:
+    items = body.get(name) if isinstance(body, dict) else None
+    return [item for item in items if isinstance(item, dict)] if isinstance(items, list) else []
+
+
+def _source(value: JSONValue) -> JSONValue:
+    if not isinstance(value, dict):
+        return None
+    return {"name": _text(value.get("name")), "path": _text(value.get("path"))}
+
+
+def _int_or_none(value: JSONValue) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def normalize_result(kind: str, body: JSONValue) -> JSONObject:
+    """Normalize a response body of ``debug.inspect`` (``kind``) into our result shape.
+
+    Shapes: ``threads`` ``{threads: [{id, name}]}``; ``stackTrace`` ``{stackFrames: [{id,
+    name, line, column, source: {name, path} | null, presentationHint}], totalFrames}``;
+    ``scopes`` ``{scopes: [{name, variablesReference, namedVariables, indexedVariables,
+    expensive}]}``; ``variables`` ``{variables: [{name, value, type, evaluateName,
+    variablesReference, namedVariables, indexedVariables}]}``; ``evaluate`` ``{result, type,
+    variablesReference, namedVariables, indexedVariables}``; ``exceptionInfo``
+    ``{exceptionId, description, breakMode, details}``. Counts and references are never
+    negative (0 when absent or invalid); lines and columns are one-based as DAP sends them.
+    """
+    source = body if isinstance(body, dict) else {}
+    if kind == "threads":
+        return {
+            "threads": [
+                {"id": _int_or_none(t.get("id")), "name": _text(t.get("name")) or ""}
+                for t in _objects(body, "threads")
+            ]
+        }
+    if kind == "stackTrace":
+        frames: list[JSONValue] = [
+            {
+                "id": _int_or_none(f.get("id")),
+                "name": _text(f.get("name")) or "",
+                "line": _int_or_none(f.get("line")),
+                "column": _int_or_none(f.get("column")),
+                "source": _source(f.get("source")),
+                "presentationHint": _text(f.get("presentationHint")),
+            }
+            for f in _objects(body, "stackFrames")
+        ]
+        total = _int_or_none(source.get("totalFrames"))
+        return {"stackFrames": frames, "totalFrames": total if total is not None else len(frames)}
+    if kind == "scopes":
+        return {
+            "scopes": [
+                {
+                    "name": _text(s.get("name")) or "",
+                    "variablesReference": _ref(s.get("variablesReference")),
+                    "namedVariables": _count(s.get("namedVariables")),
+                    "indexedVariables": _count(s.get("indexedVariables")),
+                    "expensive": s.get("expensive") is True,
+                }
+                for s in _objects(body, "scopes")
+            ]
+        }
+    if kind == "variables":
+        return {
+            "variables": [
+                {
+                    "name": _text(v.get("name")) or "",
+                    "value": _text(v.get("value")) or "",
+                    "type": _text(v.get("type")),
+                    "evaluateName": _text(v.get("evaluateName")),
+                    "variablesReference": _ref(v.get("variablesReference")),
+                    "namedVariables": _count(v.get("namedVariables")),
+                    "indexedVariables": _count(v.get("indexedVariables")),
+                }
+                for v in _objects(body, "variables")
+            ]
+        }
+    if kind == "evaluate":
+        return {
+            "result": _text(source.get("result")) or "",
+            "type": _text(source.get("type")),
+            "variablesReference": _ref(source.get("variablesReference")),
+            "namedVariables": _count(source.get("namedVariables")),
+            "indexedVariables": _count(source.get("indexedVariables")),
+        }
+    if kind == "exceptionInfo":
+        details = source.get("details")
+        return {
+            "exceptionId": _text(source.get("exceptionId")) or "",
+            "description": _text(source.get("description")),
+            "breakMode": _text(source.get("breakMode")) or "never",
+            "details": details if isinstance(details, dict) else None,
+        }
+    raise ValueError(f"unknown inspect kind {kind!r}")

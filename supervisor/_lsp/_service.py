@@ -1,0 +1,816 @@
+"""The ``lsp.*`` commands: language-server sessions as a Core service (issue 3).
+
+Contract (core-api.md ``lsp.*``; plugin-contract.md "Plugin-owned sessions", "Language
+server host methods", "Workspace configuration"): every command validates its payload before
+it acts (``invalid_request``, DESIGN.md invariant 9); an unknown ``sessionId`` is
+``not_found``. Sessions run in a nursery the service owns; closing the service (the Core
+closing) stops every session with its polite sequence, concurrently, and only then returns.
+
+Commands: ``lsp.startServer``, ``lsp.stopServer``, ``lsp.restartServer``,
+``lsp.destroyServer``, ``lsp.snapshot``, ``lsp.syncDocument``, ``lsp.closeDocument``,
+``lsp.workspaceFilesChanged``, ``lsp.clearDiagnostics``, ``lsp.updateWorkspaceConfiguration``,
+``lsp.request``, ``lsp.cancelOperation``, ``lsp.waitEvents``, ``lsp.pollEvents``,
+``lsp.pluginServerRequest``, ``lsp.pluginServerNotify``; for plugin-owned sessions (issue 6,
+plugin-contract.md "Plugin functions"): ``lsp.functionRequest``, ``lsp.hostResponse``,
+``lsp.hostNotify``; the cross-plugin relay's snapshot (plugin-contract.md "Cross-plugin
+calls"): ``lsp.configureFunctionRelay``.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+from contextlib import asynccontextmanager
+from typing import TYPE_CHECKING, Final
+
+import trio
+
+from protocol import MAX_ECHO_BYTES, MAX_MILLISECONDS, CoreError, cut_utf8, echo
+
+from .._core._builtins import read_wait_timeout
+from .._core._context import current_operation_id
+from .._core._payload import (
+    check_fields,
+    optional_env,
+    optional_positive_int,
+    optional_str,
+    require_argv,
+    require_path,
+    require_str,
+)
+from .._plugin._relay import FunctionRelay, ProviderHandle
+from .._plugin._state import check_function_request, check_host_services, function_timeout_ms
+from .._process._tree import open_process_tree
+from .._session._events import EventQueue
+from ._session import (
+    DEFAULT_REQUEST_TIMEOUT_MS,
+    MAX_REQUEST_TIMEOUT_MS,
+    LspServerSpec,
+    LspSession,
+    SessionPolicy,
+    dumps,
+)
+from ._state import Gate, LspState, RestartBudget
+
+if TYPE_CHECKING:
+    from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+
+    from protocol import JSONObject, JSONValue
+
+    from .._core._service import CommandHandler, ServiceContext
+    from .._process._tree import ProcessTree
+
+__all__ = ("LspService", "open_lsp_service", "parse_start")
+
+#: plugin-contract.md: at most 8 gates; list bounds of a session policy.
+MAX_GATES: Final = 8
+_POLICY_LIMITS: Final = {
+    "requestMethods": 64,
+    "commands": 128,
+    "serializedCommands": 128,
+    "forwardNotifications": 32,
+}
+#: Methods the host sends itself; a policy can't hand them to a plugin backend.
+HOST_METHODS: Final = frozenset(
+    {
+        "initialize",
+        "initialized",
+        "shutdown",
+        "exit",
+        "textDocument/didOpen",
+        "textDocument/didChange",
+        "textDocument/didClose",
+        "textDocument/didSave",
+        "textDocument/willSave",
+        "textDocument/willSaveWaitUntil",
+        "workspace/didChangeWorkspaceFolders",
+    }
+)
+#: DESIGN.md "function result" bound, used for plugin requests' results (bytes).
+MAX_PLUGIN_RESULT_BYTES: Final = 1024 * 1024
+_MAX_TIMEOUT_MS: Final = 3_600_000
+
+_START_FIELDS: Final = frozenset(
+    {
+        "serverId",
+        "executable",
+        "arguments",
+        "environment",
+        "workingDirectory",
+        "rootUri",
+        "initializationOptions",
+        "workspaceConfiguration",
+        "initializeTimeoutMilliseconds",
+        "requestTimeoutMilliseconds",
+        "shutdownTimeoutMilliseconds",
+        "serviceReadyIdleTimeoutMilliseconds",
+        "serviceReadyAbsoluteTimeoutMilliseconds",
+        "gates",
+        "sessionPolicy",
+        "restart",
+        "pluginId",
+        "hostServices",
+    }
+)
+
+
+def _invalid(message: str) -> CoreError:
+    return CoreError("invalid_request", message)
+
+
+def _str_list(value: JSONValue, name: str, limit: int | None = None) -> list[str]:
+    if value is None:
+        return []
+    if not isinstance(value, list) or not all(isinstance(item, str) and item for item in value):
+        raise _invalid(f"{name} must be an array of non-empty strings")
+    items = [item for item in value if isinstance(item, str)]
+    if limit is not None and len(items) > limit:
+        raise _invalid(f"{name} has more than {limit} entries")
+    if len(set(items)) != len(items):
+        raise _invalid(f"{name} has duplicate entries")
+    return items
+
+
+def _parse_gates(value: JSONValue) -> tuple[Gate, ...]:
+    if value is None:
+        return ()
+    if not isinstance(value, list):
+        raise _invalid("gates must be an array")
+    if len(value) > MAX_GATES:
+        raise _invalid(f"gates has more than {MAX_GATES} entries")
+    gates: list[Gate] = []
+    for index, item in enumerate(value):
+        if not isinstance(item, dict):
+            raise _invalid(f"gates[{index}] must be an object")
+        check_fields(item, frozenset({"id", "until", "method", "match"}), f"gates[{index}]")
+        gate_id = require_str(item, "id")
+        if item.get("until") != "notification":
+            raise _invalid(f'gates[{index}].until must be "notification"')
+        method = require_str(item, "method")
+        match = item.get("match", {})
+        if not isinstance(match, dict):
+            raise _invalid(f"gates[{index}].match must be an object")
+        if any(gate.id == gate_id for gate in gates):
+            raise _invalid(f"gates[{index}].id {gate_id!r} is not unique")
+        gates.append(Gate(gate_id, method, match))
+    return tuple(gates)
+
+
+def _parse_policy(value: JSONValue) -> tuple[SessionPolicy, tuple[Gate, ...]]:
+    if value is None:
+        return SessionPolicy(), ()
+    if not isinstance(value, dict):
+        raise _invalid("sessionPolicy must be an object")
+    check_fields(value, frozenset({*_POLICY_LIMITS, "serverID", "gates"}), "sessionPolicy")
+    lists = {
+        name: _str_list(value.get(name), f"sessionPolicy.{name}", limit)
+        for name, limit in _POLICY_LIMITS.items()
+    }
+    for name in ("requestMethods", "forwardNotifications"):
+        refused = [m for m in lists[name] if m in HOST_METHODS or m.startswith("$/")]
+        if refused:
+            raise _invalid(f"sessionPolicy.{name} may not name the host's method {refused[0]}")
+    if not set(lists["serializedCommands"]) <= set(lists["commands"]):
+        raise _invalid("sessionPolicy.serializedCommands must be a subset of commands")
+    policy = SessionPolicy(
+        request_methods=frozenset(lists["requestMethods"]),
+        commands=frozenset(lists["commands"]),
+        serialized_commands=frozenset(lists["serializedCommands"]),
+        forward_notifications=frozenset(lists["forwardNotifications"]),
+    )
+    return policy, _parse_gates(value.get("gates"))
+
+
+def _parse_restart(value: JSONValue) -> tuple[bool, RestartBudget]:
+    if value is None or isinstance(value, bool):
+        return bool(value), RestartBudget()
+    if not isinstance(value, dict):
+        raise _invalid("restart must be a boolean or an object")
+    check_fields(
+        value,
+        frozenset(
+            {
+                "maxCrashes",
+                "windowMilliseconds",
+                "initialBackoffMilliseconds",
+                "maxBackoffMilliseconds",
+            }
+        ),
+        "restart",
+    )
+    budget = RestartBudget()
+    max_crashes = optional_positive_int(value, "maxCrashes", maximum=100)
+    window = optional_positive_int(value, "windowMilliseconds", maximum=_MAX_TIMEOUT_MS)
+    initial = optional_positive_int(value, "initialBackoffMilliseconds", maximum=600_000)
+    maximum = optional_positive_int(value, "maxBackoffMilliseconds", maximum=600_000)
+    return True, RestartBudget(
+        max_crashes=max_crashes or budget.max_crashes,
+        window_ms=window or budget.window_ms,
+        backoff_initial_ms=initial or budget.backoff_initial_ms,
+        backoff_max_ms=maximum or budget.backoff_max_ms,
+    )
+
+
+def parse_start(payload: JSONObject) -> LspServerSpec:
+    """Validate an ``lsp.startServer`` payload; nothing is started.
+
+    Raises:
+        CoreError: ``invalid_request`` naming the first bad field.
+    """
+    check_fields(payload, _START_FIELDS, "lsp.startServer")
+    server_id = require_str(payload, "serverId")
+    executable = require_path(payload, "executable")
+    arguments = payload.get("arguments", [])
+    if not isinstance(arguments, list):
+        raise _invalid("arguments must be an array of strings")
+    # One argv check for the OS: the executable is item 0, the arguments follow.
+    argv = require_argv({"arguments": [executable, *arguments]}, "arguments")
+    env = optional_env(payload, "environment")
+    cwd = require_path(payload, "workingDirectory")
+    if not os.path.isabs(cwd):
+        raise _invalid("workingDirectory must be an absolute path")
+    root_uri = require_str(payload, "rootUri")
+    config = payload.get("workspaceConfiguration")
+    if config is not None and not isinstance(config, dict):
+        raise _invalid("workspaceConfiguration must be an object")
+    policy, policy_gates = _parse_policy(payload.get("sessionPolicy"))
+    gates = _parse_gates(payload.get("gates")) or policy_gates
+    restart, budget = _parse_restart(payload.get("restart"))
+    plugin_id = optional_str(payload, "pluginId")
+    host_services: frozenset[str] = frozenset()
+    if "hostServices" in payload:
+        # Host services: hostServices needs pluginId and names only services Core defines.
+        if plugin_id is None:
+            raise _invalid("hostServices needs pluginId")
+        host_services = check_host_services(payload["hostServices"])
+
+    def ms(name: str, default: int, maximum: int = _MAX_TIMEOUT_MS) -> int:
+        value = optional_positive_int(payload, name, maximum=maximum)
+        return default if value is None else value
+
+    spec = LspServerSpec(
+        server_id=server_id,
+        argv=argv,
+        env=env,
+        cwd=cwd,
+        root_uri=root_uri,
+        initialization_options=payload.get("initializationOptions"),
+        workspace_configuration=config,
+        gates=gates,
+        policy=policy,
+        restart=restart,
+        budget=budget,
+        plugin_id=plugin_id,
+        host_services=host_services,
+    )
+    return LspServerSpec(
+        **{
+            **spec.__dict__,
+            "initialize_timeout_ms": ms(
+                "initializeTimeoutMilliseconds", spec.initialize_timeout_ms
+            ),
+            "request_timeout_ms": ms(
+                "requestTimeoutMilliseconds", spec.request_timeout_ms, MAX_REQUEST_TIMEOUT_MS
+            ),
+            "shutdown_timeout_ms": ms(
+                "shutdownTimeoutMilliseconds", spec.shutdown_timeout_ms, 60_000
+            ),
+            "service_ready_idle_ms": ms(
+                "serviceReadyIdleTimeoutMilliseconds", spec.service_ready_idle_ms
+            ),
+            "service_ready_absolute_ms": ms(
+                "serviceReadyAbsoluteTimeoutMilliseconds", spec.service_ready_absolute_ms
+            ),
+        }
+    )
+
+
+def _plugin_error(code: str, message: str, details: JSONObject | None = None) -> CoreError:
+    return CoreError(f"plugin.host.{code}", message, details)
+
+
+class LspService:
+    """The language-server sessions of one Core, and the ``lsp.*`` commands.
+
+    Args:
+        nursery: The nursery sessions run in (owned by :func:`open_lsp_service`).
+        max_events: The bound of each session's event queue.
+        owner_ended: :attr:`ServiceContext.owner_ended`: called with a plugin-owned
+            session's id when its backend process ends, so the terminals it owns (created
+            with ``owner: <sessionId>``) are disposed.
+    """
+
+    def __init__(
+        self,
+        nursery: trio.Nursery,
+        max_events: int,
+        owner_ended: Callable[[str], Awaitable[None]] | None = None,
+    ) -> None:
+        self._nursery = nursery
+        self._max_events = max_events
+        self._owner_ended = owner_ended
+        self._sessions: dict[str, LspSession] = {}
+        self._ids = itertools.count(1)
+        #: Cross-plugin calls between this service's plugin-owned sessions (issue 6).
+        self.relay = FunctionRelay(self._relay_provider)
+
+    def commands(self) -> Mapping[str, CommandHandler]:
+        return {
+            "lsp.startServer": self._start,
+            "lsp.stopServer": self._stop,
+            "lsp.restartServer": self._restart,
+            "lsp.destroyServer": self._destroy,
+            "lsp.snapshot": self._snapshot,
+            "lsp.syncDocument": self._sync,
+            "lsp.closeDocument": self._close_document,
+            "lsp.workspaceFilesChanged": self._files_changed,
+            "lsp.clearDiagnostics": self._clear_diagnostics,
+            "lsp.updateWorkspaceConfiguration": self._update_configuration,
+            "lsp.request": self._request,
+            "lsp.cancelOperation": self._cancel,
+            "lsp.waitEvents": self._wait_events,
+            "lsp.pollEvents": self._poll_events,
+            "lsp.pluginServerRequest": self._plugin_request,
+            "lsp.pluginServerNotify": self._plugin_notify,
+            "lsp.functionRequest": self._function_request,
+            "lsp.hostResponse": self._host_response,
+            "lsp.hostNotify": self._host_notify,
+            "lsp.configureFunctionRelay": self._configure_relay,
+        }
+
+    @property
+    def sessions(self) -> Mapping[str, LspSession]:
+        """The sessions by id (stopped and failed ones until destroyed)."""
+        return self._sessions
+
+    def _session(self, payload: JSONObject) -> LspSession:
+        session_id = require_str(payload, "sessionId")
+        session = self._sessions.get(session_id)
+        if session is None:
+            raise CoreError("not_found", f"no language-server session {echo(session_id)}")
+        return session
+
+    async def aclose(self) -> None:
+        """Stop every session concurrently (the Core closing); idempotent, bounded.
+
+        **Cancellation:** the Core calls it shielded; each stop is bounded by its session's
+        shutdown, exit-wait, TERM-grace and kill-wait bounds.
+        """
+        await self.stop_all()
+
+    async def stop_all(self) -> None:
+        """Stop every session concurrently; returns when all have ended (bounded)."""
+        async with trio.open_nursery() as nursery:
+            for session in list(self._sessions.values()):
+                nursery.start_soon(session.stop)
+
+    # -- lifecycle -----------------------------------------------------------------------
+
+    async def _start(self, payload: JSONObject) -> JSONValue:
+        spec = parse_start(payload)
+        session_id = f"lsp-{next(self._ids)}"
+        session = LspSession(
+            session_id,
+            spec,
+            EventQueue(self._max_events),
+            # Stderr may fill at most a quarter of the queue: the rest stays for
+            # diagnostics, requestCompleted and state changes.
+            stderr_log_share=max(1, self._max_events // 4),
+            owner_ended=self._owner_ended,
+        )
+        # The first process is started before we answer, so launch_failed is this
+        # command's error and a refused start leaves no session behind.
+        tree = await open_process_tree(spec.argv, cwd=spec.cwd, env=spec.env)
+        if session.plugin is not None:
+            session.plugin.relay = self.relay
+        await self._nursery.start(self._run_session, session, tree)
+        self._sessions[session_id] = session
+        return {"sessionId": session_id}
+
+    async def _run_session(
+        self,
+        session: LspSession,
+        tree: ProcessTree,
+        *,
+        task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED,
+    ) -> None:
+        await session.run(tree, task_status=task_status)
+
+    async def _stop(self, payload: JSONObject) -> JSONValue:
+        check_fields(payload, frozenset({"sessionId"}), "lsp.stopServer")
+        return await self._session(payload).stop()
+
+    async def _restart(self, payload: JSONObject) -> JSONValue:
+        check_fields(payload, frozenset({"sessionId"}), "lsp.restartServer")
+        session = self._session(payload)
+        return {"generation": await session.restart()}
+
+    async def _destroy(self, payload: JSONObject) -> JSONValue:
+        check_fields(payload, frozenset({"sessionId"}), "lsp.destroyServer")
+        session = self._session(payload)
+        if session.state not in (LspState.STOPPED, LspState.FAILED):
+            raise _invalid(f"session {session.session_id} is {session.state.value}; stop it first")
+        if not session.done.is_set():
+            # Failed and waiting to restart: end it without a new start.
+            await session.stop()
+        self._sessions.pop(session.session_id, None)
+        return {"destroyed": True}
+
+    async def _snapshot(self, payload: JSONObject) -> JSONValue:
+        check_fields(payload, frozenset({"sessionId"}), "lsp.snapshot")
+        return self._session(payload).snapshot()
+
+    # -- documents -----------------------------------------------------------------------
+
+    async def _sync(self, payload: JSONObject) -> JSONValue:
+        check_fields(
+            payload,
+            frozenset({"sessionId", "uri", "languageId", "text", "contentChanges"}),
+            "lsp.syncDocument",
+        )
+        session = self._session(payload)
+        uri = require_str(payload, "uri")
+        language_id = require_str(payload, "languageId")
+        text = optional_str(payload, "text")
+        raw_changes = payload.get("contentChanges")
+        changes: list[JSONObject] | None = None
+        if raw_changes is not None:
+            if not isinstance(raw_changes, list) or not all(
+                isinstance(c, dict) for c in raw_changes
+            ):
+                raise _invalid("contentChanges must be an array of objects")
+            changes = [c for c in raw_changes if isinstance(c, dict)]
+        session.check_open()
+        plan = session.documents.plan_sync(uri, language_id, text, changes, session.sync_kind())
+        live = session.documents_live
+        document = session.documents.get(uri)
+        if live is not None and document is not None:
+            if document.opened_in != live:
+                document.opened_in = live
+                await session.notify("textDocument/didOpen", document.did_open())
+            elif plan.method is not None and plan.params is not None:
+                await session.notify(plan.method, plan.params)
+        return {"documentVersion": plan.version, "changed": plan.changed}
+
+    async def _close_document(self, payload: JSONObject) -> JSONValue:
+        check_fields(payload, frozenset({"sessionId", "uri"}), "lsp.closeDocument")
+        session = self._session(payload)
+        uri = require_str(payload, "uri")
+        document = session.documents.close(uri)
+        live = session.documents_live
+        if live is not None and document.opened_in == live:
+            await session.notify("textDocument/didClose", {"textDocument": {"uri": uri}})
+        if document.diagnostics:
+            session.emit_diagnostics(uri, None, [])
+        return {"closed": True}
+
+    async def _files_changed(self, payload: JSONObject) -> JSONValue:
+        check_fields(payload, frozenset({"sessionId", "changes"}), "lsp.workspaceFilesChanged")
+        session = self._session(payload)
+        raw = payload.get("changes")
+        if not isinstance(raw, list) or not raw:
+            raise _invalid("changes must be a non-empty array of {uri, kind}")
+        kinds = {"created": 1, "changed": 2, "deleted": 3}
+        changes: list[JSONValue] = []
+        for index, item in enumerate(raw):
+            if not isinstance(item, dict):
+                raise _invalid(f"changes[{index}] must be an object")
+            uri = require_str(item, "uri")
+            kind = item.get("kind")
+            if not isinstance(kind, str) or kind not in kinds:
+                raise _invalid(f"changes[{index}].kind must be created, changed or deleted")
+            changes.append({"uri": uri, "type": kinds[kind]})
+        await session.notify("workspace/didChangeWatchedFiles", {"changes": changes})
+        return {"sent": len(changes)}
+
+    async def _clear_diagnostics(self, payload: JSONObject) -> JSONValue:
+        check_fields(payload, frozenset({"sessionId"}), "lsp.clearDiagnostics")
+        session = self._session(payload)
+        cleared = session.documents.clear_diagnostics()
+        for document in cleared:
+            session.emit_diagnostics(document.uri, None, [])
+        return {"cleared": len(cleared)}
+
+    async def _update_configuration(self, payload: JSONObject) -> JSONValue:
+        check_fields(
+            payload,
+            frozenset({"sessionId", "workspaceConfiguration"}),
+            "lsp.updateWorkspaceConfiguration",
+        )
+        session = self._session(payload)
+        config = payload.get("workspaceConfiguration")
+        if not isinstance(config, dict):
+            raise _invalid("workspaceConfiguration must be an object")
+        return {"delivered": await self._deliver_configuration(session, config)}
+
+    async def _deliver_configuration(self, session: LspSession, config: JSONValue) -> bool:
+        # The value is what workspace/configuration answers from now on; a server that is
+        # not initialized yet gets it with `initialized`.
+        session.workspace_configuration = config
+        if not session.initialized:
+            return False
+        await session.notify("workspace/didChangeConfiguration", {"settings": config})
+        return True
+
+    # -- requests ------------------------------------------------------------------------
+
+    async def _request(self, payload: JSONObject) -> JSONValue:
+        check_fields(
+            payload,
+            frozenset({"sessionId", "operationId", "method", "params", "timeoutMilliseconds"}),
+            "lsp.request",
+        )
+        session = self._session(payload)
+        method = require_str(payload, "method")
+        params = payload.get("params")
+        if params is not None and not isinstance(params, (dict, list)):
+            raise _invalid("params must be an object or an array")
+        timeout_ms = optional_positive_int(
+            payload, "timeoutMilliseconds", maximum=MAX_REQUEST_TIMEOUT_MS
+        )
+        operation_id = (
+            optional_str(payload, "operationId")
+            or current_operation_id()
+            or session.new_operation_id()
+        )
+        uri = None
+        if isinstance(params, dict):
+            document = params.get("textDocument")
+            if isinstance(document, dict) and isinstance(document.get("uri"), str):
+                uri = str(document["uri"])
+        session.submit(
+            method,
+            params,
+            operation_id=operation_id,
+            timeout_ms=timeout_ms or session.spec.request_timeout_ms,
+            uri=uri,
+        )
+        return {"operationId": operation_id}
+
+    async def _cancel(self, payload: JSONObject) -> JSONValue:
+        check_fields(payload, frozenset({"sessionId", "operationId"}), "lsp.cancelOperation")
+        session = self._session(payload)
+        return {"cancelled": session.cancel(require_str(payload, "operationId"))}
+
+    async def _wait_events(self, payload: JSONObject) -> JSONValue:
+        check_fields(payload, frozenset({"sessionId", "timeoutMilliseconds"}), "lsp.waitEvents")
+        session = self._session(payload)
+        return await session.events.wait(read_wait_timeout(payload, "lsp.waitEvents"))
+
+    async def _poll_events(self, payload: JSONObject) -> JSONValue:
+        check_fields(payload, frozenset({"sessionId"}), "lsp.pollEvents")
+        return self._session(payload).events.poll()
+
+    # -- plugin functions (issue 6) ------------------------------------------------------
+
+    async def _function_request(self, payload: JSONObject) -> JSONValue:
+        """``lsp.functionRequest`` -> ``{operationId}``; the call ends in one requestCompleted.
+
+        Refusals (plugin-contract.md "Invocation", in order): see
+        :func:`~supervisor._plugin._state.check_function_request`. ``timeoutMilliseconds``
+        is capped at one hour and defaults to the session's request timeout.
+        """
+        check_fields(
+            payload,
+            frozenset(
+                {"sessionId", "operationId", "function", "params", "timeoutMilliseconds", "context"}
+            ),
+            "lsp.functionRequest",
+        )
+        session = self._session(payload)
+        # Capped at one hour below (function_timeout_ms); past MAX_MILLISECONDS, refused.
+        timeout = optional_positive_int(payload, "timeoutMilliseconds", maximum=MAX_MILLISECONDS)
+        plugin = session.plugin
+        function_id, params = check_function_request(
+            payload.get("function"),
+            payload.get("params"),
+            payload.get("context"),
+            session_plugin_id=plugin.plugin_id if plugin is not None else None,
+            negotiated=plugin is not None and plugin.negotiated,
+            registry=plugin.registry if plugin is not None else None,
+        )
+        operation_id = (
+            optional_str(payload, "operationId")
+            or current_operation_id()
+            or session.new_operation_id()
+        )
+        session.start_function_call(
+            operation_id=operation_id,
+            function_id=function_id,
+            params=params,
+            context=payload.get("context"),
+            timeout_ms=function_timeout_ms(timeout, session.spec.request_timeout_ms),
+        )
+        return {"operationId": operation_id}
+
+    async def _host_response(self, payload: JSONObject) -> JSONValue:
+        """``lsp.hostResponse {sessionId, hostRequestID, result? | error}``.
+
+        Returns:
+            ``{hostRequestID}``.
+        """
+        check_fields(
+            payload,
+            frozenset({"sessionId", "hostRequestID", "result", "error"}),
+            "lsp.hostResponse",
+        )
+        session = self._session(payload)
+        host_request_id = require_str(payload, "hostRequestID")
+        if session.plugin is None:
+            raise _invalid(f"no pending host request {echo(host_request_id)}")
+        session.plugin.host_response(host_request_id, payload)
+        return {"hostRequestID": host_request_id}
+
+    async def _host_notify(self, payload: JSONObject) -> JSONValue:
+        """``lsp.hostNotify {sessionId, method, params}`` -> ``{delivered}``.
+
+        plugin-contract.md "Host notifications": another method, a service the session is
+        not granted, malformed params (or over ``notificationBytes``), a session that is not
+        plugin-owned or not ready: ``invalid_request``.
+        """
+        check_fields(payload, frozenset({"sessionId", "method", "params"}), "lsp.hostNotify")
+        session = self._session(payload)
+        method = require_str(payload, "method")
+        params = payload.get("params")
+        if session.plugin is None:
+            raise _invalid(f"session {session.session_id} is not plugin-owned")
+        session.plugin.check_notify(method, params)
+        if not session.ready:
+            raise _invalid(f"session {session.session_id} is not ready")
+        assert isinstance(params, dict)
+        await session.notify(method, params)
+        return {"delivered": True}
+
+    # -- the relay (issue 6, plugin-contract.md "Cross-plugin calls") ---------------------
+
+    async def _configure_relay(self, payload: JSONObject) -> JSONValue:
+        """``lsp.configureFunctionRelay {plugins: [{pluginID, enabled, exports, calls}],
+        contexts: [{contextID, generation, authority}]}`` -> ``{plugins, contexts,
+        endedCalls}``.
+
+        Hot activation: the snapshot takes effect at once; running relayed calls it no
+        longer allows end with notDeclared, providerDisabled or contextExpired.
+
+        Raises:
+            CoreError: ``invalid_request`` for a malformed snapshot.
+        """
+        return self.relay.configure(payload)
+
+    def _relay_provider(self, plugin_id: str) -> ProviderHandle | None:
+        """The running, negotiated backend of ``plugin_id`` (the first session of it)."""
+        for session in self._sessions.values():
+            plugin = session.plugin
+            if plugin is None or plugin.plugin_id != plugin_id or plugin.registry is None:
+                continue
+            try:
+                endpoint = session.endpoint_for_notify()
+            except CoreError:
+                continue
+            return ProviderHandle(frozenset(plugin.registry.sorted_ids()), endpoint)
+        return None
+
+    # -- plugin-owned sessions -----------------------------------------------------------
+
+    def _plugin_session(self, payload: JSONObject) -> LspSession:
+        session_id = payload.get("sessionId")
+        session = self._sessions.get(session_id) if isinstance(session_id, str) else None
+        if session is None:
+            raise _plugin_error("languageServerUnavailable", f"no session {echo(session_id)}")
+        plugin_id = optional_str(payload, "pluginId")
+        if session.spec.plugin_id is not None and plugin_id != session.spec.plugin_id:
+            raise _plugin_error(
+                "foreignContribution", "the language server belongs to another plugin"
+            )
+        if session.state not in (LspState.STARTING, LspState.INITIALIZING, LspState.READY):
+            raise _plugin_error(
+                "languageServerUnavailable", f"the language server is {session.state.value}"
+            )
+        return session
+
+    async def _plugin_request(self, payload: JSONObject) -> JSONValue:
+        check_fields(
+            payload,
+            frozenset({"sessionId", "pluginId", "method", "params", "timeoutMilliseconds"}),
+            "lsp.pluginServerRequest",
+        )
+        method = require_str(payload, "method")
+        params = payload.get("params", {})
+        if not isinstance(params, dict):
+            raise _plugin_error("invalidParams", "params must be an object")
+        timeout_ms = payload.get("timeoutMilliseconds", DEFAULT_REQUEST_TIMEOUT_MS)
+        if (
+            isinstance(timeout_ms, bool)
+            or not isinstance(timeout_ms, int)
+            or not 1 <= timeout_ms <= MAX_REQUEST_TIMEOUT_MS
+        ):
+            raise _plugin_error(
+                "invalidParams", f"timeoutMilliseconds must be 1 to {MAX_REQUEST_TIMEOUT_MS}"
+            )
+        session = self._plugin_session(payload)
+        policy = session.spec.policy
+        if method not in policy.request_methods:
+            raise _plugin_error(
+                "methodNotDeclared",
+                f"{cut_utf8(method, MAX_ECHO_BYTES)} is not a declared request method",
+            )
+        command: str | None = None
+        if method == "workspace/executeCommand":
+            raw = params.get("command")
+            if not isinstance(raw, str) or raw not in policy.commands:
+                raise _plugin_error("methodNotDeclared", f"command {echo(raw)} is not declared")
+            command = raw if raw in policy.serialized_commands else None
+        joined = session.serialized_request(command) if command is not None else None
+        if joined is None:
+            try:
+                req = session.submit(
+                    method,
+                    params,
+                    operation_id=session.new_operation_id(),
+                    timeout_ms=timeout_ms,
+                    emit_event=False,
+                )
+            except CoreError as exc:
+                if exc.code == "busy":
+                    raise _plugin_error("busy", exc.message) from None
+                raise
+            if command is not None:
+                session.register_serialized(command, req)
+            owner = True
+        else:
+            req = joined
+            owner = False
+        try:
+            await req.finished.wait()
+        finally:
+            if owner and req.outcome is None:
+                # Our caller gave up (operation cancelled): cancel the server request, which
+                # ends the joined requests with it.
+                session.cancel(req.operation_id)
+        return _plugin_outcome(req.outcome)
+
+    async def _plugin_notify(self, payload: JSONObject) -> JSONValue:
+        check_fields(
+            payload,
+            frozenset({"sessionId", "pluginId", "method", "params"}),
+            "lsp.pluginServerNotify",
+        )
+        method = require_str(payload, "method")
+        params = payload.get("params")
+        if params is not None and not isinstance(params, dict):
+            raise _plugin_error("invalidParams", "params must be an object")
+        session = self._plugin_session(payload)
+        if method == "workspace/didChangeConfiguration":
+            settings = params.get("settings") if params is not None else None
+            return {"delivered": await self._deliver_configuration(session, settings)}
+        if method not in session.spec.policy.request_methods or method == (
+            "workspace/executeCommand"
+        ):
+            raise _plugin_error("methodNotDeclared", f"{method} is not a declared method")
+        if not session.initialized:
+            raise _plugin_error("languageServerUnavailable", "the server is not initialized")
+        await session.notify(method, params)
+        return {"delivered": True}
+
+
+def _plugin_outcome(outcome: JSONObject | None) -> JSONValue:
+    """Map a request's outcome to ``{value}`` or the plugin.host.* error."""
+    if outcome is None:
+        raise _plugin_error("cancelled", "The request was cancelled")
+    if "result" in outcome:
+        value = outcome["result"]
+        if dumps(value) > MAX_PLUGIN_RESULT_BYTES:
+            raise _plugin_error(
+                "limitExceeded", f"the result is over {MAX_PLUGIN_RESULT_BYTES} bytes"
+            )
+        return {"value": value}
+    error = outcome.get("error")
+    assert isinstance(error, dict)
+    code = error.get("code")
+    message = str(error.get("message", ""))
+    if code == "cancelled":
+        raise _plugin_error("cancelled", message)
+    if code == "timed_out":
+        raise _plugin_error("timeout", message)
+    if code == "languageServerError":
+        details = error.get("details")
+        raise _plugin_error(
+            "languageServerError", message, details if isinstance(details, dict) else None
+        )
+    raise _plugin_error("languageServerUnavailable", message)
+
+
+@asynccontextmanager
+async def open_lsp_service(context: ServiceContext) -> AsyncIterator[LspService]:
+    """Open the LSP service; leaving the block stops every session and waits for it.
+
+    **Cancellation:** the stops run shielded; each is bounded by its session's shutdown,
+    exit-wait, TERM-grace and kill-wait bounds (8 s with the defaults).
+    """
+    async with trio.open_nursery() as nursery:
+        service = LspService(nursery, context.max_events, context.owner_ended)
+        try:
+            yield service
+        finally:
+            with trio.CancelScope(shield=True):
+                await service.stop_all()
+            nursery.cancel_scope.cancel()

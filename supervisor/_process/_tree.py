@@ -1,0 +1,859 @@
+"""Process trees: spawn a child as the root of a supervised tree, and end the tree.
+
+Contract (DESIGN.md invariants 1-3, 10, 11; issue 2 section 3):
+
+- A tree is started from an argv, never through a shell, in a new session and
+  process group whose id is recorded at spawn (``pgid == pid``) and never looked up
+  again. Its environment carries the scope marker (see ``_marker``).
+- Bad input is rejected before anything starts: ``invalid_request`` for a malformed
+  argv, env or cwd value, ``launch_failed`` for a missing executable or cwd.
+- Ending a tree (:meth:`ProcessTree.aclose`) is shielded and bounded: an optional
+  polite step, SIGTERM+SIGCONT to the group and to known escapees, a grace period
+  that ends early once everything is gone, SIGKILL to the group, a sweep by marker
+  and by ancestry that SIGKILLs descendants which left the group or session, and a
+  bounded wait after which survivors are *reported* as unkillable instead of hung
+  on. Every zombie we own is reaped (see ``_reaper``).
+
+Finding a tree's processes. With the subreaper active (Linux), a live descendant
+is either below the main process or was reparented to us, so walking
+``/proc/<pid>/task/*/children`` from the main process and from our adopted
+children (attributed to this tree by marker, or by session/group when the marker
+was stripped) finds all of them cheaply. Whenever something was still alive, a
+full ``/proc/*/environ`` scan for this tree's marker is added, and every process
+ever seen is remembered by ``(pid, starttime)`` so an escapee reparented
+elsewhere (no subreaper) is still found without being confused with a reused pid.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import math
+import os
+import shutil
+import signal
+import stat
+import subprocess
+import time
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, final
+
+import trio
+
+from protocol import CoreError, JSONObject, argv_item_problem, env_item_problem, path_problem
+
+from .._handles import NoPublicConstructor
+from . import _reaper, _watchdog
+from ._marker import SCOPE_ENV, new_scope_marker
+from ._procfs import HAVE_PROCFS, ProcStat, all_pids, children_of, read_env_var, read_stat
+from ._spawn import ExitWatch, SpawnedProcess, spawn, spawn_forks
+
+if TYPE_CHECKING:
+    from types import TracebackType
+    from typing import Self
+
+
+__all__ = (
+    "DEFAULT_KILL_WAIT_MS",
+    "DEFAULT_POLITE_TIMEOUT_MS",
+    "DEFAULT_TERM_GRACE_MS",
+    "DEVNULL",
+    "PIPE",
+    "STDOUT",
+    "PoliteStep",
+    "ProcessTree",
+    "TreeEndReport",
+    "open_process_tree",
+)
+
+PIPE = subprocess.PIPE
+DEVNULL = subprocess.DEVNULL
+STDOUT = subprocess.STDOUT
+
+#: Defaults for ending a tree, in milliseconds (DESIGN.md "Default bounds").
+DEFAULT_POLITE_TIMEOUT_MS = 2000
+DEFAULT_TERM_GRACE_MS = 2000
+DEFAULT_KILL_WAIT_MS = 1000
+
+#: Polling of procfs while waiting for a tree to die starts fast (most trees die
+#: within milliseconds of SIGTERM) and backs off to bound the cost.
+_POLL_FIRST_S = 0.002
+_POLL_MAX_S = 0.05
+#: A precise (timerfd) deadline may wake a hair before Trio's float clock reads it as due.
+_DEADLINE_EPSILON_S = 1e-6
+#: The last scan of a TERM grace runs this long before its end (see ``_wait_gone``).
+_LAST_SCAN_S = 0.002
+
+#: Main processes started and not yet seen exiting (one cell, mutated in place), and the
+#: count from which a new spawn runs in a worker thread rather than in the Trio thread.
+_running_mains = [0]
+_THREADED_SPAWN_AT = max(4, 2 * (os.cpu_count() or 1))
+
+PoliteStep = Callable[[], Awaitable[object]]
+
+
+@dataclass(frozen=True)
+class TreeEndReport:
+    """What ending a process tree took.
+
+    Attributes:
+        returncode: The main process's status (negative: killed by that signal), or
+            None if it could not be reaped (unkillable).
+        polite_attempted: True when a polite step was given and the main process
+            was still running.
+        terminated: Pids that were sent SIGTERM (sorted).
+        killed: Pids that were still alive after the grace and were sent SIGKILL.
+        swept: Pids found outside the tree's process group (by marker or ancestry).
+        unkillable: Pids still alive ``kill_wait_ms`` after SIGKILL (for example in
+            uninterruptible sleep); nothing waits for them any longer.
+        polite_error: ``repr`` of an exception the polite step raised, if any.
+        duration_ms: Wall time the end took, in milliseconds.
+    """
+
+    returncode: int | None
+    polite_attempted: bool
+    terminated: tuple[int, ...]
+    killed: tuple[int, ...]
+    swept: tuple[int, ...]
+    unkillable: tuple[int, ...]
+    polite_error: str | None
+    duration_ms: int
+
+
+def _invalid(message: str, details: JSONObject | None = None) -> CoreError:
+    return CoreError("invalid_request", message, details)
+
+
+def _launch_failed(message: str, details: JSONObject | None = None) -> CoreError:
+    return CoreError("launch_failed", message, details)
+
+
+def _check_argv(argv: object) -> list[str]:
+    if isinstance(argv, (str, bytes)) or not isinstance(argv, Sequence):
+        raise _invalid("argv must be a list of strings (no shell is used)")
+    if not argv:
+        raise _invalid("argv must not be empty")
+    for index, arg in enumerate(argv):
+        if (problem := argv_item_problem(index, arg)) is not None:
+            raise _invalid(problem, {"field": "argv", "index": index})
+    return list(argv)
+
+
+#: ``(raw os.environ, its decoded copy)``: decoding the environment costs tens of
+#: microseconds per spawn, comparing the raw bytes mapping about one (issue 8 goal 1).
+_environ_cache: tuple[dict[Any, Any], dict[str, str]] | None = None
+
+
+def _environ_copy() -> dict[str, str]:
+    """A fresh ``dict(os.environ)``, decoded once per change of the environment."""
+    global _environ_cache
+    raw = getattr(os.environ, "_data", None)  # the encoded mapping behind os.environ
+    if not isinstance(raw, dict):
+        return dict(os.environ)
+    if _environ_cache is None or _environ_cache[0] != raw:
+        _environ_cache = (dict(raw), dict(os.environ))
+    return dict(_environ_cache[1])
+
+
+def _check_env(env: object) -> dict[str, str]:
+    merged = _environ_copy()
+    if env is None:
+        return merged
+    if not isinstance(env, Mapping):
+        raise _invalid("env must be an object mapping names to strings or null")
+    for key, value in env.items():
+        if (problem := env_item_problem(key, value)) is not None:
+            raise _invalid(problem, {"field": "env"})
+        if value is None:
+            merged.pop(key, None)
+        else:
+            merged[key] = value
+    return merged
+
+
+def _check_cwd(cwd: object) -> str | None:
+    if cwd is None:
+        return None
+    if not isinstance(cwd, (str, os.PathLike)):
+        raise _invalid("cwd must be a string path")
+    path = os.fspath(cwd)
+    if not isinstance(path, str):
+        raise _invalid("cwd must be a string path", {"field": "cwd"})
+    if (problem := path_problem(path, "cwd")) is not None:
+        raise _invalid(problem, {"field": "cwd"})
+    # One stat rather than exists() + isdir(): each system call counts at thousands of
+    # jobs (issue 8 goal 8).
+    try:
+        mode = os.stat(path).st_mode
+    except (OSError, ValueError):
+        raise _launch_failed(f"working directory does not exist: {path}", {"cwd": path}) from None
+    if not stat.S_ISDIR(mode):
+        raise _launch_failed(f"working directory is not a directory: {path}", {"cwd": path})
+    return path
+
+
+def _resolve_executable(name: str, cwd: str | None, env: Mapping[str, str]) -> str:
+    if os.sep in name:
+        # Absolute, not normalized: the child gets this path after its chdir, so a relative
+        # cwd must not be applied twice; ".." keeps the kernel's meaning through symlinks.
+        path = name if os.path.isabs(name) else os.path.join(os.getcwd(), cwd or "", name)
+        try:
+            mode = os.stat(path).st_mode
+        except (OSError, ValueError):
+            raise _launch_failed(f"executable not found: {name}", {"executable": name}) from None
+        if stat.S_ISDIR(mode):
+            raise _launch_failed(f"executable is a directory: {name}", {"executable": name})
+        if not os.access(path, os.X_OK):
+            raise _launch_failed(f"executable is not executable: {name}", {"executable": name})
+        return path
+    # The same lookup subprocess performs: the child's PATH, not ours.
+    search = os.pathsep.join(os.get_exec_path(env))
+    found = shutil.which(name, path=search)
+    if found is None:
+        raise _launch_failed(f"executable not found on PATH: {name}", {"executable": name})
+    # A relative PATH entry was searched from our directory: run the file that was found.
+    return found if os.path.isabs(found) else os.path.join(os.getcwd(), found)
+
+
+@final
+class ProcessTree(metaclass=NoPublicConstructor):
+    """A running child process and every process it starts, ended as one.
+
+    Created only by :func:`open_process_tree`. Usable as an async context manager:
+    leaving the block calls :meth:`aclose` with its defaults.
+
+    Attributes:
+        args: The argv the tree was started with.
+        pid: The main process id.
+        pgid: The tree's process group id, recorded at spawn (equal to ``pid``).
+        marker: The ``SUPERVISOR_SCOPE`` value every process of the tree inherits.
+        stdin: Stream to the child's stdin, or None when not piped.
+        stdout: Stream from the child's stdout, or None when not piped.
+        stderr: Stream from the child's stderr, or None when not piped.
+    """
+
+    def __init__(self, process: SpawnedProcess, args: list[str], marker: str) -> None:
+        self._proc = process
+        self.args = args
+        self.pid: int = process.pid
+        self.pgid: int = process.pid
+        self.marker = marker
+        self.stdin: trio.abc.SendStream | None = process.stdin
+        self.stdout: trio.abc.ReceiveStream | None = process.stdout
+        self.stderr: trio.abc.ReceiveStream | None = process.stderr
+        self._exit_time: float | None = None
+        self._seen: dict[int, int] = {}
+        self._end_done: trio.Event | None = None
+        self._report: TreeEndReport | None = None
+        self._pipes_closed = False
+        self._adopted_seen = False
+        self._escapees_seen = False
+        # The last scan found nothing alive and no zombie it had not reaped.
+        self._scan_clean = False
+
+    def __repr__(self) -> str:
+        return f"<ProcessTree pid={self.pid} marker={self.marker!r} returncode={self.returncode}>"
+
+    @property
+    def returncode(self) -> int | None:
+        """The main process's exit status, or None while it runs.
+
+        Negative values mean "killed by that signal", as in :mod:`subprocess`.
+        Reading it reaps the main process when it has exited.
+        """
+        rc = self._proc.returncode
+        if rc is not None:
+            self._note_exit()
+        return rc
+
+    def _exit_fd(self) -> int | None:
+        """The main process's pidfd, for ``_process``'s multiplexer; None if unavailable."""
+        return self._proc.pidfd
+
+    @property
+    def exit_time(self) -> float | None:
+        """``trio.current_time()`` when the main process was first seen exited."""
+        return self._exit_time
+
+    def _note_exit(self) -> None:
+        if self._exit_time is None:
+            self._exit_time = trio.current_time()
+            _reaper.unregister_managed(self.pid)
+            _running_mains[0] -= 1
+
+    async def wait(self) -> int:
+        """Wait for the main process to exit; other tree members may still run.
+
+        Returns:
+            The exit status (negative: killed by that signal).
+
+        **Cancellation:** cancellable; the tree keeps running.
+        """
+        rc = await self._proc.wait()
+        self._note_exit()
+        return rc
+
+    # -- ending the tree ---------------------------------------------------------
+
+    async def aclose(
+        self,
+        *,
+        polite: PoliteStep | None = None,
+        polite_timeout_ms: int = DEFAULT_POLITE_TIMEOUT_MS,
+        term_grace_ms: int = DEFAULT_TERM_GRACE_MS,
+        kill_wait_ms: int = DEFAULT_KILL_WAIT_MS,
+    ) -> TreeEndReport:
+        """End the whole tree, reap what is ours, and close the pipes.
+
+        Steps: ``polite()`` (if given and the main process still runs) plus waiting
+        for the main process, together bounded by ``polite_timeout_ms``; SIGTERM and
+        SIGCONT to the process group and to known escapees; up to ``term_grace_ms``
+        for everything to exit (returns as soon as it has); SIGKILL to the group and
+        to every straggler found by marker and ancestry; up to ``kill_wait_ms`` for
+        them to vanish, after which survivors are listed as ``unkillable``. The
+        whole call is bounded by the sum of the three bounds plus procfs scans.
+        After the main process has exited on its own, this still ends whatever it
+        left running (background children, daemons).
+
+        A second call (concurrent or later) joins the first and returns the same
+        report; its arguments are ignored.
+
+        Args:
+            polite: Async callable with no arguments that asks the tree to exit
+                (close stdin, an LSP ``shutdown``/``exit``). An exception it raises
+                is recorded in ``polite_error`` and the end goes on.
+            polite_timeout_ms: Bound on the polite step, in milliseconds.
+            term_grace_ms: Time between SIGTERM and SIGKILL, in milliseconds.
+            kill_wait_ms: Time to wait after SIGKILL before reporting survivors, in
+                milliseconds.
+
+        Returns:
+            A :class:`TreeEndReport`.
+
+        Raises:
+            ValueError: A bound is negative.
+
+        **Cancellation:** shielded: it completes (bounded) even when called from a
+        cancelled scope; the caller's cancellation is delivered at its next
+        checkpoint.
+        """
+        with trio.CancelScope(shield=True):
+            report = await self._end(
+                polite=polite,
+                polite_timeout_ms=polite_timeout_ms,
+                term_grace_ms=term_grace_ms,
+                kill_wait_ms=kill_wait_ms,
+            )
+            await self._close_pipes()
+        return report
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.aclose()
+
+    async def _close_pipes(self) -> None:
+        if self._pipes_closed:
+            return
+        if self._close_pipes_nowait():
+            await trio.lowlevel.cancel_shielded_checkpoint()
+            return
+        self._pipes_closed = True
+        for stream in (self.stdin, self.stdout, self.stderr):
+            if stream is not None:
+                with contextlib.suppress(trio.BrokenResourceError, trio.ClosedResourceError):
+                    await stream.aclose()
+        await trio.lowlevel.cancel_shielded_checkpoint()
+
+    def _close_pipes_nowait(self) -> bool:
+        """Close the pipes when all of them are ``FdStream`` (closing one never blocks);
+        False, closing nothing, when one needs an ``await``."""
+        streams = (self.stdin, self.stdout, self.stderr)
+        if self._pipes_closed:
+            return True
+        if not all(s is None or isinstance(s, trio.lowlevel.FdStream) for s in streams):
+            return False
+        self._pipes_closed = True
+        for stream in streams:
+            if isinstance(stream, trio.lowlevel.FdStream):
+                stream.close()
+        return True
+
+    def _end_reported(self) -> bool:
+        """Whether ending the tree is done (its report final); for ``_process``."""
+        return self._report is not None
+
+    async def _end(
+        self,
+        *,
+        polite: PoliteStep | None = None,
+        polite_timeout_ms: int = DEFAULT_POLITE_TIMEOUT_MS,
+        term_grace_ms: int = DEFAULT_TERM_GRACE_MS,
+        kill_wait_ms: int = DEFAULT_KILL_WAIT_MS,
+    ) -> TreeEndReport:
+        """End every process of the tree without closing the pipes (shielded)."""
+        for name, value in (
+            ("polite_timeout_ms", polite_timeout_ms),
+            ("term_grace_ms", term_grace_ms),
+            ("kill_wait_ms", kill_wait_ms),
+        ):
+            if value < 0:
+                raise ValueError(f"{name} must be >= 0, got {value}")
+        if self._report is not None:
+            # Already ended: the report is final. No scheduler pass here; ``aclose`` (the
+            # public way in) still makes one when it closes the pipes.
+            return self._report
+        with trio.CancelScope(shield=True):
+            if self._end_done is not None:
+                await self._end_done.wait()
+                assert self._report is not None
+                return self._report
+            self._end_done = trio.Event()
+            try:
+                self._report = await self._end_steps(
+                    polite, polite_timeout_ms, term_grace_ms, kill_wait_ms
+                )
+            finally:
+                self._end_done.set()
+                report = self._report
+                if not self._scan_clean and (
+                    self._adopted_seen or report is None or report.terminated or report.killed
+                ):
+                    # Orphans of this tree may have turned zombie since the last scan.
+                    _reaper.reap_adopted_children()
+        assert self._report is not None
+        return self._report
+
+    async def _end_steps(
+        self,
+        polite: PoliteStep | None,
+        polite_timeout_ms: int,
+        term_grace_ms: int,
+        kill_wait_ms: int,
+    ) -> TreeEndReport:
+        started = trio.current_time()
+        polite_attempted = False
+        polite_error: str | None = None
+        if polite is not None and self.returncode is None:
+            polite_attempted = True
+            with trio.move_on_after(polite_timeout_ms / 1000):
+                try:
+                    await polite()
+                except Exception as exc:
+                    polite_error = repr(exc)
+                await self.wait()
+
+        terminated: list[int] = []
+        killed: list[int] = []
+        swept: set[int] = set()
+        # Every live member found gets a pidfd in ``watch``: the waits below wake up on the
+        # last exit, and the SIGKILL at the end of the grace is on time (see ExitWatch).
+        watch = ExitWatch()
+        try:
+            # The first scan runs before any signal: it walks the tree while every member
+            # is still attached to its parent, which is the only way to find a member that
+            # left the session and dropped the marker (ancestry); signalling first would
+            # orphan it. Members seen are remembered (``_seen``), so later scans find them.
+            # With the subreaper active, ancestry alone finds every live descendant (an
+            # orphan is reparented to us, never to init), so a tree whose members all stay
+            # in its group skips the full marker scan, which reads the environment of every
+            # process on the machine (milliseconds). Once a member left the group or
+            # session, or without a subreaper, the scan runs as well, so escapees whose
+            # ancestry was lost get SIGTERM too.
+            # The pidfds are opened after the first signal, not during this walk: the
+            # signal goes out sooner, and a member that dies meanwhile is still a zombie
+            # (or gone: ``ExitWatch.add`` skips it).
+            live = self._collect(full_scan=self._marker_scan_needed())
+            if live and not self._marker_scan_needed() and self._escaped(live):
+                live = self._collect(full_scan=True)
+            kill_sent = False
+            if live and term_grace_ms > 0:
+                swept.update(pid for pid, st in live.items() if st.pgid != self.pgid)
+                self._signal_members(live, signal.SIGTERM)
+                self._signal_members(live, signal.SIGCONT)
+                self._watch_all(watch, live)
+                terminated = sorted(live)
+                live = await self._wait_gone(
+                    live, watch, trio.current_time() + term_grace_ms / 1000, terminated
+                )
+                terminated.sort()
+                kill_sent = bool(live)  # by _wait_gone, at the deadline
+            # (With no grace SIGTERM would only delay SIGKILL: ``aclose(term_grace_ms=0)``.)
+            if live:
+                killed.extend(live)
+                swept.update(pid for pid, st in live.items() if st.pgid != self.pgid)
+                if not kill_sent:
+                    self._signal_members(live, signal.SIGKILL)
+                    self._watch_all(watch, live)
+                # The waits below run in real time under any clock (see _wait_exits), so
+                # the bound is kept in real time too.
+                real_deadline = time.perf_counter() + kill_wait_ms / 1000
+                first = True
+                while True:
+                    # The members just killed die first; a scan while they die finds nothing
+                    # new (without the subreaper, the marker scan below runs at once).
+                    all_gone = False
+                    if not (first and self._marker_scan_needed()):
+                        left_s = max(0.0, real_deadline - time.perf_counter())
+                        all_gone = await self._wait_exits(
+                            watch, trio.current_time() + left_s, _POLL_FIRST_S, real_time=True
+                        )
+                    live = self._collect(
+                        full_scan=first and self._marker_scan_needed(),
+                        watch=watch,
+                        members_gone=all_gone,
+                    )
+                    first = False
+                    for pid, st in live.items():
+                        if st.pgid != self.pgid:
+                            swept.add(pid)
+                        if pid not in killed:
+                            killed.append(pid)
+                        self._signal(pid, signal.SIGKILL)
+                    if not live or time.perf_counter() >= real_deadline:
+                        break
+        finally:
+            watch.close()
+        if self.returncode is None and not live:
+            # Dead but not yet reaped by Trio: the pidfd wait returns at once.
+            with trio.move_on_after(max(kill_wait_ms / 1000, 0.1)):
+                await self.wait()
+        return TreeEndReport(
+            returncode=self.returncode,
+            polite_attempted=polite_attempted,
+            terminated=tuple(terminated),
+            killed=tuple(sorted(killed)),
+            swept=tuple(sorted(swept)),
+            unkillable=tuple(sorted(live)),
+            polite_error=polite_error,
+            duration_ms=math.ceil((trio.current_time() - started) * 1000),
+        )
+
+    async def _wait_gone(
+        self,
+        live: dict[int, ProcStat],
+        watch: ExitWatch,
+        deadline: float,
+        terminated: list[int],
+    ) -> dict[int, ProcStat]:
+        """Wait until ``deadline`` (a Trio time) for the ``live`` members (and what they
+        fork) to exit; return those still alive then, already sent SIGKILL.
+
+        Members that appear meanwhile get SIGTERM and SIGCONT of their own when a scan
+        finds them (they are appended to ``terminated``).
+
+        Scans run while waiting, the last one :data:`_LAST_SCAN_S` before the deadline, so
+        that nothing stands between the deadline and the SIGKILL (to the group and to
+        every member known to have left it): a scan costs a fraction of a millisecond, and
+        longer while the killed members compete for the CPU (issue 8 goal 2). Members
+        forked after that last scan are found after the kill, as orphans reparented to us.
+        """
+        delay = _POLL_FIRST_S
+        while True:
+            scan_at = deadline - _LAST_SCAN_S
+            if trio.current_time() < scan_at:
+                all_gone = await self._wait_exits(watch, scan_at, delay)
+                delay = min(delay * 2, _POLL_MAX_S)
+            else:
+                all_gone = await self._wait_exits(watch, deadline, delay)
+                if not all_gone and trio.current_time() >= deadline - _DEADLINE_EPSILON_S:
+                    self._signal_members(live, signal.SIGKILL)
+                    return live
+            live = self._collect(full_scan=False, watch=watch, members_gone=all_gone)
+            if not live:
+                return live
+            for pid in live.keys() - set(terminated):
+                self._signal(pid, signal.SIGTERM)
+                self._signal(pid, signal.SIGCONT)
+                terminated.append(pid)
+
+    async def _wait_exits(
+        self, watch: ExitWatch, deadline: float, poll_delay_s: float, *, real_time: bool = False
+    ) -> bool:
+        """Wait for the watched processes to exit, at most until ``deadline`` and at most
+        :data:`_POLL_MAX_S` at a time (the caller's next scan finds what they forked).
+
+        With pidfds this returns as soon as the last of them exits; without, it sleeps
+        ``poll_delay_s`` (polling). The slice bound also keeps Trio's ``autojump_clock``
+        honest: with one long wait on a descriptor, it would jump straight to the deadline
+        while the real processes had no real time to die.
+
+        ``real_time`` is for the wait after SIGKILL: under a clock other than Trio's
+        system clock (``MockClock``) it lasts as long in real time (see ``ExitWatch``).
+
+        Returns:
+            True when every watched process is known to have exited (pidfds only).
+        """
+        now = trio.current_time()
+        until = min(deadline, now + _POLL_MAX_S)
+        if watch.available:
+            return await watch.wait(until, real_time=real_time)
+        await trio.sleep(max(0.0, min(poll_delay_s, until - now)))
+        return False
+
+    def _marker_scan_needed(self) -> bool:
+        """Whether ancestry may miss members (see :meth:`_end_steps`)."""
+        return self._escapees_seen or not _reaper.subreaper_active()
+
+    def _escaped(self, live: Mapping[int, ProcStat]) -> bool:
+        if any(st.pgid != self.pgid for st in live.values()):
+            self._escapees_seen = True
+        return self._escapees_seen
+
+    @staticmethod
+    def _watch_all(watch: ExitWatch, live: Mapping[int, ProcStat]) -> None:
+        for pid, st in live.items():
+            watch.add(pid, st.starttime)
+
+    def _signal_members(self, live: Mapping[int, ProcStat], sig: int) -> None:
+        """``sig`` to the group, and to each member of ``live`` that left it."""
+        self._signal_group(sig)
+        for pid, st in live.items():
+            if st.pgid != self.pgid:
+                self._signal(pid, sig)
+
+    def _signal_group(self, sig: int) -> None:
+        # Invariant 11: never our own group; the group id is the one recorded at spawn.
+        if self.pgid <= 1 or self.pgid == os.getpgrp():
+            return
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(self.pgid, sig)
+
+    def _signal(self, pid: int, sig: int) -> None:
+        if pid == os.getpid():
+            return
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.kill(pid, sig)
+
+    def _collect(
+        self, *, full_scan: bool, watch: ExitWatch | None = None, members_gone: bool = False
+    ) -> dict[int, ProcStat]:
+        """The tree's live (non-zombie) processes; reaps our zombies on the way.
+
+        Args:
+            full_scan: Also read every process's environment for the marker.
+            watch: Where to add every live member found (a pidfd each).
+            members_gone: Every member a scan found alive has since exited (its pidfd
+                said so) and the subreaper is active: then a live descendant can only be
+                one forked since that scan, and its oldest ancestor among them has been
+                reparented to us, so the walk starts from our adopted children alone
+                (issue 8 goal 2: no re-reading of the dead members).
+        """
+        rc = self.returncode  # reaps the main process once it has exited
+        if not HAVE_PROCFS:
+            _reaper.reap_adopted_children()
+            return self._collect_without_procfs(main_alive=rc is None)
+        me = os.getpid()
+        ancestry_only = members_gone and not full_scan and _reaper.subreaper_active()
+        roots: list[int] = [self.pid] if rc is None and not ancestry_only else []
+        # Listing our children costs a few microseconds; reading and reaping them happens
+        # only when there are any (the common end, no orphans at all, pays for the list).
+        adopted = _reaper.adopted_stats(reap_exited=self._seen if ancestry_only else ())
+        if adopted:
+            self._adopted_seen = True
+            _reaper.reap_zombies(adopted)
+            roots.extend(st.pid for st in adopted if not st.dead and self._belongs(st))
+        if not ancestry_only:
+            roots.extend(self._seen)
+        if full_scan:
+            roots.extend(
+                pid
+                for pid in all_pids()
+                if pid != me and read_env_var(pid, SCOPE_ENV) == self.marker
+            )
+        live: dict[int, ProcStat] = {}
+        visited: set[int] = set()
+        zombies = False  # dead members the reaping above did not see dead yet
+        stack = roots
+        while stack:
+            pid = stack.pop()
+            if pid in visited or pid == me:
+                continue
+            visited.add(pid)
+            st = read_stat(pid)
+            if st is None:
+                self._seen.pop(pid, None)
+                continue
+            known_start = self._seen.get(pid)
+            if known_start is not None and known_start != st.starttime:
+                # The pid was reused by an unrelated process.
+                del self._seen[pid]
+                continue
+            self._seen[pid] = st.starttime
+            if st.dead:
+                zombies = True
+            else:
+                live[pid] = st
+                if watch is not None:
+                    watch.add(pid, st.starttime)
+            stack.extend(children_of(pid, st.threads))
+        self._scan_clean = not live and not zombies
+        return live
+
+    def _belongs(self, st: ProcStat) -> bool:
+        if st.pid in self._seen:
+            return True
+        value = read_env_var(st.pid, SCOPE_ENV)
+        if value is not None:
+            return value == self.marker
+        return st.sid == self.pid or st.pgid == self.pgid
+
+    def _collect_without_procfs(self, *, main_alive: bool) -> dict[int, ProcStat]:
+        # No procfs, no ancestry: the main process and its group are all we know.
+        live: dict[int, ProcStat] = {}
+        if main_alive:
+            live[self.pid] = ProcStat(self.pid, "S", os.getpid(), self.pgid, self.pid, 0)
+        elif self.pgid > 1 and self.pgid != os.getpgrp():
+            try:
+                os.killpg(self.pgid, 0)
+            except (ProcessLookupError, PermissionError):
+                pass
+            else:
+                live[-self.pgid] = ProcStat(-self.pgid, "S", 0, self.pgid, self.pid, 0)
+        return live
+
+
+def _spawn_registered(spawn_call: Callable[[], SpawnedProcess]) -> SpawnedProcess:
+    """Spawn in a worker thread and register the pid there, before the thread hands it
+    back: until then the reaper's scans would take the new child for an orphan."""
+    process = spawn_call()
+    _reaper.register_managed(process.pid)
+    return process
+
+
+async def open_process_tree(
+    argv: Sequence[str],
+    *,
+    cwd: str | os.PathLike[str] | None = None,
+    env: Mapping[str, str | None] | None = None,
+    stdin: int = PIPE,
+    stdout: int = PIPE,
+    stderr: int = PIPE,
+    pty_slave_fd: int | None = None,
+) -> ProcessTree:
+    """Start ``argv`` as the root of a new supervised process tree.
+
+    The child runs in its own session and process group (``pgid == pid``), with
+    the environment ``os.environ`` updated by ``env`` (a None value removes the
+    variable) and then ``SUPERVISOR_SCOPE`` set to a fresh marker that neither can
+    override or remove (DESIGN.md invariant 1). It starts clean whatever we were started
+    with: every signal at its default, an empty signal mask, only fds 0-2 (``_spawn``). On
+    Linux the supervisor becomes a child subreaper on first use. Nothing is started when
+    validation fails.
+
+    Args:
+        argv: Program and arguments; no shell. ``argv[0]`` without a slash is
+            looked up on the child's ``PATH``.
+        cwd: Working directory of the child; default: ours.
+        env: Changes to our environment for the child.
+        stdin: ``PIPE`` or ``DEVNULL``.
+        stdout: ``PIPE`` or ``DEVNULL``.
+        stderr: ``PIPE``, ``DEVNULL`` or ``STDOUT``.
+        pty_slave_fd: The slave side of a pseudo-terminal (issue 5, terminals). When
+            given, ``stdin``/``stdout``/``stderr`` are ignored: the child gets this
+            terminal as fds 0, 1 and 2, and as the controlling terminal of its new
+            session, so job control, SIGWINCH and hang-up work as in a real terminal.
+            On Linux the child opens the slave by its path after ``setsid`` (a
+            ``posix_spawn`` file action, no worker thread); elsewhere it is forked in
+            a worker thread and runs ``TIOCSCTTY`` (see ``_spawn.spawn_forks``).
+            The tree's streams are then None; the caller keeps the master side and
+            closes its copy of the slave after spawn.
+
+    Returns:
+        The running :class:`ProcessTree`. The caller must end it with
+        :meth:`ProcessTree.aclose` (or ``async with``).
+
+    Raises:
+        CoreError: ``invalid_request`` for an empty argv, a non-string or
+            NUL-containing argument, or a malformed env or cwd value;
+            ``launch_failed`` when the executable or the cwd is missing or unusable.
+
+    **Cancellation:** not cancellable once the spawn has begun (a child is never
+    started behind the caller's back).
+    """
+    return await _open_tree(
+        argv,
+        cwd=cwd,
+        env=env,
+        stdin=stdin,
+        stdout=stdout,
+        stderr=stderr,
+        pty_slave_fd=pty_slave_fd,
+        yield_after_spawn=True,
+    )
+
+
+async def _open_tree(
+    argv: Sequence[str],
+    *,
+    cwd: str | os.PathLike[str] | None = None,
+    env: Mapping[str, str | None] | None = None,
+    stdin: int = PIPE,
+    stdout: int = PIPE,
+    stderr: int = PIPE,
+    pty_slave_fd: int | None = None,
+    yield_after_spawn: bool,
+) -> ProcessTree:
+    """:func:`open_process_tree`; ``yield_after_spawn=False`` skips the scheduler pass
+    after an in-thread spawn, for a caller that waits on the tree right away (one pass
+    less per ``process.run``, issue 8 goal 1). It is still a cancel point."""
+    args = _check_argv(argv)
+    child_env = _check_env(env)
+    workdir = _check_cwd(cwd)
+    for name, value, allowed in (
+        ("stdin", stdin, (PIPE, DEVNULL)),
+        ("stdout", stdout, (PIPE, DEVNULL)),
+        ("stderr", stderr, (PIPE, DEVNULL, STDOUT)),
+    ):
+        if value not in allowed:
+            raise ValueError(f"{name} must be one of {allowed}, got {value!r}")
+    executable = _resolve_executable(args[0], workdir, child_env)
+    marker = new_scope_marker()
+    child_env[SCOPE_ENV] = marker
+    # -- PTY option (issue 5): the slave becomes fds 0-2 and the controlling terminal.
+    if pty_slave_fd is not None and not os.isatty(pty_slave_fd):
+        raise ValueError("pty_slave_fd must be an open terminal file descriptor")
+    _watchdog.ensure_watchdog()  # invariant 14: sweeps our trees if we die
+    _reaper.ensure_subreaper()
+    # A cancelled caller starts nothing; once the spawn has begun nothing cancels it.
+    await trio.lowlevel.checkpoint_if_cancelled()
+    # Issue 8: posix_spawn in this thread, no worker-thread round trip (_spawn). The spawn
+    # blocks its thread until the child has exec'd; when many trees start at once on a busy
+    # machine that wait grows (the child queues for a CPU) and would stall every other task,
+    # so a burst goes to worker threads, as does the fork fallback (see spawn_forks).
+    spawn_call = functools.partial(
+        spawn,
+        executable,
+        args,
+        child_env,
+        cwd=workdir,
+        stdin=stdin,
+        stdout=stdout,
+        stderr=stderr,
+        tty=pty_slave_fd,
+    )
+    threaded = _running_mains[0] >= _THREADED_SPAWN_AT or spawn_forks(workdir, pty_slave_fd)
+    process: SpawnedProcess
+    with _reaper.spawning():
+        try:
+            if threaded:
+                process = await trio.to_thread.run_sync(_spawn_registered, spawn_call)
+            else:
+                process = spawn_call()
+        except OSError as exc:
+            raise _launch_failed(
+                f"could not start {args[0]}: {exc.strerror or exc}", {"executable": args[0]}
+            ) from exc
+        _reaper.register_managed(process.pid)
+        _running_mains[0] += 1
+    if not threaded and yield_after_spawn:
+        # The spawn blocked without yielding: give other tasks their turn (never raises).
+        await trio.lowlevel.cancel_shielded_checkpoint()
+    return ProcessTree._create(process, args, marker)

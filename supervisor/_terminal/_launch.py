@@ -1,0 +1,277 @@
+"""Validation of ``terminal.*`` payloads: the launch of a terminal and its limits.
+
+Contract (issue 5; plugin-contract.md "Plugin-owned native terminals"): ``executable`` is an
+absolute path or a bare command found on PATH, and a relative path with a separator is
+refused; ``arguments`` is an argv array, never shell text; ``cwd`` is an absolute path string (the
+reference's ``{rootID, path}`` workspace resource needs workspace roots, which the supervisor
+does not have, so it and a relative path are refused); ``environment`` maps names to
+strings or null (null removes the variable) and can neither override nor remove the scope
+marker. Limits: 256 arguments, 16 KiB (UTF-8) per argument, environment name or value,
+64 environment entries, 64 KiB of launch data in all, a non-empty title of at most 128 UTF-8
+bytes on one line, ``retainedContextBytes`` 0..262 144 (default 16 384; a larger value is
+refused, never clamped). Every refusal is ``invalid_request`` naming the field, before
+anything starts (DESIGN.md invariant 9). Pure: no I/O beyond nothing at all.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Final
+
+from protocol import CoreError, invalid_field, read_int, text_problem
+
+from .._core._payload import check_fields
+from .._process._marker import SCOPE_ENV
+
+if TYPE_CHECKING:
+    from protocol import JSONObject, JSONValue
+
+__all__ = (
+    "DEFAULT_COLS",
+    "DEFAULT_RETAINED_CONTEXT_BYTES",
+    "DEFAULT_ROWS",
+    "MAX_ARGUMENTS",
+    "MAX_COLS",
+    "MAX_ENVIRONMENT_ENTRIES",
+    "MAX_ITEM_BYTES",
+    "MAX_LAUNCH_BYTES",
+    "MAX_RETAINED_CONTEXT_BYTES",
+    "MAX_ROWS",
+    "MAX_TITLE_BYTES",
+    "MAX_WRITE_BYTES",
+    "TerminalLaunch",
+    "parse_create",
+    "read_retained_bytes",
+    "read_size",
+    "read_terminal_id",
+    "read_write_data",
+)
+
+MAX_ARGUMENTS: Final = 256
+MAX_ITEM_BYTES: Final = 16 * 1024
+MAX_ENVIRONMENT_ENTRIES: Final = 64
+MAX_LAUNCH_BYTES: Final = 64 * 1024
+MAX_TITLE_BYTES: Final = 128
+DEFAULT_RETAINED_CONTEXT_BYTES: Final = 16_384
+MAX_RETAINED_CONTEXT_BYTES: Final = 262_144
+#: Window size bounds (ours): the emulator keeps up to rows x cols cells per terminal.
+DEFAULT_ROWS: Final = 24
+DEFAULT_COLS: Final = 80
+MAX_ROWS: Final = 300
+MAX_COLS: Final = 500
+#: The most UTF-8 bytes one ``terminal.write`` carries (ours).
+MAX_WRITE_BYTES: Final = 64 * 1024
+#: The terminal type programs see unless ``environment`` sets ``TERM`` (ours): what the
+#: retained-context emulator understands best.
+DEFAULT_TERM: Final = "xterm-256color"
+
+_CREATE_FIELDS: Final = frozenset(
+    {
+        "owner",
+        "executable",
+        "arguments",
+        "cwd",
+        "environment",
+        "title",
+        "rows",
+        "cols",
+        "retainedContextBytes",
+    }
+)
+
+
+def _invalid(message: str, field: str) -> CoreError:
+    return invalid_field(field, message)
+
+
+def _utf8_len(text: str) -> int:
+    return len(text.encode("utf-8", "surrogatepass"))
+
+
+def _item(value: JSONValue, field: str, *, allow_empty: bool = True) -> str:
+    if not isinstance(value, str):
+        raise _invalid(f"{field} must be a string", field)
+    if not allow_empty and not value:
+        raise _invalid(f"{field} must not be empty", field)
+    if (problem := text_problem(value, field)) is not None:
+        raise _invalid(problem, field)
+    if _utf8_len(value) > MAX_ITEM_BYTES:
+        raise _invalid(f"{field} is longer than {MAX_ITEM_BYTES} bytes", field)
+    return value
+
+
+@dataclass(frozen=True)
+class TerminalLaunch:
+    """What a terminal starts, kept across close for reopen.
+
+    Attributes:
+        executable: An absolute path or a bare command name (resolved on the child's PATH).
+        arguments: The arguments after the program name.
+        cwd: The working directory (an absolute path), or None for the supervisor's.
+        environment: Changes to the supervisor's environment (None removes a variable);
+            ``TERM`` defaults to :data:`DEFAULT_TERM`.
+    """
+
+    executable: str
+    arguments: tuple[str, ...]
+    cwd: str | None
+    environment: tuple[tuple[str, str | None], ...]
+
+    @property
+    def argv(self) -> list[str]:
+        """``[executable, *arguments]``."""
+        return [self.executable, *self.arguments]
+
+    def env(self) -> dict[str, str | None]:
+        """The environment changes to start with."""
+        return {"TERM": DEFAULT_TERM, **dict(self.environment)}
+
+
+def read_retained_bytes(payload: JSONObject, default: int) -> int:
+    """Read ``retainedContextBytes``: an integer 0..262 144 (refused above, never clamped)."""
+    value = read_int(
+        payload,
+        "retainedContextBytes",
+        minimum=0,
+        maximum=MAX_RETAINED_CONTEXT_BYTES,
+        default=default,
+    )
+    assert value is not None  # the default
+    return value
+
+
+def _dimension(payload: JSONObject, name: str, default: int, maximum: int) -> int:
+    value = read_int(payload, name, minimum=1, maximum=maximum, default=default)
+    assert value is not None  # the default
+    return value
+
+
+def read_size(payload: JSONObject, *, required: bool) -> tuple[int, int]:
+    """Read ``rows`` and ``cols`` (1..300 and 1..500; required for ``terminal.resize``)."""
+    if required:
+        for name in ("rows", "cols"):
+            if name not in payload:
+                raise _invalid(f"{name} is required", name)
+    return (
+        _dimension(payload, "rows", DEFAULT_ROWS, MAX_ROWS),
+        _dimension(payload, "cols", DEFAULT_COLS, MAX_COLS),
+    )
+
+
+def read_terminal_id(payload: JSONObject) -> str:
+    """Read the required ``terminalID`` string."""
+    value = payload.get("terminalID")
+    if not isinstance(value, str) or not value:
+        raise _invalid("terminalID must be a non-empty string", "terminalID")
+    return value
+
+
+def read_write_data(payload: JSONObject) -> bytes:
+    """Read ``data`` of ``terminal.write``: text, at most 64 KiB as UTF-8."""
+    value = payload.get("data")
+    if not isinstance(value, str):
+        raise _invalid("data must be a string", "data")
+    try:
+        data = value.encode("utf-8")
+    except UnicodeEncodeError:
+        raise _invalid("data is not valid Unicode text", "data") from None
+    if len(data) > MAX_WRITE_BYTES:
+        raise _invalid(f"data is longer than {MAX_WRITE_BYTES} bytes", "data")
+    return data
+
+
+def parse_create(
+    payload: JSONObject,
+) -> tuple[str | None, TerminalLaunch, str | None, tuple[int, int], int]:
+    """Validate a ``terminal.create`` payload.
+
+    Returns:
+        ``(owner, launch, title, (rows, cols), retained_context_bytes)``.
+
+    Raises:
+        CoreError: ``invalid_request`` with ``details.field`` for the first bad field.
+    """
+    check_fields(payload, _CREATE_FIELDS, "terminal.create")
+    owner_value = payload.get("owner")
+    owner: str | None = None
+    if owner_value is not None:
+        owner = _item(owner_value, "owner", allow_empty=False)
+
+    executable = _item(payload.get("executable"), "executable", allow_empty=False)
+    if os.sep in executable and not os.path.isabs(executable):
+        raise _invalid("executable must be an absolute path or a bare command name", "executable")
+    total = _utf8_len(executable)
+
+    raw_arguments = payload.get("arguments", [])
+    if not isinstance(raw_arguments, list):
+        raise _invalid("arguments must be an array of strings", "arguments")
+    if len(raw_arguments) > MAX_ARGUMENTS:
+        raise _invalid(f"arguments has more than {MAX_ARGUMENTS} items", "arguments")
+    arguments = tuple(
+        _item(item, f"arguments[{index}]") for index, item in enumerate(raw_arguments)
+    )
+    total += sum(_utf8_len(a) for a in arguments)
+
+    cwd_value = payload.get("cwd")
+    cwd: str | None = None
+    if isinstance(cwd_value, dict):
+        raise _invalid(
+            "cwd must be an absolute path string: the supervisor has no workspace roots, so "
+            "a {rootID, path} resource can not be resolved",
+            "cwd",
+        )
+    if cwd_value is not None:
+        cwd = _item(cwd_value, "cwd", allow_empty=False)
+        if not os.path.isabs(cwd):
+            raise _invalid(
+                "cwd must be an absolute path (a relative one would depend on the "
+                "supervisor's own working directory)",
+                "cwd",
+            )
+        total += _utf8_len(cwd)
+
+    raw_env = payload.get("environment")
+    environment: list[tuple[str, str | None]] = []
+    if raw_env is not None:
+        if not isinstance(raw_env, dict):
+            raise _invalid("environment must be an object of strings or null", "environment")
+        if len(raw_env) > MAX_ENVIRONMENT_ENTRIES:
+            raise _invalid(
+                f"environment has more than {MAX_ENVIRONMENT_ENTRIES} entries", "environment"
+            )
+        for name, value in raw_env.items():
+            field = f"environment.{name}"
+            _item(name, field, allow_empty=False)
+            if "=" in name:
+                raise _invalid(f"{field}: a variable name cannot contain '='", field)
+            if name == SCOPE_ENV:
+                raise _invalid(
+                    f"{SCOPE_ENV} is the supervisor's scope marker: it can be neither "
+                    "overridden nor removed",
+                    field,
+                )
+            if value is not None:
+                value = _item(value, field)
+                total += _utf8_len(value)
+            total += _utf8_len(name)
+            environment.append((name, value))
+
+    title_value = payload.get("title")
+    title: str | None = None
+    if title_value is not None:
+        title = _item(title_value, "title", allow_empty=False)
+        if "\n" in title or "\r" in title:
+            raise _invalid("title must be a single line", "title")
+        if _utf8_len(title) > MAX_TITLE_BYTES:
+            raise _invalid(f"title is longer than {MAX_TITLE_BYTES} bytes", "title")
+        total += _utf8_len(title)
+
+    if total > MAX_LAUNCH_BYTES:
+        raise _invalid(
+            f"the launch data is longer than {MAX_LAUNCH_BYTES} bytes in all", "arguments"
+        )
+    size = read_size(payload, required=False)
+    retained = read_retained_bytes(payload, DEFAULT_RETAINED_CONTEXT_BYTES)
+    launch = TerminalLaunch(executable, arguments, cwd, tuple(environment))
+    return owner, launch, title, size, retained

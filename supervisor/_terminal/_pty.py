@@ -1,0 +1,472 @@
+"""One PTY process generation: the pseudo-terminal, its process tree, reader and renderer.
+
+Contract (issue 5; plugin-contract.md "Plugin-owned native terminals"; DESIGN.md invariants
+1-3, 6, 10, 11):
+
+- The program starts through :func:`open_process_tree` (no shell, the scope marker, its own
+  session) with the PTY slave as fds 0-2 *and as the controlling terminal* of that session,
+  so job control, ``SIGWINCH`` and hang-up behave as in a terminal emulator.
+- One reader task per generation reads the master without pause, decodes UTF-8
+  incrementally (a character is never split across two ``output`` events; invalid bytes
+  become U+FFFD) and hands each chunk to ``on_output`` and to the :class:`RetainedDisplay`.
+  Chunks are at most :data:`READ_CHUNK_BYTES` bytes (one event each; the per-terminal event
+  queue bounds their number and their characters, so memory).
+- :meth:`TerminalProcess.end` is the close: SIGHUP and SIGCONT to every process group of the
+  PTY's session and to every process carrying the tree's marker, a bounded wait for the main
+  process, then :meth:`ProcessTree.aclose` (TERM+CONT, grace, KILL, sweep by marker and
+  ancestry: jobs bash moved into their own groups, nohup jobs, double-forked daemons). The
+  reader keeps reading and *discarding* meanwhile, so a program that floods output never
+  blocks in ``write`` and never stretches the close. Shielded and bounded by
+  ``hangup_ms + term_grace_ms + kill_wait_ms + drain_ms`` plus the render of at most
+  ``max_pending_chars`` characters.
+
+Tasks run in the nursery the caller gives (the terminal service's), inside a cancel scope
+owned by the generation; :meth:`TerminalProcess.aclose` always releases the master fd.
+
+Boundary: the generation's tasks (the reader, the render loop, the exit watcher) are one
+supervision boundary. An unexpected exception in any of them ends those tasks, is logged
+with its traceback and handed to ``on_failure`` (the service then ends the processes by the
+stop ladder and marks the terminal ``failed``); it never reaches the caller's nursery.
+Cancellation, ``KeyboardInterrupt`` and ``SystemExit`` propagate. Output is data: the
+renderer never raises on it (:mod:`._render`).
+
+Fault points (tests and the chaos runner, :func:`supervisor._boundary.fault_point`):
+``terminal.reader`` (after each chunk is handed on), ``terminal.render`` (before each
+render slice), ``terminal.exit`` (when the main process's exit is seen). The service adds
+``terminal.cleanup``.
+"""
+
+from __future__ import annotations
+
+import codecs
+import contextlib
+import fcntl
+import os
+import signal
+import struct
+import termios
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Final
+
+import trio
+
+from protocol import CoreError
+
+from .._boundary import fault_point, log_failure, split_failure
+from .._process._marker import SCOPE_ENV
+from .._process._procfs import all_pids, read_env_var, read_stat
+from .._process._tree import open_process_tree
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Mapping, Sequence
+
+    from .._process._tree import ProcessTree
+    from ._render import RetainedDisplay
+
+__all__ = (
+    "DEFAULT_DRAIN_MS",
+    "DEFAULT_HANGUP_MS",
+    "DEFAULT_KILL_WAIT_MS",
+    "DEFAULT_TERM_GRACE_MS",
+    "READ_CHUNK_BYTES",
+    "EndBounds",
+    "TerminalProcess",
+)
+
+#: The most bytes one pass of the reader (so one ``output`` event) carries.
+READ_CHUNK_BYTES: Final = 65_536
+#: After SIGHUP, how long the main process gets to exit before TERM (ours), milliseconds.
+DEFAULT_HANGUP_MS: Final = 1_000
+#: TERM grace before SIGKILL (DESIGN.md default bounds), milliseconds.
+DEFAULT_TERM_GRACE_MS: Final = 2_000
+#: Wait after SIGKILL before reporting survivors (DESIGN.md), milliseconds.
+DEFAULT_KILL_WAIT_MS: Final = 1_000
+#: Output drained after the main process exited by itself (DESIGN.md), milliseconds.
+DEFAULT_DRAIN_MS: Final = 500
+#: Output arriving within this many seconds is rendered in one batch.
+_RENDER_COALESCE_S: Final = 0.02
+#: While output outruns rendering, render only once it has paused this long (seconds).
+_FLOOD_QUIET_S: Final = 0.1
+#: Characters rendered per worker-thread call (about 20 ms of pyte).
+_RENDER_SLICE_CHARS: Final = 4_096
+
+
+@dataclass(frozen=True)
+class EndBounds:
+    """The bounds of ending a terminal's process tree, in milliseconds.
+
+    Attributes:
+        hangup_ms: After SIGHUP+SIGCONT, the longest wait for the main process to exit.
+        term_grace_ms: After SIGTERM, the longest wait before SIGKILL.
+        kill_wait_ms: After SIGKILL, the longest wait before survivors are reported.
+        drain_ms: After a natural exit (or after the kill), the longest wait for the
+            output to reach end of file.
+    """
+
+    hangup_ms: int = DEFAULT_HANGUP_MS
+    term_grace_ms: int = DEFAULT_TERM_GRACE_MS
+    kill_wait_ms: int = DEFAULT_KILL_WAIT_MS
+    drain_ms: int = DEFAULT_DRAIN_MS
+
+
+def _set_window_size(fd: int, rows: int, cols: int) -> None:
+    # The kernel sends SIGWINCH to the terminal's foreground process group on a change.
+    fcntl.ioctl(fd, termios.TIOCSWINSZ, struct.pack("HHHH", rows, cols, 0, 0))
+
+
+class TerminalProcess:
+    """A running PTY program and the tasks that serve it (one terminal generation).
+
+    Made by :meth:`start`.
+
+    Attributes:
+        tree: The program's process tree.
+        display: Its rendered display.
+        exited: Set when the main process has exited (by itself or by :meth:`end`).
+        returncode: The main process's status once known (negative: killed by that signal).
+    """
+
+    def __init__(
+        self,
+        tree: ProcessTree,
+        master: int,
+        display: RetainedDisplay,
+        on_output: Callable[[str], None],
+    ) -> None:
+        self.tree = tree
+        self._master = master
+        self._stream = trio.lowlevel.FdStream(master)
+        self.display = display
+        self._on_output = on_output
+        self._decoder = codecs.getincrementaldecoder("utf-8")("replace")
+        self._discard = False
+        self._write_lock = trio.Lock()
+        self._scope = trio.CancelScope()
+        self._reader_done = trio.Event()
+        self._eof = trio.Event()
+        self._render_done = trio.Event()
+        self._render_wanted = trio.Event()
+        self.exited = trio.Event()
+        self.returncode: int | None = None
+        #: The unexpected exception that ended the generation's tasks, if one did.
+        self.failure: Exception | None = None
+        self._closed = False
+        #: Bytes read from the master so far (statistics).
+        self.bytes_read = 0
+
+    @classmethod
+    async def start(
+        cls,
+        nursery: trio.Nursery,
+        argv: Sequence[str],
+        *,
+        cwd: str | None,
+        env: Mapping[str, str | None] | None,
+        rows: int,
+        cols: int,
+        display: RetainedDisplay,
+        on_output: Callable[[str], None],
+        on_exit: Callable[[TerminalProcess], None],
+        on_failure: Callable[[TerminalProcess, Exception], None],
+    ) -> TerminalProcess:
+        """Open a PTY of ``rows`` x ``cols``, start ``argv`` on it and start its tasks.
+
+        Args:
+            nursery: Where the reader, waiter and render tasks run.
+            argv: Program and arguments (``argv[0]`` resolved on the child's PATH).
+            cwd: Working directory, or None for ours.
+            env: Changes to our environment (None removes a variable).
+            rows: Window height in lines.
+            cols: Window width in columns.
+            display: Receives the output for rendering (it may hold restored text).
+            on_output: Called with each decoded chunk, in order, until :meth:`end` begins.
+            on_exit: Called once, from the waiter task, when the main process exits.
+            on_failure: Called once, from the generation's task, with an unexpected
+                exception that ended the reader, render loop or exit watcher (already
+                logged); the processes still run: the callee ends them.
+
+        Raises:
+            CoreError: ``invalid_request`` / ``launch_failed`` from :func:`open_process_tree`;
+                ``launch_failed`` when no PTY can be opened. Nothing is left running.
+
+        **Cancellation:** not cancellable once the spawn began; the caller must end the
+        returned process if it is cancelled afterwards.
+        """
+        try:
+            master, slave = os.openpty()
+        except OSError as exc:
+            raise CoreError("launch_failed", f"could not open a PTY: {exc.strerror}") from exc
+        try:
+            _set_window_size(slave, rows, cols)
+            tree = await open_process_tree(argv, cwd=cwd, env=env, pty_slave_fd=slave)
+        except BaseException:
+            os.close(master)
+            raise
+        finally:
+            # The child has its own copy; keeping ours would hide the end of the output
+            # (EIO arrives only once every slave fd is closed).
+            os.close(slave)
+        process = cls(tree, master, display, on_output)
+        nursery.start_soon(process._run, on_exit, on_failure)
+        return process
+
+    async def _run(
+        self,
+        on_exit: Callable[[TerminalProcess], None],
+        on_failure: Callable[[TerminalProcess, Exception], None],
+    ) -> None:
+        try:
+            with self._scope:
+                async with trio.open_nursery() as nursery:
+                    nursery.start_soon(self._read_loop)
+                    nursery.start_soon(self._render_loop)
+                    rc = await self.tree.wait()
+                    fault_point("terminal.exit")
+                    self.returncode = rc
+                    self.exited.set()
+                    on_exit(self)
+        except BaseException as exc:
+            failure, rest = split_failure(exc)
+            if failure is None:
+                raise
+            log_failure(f"terminal process {self.pid}", failure)
+            self.failure = failure
+            try:
+                on_failure(self, failure)
+            except Exception as exc:
+                # The owner's own bookkeeping failed: logged; its end of the terminal (a
+                # close, its session's teardown) still ends the processes.
+                log_failure(f"terminal process {self.pid} failure handler", exc)
+            if rest is not None:
+                raise rest from None
+
+    async def _read_loop(self) -> None:
+        # Not FdStream.receive_some: a PTY read returns at most about 4 KiB (the line
+        # discipline's buffer), and one scheduler pass and one event per 4 KiB is most of the
+        # cost of a flood. So once the master is readable the reader reads again at once
+        # while data is there, up to READ_CHUNK_BYTES per event. The read that comes back
+        # empty proves the master drained, so the reader goes straight back to waiting (a
+        # keystroke's echo costs one pass of this task, not two); after a full chunk the wait
+        # finds the master readable at the next pass (fairness, cancellation).
+        fd = self._master
+        decoder = self._decoder
+        read = os.read
+        try:
+            while True:
+                try:
+                    await trio.lowlevel.wait_readable(fd)
+                except trio.ClosedResourceError:
+                    break  # aclose() closed the master under us
+                parts: list[bytes] = []
+                size = 0
+                eof = False
+                while size < READ_CHUNK_BYTES:
+                    try:
+                        data = read(fd, READ_CHUNK_BYTES - size)
+                    except BlockingIOError:
+                        break
+                    except OSError:
+                        # EIO: every slave fd is closed (the session is gone).
+                        eof = True
+                        break
+                    if not data:
+                        eof = True
+                        break
+                    parts.append(data)
+                    size += len(data)
+                if size:
+                    self.bytes_read += size
+                    self._emit(decoder.decode(parts[0] if len(parts) == 1 else b"".join(parts)))
+                    fault_point("terminal.reader")
+                if eof:
+                    break
+            self._emit(decoder.decode(b"", final=True))
+        finally:
+            self._eof.set()
+            self._reader_done.set()
+
+    def _emit(self, text: str) -> None:
+        if text and not self._discard:
+            self.display.feed(text)
+            self._render_wanted.set()
+            self._on_output(text)
+
+    async def _render_loop(self) -> None:
+        try:
+            while True:
+                # An idle terminal costs no wake-ups: the loop sleeps until output arrives.
+                await self._render_wanted.wait()
+                self._render_wanted = trio.Event()
+                await trio.sleep(_RENDER_COALESCE_S)
+                while self.display.has_pending:
+                    if self.display.overflowed:
+                        # A flood: rendering now would be thrown away and would take the GIL
+                        # from the reader; wait until the output pauses.
+                        seen = self.display.fed_chars
+                        await trio.sleep(_FLOOD_QUIET_S)
+                        if self.display.fed_chars != seen:
+                            continue
+                    # Small slices: output that starts while we render overflows the
+                    # pending bound within one slice and stops the rendering.
+                    fault_point("terminal.render")
+                    await trio.to_thread.run_sync(self.display.render_pending, _RENDER_SLICE_CHARS)
+        finally:
+            self._render_done.set()
+
+    # -- use -------------------------------------------------------------------------
+
+    async def write(self, data: bytes) -> None:
+        """Send keystrokes to the program (blocks while the PTY's input buffer is full).
+
+        Raises:
+            CoreError: ``plugin.host.preconditionFailed`` when the terminal has ended.
+
+        **Cancellation:** cancellable; part of ``data`` may have been written.
+        """
+        if self._closed:
+            raise CoreError("plugin.host.preconditionFailed", "the terminal's program has ended")
+        if not self._write_lock.locked():
+            # Keystrokes are small and the PTY's input buffer is rarely full: write at once,
+            # without the lock's and send_all's two scheduler passes (they were a third of
+            # the supervisor's own keystroke latency). The rest, if any, goes the slow way.
+            try:
+                written = os.write(self._master, data)
+            except BlockingIOError:
+                written = 0
+            except OSError as exc:
+                raise CoreError(
+                    "plugin.host.preconditionFailed", "the terminal's program has ended"
+                ) from exc
+            data = data[written:]
+            if not data:
+                await trio.lowlevel.checkpoint()
+                return
+        async with self._write_lock:
+            try:
+                await self._stream.send_all(data)
+            except (trio.BrokenResourceError, trio.ClosedResourceError) as exc:
+                raise CoreError(
+                    "plugin.host.preconditionFailed", "the terminal's program has ended"
+                ) from exc
+
+    def resize(self, rows: int, cols: int) -> None:
+        """Set the window size; the kernel sends SIGWINCH to the foreground group."""
+        with contextlib.suppress(OSError):
+            _set_window_size(self._master, rows, cols)
+        self.display.resize(rows, cols)
+        self._render_wanted.set()
+
+    # -- end -------------------------------------------------------------------------
+
+    def _hangup(self) -> None:
+        """SIGHUP+SIGCONT to every group of the PTY's session and every marked process."""
+        session = self.tree.pid
+        my_pgid = os.getpgrp()
+        me = os.getpid()
+        groups: set[int] = set()
+        pids: set[int] = set()
+        for pid in all_pids():
+            if pid == me:
+                continue
+            st = read_stat(pid)
+            if st is None or st.dead:
+                continue
+            if st.sid == session or read_env_var(pid, SCOPE_ENV) == self.tree.marker:
+                pids.add(pid)
+                groups.add(st.pgid)
+        for sig in (signal.SIGHUP, signal.SIGCONT):
+            for pgid in groups:
+                # Invariant 11: never our own group.
+                if pgid > 1 and pgid != my_pgid:
+                    with contextlib.suppress(ProcessLookupError, PermissionError):
+                        os.killpg(pgid, sig)
+            for pid in pids:
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.kill(pid, sig)
+
+    async def drain(self, timeout_ms: int) -> None:
+        """Wait up to ``timeout_ms`` milliseconds for the output to reach end of file.
+
+        **Cancellation:** cancellable.
+        """
+        with trio.move_on_after(timeout_ms / 1000):
+            await self._eof.wait()
+
+    async def end(self, bounds: EndBounds, *, keep_output: bool = False) -> int | None:
+        """End every process of the terminal, then stop the tasks and render what is pending.
+
+        Args:
+            bounds: The hang-up, TERM, KILL and drain bounds.
+            keep_output: False (a close, a dispose) stops emitting and rendering output at
+                once: the display is what was shown when the close began. True (after a
+                natural exit, already drained) does the same, but only after the hang-up.
+
+        Returns:
+            The main process's status (negative: killed by that signal), or None when it
+            could not be reaped.
+
+        **Cancellation:** shielded and bounded (see the module docstring); the caller's
+        cancellation is delivered at its next checkpoint.
+        """
+        with trio.CancelScope(shield=True):
+            if not keep_output:
+                self._discard = True
+            self._hangup()
+            self._discard = True
+
+            async def wait_for_hangup() -> None:
+                return None
+
+            report = await self.tree.aclose(
+                polite=wait_for_hangup,
+                polite_timeout_ms=bounds.hangup_ms,
+                term_grace_ms=bounds.term_grace_ms,
+                kill_wait_ms=bounds.kill_wait_ms,
+            )
+            if self.returncode is None:
+                self.returncode = report.returncode
+            # Every slave holder is gone (or unkillable): EOF is due; never wait longer.
+            await self.drain(bounds.drain_ms)
+            self._scope.cancel()
+            await self._reader_done.wait()
+            await self._render_done.wait()
+            # The render loop was cancelled between batches; render the rest (bounded by
+            # the display's pending bound).
+            await trio.to_thread.run_sync(self.display.render_pending)
+            await self.aclose()
+        return self.returncode
+
+    async def abort(self, bounds: EndBounds) -> int | None:
+        """The stop ladder without the rest of :meth:`end` (after :meth:`end` itself failed).
+
+        TERM, grace, KILL and the sweep of the tree, then the tasks are cancelled and the
+        master released; nothing is rendered. Returns as :meth:`end`.
+
+        **Cancellation:** shielded and bounded by ``term_grace_ms + kill_wait_ms``.
+        """
+        with trio.CancelScope(shield=True):
+            self._discard = True
+            self._scope.cancel()
+            try:
+                report = await self.tree.aclose(
+                    term_grace_ms=bounds.term_grace_ms, kill_wait_ms=bounds.kill_wait_ms
+                )
+                if self.returncode is None:
+                    self.returncode = report.returncode
+            finally:
+                await self.aclose()
+        return self.returncode
+
+    async def aclose(self) -> None:
+        """Release the PTY master (idempotent). Does not end the processes: see :meth:`end`."""
+        if self._closed:
+            return
+        self._closed = True
+        self._scope.cancel()
+        with contextlib.suppress(OSError):
+            await self._stream.aclose()
+
+    @property
+    def pid(self) -> int:
+        """The main process id."""
+        return self.tree.pid

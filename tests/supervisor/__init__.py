@@ -1,0 +1,3 @@
+"""Tests of the supervisor package."""
+
+from __future__ import annotations

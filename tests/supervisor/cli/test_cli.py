@@ -1,0 +1,157 @@
+"""``supervisor exec`` and ``supervisor reap`` as a user runs them: real subprocesses."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from typing import TYPE_CHECKING
+
+import pytest
+
+from tests.supervisor.core.test_jobs import gone
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+PY = sys.executable
+REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), os.pardir, os.pardir, os.pardir))
+ESCAPE = os.path.join(REPO, "examples", "scripts", "escape.py")
+
+
+def _supervisor(
+    *args: str, timeout: float = 60, cwd: str | None = None
+) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [PY, "-m", "supervisor", *args], capture_output=True, text=True, timeout=timeout, cwd=cwd
+    )
+
+
+def _wait_for_file(path: Path, process: subprocess.Popen[str]) -> str:
+    """Poll until ``path`` exists (bounded: 30 s, or the process ending)."""
+    deadline = time.monotonic() + 30
+    while not path.exists():
+        assert process.poll() is None, process.communicate()
+        assert time.monotonic() < deadline, f"{path} never appeared"
+        time.sleep(0.02)
+    return path.read_text()
+
+
+def test_exec_prints_the_result_and_returns_the_exit_code() -> None:
+    done = _supervisor("exec", "--", PY, "-c", "import sys; print('hello'); sys.exit(7)")
+    assert done.returncode == 7
+    response = json.loads(done.stdout)
+    assert response["ok"] is True
+    assert response["data"]["stdout"] == "hello\n"
+    assert response["data"]["exitCode"] == 7
+
+
+def test_exec_timeout_and_output_cap() -> None:
+    script = "import time; print('x' * 100, flush=True); time.sleep(30)"
+    done = _supervisor(
+        "exec", "--timeout-ms", "1000", "--max-output-bytes", "10", "--", PY, "-c", script
+    )
+    assert done.returncode == 124
+    data = json.loads(done.stdout)["data"]
+    assert data["timedOut"] is True
+    assert data["truncated"] is True
+    assert data["stdout"] == "x" * 10
+
+
+def test_exec_refuses_bad_input_with_a_code() -> None:
+    done = _supervisor("exec", "--", "/no/such/program")
+    assert done.returncode == 2
+    error = json.loads(done.stdout)["error"]
+    assert error["code"] == "launch_failed"
+    empty = _supervisor("exec", "--")
+    assert empty.returncode == 2
+    assert json.loads(empty.stdout)["error"]["code"] == "invalid_request"
+
+
+def test_exec_refuses_values_past_their_bounds() -> None:
+    """A timeout or output cap past its documented maximum is refused, never a traceback."""
+    for option, value in (("--timeout-ms", "1" + "0" * 30), ("--max-output-bytes", "1" + "0" * 12)):
+        done = _supervisor("exec", option, value, "--", "/bin/true")
+        assert done.returncode == 2
+        assert "Traceback" not in done.stderr
+        error = json.loads(done.stdout)["error"]
+        assert error["code"] == "invalid_request"
+
+
+def test_reap_reports_json() -> None:
+    done = _supervisor("reap", "--json")
+    assert done.returncode == 0
+    assert isinstance(json.loads(done.stdout)["reaped"], list)
+
+
+def test_serve_client_example_runs() -> None:
+    """examples/serve_client.py drives a real `supervisor serve` session end to end."""
+    example = os.path.join(
+        os.path.dirname(__file__), "..", "..", "..", "examples", "serve_client.py"
+    )
+    done = subprocess.run(
+        [PY, example], capture_output=True, text=True, timeout=120, cwd=os.path.dirname(example)
+    )
+    assert done.returncode == 0, done.stderr
+    assert "<- job.finished" in done.stdout
+    assert "error -32800" in done.stdout
+    assert "supervisor serve exited with 0" in done.stdout
+
+
+def test_exec_relative_executable_with_relative_cwd(tmp_path: Path) -> None:
+    """Newcomer report: `supervisor exec --cwd examples -- ./rel.sh` failed with
+    launch_failed (the relative cwd was applied twice); subprocess would run it."""
+    (tmp_path / "examples").mkdir()
+    script = tmp_path / "examples" / "rel.sh"
+    script.write_text('#!/bin/sh\necho "$PWD"\n')
+    script.chmod(0o755)
+    done = _supervisor("exec", "--cwd", "examples", "--", "./rel.sh", cwd=str(tmp_path))
+    assert done.returncode == 0, done.stdout
+    assert json.loads(done.stdout)["data"]["stdout"] == f"{tmp_path / 'examples'}\n"
+
+
+@pytest.mark.parametrize(
+    ("signum", "code", "sigint_ignored"),
+    [(signal.SIGINT, 130, False), (signal.SIGINT, 130, True), (signal.SIGTERM, 143, False)],
+)
+def test_exec_interrupted_cancels_the_command_and_exits_128_plus_n(
+    tmp_path: Path, signum: signal.Signals, code: int, sigint_ignored: bool
+) -> None:
+    """Newcomer report: Ctrl-C printed a KeyboardInterrupt traceback and exited 1, and an
+    exec started with `&` by a script (SIGINT inherited as ignored) ignored SIGINT. Now
+    the command is cancelled, every process of it ends (a grandchild that left the session
+    and ignores SIGTERM too), the cancelled response is printed, and the exit is 128+N."""
+    grandchild_file = tmp_path / "grandchild.pid"
+    ready = tmp_path / "ready"
+    script = (
+        "import os, subprocess, sys, time\n"
+        f"subprocess.run([sys.executable, {ESCAPE!r}, {str(grandchild_file)!r}], check=True)\n"
+        f"open({str(ready) + '.partial'!r}, 'w').write(str(os.getpid()))\n"
+        f"os.replace({str(ready) + '.partial'!r}, {str(ready)!r})\n"
+        "time.sleep(60)\n"
+    )
+    argv = [PY, "-m", "supervisor", "exec", "--", PY, "-c", script]
+    if sigint_ignored:
+        # What a non-interactive shell does to a command it starts with `&`.
+        argv = ["/bin/sh", "-c", 'trap "" INT; exec "$0" "$@"', *argv]
+    process = subprocess.Popen(
+        argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=REPO
+    )
+    try:
+        main_pid = int(_wait_for_file(ready, process))
+        grandchild = int(grandchild_file.read_text())
+        process.send_signal(signum)
+        stdout, stderr = process.communicate(timeout=60)
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.communicate()
+    assert process.returncode == code, stderr
+    assert "Traceback" not in stderr
+    assert f"{signum.name}: the command was cancelled" in stderr
+    assert json.loads(stdout)["error"]["code"] == "cancelled"
+    assert gone(main_pid)
+    assert gone(grandchild)

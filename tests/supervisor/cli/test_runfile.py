@@ -1,0 +1,320 @@
+"""The lanes file of ``supervisor run``: valid files, and bad ones refused with their line."""
+
+from __future__ import annotations
+
+import os
+import textwrap
+from typing import TYPE_CHECKING
+
+import pytest
+
+from supervisor._cli._runfile import (
+    DEFAULT_EXPECT,
+    RunFileError,
+    RunFileJob,
+    load_run_file,
+    parse_run_file,
+)
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+EXAMPLES = os.path.join(os.path.dirname(__file__), os.pardir, os.pardir, os.pardir, "examples")
+
+
+def parse(text: str, directory: Path) -> list[RunFileJob]:
+    return list(
+        parse_run_file(textwrap.dedent(text), path="lanes.toml", directory=str(directory)).jobs
+    )
+
+
+def test_minimal_job_gets_defaults(tmp_path: Path) -> None:
+    (tmp_path / "proj").mkdir()
+    run_file = parse_run_file(
+        '[[job]]\nproject = "proj"\nkind = "build"\nargv = ["make"]\n',
+        path="f.toml",
+        directory=str(tmp_path),
+    )
+    (job,) = run_file.jobs
+    assert job.name == "build#1"
+    assert job.line == 1
+    assert job.project == str(tmp_path / "proj")
+    assert job.cwd == str(tmp_path / "proj")
+    assert job.argv == ("make",)
+    assert job.env is None
+    assert job.timeout_ms is None
+    assert job.supersede is False
+    assert job.start_after_ms == 0
+    assert job.cancel_after_ms is None
+    assert job.trusted is True
+    assert job.expect == DEFAULT_EXPECT
+    assert job.is_expected("ok", False)
+    assert job.is_expected("superseded", False)
+    assert not job.is_expected("failed", False)
+
+
+def test_every_key_and_placeholders(tmp_path: Path) -> None:
+    (tmp_path / "proj" / "sub").mkdir(parents=True)
+    text = """\
+        # a comment
+        [[job]]
+        name = "first"
+        project = "proj"
+        kind = "test"
+        argv = ["{python}", "-c",
+                "print({1: 2})", "{tmpdir}/x"]  # braces that are no placeholder stay
+        cwd = "sub"
+        timeout_ms = 1500
+        supersede = true
+        start_after_ms = 20
+        cancel_after_ms = 30
+        trusted = false
+        expect = ["failed", "cancelled"]
+        expect_timed_out = true
+        [job.env]
+        A = "{here}/a"
+
+        [[job]]
+        project = "proj"
+        kind = "build"
+        argv = ["b"]
+
+        [[job]]
+        project = "proj"
+        kind = "build"
+        argv = ["c"]
+        """
+    first, second, third = parse(text, tmp_path)
+    assert first.name == "first"
+    assert first.line == 2
+    assert first.cwd == str(tmp_path / "proj" / "sub")
+    assert first.expect == frozenset({"failed", "cancelled"})
+    assert first.is_expected("failed", True)
+    assert not first.is_expected("failed", False)
+    assert first.describe_expectation() == "failed or cancelled (timedOut)"
+    payload = first.payload({"{python}": "/py", "{tmpdir}": "/t", "{here}": "/h"})
+    assert payload == {
+        "kind": "test",
+        "root": str(tmp_path / "proj"),
+        "argv": ["/py", "-c", "print({1: 2})", "/t/x"],
+        "cwd": str(tmp_path / "proj" / "sub"),
+        "env": {"A": "/h/a"},
+        "timeoutMilliseconds": 1500,
+        "supersede": True,
+    }
+    # Unnamed jobs are numbered per kind, in file order.
+    assert (second.name, second.line) == ("build#1", 19)
+    assert (third.name, third.line) == ("build#2", 24)
+
+
+def test_demo_file_is_valid() -> None:
+    run_file = load_run_file(os.path.join(EXAMPLES, "demo.toml"))
+    statuses = set().union(*(job.expect for job in run_file.jobs))
+    assert statuses == {"ok", "failed", "cancelled", "denied", "superseded"}
+    assert any(job.expect_timed_out for job in run_file.jobs)
+
+
+HEAD = '[[job]]\nproject = "proj"\nkind = "build"\n'
+
+BAD_FILES = [
+    # (text, line, message fragment)
+    ('[[job]\nproject = "p"\n', 1, "invalid TOML"),
+    (HEAD + 'argv = ["a"\n', 4, "invalid TOML: Unclosed array (at the end of the file)"),
+    (HEAD + 'argv = ["a"]\nname = "x"\nname = "y"\n', 6, "already exists"),
+    (HEAD + 'argv = ["a"]\n[job.env]\nA = "1"\n[job.env]\nB = "1"\n', 7, "invalid TOML"),
+    ("", 1, "no jobs"),
+    ('title = "x"\n', 1, "unknown top-level key 'title'"),
+    ('jobs = 1\n[[job]]\nproject = "proj"\n', 1, "did you mean 'job'"),
+    ("job = 3\n", 1, "array of tables"),
+    ("job = []\n", 1, "'job' is empty"),
+    (
+        HEAD + 'argv = ["a"]\ntimeout = 5\n',
+        5,
+        "unknown key 'timeout' in [[job]] (did you mean 'timeout_ms'?)",
+    ),
+    ('\n\n[[job]]\nproject = "proj"\nkind = "build"\n', 3, "missing required key 'argv'"),
+    ('[[job]]\nkind = "build"\nargv = ["a"]\n', 1, "missing required key 'project'"),
+    ('[[job]]\nproject = "proj"\nargv = ["a"]\n', 1, "missing required key 'kind'"),
+    (HEAD + 'argv = "make all"\n', 4, "'argv' must be an array of strings, not a string"),
+    (HEAD + "argv = []\n", 4, "'argv' must not be empty"),
+    (HEAD + 'argv = [\n  "a",\n  2,\n]\n', 6, "argv[1] must be a string, not an integer"),
+    (HEAD + 'argv = [""]\n', 4, "argv[0] (the program) must not be empty"),
+    (HEAD + 'argv = ["a\\u0000b"]\n', 4, "NUL"),
+    ('[[job]]\nproject = "proj"\nkind = "compile"\nargv = ["a"]\n', 3, "unknown kind 'compile'"),
+    (
+        '[[job]]\nproject = "proj"\nkind = 1\nargv = ["a"]\n',
+        3,
+        "'kind' must be a string, not an integer",
+    ),
+    ('[[job]]\nproject = "nowhere"\nkind = "build"\nargv = ["a"]\n', 2, "does not exist"),
+    (
+        '[[job]]\nproject = ["proj"]\nkind = "build"\nargv = ["a"]\n',
+        2,
+        "'project' must be a string",
+    ),
+    (HEAD + 'argv = ["a"]\ncwd = "nowhere"\n', 5, "working directory"),
+    (HEAD + 'argv = ["a"]\ncwd = 1\n', 5, "'cwd' must be a string"),
+    (HEAD + 'argv = ["a"]\nenv = "A=1"\n', 5, "'env' must be a table of strings"),
+    (
+        HEAD + 'argv = ["a"]\nenv = { A = "1", B = 2 }\n',
+        5,
+        "env.B must be a string, not an integer",
+    ),
+    (
+        HEAD + 'argv = ["a"]\n[job.env]\nA = "1"\nB = true\n',
+        7,
+        "env.B must be a string, not a boolean",
+    ),
+    (
+        HEAD + 'argv = ["a"]\ntimeout_ms = "5s"\n',
+        5,
+        "'timeout_ms' must be an integer (milliseconds), not a string",
+    ),
+    (HEAD + 'argv = ["a"]\ntimeout_ms = true\n', 5, "not a boolean"),
+    (HEAD + 'argv = ["a"]\ntimeout_ms = 1.5\n', 5, "not a float"),
+    (HEAD + 'argv = ["a"]\ntimeout_ms = 0\n', 5, "'timeout_ms' must be > 0"),
+    (
+        HEAD + 'argv = ["a"]\ntimeout_ms = 9223372036854775807\n',
+        5,
+        "'timeout_ms' must be at most 2147483647 (milliseconds)",
+    ),
+    (HEAD + 'argv = ["a"]\nstart_after_ms = -1\n', 5, "'start_after_ms' must be >= 0"),
+    (HEAD + 'argv = ["a"]\ncancel_after_ms = -5\n', 5, "'cancel_after_ms' must be >= 0"),
+    (HEAD + 'argv = ["a"]\nsupersede = "yes"\n', 5, "'supersede' must be a boolean, not a string"),
+    (HEAD + 'argv = ["a"]\ntrusted = 1\n', 5, "'trusted' must be a boolean, not an integer"),
+    (HEAD + 'argv = ["a"]\nexpect = "passed"\n', 5, "unknown status 'passed'"),
+    (HEAD + 'argv = ["a"]\nexpect = []\n', 5, "at least one status"),
+    (HEAD + 'argv = ["a"]\nexpect = ["ok", 1]\n', 5, "values must be strings"),
+    (HEAD + 'argv = ["a"]\nexpect = 1\n', 5, "a status or an array of statuses"),
+    (HEAD + 'argv = ["a"]\nexpect_timed_out = "yes"\n', 5, "'expect_timed_out' must be a boolean"),
+    # Newcomer report: accepted, but a timed-out job ends "failed": never met.
+    (
+        HEAD + 'argv = ["a"]\nexpect = "ok"\nexpect_timed_out = true\n',
+        6,
+        "'expect_timed_out = true' can never be met with expect = \"ok\": a job that times out"
+        " ends 'failed' (add \"failed\" to 'expect')",
+    ),
+    (
+        HEAD + 'argv = ["a"]\nexpect_timed_out = true\nexpect = ["ok", "cancelled"]\n',
+        5,
+        'can never be met with expect = ["ok", "cancelled"]:',
+    ),
+    (
+        HEAD + 'argv = ["a"]\nexpect_timed_out = true\n',
+        5,
+        'can never be met with expect = ["ok", "superseded"] (the default):',
+    ),
+    (HEAD + 'argv = ["a"]\nname = ""\n', 5, "'name' must not be empty"),
+    (
+        HEAD + 'argv = ["a"]\nname = "x"\n\n' + HEAD + 'argv = ["b"]\nname = "x"\n',
+        11,
+        "duplicate job name 'x' (first used on line 1)",
+    ),
+    # A multi-line string that looks like keys does not fool the line finder.
+    (
+        HEAD + 'argv = ["a", """\nexpect = 1\n[[job]]\n"""]\nexpect = "nope"\n',
+        8,
+        "unknown status 'nope'",
+    ),
+    # The second job's error names the second job's line.
+    (HEAD + 'argv = ["a"]\n\n' + HEAD + 'argv = ["b"]\nsupersede = 1\n', 10, "'supersede' must be"),
+]
+
+
+@pytest.mark.parametrize(("text", "line", "fragment"), BAD_FILES)
+def test_bad_file_names_its_line(tmp_path: Path, text: str, line: int, fragment: str) -> None:
+    (tmp_path / "proj").mkdir()
+    with pytest.raises(RunFileError) as info:
+        parse_run_file(text, path="lanes.toml", directory=str(tmp_path))
+    error = info.value
+    assert fragment in error.message
+    assert error.line == line, str(error)
+    assert str(error) == f"lanes.toml:{line}: {error.message}"
+
+
+def test_unreadable_file(tmp_path: Path) -> None:
+    missing = str(tmp_path / "missing.toml")
+    with pytest.raises(RunFileError) as info:
+        load_run_file(missing)
+    assert info.value.line == 0
+    assert str(info.value).startswith(f"{missing}: cannot read the file")
+
+
+@pytest.mark.parametrize("key", ["project", "cwd"])
+def test_a_file_where_a_directory_belongs_is_not_a_directory(tmp_path: Path, key: str) -> None:
+    """Newcomer report: `project = "file.toml"` said the directory "does not exist"."""
+    (tmp_path / "proj").mkdir()
+    (tmp_path / "proj" / "file.toml").write_text("")
+    text = (
+        '[[job]]\nproject = "proj/file.toml"\nkind = "build"\nargv = ["a"]\n'
+        if key == "project"
+        else HEAD + 'argv = ["a"]\ncwd = "file.toml"\n'
+    )
+    with pytest.raises(RunFileError) as info:
+        parse_run_file(text, path="lanes.toml", directory=str(tmp_path))
+    assert info.value.message.endswith(
+        f"{str(tmp_path / 'proj' / 'file.toml')!r} is not a directory"
+    )
+    assert info.value.line == (2 if key == "project" else 5)
+
+
+def test_expect_timed_out_with_failed_is_accepted(tmp_path: Path) -> None:
+    (tmp_path / "proj").mkdir()
+    (job,) = parse(HEAD + 'argv = ["a"]\nexpect = ["failed"]\nexpect_timed_out = true\n', tmp_path)
+    assert job.is_expected("failed", True)
+    assert not job.is_expected("failed", False)
+
+
+def test_relative_project_resolves_against_the_file(tmp_path: Path) -> None:
+    (tmp_path / "a" / "proj").mkdir(parents=True)
+    lanes_file = tmp_path / "a" / "lanes.toml"
+    lanes_file.write_text(HEAD + 'argv = ["x"]\n')
+    (job,) = load_run_file(str(lanes_file)).jobs
+    assert job.project == str(tmp_path / "a" / "proj")
+
+
+def test_toml_only_tomlkit_accepts_is_refused_at_its_line(tmp_path: Path) -> None:
+    """Issue 2 fix: a multi-line inline table (accepted by tomlkit, not by TOML 1.0) used to
+    throw the line locator off, so later errors named wrong lines; strict TOML 1.0 (tomllib)
+    now refuses it first, at the line tomllib names."""
+    (tmp_path / "proj").mkdir()
+    text = HEAD + 'argv = ["a"]\nenv = {\n  A = "1"\n}\ntimeout = 5\n'
+    with pytest.raises(RunFileError) as info:
+        parse_run_file(text, path="lanes.toml", directory=str(tmp_path))
+    assert info.value.message.startswith("invalid TOML: ")
+    assert "(at line" not in info.value.message  # the position is in .line, said once
+    assert info.value.line == 5  # `env = {` ends there: a newline inside an inline table
+
+
+def test_inline_array_of_job_tables_is_refused_at_its_line(tmp_path: Path) -> None:
+    """Issue 2 fix: `job = [{...}, {..., bogus = 1}]` reported its error at line 1; that form
+    is now refused at the `job` line with a message asking for [[job]] tables."""
+    (tmp_path / "proj").mkdir()
+    text = (
+        "# jobs\n\njob = [\n"
+        '  { project = "proj", kind = "build", argv = ["a"] },\n'
+        '  { project = "proj", kind = "build", argv = ["a"], bogus = 1 },\n'
+        "]\n"
+    )
+    with pytest.raises(RunFileError) as info:
+        parse_run_file(text, path="lanes.toml", directory=str(tmp_path))
+    assert info.value.line == 3
+    assert "write each job as a [[job]] table" in info.value.message
+
+
+def test_bad_array_element_is_reported_at_its_own_line(tmp_path: Path) -> None:
+    """Issue 2 fix: a bad element on line 7 of a multi-line `argv = [...]` was reported at the
+    `argv` key's line; the locator now records each element's line."""
+    (tmp_path / "proj").mkdir()
+    argv = 'argv = [\n  "prog",\n  "--a",  # a comment\n  """x\ny""",\n  7,\n]\n'
+    with pytest.raises(RunFileError) as info:
+        parse_run_file(HEAD + argv, path="lanes.toml", directory=str(tmp_path))
+    assert (info.value.line, info.value.message) == (
+        9,
+        "argv[3] must be a string, not an integer",
+    )
+    expect = 'argv = ["a"]\nexpect = [\n  "ok",\n  "nope",\n]\n'
+    with pytest.raises(RunFileError) as info:
+        parse_run_file(HEAD + expect, path="lanes.toml", directory=str(tmp_path))
+    assert info.value.line == 7
+    assert "unknown status 'nope'" in info.value.message

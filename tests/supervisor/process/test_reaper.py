@@ -1,0 +1,208 @@
+"""Subreaper, reaping of adopted orphans, and ``reap_orphans`` (invariants 3 and 8)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+
+import pytest
+import trio
+
+from supervisor._process._marker import SCOPE_ENV, instance_id
+from supervisor._process._procfs import read_stat
+from supervisor._process._reaper import reap_adopted_children, reap_orphans
+from supervisor._process._tree import open_process_tree
+
+pytestmark = pytest.mark.skipif(not os.path.isdir("/proc/self/task"), reason="needs procfs")
+
+PEERS = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(__file__))), "peers")
+ESCAPE = os.path.join(PEERS, "escape.py")
+PY = sys.executable
+SLEEPER = [PY, "-c", "import time\nwhile True: time.sleep(3600)"]
+
+
+def state(pid: int) -> str | None:
+    stat = read_stat(pid)
+    return None if stat is None else stat.state
+
+
+async def wait_for_state(pid: int, wanted: set[str | None]) -> None:
+    """Poll /proc until ``pid`` is in one of ``wanted`` (bounded: 10 s)."""
+    with trio.fail_after(10):
+        while True:
+            if state(pid) in wanted:
+                return
+            await trio.sleep(0.01)
+
+
+def spawn_forged(marker: str) -> subprocess.Popen[bytes]:
+    env = dict(os.environ)
+    env[SCOPE_ENV] = marker
+    return subprocess.Popen(SLEEPER, env=env, start_new_session=True)
+
+
+async def wait_for_marker(pid: int, marker: str) -> None:
+    """Poll until ``pid`` has exec'd with ``marker`` (bounded: 10 s).
+
+    Between fork and exec a child still shows its parent's environment, so a sweep that
+    runs then rightly does not see the forged marker.
+    """
+    wanted = f"{SCOPE_ENV}={marker}".encode()
+    with trio.fail_after(10):
+        while True:
+            if wanted in _environ(pid):
+                return
+            await trio.sleep(0.01)
+
+
+def _environ(pid: int) -> list[bytes]:
+    try:
+        with open(f"/proc/{pid}/environ", "rb") as f:
+            return f.read().split(b"\0")
+    except OSError:
+        return []
+
+
+def spawn_plain(argv: list[str]) -> subprocess.Popen[bytes]:
+    return subprocess.Popen(argv)
+
+
+def dead_pid() -> int:
+    """A pid that certainly has no process now."""
+    proc = subprocess.Popen([PY, "-c", "pass"])
+    proc.wait()
+    return proc.pid
+
+
+@pytest.mark.parametrize("how", ["pid gone", "pid reused"])
+async def test_reap_orphans_kills_processes_of_dead_instances(how: str) -> None:
+    if how == "pid gone":
+        owner = f"{dead_pid()}.12345"
+    else:
+        # Our own pid with another start time: a supervisor that died and whose pid
+        # was reused (by this test process).
+        own_start = read_stat(os.getpid())
+        assert own_start is not None
+        owner = f"{os.getpid()}.{own_start.starttime + 1}"
+    orphan = spawn_forged(f"{owner}/t1-forged")
+    try:
+        await wait_for_marker(orphan.pid, f"{owner}/t1-forged")
+        assert orphan.pid in reap_orphans()
+        await wait_for_state(orphan.pid, {"Z", None})
+    finally:
+        orphan.kill()
+        orphan.wait()
+    assert state(orphan.pid) is None
+
+
+async def test_reap_orphans_spares_live_instances() -> None:
+    init = read_stat(1)
+    assert init is not None
+    alive_owner = spawn_forged(f"1.{init.starttime}/t1-alive")
+    ours = spawn_forged(f"{instance_id()}/t1-ours")
+    try:
+        await wait_for_marker(alive_owner.pid, f"1.{init.starttime}/t1-alive")
+        await wait_for_marker(ours.pid, f"{instance_id()}/t1-ours")
+        victims = reap_orphans()
+        assert alive_owner.pid not in victims
+        assert ours.pid not in victims
+        assert state(alive_owner.pid) in ("S", "R")
+        assert state(ours.pid) in ("S", "R")
+    finally:
+        for proc in (alive_owner, ours):
+            proc.kill()
+            proc.wait()
+
+
+async def test_orphan_is_adopted_and_its_zombie_reaped() -> None:
+    tree = await open_process_tree([PY, ESCAPE, "setsid"])
+    assert tree.stdout is not None
+    line = b""
+    while not line.endswith(b"\n"):
+        line += await tree.stdout.receive_some(100)
+    grandchild = int(line)
+    os.kill(tree.pid, signal.SIGKILL)
+    assert await tree.wait() == -signal.SIGKILL
+    # Subreaper: the orphan is now our child.
+    stat = read_stat(grandchild)
+    assert stat is not None
+    assert stat.ppid == os.getpid()
+    os.kill(grandchild, signal.SIGKILL)
+    await wait_for_state(grandchild, {"Z"})
+    assert reap_adopted_children() == [grandchild]
+    assert state(grandchild) is None
+    report = await tree.aclose()
+    assert report.unkillable == ()
+
+
+async def test_reaping_never_steals_a_managed_childs_status() -> None:
+    tree = await open_process_tree([PY, "-c", "raise SystemExit(7)"])
+    await wait_for_state(tree.pid, {"Z"})
+    assert reap_adopted_children() == []
+    assert await tree.wait() == 7
+    await tree.aclose()
+
+
+async def test_reaping_never_touches_children_in_our_session() -> None:
+    # Somebody else's child (same session as us): theirs to wait for.
+    proc = spawn_plain([PY, "-c", "raise SystemExit(5)"])
+    await wait_for_state(proc.pid, {"Z"})
+    assert reap_adopted_children() == []
+    assert proc.wait() == 5
+
+
+async def test_reap_orphans_lists_every_process_it_ends() -> None:
+    """Regression (newcomer report, `supervisor reap`): it printed 4 pids but ended 6.
+
+    The group of the first marked process was SIGKILLed while the scan went on, so its
+    other members were already dead when the scan reached them and went unlisted. A
+    member that cleared its environment (no marker) is ended with its group: it is
+    listed too.
+    """
+    owner = f"{dead_pid()}.12345"
+    marker = f"{owner}/t1-group"
+    leader, kids = spawn_group_with_members(marker)
+    try:
+        for kid in kids[:3]:
+            await wait_for_marker(kid, marker)
+        victims = reap_orphans()
+        assert set(victims) >= {leader.pid, *kids}
+        for pid in (leader.pid, *kids):
+            await wait_for_state(pid, {"Z", None})
+    finally:
+        leader.kill()
+        leader.wait()
+    # The members were reparented to us (subreaper) or to init: reap what is ours.
+    reap_adopted_children()
+    for kid in kids:
+        await wait_for_state(kid, {None})
+
+
+def spawn_group_with_members(marker: str) -> tuple[subprocess.Popen[bytes], list[int]]:
+    """A forged-marker group leader (new session) with four members, one without the
+    marker; returns the leader and the members' pids once they all run."""
+    env = dict(os.environ)
+    env[SCOPE_ENV] = marker
+    code = (
+        "import subprocess, sys, time\n"
+        f"sleeper = {SLEEPER!r}\n"
+        "kids = [subprocess.Popen(sleeper) for _ in range(3)]\n"
+        "kids.append(subprocess.Popen(sleeper, env={}))\n"
+        "print(' '.join(str(k.pid) for k in kids), flush=True)\n"
+        "time.sleep(3600)\n"
+    )
+    leader = subprocess.Popen(
+        [PY, "-c", code], env=env, start_new_session=True, stdout=subprocess.PIPE
+    )
+    assert leader.stdout is not None
+    try:
+        with leader.stdout:
+            kids = [int(pid) for pid in leader.stdout.readline().split()]
+        assert len(kids) == 4
+    except BaseException:
+        leader.kill()
+        leader.wait()
+        raise
+    return leader, kids

@@ -1,0 +1,239 @@
+"""``run_process`` (the ``process.run`` command) with real processes.
+
+Issue 2 section 3; DESIGN.md invariants 2 and 10. Bounds on real timings are
+generous; nothing sleeps to synchronise.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+import time
+
+import pytest
+import trio
+
+from protocol import CoreError
+from supervisor._process._oneshot import ProcessResult, run_process
+
+pytestmark = pytest.mark.skipif(not os.path.isdir("/proc/self/task"), reason="needs procfs")
+
+PEERS = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(__file__))), "peers")
+ESCAPE = os.path.join(PEERS, "escape.py")
+FLOOD = os.path.join(PEERS, "flood.py")
+SLOW_OUTPUT = os.path.join(PEERS, "slow_output.py")
+IGNORE_TERM = os.path.join(PEERS, "ignore_term.py")
+PY = sys.executable
+
+
+def state(pid: int) -> str | None:
+    """One-letter /proc state of ``pid``, or None when it is gone."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            data = f.read()
+    except OSError:
+        return None
+    return data[data.rfind(b")") + 2 :].split(b" ", 1)[0].decode()
+
+
+async def test_exit_code_and_output() -> None:
+    result = await run_process(
+        [PY, "-c", "import sys; print('out'); print('err', file=sys.stderr); sys.exit(3)"]
+    )
+    assert result.exit_code == 3
+    assert result.signal is None
+    assert result.stdout == "out\n"
+    assert result.stderr == "err\n"
+    assert not result.timed_out
+    assert not result.truncated
+    assert result.duration_ms > 0
+
+
+async def test_killed_by_signal_reports_the_signal() -> None:
+    result = await run_process([PY, "-c", "import os; os.kill(os.getpid(), 9)"])
+    assert result.exit_code is None
+    assert result.signal == signal.SIGKILL
+
+
+async def test_to_wire_uses_reference_names() -> None:
+    result = ProcessResult(0, None, "a", "b", False, True, 12)
+    assert result.to_wire() == {
+        "exitCode": 0,
+        "signal": None,
+        "stdout": "a",
+        "stderr": "b",
+        "timedOut": False,
+        "truncated": True,
+        "durationMs": 12,
+    }
+
+
+async def test_stdin_bytes_are_fed_and_none_is_devnull() -> None:
+    echo = [PY, "-c", "import sys; sys.stdout.write(sys.stdin.read())"]
+    assert (await run_process(echo, stdin=b"hello\n")).stdout == "hello\n"
+    assert (await run_process(echo)).stdout == ""
+
+
+async def test_env_reaches_the_child() -> None:
+    result = await run_process(
+        [PY, "-c", "import os; print(os.environ['RUN_TEST_VAR'])"], env={"RUN_TEST_VAR": "42"}
+    )
+    assert result.stdout == "42\n"
+
+
+async def test_invalid_utf8_is_replaced() -> None:
+    result = await run_process([PY, "-c", "import os; os.write(1, b'a\\xffb')"])
+    assert result.stdout == "a\ufffdb"
+
+
+async def test_output_cap_truncates_without_blocking_the_program() -> None:
+    seen: dict[str, int] = {"stdout": 0, "stderr": 0}
+
+    def on_output(stream: str, chunk: bytes) -> None:
+        seen[stream] += len(chunk)
+
+    size = 5 * 1024 * 1024
+    result = await run_process([PY, FLOOD, str(size)], max_output_bytes=1024, on_output=on_output)
+    # The program ran to completion (exit 0): the cap neither blocked nor killed it.
+    assert result.exit_code == 0
+    assert not result.timed_out
+    assert result.truncated
+    assert result.stdout == "x" * 1024
+    assert result.stderr == "x" * 1024
+    assert seen == {"stdout": size, "stderr": size}
+
+
+async def test_concurrent_flood_on_both_streams_is_kept_whole() -> None:
+    size = 2 * 1024 * 1024
+    result = await run_process([PY, FLOOD, str(size)])
+    assert result.exit_code == 0
+    assert len(result.stdout) == len(result.stderr) == size
+    assert not result.truncated
+
+
+async def test_output_exactly_at_the_cap_is_not_truncated() -> None:
+    result = await run_process([PY, "-c", "print('x' * 9)"], max_output_bytes=10)
+    assert result.stdout == "x" * 9 + "\n"
+    assert not result.truncated
+
+
+async def test_timeout_ends_the_tree_and_keeps_earlier_output() -> None:
+    result = await run_process([PY, SLOW_OUTPUT], timeout_ms=1500, term_grace_ms=200)
+    assert result.timed_out
+    assert result.stdout == "before\n"
+    assert result.stderr == "err-before\n"
+    assert result.signal == signal.SIGTERM
+    assert result.exit_code is None
+
+
+async def test_timeout_with_term_ignoring_child_escalates_to_kill() -> None:
+    result = await run_process([PY, IGNORE_TERM], timeout_ms=1500, term_grace_ms=200)
+    assert result.timed_out
+    assert result.stdout == "ready\n"
+    assert result.signal == signal.SIGKILL
+
+
+@pytest.mark.parametrize("mode", ["hold", "hold-ignore"])
+async def test_grandchild_holding_stdout_does_not_stretch_the_call(mode: str) -> None:
+    started = time.monotonic()
+    result = await run_process([PY, ESCAPE, mode, "--exit"], term_grace_ms=200)
+    elapsed = time.monotonic() - started
+    assert result.exit_code == 0
+    leftover = int(result.stdout.split()[0])
+    # The holder sleeps for an hour; the call ends within exit + grace + drain.
+    assert elapsed < 8
+    assert state(leftover) is None
+
+
+async def test_leftover_daemon_is_ended_after_a_normal_exit() -> None:
+    result = await run_process([PY, ESCAPE, "daemon", "--exit"], term_grace_ms=200)
+    assert result.exit_code == 0
+    daemon = int(result.stdout.split()[0])
+    assert state(daemon) is None
+
+
+async def test_cancellation_ends_the_whole_tree_and_propagates() -> None:
+    pids: list[int] = []
+    with trio.CancelScope() as scope:
+
+        def on_output(stream: str, chunk: bytes) -> None:
+            if stream == "stdout":
+                pids.extend(int(p) for p in chunk.split())
+                scope.cancel()
+
+        await run_process([PY, ESCAPE, "setsid"], on_output=on_output, term_grace_ms=200)
+        pytest.fail("run_process returned although its scope was cancelled")
+    assert scope.cancelled_caught
+    assert len(pids) == 1
+    assert state(pids[0]) is None
+
+
+@pytest.mark.parametrize(
+    "kwargs",
+    [
+        {"max_output_bytes": 0},
+        {"max_output_bytes": -5},
+        {"max_output_bytes": True},
+        {"timeout_ms": 0},
+        {"timeout_ms": 1.5},
+        {"timeout_ms": "100"},
+        {"term_grace_ms": -1},
+    ],
+)
+async def test_bad_limits_are_invalid_request(kwargs: dict[str, object]) -> None:
+    with pytest.raises(CoreError) as caught:
+        await run_process([PY, "-c", "pass"], **kwargs)  # type: ignore[arg-type]
+    assert caught.value.code == "invalid_request"
+
+
+@pytest.mark.parametrize(
+    ("argv", "code"),
+    [([], "invalid_request"), ([PY, "\0"], "invalid_request"), (["no-such-xyz"], "launch_failed")],
+)
+async def test_bad_argv_is_rejected(argv: list[str], code: str) -> None:
+    with pytest.raises(CoreError) as caught:
+        await run_process(argv)
+    assert caught.value.code == code
+
+
+async def test_child_that_closes_its_output_and_keeps_running() -> None:
+    """Issue 8 goal 1: after EOF on both pipes the exit is awaited briefly in place; a
+    child that goes on running without stdout and stderr is still waited for."""
+    code = "import os, time\nprint('bye', flush=True)\nos.close(1)\nos.close(2)\ntime.sleep(0.3)"
+    result = await run_process([PY, "-c", code])
+    assert result.exit_code == 0
+    assert result.stdout == "bye\n"
+    assert result.stderr == ""
+
+
+@pytest.mark.parametrize(
+    ("cwd", "program"),
+    [("sub", "./where.sh"), ("sub", "../sub/where.sh"), ("sub/", "where/../where.sh")],
+)
+async def test_relative_executable_with_a_relative_cwd(
+    tmp_path: os.PathLike[str], monkeypatch: pytest.MonkeyPatch, cwd: str, program: str
+) -> None:
+    """Newcomer report (`supervisor exec --cwd examples -- ./rel.sh`): the executable was
+    checked against the cwd, then the spawn applied the relative cwd a second time and
+    failed with launch_failed. Both are relative to our directory, as for subprocess."""
+    top = os.fspath(tmp_path)
+    os.makedirs(os.path.join(top, "sub", "where"))
+    script = os.path.join(top, "sub", "where.sh")
+    await trio.Path(script).write_text('#!/bin/sh\necho "$PWD"\n')
+    await trio.Path(script).chmod(0o755)
+    monkeypatch.chdir(top)
+    result = await run_process([program], cwd=cwd)
+    assert (result.exit_code, result.stderr) == (0, "")
+    assert result.stdout == os.path.join(top, "sub") + "\n"
+
+
+async def test_relative_executable_missing_under_a_relative_cwd_is_launch_failed(
+    tmp_path: os.PathLike[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    os.mkdir(os.path.join(tmp_path, "sub"))
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(CoreError) as info:
+        await run_process(["./missing.sh"], cwd="sub")
+    assert info.value.code == "launch_failed"
+    assert info.value.message == "executable not found: ./missing.sh"

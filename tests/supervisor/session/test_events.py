@@ -1,0 +1,66 @@
+"""The bounded event queue: order, gaps, and events that need an answer never dropped."""
+
+from __future__ import annotations
+
+import trio
+
+from supervisor._session._events import ANSWER_EVENTS, EventQueue
+
+
+def _names(drain: object) -> list[tuple[int, str]]:
+    assert isinstance(drain, dict)
+    events = drain["events"]
+    assert isinstance(events, list)
+    return [(e["seq"], e["event"]) for e in events]
+
+
+def test_full_queue_drops_the_oldest_and_reports_a_gap() -> None:
+    queue = EventQueue(3)
+    for i in range(5):
+        queue.put("log", {"i": i})
+    drain = queue.poll()
+    assert _names(drain) == [(3, "log"), (4, "log"), (5, "log")]
+    assert drain["gap"] is True
+    assert queue.statistics().dropped == 2
+    queue.put("log", {})
+    assert queue.poll()["gap"] is False
+
+
+def test_events_that_need_an_answer_are_never_dropped() -> None:
+    assert "hostRequest" in ANSWER_EVENTS
+    queue = EventQueue(3)
+    queue.put("hostRequest", {"hostRequestID": "a"})
+    queue.put("runInTerminalRequested", {"requestId": "b"})
+    for i in range(10):
+        queue.put("output", {"i": i})
+    drain = queue.poll()
+    names = _names(drain)
+    # Both requests survive a flood ten times the bound; the flood keeps its newest event.
+    assert names[:2] == [(1, "hostRequest"), (2, "runInTerminalRequested")]
+    assert names[2:] == [(12, "output")]
+    assert drain["gap"] is True
+
+
+def test_a_queue_of_only_answer_events_grows_past_the_bound() -> None:
+    # They are bounded where they are made (16 pending host requests per session).
+    queue = EventQueue(2)
+    for i in range(4):
+        queue.put("hostRequest", {"hostRequestID": str(i)})
+    drain = queue.poll()
+    assert [seq for seq, _ in _names(drain)] == [1, 2, 3, 4]
+    assert drain["gap"] is False
+
+
+async def test_wait_returns_when_an_event_arrives(autojump_clock: trio.abc.Clock) -> None:
+    queue = EventQueue(4)
+
+    async def later() -> None:
+        await trio.sleep(5)
+        queue.put("exited", {})
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(later)
+        start = trio.current_time()
+        drain = await queue.wait(60_000)
+    assert _names(drain) == [(1, "exited")]
+    assert abs(trio.current_time() - start - 5) < 1e-9
