@@ -158,7 +158,7 @@ def _error_frame(request_id: RequestId | None, code: int, message: str, data: JS
 def _looks_like_a_reply(body: bytes, exc: RemoteProtocolError) -> bool:
     """Whether an invalid message was meant as a reply: a JSON object without ``method``
     that has ``result`` or ``error`` (JSON that does not parse is answered, id null)."""
-    if exc.error_code is ErrorCode.PARSE_ERROR or b'"method"' in body:
+    if exc.error_code is ErrorCode.PARSE_ERROR or b'"method":' in body:
         return False
     return body.lstrip()[:1] == b"{" and (b'"result"' in body or b'"error"' in body)
 
@@ -171,13 +171,26 @@ class JSONRPCConnection:
         max_header_bytes: Largest header section, in bytes.
         max_stray_bytes: Most non-frame bytes tolerated in a row between frames.
         max_inbound: Inbound requests in flight before one is refused as busy.
+        finite_only: Refuse a message holding a number no float holds (``1e400``): a
+            request is answered -32600 with its id, a reply ends the request it names. For a
+            peer whose values are passed on unchecked (a language server's results, a
+            backend's notifications); a side that checks every value itself (serve's Core)
+            may accept them and refuse with a more precise error.
 
     Raises:
         ValueError: ``max_inbound`` is not positive (the framing limits raise as
             :class:`~protocol.FrameDecoder` does).
     """
 
-    __slots__ = ("_decoder", "_error", "_inbound", "_max_inbound", "_next_id", "_pending")
+    __slots__ = (
+        "_decoder",
+        "_error",
+        "_finite_only",
+        "_inbound",
+        "_max_inbound",
+        "_next_id",
+        "_pending",
+    )
 
     def __init__(
         self,
@@ -186,6 +199,7 @@ class JSONRPCConnection:
         max_header_bytes: int = 8192,
         max_stray_bytes: int = 65536,
         max_inbound: int = 128,
+        finite_only: bool = True,
     ) -> None:
         if max_inbound <= 0:
             raise ValueError("max_inbound must be positive")
@@ -195,6 +209,7 @@ class JSONRPCConnection:
             max_stray_bytes=max_stray_bytes,
         )
         self._max_inbound = max_inbound
+        self._finite_only = finite_only
         self._next_id = 1
         self._pending: set[int] = set()
         self._inbound: set[tuple[type, object]] = set()
@@ -261,7 +276,7 @@ class JSONRPCConnection:
 
     def _on_frame(self, body: bytes) -> ConnectionEvent:
         try:
-            message = decode_message(body)
+            message = decode_message(body, finite_only=self._finite_only)
         except RemoteProtocolError as exc:
             if isinstance(exc, MissingResultError) or _looks_like_a_reply(body, exc):
                 return self._broken_reply(exc)

@@ -17,7 +17,7 @@ Misuse of the Python API (wrong types, calls in the wrong order) raises ``TypeEr
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Final
+from typing import TYPE_CHECKING, Any, Final
 
 from ._codes import ErrorCode, lookup_error
 
@@ -90,7 +90,7 @@ class CoreError(Exception):
         super().__init__(message)
         self.code = entry.name
         self.message = message
-        self.details = details
+        self.details = None if details is None else _bounded_details(details)
 
     def __repr__(self) -> str:
         extra = "" if self.details is None else f", {self.details!r}"
@@ -102,6 +102,26 @@ class CoreError(Exception):
         if self.details is not None:
             out["details"] = self.details
         return out
+
+
+#: Text a ``details`` value keeps (each string, in UTF-8 bytes) and items a list keeps:
+#: details name what was wrong (a field, a path, a pid), they never carry a caller's payload
+#: back at full size.
+_DETAIL_TEXT_BYTES: Final = 1024
+_DETAIL_ITEMS: Final = 64
+
+
+def _bounded_details(value: Any) -> Any:
+    if isinstance(value, str):
+        return cut_utf8(value, _DETAIL_TEXT_BYTES)
+    if isinstance(value, dict):
+        return {
+            cut_utf8(str(k), _DETAIL_TEXT_BYTES): _bounded_details(v)
+            for k, v in list(value.items())[:_DETAIL_ITEMS]
+        }
+    if isinstance(value, list | tuple):
+        return [_bounded_details(v) for v in value[:_DETAIL_ITEMS]]
+    return value
 
 
 class ProtocolError(Exception):

@@ -329,6 +329,20 @@ def _message_decoder() -> Callable[[bytes], Any] | None:
 _MESSAGE_DECODER = _message_decoder()
 
 
+def _out_of_range(data: bytes) -> RemoteProtocolError:
+    """The refusal of a message holding a number out of range, naming its id when it has one
+    (the document is read again, leniently, only to find the id)."""
+    try:
+        obj = _json.loads(data)
+    except ValueError:
+        obj = None
+    request_id = obj.get("id") if isinstance(obj, dict) else None
+    return RemoteProtocolError(
+        "a number in the message is out of range",
+        request_id=request_id if isinstance(request_id, int | str) and _is_id(request_id) else None,
+    )
+
+
 def _json_kind(value: JSONValue) -> str:
     if value is None:
         return "null"
@@ -341,11 +355,16 @@ def _json_kind(value: JSONValue) -> str:
     return "an array" if isinstance(value, list) else "an object"
 
 
-def decode_message(body: bytes | bytearray | memoryview) -> Message | Batch:
+def decode_message(
+    body: bytes | bytearray | memoryview, *, finite_only: bool = False
+) -> Message | Batch:
     """Decode one message body (a :class:`~protocol.Frame`'s ``body``).
 
     Args:
         body: UTF-8 JSON bytes.
+        finite_only: Refuse a message holding a number no float holds (``1e400`` reads as
+            infinity, which no answer or event could carry on): for a peer whose messages
+            are passed on, where no later check of the values runs.
 
     Returns:
         The message, or a :class:`Batch` for a JSON array.
@@ -353,10 +372,13 @@ def decode_message(body: bytes | bytearray | memoryview) -> Message | Batch:
     Raises:
         RemoteProtocolError: ``PARSE_ERROR`` when the bytes are not UTF-8 or not JSON;
             ``INVALID_REQUEST`` when the JSON is not a valid message (``request_id`` is
-            the message's id when it could be read) or is an empty array.
+            the message's id when it could be read), is an empty array, or
+            (``finite_only``) holds a number out of range, with its id.
     """
     data = body if type(body) is bytes else bytes(body)
-    if _MESSAGE_DECODER is not None:
+    # A body with more brackets than the depth bound takes the full path, which checks the
+    # depth (two scans in C spare nearly every body the walk).
+    if _MESSAGE_DECODER is not None and not _json.may_nest_deeper(data):
         try:
             wire = _MESSAGE_DECODER(data)
         except Exception:  # a batch, an unknown member, or what msgspec refuses: full path
@@ -393,10 +415,18 @@ def decode_message(body: bytes | bytearray | memoryview) -> Message | Batch:
                 wire.error,
             )
     try:
-        obj = _json.loads(data)
+        obj = _json.loads(data, finite_only=finite_only)
     except ValueError as exc:
-        # UnicodeDecodeError is a ValueError too; say which without echoing the bytes.
-        what = "not UTF-8" if isinstance(exc, UnicodeDecodeError) else "not valid JSON"
+        if finite_only and type(exc) is ValueError and "out of range" in str(exc):
+            raise _out_of_range(data) from None
+        # UnicodeDecodeError is a ValueError too; say which without echoing the bytes (the
+        # parser's own messages give a position, ours a reason: neither quotes content).
+        if isinstance(exc, UnicodeDecodeError):
+            what = "not UTF-8"
+        elif type(exc) is ValueError:
+            what = f"not usable JSON: {exc}"
+        else:
+            what = "not valid JSON"
         raise RemoteProtocolError(
             f"message body is {what}", error_code=ErrorCode.PARSE_ERROR
         ) from None

@@ -386,6 +386,7 @@ class JSONRPCEndpoint(metaclass=NoPublicConstructor):
         admit_request: Callable[[str], None] | None = None,
         cancelled_data: JSONValue = None,
         close_on_input_end: bool = True,
+        finite_only: bool = True,
     ) -> None:
         self.name = name
         self._close_on_input_end = close_on_input_end
@@ -399,7 +400,9 @@ class JSONRPCEndpoint(metaclass=NoPublicConstructor):
         self._max_body_bytes = max_body_bytes
         self._max_inbound = max_inbound_concurrency
         self._conn = JSONRPCConnection(
-            max_body_bytes=max_body_bytes, max_inbound=max_inbound_concurrency
+            max_body_bytes=max_body_bytes,
+            max_inbound=max_inbound_concurrency,
+            finite_only=finite_only,
         )
         self._pending: dict[int, _Pending] = {}
         self._inbound: dict[tuple[type, object], _Inbound] = {}
@@ -974,7 +977,7 @@ class JSONRPCEndpoint(metaclass=NoPublicConstructor):
         """
         try:
             return self._conn.send_answer(answer)
-        except (TypeError, ValueError) as exc:
+        except (TypeError, ValueError, RecursionError) as exc:
             log_failure(f"{self.name}: answer to {cut_utf8(request.method, 128)!r}", exc)
             return self._conn.send_answer(_internal_response(request.id, exc))
 
@@ -1034,6 +1037,7 @@ async def open_jsonrpc_endpoint(
     admit_request: Callable[[str], None] | None = None,
     cancelled_data: JSONValue = None,
     close_on_input_end: bool = True,
+    finite_only: bool = True,
 ) -> AsyncIterator[JSONRPCEndpoint]:
     """Run a JSON-RPC 2.0 endpoint over two byte streams (LSP base-protocol framing).
 
@@ -1104,6 +1108,11 @@ async def open_jsonrpc_endpoint(
             can answer everything it received before it leaves the block; see
             :meth:`JSONRPCEndpoint.wait_input_ended` and
             :attr:`JSONRPCEndpoint.input_end_reason` (serve mode uses this).
+        finite_only: True (the default) refuses a message holding a number no float holds
+            (``1e400`` would read as infinity, which no answer or event carrying it could be
+            written with): a request is answered -32600 with its id, a reply ends the
+            request it names, a notification is dropped. Serve passes False: its Core checks
+            every value of a request and refuses it with the field's name.
 
     Yields:
         The :class:`JSONRPCEndpoint`.
@@ -1131,6 +1140,7 @@ async def open_jsonrpc_endpoint(
         admit_request=admit_request,
         cancelled_data=cancelled_data,
         close_on_input_end=close_on_input_end,
+        finite_only=finite_only,
     )
     try:
         async with trio.open_nursery() as nursery:

@@ -447,6 +447,8 @@ async def serve(
                     admit_request=server.admit_request,
                     name="client",
                     close_on_input_end=False,
+                    # The Core checks every value and names the field it refuses.
+                    finite_only=False,
                 ) as endpoint:
                     server.endpoint = endpoint
                     if not await server.run_session(endpoint, interrupt):

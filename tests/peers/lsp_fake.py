@@ -25,6 +25,9 @@ Requests (answered concurrently where they wait):
     ``test/exit {code}``: exits at once with ``code`` (a crash).
     ``test/lastWords {message}``: answers ``"last"``, sends ``window/logMessage {message}``,
         writes ``last words on stderr`` to stderr and exits 5 at once (nothing waits between).
+    ``test/rawReply {text}``: answers with ``text`` as the result's JSON text, unchecked.
+    ``test/rawNotify {text}``: sends ``window/logMessage`` with ``text`` as its params' JSON
+    text, unchecked, then answers null.
     ``test/garbage``: writes a frame header whose Content-Length is not a number.
     ``test/cancelled``: the methods of the requests ``$/cancelRequest`` named so far, in order.
     ``test/floodStderr {lines}``: writes that many stderr lines at once, then answers null.
@@ -68,6 +71,12 @@ def _write(message: dict[str, object]) -> None:
         view = memoryview(data)
         while view:
             view = view[os.write(1, view) :]
+
+
+def _write_raw(text: str) -> None:
+    body = text.encode()
+    with _lock:
+        os.write(1, b"Content-Length: %d\r\n\r\n" % len(body) + body)
 
 
 def _answer(request_id: object, result: object) -> None:
@@ -276,6 +285,14 @@ def main() -> int:
             _write({"jsonrpc": "2.0", "method": "window/logMessage", "params": log})
             os.write(2, b"last words on stderr\n")
             os._exit(5)
+        elif method == "test/rawReply":
+            # The reply's ``result`` is the given JSON text as is (``1e400``, deep nesting).
+            head = '{"jsonrpc":"2.0","id":' + json.dumps(request_id)
+            _write_raw(head + ',"result":' + str(p["text"]) + "}")
+        elif method == "test/rawNotify":
+            head = '{"jsonrpc":"2.0","method":"window/logMessage"'
+            _write_raw(head + ',"params":' + str(p["text"]) + "}")
+            _answer(request_id, None)
         elif method == "test/garbage":
             with _lock:
                 os.write(1, b"Content-Length: many\r\n\r\n{}")

@@ -395,3 +395,38 @@ def test_any_json_decodes_or_raises_remote_error(value: JSONValue) -> None:
     except RemoteProtocolError as exc:
         error = exc
     assert error is None or error.error_code is ErrorCode.INVALID_REQUEST
+
+
+def test_nesting_past_the_bound_is_refused_where_it_is_read() -> None:
+    """Nesting past the depth bound would fail later, when an answer or event carrying it is
+    written (the encoder recurses): refused here instead."""
+    body = ('{"jsonrpc":"2.0","id":1,"result":' + "[" * 600 + "]" * 600 + "}").encode()
+    with pytest.raises(RemoteProtocolError, match="nests deeper than 512") as info:
+        decode_message(body)
+    assert info.value.error_code is ErrorCode.PARSE_ERROR
+
+
+@pytest.mark.parametrize("number", ["1e400", "-1e999", "123e1000"])
+def test_a_number_out_of_range_is_refused_with_finite_only_naming_the_id(number: str) -> None:
+    """Read as infinity, no JSON document could carry it on: a peer's message holding one
+    is refused (with its id, so its request ends at once); without ``finite_only`` it is read
+    as the standard library reads it, for a caller that checks values itself."""
+    body = ('{"jsonrpc":"2.0","id":7,"result":[' + number + "]}").encode()
+    with pytest.raises(RemoteProtocolError, match="out of range") as info:
+        decode_message(body, finite_only=True)
+    assert info.value.error_code is ErrorCode.INVALID_REQUEST
+    assert info.value.request_id == 7
+    lenient = decode_message(body)
+    assert isinstance(lenient, Response)
+    assert lenient.result == [float(number)]
+
+
+def test_nesting_up_to_the_bound_and_big_flat_bodies_are_accepted() -> None:
+    deep = "[" * 500 + "]" * 500
+    message = decode_message(('{"jsonrpc":"2.0","id":1,"result":' + deep + "}").encode())
+    assert isinstance(message, Response)
+    wide = json.dumps({"jsonrpc": "2.0", "id": 2, "result": [{"a": [i]} for i in range(2000)]})
+    message = decode_message(wide.encode())
+    assert isinstance(message, Response)
+    assert isinstance(message.result, list)
+    assert len(message.result) == 2000

@@ -625,3 +625,65 @@ async def test_requests_pipelined_before_shutdown_are_served(client: Client) -> 
     assert (await client.reply_to(99))["result"] is None
     await client.notify("exit")
     assert await client.wait_exit() == 0
+
+
+async def test_a_server_reply_nobody_can_re_encode_ends_only_its_request(
+    client: Client, tmp_path: os.PathLike[str]
+) -> None:
+    """A language server's reply nested 980 deep used to end serve with a RecursionError
+    when the answer was encoded, and a ``1e400`` in a reply or a notification (read as
+    infinity) made ``lsp.waitEvents`` fail ``internal`` and lose the whole batch. Both are
+    refused where they are read, so the request ends once, no event is lost, serve goes on."""
+    await client.initialize()
+    fake = os.path.join(os.path.dirname(__file__), "..", "..", "peers", "lsp_fake.py")
+    started = await client.request(
+        "lsp.startServer",
+        {
+            "serverId": "fake",
+            "executable": PY,
+            "arguments": [fake],
+            "workingDirectory": str(tmp_path),
+            "rootUri": f"file://{tmp_path}",
+        },
+    )
+    session_id = _field(started, "result", "sessionId")
+    sid: JSONObject = {"sessionId": session_id}
+    texts = {"deep": "[" * 980 + "]" * 980, "huge": "[1e400]", "fine": '{"ok": [1.5]}'}
+    operations: dict[str, JSONValue] = {}
+    for name, text in texts.items():
+        sent = await client.request(
+            "lsp.request",
+            {
+                **sid,
+                "method": "test/rawReply",
+                "params": {"text": text},
+                "timeoutMilliseconds": 3000,
+            },
+        )
+        operations[name] = _field(sent, "result", "operationId")
+    sent = await client.request(
+        "lsp.request", {**sid, "method": "test/rawNotify", "params": {"text": '{"x": 1e400}'}}
+    )
+    operations["notify"] = _field(sent, "result", "operationId")
+    completed: dict[JSONValue, JSONObject] = {}
+    with trio.fail_after(REPLY_TIMEOUT_S):
+        while len(completed) < len(operations):
+            batch = await client.request("lsp.waitEvents", {**sid, "timeoutMilliseconds": 5000})
+            # The batch itself is an answer, never `internal`.
+            events = _field(batch, "result", "events")
+            assert isinstance(events, list)
+            for event in events:
+                assert isinstance(event, dict)
+                if event["event"] == "requestCompleted":
+                    assert event["operationId"] not in completed, "completed twice"
+                    completed[event["operationId"]] = event
+    assert completed[operations["fine"]].get("result") == {"ok": [1.5]}
+    assert completed[operations["notify"]].get("result") is None
+    for name in ("deep", "huge"):
+        outcome = completed[operations[name]]
+        assert "result" not in outcome, (name, outcome)
+    assert _field(await client.request("core.ping", {}), "result", "protocolVersion") == 1
+    await client.request("lsp.stopServer", sid)
+    assert (await client.request("shutdown"))["result"] is None
+    await client.notify("exit")
+    assert await client.wait_exit() == 0
