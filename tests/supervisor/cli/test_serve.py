@@ -17,6 +17,8 @@ from typing import TYPE_CHECKING
 import pytest
 import trio
 
+from tests._procfs import runs_no_more
+
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator
 
@@ -24,15 +26,6 @@ if TYPE_CHECKING:
 
 PY = sys.executable
 REPLY_TIMEOUT_S = 30
-
-
-def _gone(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            stat = f.read()
-    except OSError:
-        return True
-    return stat[stat.rfind(b")") + 2 :].startswith(b"Z")
 
 
 def _read_pid(path: str) -> int | None:
@@ -339,7 +332,7 @@ async def test_cancel_request_answers_32800_and_ends_the_process(
     assert pid is not None
     with trio.fail_after(10):
         while True:
-            if _gone(pid):
+            if runs_no_more(pid):
                 break
             await trio.sleep(0.02)
     await client.request("shutdown")
@@ -429,7 +422,7 @@ async def test_end_of_input_cleans_up_and_exits_1(
     assert [_field(n, "params", "jobId") for n in finished] == [job_id]
     pid = _read_pid(pid_file)
     assert pid is not None
-    assert _gone(pid)
+    assert runs_no_more(pid)
 
 
 async def test_broken_header_ends_the_session(client: Client) -> None:
@@ -467,7 +460,7 @@ async def test_signal_answers_requests_ends_jobs_and_exits_128_plus_n(
     finished = _job_finished(messages, job_id)
     assert len(finished) == 1
     assert _field(finished[0], "params", "status") == "cancelled"
-    assert all(_gone(pid) for pid in pids)
+    assert all(runs_no_more(pid) for pid in pids)
 
 
 async def test_exit_right_after_shutdown_still_answers_shutdown(
@@ -520,7 +513,7 @@ async def test_exit_without_shutdown_answers_requests_in_flight(
     # A request sent after exit is answered once too: refused (-32600) when exit was handled
     # first, else served or cancelled (notifications are handled apart from the reader).
     _one_reply(replies, 6)
-    assert _gone(pid)
+    assert runs_no_more(pid)
 
 
 async def test_broken_frame_answers_everything_received(tmp_path: os.PathLike[str]) -> None:

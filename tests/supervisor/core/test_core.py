@@ -14,6 +14,7 @@ import trio
 import trio.testing
 
 from supervisor import CoreThread, open_core
+from tests._procfs import runs_no_more
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator
@@ -40,15 +41,6 @@ def _error(response: JSONObject) -> dict[str, JSONValue]:
 def _pid_in(path: str) -> int:
     with open(path) as f:
         return int(f.read())
-
-
-def _gone(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            stat = f.read()
-    except OSError:
-        return True
-    return stat[stat.rfind(b")") + 2 :].startswith(b"Z")
 
 
 async def test_ping_and_envelope_defaults() -> None:
@@ -191,7 +183,7 @@ async def test_envelope_deadline_is_timed_out_and_kills_the_tree(
         )
         error = _error(response)
         assert error["code"] == "timed_out"
-        assert _gone(_pid_in(pid_file))
+        assert runs_no_more(_pid_in(pid_file))
 
 
 async def test_cancel_operation_by_id() -> None:
@@ -351,7 +343,7 @@ def test_core_thread_is_thread_safe_and_cleans_up(tmp_path: os.PathLike[str]) ->
     error = responses["long"]["error"]
     assert isinstance(error, dict)
     assert error["code"] == "cancelled"
-    assert _gone(_pid_in(pid_file))
+    assert runs_no_more(_pid_in(pid_file))
 
 
 def test_leaving_core_thread_ends_running_work(tmp_path: os.PathLike[str]) -> None:
@@ -384,7 +376,7 @@ def test_leaving_core_thread_ends_running_work(tmp_path: os.PathLike[str]) -> No
     worker.join(30)
     assert len(responses) == 1
     assert responses[0]["ok"] is False
-    assert _gone(_pid_in(pid_file))
+    assert runs_no_more(_pid_in(pid_file))
     with pytest.raises(RuntimeError):
         core.execute_json('{"id": 1, "command": "core.ping", "payload": {}}')
 

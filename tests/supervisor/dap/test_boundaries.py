@@ -18,12 +18,12 @@ import trio
 
 from protocol import CoreError
 from supervisor._boundary import FaultPlan, arm_faults
+from tests._procfs import runs_no_more
 from tests.supervisor.dap.test_sessions import (
     FAKE,
     PY,
     WAIT_S,
     Events,
-    alive,
     core,
     create,
     result_of,
@@ -61,7 +61,7 @@ async def _sibling_works(core: Core) -> None:
     await core.call("debug.disconnect", sid)
     await core.call("debug.destroySession", sid)
     assert adapter_pid is not None
-    assert not alive(adapter_pid)
+    assert runs_no_more(adapter_pid)
 
 
 @pytest.mark.parametrize(
@@ -104,7 +104,7 @@ async def test_a_failure_inside_a_session_ends_that_session_only(
     )
     assert isinstance(report["stderrTail"], list)
     assert adapter_pid is not None
-    assert not alive(adapter_pid)
+    assert runs_no_more(adapter_pid)
     listed = await _listed(core, session_id)
     assert (listed["state"], listed["reason"], listed["crashReport"]) == (
         "failed",
@@ -167,7 +167,7 @@ async def test_a_pending_operation_ends_once_when_its_session_fails(core: Core) 
     failed = [(e["operationId"], e["reason"]) for e in events.names("operationFailed")]
     assert sorted(failed) == [("held", "sessionEnded"), ("t", "sessionEnded")]
     assert adapter_pid is not None
-    assert not alive(adapter_pid)
+    assert runs_no_more(adapter_pid)
     assert await core.call("core.ping", {})
     await core.call("debug.destroySession", sid)
 
@@ -248,7 +248,7 @@ async def test_an_adapter_that_answers_and_exits_at_once_loses_nothing(core: Cor
     )
     assert terminated["stderrTail"] == ["last stderr line"]
     assert adapter_pid is not None
-    assert not alive(adapter_pid)
+    assert runs_no_more(adapter_pid)
     with trio.fail_after(WAIT_S):
         await core.call("debug.destroySession", sid)
 
@@ -281,7 +281,7 @@ async def test_a_failure_inside_a_run_in_terminal_terminal_ends_that_terminal_on
     report = exited["crashReport"]
     assert isinstance(report, dict)
     assert report["exceptionType"] == "InjectedFault"
-    assert not alive(pid)
+    assert runs_no_more(pid)
     # The session goes on.
     assert (await _listed(core, session_id))["state"] == "running"
     threads = result_of(await core.call("debug.inspect", {**sid, "kind": "threads"}))

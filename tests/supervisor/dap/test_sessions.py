@@ -16,6 +16,7 @@ import trio
 from protocol import CoreError
 from supervisor._core._core import open_core
 from supervisor._process._tree import open_process_tree
+from tests._procfs import runs_no_more
 from tests.supervisor.cli.test_serve import Client
 
 if TYPE_CHECKING:
@@ -42,15 +43,6 @@ result = add(numbers[0], 41)
 print("result", result, os.getpid())
 """
 BREAK_LINE = 5  # `total = a + b`
-
-
-def alive(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            stat = f.read()
-    except OSError:
-        return False
-    return not stat[stat.rfind(b")") + 2 :].startswith((b"Z", b"X"))
 
 
 class Events:
@@ -193,7 +185,7 @@ async def test_debugpy_launch_stop_inspect_step_continue_to_exit(
         )
     )
     debuggee_pid = int(str(evaluated["result"]))
-    assert alive(debuggee_pid)
+    assert not runs_no_more(debuggee_pid)
 
     await core.call("debug.execute", {**sid, "command": "next", "operationId": "step"})
     stopped = await events.next("stopped")
@@ -206,8 +198,8 @@ async def test_debugpy_launch_stop_inspect_step_continue_to_exit(
     terminated = await events.next("terminated")
     assert terminated["reason"] == "debuggeeTerminated"
     assert terminated["exitCode"] == 0
-    assert not alive(adapter_pid)
-    assert not alive(debuggee_pid)
+    assert runs_no_more(adapter_pid)
+    assert runs_no_more(debuggee_pid)
     # Every operation ended exactly once.
     completed = [e["operationId"] for e in events.names("operationCompleted")]
     assert len(completed) == len(set(completed)) == 8
@@ -246,8 +238,8 @@ async def test_debugpy_disconnect_while_paused_ends_debuggee_and_joins(
     assert results[0] == results[1]
     assert isinstance(results[0], dict)
     assert results[0]["state"] == "terminated"
-    assert not alive(adapter_pid)
-    assert not alive(debuggee_pid)
+    assert runs_no_more(adapter_pid)
+    assert runs_no_more(debuggee_pid)
     await events.next("terminated")
     assert [e["state"] for e in events.names("stateChanged")][-2:] == ["terminating", "terminated"]
     await core.call("debug.destroySession", sid)
@@ -292,7 +284,7 @@ async def test_debugpy_attach_over_loopback_tcp_leaves_debuggee_running(
         await events.next("terminated")
         await trio.sleep(0.5)
         assert debuggee.returncode is None
-        assert alive(debuggee.pid)
+        assert not runs_no_more(debuggee.pid)
     finally:
         await debuggee.aclose()
 
@@ -344,7 +336,7 @@ async def test_fake_never_answering_disconnect_is_ended(core: Core) -> None:
     assert detail["signal"] == 15  # ignored disconnect and stdin EOF; ended by SIGTERM
     assert detail["signalName"] == "SIGTERM"
     assert took >= 3.0  # 2 000 ms reply bound + 1 000 ms exit bound
-    assert not alive(adapter_pid)
+    assert runs_no_more(adapter_pid)
     # Configuration ran on `initialized`: default exception filter, then configurationDone.
     await events.next("initialized")
 
@@ -420,11 +412,11 @@ async def test_fake_run_in_terminal_started_by_supervisor_and_ended_with_session
     assert requested["env"] == {"FAKE_A": "1", "FAKE_B": "2"}
     pid = requested["processId"]
     assert isinstance(pid, int)
-    assert alive(pid)
+    assert not runs_no_more(pid)
     output = await events.next("output")
     assert f'"processId": {pid}' in str(output["output"])
     await core.call("debug.disconnect", {"sessionId": session_id})
-    assert not alive(pid)
+    assert runs_no_more(pid)
 
 
 async def test_fake_run_in_terminal_answered_by_host_once(core: Core, tmp_path: Path) -> None:
@@ -473,7 +465,7 @@ async def test_fake_tcp_announced(core: Core) -> None:
     assert evaluated["namedVariables"] == 0  # the fake reports -3
     await core.call("debug.disconnect", sid)
     assert adapter_pid is not None
-    assert not alive(adapter_pid)
+    assert runs_no_more(adapter_pid)
 
 
 async def test_debugpy_through_serve(tmp_path: Path) -> None:

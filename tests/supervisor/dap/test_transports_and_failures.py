@@ -16,13 +16,13 @@ import trio
 import supervisor._dap._session
 from protocol import CoreError
 from supervisor._process._tree import open_process_tree
+from tests._procfs import runs_no_more
 from tests.supervisor.cli.test_serve import Client
 from tests.supervisor.dap.test_sessions import (
     FAKE,
     PY,
     WAIT_S,
     Events,
-    alive,
     core,
     create,
     debugpy_adapter,
@@ -102,7 +102,7 @@ async def test_debugpy_integrated_terminal_runs_in_a_supervised_pty(
         )
     )
     debuggee_pid = int(str(evaluated["result"]))
-    assert alive(debuggee_pid)
+    assert not runs_no_more(debuggee_pid)
     # The program's output reaches us through the PTY (isatty is true there).
     # A PTY read may end anywhere in the line, so its text can span several events; the
     # adapter's own output events (no requestId) are interleaved with them.
@@ -113,9 +113,9 @@ async def test_debugpy_integrated_terminal_runs_in_a_supervised_pty(
             printed += str(output["output"])
     await core.call("debug.disconnect", sid)
     assert adapter_pid is not None
-    assert not alive(adapter_pid)
-    assert not alive(launcher_pid)
-    assert not alive(debuggee_pid)
+    assert runs_no_more(adapter_pid)
+    assert runs_no_more(launcher_pid)
+    assert runs_no_more(debuggee_pid)
 
 
 async def test_run_in_terminal_refused_unless_advertised(core: Core, tmp_path: Path) -> None:
@@ -179,7 +179,7 @@ async def test_debugpy_adapter_we_start_over_tcp_port(core: Core, tmp_path: Path
     printed = "".join(str(e["output"]) for e in events.names("output") if e["category"] == "stdout")
     assert "over tcp 42" in printed
     assert terminated["reason"] == "debuggeeTerminated"
-    assert not alive(adapter_pid)
+    assert runs_no_more(adapter_pid)
     # The adapter's port is closed afterwards.
     with pytest.raises(OSError, match="onnect"):
         await trio.open_tcp_stream("127.0.0.1", port)
@@ -253,8 +253,8 @@ async def test_debugpy_exception_info_refused_restart_and_terminate(
     terminated = await events.next("terminated")
     assert terminated["reason"] == "debuggeeTerminated"
     assert adapter_pid is not None
-    assert not alive(adapter_pid)
-    assert not alive(debuggee_pid)
+    assert runs_no_more(adapter_pid)
+    assert runs_no_more(debuggee_pid)
 
 
 async def test_adapter_that_stops_reading_stalls_only_its_session(core: Core) -> None:
@@ -299,7 +299,7 @@ async def test_adapter_that_stops_reading_stalls_only_its_session(core: Core) ->
     assert detail["signal"] == 15  # it read nothing, not even stdin EOF: ended by SIGTERM
     assert detail["signalName"] == "SIGTERM"
     assert stalled_pid is not None
-    assert not alive(stalled_pid)
+    assert runs_no_more(stalled_pid)
     assert [(e.code, e.details) for e in errors] == [
         (
             "cancelled",
@@ -354,7 +354,7 @@ async def test_broken_frame_ends_session_with_protocol_error_once(core: Core) ->
     terminated = await events.next("terminated")
     assert terminated["reason"] == "protocolError"
     assert adapter_pid is not None
-    assert not alive(adapter_pid)
+    assert runs_no_more(adapter_pid)
     failed = [(e["operationId"], e["reason"]) for e in events.names("operationFailed")]
     assert failed == [("l", "sessionEnded")]
     assert not events.names("operationCompleted")
@@ -492,7 +492,7 @@ async def test_debugpy_attach_through_serve_leaves_debuggee_running(
         await client.notify("exit")
         assert await client.wait_exit() == 0
         assert debuggee.returncode is None
-        assert alive(debuggee.pid)
+        assert not runs_no_more(debuggee.pid)
     finally:
         with trio.CancelScope(shield=True):
             if process.returncode is None:

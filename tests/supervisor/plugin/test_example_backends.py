@@ -21,6 +21,7 @@ import trio
 from protocol import CoreError
 from supervisor import open_core
 from supervisor._process._procfs import all_pids, read_env_var
+from tests._procfs import runs_no_more
 from tests.supervisor.cli.test_serve import Client
 from tests.supervisor.lsp._support import PY, WAIT_S, Session, as_obj, start
 
@@ -46,20 +47,12 @@ TOOL_FUNCTIONS = [
 # -- helpers --------------------------------------------------------------------------------
 
 
-def _alive(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except OSError:
-        return False
-
-
 def scoped_pids(backend_pid: int) -> set[int]:
     """Live processes a backend started (their marker names the backend's instance)."""
     found = set()
     for pid in all_pids():
         marker = read_env_var(pid, "SUPERVISOR_SCOPE")
-        if marker is not None and marker.startswith(f"{backend_pid}.") and _alive(pid):
+        if marker is not None and marker.startswith(f"{backend_pid}.") and not runs_no_more(pid):
             found.add(pid)
     return found
 
@@ -74,7 +67,7 @@ async def wait_scoped(backend_pid: int, count: int) -> set[int]:
 
 async def wait_gone(pids: set[int]) -> None:
     with trio.fail_after(WAIT_S):
-        while any(_alive(p) for p in pids):  # noqa: ASYNC110 - polling /proc, no event
+        while any(not runs_no_more(p) for p in pids):  # noqa: ASYNC110 - polling /proc, no event
             await trio.sleep(0.05)
 
 

@@ -17,12 +17,12 @@ import pytest
 import trio
 
 from supervisor._boundary import FaultPlan, arm_faults
+from tests._procfs import runs_no_more
 from tests.supervisor.terminal.test_terminals import (
     BASH,
     WAIT_S,
     Term,
     _dict,
-    _gone,
     _refused,
     terminal_core,
 )
@@ -120,8 +120,8 @@ async def test_a_failure_inside_a_terminal_ends_that_terminal_only(
             "stderrTail": [],
         }
         main_pid, child_pid = (int(p) for p in pid_file.read_text().split())
-        assert _gone(main_pid)
-        assert _gone(child_pid)
+        assert runs_no_more(main_pid)
+        assert runs_no_more(child_pid)
         listed = await _listed(core, victim.id)
         assert (listed["state"], listed["reason"], listed["crashReport"]) == (
             "failed",
