@@ -230,7 +230,12 @@ def _job_finished(messages: list[JSONObject], job_id: object) -> list[JSONObject
 
 
 @asynccontextmanager
-async def _serve_process() -> AsyncIterator[Client]:
+async def serve_process(grace_s: float = 10) -> AsyncIterator[Client]:
+    """``supervisor serve`` as a child, with a client on its stdio.
+
+    On the way out a server still running gets its stdin closed and ``grace_s`` seconds to
+    end on its own, then is killed; either way it is reaped.
+    """
     process = await trio.lowlevel.open_process(
         [PY, "-m", "supervisor", "serve"],
         stdin=subprocess.PIPE,
@@ -241,7 +246,7 @@ async def _serve_process() -> AsyncIterator[Client]:
     finally:
         with trio.CancelScope(shield=True):
             if process.returncode is None:
-                with trio.move_on_after(10):
+                with trio.move_on_after(grace_s):
                     if process.stdin is not None:
                         await process.stdin.aclose()
                     await process.wait()
@@ -252,7 +257,7 @@ async def _serve_process() -> AsyncIterator[Client]:
 
 @pytest.fixture
 async def client() -> AsyncIterator[Client]:
-    async with _serve_process() as serve_client:
+    async with serve_process() as serve_client:
         yield serve_client
 
 
@@ -473,7 +478,7 @@ async def test_exit_right_after_shutdown_still_answers_shutdown(
     to catch the race; every other run also closes its input right after ``exit``.
     """
     for iteration in range(10):
-        async with _serve_process() as serve_client:
+        async with serve_process() as serve_client:
             await serve_client.initialize()
             job = _request(
                 2, "job.start", {"kind": "build", "root": str(tmp_path), "argv": [PY, "-c", "pass"]}
@@ -528,7 +533,7 @@ async def test_broken_frame_answers_everything_received(tmp_path: os.PathLike[st
     ping = _request(3, "core.ping", {})
     sleeper = _request(4, "process.run", {"argv": [PY, "-c", "import time; time.sleep(60)"]})
     for iteration in range(3):
-        async with _serve_process() as serve_client:
+        async with serve_process() as serve_client:
             if iteration == 0:
                 await serve_client.send_raw(_INITIALIZE + ping + sleeper + broken)
                 messages, exit_status = await serve_client.read_to_exit()
@@ -568,7 +573,7 @@ async def test_a_client_that_stops_reading_does_not_hold_the_exit() -> None:
     ``shutdown`` waits for eight replies of 256 KiB each, far more than a pipe holds; the
     client reads none of them, so the final flush blocks until serve's bound gives up on it.
     """
-    async with _serve_process() as serve_client:
+    async with serve_process() as serve_client:
         await serve_client.initialize()
         chatty: list[JSONValue] = [PY, "-c", "import sys; sys.stdout.write('x' * 262144)"]
         frames = b"".join(_request(10 + i, "process.run", {"argv": chatty}) for i in range(8))

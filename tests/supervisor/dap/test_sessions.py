@@ -17,7 +17,7 @@ from protocol import CoreError
 from supervisor._core._core import open_core
 from supervisor._process._tree import open_process_tree
 from tests._procfs import runs_no_more
-from tests.supervisor.cli.test_serve import Client
+from tests.supervisor.cli.test_serve import serve_process
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator
@@ -471,11 +471,7 @@ async def test_fake_tcp_announced(core: Core) -> None:
 async def test_debugpy_through_serve(tmp_path: Path) -> None:
     target = tmp_path / "target.py"
     target.write_text(TARGET)
-    process = await trio.lowlevel.open_process(
-        [PY, "-m", "supervisor", "serve"], stdin=subprocess.PIPE, stdout=subprocess.PIPE
-    )
-    try:
-        client = Client(process)
+    async with serve_process() as client:
         await client.initialize()
         created = await client.request(
             "debug.createSession",
@@ -518,8 +514,3 @@ async def test_debugpy_through_serve(tmp_path: Path) -> None:
         assert (await client.request("shutdown"))["result"] is None
         await client.notify("exit")
         assert await client.wait_exit() == 0
-    finally:
-        with trio.CancelScope(shield=True):
-            if process.returncode is None:
-                process.kill()
-            await process.wait()

@@ -17,7 +17,7 @@ import supervisor._dap._session
 from protocol import CoreError
 from supervisor._process._tree import open_process_tree
 from tests._procfs import runs_no_more
-from tests.supervisor.cli.test_serve import Client
+from tests.supervisor.cli.test_serve import serve_process
 from tests.supervisor.dap.test_sessions import (
     FAKE,
     PY,
@@ -368,11 +368,7 @@ async def test_broken_frame_ends_session_with_protocol_error_once(core: Core) ->
 async def test_cancel_request_through_serve_cancels_pending_operation(core: Core) -> None:
     # `core` only reaps: should serve die, its adapter is re-parented to this process.
     del core
-    process = await trio.lowlevel.open_process(
-        [PY, "-m", "supervisor", "serve"], stdin=subprocess.PIPE, stdout=subprocess.PIPE
-    )
-    try:
-        client = Client(process)
+    async with serve_process() as client:
         await client.initialize()
         created: Any = await client.request(
             "debug.createSession",
@@ -440,11 +436,6 @@ async def test_cancel_request_through_serve_cancels_pending_operation(core: Core
         assert (await client.request("shutdown"))["result"] is None
         await client.notify("exit")
         assert await client.wait_exit() == 0
-    finally:
-        with trio.CancelScope(shield=True):
-            if process.returncode is None:
-                process.kill()
-            await process.wait()
 
 
 async def test_debugpy_attach_through_serve_leaves_debuggee_running(
@@ -461,41 +452,35 @@ async def test_debugpy_attach_through_serve_leaves_debuggee_running(
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )
-    process = await trio.lowlevel.open_process(
-        [PY, "-m", "supervisor", "serve"], stdin=subprocess.PIPE, stdout=subprocess.PIPE
-    )
     try:
-        client = Client(process)
-        await client.initialize()
-        created: Any = await client.request(
-            "debug.createSession",
-            {
-                "adapterId": "debugpy",
-                "rootPath": str(tmp_path),
-                "adapter": {
-                    "transport": "tcpPort",
-                    "port": port,
-                    "connectTimeoutMilliseconds": 30_000,
+        async with serve_process() as client:
+            await client.initialize()
+            created: Any = await client.request(
+                "debug.createSession",
+                {
+                    "adapterId": "debugpy",
+                    "rootPath": str(tmp_path),
+                    "adapter": {
+                        "transport": "tcpPort",
+                        "port": port,
+                        "connectTimeoutMilliseconds": 30_000,
+                    },
                 },
-            },
-        )
-        sid: JSONObject = {"sessionId": created["result"]["sessionId"]}
-        attached = await client.request(
-            "debug.attach", {**sid, "configuration": {"justMyCode": True}}
-        )
-        assert "result" in attached, attached
-        threads: Any = await client.request("debug.inspect", {**sid, "kind": "threads"})
-        assert threads["result"]["result"]["threads"]
-        done: Any = await client.request("debug.disconnect", sid)
-        assert done["result"]["state"] == "terminated"
-        assert (await client.request("shutdown"))["result"] is None
-        await client.notify("exit")
-        assert await client.wait_exit() == 0
-        assert debuggee.returncode is None
-        assert not runs_no_more(debuggee.pid)
+            )
+            sid: JSONObject = {"sessionId": created["result"]["sessionId"]}
+            attached = await client.request(
+                "debug.attach", {**sid, "configuration": {"justMyCode": True}}
+            )
+            assert "result" in attached, attached
+            threads: Any = await client.request("debug.inspect", {**sid, "kind": "threads"})
+            assert threads["result"]["result"]["threads"]
+            done: Any = await client.request("debug.disconnect", sid)
+            assert done["result"]["state"] == "terminated"
+            assert (await client.request("shutdown"))["result"] is None
+            await client.notify("exit")
+            assert await client.wait_exit() == 0
+            assert debuggee.returncode is None
+            assert not runs_no_more(debuggee.pid)
     finally:
         with trio.CancelScope(shield=True):
-            if process.returncode is None:
-                process.kill()
-            await process.wait()
             await debuggee.aclose()

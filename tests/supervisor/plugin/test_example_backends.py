@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import os
 import signal
-import subprocess
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -22,7 +21,7 @@ from protocol import CoreError
 from supervisor import open_core
 from supervisor._process._procfs import all_pids, read_env_var
 from tests._procfs import runs_no_more
-from tests.supervisor.cli.test_serve import Client
+from tests.supervisor.cli.test_serve import Client, serve_process
 from tests.supervisor.lsp._support import PY, WAIT_S, Session, as_obj, start
 
 if TYPE_CHECKING:
@@ -323,21 +322,8 @@ class ServeSession:
 
 @pytest.fixture
 async def client() -> AsyncIterator[Client]:
-    process = await trio.lowlevel.open_process(
-        [PY, "-m", "supervisor", "serve"], stdin=subprocess.PIPE, stdout=subprocess.PIPE
-    )
-    try:
-        yield Client(process)
-    finally:
-        with trio.CancelScope(shield=True):
-            if process.returncode is None:
-                with trio.move_on_after(20):
-                    if process.stdin is not None:
-                        await process.stdin.aclose()
-                    await process.wait()
-            if process.returncode is None:
-                process.kill()
-                await process.wait()
+    async with serve_process(grace_s=20) as serve_client:
+        yield serve_client
 
 
 async def open_served_tools(client: Client, cwd: str) -> tuple[ServeSession, int]:
