@@ -24,7 +24,6 @@ from tests.supervisor.dap.test_sessions import (
     PY,
     WAIT_S,
     Events,
-    core,
     create,
     result_of,
 )
@@ -34,8 +33,6 @@ if TYPE_CHECKING:
 
     from protocol import JSONObject
     from supervisor._core._core import Core
-
-__all__ = ("core",)  # the fixture, re-used
 
 
 def fake(mode: str, *args: str) -> JSONObject:

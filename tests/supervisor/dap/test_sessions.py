@@ -14,14 +14,11 @@ import pytest
 import trio
 
 from protocol import CoreError
-from supervisor._core._core import open_core
 from supervisor._process._tree import open_process_tree
 from tests._procfs import runs_no_more
 from tests.supervisor.cli.test_serve import serve_process
 
 if TYPE_CHECKING:
-    from collections.abc import AsyncIterator
-
     from protocol import JSONObject, JSONValue
     from supervisor._core._core import Core
 
@@ -79,12 +76,6 @@ def result_of(reply: JSONValue) -> JSONObject:
     result = reply["result"]
     assert isinstance(result, dict)
     return result
-
-
-@pytest.fixture
-async def core() -> AsyncIterator[Core]:
-    async with open_core() as core:
-        yield core
 
 
 async def create(core: Core, adapter: JSONObject, **extra: JSONValue) -> tuple[str, int | None]:

@@ -23,7 +23,6 @@ from tests.supervisor.dap.test_sessions import (
     PY,
     WAIT_S,
     Events,
-    core,
     create,
     debugpy_adapter,
     free_port,
@@ -35,8 +34,6 @@ if TYPE_CHECKING:
 
     from protocol import JSONObject
     from supervisor._core._core import Core
-
-__all__ = ("core",)  # the fixture, re-used
 
 PROGRAM = """\
 import os

@@ -21,7 +21,6 @@ from protocol import CoreError
 from supervisor import open_core
 from supervisor._process._procfs import all_pids, read_env_var
 from tests._procfs import runs_no_more
-from tests.supervisor.cli.test_serve import Client, serve_process
 from tests.supervisor.lsp._support import PY, WAIT_S, Session, as_obj, start
 
 if TYPE_CHECKING:
@@ -29,6 +28,7 @@ if TYPE_CHECKING:
 
     from protocol import JSONObject, JSONValue
     from supervisor import Core
+    from tests.supervisor.cli.test_serve import Client
 
 EXAMPLES = Path(__file__).resolve().parents[3] / "examples" / "backends"
 TOOLS = "dev.example.tools"
@@ -318,12 +318,6 @@ class ServeSession:
         return await self.wait_for(
             lambda e: e["event"] == "requestCompleted" and e["operationId"] == operation_id
         )
-
-
-@pytest.fixture
-async def client() -> AsyncIterator[Client]:
-    async with serve_process(grace_s=20) as serve_client:
-        yield serve_client
 
 
 async def open_served_tools(client: Client, cwd: str) -> tuple[ServeSession, int]:

@@ -16,7 +16,6 @@ from typing import TYPE_CHECKING
 from tests.supervisor.lsp._support import PY, as_obj
 from tests.supervisor.plugin.test_example_backends import (
     ServeSession,
-    client,
     scoped_pids,
     wait_gone,
     wait_scoped,
@@ -26,8 +25,6 @@ from tests.supervisor.plugin.test_relay import EXAMPLE_PLUGINS
 if TYPE_CHECKING:
     from protocol import JSONObject, JSONValue
     from tests.supervisor.cli.test_serve import Client
-
-__all__ = ("client",)  # the fixture, re-used
 
 EXAMPLES = Path(__file__).resolve().parents[3] / "examples" / "backends"
 CONTEXT: JSONObject = {"contextID": "w1", "generation": 1, "authority": "local"}
