@@ -25,7 +25,7 @@ from supervisor._process._marker import SCOPE_ENV
 from supervisor._process._spawn import ExitWatch, wait_exits
 from supervisor._process._tree import DEVNULL, open_process_tree
 from supervisor._process._watchdog import ensure_watchdog
-from tests._procfs import state
+from tests._procfs import stat_fields, state
 
 pytestmark = pytest.mark.skipif(not os.path.isdir("/proc/self/task"), reason="needs procfs")
 
@@ -55,9 +55,9 @@ def _write_file(path: str, data: bytes, *, mode: int) -> None:
 
 
 def _starttime(pid: int) -> int:
-    with open(f"/proc/{pid}/stat", "rb") as f:
-        data = f.read()
-    return int(data[data.rfind(b")") + 2 :].split()[19])
+    fields = stat_fields(pid)
+    assert fields is not None
+    return int(fields[19])
 
 
 def _fd_count() -> int:

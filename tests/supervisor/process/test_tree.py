@@ -19,7 +19,7 @@ import trio
 from protocol import CoreError
 from supervisor._process._marker import SCOPE_ENV, instance_id, split_marker
 from supervisor._process._tree import DEVNULL, ProcessTree, open_process_tree
-from tests._procfs import state
+from tests._procfs import stat_fields, state
 
 pytestmark = pytest.mark.skipif(not os.path.isdir("/proc/self/task"), reason="needs procfs")
 
@@ -32,12 +32,8 @@ SLEEP = [PY, "-c", "import time\nwhile True: time.sleep(3600)"]
 
 
 def ppid_of(pid: int) -> int | None:
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            data = f.read()
-    except OSError:
-        return None
-    return int(data[data.rfind(b")") + 2 :].split()[1])
+    fields = stat_fields(pid)
+    return None if fields is None else int(fields[1])
 
 
 def environ_of(pid: int) -> bytes:

@@ -30,7 +30,7 @@ from supervisor._terminal._service import (
     TerminalService,
     open_terminal_service,
 )
-from tests._procfs import runs_no_more
+from tests._procfs import runs_no_more, stat_fields
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator
@@ -209,8 +209,9 @@ async def test_interactive_bash_type_read_resize_exit() -> None:
 
 def _terminal_foreground_group(pid: int) -> int:
     """The foreground group of ``pid``'s controlling terminal (``/proc/<pid>/stat`` tpgid)."""
-    stat = Path(f"/proc/{pid}/stat").read_bytes()
-    return int(stat[stat.rfind(b")") + 2 :].split()[5])
+    fields = stat_fields(pid)
+    assert fields is not None
+    return int(fields[5])
 
 
 async def test_bash_job_control_ctrl_c_reaches_the_foreground_job() -> None:
