@@ -21,6 +21,7 @@ from tests.supervisor.cli.test_serve import serve_process
 if TYPE_CHECKING:
     from protocol import JSONObject, JSONValue
     from supervisor._core._core import Core
+    from supervisor._process._tree import ProcessTree
 
 PY = sys.executable
 FAKE = str(Path(__file__).parent.parent.parent / "peers" / "dap_fake.py")
@@ -243,18 +244,25 @@ def free_port() -> int:
         return port
 
 
-async def test_debugpy_attach_over_loopback_tcp_leaves_debuggee_running(
-    core: Core, tmp_path: Path
-) -> None:
+async def listening_debuggee(tmp_path: Path) -> tuple[ProcessTree, int]:
+    """A looping script under ``debugpy --listen`` on a free loopback port, waiting for a
+    client to attach: the tree (the caller closes it) and the port."""
     script = tmp_path / "loop.py"
     script.write_text("import time\nwhile True:\n    time.sleep(0.05)\n")
     port = free_port()
     debuggee = await open_process_tree(
         [PY, "-m", "debugpy", "--listen", f"127.0.0.1:{port}", "--wait-for-client", str(script)],
+        stdin=subprocess.DEVNULL,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
-        stdin=subprocess.DEVNULL,
     )
+    return debuggee, port
+
+
+async def test_debugpy_attach_over_loopback_tcp_leaves_debuggee_running(
+    core: Core, tmp_path: Path
+) -> None:
+    debuggee, port = await listening_debuggee(tmp_path)
     try:
         session_id, adapter_pid = await create(
             core,

@@ -7,7 +7,6 @@ from __future__ import annotations
 import functools
 import json
 import os
-import subprocess
 from typing import TYPE_CHECKING, Any
 
 import pytest
@@ -15,7 +14,6 @@ import trio
 
 import supervisor._dap._session
 from protocol import CoreError
-from supervisor._process._tree import open_process_tree
 from tests._procfs import runs_no_more
 from tests.supervisor.cli.test_serve import serve_process
 from tests.supervisor.dap.test_sessions import (
@@ -26,6 +24,7 @@ from tests.supervisor.dap.test_sessions import (
     create,
     debugpy_adapter,
     free_port,
+    listening_debuggee,
     result_of,
 )
 
@@ -440,15 +439,7 @@ async def test_debugpy_attach_through_serve_leaves_debuggee_running(
 ) -> None:
     # `core` reaps: debugpy --listen runs its adapter as a child of the debuggee, which
     # this (subreaper) test process inherits when the debuggee's tree ends.
-    script = tmp_path / "loop.py"
-    script.write_text("import time\nwhile True:\n    time.sleep(0.05)\n")
-    port = free_port()
-    debuggee = await open_process_tree(
-        [PY, "-m", "debugpy", "--listen", f"127.0.0.1:{port}", "--wait-for-client", str(script)],
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
+    debuggee, port = await listening_debuggee(tmp_path)
     try:
         async with serve_process() as client:
             await client.initialize()
