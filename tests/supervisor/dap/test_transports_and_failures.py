@@ -305,6 +305,21 @@ async def test_adapter_that_stops_reading_stalls_only_its_session(core: Core) ->
     await core.call("debug.disconnect", {"sessionId": healthy})
 
 
+async def _ended_by_session(
+    error: CoreError, events: Events, operation_id: str, end_reason: str
+) -> None:
+    """``error`` cancelled ``operation_id`` because its session ended with ``end_reason``,
+    and the session's ``terminated`` event gives that same reason."""
+    assert error.code == "cancelled"
+    assert error.details == {
+        "operationId": operation_id,
+        "reason": "sessionEnded",
+        "sessionEndReason": end_reason,
+    }
+    terminated = await events.next("terminated")
+    assert terminated["reason"] == end_reason
+
+
 async def test_write_timeout_ends_only_the_stalled_session(
     core: Core, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -322,14 +337,7 @@ async def test_write_timeout_ends_only_the_stalled_session(
                 "expression": "x" * (1 << 20),
             },
         )
-    assert info.value.code == "cancelled"
-    assert info.value.details == {
-        "operationId": "big",
-        "reason": "sessionEnded",
-        "sessionEndReason": "adapterNotReading",
-    }
-    terminated = await events.next("terminated")
-    assert terminated["reason"] == "adapterNotReading"
+    await _ended_by_session(info.value, events, "big", "adapterNotReading")
     failed = [(e["operationId"], e["reason"], e["code"]) for e in events.names("operationFailed")]
     assert failed == [("big", "sessionEnded", "cancelled")]
 
@@ -341,14 +349,7 @@ async def test_broken_frame_ends_session_with_protocol_error_once(core: Core) ->
     events = Events(core, session_id)
     with pytest.raises(CoreError) as info:
         await core.call("debug.launch", {"sessionId": session_id, "operationId": "l"})
-    assert info.value.code == "cancelled"
-    assert info.value.details == {
-        "operationId": "l",
-        "reason": "sessionEnded",
-        "sessionEndReason": "protocolError",
-    }
-    terminated = await events.next("terminated")
-    assert terminated["reason"] == "protocolError"
+    await _ended_by_session(info.value, events, "l", "protocolError")
     assert adapter_pid is not None
     assert runs_no_more(adapter_pid)
     failed = [(e["operationId"], e["reason"]) for e in events.names("operationFailed")]
