@@ -20,6 +20,7 @@ if TYPE_CHECKING:
     from collections.abc import AsyncIterator
 
     from protocol import JSONObject, JSONValue
+    from supervisor import Core
 
 PY = sys.executable
 
@@ -87,18 +88,15 @@ async def test_process_run_bad_input_starts_nothing(payload: JSONObject, code: s
         _data(await core.execute({"id": 2, "command": "core.ping", "payload": {}}))
 
 
+async def _process_run(core: Core, payload: JSONObject) -> JSONObject:
+    """``process.run`` with ``payload`` through the envelope (``Core.execute``): its data."""
+    return _data(await core.execute({"id": "p", "command": "process.run", "payload": payload}))
+
+
 async def test_process_run_result_shape(tmp_path: os.PathLike[str]) -> None:
     script = "import sys; print('out'); print('err', file=sys.stderr); sys.exit(3)"
     async with open_core() as core:
-        data = _data(
-            await core.execute(
-                {
-                    "id": "p",
-                    "command": "process.run",
-                    "payload": {"argv": [PY, "-c", script], "cwd": str(tmp_path)},
-                }
-            )
-        )
+        data = await _process_run(core, {"argv": [PY, "-c", script], "cwd": str(tmp_path)})
     assert data["exitCode"] == 3
     assert data["signal"] is None
     assert data["stdout"] == "out\n"
@@ -114,19 +112,14 @@ async def test_process_run_stdin_env_and_cap() -> None:
         "sys.stdout.write(data + os.environ['GREETING'] + 'x' * 100000)"
     )
     async with open_core() as core:
-        data = _data(
-            await core.execute(
-                {
-                    "id": "p",
-                    "command": "process.run",
-                    "payload": {
-                        "argv": [PY, "-c", script],
-                        "stdin": "piped:",
-                        "env": {"GREETING": "hello"},
-                        "maxOutputBytes": 20,
-                    },
-                }
-            )
+        data = await _process_run(
+            core,
+            {
+                "argv": [PY, "-c", script],
+                "stdin": "piped:",
+                "env": {"GREETING": "hello"},
+                "maxOutputBytes": 20,
+            },
         )
     assert data["exitCode"] == 0
     assert data["stdout"] == "piped:hello" + "x" * 9
@@ -135,15 +128,7 @@ async def test_process_run_stdin_env_and_cap() -> None:
 
 async def test_process_run_timeout_zero_means_none() -> None:
     async with open_core() as core:
-        data = _data(
-            await core.execute(
-                {
-                    "id": "p",
-                    "command": "process.run",
-                    "payload": {"argv": [PY, "-c", "print(1)"], "timeoutMilliseconds": 0},
-                }
-            )
-        )
+        data = await _process_run(core, {"argv": [PY, "-c", "print(1)"], "timeoutMilliseconds": 0})
     assert data["timedOut"] is False
     assert data["stdout"] == "1\n"
 
@@ -151,15 +136,7 @@ async def test_process_run_timeout_zero_means_none() -> None:
 async def test_process_timeout_keeps_output() -> None:
     script = "import time; print('before', flush=True); time.sleep(30)"
     async with open_core() as core:
-        data = _data(
-            await core.execute(
-                {
-                    "id": "p",
-                    "command": "process.run",
-                    "payload": {"argv": [PY, "-c", script], "timeoutMilliseconds": 1500},
-                }
-            )
-        )
+        data = await _process_run(core, {"argv": [PY, "-c", script], "timeoutMilliseconds": 1500})
     assert data["timedOut"] is True
     assert data["stdout"] == "before\n"
 
