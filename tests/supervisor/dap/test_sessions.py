@@ -418,15 +418,20 @@ async def test_fake_run_in_terminal_started_by_supervisor_and_ended_with_session
     assert runs_no_more(pid)
 
 
-async def test_fake_run_in_terminal_answered_by_host_once(core: Core, tmp_path: Path) -> None:
+async def host_terminal_session(core: Core) -> tuple[JSONObject, Events]:
+    """A fake session whose launch asks to run the debuggee in a terminal, answered by the
+    host (the Core's caller): ``{"sessionId": ...}`` and the session's events."""
     session_id, _ = await create(
         core,
         {"executable": PY, "arguments": [FAKE, "run-in-terminal", "unused.py"]},
         supportsRunInTerminalRequest=True,
         runInTerminal="host",
     )
-    events = Events(core, session_id)
-    sid: JSONObject = {"sessionId": session_id}
+    return {"sessionId": session_id}, Events(core, session_id)
+
+
+async def test_fake_run_in_terminal_answered_by_host_once(core: Core, tmp_path: Path) -> None:
+    sid, events = await host_terminal_session(core)
     async with trio.open_nursery() as nursery:
         nursery.start_soon(functools.partial(core.call, "debug.launch", sid))
         requested = await events.next("runInTerminalRequested")

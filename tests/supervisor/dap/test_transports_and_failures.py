@@ -24,6 +24,7 @@ from tests.supervisor.dap.test_sessions import (
     create,
     debugpy_adapter,
     free_port,
+    host_terminal_session,
     listening_debuggee,
     result_of,
 )
@@ -132,14 +133,7 @@ async def test_run_in_terminal_refused_unless_advertised(core: Core, tmp_path: P
 async def test_host_terminal_request_fails_at_disconnect_and_late_answer_ignored(
     core: Core,
 ) -> None:
-    session_id, _ = await create(
-        core,
-        {"executable": PY, "arguments": [FAKE, "run-in-terminal", "unused.py"]},
-        supportsRunInTerminalRequest=True,
-        runInTerminal="host",
-    )
-    events = Events(core, session_id)
-    sid: JSONObject = {"sessionId": session_id}
+    sid, events = await host_terminal_session(core)
     async with trio.open_nursery() as nursery:
         nursery.start_soon(functools.partial(core.call, "debug.launch", sid))
         requested = await events.next("runInTerminalRequested")
