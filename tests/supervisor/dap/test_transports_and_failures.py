@@ -32,7 +32,7 @@ from tests.supervisor.dap.test_sessions import (
 if TYPE_CHECKING:
     from pathlib import Path
 
-    from protocol import JSONObject
+    from protocol import JSONObject, JSONValue
     from supervisor._core._core import Core
 
 PROGRAM = """\
@@ -247,6 +247,20 @@ async def test_debugpy_exception_info_refused_restart_and_terminate(
     assert runs_no_more(debuggee_pid)
 
 
+async def _evaluate_more_than_a_pipe_holds(core: Core, session_id: str) -> JSONValue:
+    """An evaluate request (operation ``big``) of 1 MiB: far more than a pipe holds, so a
+    writer to an adapter that does not read blocks in the middle of it."""
+    return await core.call(
+        "debug.inspect",
+        {
+            "sessionId": session_id,
+            "operationId": "big",
+            "kind": "evaluate",
+            "expression": "x" * (1 << 20),
+        },
+    )
+
+
 async def test_adapter_that_stops_reading_stalls_only_its_session(core: Core) -> None:
     stalled, stalled_pid = await create(
         core, {"executable": PY, "arguments": [FAKE, "stop-reading"]}
@@ -257,17 +271,8 @@ async def test_adapter_that_stops_reading_stalls_only_its_session(core: Core) ->
     errors: list[CoreError] = []
 
     async def big_evaluate() -> None:
-        # Far more than a pipe holds: the session's writer blocks in the middle of it.
         try:
-            await core.call(
-                "debug.inspect",
-                {
-                    "sessionId": stalled,
-                    "operationId": "big",
-                    "kind": "evaluate",
-                    "expression": "x" * (1 << 20),
-                },
-            )
+            await _evaluate_more_than_a_pipe_holds(core, stalled)
         except CoreError as exc:
             errors.append(exc)
 
@@ -322,15 +327,7 @@ async def test_write_timeout_ends_only_the_stalled_session(
     events = Events(core, session_id)
     await core.call("debug.launch", {"sessionId": session_id})
     with pytest.raises(CoreError) as info:
-        await core.call(
-            "debug.inspect",
-            {
-                "sessionId": session_id,
-                "operationId": "big",
-                "kind": "evaluate",
-                "expression": "x" * (1 << 20),
-            },
-        )
+        await _evaluate_more_than_a_pipe_holds(core, session_id)
     await _ended_by_session(info.value, events, "big", "adapterNotReading")
     failed = [(e["operationId"], e["reason"], e["code"]) for e in events.names("operationFailed")]
     assert failed == [("big", "sessionEnded", "cancelled")]
