@@ -15,8 +15,9 @@ import trio
 from lanes import Job, JobRequest, open_lanes
 from protocol import CoreError
 from supervisor import open_core
-from supervisor._boundary import FaultPlan, arm_faults
+from supervisor._boundary import FaultPlan
 from supervisor._core._jobs import ProcessJobRunner
+from tests._faults import armed
 from tests._procfs import runs_no_more
 
 if TYPE_CHECKING:
@@ -409,13 +410,10 @@ async def test_a_failure_while_a_job_runs_ends_that_job_and_the_lane_goes_on(
     script = f'sleep 60 & echo "$$ $!" > {pids}; echo hello'
     plan = FaultPlan(sites=(site,))
     async with open_core() as core:
-        previous = arm_faults(plan)
-        try:
+        with armed(plan):
             first = await _job_start(core, {"root": tmp, "argv": ["sh", "-c", script]})
             second = await _job_start(core, {"root": tmp, "argv": ["sh", "-c", "echo next"]})
             events = await _events_until_finished(core, second["data"]["jobId"])
-        finally:
-            arm_faults(previous)
         assert plan.fired == [site]
         assert (await _execute(core, "core.ping", {}))["ok"] is True
     finished = {e["jobId"]: e for e in events if e["event"] == "job.finished"}
