@@ -67,6 +67,15 @@ def _ready() -> None:
     os.write(1, READY)
 
 
+def _ready_then_hang(options: Options) -> int:
+    """Say ``ready``; then exit 0 at once with ``--exit`` (leaving the rest behind), else hang."""
+    _ready()
+    if options.exit:
+        os._exit(0)
+    _sleep_forever()
+    return 0  # pragma: no cover
+
+
 # -- plain programs -----------------------------------------------------------------------
 
 
@@ -132,11 +141,7 @@ def grandchild_setsid(options: Options) -> int:
     os.close(wr)
     os.read(rd, 1)  # the grandchild ignores SIGTERM from now on
     os.close(rd)
-    _ready()
-    if options.exit:
-        os._exit(0)
-    _sleep_forever()
-    return 0  # pragma: no cover
+    return _ready_then_hang(options)
 
 
 def daemon(options: Options) -> int:
@@ -161,11 +166,7 @@ def daemon(options: Options) -> int:
     os.waitpid(first, 0)
     os.read(rd, 1)
     os.close(rd)
-    _ready()
-    if options.exit:
-        os._exit(0)
-    _sleep_forever()
-    return 0  # pragma: no cover
+    return _ready_then_hang(options)
 
 
 def zombie_maker(options: Options) -> int:
@@ -175,11 +176,7 @@ def zombie_maker(options: Options) -> int:
         if pid == 0:
             os._exit(0)
         _record_pid(options, pid)
-    _ready()
-    if options.exit:
-        os._exit(0)
-    _sleep_forever()
-    return 0  # pragma: no cover
+    return _ready_then_hang(options)
 
 
 def _flood(fd: int, total: int) -> int:
