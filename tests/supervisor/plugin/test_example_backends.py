@@ -320,19 +320,26 @@ class ServeSession:
         )
 
 
-async def open_served_tools(client: Client, cwd: str) -> tuple[ServeSession, int]:
-    await client.initialize()
+async def open_served_backend(
+    client: Client, cwd: str, server_id: str, script: str, plugin_id: str, **extra: JSONValue
+) -> tuple[ServeSession, int]:
+    """Start examples/backends/``script`` as plugin ``plugin_id`` with serve's
+    ``lsp.startServer`` (``extra``: more of its params) and wait until it is ready.
+
+    Returns:
+        The session, and the backend's pid.
+    """
     reply = await client.request(
         "lsp.startServer",
         {
-            "serverId": "tools",
+            "serverId": server_id,
             "executable": PY,
-            "arguments": [str(EXAMPLES / "tool_runner.py")],
+            "arguments": [str(EXAMPLES / script)],
             "workingDirectory": cwd,
             "rootUri": "file://" + cwd,
-            "pluginId": TOOLS,
-            "hostServices": ["credentials"],
+            "pluginId": plugin_id,
             "shutdownTimeoutMilliseconds": 5000,
+            **extra,
         },
     )
     session = ServeSession(client, str(as_obj(reply["result"])["sessionId"]))
@@ -343,6 +350,13 @@ async def open_served_tools(client: Client, cwd: str) -> tuple[ServeSession, int
     pid = starting["pid"]
     assert isinstance(pid, int)
     return session, pid
+
+
+async def open_served_tools(client: Client, cwd: str) -> tuple[ServeSession, int]:
+    await client.initialize()
+    return await open_served_backend(
+        client, cwd, "tools", "tool_runner.py", TOOLS, hostServices=["credentials"]
+    )
 
 
 def tool(function_id: str) -> JSONObject:

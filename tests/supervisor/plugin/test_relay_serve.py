@@ -13,9 +13,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from tests.supervisor.lsp._support import PY, as_obj
+from tests.supervisor.lsp._support import as_obj
 from tests.supervisor.plugin.test_example_backends import (
     ServeSession,
+    open_served_backend,
     scoped_pids,
     wait_gone,
     wait_scoped,
@@ -34,26 +35,7 @@ SNAPSHOT: JSONObject = {"plugins": EXAMPLE_PLUGINS, "contexts": [CONTEXT]}
 async def open_backend(
     client: Client, cwd: str, plugin_id: str, script: str
 ) -> tuple[ServeSession, int]:
-    reply = await client.request(
-        "lsp.startServer",
-        {
-            "serverId": script,
-            "executable": PY,
-            "arguments": [str(EXAMPLES / script)],
-            "workingDirectory": cwd,
-            "rootUri": "file://" + cwd,
-            "pluginId": plugin_id,
-            "shutdownTimeoutMilliseconds": 5000,
-        },
-    )
-    session = ServeSession(client, str(as_obj(reply["result"])["sessionId"]))
-    starting = await session.wait_for(
-        lambda e: e["event"] == "stateChanged" and e["state"] == "starting"
-    )
-    await session.wait_for(lambda e: e["event"] == "stateChanged" and e["state"] == "ready")
-    pid = starting["pid"]
-    assert isinstance(pid, int)
-    return session, pid
+    return await open_served_backend(client, cwd, script, script, plugin_id)
 
 
 async def report(caller: ServeSession, **params: JSONValue) -> str:
