@@ -90,7 +90,10 @@ def error_code(event: JSONObject) -> JSONValue:
 
 
 async def invoke(
-    session: Session, function_id: str, params: JSONObject | None = None, **extra: JSONValue
+    session: Session | ServeSession,
+    function_id: str,
+    params: JSONObject | None = None,
+    **extra: JSONValue,
 ) -> str:
     payload: dict[str, JSONValue] = {
         "function": {"pluginID": TOOLS, "functionID": function_id},
@@ -101,6 +104,17 @@ async def invoke(
     operation_id = (await session.call("lsp.functionRequest", **payload))["operationId"]
     assert isinstance(operation_id, str)
     return operation_id
+
+
+async def start_long_run(
+    session: Session | ServeSession, backend_pid: int, **extra: JSONValue
+) -> tuple[str, set[int]]:
+    """Invoke ``tool.run`` for 100 000 steps 50 ms apart (``extra``: more params of
+    ``lsp.functionRequest``) and wait until it reports progress and runs its process tree
+    (a child and its grandchild): the operation id and the tree's pids."""
+    op = await invoke(session, "tool.run", {"steps": 100_000, "delayMs": 50}, **extra)
+    await session.wait_for(lambda e: e["event"] == "requestProgress" and e["operationId"] == op)
+    return op, await wait_scoped(backend_pid, 2)
 
 
 async def call(session: Session, function_id: str, params: JSONObject | None = None) -> JSONValue:
@@ -206,16 +220,12 @@ async def test_cancel_deadline_and_revocation_end_the_calls_trees(
     s, backend_pid = await open_tools(core, str(tmp_path))
     # Cancel: lsp.cancelOperation -> requestCancelled once; the backend gets $/cancelRequest
     # and its call's tree (a child and its grandchild) ends.
-    op = await invoke(s, "tool.run", {"steps": 100_000, "delayMs": 50}, operationId="c1")
-    await s.wait_for(lambda e: e["event"] == "requestProgress" and e["operationId"] == op)
-    pids = await wait_scoped(backend_pid, 2)
+    op, pids = await start_long_run(s, backend_pid, operationId="c1")
     assert (await s.call("lsp.cancelOperation", operationId=op))["cancelled"] is True
     assert error_code(await s.completed(op)) == "requestCancelled"
     await wait_gone(pids)
     # Deadline: requestTimeout, and the tree ends with the call.
-    op = await invoke(s, "tool.run", {"steps": 100_000, "delayMs": 50}, timeoutMilliseconds=3000)
-    await s.wait_for(lambda e: e["event"] == "requestProgress" and e["operationId"] == op)
-    pids = await wait_scoped(backend_pid, 2)
+    op, pids = await start_long_run(s, backend_pid, timeoutMilliseconds=3000)
     assert error_code(await s.completed(op)) == "requestTimeout"
     await wait_gone(pids)
     # Revocation: withdrawing a running function ends its call with plugin.function.revoked.
@@ -243,9 +253,7 @@ async def test_cancel_deadline_and_revocation_end_the_calls_trees(
 
 async def test_backend_that_exits_mid_call(core: Core, tmp_path: Path) -> None:
     s, backend_pid = await open_tools(core, str(tmp_path))
-    op = await invoke(s, "tool.run", {"steps": 100_000, "delayMs": 50})
-    await s.wait_for(lambda e: e["event"] == "requestProgress" and e["operationId"] == op)
-    pids = await wait_scoped(backend_pid, 2)
+    op, pids = await start_long_run(s, backend_pid)
     os.kill(backend_pid, signal.SIGKILL)
     done = await s.completed(op)
     assert error_code(done) == "languageServerUnavailable"
@@ -391,29 +399,12 @@ async def test_through_serve(client: Client, tmp_path: Path) -> None:
     await s.call("lsp.hostResponse", hostRequestID=host_request_id, result={"secret": "s"})
     assert as_obj((await s.completed(op))["result"])["value"] == {"answered": 1}
     # Cancel with lsp.cancelOperation: the backend gets $/cancelRequest, the tree ends.
-    op = (
-        await s.call(
-            "lsp.functionRequest",
-            function=tool("tool.run"),
-            params={"steps": 100_000, "delayMs": 50},
-        )
-    )["operationId"]
-    await s.wait_for(lambda e: e["event"] == "requestProgress" and e["operationId"] == op)
-    pids = await wait_scoped(backend_pid, 2)
+    op, pids = await start_long_run(s, backend_pid)
     assert (await s.call("lsp.cancelOperation", operationId=op))["cancelled"] is True
     assert error_code(await s.completed(op)) == "requestCancelled"
     await wait_gone(pids)
     # Deadline.
-    op = (
-        await s.call(
-            "lsp.functionRequest",
-            function=tool("tool.run"),
-            params={"steps": 100_000, "delayMs": 50},
-            timeoutMilliseconds=2000,
-        )
-    )["operationId"]
-    await s.wait_for(lambda e: e["event"] == "requestProgress" and e["operationId"] == op)
-    pids = await wait_scoped(backend_pid, 2)
+    op, pids = await start_long_run(s, backend_pid, timeoutMilliseconds=2000)
     assert error_code(await s.completed(op)) == "requestTimeout"
     await wait_gone(pids)
     # Revocation.
@@ -440,15 +431,7 @@ async def test_serve_end_of_input_ends_backend_and_running_call(
     client: Client, tmp_path: Path
 ) -> None:
     s, backend_pid = await open_served_tools(client, str(tmp_path))
-    op = (
-        await s.call(
-            "lsp.functionRequest",
-            function=tool("tool.run"),
-            params={"steps": 100_000, "delayMs": 50},
-        )
-    )["operationId"]
-    await s.wait_for(lambda e: e["event"] == "requestProgress" and e["operationId"] == op)
-    pids = await wait_scoped(backend_pid, 2)
+    _, pids = await start_long_run(s, backend_pid)
     # $/cancelRequest ends a serve request in flight (a blocking process.run) with -32800;
     # the function call it does not name keeps running.
     await client.send(
