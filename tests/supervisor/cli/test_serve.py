@@ -160,6 +160,13 @@ class Client:
         await self.notify("initialized", {})
         return result
 
+    async def shut_down(self) -> None:
+        """The orderly end: ``shutdown`` (answered with null), then ``exit``; the server
+        exits 0."""
+        assert (await self.request("shutdown"))["result"] is None
+        await self.notify("exit")
+        assert await self.wait_exit() == 0
+
     async def wait_exit(self) -> int:
         with trio.fail_after(REPLY_TIMEOUT_S):
             while await self.read_message() is not None:
@@ -279,9 +286,7 @@ async def test_handshake_and_requests_before_initialize(client: Client) -> None:
     ping = await client.request("core.ping", {}, request_id="string-id")
     assert ping["id"] == "string-id"
     assert _field(ping, "result", "protocolVersion") == 1
-    assert (await client.request("shutdown"))["result"] is None
-    await client.notify("exit")
-    assert await client.wait_exit() == 0
+    await client.shut_down()
 
 
 async def test_command_errors_carry_the_core_code(client: Client) -> None:
@@ -298,9 +303,7 @@ async def test_command_errors_carry_the_core_code(client: Client) -> None:
     assert "/no/such/program" in str(error["message"])
     ran = await client.request("process.run", {"argv": [PY, "-c", "print('hi')"]})
     assert _field(ran, "result", "stdout") == "hi\n"
-    assert (await client.request("shutdown"))["result"] is None
-    await client.notify("exit")
-    assert await client.wait_exit() == 0
+    await client.shut_down()
 
 
 async def test_garbage_body_gets_parse_error_and_server_goes_on(client: Client) -> None:
@@ -310,9 +313,7 @@ async def test_garbage_body_gets_parse_error_and_server_goes_on(client: Client) 
     assert _field(parse_error, "error", "code") == -32700
     pong = await client.request("core.ping", {})
     assert "result" in pong
-    await client.request("shutdown")
-    await client.notify("exit")
-    assert await client.wait_exit() == 0
+    await client.shut_down()
 
 
 async def test_cancel_request_answers_32800_and_ends_the_process(
@@ -340,9 +341,7 @@ async def test_cancel_request_answers_32800_and_ends_the_process(
             if runs_no_more(pid):
                 break
             await trio.sleep(0.02)
-    await client.request("shutdown")
-    await client.notify("exit")
-    assert await client.wait_exit() == 0
+    await client.shut_down()
 
 
 async def test_jobs_push_notifications_and_shutdown_waits(
@@ -392,9 +391,7 @@ async def test_untrusted_workspace_denies_build(client: Client, tmp_path: os.Pat
     job_id = _field(job, "result", "jobId")
     finished = await client.wait_notification("job.finished", jobId=job_id)
     assert _field(finished, "params", "status") == "denied"
-    await client.request("shutdown")
-    await client.notify("exit")
-    assert await client.wait_exit() == 0
+    await client.shut_down()
 
 
 async def test_exit_without_shutdown_is_1(client: Client) -> None:
@@ -591,9 +588,7 @@ async def test_cancel_request_with_an_invalid_id_is_ignored(client: Client) -> N
     await client.notify("$/cancelRequest", [1])
     pong = await client.request("core.ping", {})
     assert "result" in pong
-    await client.request("shutdown")
-    await client.notify("exit")
-    assert await client.wait_exit() == 0
+    await client.shut_down()
 
 
 async def test_requests_pipelined_before_shutdown_are_served(client: Client) -> None:

@@ -515,6 +515,4 @@ async def test_debugpy_through_serve(tmp_path: Path) -> None:
         done = await client.request("debug.disconnect", sid)
         done_reply: Any = done["result"]
         assert done_reply["state"] == "terminated"
-        assert (await client.request("shutdown"))["result"] is None
-        await client.notify("exit")
-        assert await client.wait_exit() == 0
+        await client.shut_down()

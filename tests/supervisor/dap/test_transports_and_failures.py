@@ -421,9 +421,7 @@ async def test_cancel_request_through_serve_cancels_pending_operation(core: Core
             e["event"] == "operationCompleted" and e["operationId"] == request_id for e in seen
         )
         assert "result" in await client.request("debug.disconnect", sid)
-        assert (await client.request("shutdown"))["result"] is None
-        await client.notify("exit")
-        assert await client.wait_exit() == 0
+        await client.shut_down()
 
 
 async def test_debugpy_attach_through_serve_leaves_debuggee_running(
@@ -456,9 +454,7 @@ async def test_debugpy_attach_through_serve_leaves_debuggee_running(
             assert threads["result"]["result"]["threads"]
             done: Any = await client.request("debug.disconnect", sid)
             assert done["result"]["state"] == "terminated"
-            assert (await client.request("shutdown"))["result"] is None
-            await client.notify("exit")
-            assert await client.wait_exit() == 0
+            await client.shut_down()
             assert debuggee.returncode is None
             assert not runs_no_more(debuggee.pid)
     finally:

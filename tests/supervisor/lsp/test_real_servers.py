@@ -255,6 +255,4 @@ async def test_real_server_through_supervisor_serve(server: str, tmp_path: str) 
         assert len(completions) == len(set(completions)) == 4  # each exactly once
         missing = await client.request("lsp.snapshot", {"sessionId": "nope"})
         assert as_obj(as_obj(missing["error"])["data"])["code"] == "not_found"
-        assert (await client.request("shutdown"))["result"] is None
-        await client.notify("exit")
-        assert await client.wait_exit() == 0
+        await client.shut_down()

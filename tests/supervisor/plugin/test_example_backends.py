@@ -420,9 +420,7 @@ async def test_through_serve(client: Client, tmp_path: Path) -> None:
     assert error_code(await s.completed(op)) == "plugin.function.revoked"
     await wait_gone(pids)
     # Shutdown of serve stops the backend: nothing it or its calls started remains.
-    assert (await client.request("shutdown"))["result"] is None
-    await client.notify("exit")
-    assert await client.wait_exit() == 0
+    await client.shut_down()
     await wait_gone({backend_pid})
     assert not scoped_pids(backend_pid)
 

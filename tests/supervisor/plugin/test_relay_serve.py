@@ -87,7 +87,5 @@ async def test_relayed_chain_and_cancel_from_the_top_through_serve(
     again = await caller.completed(await report(caller))
     assert "result" in again
     # serve's shutdown ends the three backends.
-    assert (await client.request("shutdown"))["result"] is None
-    await client.notify("exit")
-    assert await client.wait_exit() == 0
+    await client.shut_down()
     await wait_gone({tools_pid, exporter_pid, caller_pid})
