@@ -80,27 +80,28 @@ class ServeClient:
         await self._send(Request(self._next_id, method, params))
         return self._next_id
 
+    async def _next_printed(self) -> Message:
+        """The next message; a notification is printed as it arrives."""
+        message = await self._next_message()
+        if message is None:
+            raise RuntimeError("the server closed its output")
+        if isinstance(message, Notification):
+            print(f"  <- {message.method} {json.dumps(message.params)}")
+        return message
+
     async def reply(self, request_id: int) -> Response | ErrorResponse:
         """Read until the reply to ``request_id``; print notifications on the way."""
         while True:
-            message = await self._next_message()
-            if message is None:
-                raise RuntimeError("the server closed its output")
-            if isinstance(message, Notification):
-                print(f"  <- {message.method} {json.dumps(message.params)}")
-            elif isinstance(message, Response | ErrorResponse) and message.id == request_id:
+            message = await self._next_printed()
+            if isinstance(message, Response | ErrorResponse) and message.id == request_id:
                 return message
 
     async def wait_notification(self, method: str) -> Notification:
         """Read until a notification ``method`` arrives; print every notification on the way."""
         while True:
-            message = await self._next_message()
-            if message is None:
-                raise RuntimeError("the server closed its output")
-            if isinstance(message, Notification):
-                print(f"  <- {message.method} {json.dumps(message.params)}")
-                if message.method == method:
-                    return message
+            message = await self._next_printed()
+            if isinstance(message, Notification) and message.method == method:
+                return message
 
     async def call(self, method: str, params: JSONObject | None = None) -> JSONValue:
         """Send a request and return its result, or ``{"error": {code, message, data}}``."""

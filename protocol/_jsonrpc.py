@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any, Literal, TypeAlias
 from . import _json
 from ._codes import ErrorCode
 from ._errors import MissingResultError, RemoteProtocolError
+from ._payload import json_type
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -222,7 +223,7 @@ _SET_RESPONSE_RESULT = Response.__dict__["result"].__set__
 
 def _decode_one(obj: JSONValue) -> Message:
     if not isinstance(obj, dict):
-        raise _invalid(f"a message must be a JSON object, not {_json_kind(obj)}")
+        raise _invalid(f"a message must be a JSON object, not {json_type(obj)}")
     get = obj.get
     return _decode_members(
         get("jsonrpc", _ABSENT),
@@ -341,18 +342,6 @@ def _out_of_range(data: bytes) -> RemoteProtocolError:
         "a number in the message is out of range",
         request_id=request_id if isinstance(request_id, int | str) and _is_id(request_id) else None,
     )
-
-
-def _json_kind(value: JSONValue) -> str:
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "a boolean"
-    if isinstance(value, int | float):
-        return "a number"
-    if isinstance(value, str):
-        return "a string"
-    return "an array" if isinstance(value, list) else "an object"
 
 
 def decode_message(

@@ -67,6 +67,15 @@ def _ready() -> None:
     os.write(1, READY)
 
 
+def _ready_then_hang(options: Options) -> int:
+    """Say ``ready``; then exit 0 at once with ``--exit`` (leaving the rest behind), else hang."""
+    _ready()
+    if options.exit:
+        os._exit(0)
+    _sleep_forever()
+    return 0  # pragma: no cover
+
+
 # -- plain programs -----------------------------------------------------------------------
 
 
@@ -132,11 +141,7 @@ def grandchild_setsid(options: Options) -> int:
     os.close(wr)
     os.read(rd, 1)  # the grandchild ignores SIGTERM from now on
     os.close(rd)
-    _ready()
-    if options.exit:
-        os._exit(0)
-    _sleep_forever()
-    return 0  # pragma: no cover
+    return _ready_then_hang(options)
 
 
 def daemon(options: Options) -> int:
@@ -161,11 +166,7 @@ def daemon(options: Options) -> int:
     os.waitpid(first, 0)
     os.read(rd, 1)
     os.close(rd)
-    _ready()
-    if options.exit:
-        os._exit(0)
-    _sleep_forever()
-    return 0  # pragma: no cover
+    return _ready_then_hang(options)
 
 
 def zombie_maker(options: Options) -> int:
@@ -175,11 +176,7 @@ def zombie_maker(options: Options) -> int:
         if pid == 0:
             os._exit(0)
         _record_pid(options, pid)
-    _ready()
-    if options.exit:
-        os._exit(0)
-    _sleep_forever()
-    return 0  # pragma: no cover
+    return _ready_then_hang(options)
 
 
 def _flood(fd: int, total: int) -> int:
@@ -444,6 +441,36 @@ def _serve(
             _answer(peer, request_id, method, message)
 
 
+def _serve_then_hang(
+    options: Options, trigger: str | None, act: Callable[[Peer, Any], None]
+) -> int:
+    """The well-behaved server until the request ``trigger`` arrives (None: the shutdown
+    request, ``shutdown`` or DAP ``disconnect``); then ``act(peer, request_id)``, and hang."""
+
+    def hook(peer: Peer, request_id: Any, method: str, message: dict[str, Any]) -> bool:
+        if method == (trigger or peer.shutdown_method):
+            act(peer, request_id)
+            _sleep_forever()
+        return False
+
+    return _serve(options, hook)
+
+
+def _serve_ordinary(
+    options: Options, take: Callable[[Peer, Any, str, dict[str, Any]], None]
+) -> int:
+    """The well-behaved server with ``take(peer, request_id, method, message)`` answering
+    every ordinary request (all but ``initialize`` and the shutdown request)."""
+
+    def hook(peer: Peer, request_id: Any, method: str, message: dict[str, Any]) -> bool:
+        if method in ("initialize", peer.shutdown_method):
+            return False
+        take(peer, request_id, method, message)
+        return True
+
+    return _serve(options, hook)
+
+
 def well_behaved(options: Options) -> int:
     """A correct server: the control case."""
     return _serve(options)
@@ -463,37 +490,25 @@ def crash_on_initialize(options: Options) -> int:
 
 def no_shutdown_reply(options: Options) -> int:
     """Never answer ``shutdown`` (DAP: ``disconnect``); ignore ``exit`` too; keep running."""
-
-    def hook(peer: Peer, request_id: Any, method: str, message: dict[str, Any]) -> bool:
-        if method == peer.shutdown_method:
-            _sleep_forever()
-        return False
-
-    return _serve(options, hook)
+    return _serve_then_hang(options, None, lambda peer, request_id: None)
 
 
 def stdin_stall(options: Options) -> int:
     """Answer ``initialize``, then never read stdin again (the client's writes back up)."""
 
-    def hook(peer: Peer, request_id: Any, method: str, message: dict[str, Any]) -> bool:
-        if method == "initialize":
-            peer.reply(request_id, method, _capabilities(peer))
-            _sleep_forever()
-        return False
+    def answer(peer: Peer, request_id: Any) -> None:
+        peer.reply(request_id, "initialize", _capabilities(peer))
 
-    return _serve(options, hook)
+    return _serve_then_hang(options, "initialize", answer)
 
 
 def malformed_header(options: Options) -> int:
     """Answer ``initialize`` with a header whose Content-Length is not a number, then hang."""
 
-    def hook(peer: Peer, request_id: Any, method: str, message: dict[str, Any]) -> bool:
-        if method == "initialize":
-            peer.write_raw(b"Content-Length: twelve\r\n\r\n{}")
-            _sleep_forever()
-        return False
+    def answer(peer: Peer, request_id: Any) -> None:
+        peer.write_raw(b"Content-Length: twelve\r\n\r\n{}")
 
-    return _serve(options, hook)
+    return _serve_then_hang(options, "initialize", answer)
 
 
 def char_content_length(options: Options) -> int:
@@ -542,27 +557,21 @@ def answer_after_cancel(options: Options) -> int:
 def double_answer(options: Options) -> int:
     """Answer every ordinary request twice with the same id."""
 
-    def hook(peer: Peer, request_id: Any, method: str, message: dict[str, Any]) -> bool:
-        if method in ("initialize", peer.shutdown_method):
-            return False
+    def take(peer: Peer, request_id: Any, method: str, message: dict[str, Any]) -> None:
         _answer(peer, request_id, method, message)
         peer.reply(request_id, method, {"duplicate": True})
-        return True
 
-    return _serve(options, hook)
+    return _serve_ordinary(options, take)
 
 
 def unknown_id(options: Options) -> int:
     """Before each ordinary answer, answer an id the client never sent."""
 
-    def hook(peer: Peer, request_id: Any, method: str, message: dict[str, Any]) -> bool:
-        if method in ("initialize", peer.shutdown_method):
-            return False
+    def take(peer: Peer, request_id: Any, method: str, message: dict[str, Any]) -> None:
         peer.reply(UNKNOWN_ID, method, {"stray": True})
         _answer(peer, request_id, method, message)
-        return True
 
-    return _serve(options, hook)
+    return _serve_ordinary(options, take)
 
 
 def request_storm(options: Options) -> int:
@@ -628,28 +637,25 @@ def request_storm(options: Options) -> int:
 def oversized_notification(options: Options) -> int:
     """After ``initialize``, send a notification whose body is ``--bytes`` long, then hang."""
 
-    def hook(peer: Peer, request_id: Any, method: str, message: dict[str, Any]) -> bool:
-        if method == "initialize":
-            peer.reply(request_id, method, _capabilities(peer))
-            head = (
-                b'{"jsonrpc":"2.0","method":"testbed/huge","params":{"data":"'
-                if not peer.dap
-                else b'{"seq":1,"type":"event","event":"testbed/huge","body":{"data":"'
-            )
-            tail = b'"}}'
-            size = max(options.bytes, len(head) + len(tail))
-            with contextlib.suppress(BrokenPipeError):
-                peer.write_raw(b"Content-Length: %d\r\n\r\n" % size + head)
-                filler = b"x" * 65536
-                left = size - len(head) - len(tail)
-                while left > 0:
-                    peer.write_raw(filler[:left])
-                    left -= min(left, len(filler))
-                peer.write_raw(tail)
-            _sleep_forever()
-        return False
+    def answer(peer: Peer, request_id: Any) -> None:
+        peer.reply(request_id, "initialize", _capabilities(peer))
+        head = (
+            b'{"jsonrpc":"2.0","method":"testbed/huge","params":{"data":"'
+            if not peer.dap
+            else b'{"seq":1,"type":"event","event":"testbed/huge","body":{"data":"'
+        )
+        tail = b'"}}'
+        size = max(options.bytes, len(head) + len(tail))
+        with contextlib.suppress(BrokenPipeError):
+            peer.write_raw(b"Content-Length: %d\r\n\r\n" % size + head)
+            filler = b"x" * 65536
+            left = size - len(head) - len(tail)
+            while left > 0:
+                peer.write_raw(filler[:left])
+                left -= min(left, len(filler))
+            peer.write_raw(tail)
 
-    return _serve(options, hook)
+    return _serve_then_hang(options, "initialize", answer)
 
 
 def exit_with_pending(options: Options) -> int:

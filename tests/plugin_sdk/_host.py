@@ -21,6 +21,7 @@ import trio
 
 from supervisor import JSONRPCEndpoint, JSONRPCError, open_jsonrpc_endpoint, open_process_tree
 from supervisor._process._procfs import all_pids, read_env_var
+from tests._procfs import runs_no_more
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator
@@ -91,16 +92,8 @@ def scoped_pids(backend_pid: int) -> set[int]:
 
 async def wait_gone(pids: set[int], timeout_s: float = 20) -> None:
     with trio.fail_after(timeout_s):
-        while any(_alive(p) for p in pids):  # noqa: ASYNC110 - polling /proc, no event to wait on
+        while any(not runs_no_more(p) for p in pids):  # noqa: ASYNC110 - polling /proc, no event to wait on
             await trio.sleep(0.05)
-
-
-def _alive(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except OSError:
-        return False
 
 
 class Host:

@@ -376,31 +376,38 @@ async def test_error_response_raises_jsonrpc_error() -> None:
     assert (caught[0].code, caught[0].message, caught[0].data) == (-32803, "failed", [1])
 
 
+async def _ask(
+    endpoint: JSONRPCEndpoint, peer: RawPeer, nursery: trio.Nursery, outcomes: list[object]
+) -> int:
+    """Send request ``ask`` from ``endpoint`` in ``nursery``; its result, or the JSONRPCError
+    it raised, goes to ``outcomes``. Returns the request's id as ``peer`` received it."""
+
+    async def call() -> None:
+        try:
+            outcomes.append(await endpoint.request("ask"))
+        except JSONRPCError as exc:
+            outcomes.append(exc)
+
+    nursery.start_soon(call)
+    request = await peer.receive()
+    assert isinstance(request, Request)
+    assert isinstance(request.id, int)
+    return request.id
+
+
 async def test_reply_without_result_is_not_a_null_result() -> None:
     """Issue 6: a reply with neither result nor error ends its request with
     ReplyWithoutResult (a JSONRPCError); ``"result": null`` stays a result."""
     async with raw_pair() as (endpoint, peer), trio.open_nursery() as nursery:
         outcomes: list[object] = []
-
-        async def call() -> None:
-            try:
-                outcomes.append(await endpoint.request("ask"))
-            except JSONRPCError as exc:
-                outcomes.append(exc)
-
-        nursery.start_soon(call)
-        request = await peer.receive()
-        assert isinstance(request, Request)
-        assert isinstance(request.id, int)
-        await peer.send(encode_frame(b'{"jsonrpc":"2.0","id":%d}' % request.id))
+        request_id = await _ask(endpoint, peer, nursery, outcomes)
+        await peer.send(encode_frame(b'{"jsonrpc":"2.0","id":%d}' % request_id))
         await trio.testing.wait_all_tasks_blocked()
         assert len(outcomes) == 1
         assert isinstance(outcomes[0], ReplyWithoutResult)
         assert outcomes[0].code == -32600
-        nursery.start_soon(call)
-        request = await peer.receive()
-        assert isinstance(request, Request)
-        await peer.send_message(Response(id=request.id, result=None))
+        request_id = await _ask(endpoint, peer, nursery, outcomes)
+        await peer.send_message(Response(id=request_id, result=None))
         await trio.testing.wait_all_tasks_blocked()
         assert outcomes[1:] == [None]
         # Nothing was answered to the replies, and the endpoint goes on.
@@ -414,21 +421,11 @@ async def test_a_broken_reply_ends_its_request_and_draws_no_frame() -> None:
     to a request the peer never sent)."""
     async with raw_pair() as (endpoint, peer), trio.open_nursery() as nursery:
         outcomes: list[object] = []
-
-        async def call() -> None:
-            try:
-                outcomes.append(await endpoint.request("ask"))
-            except JSONRPCError as exc:
-                outcomes.append(exc)
-
-        nursery.start_soon(call)
-        request = await peer.receive()
-        assert isinstance(request, Request)
-        assert isinstance(request.id, int)
+        request_id = await _ask(endpoint, peer, nursery, outcomes)
         await peer.send(
             encode_frame(
                 b'{"jsonrpc":"2.0","id":%d,"result":1,"error":{"code":1,"message":"x"}}'
-                % request.id
+                % request_id
             )
         )
         await trio.testing.wait_all_tasks_blocked()

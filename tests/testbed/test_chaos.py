@@ -11,9 +11,10 @@ import os
 import pytest
 import trio
 
-from supervisor._boundary import FaultPlan, InjectedFault, arm_faults, fault_point, fault_unit
+from supervisor._boundary import FaultPlan, InjectedFault, fault_point, fault_unit
 from supervisor.testbed import ChaosStep, plan_round, run_chaos
 from supervisor.testbed._chaos import ALL_VIAS, available_vias, plan_fault
+from tests._faults import armed
 
 pytestmark = pytest.mark.skipif(not os.path.isdir("/proc/self/task"), reason="needs procfs")
 
@@ -137,8 +138,7 @@ async def test_fault_rounds_end_only_the_unit_the_fault_hit() -> None:
 
 def test_a_fault_plan_fires_only_inside_its_unit() -> None:
     plan = FaultPlan(sites=("lsp.",), unit="r0/1")
-    previous = arm_faults(plan)
-    try:
+    with armed(plan):
         fault_point("lsp.reader")  # outside any unit
         with fault_unit("r0/0"):
             fault_point("lsp.reader")  # another unit
@@ -147,6 +147,4 @@ def test_a_fault_plan_fires_only_inside_its_unit() -> None:
             with pytest.raises(InjectedFault, match=r"lsp\.reader"):
                 fault_point("lsp.reader")
             fault_point("lsp.reader")  # the limit: once
-    finally:
-        arm_faults(previous)
     assert plan.fired == ["lsp.reader"]

@@ -14,7 +14,8 @@ import pytest
 
 from supervisor import open_core
 from supervisor.testbed import program_argv
-from tests.supervisor.dap.test_sessions import Events, alive, create
+from tests._procfs import runs_no_more
+from tests.supervisor.dap.test_sessions import Events, create
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -40,7 +41,7 @@ async def test_adapter_ignoring_sigterm_is_killed_after_disconnect(tmp_path: Pat
         assert detail["reason"] == "disconnected"
         # It answered disconnect, ignored stdin EOF and SIGTERM: only SIGKILL ended it.
         assert detail["signal"] == 9
-        assert not alive(adapter_pid)
+        assert runs_no_more(adapter_pid)
     recorded = [int(line) for line in pid_file.read_text().split()]
     assert adapter_pid in recorded
-    assert not any(alive(pid) for pid in recorded)
+    assert all(runs_no_more(pid) for pid in recorded)

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from tests.supervisor.core.test_jobs import gone
+from tests._procfs import runs_no_more
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -153,5 +153,5 @@ def test_exec_interrupted_cancels_the_command_and_exits_128_plus_n(
     assert "Traceback" not in stderr
     assert f"{signum.name}: the command was cancelled" in stderr
     assert json.loads(stdout)["error"]["code"] == "cancelled"
-    assert gone(main_pid)
-    assert gone(grandchild)
+    assert runs_no_more(main_pid)
+    assert runs_no_more(grandchild)

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 import trio
 
-from tests.supervisor.core.test_jobs import gone
+from tests._procfs import runs_no_more
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -298,7 +298,7 @@ async def test_signal_cancels_everything_and_cleans_every_tree(
     assert events[-1]["event"] == "run.finished"
     assert events[-1]["interrupted"] == signum.name
     assert events[-1]["leftovers"] == []
-    assert gone(int(pidfile.read_text()))
+    assert runs_no_more(int(pidfile.read_text()))
     assert f"received {signum.name}" in b"".join(errors).decode()
 
 

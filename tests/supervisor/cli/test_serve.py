@@ -17,6 +17,8 @@ from typing import TYPE_CHECKING
 import pytest
 import trio
 
+from tests._procfs import runs_no_more
+
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator
 
@@ -24,15 +26,6 @@ if TYPE_CHECKING:
 
 PY = sys.executable
 REPLY_TIMEOUT_S = 30
-
-
-def _gone(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            stat = f.read()
-    except OSError:
-        return True
-    return stat[stat.rfind(b")") + 2 :].startswith(b"Z")
 
 
 def _read_pid(path: str) -> int | None:
@@ -167,6 +160,13 @@ class Client:
         await self.notify("initialized", {})
         return result
 
+    async def shut_down(self) -> None:
+        """The orderly end: ``shutdown`` (answered with null), then ``exit``; the server
+        exits 0."""
+        assert (await self.request("shutdown"))["result"] is None
+        await self.notify("exit")
+        assert await self.wait_exit() == 0
+
     async def wait_exit(self) -> int:
         with trio.fail_after(REPLY_TIMEOUT_S):
             while await self.read_message() is not None:
@@ -237,7 +237,12 @@ def _job_finished(messages: list[JSONObject], job_id: object) -> list[JSONObject
 
 
 @asynccontextmanager
-async def _serve_process() -> AsyncIterator[Client]:
+async def serve_process(grace_s: float = 10) -> AsyncIterator[Client]:
+    """``supervisor serve`` as a child, with a client on its stdio.
+
+    On the way out a server still running gets its stdin closed and ``grace_s`` seconds to
+    end on its own, then is killed; either way it is reaped.
+    """
     process = await trio.lowlevel.open_process(
         [PY, "-m", "supervisor", "serve"],
         stdin=subprocess.PIPE,
@@ -248,7 +253,7 @@ async def _serve_process() -> AsyncIterator[Client]:
     finally:
         with trio.CancelScope(shield=True):
             if process.returncode is None:
-                with trio.move_on_after(10):
+                with trio.move_on_after(grace_s):
                     if process.stdin is not None:
                         await process.stdin.aclose()
                     await process.wait()
@@ -259,7 +264,7 @@ async def _serve_process() -> AsyncIterator[Client]:
 
 @pytest.fixture
 async def client() -> AsyncIterator[Client]:
-    async with _serve_process() as serve_client:
+    async with serve_process() as serve_client:
         yield serve_client
 
 
@@ -281,9 +286,7 @@ async def test_handshake_and_requests_before_initialize(client: Client) -> None:
     ping = await client.request("core.ping", {}, request_id="string-id")
     assert ping["id"] == "string-id"
     assert _field(ping, "result", "protocolVersion") == 1
-    assert (await client.request("shutdown"))["result"] is None
-    await client.notify("exit")
-    assert await client.wait_exit() == 0
+    await client.shut_down()
 
 
 async def test_command_errors_carry_the_core_code(client: Client) -> None:
@@ -300,9 +303,7 @@ async def test_command_errors_carry_the_core_code(client: Client) -> None:
     assert "/no/such/program" in str(error["message"])
     ran = await client.request("process.run", {"argv": [PY, "-c", "print('hi')"]})
     assert _field(ran, "result", "stdout") == "hi\n"
-    assert (await client.request("shutdown"))["result"] is None
-    await client.notify("exit")
-    assert await client.wait_exit() == 0
+    await client.shut_down()
 
 
 async def test_garbage_body_gets_parse_error_and_server_goes_on(client: Client) -> None:
@@ -312,9 +313,7 @@ async def test_garbage_body_gets_parse_error_and_server_goes_on(client: Client) 
     assert _field(parse_error, "error", "code") == -32700
     pong = await client.request("core.ping", {})
     assert "result" in pong
-    await client.request("shutdown")
-    await client.notify("exit")
-    assert await client.wait_exit() == 0
+    await client.shut_down()
 
 
 async def test_cancel_request_answers_32800_and_ends_the_process(
@@ -339,12 +338,10 @@ async def test_cancel_request_answers_32800_and_ends_the_process(
     assert pid is not None
     with trio.fail_after(10):
         while True:
-            if _gone(pid):
+            if runs_no_more(pid):
                 break
             await trio.sleep(0.02)
-    await client.request("shutdown")
-    await client.notify("exit")
-    assert await client.wait_exit() == 0
+    await client.shut_down()
 
 
 async def test_jobs_push_notifications_and_shutdown_waits(
@@ -394,9 +391,7 @@ async def test_untrusted_workspace_denies_build(client: Client, tmp_path: os.Pat
     job_id = _field(job, "result", "jobId")
     finished = await client.wait_notification("job.finished", jobId=job_id)
     assert _field(finished, "params", "status") == "denied"
-    await client.request("shutdown")
-    await client.notify("exit")
-    assert await client.wait_exit() == 0
+    await client.shut_down()
 
 
 async def test_exit_without_shutdown_is_1(client: Client) -> None:
@@ -429,7 +424,7 @@ async def test_end_of_input_cleans_up_and_exits_1(
     assert [_field(n, "params", "jobId") for n in finished] == [job_id]
     pid = _read_pid(pid_file)
     assert pid is not None
-    assert _gone(pid)
+    assert runs_no_more(pid)
 
 
 async def test_broken_header_ends_the_session(client: Client) -> None:
@@ -467,7 +462,7 @@ async def test_signal_answers_requests_ends_jobs_and_exits_128_plus_n(
     finished = _job_finished(messages, job_id)
     assert len(finished) == 1
     assert _field(finished[0], "params", "status") == "cancelled"
-    assert all(_gone(pid) for pid in pids)
+    assert all(runs_no_more(pid) for pid in pids)
 
 
 async def test_exit_right_after_shutdown_still_answers_shutdown(
@@ -480,7 +475,7 @@ async def test_exit_right_after_shutdown_still_answers_shutdown(
     to catch the race; every other run also closes its input right after ``exit``.
     """
     for iteration in range(10):
-        async with _serve_process() as serve_client:
+        async with serve_process() as serve_client:
             await serve_client.initialize()
             job = _request(
                 2, "job.start", {"kind": "build", "root": str(tmp_path), "argv": [PY, "-c", "pass"]}
@@ -520,7 +515,7 @@ async def test_exit_without_shutdown_answers_requests_in_flight(
     # A request sent after exit is answered once too: refused (-32600) when exit was handled
     # first, else served or cancelled (notifications are handled apart from the reader).
     _one_reply(replies, 6)
-    assert _gone(pid)
+    assert runs_no_more(pid)
 
 
 async def test_broken_frame_answers_everything_received(tmp_path: os.PathLike[str]) -> None:
@@ -535,7 +530,7 @@ async def test_broken_frame_answers_everything_received(tmp_path: os.PathLike[st
     ping = _request(3, "core.ping", {})
     sleeper = _request(4, "process.run", {"argv": [PY, "-c", "import time; time.sleep(60)"]})
     for iteration in range(3):
-        async with _serve_process() as serve_client:
+        async with serve_process() as serve_client:
             if iteration == 0:
                 await serve_client.send_raw(_INITIALIZE + ping + sleeper + broken)
                 messages, exit_status = await serve_client.read_to_exit()
@@ -575,7 +570,7 @@ async def test_a_client_that_stops_reading_does_not_hold_the_exit() -> None:
     ``shutdown`` waits for eight replies of 256 KiB each, far more than a pipe holds; the
     client reads none of them, so the final flush blocks until serve's bound gives up on it.
     """
-    async with _serve_process() as serve_client:
+    async with serve_process() as serve_client:
         await serve_client.initialize()
         chatty: list[JSONValue] = [PY, "-c", "import sys; sys.stdout.write('x' * 262144)"]
         frames = b"".join(_request(10 + i, "process.run", {"argv": chatty}) for i in range(8))
@@ -593,9 +588,7 @@ async def test_cancel_request_with_an_invalid_id_is_ignored(client: Client) -> N
     await client.notify("$/cancelRequest", [1])
     pong = await client.request("core.ping", {})
     assert "result" in pong
-    await client.request("shutdown")
-    await client.notify("exit")
-    assert await client.wait_exit() == 0
+    await client.shut_down()
 
 
 async def test_requests_pipelined_before_shutdown_are_served(client: Client) -> None:

@@ -14,11 +14,13 @@ import trio
 import trio.testing
 
 from supervisor import CoreThread, open_core
+from tests._procfs import runs_no_more
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator
 
     from protocol import JSONObject, JSONValue
+    from supervisor import Core
 
 PY = sys.executable
 
@@ -40,15 +42,6 @@ def _error(response: JSONObject) -> dict[str, JSONValue]:
 def _pid_in(path: str) -> int:
     with open(path) as f:
         return int(f.read())
-
-
-def _gone(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            stat = f.read()
-    except OSError:
-        return True
-    return stat[stat.rfind(b")") + 2 :].startswith(b"Z")
 
 
 async def test_ping_and_envelope_defaults() -> None:
@@ -95,18 +88,15 @@ async def test_process_run_bad_input_starts_nothing(payload: JSONObject, code: s
         _data(await core.execute({"id": 2, "command": "core.ping", "payload": {}}))
 
 
+async def _process_run(core: Core, payload: JSONObject) -> JSONObject:
+    """``process.run`` with ``payload`` through the envelope (``Core.execute``): its data."""
+    return _data(await core.execute({"id": "p", "command": "process.run", "payload": payload}))
+
+
 async def test_process_run_result_shape(tmp_path: os.PathLike[str]) -> None:
     script = "import sys; print('out'); print('err', file=sys.stderr); sys.exit(3)"
     async with open_core() as core:
-        data = _data(
-            await core.execute(
-                {
-                    "id": "p",
-                    "command": "process.run",
-                    "payload": {"argv": [PY, "-c", script], "cwd": str(tmp_path)},
-                }
-            )
-        )
+        data = await _process_run(core, {"argv": [PY, "-c", script], "cwd": str(tmp_path)})
     assert data["exitCode"] == 3
     assert data["signal"] is None
     assert data["stdout"] == "out\n"
@@ -122,19 +112,14 @@ async def test_process_run_stdin_env_and_cap() -> None:
         "sys.stdout.write(data + os.environ['GREETING'] + 'x' * 100000)"
     )
     async with open_core() as core:
-        data = _data(
-            await core.execute(
-                {
-                    "id": "p",
-                    "command": "process.run",
-                    "payload": {
-                        "argv": [PY, "-c", script],
-                        "stdin": "piped:",
-                        "env": {"GREETING": "hello"},
-                        "maxOutputBytes": 20,
-                    },
-                }
-            )
+        data = await _process_run(
+            core,
+            {
+                "argv": [PY, "-c", script],
+                "stdin": "piped:",
+                "env": {"GREETING": "hello"},
+                "maxOutputBytes": 20,
+            },
         )
     assert data["exitCode"] == 0
     assert data["stdout"] == "piped:hello" + "x" * 9
@@ -143,15 +128,7 @@ async def test_process_run_stdin_env_and_cap() -> None:
 
 async def test_process_run_timeout_zero_means_none() -> None:
     async with open_core() as core:
-        data = _data(
-            await core.execute(
-                {
-                    "id": "p",
-                    "command": "process.run",
-                    "payload": {"argv": [PY, "-c", "print(1)"], "timeoutMilliseconds": 0},
-                }
-            )
-        )
+        data = await _process_run(core, {"argv": [PY, "-c", "print(1)"], "timeoutMilliseconds": 0})
     assert data["timedOut"] is False
     assert data["stdout"] == "1\n"
 
@@ -159,15 +136,7 @@ async def test_process_run_timeout_zero_means_none() -> None:
 async def test_process_timeout_keeps_output() -> None:
     script = "import time; print('before', flush=True); time.sleep(30)"
     async with open_core() as core:
-        data = _data(
-            await core.execute(
-                {
-                    "id": "p",
-                    "command": "process.run",
-                    "payload": {"argv": [PY, "-c", script], "timeoutMilliseconds": 1500},
-                }
-            )
-        )
+        data = await _process_run(core, {"argv": [PY, "-c", script], "timeoutMilliseconds": 1500})
     assert data["timedOut"] is True
     assert data["stdout"] == "before\n"
 
@@ -191,7 +160,7 @@ async def test_envelope_deadline_is_timed_out_and_kills_the_tree(
         )
         error = _error(response)
         assert error["code"] == "timed_out"
-        assert _gone(_pid_in(pid_file))
+        assert runs_no_more(_pid_in(pid_file))
 
 
 async def test_cancel_operation_by_id() -> None:
@@ -351,7 +320,7 @@ def test_core_thread_is_thread_safe_and_cleans_up(tmp_path: os.PathLike[str]) ->
     error = responses["long"]["error"]
     assert isinstance(error, dict)
     assert error["code"] == "cancelled"
-    assert _gone(_pid_in(pid_file))
+    assert runs_no_more(_pid_in(pid_file))
 
 
 def test_leaving_core_thread_ends_running_work(tmp_path: os.PathLike[str]) -> None:
@@ -384,7 +353,7 @@ def test_leaving_core_thread_ends_running_work(tmp_path: os.PathLike[str]) -> No
     worker.join(30)
     assert len(responses) == 1
     assert responses[0]["ok"] is False
-    assert _gone(_pid_in(pid_file))
+    assert runs_no_more(_pid_in(pid_file))
     with pytest.raises(RuntimeError):
         core.execute_json('{"id": 1, "command": "core.ping", "payload": {}}')
 

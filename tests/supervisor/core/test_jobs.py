@@ -15,8 +15,10 @@ import trio
 from lanes import Job, JobRequest, open_lanes
 from protocol import CoreError
 from supervisor import open_core
-from supervisor._boundary import FaultPlan, arm_faults
+from supervisor._boundary import FaultPlan
 from supervisor._core._jobs import ProcessJobRunner
+from tests._faults import armed
+from tests._procfs import runs_no_more
 
 if TYPE_CHECKING:
     from protocol import JSONObject
@@ -62,15 +64,6 @@ class Recorder:
 def read_pid(path: str) -> int:
     with open(path) as f:
         return int(f.read())
-
-
-def gone(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            data = f.read()
-    except FileNotFoundError:
-        return True
-    return data[data.rfind(b")") + 2 :][:1] in (b"Z", b"X")
 
 
 async def test_ok_job_reports_both_streams_and_exit_code(tmp_path: os.PathLike[str]) -> None:
@@ -172,7 +165,7 @@ async def test_cancel_running_job_kills_its_children(tmp_path: os.PathLike[str])
         assert lanes.cancel_job(job_id)
         await lanes.wait_idle()
     assert events.finished(job_id)["status"] == "cancelled"
-    assert gone(read_pid(pidfile))
+    assert runs_no_more(read_pid(pidfile))
 
 
 async def test_escaped_grandchild_holding_stdout_is_drained_and_killed(
@@ -200,7 +193,7 @@ async def test_escaped_grandchild_holding_stdout_is_drained_and_killed(
     assert finished["exitCode"] == 0
     out = events.output(job_id, "stdout")
     pid = int(out.split("grandchild ", 1)[1].split()[0])
-    assert gone(pid)
+    assert runs_no_more(pid)
     assert f"ended: {pid}" in events.output(job_id, "stderr")
     # Drain (300 ms) + grace (200 ms) + kill, not the grandchild's 60 s.
     assert isinstance(finished["durationMs"], int)
@@ -417,13 +410,10 @@ async def test_a_failure_while_a_job_runs_ends_that_job_and_the_lane_goes_on(
     script = f'sleep 60 & echo "$$ $!" > {pids}; echo hello'
     plan = FaultPlan(sites=(site,))
     async with open_core() as core:
-        previous = arm_faults(plan)
-        try:
+        with armed(plan):
             first = await _job_start(core, {"root": tmp, "argv": ["sh", "-c", script]})
             second = await _job_start(core, {"root": tmp, "argv": ["sh", "-c", "echo next"]})
             events = await _events_until_finished(core, second["data"]["jobId"])
-        finally:
-            arm_faults(previous)
         assert plan.fired == [site]
         assert (await _execute(core, "core.ping", {}))["ok"] is True
     finished = {e["jobId"]: e for e in events if e["event"] == "job.finished"}
@@ -435,7 +425,7 @@ async def test_a_failure_while_a_job_runs_ends_that_job_and_the_lane_goes_on(
     pid_file = trio.Path(pids)
     if await pid_file.exists():  # a spawn fault may end the job before the script ran
         for pid in (await pid_file.read_text()).split():
-            assert gone(int(pid))
+            assert runs_no_more(int(pid))
     elif site != "job.spawn":
         raise AssertionError("the job's script did not run")
 

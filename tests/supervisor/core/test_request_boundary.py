@@ -25,7 +25,8 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 
 from protocol import CoreError, lookup_error
 from supervisor import open_core, serve
-from supervisor._boundary import FaultPlan, arm_faults
+from supervisor._boundary import FaultPlan
+from tests._faults import armed
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Iterator, Mapping
@@ -400,11 +401,8 @@ async def test_a_command_bug_is_internal_and_the_core_goes_on(
 @pytest.fixture
 def fault_at_request() -> Iterator[FaultPlan]:
     plan = FaultPlan(sites=("request.",))
-    previous = arm_faults(plan)
-    try:
+    with armed(plan):
         yield plan
-    finally:
-        arm_faults(previous)
 
 
 async def test_injected_fault_ends_only_its_request(fault_at_request: FaultPlan) -> None:

@@ -17,14 +17,14 @@ import pytest
 import trio
 
 from protocol import CoreError
-from supervisor._boundary import FaultPlan, arm_faults
+from supervisor._boundary import FaultPlan
+from tests._faults import armed
+from tests._procfs import runs_no_more
 from tests.supervisor.dap.test_sessions import (
     FAKE,
     PY,
     WAIT_S,
     Events,
-    alive,
-    core,
     create,
     result_of,
 )
@@ -34,8 +34,6 @@ if TYPE_CHECKING:
 
     from protocol import JSONObject
     from supervisor._core._core import Core
-
-__all__ = ("core",)  # the fixture, re-used
 
 
 def fake(mode: str, *args: str) -> JSONObject:
@@ -61,7 +59,7 @@ async def _sibling_works(core: Core) -> None:
     await core.call("debug.disconnect", sid)
     await core.call("debug.destroySession", sid)
     assert adapter_pid is not None
-    assert not alive(adapter_pid)
+    assert runs_no_more(adapter_pid)
 
 
 @pytest.mark.parametrize(
@@ -81,8 +79,7 @@ async def test_a_failure_inside_a_session_ends_that_session_only(
     core: Core, site: str, mode: str
 ) -> None:
     plan = FaultPlan(sites=(site,))
-    previous = arm_faults(plan)
-    try:
+    with armed(plan):
         session_id, adapter_pid = await create(core, fake(mode))
         events = Events(core, session_id)
         sid: JSONObject = {"sessionId": session_id}
@@ -92,8 +89,6 @@ async def test_a_failure_inside_a_session_ends_that_session_only(
         except CoreError as exc:
             launch_error = exc
         terminated = await events.next("terminated")
-    finally:
-        arm_faults(previous)
     assert plan.fired == [site]
     assert terminated["reason"] == "internal"
     report = terminated["crashReport"]
@@ -104,7 +99,7 @@ async def test_a_failure_inside_a_session_ends_that_session_only(
     )
     assert isinstance(report["stderrTail"], list)
     assert adapter_pid is not None
-    assert not alive(adapter_pid)
+    assert runs_no_more(adapter_pid)
     listed = await _listed(core, session_id)
     assert (listed["state"], listed["reason"], listed["crashReport"]) == (
         "failed",
@@ -151,13 +146,10 @@ async def test_a_pending_operation_ends_once_when_its_session_fails(core: Core) 
         # The fake holds the answer to evaluate; the next message it writes (the answer to
         # this threads request) makes the reader raise while evaluate is pending.
         await trio.sleep(0.2)
-        previous = arm_faults(plan)
-        try:
+        with armed(plan):
             with pytest.raises(CoreError) as info:
                 await core.call("debug.inspect", {**sid, "kind": "threads", "operationId": "t"})
             terminated = await events.next("terminated")
-        finally:
-            arm_faults(previous)
     assert plan.fired == ["dap.reader"]
     assert info.value.code == "cancelled"
     assert terminated["reason"] == "internal"
@@ -167,7 +159,7 @@ async def test_a_pending_operation_ends_once_when_its_session_fails(core: Core) 
     failed = [(e["operationId"], e["reason"]) for e in events.names("operationFailed")]
     assert sorted(failed) == [("held", "sessionEnded"), ("t", "sessionEnded")]
     assert adapter_pid is not None
-    assert not alive(adapter_pid)
+    assert runs_no_more(adapter_pid)
     assert await core.call("core.ping", {})
     await core.call("debug.destroySession", sid)
 
@@ -178,12 +170,8 @@ async def test_a_failure_inside_one_operation_fails_that_operation_only(core: Co
     sid: JSONObject = {"sessionId": session_id}
     await core.call("debug.launch", sid)
     plan = FaultPlan(sites=("dap.operation",))
-    previous = arm_faults(plan)
-    try:
-        with pytest.raises(CoreError) as info:
-            await core.call("debug.inspect", {**sid, "kind": "threads", "operationId": "bad"})
-    finally:
-        arm_faults(previous)
+    with armed(plan), pytest.raises(CoreError) as info:
+        await core.call("debug.inspect", {**sid, "kind": "threads", "operationId": "bad"})
     assert info.value.code == "internal"
     assert info.value.details == {"operationId": "bad", "reason": "internal"}
     assert "InjectedFault" in info.value.message
@@ -211,15 +199,12 @@ async def test_a_failure_inside_a_reverse_request_answers_it_and_the_session_goe
     events = Events(core, session_id)
     sid: JSONObject = {"sessionId": session_id}
     plan = FaultPlan(sites=("dap.reverse",))
-    previous = arm_faults(plan)
-    try:
+    with armed(plan):
         await core.call("debug.launch", sid)
         while True:
             output = await events.next("output")
             if "terminalReply" in str(output["output"]):
                 break
-    finally:
-        arm_faults(previous)
     assert plan.fired == ["dap.reverse"]
     assert json.loads(str(output["output"]))["success"] is False
     assert not events.names("runInTerminalRequested")
@@ -248,7 +233,7 @@ async def test_an_adapter_that_answers_and_exits_at_once_loses_nothing(core: Cor
     )
     assert terminated["stderrTail"] == ["last stderr line"]
     assert adapter_pid is not None
-    assert not alive(adapter_pid)
+    assert runs_no_more(adapter_pid)
     with trio.fail_after(WAIT_S):
         await core.call("debug.destroySession", sid)
 
@@ -266,13 +251,10 @@ async def test_a_failure_inside_a_run_in_terminal_terminal_ends_that_terminal_on
     events = Events(core, session_id)
     sid: JSONObject = {"sessionId": session_id}
     plan = FaultPlan(sites=("terminal.reader",))
-    previous = arm_faults(plan)
-    try:
+    with armed(plan):
         await core.call("debug.launch", sid)
         requested = await events.next("runInTerminalRequested")
         exited = await events.next("runInTerminalExited")
-    finally:
-        arm_faults(previous)
     assert plan.fired == ["terminal.reader"]
     pid = requested["processId"]
     assert isinstance(pid, int)
@@ -281,7 +263,7 @@ async def test_a_failure_inside_a_run_in_terminal_terminal_ends_that_terminal_on
     report = exited["crashReport"]
     assert isinstance(report, dict)
     assert report["exceptionType"] == "InjectedFault"
-    assert not alive(pid)
+    assert runs_no_more(pid)
     # The session goes on.
     assert (await _listed(core, session_id))["state"] == "running"
     threads = result_of(await core.call("debug.inspect", {**sid, "kind": "threads"}))

@@ -14,15 +14,14 @@ import pytest
 import trio
 
 from protocol import CoreError
-from supervisor._core._core import open_core
 from supervisor._process._tree import open_process_tree
-from tests.supervisor.cli.test_serve import Client
+from tests._procfs import runs_no_more
+from tests.supervisor.cli.test_serve import serve_process
 
 if TYPE_CHECKING:
-    from collections.abc import AsyncIterator
-
     from protocol import JSONObject, JSONValue
     from supervisor._core._core import Core
+    from supervisor._process._tree import ProcessTree
 
 PY = sys.executable
 FAKE = str(Path(__file__).parent.parent.parent / "peers" / "dap_fake.py")
@@ -42,15 +41,6 @@ result = add(numbers[0], 41)
 print("result", result, os.getpid())
 """
 BREAK_LINE = 5  # `total = a + b`
-
-
-def alive(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            stat = f.read()
-    except OSError:
-        return False
-    return not stat[stat.rfind(b")") + 2 :].startswith((b"Z", b"X"))
 
 
 class Events:
@@ -87,12 +77,6 @@ def result_of(reply: JSONValue) -> JSONObject:
     result = reply["result"]
     assert isinstance(result, dict)
     return result
-
-
-@pytest.fixture
-async def core() -> AsyncIterator[Core]:
-    async with open_core() as core:
-        yield core
 
 
 async def create(core: Core, adapter: JSONObject, **extra: JSONValue) -> tuple[str, int | None]:
@@ -193,7 +177,7 @@ async def test_debugpy_launch_stop_inspect_step_continue_to_exit(
         )
     )
     debuggee_pid = int(str(evaluated["result"]))
-    assert alive(debuggee_pid)
+    assert not runs_no_more(debuggee_pid)
 
     await core.call("debug.execute", {**sid, "command": "next", "operationId": "step"})
     stopped = await events.next("stopped")
@@ -206,8 +190,8 @@ async def test_debugpy_launch_stop_inspect_step_continue_to_exit(
     terminated = await events.next("terminated")
     assert terminated["reason"] == "debuggeeTerminated"
     assert terminated["exitCode"] == 0
-    assert not alive(adapter_pid)
-    assert not alive(debuggee_pid)
+    assert runs_no_more(adapter_pid)
+    assert runs_no_more(debuggee_pid)
     # Every operation ended exactly once.
     completed = [e["operationId"] for e in events.names("operationCompleted")]
     assert len(completed) == len(set(completed)) == 8
@@ -246,8 +230,8 @@ async def test_debugpy_disconnect_while_paused_ends_debuggee_and_joins(
     assert results[0] == results[1]
     assert isinstance(results[0], dict)
     assert results[0]["state"] == "terminated"
-    assert not alive(adapter_pid)
-    assert not alive(debuggee_pid)
+    assert runs_no_more(adapter_pid)
+    assert runs_no_more(debuggee_pid)
     await events.next("terminated")
     assert [e["state"] for e in events.names("stateChanged")][-2:] == ["terminating", "terminated"]
     await core.call("debug.destroySession", sid)
@@ -260,18 +244,25 @@ def free_port() -> int:
         return port
 
 
-async def test_debugpy_attach_over_loopback_tcp_leaves_debuggee_running(
-    core: Core, tmp_path: Path
-) -> None:
+async def listening_debuggee(tmp_path: Path) -> tuple[ProcessTree, int]:
+    """A looping script under ``debugpy --listen`` on a free loopback port, waiting for a
+    client to attach: the tree (the caller closes it) and the port."""
     script = tmp_path / "loop.py"
     script.write_text("import time\nwhile True:\n    time.sleep(0.05)\n")
     port = free_port()
     debuggee = await open_process_tree(
         [PY, "-m", "debugpy", "--listen", f"127.0.0.1:{port}", "--wait-for-client", str(script)],
+        stdin=subprocess.DEVNULL,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
-        stdin=subprocess.DEVNULL,
     )
+    return debuggee, port
+
+
+async def test_debugpy_attach_over_loopback_tcp_leaves_debuggee_running(
+    core: Core, tmp_path: Path
+) -> None:
+    debuggee, port = await listening_debuggee(tmp_path)
     try:
         session_id, adapter_pid = await create(
             core,
@@ -292,7 +283,7 @@ async def test_debugpy_attach_over_loopback_tcp_leaves_debuggee_running(
         await events.next("terminated")
         await trio.sleep(0.5)
         assert debuggee.returncode is None
-        assert alive(debuggee.pid)
+        assert not runs_no_more(debuggee.pid)
     finally:
         await debuggee.aclose()
 
@@ -344,7 +335,7 @@ async def test_fake_never_answering_disconnect_is_ended(core: Core) -> None:
     assert detail["signal"] == 15  # ignored disconnect and stdin EOF; ended by SIGTERM
     assert detail["signalName"] == "SIGTERM"
     assert took >= 3.0  # 2 000 ms reply bound + 1 000 ms exit bound
-    assert not alive(adapter_pid)
+    assert runs_no_more(adapter_pid)
     # Configuration ran on `initialized`: default exception filter, then configurationDone.
     await events.next("initialized")
 
@@ -420,22 +411,27 @@ async def test_fake_run_in_terminal_started_by_supervisor_and_ended_with_session
     assert requested["env"] == {"FAKE_A": "1", "FAKE_B": "2"}
     pid = requested["processId"]
     assert isinstance(pid, int)
-    assert alive(pid)
+    assert not runs_no_more(pid)
     output = await events.next("output")
     assert f'"processId": {pid}' in str(output["output"])
     await core.call("debug.disconnect", {"sessionId": session_id})
-    assert not alive(pid)
+    assert runs_no_more(pid)
 
 
-async def test_fake_run_in_terminal_answered_by_host_once(core: Core, tmp_path: Path) -> None:
+async def host_terminal_session(core: Core) -> tuple[JSONObject, Events]:
+    """A fake session whose launch asks to run the debuggee in a terminal, answered by the
+    host (the Core's caller): ``{"sessionId": ...}`` and the session's events."""
     session_id, _ = await create(
         core,
         {"executable": PY, "arguments": [FAKE, "run-in-terminal", "unused.py"]},
         supportsRunInTerminalRequest=True,
         runInTerminal="host",
     )
-    events = Events(core, session_id)
-    sid: JSONObject = {"sessionId": session_id}
+    return {"sessionId": session_id}, Events(core, session_id)
+
+
+async def test_fake_run_in_terminal_answered_by_host_once(core: Core, tmp_path: Path) -> None:
+    sid, events = await host_terminal_session(core)
     async with trio.open_nursery() as nursery:
         nursery.start_soon(functools.partial(core.call, "debug.launch", sid))
         requested = await events.next("runInTerminalRequested")
@@ -473,17 +469,13 @@ async def test_fake_tcp_announced(core: Core) -> None:
     assert evaluated["namedVariables"] == 0  # the fake reports -3
     await core.call("debug.disconnect", sid)
     assert adapter_pid is not None
-    assert not alive(adapter_pid)
+    assert runs_no_more(adapter_pid)
 
 
 async def test_debugpy_through_serve(tmp_path: Path) -> None:
     target = tmp_path / "target.py"
     target.write_text(TARGET)
-    process = await trio.lowlevel.open_process(
-        [PY, "-m", "supervisor", "serve"], stdin=subprocess.PIPE, stdout=subprocess.PIPE
-    )
-    try:
-        client = Client(process)
+    async with serve_process() as client:
         await client.initialize()
         created = await client.request(
             "debug.createSession",
@@ -523,11 +515,4 @@ async def test_debugpy_through_serve(tmp_path: Path) -> None:
         done = await client.request("debug.disconnect", sid)
         done_reply: Any = done["result"]
         assert done_reply["state"] == "terminated"
-        assert (await client.request("shutdown"))["result"] is None
-        await client.notify("exit")
-        assert await client.wait_exit() == 0
-    finally:
-        with trio.CancelScope(shield=True):
-            if process.returncode is None:
-                process.kill()
-            await process.wait()
+        await client.shut_down()

@@ -7,7 +7,6 @@ from __future__ import annotations
 import functools
 import json
 import os
-import subprocess
 from typing import TYPE_CHECKING, Any
 
 import pytest
@@ -15,28 +14,26 @@ import trio
 
 import supervisor._dap._session
 from protocol import CoreError
-from supervisor._process._tree import open_process_tree
-from tests.supervisor.cli.test_serve import Client
+from tests._procfs import runs_no_more
+from tests.supervisor.cli.test_serve import serve_process
 from tests.supervisor.dap.test_sessions import (
     FAKE,
     PY,
     WAIT_S,
     Events,
-    alive,
-    core,
     create,
     debugpy_adapter,
     free_port,
+    host_terminal_session,
+    listening_debuggee,
     result_of,
 )
 
 if TYPE_CHECKING:
     from pathlib import Path
 
-    from protocol import JSONObject
+    from protocol import JSONObject, JSONValue
     from supervisor._core._core import Core
-
-__all__ = ("core",)  # the fixture, re-used
 
 PROGRAM = """\
 import os
@@ -102,7 +99,7 @@ async def test_debugpy_integrated_terminal_runs_in_a_supervised_pty(
         )
     )
     debuggee_pid = int(str(evaluated["result"]))
-    assert alive(debuggee_pid)
+    assert not runs_no_more(debuggee_pid)
     # The program's output reaches us through the PTY (isatty is true there).
     # A PTY read may end anywhere in the line, so its text can span several events; the
     # adapter's own output events (no requestId) are interleaved with them.
@@ -113,9 +110,9 @@ async def test_debugpy_integrated_terminal_runs_in_a_supervised_pty(
             printed += str(output["output"])
     await core.call("debug.disconnect", sid)
     assert adapter_pid is not None
-    assert not alive(adapter_pid)
-    assert not alive(launcher_pid)
-    assert not alive(debuggee_pid)
+    assert runs_no_more(adapter_pid)
+    assert runs_no_more(launcher_pid)
+    assert runs_no_more(debuggee_pid)
 
 
 async def test_run_in_terminal_refused_unless_advertised(core: Core, tmp_path: Path) -> None:
@@ -136,14 +133,7 @@ async def test_run_in_terminal_refused_unless_advertised(core: Core, tmp_path: P
 async def test_host_terminal_request_fails_at_disconnect_and_late_answer_ignored(
     core: Core,
 ) -> None:
-    session_id, _ = await create(
-        core,
-        {"executable": PY, "arguments": [FAKE, "run-in-terminal", "unused.py"]},
-        supportsRunInTerminalRequest=True,
-        runInTerminal="host",
-    )
-    events = Events(core, session_id)
-    sid: JSONObject = {"sessionId": session_id}
+    sid, events = await host_terminal_session(core)
     async with trio.open_nursery() as nursery:
         nursery.start_soon(functools.partial(core.call, "debug.launch", sid))
         requested = await events.next("runInTerminalRequested")
@@ -179,7 +169,7 @@ async def test_debugpy_adapter_we_start_over_tcp_port(core: Core, tmp_path: Path
     printed = "".join(str(e["output"]) for e in events.names("output") if e["category"] == "stdout")
     assert "over tcp 42" in printed
     assert terminated["reason"] == "debuggeeTerminated"
-    assert not alive(adapter_pid)
+    assert runs_no_more(adapter_pid)
     # The adapter's port is closed afterwards.
     with pytest.raises(OSError, match="onnect"):
         await trio.open_tcp_stream("127.0.0.1", port)
@@ -253,8 +243,22 @@ async def test_debugpy_exception_info_refused_restart_and_terminate(
     terminated = await events.next("terminated")
     assert terminated["reason"] == "debuggeeTerminated"
     assert adapter_pid is not None
-    assert not alive(adapter_pid)
-    assert not alive(debuggee_pid)
+    assert runs_no_more(adapter_pid)
+    assert runs_no_more(debuggee_pid)
+
+
+async def _evaluate_more_than_a_pipe_holds(core: Core, session_id: str) -> JSONValue:
+    """An evaluate request (operation ``big``) of 1 MiB: far more than a pipe holds, so a
+    writer to an adapter that does not read blocks in the middle of it."""
+    return await core.call(
+        "debug.inspect",
+        {
+            "sessionId": session_id,
+            "operationId": "big",
+            "kind": "evaluate",
+            "expression": "x" * (1 << 20),
+        },
+    )
 
 
 async def test_adapter_that_stops_reading_stalls_only_its_session(core: Core) -> None:
@@ -267,17 +271,8 @@ async def test_adapter_that_stops_reading_stalls_only_its_session(core: Core) ->
     errors: list[CoreError] = []
 
     async def big_evaluate() -> None:
-        # Far more than a pipe holds: the session's writer blocks in the middle of it.
         try:
-            await core.call(
-                "debug.inspect",
-                {
-                    "sessionId": stalled,
-                    "operationId": "big",
-                    "kind": "evaluate",
-                    "expression": "x" * (1 << 20),
-                },
-            )
+            await _evaluate_more_than_a_pipe_holds(core, stalled)
         except CoreError as exc:
             errors.append(exc)
 
@@ -299,7 +294,7 @@ async def test_adapter_that_stops_reading_stalls_only_its_session(core: Core) ->
     assert detail["signal"] == 15  # it read nothing, not even stdin EOF: ended by SIGTERM
     assert detail["signalName"] == "SIGTERM"
     assert stalled_pid is not None
-    assert not alive(stalled_pid)
+    assert runs_no_more(stalled_pid)
     assert [(e.code, e.details) for e in errors] == [
         (
             "cancelled",
@@ -307,6 +302,21 @@ async def test_adapter_that_stops_reading_stalls_only_its_session(core: Core) ->
         )
     ]
     await core.call("debug.disconnect", {"sessionId": healthy})
+
+
+async def _ended_by_session(
+    error: CoreError, events: Events, operation_id: str, end_reason: str
+) -> None:
+    """``error`` cancelled ``operation_id`` because its session ended with ``end_reason``,
+    and the session's ``terminated`` event gives that same reason."""
+    assert error.code == "cancelled"
+    assert error.details == {
+        "operationId": operation_id,
+        "reason": "sessionEnded",
+        "sessionEndReason": end_reason,
+    }
+    terminated = await events.next("terminated")
+    assert terminated["reason"] == end_reason
 
 
 async def test_write_timeout_ends_only_the_stalled_session(
@@ -317,23 +327,8 @@ async def test_write_timeout_ends_only_the_stalled_session(
     events = Events(core, session_id)
     await core.call("debug.launch", {"sessionId": session_id})
     with pytest.raises(CoreError) as info:
-        await core.call(
-            "debug.inspect",
-            {
-                "sessionId": session_id,
-                "operationId": "big",
-                "kind": "evaluate",
-                "expression": "x" * (1 << 20),
-            },
-        )
-    assert info.value.code == "cancelled"
-    assert info.value.details == {
-        "operationId": "big",
-        "reason": "sessionEnded",
-        "sessionEndReason": "adapterNotReading",
-    }
-    terminated = await events.next("terminated")
-    assert terminated["reason"] == "adapterNotReading"
+        await _evaluate_more_than_a_pipe_holds(core, session_id)
+    await _ended_by_session(info.value, events, "big", "adapterNotReading")
     failed = [(e["operationId"], e["reason"], e["code"]) for e in events.names("operationFailed")]
     assert failed == [("big", "sessionEnded", "cancelled")]
 
@@ -345,16 +340,9 @@ async def test_broken_frame_ends_session_with_protocol_error_once(core: Core) ->
     events = Events(core, session_id)
     with pytest.raises(CoreError) as info:
         await core.call("debug.launch", {"sessionId": session_id, "operationId": "l"})
-    assert info.value.code == "cancelled"
-    assert info.value.details == {
-        "operationId": "l",
-        "reason": "sessionEnded",
-        "sessionEndReason": "protocolError",
-    }
-    terminated = await events.next("terminated")
-    assert terminated["reason"] == "protocolError"
+    await _ended_by_session(info.value, events, "l", "protocolError")
     assert adapter_pid is not None
-    assert not alive(adapter_pid)
+    assert runs_no_more(adapter_pid)
     failed = [(e["operationId"], e["reason"]) for e in events.names("operationFailed")]
     assert failed == [("l", "sessionEnded")]
     assert not events.names("operationCompleted")
@@ -368,11 +356,7 @@ async def test_broken_frame_ends_session_with_protocol_error_once(core: Core) ->
 async def test_cancel_request_through_serve_cancels_pending_operation(core: Core) -> None:
     # `core` only reaps: should serve die, its adapter is re-parented to this process.
     del core
-    process = await trio.lowlevel.open_process(
-        [PY, "-m", "supervisor", "serve"], stdin=subprocess.PIPE, stdout=subprocess.PIPE
-    )
-    try:
-        client = Client(process)
+    async with serve_process() as client:
         await client.initialize()
         created: Any = await client.request(
             "debug.createSession",
@@ -437,14 +421,7 @@ async def test_cancel_request_through_serve_cancels_pending_operation(core: Core
             e["event"] == "operationCompleted" and e["operationId"] == request_id for e in seen
         )
         assert "result" in await client.request("debug.disconnect", sid)
-        assert (await client.request("shutdown"))["result"] is None
-        await client.notify("exit")
-        assert await client.wait_exit() == 0
-    finally:
-        with trio.CancelScope(shield=True):
-            if process.returncode is None:
-                process.kill()
-            await process.wait()
+        await client.shut_down()
 
 
 async def test_debugpy_attach_through_serve_leaves_debuggee_running(
@@ -452,50 +429,34 @@ async def test_debugpy_attach_through_serve_leaves_debuggee_running(
 ) -> None:
     # `core` reaps: debugpy --listen runs its adapter as a child of the debuggee, which
     # this (subreaper) test process inherits when the debuggee's tree ends.
-    script = tmp_path / "loop.py"
-    script.write_text("import time\nwhile True:\n    time.sleep(0.05)\n")
-    port = free_port()
-    debuggee = await open_process_tree(
-        [PY, "-m", "debugpy", "--listen", f"127.0.0.1:{port}", "--wait-for-client", str(script)],
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    process = await trio.lowlevel.open_process(
-        [PY, "-m", "supervisor", "serve"], stdin=subprocess.PIPE, stdout=subprocess.PIPE
-    )
+    debuggee, port = await listening_debuggee(tmp_path)
     try:
-        client = Client(process)
-        await client.initialize()
-        created: Any = await client.request(
-            "debug.createSession",
-            {
-                "adapterId": "debugpy",
-                "rootPath": str(tmp_path),
-                "adapter": {
-                    "transport": "tcpPort",
-                    "port": port,
-                    "connectTimeoutMilliseconds": 30_000,
+        async with serve_process() as client:
+            await client.initialize()
+            created: Any = await client.request(
+                "debug.createSession",
+                {
+                    "adapterId": "debugpy",
+                    "rootPath": str(tmp_path),
+                    "adapter": {
+                        "transport": "tcpPort",
+                        "port": port,
+                        "connectTimeoutMilliseconds": 30_000,
+                    },
                 },
-            },
-        )
-        sid: JSONObject = {"sessionId": created["result"]["sessionId"]}
-        attached = await client.request(
-            "debug.attach", {**sid, "configuration": {"justMyCode": True}}
-        )
-        assert "result" in attached, attached
-        threads: Any = await client.request("debug.inspect", {**sid, "kind": "threads"})
-        assert threads["result"]["result"]["threads"]
-        done: Any = await client.request("debug.disconnect", sid)
-        assert done["result"]["state"] == "terminated"
-        assert (await client.request("shutdown"))["result"] is None
-        await client.notify("exit")
-        assert await client.wait_exit() == 0
-        assert debuggee.returncode is None
-        assert alive(debuggee.pid)
+            )
+            sid: JSONObject = {"sessionId": created["result"]["sessionId"]}
+            attached = await client.request(
+                "debug.attach", {**sid, "configuration": {"justMyCode": True}}
+            )
+            assert "result" in attached, attached
+            threads: Any = await client.request("debug.inspect", {**sid, "kind": "threads"})
+            assert threads["result"]["result"]["threads"]
+            done: Any = await client.request("debug.disconnect", sid)
+            assert done["result"]["state"] == "terminated"
+            await client.shut_down()
+            assert debuggee.returncode is None
+            assert not runs_no_more(debuggee.pid)
     finally:
         with trio.CancelScope(shield=True):
-            if process.returncode is None:
-                process.kill()
-            await process.wait()
             await debuggee.aclose()

@@ -16,15 +16,14 @@ from __future__ import annotations
 
 import os
 import signal
-import subprocess
 from typing import TYPE_CHECKING
 
 import pytest
 import trio
 
 from supervisor import open_core
-from tests.supervisor.cli.test_serve import Client
-from tests.supervisor.lsp._support import PY, PYLSP, RUFF, as_obj, start, steps
+from tests.supervisor.cli.test_serve import Client, serve_process
+from tests.supervisor.lsp._support import PYLSP, RUFF, as_obj, start, steps
 
 if TYPE_CHECKING:
     from protocol import JSONObject, JSONValue
@@ -172,11 +171,7 @@ async def _serve_wait(
 @pytest.mark.parametrize("server", sorted(SERVERS))
 async def test_real_server_through_supervisor_serve(server: str, tmp_path: str) -> None:
     _, uri = _project(str(tmp_path))
-    process = await trio.lowlevel.open_process(
-        [PY, "-m", "supervisor", "serve"], stdin=subprocess.PIPE, stdout=subprocess.PIPE
-    )
-    try:
-        client = Client(process)
+    async with serve_process() as client:
         commands = (await client.initialize())["commands"]
         assert isinstance(commands, list)
         assert "lsp.startServer" in commands
@@ -260,11 +255,4 @@ async def test_real_server_through_supervisor_serve(server: str, tmp_path: str) 
         assert len(completions) == len(set(completions)) == 4  # each exactly once
         missing = await client.request("lsp.snapshot", {"sessionId": "nope"})
         assert as_obj(as_obj(missing["error"])["data"])["code"] == "not_found"
-        assert (await client.request("shutdown"))["result"] is None
-        await client.notify("exit")
-        assert await client.wait_exit() == 0
-    finally:
-        with trio.CancelScope(shield=True):
-            if process.returncode is None:
-                process.kill()
-                await process.wait()
+        await client.shut_down()

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import os
 import signal
-import subprocess
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -21,7 +20,7 @@ import trio
 from protocol import CoreError
 from supervisor import open_core
 from supervisor._process._procfs import all_pids, read_env_var
-from tests.supervisor.cli.test_serve import Client
+from tests._procfs import runs_no_more
 from tests.supervisor.lsp._support import PY, WAIT_S, Session, as_obj, start
 
 if TYPE_CHECKING:
@@ -29,6 +28,7 @@ if TYPE_CHECKING:
 
     from protocol import JSONObject, JSONValue
     from supervisor import Core
+    from tests.supervisor.cli.test_serve import Client
 
 EXAMPLES = Path(__file__).resolve().parents[3] / "examples" / "backends"
 TOOLS = "dev.example.tools"
@@ -46,20 +46,12 @@ TOOL_FUNCTIONS = [
 # -- helpers --------------------------------------------------------------------------------
 
 
-def _alive(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except OSError:
-        return False
-
-
 def scoped_pids(backend_pid: int) -> set[int]:
     """Live processes a backend started (their marker names the backend's instance)."""
     found = set()
     for pid in all_pids():
         marker = read_env_var(pid, "SUPERVISOR_SCOPE")
-        if marker is not None and marker.startswith(f"{backend_pid}.") and _alive(pid):
+        if marker is not None and marker.startswith(f"{backend_pid}.") and not runs_no_more(pid):
             found.add(pid)
     return found
 
@@ -74,7 +66,7 @@ async def wait_scoped(backend_pid: int, count: int) -> set[int]:
 
 async def wait_gone(pids: set[int]) -> None:
     with trio.fail_after(WAIT_S):
-        while any(_alive(p) for p in pids):  # noqa: ASYNC110 - polling /proc, no event
+        while any(not runs_no_more(p) for p in pids):  # noqa: ASYNC110 - polling /proc, no event
             await trio.sleep(0.05)
 
 
@@ -98,7 +90,10 @@ def error_code(event: JSONObject) -> JSONValue:
 
 
 async def invoke(
-    session: Session, function_id: str, params: JSONObject | None = None, **extra: JSONValue
+    session: Session | ServeSession,
+    function_id: str,
+    params: JSONObject | None = None,
+    **extra: JSONValue,
 ) -> str:
     payload: dict[str, JSONValue] = {
         "function": {"pluginID": TOOLS, "functionID": function_id},
@@ -109,6 +104,17 @@ async def invoke(
     operation_id = (await session.call("lsp.functionRequest", **payload))["operationId"]
     assert isinstance(operation_id, str)
     return operation_id
+
+
+async def start_long_run(
+    session: Session | ServeSession, backend_pid: int, **extra: JSONValue
+) -> tuple[str, set[int]]:
+    """Invoke ``tool.run`` for 100 000 steps 50 ms apart (``extra``: more params of
+    ``lsp.functionRequest``) and wait until it reports progress and runs its process tree
+    (a child and its grandchild): the operation id and the tree's pids."""
+    op = await invoke(session, "tool.run", {"steps": 100_000, "delayMs": 50}, **extra)
+    await session.wait_for(lambda e: e["event"] == "requestProgress" and e["operationId"] == op)
+    return op, await wait_scoped(backend_pid, 2)
 
 
 async def call(session: Session, function_id: str, params: JSONObject | None = None) -> JSONValue:
@@ -214,16 +220,12 @@ async def test_cancel_deadline_and_revocation_end_the_calls_trees(
     s, backend_pid = await open_tools(core, str(tmp_path))
     # Cancel: lsp.cancelOperation -> requestCancelled once; the backend gets $/cancelRequest
     # and its call's tree (a child and its grandchild) ends.
-    op = await invoke(s, "tool.run", {"steps": 100_000, "delayMs": 50}, operationId="c1")
-    await s.wait_for(lambda e: e["event"] == "requestProgress" and e["operationId"] == op)
-    pids = await wait_scoped(backend_pid, 2)
+    op, pids = await start_long_run(s, backend_pid, operationId="c1")
     assert (await s.call("lsp.cancelOperation", operationId=op))["cancelled"] is True
     assert error_code(await s.completed(op)) == "requestCancelled"
     await wait_gone(pids)
     # Deadline: requestTimeout, and the tree ends with the call.
-    op = await invoke(s, "tool.run", {"steps": 100_000, "delayMs": 50}, timeoutMilliseconds=3000)
-    await s.wait_for(lambda e: e["event"] == "requestProgress" and e["operationId"] == op)
-    pids = await wait_scoped(backend_pid, 2)
+    op, pids = await start_long_run(s, backend_pid, timeoutMilliseconds=3000)
     assert error_code(await s.completed(op)) == "requestTimeout"
     await wait_gone(pids)
     # Revocation: withdrawing a running function ends its call with plugin.function.revoked.
@@ -251,9 +253,7 @@ async def test_cancel_deadline_and_revocation_end_the_calls_trees(
 
 async def test_backend_that_exits_mid_call(core: Core, tmp_path: Path) -> None:
     s, backend_pid = await open_tools(core, str(tmp_path))
-    op = await invoke(s, "tool.run", {"steps": 100_000, "delayMs": 50})
-    await s.wait_for(lambda e: e["event"] == "requestProgress" and e["operationId"] == op)
-    pids = await wait_scoped(backend_pid, 2)
+    op, pids = await start_long_run(s, backend_pid)
     os.kill(backend_pid, signal.SIGKILL)
     done = await s.completed(op)
     assert error_code(done) == "languageServerUnavailable"
@@ -328,38 +328,26 @@ class ServeSession:
         )
 
 
-@pytest.fixture
-async def client() -> AsyncIterator[Client]:
-    process = await trio.lowlevel.open_process(
-        [PY, "-m", "supervisor", "serve"], stdin=subprocess.PIPE, stdout=subprocess.PIPE
-    )
-    try:
-        yield Client(process)
-    finally:
-        with trio.CancelScope(shield=True):
-            if process.returncode is None:
-                with trio.move_on_after(20):
-                    if process.stdin is not None:
-                        await process.stdin.aclose()
-                    await process.wait()
-            if process.returncode is None:
-                process.kill()
-                await process.wait()
+async def open_served_backend(
+    client: Client, cwd: str, server_id: str, script: str, plugin_id: str, **extra: JSONValue
+) -> tuple[ServeSession, int]:
+    """Start examples/backends/``script`` as plugin ``plugin_id`` with serve's
+    ``lsp.startServer`` (``extra``: more of its params) and wait until it is ready.
 
-
-async def open_served_tools(client: Client, cwd: str) -> tuple[ServeSession, int]:
-    await client.initialize()
+    Returns:
+        The session, and the backend's pid.
+    """
     reply = await client.request(
         "lsp.startServer",
         {
-            "serverId": "tools",
+            "serverId": server_id,
             "executable": PY,
-            "arguments": [str(EXAMPLES / "tool_runner.py")],
+            "arguments": [str(EXAMPLES / script)],
             "workingDirectory": cwd,
             "rootUri": "file://" + cwd,
-            "pluginId": TOOLS,
-            "hostServices": ["credentials"],
+            "pluginId": plugin_id,
             "shutdownTimeoutMilliseconds": 5000,
+            **extra,
         },
     )
     session = ServeSession(client, str(as_obj(reply["result"])["sessionId"]))
@@ -370,6 +358,13 @@ async def open_served_tools(client: Client, cwd: str) -> tuple[ServeSession, int
     pid = starting["pid"]
     assert isinstance(pid, int)
     return session, pid
+
+
+async def open_served_tools(client: Client, cwd: str) -> tuple[ServeSession, int]:
+    await client.initialize()
+    return await open_served_backend(
+        client, cwd, "tools", "tool_runner.py", TOOLS, hostServices=["credentials"]
+    )
 
 
 def tool(function_id: str) -> JSONObject:
@@ -404,29 +399,12 @@ async def test_through_serve(client: Client, tmp_path: Path) -> None:
     await s.call("lsp.hostResponse", hostRequestID=host_request_id, result={"secret": "s"})
     assert as_obj((await s.completed(op))["result"])["value"] == {"answered": 1}
     # Cancel with lsp.cancelOperation: the backend gets $/cancelRequest, the tree ends.
-    op = (
-        await s.call(
-            "lsp.functionRequest",
-            function=tool("tool.run"),
-            params={"steps": 100_000, "delayMs": 50},
-        )
-    )["operationId"]
-    await s.wait_for(lambda e: e["event"] == "requestProgress" and e["operationId"] == op)
-    pids = await wait_scoped(backend_pid, 2)
+    op, pids = await start_long_run(s, backend_pid)
     assert (await s.call("lsp.cancelOperation", operationId=op))["cancelled"] is True
     assert error_code(await s.completed(op)) == "requestCancelled"
     await wait_gone(pids)
     # Deadline.
-    op = (
-        await s.call(
-            "lsp.functionRequest",
-            function=tool("tool.run"),
-            params={"steps": 100_000, "delayMs": 50},
-            timeoutMilliseconds=2000,
-        )
-    )["operationId"]
-    await s.wait_for(lambda e: e["event"] == "requestProgress" and e["operationId"] == op)
-    pids = await wait_scoped(backend_pid, 2)
+    op, pids = await start_long_run(s, backend_pid, timeoutMilliseconds=2000)
     assert error_code(await s.completed(op)) == "requestTimeout"
     await wait_gone(pids)
     # Revocation.
@@ -442,9 +420,7 @@ async def test_through_serve(client: Client, tmp_path: Path) -> None:
     assert error_code(await s.completed(op)) == "plugin.function.revoked"
     await wait_gone(pids)
     # Shutdown of serve stops the backend: nothing it or its calls started remains.
-    assert (await client.request("shutdown"))["result"] is None
-    await client.notify("exit")
-    assert await client.wait_exit() == 0
+    await client.shut_down()
     await wait_gone({backend_pid})
     assert not scoped_pids(backend_pid)
 
@@ -453,15 +429,7 @@ async def test_serve_end_of_input_ends_backend_and_running_call(
     client: Client, tmp_path: Path
 ) -> None:
     s, backend_pid = await open_served_tools(client, str(tmp_path))
-    op = (
-        await s.call(
-            "lsp.functionRequest",
-            function=tool("tool.run"),
-            params={"steps": 100_000, "delayMs": 50},
-        )
-    )["operationId"]
-    await s.wait_for(lambda e: e["event"] == "requestProgress" and e["operationId"] == op)
-    pids = await wait_scoped(backend_pid, 2)
+    _, pids = await start_long_run(s, backend_pid)
     # $/cancelRequest ends a serve request in flight (a blocking process.run) with -32800;
     # the function call it does not name keeps running.
     await client.send(

@@ -480,6 +480,16 @@ async def test_default_deadline_is_the_sessions_request_timeout(core: Core, tmp_
     await s.stop()
 
 
+async def _host_notify_refused(session: Session, reason: str) -> None:
+    """``lsp.hostNotify`` on ``session`` fails with invalid_request naming ``reason``."""
+    with pytest.raises(CoreError) as refused:
+        await session.call(
+            "lsp.hostNotify", method="lithe/host/commands/didRun", params={"commandID": "x"}
+        )
+    assert refused.value.code == "invalid_request"
+    assert reason in refused.value.message
+
+
 async def test_host_notify_refuses_a_session_that_is_not_ready_or_not_plugin_owned(
     core: Core, tmp_path: str
 ) -> None:
@@ -493,21 +503,11 @@ async def test_host_notify_refuses_a_session_that_is_not_ready_or_not_plugin_own
         shutdownTimeoutMilliseconds=1000,
     )
     await slow.wait_state("initializing")
-    with pytest.raises(CoreError) as not_ready:
-        await slow.call(
-            "lsp.hostNotify", method="lithe/host/commands/didRun", params={"commandID": "x"}
-        )
-    assert not_ready.value.code == "invalid_request"
-    assert "not ready" in not_ready.value.message
+    await _host_notify_refused(slow, "not ready")
     await slow.stop()
     host_owned = await start(core, [PY, BACKEND, json.dumps({"version": 0})], str(tmp_path))
     await host_owned.wait_state("ready")
-    with pytest.raises(CoreError) as not_plugin:
-        await host_owned.call(
-            "lsp.hostNotify", method="lithe/host/commands/didRun", params={"commandID": "x"}
-        )
-    assert not_plugin.value.code == "invalid_request"
-    assert "not plugin-owned" in not_plugin.value.message
+    await _host_notify_refused(host_owned, "not plugin-owned")
     await host_owned.stop()
 
 

@@ -13,10 +13,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from tests.supervisor.lsp._support import PY, as_obj
+from tests.supervisor.lsp._support import as_obj
 from tests.supervisor.plugin.test_example_backends import (
     ServeSession,
-    client,
+    open_served_backend,
     scoped_pids,
     wait_gone,
     wait_scoped,
@@ -27,8 +27,6 @@ if TYPE_CHECKING:
     from protocol import JSONObject, JSONValue
     from tests.supervisor.cli.test_serve import Client
 
-__all__ = ("client",)  # the fixture, re-used
-
 EXAMPLES = Path(__file__).resolve().parents[3] / "examples" / "backends"
 CONTEXT: JSONObject = {"contextID": "w1", "generation": 1, "authority": "local"}
 SNAPSHOT: JSONObject = {"plugins": EXAMPLE_PLUGINS, "contexts": [CONTEXT]}
@@ -37,26 +35,7 @@ SNAPSHOT: JSONObject = {"plugins": EXAMPLE_PLUGINS, "contexts": [CONTEXT]}
 async def open_backend(
     client: Client, cwd: str, plugin_id: str, script: str
 ) -> tuple[ServeSession, int]:
-    reply = await client.request(
-        "lsp.startServer",
-        {
-            "serverId": script,
-            "executable": PY,
-            "arguments": [str(EXAMPLES / script)],
-            "workingDirectory": cwd,
-            "rootUri": "file://" + cwd,
-            "pluginId": plugin_id,
-            "shutdownTimeoutMilliseconds": 5000,
-        },
-    )
-    session = ServeSession(client, str(as_obj(reply["result"])["sessionId"]))
-    starting = await session.wait_for(
-        lambda e: e["event"] == "stateChanged" and e["state"] == "starting"
-    )
-    await session.wait_for(lambda e: e["event"] == "stateChanged" and e["state"] == "ready")
-    pid = starting["pid"]
-    assert isinstance(pid, int)
-    return session, pid
+    return await open_served_backend(client, cwd, script, script, plugin_id)
 
 
 async def report(caller: ServeSession, **params: JSONValue) -> str:
@@ -108,7 +87,5 @@ async def test_relayed_chain_and_cancel_from_the_top_through_serve(
     again = await caller.completed(await report(caller))
     assert "result" in again
     # serve's shutdown ends the three backends.
-    assert (await client.request("shutdown"))["result"] is None
-    await client.notify("exit")
-    assert await client.wait_exit() == 0
+    await client.shut_down()
     await wait_gone({tools_pid, exporter_pid, caller_pid})

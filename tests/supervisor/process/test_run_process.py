@@ -16,6 +16,7 @@ import trio
 
 from protocol import CoreError
 from supervisor._process._oneshot import ProcessResult, run_process
+from tests._procfs import state
 
 pytestmark = pytest.mark.skipif(not os.path.isdir("/proc/self/task"), reason="needs procfs")
 
@@ -25,16 +26,6 @@ FLOOD = os.path.join(PEERS, "flood.py")
 SLOW_OUTPUT = os.path.join(PEERS, "slow_output.py")
 IGNORE_TERM = os.path.join(PEERS, "ignore_term.py")
 PY = sys.executable
-
-
-def state(pid: int) -> str | None:
-    """One-letter /proc state of ``pid``, or None when it is gone."""
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            data = f.read()
-    except OSError:
-        return None
-    return data[data.rfind(b")") + 2 :].split(b" ", 1)[0].decode()
 
 
 async def test_exit_code_and_output() -> None:

@@ -25,6 +25,7 @@ from typing import Any
 import pytest
 
 from supervisor._process._marker import SCOPE_ENV
+from tests._procfs import runs_no_more
 
 pytestmark = [
     pytest.mark.linux,
@@ -113,16 +114,6 @@ def _parse(text: str) -> dict[str, Any]:
     return report
 
 
-def _gone(pid: int) -> bool:
-    """Exited and reaped, or a zombie (it runs no more)."""
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            data = f.read()
-    except OSError:
-        return True
-    return data[data.rfind(b")") + 2 :].startswith((b"Z", b"X"))
-
-
 @pytest.fixture(scope="module")
 def launched(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     """Run the host under the launcher once; its output and every probe's report."""
@@ -174,7 +165,7 @@ def test_every_kind_of_child_starts_clean(launched: dict[str, Any], kind: str) -
         assert report["fds"][0] == "/dev/null"  # no input asked for
     if kind.endswith("+cwd"):
         assert report["cwd"] == os.path.join(launched["workdir"], "sub")
-    assert _gone(report["pid"])  # the Core ended everything it started
+    assert runs_no_more(report["pid"])  # the Core ended everything it started
 
 
 def test_polite_ends_work_under_that_supervisor(launched: dict[str, Any]) -> None:
@@ -252,4 +243,4 @@ def test_a_testbed_program_starts_clean(tmp_path: Path) -> None:
     assert state["fds"] == [0, 1, 2]
     assert pid == state["sid"] == state["pgid"]
     assert state["scope"]
-    assert _gone(pid)
+    assert runs_no_more(pid)

@@ -25,6 +25,7 @@ from supervisor._process._marker import SCOPE_ENV
 from supervisor._process._spawn import ExitWatch, wait_exits
 from supervisor._process._tree import DEVNULL, open_process_tree
 from supervisor._process._watchdog import ensure_watchdog
+from tests._procfs import stat_fields, state
 
 pytestmark = pytest.mark.skipif(not os.path.isdir("/proc/self/task"), reason="needs procfs")
 
@@ -54,9 +55,9 @@ def _write_file(path: str, data: bytes, *, mode: int) -> None:
 
 
 def _starttime(pid: int) -> int:
-    with open(f"/proc/{pid}/stat", "rb") as f:
-        data = f.read()
-    return int(data[data.rfind(b")") + 2 :].split()[19])
+    fields = stat_fields(pid)
+    assert fields is not None
+    return int(fields[19])
 
 
 def _fd_count() -> int:
@@ -308,19 +309,10 @@ def test_a_killed_watchdog_is_replaced_by_the_next_check() -> None:
     assert ensure_watchdog() == first
     os.kill(first, signal.SIGKILL)
     deadline = time.monotonic() + 30
-    while _state(first) not in ("Z", None) and time.monotonic() < deadline:
+    while state(first) not in ("Z", None) and time.monotonic() < deadline:
         time.sleep(0.01)
     second = ensure_watchdog()
     assert second is not None
     assert second != first
-    assert _state(first) is None  # reaped
+    assert state(first) is None  # reaped
     assert ensure_watchdog() == second
-
-
-def _state(pid: int) -> str | None:
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            data = f.read()
-    except OSError:
-        return None
-    return data[data.rfind(b")") + 2 :].split()[0].decode()

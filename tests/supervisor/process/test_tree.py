@@ -19,6 +19,7 @@ import trio
 from protocol import CoreError
 from supervisor._process._marker import SCOPE_ENV, instance_id, split_marker
 from supervisor._process._tree import DEVNULL, ProcessTree, open_process_tree
+from tests._procfs import stat_fields, state
 
 pytestmark = pytest.mark.skipif(not os.path.isdir("/proc/self/task"), reason="needs procfs")
 
@@ -30,23 +31,9 @@ PY = sys.executable
 SLEEP = [PY, "-c", "import time\nwhile True: time.sleep(3600)"]
 
 
-def state(pid: int) -> str | None:
-    """One-letter /proc state of ``pid``, or None when it is gone."""
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            data = f.read()
-    except OSError:
-        return None
-    return data[data.rfind(b")") + 2 :].split(b" ", 1)[0].decode()
-
-
 def ppid_of(pid: int) -> int | None:
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            data = f.read()
-    except OSError:
-        return None
-    return int(data[data.rfind(b")") + 2 :].split()[1])
+    fields = stat_fields(pid)
+    return None if fields is None else int(fields[1])
 
 
 def environ_of(pid: int) -> bytes:

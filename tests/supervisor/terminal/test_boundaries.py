@@ -16,13 +16,14 @@ from typing import TYPE_CHECKING
 import pytest
 import trio
 
-from supervisor._boundary import FaultPlan, arm_faults
+from supervisor._boundary import FaultPlan
+from tests._faults import armed
+from tests._procfs import runs_no_more
 from tests.supervisor.terminal.test_terminals import (
     BASH,
     WAIT_S,
     Term,
     _dict,
-    _gone,
     _refused,
     terminal_core,
 )
@@ -104,13 +105,10 @@ async def test_a_failure_inside_a_terminal_ends_that_terminal_only(
     script = f'sleep 60 & echo "$$ $!" > {pid_file}; echo go; sleep 1'
     plan = FaultPlan(sites=(site,))
     async with terminal_core() as (core, _):
-        previous = arm_faults(plan)
-        try:
+        with armed(plan):
             victim = await Term.create(core, "sh", "-c", script)
             await victim.call("terminal.onExit")
             outcome = await victim.next_exit()
-        finally:
-            arm_faults(previous)
         assert plan.fired == [site]
         assert outcome["reason"] == "internal"
         report = _dict(outcome["crashReport"])
@@ -120,8 +118,8 @@ async def test_a_failure_inside_a_terminal_ends_that_terminal_only(
             "stderrTail": [],
         }
         main_pid, child_pid = (int(p) for p in pid_file.read_text().split())
-        assert _gone(main_pid)
-        assert _gone(child_pid)
+        assert runs_no_more(main_pid)
+        assert runs_no_more(child_pid)
         listed = await _listed(core, victim.id)
         assert (listed["state"], listed["reason"], listed["crashReport"]) == (
             "failed",

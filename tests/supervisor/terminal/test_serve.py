@@ -96,9 +96,7 @@ async def test_terminal_commands_over_serve(client: Client) -> None:
     assert _field(gone, "error", "data", "code") == "not_found"
     bad = await client.request("terminal.create", {"executable": "./relative"})
     assert _field(bad, "error", "data", "code") == "invalid_request"
-    assert (await client.request("shutdown"))["result"] is None
-    await client.notify("exit")
-    assert await client.wait_exit() == 0
+    await client.shut_down()
 
 
 async def test_example_terminal_client_runs_bash_over_serve() -> None:
@@ -176,6 +174,4 @@ async def test_a_program_writing_hostile_sequences_does_not_end_serve(client: Cl
     await _read_until(client, tid, "still-9")
     closed = await _result(client, "terminal.close", {"terminalID": victim})
     assert isinstance(closed, dict)
-    assert (await client.request("shutdown"))["result"] is None
-    await client.notify("exit")
-    assert await client.wait_exit() == 0
+    await client.shut_down()

@@ -30,6 +30,7 @@ from supervisor._terminal._service import (
     TerminalService,
     open_terminal_service,
 )
+from tests._procfs import runs_no_more, stat_fields
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator
@@ -61,15 +62,6 @@ async def terminal_core(bounds: EndBounds = FAST) -> AsyncIterator[tuple[Core, T
 
     async with open_core(services=[factory]) as core:
         yield core, services[0]
-
-
-def _gone(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            stat = f.read()
-    except OSError:
-        return True
-    return stat[stat.rfind(b")") + 2 :].startswith((b"Z", b"X"))
 
 
 def _dict(value: JSONValue) -> JSONObject:
@@ -200,7 +192,7 @@ async def test_interactive_bash_type_read_resize_exit() -> None:
             "reason": "exited",
             "subscriptionID": subscription,
         }
-        assert _gone(pid)
+        assert runs_no_more(pid)
         listed = _dict((await core.call("terminal.list", {}))[0])  # type: ignore[index]
         assert listed["state"] == "closed"
         assert listed["title"] == "bash"
@@ -217,8 +209,9 @@ async def test_interactive_bash_type_read_resize_exit() -> None:
 
 def _terminal_foreground_group(pid: int) -> int:
     """The foreground group of ``pid``'s controlling terminal (``/proc/<pid>/stat`` tpgid)."""
-    stat = Path(f"/proc/{pid}/stat").read_bytes()
-    return int(stat[stat.rfind(b")") + 2 :].split()[5])
+    fields = stat_fields(pid)
+    assert fields is not None
+    return int(fields[5])
 
 
 async def test_bash_job_control_ctrl_c_reaches_the_foreground_job() -> None:
@@ -303,8 +296,8 @@ async def test_stubborn_program_and_its_background_child_are_gone_after_close(
         assert os.getpgid(child_pid) != os.getpgid(main_pid)
         result = _dict(await term.call("terminal.close", retainedContextBytes=0))
         assert result == {"retainedContextBytes": 0}
-        assert _gone(main_pid)
-        assert _gone(child_pid)
+        assert runs_no_more(main_pid)
+        assert runs_no_more(child_pid)
         outcome = await term.next_exit()
         assert (outcome["reason"], outcome["exitCode"], outcome["generation"]) == (
             "closed",
@@ -340,7 +333,7 @@ async def test_bash_jobs_in_own_groups_nohup_and_setsid_are_gone_after_close() -
         assert len({os.getpgid(pid) for pid in pids}) == 3
         shell = await term.pid()
         await term.call("terminal.close")
-        assert all(_gone(pid) for pid in [shell, *pids])
+        assert all(runs_no_more(pid) for pid in [shell, *pids])
         await term.call("terminal.dispose")
 
 
@@ -359,7 +352,7 @@ async def test_flooding_program_memory_bounded_close_not_blocked() -> None:
         assert sum(len(str(_dict(e).get("data", ""))) for e in events) <= DEFAULT_MAX_OUTPUT_CHARS
         with trio.fail_after(WAIT_S):
             closed = _dict(await term.call("terminal.close"))
-        assert _gone(pid)
+        assert runs_no_more(pid)
         assert 0 < closed["retainedContextBytes"] <= 16384  # type: ignore[operator]
         await term.poll()
         reopened = _dict(await term.call("terminal.reopen"))
@@ -472,7 +465,7 @@ async def test_handles_per_owner_and_dispose_owner() -> None:
             await trio.testing.wait_all_tasks_blocked()
             assert await service.dispose_owner("plugin-a") == MAX_HANDLES_PER_OWNER
         assert waiter_result == ["not_found"]
-        assert all(_gone(pid) for pid in pids)
+        assert all(runs_no_more(pid) for pid in pids)
         assert service.terminal_ids() == (other.id,)
         assert await service.dispose_owner("plugin-a") == 0
 
@@ -589,7 +582,7 @@ async def test_closing_the_core_ends_every_terminal(tmp_path: Path) -> None:
         await bash.type("sleep 300 & echo bg=$!\n")
         await bash.until("bg=")
         pids = [await bash.pid(), *(int(p) for p in pid_file.read_text().split())]
-    assert all(_gone(pid) for pid in pids)
+    assert all(runs_no_more(pid) for pid in pids)
 
 
 # -- gaps closed after the first review (cancellation, memory, events, cwd) -------------------

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import codecs
 
+import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
 from protocol import EOF, NEED_DATA, DAPConnection, FrameDecoder, RemoteProtocolError
@@ -204,19 +205,13 @@ def _feed_framer(conn: FrameDecoder | DAPConnection, chunks: list[bytes]) -> Non
         assert conn.broken
 
 
+@pytest.mark.parametrize("decoder_type", [FrameDecoder, DAPConnection])
 @_FAST
 @given(data=_frame_bytes, cuts=st.lists(st.integers(min_value=0), max_size=10))
-def test_the_frame_decoder_raises_only_protocol_errors(data: bytes, cuts: list[int]) -> None:
-    decoder = FrameDecoder(
-        max_header_bytes=_MAX_HEADER, max_body_bytes=_MAX_BODY, max_stray_bytes=_MAX_STRAY
-    )
-    _feed_framer(decoder, _chunks(data, cuts))
-
-
-@_FAST
-@given(data=_frame_bytes, cuts=st.lists(st.integers(min_value=0), max_size=10))
-def test_the_dap_decoder_raises_only_protocol_errors(data: bytes, cuts: list[int]) -> None:
-    conn = DAPConnection(
+def test_the_frame_and_dap_decoders_raise_only_protocol_errors(
+    decoder_type: type[FrameDecoder | DAPConnection], data: bytes, cuts: list[int]
+) -> None:
+    conn = decoder_type(
         max_header_bytes=_MAX_HEADER, max_body_bytes=_MAX_BODY, max_stray_bytes=_MAX_STRAY
     )
     _feed_framer(conn, _chunks(data, cuts))
