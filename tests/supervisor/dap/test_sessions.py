@@ -189,7 +189,7 @@ async def test_debugpy_launch_stop_inspect_step_continue_to_exit(
         printed += str((await events.next("output"))["output"])
     terminated = await events.next("terminated")
     assert terminated["reason"] == "debuggeeTerminated"
-    assert terminated["exitCode"] == 0
+    assert terminated["exitCode"] == 0, terminated
     assert runs_no_more(adapter_pid)
     assert runs_no_more(debuggee_pid)
     # Every operation ended exactly once.
