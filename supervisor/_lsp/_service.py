@@ -409,7 +409,7 @@ class LspService:
         session = self._session(payload)
         if session.state not in (LspState.STOPPED, LspState.FAILED):
             raise _invalid(f"session {session.session_id} is {session.state.value}; stop it first")
-        if not session.done.is_set():
+        if not session.ended:
             # Failed and waiting to restart: end it without a new start.
             await session.stop()
         self._sessions.remove(session.session_id)
