@@ -85,6 +85,7 @@ from .._boundary import (
 )
 from .._process._tree import PIPE, open_process_tree
 from .._session import StderrRing, exit_detail
+from .._session._operations import Operation, OperationTable
 from .._session._resource import SessionResource
 from .._terminal._pty import EndBounds, TerminalProcess
 from .._terminal._render import RetainedDisplay
@@ -239,13 +240,14 @@ class _Pending:
     response: DAPResponse | None = None
 
 
-@dataclass
-class _Operation:
-    operation_id: str
+@dataclass(eq=False)
+class _Operation(Operation):
+    """One debug operation; its outcome is its ``operationCompleted`` or
+    ``operationFailed`` event's fields."""
+
     command: str
     scope: trio.CancelScope = field(default_factory=trio.CancelScope)
     seq: int | None = None
-    finished: bool = False
     cancel_reason: str | None = None
 
 
@@ -303,7 +305,7 @@ class DebugSession(SessionResource[JSONObject]):
         self._receive_stream: trio.abc.ReceiveStream | None = None
         self._write_send, self._write_receive = trio.open_memory_channel[bytes](_WRITE_QUEUE_FRAMES)
         self._pending: dict[int, _Pending] = {}
-        self._operations: dict[str, _Operation] = {}
+        self._operations: OperationTable[_Operation] = OperationTable(self._operation_finished)
         self._anonymous = itertools.count(1)
         self._terminal_ids = itertools.count(1)
         self._terminal_requests: dict[str, _TerminalRequest] = {}
@@ -685,35 +687,33 @@ class DebugSession(SessionResource[JSONObject]):
         code: str | None = None,
         extra: JSONObject | None = None,
     ) -> bool:
-        if operation.finished:
+        if operation.done:
             return False
-        operation.finished = True
         if operation.seq is not None:
             self._pending.pop(operation.seq, None)
-        if self._operations.get(operation.operation_id) is operation:
-            del self._operations[operation.operation_id]
+        self._operations.forget(operation)
         if message is None:
-            self._emit(
-                "operationCompleted",
-                {
-                    "operationId": operation.operation_id,
-                    "command": operation.command,
-                    "result": result,
-                },
-            )
-        else:
-            params: JSONObject = {
+            completed: JSONObject = {
                 "operationId": operation.operation_id,
                 "command": operation.command,
-                "message": message,
+                "result": result,
             }
-            reason = reason or REASON_REFUSED
-            params["reason"] = reason
-            params["code"] = code or _REASON_CODES.get(reason, "invalid_request")
-            if extra:
-                params.update(extra)
-            self._emit("operationFailed", params)
-        return True
+            return self._operations.finish(operation, completed)
+        params: JSONObject = {
+            "operationId": operation.operation_id,
+            "command": operation.command,
+            "message": message,
+        }
+        reason = reason or REASON_REFUSED
+        params["reason"] = reason
+        params["code"] = code or _REASON_CODES.get(reason, "invalid_request")
+        if extra:
+            params.update(extra)
+        return self._operations.finish(operation, params)
+
+    def _operation_finished(self, operation: _Operation, outcome: JSONObject) -> None:
+        # A failure always names its reason; a completion never does.
+        self._emit("operationFailed" if "reason" in outcome else "operationCompleted", outcome)
 
     async def run_operation(
         self,
@@ -770,7 +770,7 @@ class DebugSession(SessionResource[JSONObject]):
                 {**refused, "state": self.state.value},
             )
         operation = _Operation(operation_id, command)
-        self._operations[operation_id] = operation
+        self._operations.add(operation)
         timeout = timeout_ms if timeout_ms is not None else DEFAULT_OPERATION_TIMEOUT_MS
         operation.scope.deadline = trio.current_time() + timeout / 1000
         try:
@@ -816,8 +816,7 @@ class DebugSession(SessionResource[JSONObject]):
                 self._send_cancel(seq)
             raise
         finally:
-            if self._operations.get(operation_id) is operation:
-                del self._operations[operation_id]
+            self._operations.forget(operation)
         # Reached only when the operation's own scope caught the cancellation: either
         # debug.cancelOperation (which already failed it) or its deadline.
         if operation.cancel_reason is None:
@@ -843,7 +842,7 @@ class DebugSession(SessionResource[JSONObject]):
             True when the operation was pending.
         """
         operation = self._operations.get(operation_id)
-        if operation is None or operation.finished:
+        if operation is None or operation.done:
             return False
         seq = operation.seq
         operation.cancel_reason = reason

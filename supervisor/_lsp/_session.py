@@ -83,6 +83,7 @@ from .._session import (
     exit_detail,
 )
 from .._session._events import DEFAULT_MAX_EVENTS
+from .._session._operations import Operation, OperationTable
 from .._session._resource import SessionResource
 from .._session._stderr import DEFAULT_STDERR_LINE_BYTES, DEFAULT_STDERR_LINES
 from ._documents import DocumentStore
@@ -229,10 +230,9 @@ class LspServerSpec:
 
 
 @dataclass(eq=False)
-class _Request:
-    """One request to the server, completed exactly once (invariant 4)."""
+class _Request(Operation):
+    """One request to the server, completed exactly once (:class:`OperationTable`)."""
 
-    operation_id: str
     method: str
     params: JSONValue
     uri: str | None
@@ -242,8 +242,6 @@ class _Request:
     started_at: float = 0.0
     end_reason: str | None = None
     waiting: bool = False
-    outcome: JSONObject | None = None
-    finished: trio.Event = field(default_factory=trio.Event)
 
 
 @dataclass(eq=False)
@@ -327,7 +325,7 @@ class LspSession(SessionResource[JSONObject]):
         self._generation_count = 0
         self._gen: _Generation | None = None
         self._nursery: trio.Nursery | None = None
-        self._requests: dict[str, _Request] = {}
+        self._requests: OperationTable[_Request] = OperationTable(self._request_completed)
         self._serialized: dict[str, _Request] = {}
         self._waiting_for_ready = 0
         self._anonymous = 0
@@ -378,7 +376,7 @@ class LspSession(SessionResource[JSONObject]):
                 "generation": req.generation,
                 "ageMilliseconds": math.floor(now - req.started_at),
             }
-            for req in self._requests.values()
+            for req in self._requests
             if req.outcome is None
         ]
         documents: list[JSONValue] = [
@@ -1170,7 +1168,7 @@ class LspSession(SessionResource[JSONObject]):
                 "busy", f"{MAX_PENDING_FOR_READINESS} requests already wait for readiness"
             )
         req.scope.deadline = trio.current_time() + timeout_ms / 1000
-        self._requests[operation_id] = req
+        self._requests.add(req)
         if not gen.ready:
             req.waiting = True
             self._waiting_for_ready += 1
@@ -1222,7 +1220,7 @@ class LspSession(SessionResource[JSONObject]):
                     self._finish(req, self._error(req, "timed_out", "The request timed out"))
                 else:
                     self._finish(req, self._unavailable(req, "The language-server session ended"))
-            self._requests.pop(req.operation_id, None)
+            self._requests.forget(req)
 
     async def _exchange(self, req: _Request, gen: _Generation) -> None:
         with req.scope:
@@ -1280,10 +1278,10 @@ class LspSession(SessionResource[JSONObject]):
         return self._error(req, "languageServerUnavailable", message, **extra)
 
     def _finish(self, req: _Request, outcome: JSONObject) -> None:
-        if req.outcome is not None:
-            return
-        req.outcome = outcome
-        req.finished.set()
+        self._requests.finish(req, outcome)
+
+    def _request_completed(self, req: _Request, outcome: JSONObject) -> None:
+        """A request finished (once): its ``requestCompleted`` event, unless it has none."""
         if req.emit_event:
             self.events.put(
                 "requestCompleted",
@@ -1304,11 +1302,15 @@ class LspSession(SessionResource[JSONObject]):
         """
         if self.plugin is not None and (gen is None or gen is self._gen):
             self.plugin.end_generation(message, **extra)
-        for req in list(self._requests.values()):
-            if req.outcome is None and (gen is None or req.generation == gen.number):
-                req.end_reason = "unavailable"
-                self._finish(req, self._unavailable(req, message, **extra))
-                req.scope.cancel()
+
+        def unavailable(req: _Request) -> JSONObject | None:
+            if gen is not None and req.generation != gen.number:
+                return None
+            req.end_reason = "unavailable"
+            req.scope.cancel()
+            return self._unavailable(req, message, **extra)
+
+        self._requests.finish_all(unavailable)
 
     # -- plugin functions (issue 6) ---------------------------------------------------
 
