@@ -24,15 +24,13 @@ Events (``debug.waitEvents`` / ``debug.pollEvents``): ``stateChanged``, ``capabi
 
 from __future__ import annotations
 
-import itertools
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Final
 
 import trio
 
-from protocol import MAX_ECHO_BYTES, CoreError, cut_utf8, echo, invalid_field, read_int
+from protocol import CoreError, echo, invalid_field, read_int
 
-from .._core._builtins import read_wait_timeout
 from .._core._context import current_operation_id
 from .._core._payload import (
     MAX_COUNT,
@@ -47,6 +45,7 @@ from .._core._payload import (
     require_str,
 )
 from .._session._events import EventQueue
+from .._session._registry import SessionRegistry
 from ._session import (
     DEFAULT_CONNECT_TIMEOUT_MS,
     MAX_OPERATION_TIMEOUT_MS,
@@ -178,8 +177,9 @@ class DebugService:
 
     def __init__(self, context: ServiceContext) -> None:
         self._context = context
-        self._sessions: dict[str, DebugSession] = {}
-        self._ids = itertools.count(1)
+        self._sessions: SessionRegistry[DebugSession] = SessionRegistry(
+            "debug", "debug session", "sessionId", _events_of
+        )
 
     def commands(self) -> Mapping[str, CommandHandler]:
         return {
@@ -193,8 +193,7 @@ class DebugService:
             "debug.inspect": self._inspect,
             "debug.cancelOperation": self._cancel_operation,
             "debug.runInTerminalResponse": self._run_in_terminal_response,
-            "debug.waitEvents": self._wait_events,
-            "debug.pollEvents": self._poll_events,
+            **self._sessions.event_commands("debug"),
             "debug.disconnect": self._disconnect,
             "debug.destroySession": self._destroy_session,
             "debug.listSessions": self._list_sessions,
@@ -206,15 +205,7 @@ class DebugService:
         return self._sessions
 
     def _session(self, payload: JSONObject) -> DebugSession:
-        session_id = require_str(payload, "sessionId")
-        session = self._sessions.get(session_id)
-        if session is None:
-            raise CoreError(
-                "not_found",
-                f"No debug session {echo(session_id)}",
-                {"sessionId": cut_utf8(session_id, MAX_ECHO_BYTES)},
-            )
-        return session
+        return self._sessions.lookup(payload)
 
     # -- lifecycle -----------------------------------------------------------------------
 
@@ -235,9 +226,7 @@ class DebugService:
         )
         session_id = optional_str(payload, "sessionId")
         if session_id is None:
-            session_id = f"debug-{next(self._ids)}"
-            while session_id in self._sessions:
-                session_id = f"debug-{next(self._ids)}"
+            session_id = self._sessions.new_id()
         elif not session_id:
             raise _invalid("sessionId must be a non-empty string")
         adapter_id = require_str(payload, "adapterId")
@@ -262,11 +251,11 @@ class DebugService:
             events=EventQueue(self._context.max_events),
         )
         # Reserved before the start so a concurrent create with the same id is refused.
-        self._sessions[session_id] = session
+        self._sessions.add(session_id, session)
         try:
             await self._context.nursery.start(session.run)
         except BaseException:
-            del self._sessions[session_id]
+            self._sessions.remove(session_id)
             raise
         return {
             "sessionId": session_id,
@@ -288,7 +277,7 @@ class DebugService:
                 f"Debug session {session.session_id!r} is {session.state.value}; "
                 "disconnect it first"
             )
-        del self._sessions[session.session_id]
+        self._sessions.remove(session.session_id)
         return {"sessionId": session.session_id, "destroyed": True}
 
     async def _list_sessions(self, payload: JSONObject) -> JSONValue:
@@ -437,15 +426,6 @@ class DebugService:
 
     # -- events --------------------------------------------------------------------------
 
-    async def _wait_events(self, payload: JSONObject) -> JSONValue:
-        check_fields(payload, frozenset({"sessionId", "timeoutMilliseconds"}), "debug.waitEvents")
-        session = self._session(payload)
-        return await session.events.wait(read_wait_timeout(payload, "debug.waitEvents"))
-
-    async def _poll_events(self, payload: JSONObject) -> JSONValue:
-        check_fields(payload, frozenset({"sessionId"}), "debug.pollEvents")
-        return self._session(payload).events.poll()
-
     async def aclose(self) -> None:
         """Stop every live session (DAP stop sequence), concurrently; shielded and bounded.
 
@@ -456,6 +436,10 @@ class DebugService:
                 for session in list(self._sessions.values()):
                     if not session.ended:
                         nursery.start_soon(_stop_for_close, session)
+
+
+def _events_of(session: DebugSession) -> EventQueue:
+    return session.events
 
 
 async def _stop_for_close(session: DebugSession) -> None:

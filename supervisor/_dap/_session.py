@@ -73,7 +73,7 @@ from typing import TYPE_CHECKING, Final, final
 
 import trio
 
-from protocol import EOF, NEED_DATA, CoreError, RemoteProtocolError, StrayText
+from protocol import EOF, NEED_DATA, CoreError, JSONObject, RemoteProtocolError, StrayText
 from protocol._dap import DAPConnection, DAPEvent, DAPRequest, DAPResponse
 
 from .._boundary import (
@@ -85,6 +85,8 @@ from .._boundary import (
 )
 from .._process._tree import PIPE, open_process_tree
 from .._session import StderrRing, exit_detail
+from .._session._operations import Operation, OperationTable
+from .._session._resource import SessionResource
 from .._terminal._pty import EndBounds, TerminalProcess
 from .._terminal._render import RetainedDisplay
 from ._state import (
@@ -106,7 +108,7 @@ from ._state import (
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable
 
-    from protocol import JSONObject, JSONValue
+    from protocol import JSONValue
 
     from .._process._tree import ProcessTree
     from .._session._events import EventQueue
@@ -238,13 +240,14 @@ class _Pending:
     response: DAPResponse | None = None
 
 
-@dataclass
-class _Operation:
-    operation_id: str
+@dataclass(eq=False)
+class _Operation(Operation):
+    """One debug operation; its outcome is its ``operationCompleted`` or
+    ``operationFailed`` event's fields."""
+
     command: str
     scope: trio.CancelScope = field(default_factory=trio.CancelScope)
     seq: int | None = None
-    finished: bool = False
     cancel_reason: str | None = None
 
 
@@ -263,7 +266,7 @@ def _int(value: JSONValue) -> int | None:
 
 
 @final
-class DebugSession:
+class DebugSession(SessionResource[JSONObject]):
     """A debug session: made by the debug service (``debug.createSession``).
 
     Attributes:
@@ -285,6 +288,7 @@ class DebugSession:
         run_in_terminal_handler: str,
         events: EventQueue,
     ) -> None:
+        super().__init__()
         self.session_id = session_id
         self.adapter_id = adapter_id
         self.spec = spec
@@ -301,7 +305,7 @@ class DebugSession:
         self._receive_stream: trio.abc.ReceiveStream | None = None
         self._write_send, self._write_receive = trio.open_memory_channel[bytes](_WRITE_QUEUE_FRAMES)
         self._pending: dict[int, _Pending] = {}
-        self._operations: dict[str, _Operation] = {}
+        self._operations: OperationTable[_Operation] = OperationTable(self._operation_finished)
         self._anonymous = itertools.count(1)
         self._terminal_ids = itertools.count(1)
         self._terminal_requests: dict[str, _TerminalRequest] = {}
@@ -311,10 +315,9 @@ class DebugSession:
         self._stop_count = 0
         self._transport_done = trio.Event()
         self._end_reason = "adapterExited"
-        self._stop_started = False
-        self._stop_done = trio.Event()
-        self._ended = trio.Event()
-        self._teardown_started = False
+        #: A ``debug.disconnect`` (or the debuggee's end) began the DAP stop sequence;
+        #: the teardown (:meth:`_teardown`, the base's stop) follows it.
+        self._disconnect_started = False
         self._terminated_detail: JSONObject | None = None
         self._stderr = StderrRing(_STDERR_LINES, _STDERR_LINE_BYTES)
         #: The unexpected exception that ended the session (state FAILED), if one did.
@@ -336,11 +339,6 @@ class DebugSession:
     def adapter_pid(self) -> int | None:
         """The adapter's process id, or None when the session does not own a process."""
         return self._tree.pid if self._tree is not None else None
-
-    @property
-    def ended(self) -> bool:
-        """Whether the adapter and everything the session started are gone."""
-        return self._ended.is_set()
 
     def describe(self) -> JSONObject:
         """``{sessionId, adapterId, state, requestKind, adapterPid, reason?, crashReport?}``.
@@ -451,7 +449,7 @@ class DebugSession:
         logged: the outcome was already reported.
         """
         log_failure(f"debug session {self.session_id}", failure)
-        if self._ended.is_set() or self._terminated_detail is not None:
+        if self.ended or self._terminated_detail is not None:
             return
         if self.failure is None:
             self.failure = failure
@@ -610,7 +608,7 @@ class DebugSession:
 
     def _end_transport(self, reason: str) -> None:
         if not self._transport_done.is_set():
-            if not self._stop_started:
+            if not self._disconnect_started:
                 self._end_reason = reason
             self._transport_done.set()
 
@@ -689,35 +687,33 @@ class DebugSession:
         code: str | None = None,
         extra: JSONObject | None = None,
     ) -> bool:
-        if operation.finished:
+        if operation.done:
             return False
-        operation.finished = True
         if operation.seq is not None:
             self._pending.pop(operation.seq, None)
-        if self._operations.get(operation.operation_id) is operation:
-            del self._operations[operation.operation_id]
+        self._operations.forget(operation)
         if message is None:
-            self._emit(
-                "operationCompleted",
-                {
-                    "operationId": operation.operation_id,
-                    "command": operation.command,
-                    "result": result,
-                },
-            )
-        else:
-            params: JSONObject = {
+            completed: JSONObject = {
                 "operationId": operation.operation_id,
                 "command": operation.command,
-                "message": message,
+                "result": result,
             }
-            reason = reason or REASON_REFUSED
-            params["reason"] = reason
-            params["code"] = code or _REASON_CODES.get(reason, "invalid_request")
-            if extra:
-                params.update(extra)
-            self._emit("operationFailed", params)
-        return True
+            return self._operations.finish(operation, completed)
+        params: JSONObject = {
+            "operationId": operation.operation_id,
+            "command": operation.command,
+            "message": message,
+        }
+        reason = reason or REASON_REFUSED
+        params["reason"] = reason
+        params["code"] = code or _REASON_CODES.get(reason, "invalid_request")
+        if extra:
+            params.update(extra)
+        return self._operations.finish(operation, params)
+
+    def _operation_finished(self, operation: _Operation, outcome: JSONObject) -> None:
+        # A failure always names its reason; a completion never does.
+        self._emit("operationFailed" if "reason" in outcome else "operationCompleted", outcome)
 
     async def run_operation(
         self,
@@ -774,7 +770,7 @@ class DebugSession:
                 {**refused, "state": self.state.value},
             )
         operation = _Operation(operation_id, command)
-        self._operations[operation_id] = operation
+        self._operations.add(operation)
         timeout = timeout_ms if timeout_ms is not None else DEFAULT_OPERATION_TIMEOUT_MS
         operation.scope.deadline = trio.current_time() + timeout / 1000
         try:
@@ -820,8 +816,7 @@ class DebugSession:
                 self._send_cancel(seq)
             raise
         finally:
-            if self._operations.get(operation_id) is operation:
-                del self._operations[operation_id]
+            self._operations.forget(operation)
         # Reached only when the operation's own scope caught the cancellation: either
         # debug.cancelOperation (which already failed it) or its deadline.
         if operation.cancel_reason is None:
@@ -847,7 +842,7 @@ class DebugSession:
             True when the operation was pending.
         """
         operation = self._operations.get(operation_id)
-        if operation is None or operation.finished:
+        if operation is None or operation.done:
             return False
         seq = operation.seq
         operation.cancel_reason = reason
@@ -1172,7 +1167,7 @@ class DebugSession:
             )
         elif name == "exited":
             self._emit("exited", {"exitCode": _int(body.get("exitCode"))})
-        elif name == "terminated" and not self._stop_started and self._nursery is not None:
+        elif name == "terminated" and not self._disconnect_started and self._nursery is not None:
             # The debuggee is over: end the session as an IDE does (disconnect, then the
             # adapter). Our `terminated` event follows once everything is gone.
             self._nursery.start_soon(self._contained, self._stop_after_terminated)
@@ -1232,7 +1227,7 @@ class DebugSession:
             self._terminal_requests[request_id] = _TerminalRequest(request)
             self._emit("runInTerminalRequested", event)
             return
-        if self._teardown_started:
+        if self.stop_started:
             await self._respond(request, success=False, message="The debug session is ending")
             return
         assert self._nursery is not None
@@ -1258,7 +1253,7 @@ class DebugSession:
             await self._respond(request, success=False, message=exc.message)
             return
         self._terminals.append(process)
-        if self._teardown_started:
+        if self.stop_started:
             # The session ended during the spawn: nothing may outlive it.
             with trio.CancelScope(shield=True):
                 await process.end(_TERMINAL_END_BOUNDS)
@@ -1373,36 +1368,47 @@ class DebugSession:
         adapter's exit, 2 000 ms TERM grace, then SIGKILL.
         """
         with trio.CancelScope(shield=True):
-            if not self._stop_started and not self._teardown_started:
-                self._stop_started = True
-                self._end_reason = reason
-                if self.lifecycle.live:
-                    self._move(DebugInput.SEND_DISCONNECT)
-                # core-api.md: pending terminal requests fail when the session disconnects;
-                # a host answer after this point is late and ignored.
-                for request_id in list(self._terminal_requests):
-                    entry = self._terminal_requests.pop(request_id)
-                    entry.answered = True
-                    if not self._transport_done.is_set():
-                        with trio.move_on_after(DEFAULT_DISCONNECT_REPLY_MS / 1000):
-                            await self._respond(
-                                entry.request,
-                                success=False,
-                                message="The debug session is disconnecting",
-                            )
-                if not self._transport_done.is_set() and self._initialize_answered.is_set():
-                    arguments: JSONObject = {
-                        "restart": False,
-                        "terminateDebuggee": self.lifecycle.terminate_debuggee,
-                    }
-                    with trio.move_on_after(DEFAULT_DISCONNECT_REPLY_MS / 1000):
-                        with contextlib.suppress(_SessionEnded):
-                            await self._request("disconnect", arguments)
-            # The first caller ends everything; a later one (or a crash) joins it.
-            await self._teardown()
-        detail = self._terminated_detail
-        assert detail is not None
+            if self._disconnect_started or self.stop_started:
+                # A stop (or the session's own end) is in progress: join it; starting the
+                # teardown now would cut the first stop's polite step short.
+                await self.wait_ended()
+            else:
+                self._disconnect_started = True
+                try:
+                    await self._disconnect(reason)
+                finally:
+                    # Even when the polite step broke, the first caller ends everything.
+                    await self._teardown()
+            # The first caller ended everything; a later one (or a crash) joined it.
+            detail = await self._teardown()
         return detail
+
+    async def _disconnect(self, reason: str) -> None:
+        """The DAP stop sequence's polite step: fail the pending terminal requests, then
+        ``disconnect`` (each bounded by the disconnect-reply bound)."""
+        self._end_reason = reason
+        if self.lifecycle.live:
+            self._move(DebugInput.SEND_DISCONNECT)
+        # core-api.md: pending terminal requests fail when the session disconnects;
+        # a host answer after this point is late and ignored.
+        for request_id in list(self._terminal_requests):
+            entry = self._terminal_requests.pop(request_id)
+            entry.answered = True
+            if not self._transport_done.is_set():
+                with trio.move_on_after(DEFAULT_DISCONNECT_REPLY_MS / 1000):
+                    await self._respond(
+                        entry.request,
+                        success=False,
+                        message="The debug session is disconnecting",
+                    )
+        if not self._transport_done.is_set() and self._initialize_answered.is_set():
+            arguments: JSONObject = {
+                "restart": False,
+                "terminateDebuggee": self.lifecycle.terminate_debuggee,
+            }
+            with trio.move_on_after(DEFAULT_DISCONNECT_REPLY_MS / 1000):
+                with contextlib.suppress(_SessionEnded):
+                    await self._request("disconnect", arguments)
 
     async def _close_input(self) -> None:
         self._write_send.close()
@@ -1428,58 +1434,56 @@ class DebugSession:
             "forced": bool(report.killed),
         }
 
-    async def _teardown(self) -> None:
+    async def _teardown(self) -> JSONObject:
         """End everything (idempotent, joinable): the adapter's tree, the socket, the
-        runInTerminal processes; fail pending operations; emit ``terminated`` once."""
-        with trio.CancelScope(shield=True):
-            if self._teardown_started:
-                await self._ended.wait()
-                return
-            self._teardown_started = True
-            try:
-                self._end_transport(self._end_reason)
-                # Pending requests end now: their operations fail with "session ended".
-                for pending in list(self._pending.values()):
-                    pending.done.set()
-                self._pending.clear()
-                # The adapter's tree and the runInTerminal PTYs end concurrently: the
-                # bound is the longest of them, not their sum.
-                detail: JSONObject = {}
+        runInTerminal processes; fail pending operations; emit ``terminated`` once.
 
-                async def close_adapter() -> None:
-                    nonlocal detail
-                    detail = await self._close_tree()
-                    await self._close_input()
+        Returns:
+            The ``terminated`` detail (:meth:`stop`); every caller gets the same one.
 
-                async with trio.open_nursery() as nursery:
-                    nursery.start_soon(close_adapter)
-                    for process in self._terminals:
-                        nursery.start_soon(process.end, _TERMINAL_END_BOUNDS)
-                self._terminal_requests.clear()
-                self._terminated_detail = {"reason": self._end_reason, **detail}
-                if self._end_reason not in (
-                    "disconnected",
-                    "debuggeeTerminated",
-                    "supervisorClosing",
-                ):
-                    crash = self._crash_details()
-                    if "stderrTail" in crash:
-                        self._terminated_detail["stderrTail"] = crash["stderrTail"]
-                if self.failure is not None:
-                    self._terminated_detail["reason"] = "internal"
-                    self._terminated_detail["crashReport"] = self._crash_report()
-                    self._move(DebugInput.FAILED_INTERNAL)
-                else:
-                    self._move(DebugInput.RECV_ENDED)
-                self._emit("terminated", dict(self._terminated_detail))
-            finally:
-                if self._terminated_detail is None:
-                    self._terminated_detail = {"reason": self._end_reason}
-                self._ended.set()
-
-    async def wait_ended(self) -> None:
-        """Wait until the session's teardown finished.
-
-        **Cancellation:** cancellable; the session is unaffected.
+        **Cancellation:** shielded and bounded (see :meth:`stop`).
         """
-        await self._ended.wait()
+        return await self._stop_once(self._end_everything, fallback=self._fallback_detail)
+
+    def _fallback_detail(self) -> JSONObject:
+        # The teardown itself broke (logged by run): the end is still recorded.
+        return self._terminated_detail or {"reason": self._end_reason}
+
+    async def _end_everything(self) -> JSONObject:
+        """The teardown's steps, run once (:meth:`_teardown`)."""
+        self._end_transport(self._end_reason)
+        # Pending requests end now: their operations fail with "session ended".
+        for pending in list(self._pending.values()):
+            pending.done.set()
+        self._pending.clear()
+        # The adapter's tree and the runInTerminal PTYs end concurrently: the
+        # bound is the longest of them, not their sum.
+        detail: JSONObject = {}
+
+        async def close_adapter() -> None:
+            nonlocal detail
+            detail = await self._close_tree()
+            await self._close_input()
+
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(close_adapter)
+            for process in self._terminals:
+                nursery.start_soon(process.end, _TERMINAL_END_BOUNDS)
+        self._terminal_requests.clear()
+        self._terminated_detail = {"reason": self._end_reason, **detail}
+        if self._end_reason not in (
+            "disconnected",
+            "debuggeeTerminated",
+            "supervisorClosing",
+        ):
+            crash = self._crash_details()
+            if "stderrTail" in crash:
+                self._terminated_detail["stderrTail"] = crash["stderrTail"]
+        if self.failure is not None:
+            self._terminated_detail["reason"] = "internal"
+            self._terminated_detail["crashReport"] = self._crash_report()
+            self._move(DebugInput.FAILED_INTERNAL)
+        else:
+            self._move(DebugInput.RECV_ENDED)
+        self._emit("terminated", dict(self._terminated_detail))
+        return self._terminated_detail

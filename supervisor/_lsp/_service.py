@@ -18,7 +18,6 @@ calls"): ``lsp.configureFunctionRelay``.
 
 from __future__ import annotations
 
-import itertools
 import os
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Final
@@ -27,7 +26,6 @@ import trio
 
 from protocol import MAX_ECHO_BYTES, MAX_MILLISECONDS, CoreError, cut_utf8, echo
 
-from .._core._builtins import read_wait_timeout
 from .._core._context import current_operation_id
 from .._core._payload import (
     check_fields,
@@ -42,6 +40,7 @@ from .._plugin._relay import FunctionRelay, ProviderHandle
 from .._plugin._state import check_function_request, check_host_services, function_timeout_ms
 from .._process._tree import open_process_tree
 from .._session._events import EventQueue
+from .._session._registry import SessionRegistry
 from ._session import (
     DEFAULT_REQUEST_TIMEOUT_MS,
     MAX_REQUEST_TIMEOUT_MS,
@@ -285,6 +284,10 @@ def parse_start(payload: JSONObject) -> LspServerSpec:
     )
 
 
+def _events_of(session: LspSession) -> EventQueue:
+    return session.events
+
+
 def _plugin_error(code: str, message: str, details: JSONObject | None = None) -> CoreError:
     return CoreError(f"plugin.host.{code}", message, details)
 
@@ -309,8 +312,9 @@ class LspService:
         self._nursery = nursery
         self._max_events = max_events
         self._owner_ended = owner_ended
-        self._sessions: dict[str, LspSession] = {}
-        self._ids = itertools.count(1)
+        self._sessions: SessionRegistry[LspSession] = SessionRegistry(
+            "lsp", "language-server session", "sessionId", _events_of
+        )
         #: Cross-plugin calls between this service's plugin-owned sessions (issue 6).
         self.relay = FunctionRelay(self._relay_provider)
 
@@ -328,8 +332,7 @@ class LspService:
             "lsp.updateWorkspaceConfiguration": self._update_configuration,
             "lsp.request": self._request,
             "lsp.cancelOperation": self._cancel,
-            "lsp.waitEvents": self._wait_events,
-            "lsp.pollEvents": self._poll_events,
+            **self._sessions.event_commands("lsp"),
             "lsp.pluginServerRequest": self._plugin_request,
             "lsp.pluginServerNotify": self._plugin_notify,
             "lsp.functionRequest": self._function_request,
@@ -344,11 +347,7 @@ class LspService:
         return self._sessions
 
     def _session(self, payload: JSONObject) -> LspSession:
-        session_id = require_str(payload, "sessionId")
-        session = self._sessions.get(session_id)
-        if session is None:
-            raise CoreError("not_found", f"no language-server session {echo(session_id)}")
-        return session
+        return self._sessions.lookup(payload)
 
     async def aclose(self) -> None:
         """Stop every session concurrently (the Core closing); idempotent, bounded.
@@ -368,7 +367,7 @@ class LspService:
 
     async def _start(self, payload: JSONObject) -> JSONValue:
         spec = parse_start(payload)
-        session_id = f"lsp-{next(self._ids)}"
+        session_id = self._sessions.new_id()
         session = LspSession(
             session_id,
             spec,
@@ -384,7 +383,7 @@ class LspService:
         if session.plugin is not None:
             session.plugin.relay = self.relay
         await self._nursery.start(self._run_session, session, tree)
-        self._sessions[session_id] = session
+        self._sessions.add(session_id, session)
         return {"sessionId": session_id}
 
     async def _run_session(
@@ -410,10 +409,10 @@ class LspService:
         session = self._session(payload)
         if session.state not in (LspState.STOPPED, LspState.FAILED):
             raise _invalid(f"session {session.session_id} is {session.state.value}; stop it first")
-        if not session.done.is_set():
+        if not session.ended:
             # Failed and waiting to restart: end it without a new start.
             await session.stop()
-        self._sessions.pop(session.session_id, None)
+        self._sessions.remove(session.session_id)
         return {"destroyed": True}
 
     async def _snapshot(self, payload: JSONObject) -> JSONValue:
@@ -551,15 +550,6 @@ class LspService:
         check_fields(payload, frozenset({"sessionId", "operationId"}), "lsp.cancelOperation")
         session = self._session(payload)
         return {"cancelled": session.cancel(require_str(payload, "operationId"))}
-
-    async def _wait_events(self, payload: JSONObject) -> JSONValue:
-        check_fields(payload, frozenset({"sessionId", "timeoutMilliseconds"}), "lsp.waitEvents")
-        session = self._session(payload)
-        return await session.events.wait(read_wait_timeout(payload, "lsp.waitEvents"))
-
-    async def _poll_events(self, payload: JSONObject) -> JSONValue:
-        check_fields(payload, frozenset({"sessionId"}), "lsp.pollEvents")
-        return self._session(payload).events.poll()
 
     # -- plugin functions (issue 6) ------------------------------------------------------
 

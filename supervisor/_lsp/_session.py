@@ -69,7 +69,7 @@ from typing import TYPE_CHECKING, Final
 
 import trio
 
-from protocol import CoreError, ErrorCode
+from protocol import CoreError, ErrorCode, JSONObject
 
 from .._boundary import crash_report, fault_point, internal_message, log_failure, run_contained
 from .._endpoint import EndpointClosed, JSONRPCError, method_not_found, open_jsonrpc_endpoint
@@ -83,6 +83,8 @@ from .._session import (
     exit_detail,
 )
 from .._session._events import DEFAULT_MAX_EVENTS
+from .._session._operations import Operation, OperationTable
+from .._session._resource import SessionResource
 from .._session._stderr import DEFAULT_STDERR_LINE_BYTES, DEFAULT_STDERR_LINES
 from ._documents import DocumentStore
 from ._state import (
@@ -102,7 +104,7 @@ from ._state import (
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable
 
-    from protocol import JSONObject, JSONValue
+    from protocol import JSONValue
 
     from .._endpoint import JSONRPCEndpoint
     from .._process._tree import ProcessTree, TreeEndReport
@@ -228,10 +230,9 @@ class LspServerSpec:
 
 
 @dataclass(eq=False)
-class _Request:
-    """One request to the server, completed exactly once (invariant 4)."""
+class _Request(Operation):
+    """One request to the server, completed exactly once (:class:`OperationTable`)."""
 
-    operation_id: str
     method: str
     params: JSONValue
     uri: str | None
@@ -241,8 +242,6 @@ class _Request:
     started_at: float = 0.0
     end_reason: str | None = None
     waiting: bool = False
-    outcome: JSONObject | None = None
-    finished: trio.Event = field(default_factory=trio.Event)
 
 
 @dataclass(eq=False)
@@ -268,7 +267,7 @@ class _Generation:
     stderr_done: trio.Event = field(default_factory=trio.Event)
 
 
-class LspSession:
+class LspSession(SessionResource[JSONObject]):
     """A language-server session; made and driven by the LSP service.
 
     Events are bounded beyond the queue's own bound: structured facts by
@@ -300,6 +299,7 @@ class LspSession:
         stderr_log_share: int = DEFAULT_MAX_EVENTS // 4,
         owner_ended: Callable[[str], Awaitable[None]] | None = None,
     ) -> None:
+        super().__init__()
         self.session_id = session_id
         self._owner_ended = owner_ended
         self.spec = spec
@@ -325,14 +325,11 @@ class LspSession:
         self._generation_count = 0
         self._gen: _Generation | None = None
         self._nursery: trio.Nursery | None = None
-        self._requests: dict[str, _Request] = {}
+        self._requests: OperationTable[_Request] = OperationTable(self._request_completed)
         self._serialized: dict[str, _Request] = {}
         self._waiting_for_ready = 0
         self._anonymous = 0
-        self._stop_requested = False
         self._stop_started_ms = 0.0
-        self._stop_done = trio.Event()
-        self._stop_result: JSONObject | None = None
         self._timeline: list[JSONObject] = []
         self._backoff_scope: trio.CancelScope | None = None
         self._restart_started: trio.Event | None = None
@@ -341,7 +338,6 @@ class LspSession:
         self._crash: Exception | None = None
         self._crash_stage = ""
         self._crash_reported = False
-        self.done = trio.Event()
         #: The plugin-function protocol of a plugin-owned session (issue 6); None for a
         #: host-owned session, which neither offers nor accepts it.
         self.plugin: PluginRuntime | None = None
@@ -380,7 +376,7 @@ class LspSession:
                 "generation": req.generation,
                 "ageMilliseconds": math.floor(now - req.started_at),
             }
-            for req in self._requests.values()
+            for req in self._requests
             if req.outcome is None
         ]
         documents: list[JSONValue] = [
@@ -489,12 +485,11 @@ class LspSession:
                         term_grace_ms=self.spec.term_grace_ms,
                         kill_wait_ms=self.spec.kill_wait_ms,
                     )
-            if self._stop_result is None:
-                self._stop_result = self._result()
-            self._stop_done.set()
             if self._restart_started is not None:
                 self._restart_started.set()
-            self.done.set()
+            # Every stop (and wait_ended) wakes with the result _finish_stop recorded, or
+            # this one when the session ended another way.
+            self._mark_ended(self._result())
 
     async def _run_nursery(self, first_tree: ProcessTree | None) -> None:
         async with trio.open_nursery() as nursery:
@@ -520,9 +515,14 @@ class LspSession:
     # -- supervision boundaries -----------------------------------------------------------
 
     @property
+    def done(self) -> trio.Event:
+        """Set once the session ended: the moment :attr:`ended` turns true."""
+        return self._ended_event
+
+    @property
     def _ending(self) -> bool:
         """True once a stop was asked or a contained failure ends the session."""
-        return self._stop_requested or self._crash is not None
+        return self.stop_started or self._crash is not None
 
     def _note_crash(
         self, gen: _Generation | None, stage: str, exc: Exception, *, logged: bool = False
@@ -598,7 +598,7 @@ class LspSession:
                 # Failed for good: a stop that came meanwhile has nothing left to stop.
                 self._final = True
                 return
-            if self._stop_requested:
+            if self.stop_started:
                 self._finish_stop()
                 return
             if gen.restart_requested:
@@ -621,7 +621,7 @@ class LspSession:
             with trio.CancelScope() as self._backoff_scope:
                 await trio.sleep(delay_ms / 1000)
             self._backoff_scope = None
-            if self._stop_requested:
+            if self.stop_started:
                 self._finish_stop()
                 return
             self._transition(
@@ -670,7 +670,7 @@ class LspSession:
                         partial(self._watch_endpoint, gen, endpoint),
                     )
                     with gen.scope:
-                        if self._stop_requested or gen.restart_requested:
+                        if self.stop_started or gen.restart_requested:
                             gen.scope.cancel()
                         else:
                             self._transition(LspInput.SPAWNED, pid=tree.pid)
@@ -683,7 +683,7 @@ class LspSession:
                     # during a stop is not a crash).
                     if self._crash is not None:
                         await self._crash_generation(gen, tree, endpoint)
-                    elif self._stop_requested or gen.restart_requested:
+                    elif self.stop_started or gen.restart_requested:
                         await self._stop_generation(gen, tree, endpoint)
                     else:
                         await self._fail_generation(gen, tree, endpoint)
@@ -910,7 +910,7 @@ class LspSession:
         self, gen: _Generation, tree: ProcessTree, endpoint: JSONRPCEndpoint
     ) -> None:
         """End the session after a contained failure: requests end, the ladder, ``failed``."""
-        if not self._stop_requested:
+        if not self.stop_started:
             # The ladder's steps go to the timeline that stop() returns.
             self._stop_started_ms = _now_ms()
             self._mark("internalFailure", stage=self._crash_stage)
@@ -1079,8 +1079,7 @@ class LspSession:
         **Cancellation:** the stop is the session's: cancelling the caller stops waiting,
         the stop goes on.
         """
-        if not self._stop_requested and not self.done.is_set() and not self._final:
-            self._stop_requested = True
+        if not self.ended and not self._final and self._claim_stop():
             self._stop_started_ms = _now_ms()
             self._mark("stopRequested", state=self.state.value)
             if self.state in (LspState.STARTING, LspState.INITIALIZING, LspState.READY):
@@ -1089,9 +1088,9 @@ class LspSession:
                 self._gen.scope.cancel()
             if self._backoff_scope is not None:
                 self._backoff_scope.cancel()
-        await self._stop_done.wait()
-        assert self._stop_result is not None
-        return self._stop_result
+        await self.wait_ended()
+        assert self.stop_result is not None
+        return self.stop_result
 
     async def restart(self) -> int:
         """Stop the current server and start a new generation; resets the restart budget.
@@ -1105,7 +1104,7 @@ class LspSession:
         **Cancellation:** the restart goes on; the caller stops waiting.
         """
         gen = self._gen
-        if self._ending or self.done.is_set() or gen is None:
+        if self._ending or self.ended or gen is None:
             raise CoreError("invalid_request", f"session {self.session_id} is not running")
         if self._backoff_scope is not None:
             self.spec.budget.reset()
@@ -1169,7 +1168,7 @@ class LspSession:
                 "busy", f"{MAX_PENDING_FOR_READINESS} requests already wait for readiness"
             )
         req.scope.deadline = trio.current_time() + timeout_ms / 1000
-        self._requests[operation_id] = req
+        self._requests.add(req)
         if not gen.ready:
             req.waiting = True
             self._waiting_for_ready += 1
@@ -1221,7 +1220,7 @@ class LspSession:
                     self._finish(req, self._error(req, "timed_out", "The request timed out"))
                 else:
                     self._finish(req, self._unavailable(req, "The language-server session ended"))
-            self._requests.pop(req.operation_id, None)
+            self._requests.forget(req)
 
     async def _exchange(self, req: _Request, gen: _Generation) -> None:
         with req.scope:
@@ -1279,10 +1278,10 @@ class LspSession:
         return self._error(req, "languageServerUnavailable", message, **extra)
 
     def _finish(self, req: _Request, outcome: JSONObject) -> None:
-        if req.outcome is not None:
-            return
-        req.outcome = outcome
-        req.finished.set()
+        self._requests.finish(req, outcome)
+
+    def _request_completed(self, req: _Request, outcome: JSONObject) -> None:
+        """A request finished (once): its ``requestCompleted`` event, unless it has none."""
         if req.emit_event:
             self.events.put(
                 "requestCompleted",
@@ -1303,11 +1302,15 @@ class LspSession:
         """
         if self.plugin is not None and (gen is None or gen is self._gen):
             self.plugin.end_generation(message, **extra)
-        for req in list(self._requests.values()):
-            if req.outcome is None and (gen is None or req.generation == gen.number):
-                req.end_reason = "unavailable"
-                self._finish(req, self._unavailable(req, message, **extra))
-                req.scope.cancel()
+
+        def unavailable(req: _Request) -> JSONObject | None:
+            if gen is not None and req.generation != gen.number:
+                return None
+            req.end_reason = "unavailable"
+            req.scope.cancel()
+            return self._unavailable(req, message, **extra)
+
+        self._requests.finish_all(unavailable)
 
     # -- plugin functions (issue 6) ---------------------------------------------------
 
@@ -1419,7 +1422,7 @@ class LspSession:
         Raises:
             CoreError: ``invalid_request`` naming the state.
         """
-        if self._ending or self.done.is_set() or self._final:
+        if self._ending or self.ended or self._final:
             raise CoreError("invalid_request", f"session {self.session_id} is {self.state.value}")
 
     def sync_kind(self) -> int:

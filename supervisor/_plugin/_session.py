@@ -40,6 +40,7 @@ from protocol import CoreError
 
 from .._boundary import fault_point, internal_message, run_contained
 from .._endpoint import EndpointClosed, JSONRPCError, ReplyWithoutResult, method_not_found
+from .._session._operations import Operation, OperationTable
 from ._relay_state import RelayRefusal
 from ._state import (
     FUNCTION_RESULT_BYTES,
@@ -87,16 +88,14 @@ def experimental_offer() -> JSONObject:
 
 
 @dataclass(eq=False)
-class _Call:
+class _Call(Operation):
     """One function call; completed exactly once (one ``requestCompleted``)."""
 
-    operation_id: str
     wire_id: str
     function_id: str
     generation: int
     scope: trio.CancelScope = field(default_factory=trio.CancelScope)
     end_reason: str | None = None
-    outcome: JSONObject | None = None
 
 
 @dataclass(eq=False)
@@ -145,7 +144,7 @@ class PluginRuntime:
         self.logging = False
         self._generation = 0
         self._rejected_warned = False
-        self._calls: dict[str, _Call] = {}
+        self._calls: OperationTable[_Call] = OperationTable(self._call_completed)
         self._by_wire: dict[str, _Call] = {}
         self._host: dict[str, _HostRequest] = {}
         self._wire_ids = itertools.count(1)
@@ -184,7 +183,7 @@ class PluginRuntime:
         self.version, self.registry = None, None
         if self.relay is not None:
             self.relay.changed()
-        for call in list(self._calls.values()):
+        for call in self._calls:
             self._finish(
                 call,
                 {"error": {"code": "languageServerUnavailable", "message": message, **extra}},
@@ -204,7 +203,7 @@ class PluginRuntime:
             "functionsNegotiated": self.negotiated,
             "loggingNegotiated": self.logging,
             "functions": _wire_list(self.registry.sorted_ids() if self.registry else []),
-            "runningCalls": _wire_list(self._calls),
+            "runningCalls": _wire_list(call.operation_id for call in self._calls),
             "pendingHostRequests": _wire_list(self._host),
             "factsRejected": self.facts_rejected,
         }
@@ -247,7 +246,7 @@ class PluginRuntime:
         wire_id = f"fn-{next(self._wire_ids)}"
         call = _Call(operation_id, wire_id, function_id, self._generation)
         call.scope.deadline = trio.current_time() + timeout_ms / 1000
-        self._calls[operation_id] = call
+        self._calls.add(call)
         self._by_wire[wire_id] = call
         invoke: JSONObject = {"functionID": function_id, "operationID": wire_id, "params": params}
         if context is not None:
@@ -336,16 +335,18 @@ class PluginRuntime:
 
     def _finish(self, call: _Call, outcome: JSONObject, reason: str) -> None:
         """Complete ``call`` once; forget it; cancel its task (which sends $/cancelRequest)."""
-        if call.outcome is not None:
+        if call.done:
             return
-        call.outcome = outcome
         call.end_reason = reason
         # Every terminal path removes the association, so a later withdrawal or a late
         # progress report cannot reach a new call that reuses the host id.
-        if self._calls.get(call.operation_id) is call:
-            del self._calls[call.operation_id]
+        self._calls.forget(call)
         self._by_wire.pop(call.wire_id, None)
         call.scope.cancel()
+        self._calls.finish(call, outcome)
+
+    def _call_completed(self, call: _Call, outcome: JSONObject) -> None:
+        """A call finished (once): its ``requestCompleted`` event."""
         self._put_event(
             "requestCompleted",
             {
@@ -465,7 +466,7 @@ class PluginRuntime:
             # Relayed calls of a withdrawn function end (providerUnavailable); new
             # registrations wake calls waiting for this provider.
             self.relay.withdrawn(self.plugin_id, removed)
-        for call in list(self._calls.values()):
+        for call in self._calls:
             if call.function_id in removed:
                 self._finish(
                     call,

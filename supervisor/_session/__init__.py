@@ -1,8 +1,8 @@
 """The session skeleton every session kind stands on (language server, debug, terminal, plugin).
 
 Private package: what is shared by the kinds lives here once -- exit details, the stderr ring,
-and (growing) the operation table, stop bounds and registry -- and each kind keeps only its
-state table and its protocol's steps.
+the stop bounds, the event queue, the registry of ids, the base session resource and the
+operation table -- and each kind keeps only its state table and its protocol's steps.
 """
 
 from __future__ import annotations
@@ -15,6 +15,9 @@ from ._bounds import (
     StopBounds as StopBounds,
 )
 from ._exit import exit_detail as exit_detail, signal_name as signal_name
+from ._operations import Operation as Operation, OperationTable as OperationTable
+from ._registry import EventSource as EventSource, SessionRegistry as SessionRegistry
+from ._resource import SessionResource as SessionResource
 from ._stderr import StderrRing as StderrRing
 
 __all__ = (
@@ -22,6 +25,11 @@ __all__ = (
     "KILL_WAIT_MS",
     "POLITE_TIMEOUT_MS",
     "TERM_GRACE_MS",
+    "EventSource",
+    "Operation",
+    "OperationTable",
+    "SessionRegistry",
+    "SessionResource",
     "StderrRing",
     "StopBounds",
     "exit_detail",

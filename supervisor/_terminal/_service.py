@@ -82,9 +82,9 @@ import trio
 from protocol import MAX_ECHO_BYTES, CoreError, cut_utf8, echo
 
 from .._boundary import crash_report, fault_point, log_failure, run_contained
-from .._core._builtins import read_wait_timeout
 from .._core._payload import check_fields, require_str
 from .._session import exit_detail
+from .._session._registry import SessionRegistry
 from ._events import TerminalEvents
 from ._launch import (
     TerminalLaunch,
@@ -188,8 +188,9 @@ class TerminalService:
         self._nursery = nursery
         self._max_events = min(max_events, MAX_TERMINAL_EVENTS)
         self._bounds = bounds
-        self._handles: dict[str, _Handle] = {}
-        self._ids = itertools.count(1)
+        self._handles: SessionRegistry[_Handle] = SessionRegistry(
+            "term", "terminal", "terminalID", _events_of, read_id=read_terminal_id
+        )
         self._subscription_ids = itertools.count(1)
         self._closing = False
 
@@ -203,8 +204,7 @@ class TerminalService:
             "terminal.dispose": self._dispose,
             "terminal.onExit": self._on_exit,
             "terminal.disposeSubscription": self._dispose_subscription,
-            "terminal.waitEvents": self._wait_events,
-            "terminal.pollEvents": self._poll_events,
+            **self._handles.event_commands("terminal"),
             "terminal.list": self._list,
         }
 
@@ -265,15 +265,7 @@ class TerminalService:
     # -- helpers ---------------------------------------------------------------------
 
     def _get(self, payload: JSONObject) -> _Handle:
-        terminal_id = read_terminal_id(payload)
-        handle = self._handles.get(terminal_id)
-        if handle is None:
-            raise CoreError(
-                "not_found",
-                f"no terminal {echo(terminal_id)}",
-                {"terminalID": cut_utf8(terminal_id, MAX_ECHO_BYTES)},
-            )
-        return handle
+        return self._handles.lookup(payload)
 
     def _output_sink(self, handle: _Handle, generation: int) -> Callable[[str], None]:
         def on_output(text: str) -> None:
@@ -444,7 +436,7 @@ class TerminalService:
             finally:
                 handle.process = None
                 handle.lifecycle.apply(_In.CLEANED if failure is None else _In.CLEANED_FAILED)
-                self._handles.pop(handle.terminal_id, None)
+                self._handles.remove(handle.terminal_id)
                 handle.retained_text = ""
                 # Its waitEvents calls end with not_found.
                 handle.events.close()
@@ -491,7 +483,7 @@ class TerminalService:
                 f"{MAX_HANDLES_PER_OWNER} terminals (closed ones count; dispose one)",
                 {"limit": MAX_HANDLES_PER_OWNER},
             )
-        terminal_id = f"term-{next(self._ids)}"
+        terminal_id = self._handles.new_id()
         handle = _Handle(
             terminal_id=terminal_id,
             owner=owner,
@@ -504,11 +496,11 @@ class TerminalService:
             lifecycle=TerminalLifecycle(terminal_id),
         )
         # Registered before the spawn so concurrent creates count it against the limit.
-        self._handles[terminal_id] = handle
+        self._handles.add(terminal_id, handle)
         try:
             await self._start(handle, _display(rows, cols, budget))
         except BaseException:
-            del self._handles[terminal_id]
+            self._handles.remove(terminal_id)
             handle.idle.set()
             raise
         handle.lifecycle.apply(_In.STARTED)
@@ -625,30 +617,13 @@ class TerminalService:
             {"subscriptionID": cut_utf8(subscription, MAX_ECHO_BYTES)},
         )
 
-    async def _wait_events(self, payload: JSONObject) -> JSONValue:
-        check_fields(
-            payload, frozenset({"terminalID", "timeoutMilliseconds"}), "terminal.waitEvents"
-        )
-        handle = self._get(payload)
-        timeout_ms = read_wait_timeout(payload, "terminal.waitEvents")
-        try:
-            return await handle.events.wait(timeout_ms)
-        except trio.ClosedResourceError:
-            # Dispose woke the wait (no cancel scope per call: one fewer on a keystroke's
-            # way back).
-            raise CoreError(
-                "not_found",
-                f"terminal {handle.terminal_id} was disposed",
-                {"terminalID": handle.terminal_id},
-            ) from None
-
-    async def _poll_events(self, payload: JSONObject) -> JSONValue:
-        check_fields(payload, frozenset({"terminalID"}), "terminal.pollEvents")
-        return self._get(payload).events.poll()
-
     async def _list(self, payload: JSONObject) -> JSONValue:
         check_fields(payload, frozenset(), "terminal.list")
         return [handle.wire() for handle in self._handles.values()]
+
+
+def _events_of(handle: _Handle) -> TerminalEvents:
+    return handle.events
 
 
 @asynccontextmanager

@@ -340,6 +340,33 @@ async def test_fake_never_answering_disconnect_is_ended(core: Core) -> None:
     await events.next("initialized")
 
 
+async def test_a_second_disconnect_joins_and_does_not_hurry_the_first(core: Core) -> None:
+    session_id, adapter_pid = await create(
+        core, {"executable": PY, "arguments": [FAKE, "no-disconnect"]}
+    )
+    assert adapter_pid is not None
+    await core.call("debug.launch", {"sessionId": session_id})
+    results: list[JSONValue] = []
+    start = trio.current_time()
+
+    async def disconnect(delay: float) -> None:
+        await trio.sleep(delay)
+        results.append(await core.call("debug.disconnect", {"sessionId": session_id}))
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(disconnect, 0)
+        # During the first one's wait for the disconnect reply: it must not start the end.
+        nursery.start_soon(disconnect, 0.5)
+    took = trio.current_time() - start
+    assert results[0] == results[1]
+    assert isinstance(results[0], dict)
+    detail = results[0]["terminated"]
+    assert isinstance(detail, dict)
+    assert detail["signalName"] == "SIGTERM"
+    assert took >= 3.0  # the first stop's whole polite step ran: reply bound + exit bound
+    assert not alive(adapter_pid)
+
+
 async def test_fake_late_response_after_cancel_and_timeout_changes_nothing(core: Core) -> None:
     session_id, _ = await create(core, {"executable": PY, "arguments": [FAKE, "late-response"]})
     events = Events(core, session_id)

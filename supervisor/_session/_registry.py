@@ -1,0 +1,183 @@
+"""One registry of a kind's sessions: ids, lookup, and ``*.waitEvents`` / ``*.pollEvents``.
+
+Every kind (language-server sessions, debug sessions, terminals) keeps its sessions by id,
+answers an unknown id with ``not_found``, and drains a session's event queue with the same
+two commands (core-api.md "Events": ``<kind>.waitEvents {<idField>, timeoutMilliseconds}``
+and ``<kind>.pollEvents {<idField>}``). That is written here once; a service registers the
+two handlers under its own command names and keeps only what is its own.
+
+An echoed id is cut (:func:`protocol.echo`, :data:`protocol.MAX_ECHO_BYTES`), so a caller's
+megabyte-long id never comes back in a message or its details.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Callable, Iterator, Mapping
+from typing import TYPE_CHECKING, Generic, Protocol, TypeVar
+
+import trio
+
+from protocol import MAX_ECHO_BYTES, CoreError, cut_utf8, echo
+
+from .._core._builtins import read_wait_timeout
+from .._core._payload import check_fields, require_str
+
+if TYPE_CHECKING:
+    from protocol import JSONObject, JSONValue
+
+    from .._core._service import CommandHandler
+
+__all__ = ("EventSource", "SessionRegistry")
+
+
+class EventSource(Protocol):
+    """What ``*.waitEvents`` / ``*.pollEvents`` drain: an event queue of one session.
+
+    ``wait`` may raise :class:`trio.ClosedResourceError` when the session is forgotten while
+    a caller waits (a disposed terminal); the registry answers that caller ``not_found``.
+    """
+
+    def poll(self) -> JSONObject: ...
+
+    async def wait(self, timeout_ms: int) -> JSONObject: ...
+
+
+S = TypeVar("S")
+
+
+class SessionRegistry(Mapping[str, S], Generic[S]):
+    """The sessions of one kind by id; a read-only mapping plus the registry's own steps.
+
+    Args:
+        prefix: Allocated ids are ``f"{prefix}-{n}"``, n counting from 1 (``"lsp"``,
+            ``"debug"``, ``"term"``).
+        noun: How a session is named in ``not_found`` messages (``"language-server
+            session"``, ``"debug session"``, ``"terminal"``).
+        id_field: The payload field that names a session (``"sessionId"``,
+            ``"terminalID"``).
+        events_of: A session's event queue, for ``*.waitEvents`` / ``*.pollEvents``.
+        read_id: Reads ``id_field`` from a payload (raises ``invalid_request``); the
+            default requires a non-empty string.
+    """
+
+    def __init__(
+        self,
+        prefix: str,
+        noun: str,
+        id_field: str,
+        events_of: Callable[[S], EventSource],
+        *,
+        read_id: Callable[[JSONObject], str] | None = None,
+    ) -> None:
+        self._prefix = prefix
+        self._noun = noun
+        self._id_field = id_field
+        self._events_of = events_of
+        self._read_id = read_id or self._require_id
+        self._sessions: dict[str, S] = {}
+        self._counter = itertools.count(1)
+
+    # -- the mapping ---------------------------------------------------------------------
+
+    def __getitem__(self, session_id: str) -> S:
+        return self._sessions[session_id]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._sessions)
+
+    def __len__(self) -> int:
+        return len(self._sessions)
+
+    # -- ids and membership --------------------------------------------------------------
+
+    def new_id(self) -> str:
+        """Allocate the next free id of this kind (one a caller chose is skipped)."""
+        session_id = f"{self._prefix}-{next(self._counter)}"
+        while session_id in self._sessions:
+            session_id = f"{self._prefix}-{next(self._counter)}"
+        return session_id
+
+    def add(self, session_id: str, session: S) -> None:
+        """Register ``session`` under ``session_id``.
+
+        Raises:
+            ValueError: The id is taken (the service checks a caller's id first).
+        """
+        if session_id in self._sessions:
+            raise ValueError(f"session id {session_id!r} is taken")
+        self._sessions[session_id] = session
+
+    def remove(self, session_id: str) -> S | None:
+        """Forget a session; returns it, or None when it was not registered."""
+        return self._sessions.pop(session_id, None)
+
+    # -- lookup --------------------------------------------------------------------------
+
+    def _require_id(self, payload: JSONObject) -> str:
+        return require_str(payload, self._id_field)
+
+    def not_found(self, session_id: str) -> CoreError:
+        """``not_found`` for an unknown id: ``no <noun> '<id>'``, the id cut in both the
+        message and ``details.<idField>``."""
+        return CoreError(
+            "not_found",
+            f"no {self._noun} {echo(session_id)}",
+            {self._id_field: cut_utf8(session_id, MAX_ECHO_BYTES)},
+        )
+
+    def lookup(self, payload: JSONObject) -> S:
+        """The session ``payload[<idField>]`` names.
+
+        Raises:
+            CoreError: ``invalid_request`` when the field is missing or not a string;
+                ``not_found`` (:meth:`not_found`) when no such session is registered.
+        """
+        return self.find(self._read_id(payload))
+
+    def find(self, session_id: str) -> S:
+        """The session registered as ``session_id``.
+
+        Raises:
+            CoreError: ``not_found`` (:meth:`not_found`).
+        """
+        session = self._sessions.get(session_id)
+        if session is None:
+            raise self.not_found(session_id)
+        return session
+
+    # -- waitEvents / pollEvents ---------------------------------------------------------
+
+    def event_commands(self, kind: str) -> dict[str, CommandHandler]:
+        """``{"<kind>.waitEvents": ..., "<kind>.pollEvents": ...}`` for ``commands()``.
+
+        ``waitEvents {<idField>, timeoutMilliseconds?}`` blocks until events are queued or
+        the timeout (0 to the wait bound, absent: 0) passes; ``pollEvents {<idField>}``
+        drains without waiting. Both answer ``{events, gap}``; a session forgotten while a
+        caller waits answers that caller ``not_found`` ("... was disposed").
+        """
+        wait_name = f"{kind}.waitEvents"
+        poll_name = f"{kind}.pollEvents"
+        wait_fields = frozenset({self._id_field, "timeoutMilliseconds"})
+        poll_fields = frozenset({self._id_field})
+
+        async def wait_events(payload: JSONObject) -> JSONValue:
+            check_fields(payload, wait_fields, wait_name)
+            session_id = self._read_id(payload)
+            session = self.find(session_id)
+            timeout_ms = read_wait_timeout(payload, wait_name)
+            try:
+                return await self._events_of(session).wait(timeout_ms)
+            except trio.ClosedResourceError:
+                # The session was forgotten while we waited; the wait ended at once.
+                raise CoreError(
+                    "not_found",
+                    f"{self._noun} {cut_utf8(session_id, MAX_ECHO_BYTES)} was disposed",
+                    {self._id_field: cut_utf8(session_id, MAX_ECHO_BYTES)},
+                ) from None
+
+        async def poll_events(payload: JSONObject) -> JSONValue:
+            check_fields(payload, poll_fields, poll_name)
+            return self._events_of(self.lookup(payload)).poll()
+
+        return {wait_name: wait_events, poll_name: poll_events}
