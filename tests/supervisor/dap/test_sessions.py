@@ -364,7 +364,7 @@ async def test_a_second_disconnect_joins_and_does_not_hurry_the_first(core: Core
     assert isinstance(detail, dict)
     assert detail["signalName"] == "SIGTERM"
     assert took >= 3.0  # the first stop's whole polite step ran: reply bound + exit bound
-    assert not alive(adapter_pid)
+    assert runs_no_more(adapter_pid)
 
 
 async def test_fake_late_response_after_cancel_and_timeout_changes_nothing(core: Core) -> None:
