@@ -160,7 +160,9 @@ class _Server:
             return await self._shutdown()
         try:
             if params is not None and not isinstance(params, dict):
-                raise jsonrpc_error_from(CoreError("invalid_request", "params must be an object"))
+                raise jsonrpc_error_from(
+                    CoreError("invalid_request", "params must be an object", {"field": "params"})
+                )
             core = self._core
             assert core is not None, "admission refuses requests before initialize"
             try:

@@ -98,8 +98,9 @@ _ALL_INSPECT_FIELDS: Final = frozenset().union(*_INSPECT_FIELDS.values())
 _EVALUATE_CONTEXTS: Final = ("watch", "repl", "hover", "clipboard", "variables")
 
 
-def _invalid(message: str) -> CoreError:
-    return CoreError("invalid_request", message)
+def _invalid(message: str, field: str | None = None) -> CoreError:
+    """``invalid_request``; ``field`` names the payload field at fault in ``details.field``."""
+    return CoreError("invalid_request", message, None if field is None else {"field": field})
 
 
 def _optional_int(payload: JSONObject, name: str, *, minimum: int) -> int | None:
@@ -125,22 +126,24 @@ def parse_adapter(value: JSONValue) -> AdapterSpec:
             transport, a missing port, or a host that is not loopback.
     """
     if not isinstance(value, dict):
-        raise _invalid("adapter must be an object")
+        raise _invalid("adapter must be an object", "adapter")
     check_fields(value, _ADAPTER_FIELDS, "debug.createSession adapter")
     transport = value.get("transport", "stdio")
     if transport not in _TRANSPORTS:
-        raise _invalid("adapter.transport must be stdio, tcpPort or tcpAnnounced")
+        raise _invalid(
+            "adapter.transport must be stdio, tcpPort or tcpAnnounced", "adapter.transport"
+        )
     assert isinstance(transport, str)
     host = optional_str(value, "host") or "127.0.0.1"
     if transport != "stdio":
         host = check_loopback(host)
     elif "host" in value or "port" in value:
-        raise _invalid("adapter.host and adapter.port are for the TCP transports")
+        raise _invalid("adapter.host and adapter.port are for the TCP transports", "adapter.host")
     port = _optional_int(value, "port", minimum=1)
     if port is not None and port > 65535:
-        raise _invalid("port must be at most 65535")
+        raise _invalid("adapter.port must be at most 65535", "adapter.port")
     if transport == "tcpPort" and port is None:
-        raise _invalid("adapter.port is required for tcpPort")
+        raise _invalid("adapter.port is required for tcpPort", "adapter.port")
     argv: list[str] | None = None
     if value.get("executable") is not None or transport != "tcpPort":
         executable = require_path(value, "executable")
@@ -151,12 +154,12 @@ def parse_adapter(value: JSONValue) -> AdapterSpec:
             else None
         )
         if argv is None:
-            raise _invalid("arguments must be an array of strings")
+            raise _invalid("adapter.arguments must be an array of strings", "adapter.arguments")
     elif "arguments" in value or "environment" in value or "workingDirectory" in value:
-        raise _invalid("adapter arguments need an executable")
+        raise _invalid("adapter arguments need an executable", "adapter.executable")
     prefix = optional_str(value, "announcePrefix")
     if prefix is not None and transport != "tcpAnnounced":
-        raise _invalid("adapter.announcePrefix is for tcpAnnounced")
+        raise _invalid("adapter.announcePrefix is for tcpAnnounced", "adapter.announcePrefix")
     connect_timeout = optional_positive_int(
         value, "connectTimeoutMilliseconds", maximum=MAX_OPERATION_TIMEOUT_MS
     )
@@ -228,14 +231,14 @@ class DebugService:
         if session_id is None:
             session_id = self._sessions.new_id()
         elif not session_id:
-            raise _invalid("sessionId must be a non-empty string")
+            raise _invalid("sessionId must be a non-empty string", "sessionId")
         adapter_id = require_str(payload, "adapterId")
         spec = parse_adapter(payload.get("adapter"))
         root_path = require_path(payload, "rootPath")
         supports_rit = optional_bool(payload, "supportsRunInTerminalRequest", False)
         handler = payload.get("runInTerminal", "supervisor")
         if handler not in ("supervisor", "host"):
-            raise _invalid("runInTerminal must be supervisor or host")
+            raise _invalid("runInTerminal must be supervisor or host", "runInTerminal")
         assert isinstance(handler, str)
         if session_id in self._sessions:
             raise _invalid(f"A debug session {echo(session_id)} already exists")
@@ -291,7 +294,7 @@ class DebugService:
         # id through `supervisor serve`.
         operation_id = optional_str(payload, "operationId") or current_operation_id()
         if operation_id == "":
-            raise _invalid("operationId must be a non-empty string")
+            raise _invalid("operationId must be a non-empty string", "operationId")
         timeout = optional_positive_int(
             payload, "timeoutMilliseconds", maximum=MAX_OPERATION_TIMEOUT_MS
         )
@@ -304,7 +307,7 @@ class DebugService:
         operation_id, timeout = self._operation_fields(payload)
         configuration = payload.get("configuration", {})
         if not isinstance(configuration, dict):
-            raise _invalid("configuration must be an object")
+            raise _invalid("configuration must be an object", "configuration")
         return await session.run_operation(
             command,
             operation_id,
@@ -379,7 +382,8 @@ class DebugService:
         allowed = _INSPECT_FIELDS.get(kind)
         if allowed is None:
             raise _invalid(
-                "kind must be threads, stackTrace, scopes, variables, evaluate or exceptionInfo"
+                "kind must be threads, stackTrace, scopes, variables, evaluate or exceptionInfo",
+                "kind",
             )
         extra = sorted((set(payload) & _ALL_INSPECT_FIELDS) - allowed)
         if extra:
@@ -397,7 +401,7 @@ class DebugService:
         operation_id = require_str(payload, "operationId")
         reason = payload.get("reason", "cancelled")
         if reason not in ("cancelled", "timedOut"):
-            raise _invalid("reason must be cancelled or timedOut")
+            raise _invalid("reason must be cancelled or timedOut", "reason")
         assert isinstance(reason, str)
         return {"cancelled": session.cancel_operation(operation_id, reason)}
 
@@ -413,7 +417,7 @@ class DebugService:
         request_id = require_str(payload, "requestId")
         success = payload.get("success")
         if not isinstance(success, bool):
-            raise _invalid("success must be a boolean")
+            raise _invalid("success must be a boolean", "success")
         process_id = optional_positive_int(payload, "processId")
         shell_process_id = optional_positive_int(payload, "shellProcessId")
         message = optional_str(payload, "message")
@@ -465,7 +469,7 @@ def _inspect_arguments(kind: str, payload: JSONObject) -> JSONObject:
         variable_filter = payload.get("variableFilter")
         if variable_filter is not None:
             if variable_filter not in ("named", "indexed"):
-                raise _invalid("variableFilter must be named or indexed")
+                raise _invalid("variableFilter must be named or indexed", "variableFilter")
             arguments["filter"] = variable_filter
         start = _optional_int(payload, "start", minimum=0)
         if start is not None:
@@ -482,7 +486,7 @@ def _inspect_arguments(kind: str, payload: JSONObject) -> JSONObject:
     context = payload.get("context")
     if context is not None:
         if context not in _EVALUATE_CONTEXTS:
-            raise _invalid("context must be watch, repl, hover, clipboard or variables")
+            raise _invalid("context must be watch, repl, hover, clipboard or variables", "context")
         arguments["context"] = context
     return arguments
 

@@ -113,20 +113,21 @@ _START_FIELDS: Final = frozenset(
 )
 
 
-def _invalid(message: str) -> CoreError:
-    return CoreError("invalid_request", message)
+def _invalid(message: str, field: str | None = None) -> CoreError:
+    """``invalid_request``; ``field`` names the payload field at fault in ``details.field``."""
+    return CoreError("invalid_request", message, None if field is None else {"field": field})
 
 
 def _str_list(value: JSONValue, name: str, limit: int | None = None) -> list[str]:
     if value is None:
         return []
     if not isinstance(value, list) or not all(isinstance(item, str) and item for item in value):
-        raise _invalid(f"{name} must be an array of non-empty strings")
+        raise _invalid(f"{name} must be an array of non-empty strings", name)
     items = [item for item in value if isinstance(item, str)]
     if limit is not None and len(items) > limit:
-        raise _invalid(f"{name} has more than {limit} entries")
+        raise _invalid(f"{name} has more than {limit} entries", name)
     if len(set(items)) != len(items):
-        raise _invalid(f"{name} has duplicate entries")
+        raise _invalid(f"{name} has duplicate entries", name)
     return items
 
 
@@ -134,23 +135,23 @@ def _parse_gates(value: JSONValue) -> tuple[Gate, ...]:
     if value is None:
         return ()
     if not isinstance(value, list):
-        raise _invalid("gates must be an array")
+        raise _invalid("gates must be an array", "gates")
     if len(value) > MAX_GATES:
-        raise _invalid(f"gates has more than {MAX_GATES} entries")
+        raise _invalid(f"gates has more than {MAX_GATES} entries", "gates")
     gates: list[Gate] = []
     for index, item in enumerate(value):
         if not isinstance(item, dict):
-            raise _invalid(f"gates[{index}] must be an object")
+            raise _invalid(f"gates[{index}] must be an object", f"gates[{index}]")
         check_fields(item, frozenset({"id", "until", "method", "match"}), f"gates[{index}]")
         gate_id = require_str(item, "id")
         if item.get("until") != "notification":
-            raise _invalid(f'gates[{index}].until must be "notification"')
+            raise _invalid(f'gates[{index}].until must be "notification"', f"gates[{index}].until")
         method = require_str(item, "method")
         match = item.get("match", {})
         if not isinstance(match, dict):
-            raise _invalid(f"gates[{index}].match must be an object")
+            raise _invalid(f"gates[{index}].match must be an object", f"gates[{index}].match")
         if any(gate.id == gate_id for gate in gates):
-            raise _invalid(f"gates[{index}].id {gate_id!r} is not unique")
+            raise _invalid(f"gates[{index}].id {gate_id!r} is not unique", f"gates[{index}].id")
         gates.append(Gate(gate_id, method, match))
     return tuple(gates)
 
@@ -159,7 +160,7 @@ def _parse_policy(value: JSONValue) -> tuple[SessionPolicy, tuple[Gate, ...]]:
     if value is None:
         return SessionPolicy(), ()
     if not isinstance(value, dict):
-        raise _invalid("sessionPolicy must be an object")
+        raise _invalid("sessionPolicy must be an object", "sessionPolicy")
     check_fields(value, frozenset({*_POLICY_LIMITS, "serverID", "gates"}), "sessionPolicy")
     lists = {
         name: _str_list(value.get(name), f"sessionPolicy.{name}", limit)
@@ -170,7 +171,10 @@ def _parse_policy(value: JSONValue) -> tuple[SessionPolicy, tuple[Gate, ...]]:
         if refused:
             raise _invalid(f"sessionPolicy.{name} may not name the host's method {refused[0]}")
     if not set(lists["serializedCommands"]) <= set(lists["commands"]):
-        raise _invalid("sessionPolicy.serializedCommands must be a subset of commands")
+        raise _invalid(
+            "sessionPolicy.serializedCommands must be a subset of commands",
+            "sessionPolicy.serializedCommands",
+        )
     policy = SessionPolicy(
         request_methods=frozenset(lists["requestMethods"]),
         commands=frozenset(lists["commands"]),
@@ -184,7 +188,7 @@ def _parse_restart(value: JSONValue) -> tuple[bool, RestartBudget]:
     if value is None or isinstance(value, bool):
         return bool(value), RestartBudget()
     if not isinstance(value, dict):
-        raise _invalid("restart must be a boolean or an object")
+        raise _invalid("restart must be a boolean or an object", "restart")
     check_fields(
         value,
         frozenset(
@@ -221,17 +225,17 @@ def parse_start(payload: JSONObject) -> LspServerSpec:
     executable = require_path(payload, "executable")
     arguments = payload.get("arguments", [])
     if not isinstance(arguments, list):
-        raise _invalid("arguments must be an array of strings")
+        raise _invalid("arguments must be an array of strings", "arguments")
     # One argv check for the OS: the executable is item 0, the arguments follow.
     argv = require_argv({"arguments": [executable, *arguments]}, "arguments")
     env = optional_env(payload, "environment")
     cwd = require_path(payload, "workingDirectory")
     if not os.path.isabs(cwd):
-        raise _invalid("workingDirectory must be an absolute path")
+        raise _invalid("workingDirectory must be an absolute path", "workingDirectory")
     root_uri = require_str(payload, "rootUri")
     config = payload.get("workspaceConfiguration")
     if config is not None and not isinstance(config, dict):
-        raise _invalid("workspaceConfiguration must be an object")
+        raise _invalid("workspaceConfiguration must be an object", "workspaceConfiguration")
     policy, policy_gates = _parse_policy(payload.get("sessionPolicy"))
     gates = _parse_gates(payload.get("gates")) or policy_gates
     restart, budget = _parse_restart(payload.get("restart"))
@@ -240,7 +244,7 @@ def parse_start(payload: JSONObject) -> LspServerSpec:
     if "hostServices" in payload:
         # Host services: hostServices needs pluginId and names only services Core defines.
         if plugin_id is None:
-            raise _invalid("hostServices needs pluginId")
+            raise _invalid("hostServices needs pluginId", "hostServices")
         host_services = check_host_services(payload["hostServices"])
 
     def ms(name: str, default: int, maximum: int = _MAX_TIMEOUT_MS) -> int:
@@ -437,7 +441,7 @@ class LspService:
             if not isinstance(raw_changes, list) or not all(
                 isinstance(c, dict) for c in raw_changes
             ):
-                raise _invalid("contentChanges must be an array of objects")
+                raise _invalid("contentChanges must be an array of objects", "contentChanges")
             changes = [c for c in raw_changes if isinstance(c, dict)]
         session.check_open()
         plan = session.documents.plan_sync(uri, language_id, text, changes, session.sync_kind())
@@ -468,16 +472,19 @@ class LspService:
         session = self._session(payload)
         raw = payload.get("changes")
         if not isinstance(raw, list) or not raw:
-            raise _invalid("changes must be a non-empty array of {uri, kind}")
+            raise _invalid("changes must be a non-empty array of {uri, kind}", "changes")
         kinds = {"created": 1, "changed": 2, "deleted": 3}
         changes: list[JSONValue] = []
         for index, item in enumerate(raw):
             if not isinstance(item, dict):
-                raise _invalid(f"changes[{index}] must be an object")
+                raise _invalid(f"changes[{index}] must be an object", f"changes[{index}]")
             uri = require_str(item, "uri")
             kind = item.get("kind")
             if not isinstance(kind, str) or kind not in kinds:
-                raise _invalid(f"changes[{index}].kind must be created, changed or deleted")
+                raise _invalid(
+                    f"changes[{index}].kind must be created, changed or deleted",
+                    f"changes[{index}].kind",
+                )
             changes.append({"uri": uri, "type": kinds[kind]})
         await session.notify("workspace/didChangeWatchedFiles", {"changes": changes})
         return {"sent": len(changes)}
@@ -499,7 +506,7 @@ class LspService:
         session = self._session(payload)
         config = payload.get("workspaceConfiguration")
         if not isinstance(config, dict):
-            raise _invalid("workspaceConfiguration must be an object")
+            raise _invalid("workspaceConfiguration must be an object", "workspaceConfiguration")
         return {"delivered": await self._deliver_configuration(session, config)}
 
     async def _deliver_configuration(self, session: LspSession, config: JSONValue) -> bool:
@@ -523,7 +530,7 @@ class LspService:
         method = require_str(payload, "method")
         params = payload.get("params")
         if params is not None and not isinstance(params, (dict, list)):
-            raise _invalid("params must be an object or an array")
+            raise _invalid("params must be an object or an array", "params")
         timeout_ms = optional_positive_int(
             payload, "timeoutMilliseconds", maximum=MAX_REQUEST_TIMEOUT_MS
         )

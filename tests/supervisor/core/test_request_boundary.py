@@ -451,3 +451,47 @@ async def test_injected_fault_through_serve_is_answered_internal(
         await frames.replies(1)
         await client.send_all(_frame({"jsonrpc": "2.0", "method": "exit"}))
     assert codes == [0]
+
+
+@pytest.mark.parametrize(
+    ("command", "payload", "field"),
+    [
+        (
+            "lsp.startServer",
+            {
+                "serverId": "s",
+                "executable": "/bin/true",
+                "arguments": "not-a-list",
+                "workingDirectory": "/tmp",
+                "rootUri": "file:///tmp",
+            },
+            "arguments",
+        ),
+        (
+            "lsp.startServer",
+            {
+                "serverId": "s",
+                "executable": "/bin/true",
+                "workingDirectory": "relative/dir",
+                "rootUri": "file:///tmp",
+            },
+            "workingDirectory",
+        ),
+        ("debug.createSession", {"adapterId": "a", "adapter": "not-an-object"}, "adapter"),
+        (
+            "debug.createSession",
+            {"adapterId": "a", "adapter": {"executable": "/bin/true", "arguments": 5}},
+            "adapter.arguments",
+        ),
+    ],
+)
+async def test_a_refused_field_is_named_in_details(
+    command: str, payload: JSONObject, field: str
+) -> None:
+    """Each refusal says which field was wrong (``details.field``), for every command."""
+    async with open_core() as core:
+        with pytest.raises(CoreError) as info:
+            await core.call(command, payload)
+    assert info.value.code == "invalid_request"
+    assert info.value.details is not None
+    assert info.value.details.get("field") == field, info.value
