@@ -48,6 +48,7 @@ from .._session._events import EventQueue
 from .._session._registry import SessionRegistry
 from ._session import (
     DEFAULT_CONNECT_TIMEOUT_MS,
+    DEFAULT_INITIALIZE_TIMEOUT_MS,
     MAX_OPERATION_TIMEOUT_MS,
     AdapterSpec,
     DebugSession,
@@ -83,6 +84,7 @@ _ADAPTER_FIELDS: Final = frozenset(
         "port",
         "announcePrefix",
         "connectTimeoutMilliseconds",
+        "initializeTimeoutMilliseconds",
     }
 )
 _OPERATION_FIELDS: Final = frozenset({"sessionId", "operationId", "timeoutMilliseconds"})
@@ -163,6 +165,9 @@ def parse_adapter(value: JSONValue) -> AdapterSpec:
     connect_timeout = optional_positive_int(
         value, "connectTimeoutMilliseconds", maximum=MAX_OPERATION_TIMEOUT_MS
     )
+    initialize_timeout = optional_positive_int(
+        value, "initializeTimeoutMilliseconds", maximum=MAX_OPERATION_TIMEOUT_MS
+    )
     return AdapterSpec(
         argv=argv,
         env=optional_env(value, "environment"),
@@ -172,6 +177,7 @@ def parse_adapter(value: JSONValue) -> AdapterSpec:
         port=port,
         announce_prefix=prefix or "",
         connect_timeout_ms=connect_timeout or DEFAULT_CONNECT_TIMEOUT_MS,
+        initialize_timeout_ms=initialize_timeout or DEFAULT_INITIALIZE_TIMEOUT_MS,
     )
 
 

@@ -117,6 +117,7 @@ __all__ = (
     "DEFAULT_CONNECT_TIMEOUT_MS",
     "DEFAULT_DISCONNECT_REPLY_MS",
     "DEFAULT_EXIT_WAIT_MS",
+    "DEFAULT_INITIALIZE_TIMEOUT_MS",
     "DEFAULT_OPERATION_TIMEOUT_MS",
     "MAX_OPERATION_TIMEOUT_MS",
     "OPERATION_FAILURE_REASONS",
@@ -139,6 +140,10 @@ DEFAULT_OPERATION_TIMEOUT_MS: Final = 60_000
 MAX_OPERATION_TIMEOUT_MS: Final = 300_000
 #: How long a TCP transport may take to be reachable (or announced), in milliseconds.
 DEFAULT_CONNECT_TIMEOUT_MS: Final = 10_000
+#: How long an adapter has to answer ``initialize`` before the session ends
+#: (``initializeTimeout``): an adapter that never answers must not hold a session, and the
+#: ``debug.launch`` waiting on it, for ever.
+DEFAULT_INITIALIZE_TIMEOUT_MS: Final = 30_000
 #: Operations that may be pending at once per session; the next one is ``busy``.
 MAX_PENDING_OPERATIONS: Final = 128
 #: Frames waiting for the writer; past this, senders wait (backpressure, bounded memory).
@@ -216,6 +221,8 @@ class AdapterSpec:
         announce_prefix: What the first stdout line starts with before the port or
             ``host:port`` (``tcpAnnounced``).
         connect_timeout_ms: Bound on reaching the endpoint (or reading the announcement).
+        initialize_timeout_ms: Bound on the adapter's answer to ``initialize``; past it the
+            session ends with reason ``initializeTimeout``.
     """
 
     argv: list[str] | None
@@ -226,6 +233,7 @@ class AdapterSpec:
     port: int | None = None
     announce_prefix: str = ""
     connect_timeout_ms: int = DEFAULT_CONNECT_TIMEOUT_MS
+    initialize_timeout_ms: int = DEFAULT_INITIALIZE_TIMEOUT_MS
 
 
 class _SessionEnded(Exception):
@@ -884,9 +892,18 @@ class DebugSession(SessionResource[JSONObject]):
             "locale": "en",
         }
         fault_point("dap.initialize")
-        try:
-            response = await self._request("initialize", arguments)
-        except _SessionEnded:
+        with trio.move_on_after(self.spec.initialize_timeout_ms / 1000) as deadline:
+            try:
+                response = await self._request("initialize", arguments)
+            except _SessionEnded:
+                return
+        if deadline.cancelled_caught:
+            logger.warning(
+                "debug adapter %s did not answer initialize within %d ms",
+                self.session_id,
+                self.spec.initialize_timeout_ms,
+            )
+            self._end_transport("initializeTimeout")
             return
         if not response.success:
             logger.warning("debug adapter %s refused initialize", self.session_id)

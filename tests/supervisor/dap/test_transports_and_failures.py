@@ -353,6 +353,25 @@ async def test_broken_frame_ends_session_with_protocol_error_once(core: Core) ->
     assert info.value.details["reason"] == "refused"
 
 
+async def test_an_adapter_that_never_answers_initialize_ends_at_its_deadline(core: Core) -> None:
+    """An adapter that reads its input and never answers ``initialize`` used to keep its
+    session ``initializing`` for ever, and a ``debug.launch`` waiting on it. Past
+    ``initializeTimeoutMilliseconds`` the session ends (``initializeTimeout``), the waiting
+    launch ends once with it, and the adapter is gone."""
+    silent = {
+        "executable": PY,
+        "arguments": ["-c", "import sys\nwhile sys.stdin.buffer.read(1): pass"],
+        "initializeTimeoutMilliseconds": 300,
+    }
+    session_id, adapter_pid = await create(core, silent)
+    events = Events(core, session_id)
+    with trio.fail_after(WAIT_S), pytest.raises(CoreError) as info:
+        await core.call("debug.launch", {"sessionId": session_id, "operationId": "l"})
+    await _ended_by_session(info.value, events, "l", "initializeTimeout")
+    assert adapter_pid is not None
+    assert runs_no_more(adapter_pid)
+
+
 async def test_cancel_request_through_serve_cancels_pending_operation(core: Core) -> None:
     # `core` only reaps: should serve die, its adapter is re-parented to this process.
     del core
