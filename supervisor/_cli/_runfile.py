@@ -9,8 +9,8 @@ on its items, so a small locator (:func:`_locate`) walks the same, already valid
 once and records the line of every table header, every key and every element of a
 top-level array value (so ``argv[3]`` of a multi-line ``argv = [...]`` is reported at its
 own line); a validation error asks it for the line of the key it is about. Nothing here
-starts a process or touches Trio: a bad file is refused before anything runs (issue 2,
-section 8).
+starts a process or touches Trio: a bad file is refused before anything runs, so
+nothing is left half-started.
 
 Jobs must be written as ``[[job]]`` tables. The equivalent inline form
 ``job = [{...}, {...}]`` is refused, at its line, with a message that says so: its keys
@@ -83,7 +83,7 @@ __all__ = (
     "parse_run_file",
 )
 
-#: The statuses of ``job.finished`` (issue 2, section 6).
+#: The statuses of ``job.finished`` (those the lanes report).
 JOB_STATUSES: Final = ("ok", "failed", "cancelled", "denied", "superseded")
 #: What a job is expected to end with when its ``expect`` key is absent.
 DEFAULT_EXPECT: Final = frozenset({"ok", "superseded"})

@@ -7,7 +7,7 @@ servers, debug adapters, plugin backends, testbed programs (pipes), terminals an
 its own on stdin). Every child starts in the same clean state:
 
 - its own session and process group: ``POSIX_SPAWN_SETSID``, so ``pgid == sid == pid`` from
-  the first instruction of the child (DESIGN.md invariants 1, 11);
+  the first instruction of the child, so the group is never looked up later;
 - every signal whose disposition can change (all but SIGKILL and SIGSTOP, realtime ones and
   the C library's internal ones included) at ``SIG_DFL`` (``POSIX_SPAWN_SETSIGDEF`` with that
   full set), and an empty signal mask (``POSIX_SPAWN_SETSIGMASK``). A supervisor started
@@ -23,9 +23,9 @@ its own on stdin). Every child starts in the same clean state:
 - stdin as the caller asked (a pipe, ``/dev/null``, a descriptor of the caller's, or the
   terminal); the environment given is the child's whole environment (the caller adds the
   scope marker);
-- ``PR_SET_PDEATHSIG`` is never used (invariant 11).
+- ``PR_SET_PDEATHSIG`` is never used: it fires when the spawning *thread* exits.
 
-Why ``posix_spawn`` (issue 8 goal 1). ``trio.lowlevel.open_process`` runs
+Why ``posix_spawn`` (spawn speed). ``trio.lowlevel.open_process`` runs
 ``subprocess.Popen`` in a worker thread because a ``fork()`` of a large parent can take
 milliseconds. glibc implements ``posix_spawn`` with ``clone(CLONE_VM | CLONE_VFORK)``: no page
 tables are copied, the calling thread is suspended only until the child has exec'd (about
@@ -694,7 +694,7 @@ class ExitWatch:
     """Processes being ended, watched through their pidfds, with a precise deadline.
 
     Ending a tree used to poll ``/proc`` with sleeps; this wakes up when the last watched
-    process exits (issue 8 goal 2). Each process gets a pidfd (works for any process we
+    process exits. Each process gets a pidfd (works for any process we
     may signal, child or not); all of them go into one private epoll whose descriptor
     Trio waits on, so a whole tree costs one wake-up. Under Trio's system clock a timerfd
     in the same epoll carries the deadline: Trio rounds its own timeouts up to the next

@@ -1,6 +1,6 @@
 """Process trees: spawn a child as the root of a supervised tree, and end the tree.
 
-Contract (DESIGN.md invariants 1-3, 10, 11; issue 2 section 3):
+Contract:
 
 - A tree is started from an argv, never through a shell, in a new session and
   process group whose id is recorded at spawn (``pgid == pid``) and never looked up
@@ -71,7 +71,7 @@ PIPE = subprocess.PIPE
 DEVNULL = subprocess.DEVNULL
 STDOUT = subprocess.STDOUT
 
-#: Defaults for ending a tree, in milliseconds (DESIGN.md "Default bounds").
+#: Defaults for ending a tree, in milliseconds (the reference's stop ladder).
 DEFAULT_POLITE_TIMEOUT_MS = 2000
 DEFAULT_TERM_GRACE_MS = 2000
 DEFAULT_KILL_WAIT_MS = 1000
@@ -141,7 +141,7 @@ def _check_argv(argv: object) -> list[str]:
 
 
 #: ``(raw os.environ, its decoded copy)``: decoding the environment costs tens of
-#: microseconds per spawn, comparing the raw bytes mapping about one (issue 8 goal 1).
+#: microseconds per spawn, comparing the raw bytes mapping about one.
 _environ_cache: tuple[dict[Any, Any], dict[str, str]] | None = None
 
 
@@ -183,7 +183,7 @@ def _check_cwd(cwd: object) -> str | None:
     if (problem := path_problem(path, "cwd")) is not None:
         raise _invalid(problem, {"field": "cwd"})
     # One stat rather than exists() + isdir(): each system call counts at thousands of
-    # jobs (issue 8 goal 8).
+    # jobs.
     try:
         mode = os.stat(path).st_mode
     except (OSError, ValueError):
@@ -552,7 +552,7 @@ class ProcessTree(metaclass=NoPublicConstructor):
         Scans run while waiting, the last one :data:`_LAST_SCAN_S` before the deadline, so
         that nothing stands between the deadline and the SIGKILL (to the group and to
         every member known to have left it): a scan costs a fraction of a millisecond, and
-        longer while the killed members compete for the CPU (issue 8 goal 2). Members
+        longer while the killed members compete for the CPU. Members
         forked after that last scan are found after the kill, as orphans reparented to us.
         """
         delay = _POLL_FIRST_S
@@ -644,7 +644,7 @@ class ProcessTree(metaclass=NoPublicConstructor):
                 said so) and the subreaper is active: then a live descendant can only be
                 one forked since that scan, and its oldest ancestor among them has been
                 reparented to us, so the walk starts from our adopted children alone
-                (issue 8 goal 2: no re-reading of the dead members).
+                (no re-reading of the dead members).
         """
         rc = self.returncode  # reaps the main process once it has exited
         if not HAVE_PROCFS:
@@ -743,7 +743,7 @@ async def open_process_tree(
     The child runs in its own session and process group (``pgid == pid``), with
     the environment ``os.environ`` updated by ``env`` (a None value removes the
     variable) and then ``SUPERVISOR_SCOPE`` set to a fresh marker that neither can
-    override or remove (DESIGN.md invariant 1). It starts clean whatever we were started
+    override or remove, so a sweep can always find it. It starts clean whatever we were started
     with: every signal at its default, an empty signal mask, only fds 0-2 (``_spawn``). On
     Linux the supervisor becomes a child subreaper on first use. Nothing is started when
     validation fails.
@@ -756,7 +756,7 @@ async def open_process_tree(
         stdin: ``PIPE`` or ``DEVNULL``.
         stdout: ``PIPE`` or ``DEVNULL``.
         stderr: ``PIPE``, ``DEVNULL`` or ``STDOUT``.
-        pty_slave_fd: The slave side of a pseudo-terminal (issue 5, terminals). When
+        pty_slave_fd: The slave side of a pseudo-terminal (for terminals). When
             given, ``stdin``/``stdout``/``stderr`` are ignored: the child gets this
             terminal as fds 0, 1 and 2, and as the controlling terminal of its new
             session, so job control, SIGWINCH and hang-up work as in a real terminal.
@@ -803,7 +803,7 @@ async def _open_tree(
 ) -> ProcessTree:
     """:func:`open_process_tree`; ``yield_after_spawn=False`` skips the scheduler pass
     after an in-thread spawn, for a caller that waits on the tree right away (one pass
-    less per ``process.run``, issue 8 goal 1). It is still a cancel point."""
+    less per ``process.run``). It is still a cancel point."""
     args = _check_argv(argv)
     child_env = _check_env(env)
     workdir = _check_cwd(cwd)
@@ -817,14 +817,14 @@ async def _open_tree(
     executable = _resolve_executable(args[0], workdir, child_env)
     marker = new_scope_marker()
     child_env[SCOPE_ENV] = marker
-    # -- PTY option (issue 5): the slave becomes fds 0-2 and the controlling terminal.
+    # -- PTY option: the slave becomes fds 0-2 and the controlling terminal.
     if pty_slave_fd is not None and not os.isatty(pty_slave_fd):
         raise ValueError("pty_slave_fd must be an open terminal file descriptor")
-    _watchdog.ensure_watchdog()  # invariant 14: sweeps our trees if we die
+    _watchdog.ensure_watchdog()  # sweeps our trees if we die, even by SIGKILL
     _reaper.ensure_subreaper()
     # A cancelled caller starts nothing; once the spawn has begun nothing cancels it.
     await trio.lowlevel.checkpoint_if_cancelled()
-    # Issue 8: posix_spawn in this thread, no worker-thread round trip (_spawn). The spawn
+    # posix_spawn in this thread, no worker-thread round trip (_spawn). The spawn
     # blocks its thread until the child has exec'd; when many trees start at once on a busy
     # machine that wait grows (the child queues for a CPU) and would stall every other task,
     # so a burst goes to worker threads, as does the fork fallback (see spawn_forks).
