@@ -565,53 +565,19 @@ def spawn(
     child_side: list[int] = []
     ours: dict[str, int] = {}
     try:
-        targets: list[int] = []
         if tty is not None:
             targets = [tty, tty, tty]
         else:
-            null = -1
-            if DEVNULL in (stdin, stdout, stderr):
-                null = os.open(os.devnull, os.O_RDWR | os.O_CLOEXEC)
-                opened.append(null)
-                child_side.append(null)
-            for name, mode in (("stdin", stdin), ("stdout", stdout), ("stderr", stderr)):
-                if mode == PIPE:
-                    read_end, write_end = os.pipe2(os.O_CLOEXEC)
-                    opened += (read_end, write_end)
-                    if name == "stdin":
-                        ours[name], child = write_end, read_end
-                    else:
-                        ours[name], child = read_end, write_end
-                    child_side.append(child)
-                    targets.append(child)
-                elif mode == DEVNULL:
-                    targets.append(null)
-                elif mode == STDOUT:  # for stderr only (checked by the caller)
-                    targets.append(targets[1])
-                else:
-                    targets.append(mode)
+            targets = _open_stdio(stdin, stdout, stderr, opened, child_side, ours)
         tty_path = None if tty is None else _tty_path(tty)
         popen: subprocess.Popen[bytes] | None = None
         if _forks(cwd, no_tty_path=tty is not None and tty_path is None):
             popen = _fork_spawn(executable, argv, env, cwd, targets, tty=tty is not None)
             pid = popen.pid
         else:
-            actions: list[_FileAction]
-            if tty_path is not None:
-                # No O_NOCTTY: this open makes the terminal the new session's controlling one.
-                actions = [
-                    (os.POSIX_SPAWN_OPEN, 0, tty_path, os.O_RDWR, 0),
-                    (os.POSIX_SPAWN_DUP2, 0, 1),
-                    (os.POSIX_SPAWN_DUP2, 0, 2),
-                ]
-            else:
-                actions = [
-                    (os.POSIX_SPAWN_DUP2, source, target) for target, source in enumerate(targets)
-                ]
             libc_spawn = _libc_spawn()
             assert libc_spawn is not None  # not _forks(), checked above
-            if not libc_spawn.closes_from:
-                actions += [(os.POSIX_SPAWN_CLOSE, fd) for fd in _inherited_fds(opened)]
+            actions = _file_actions(targets, tty_path, opened, libc_spawn.closes_from)
             pid = libc_spawn.spawn(executable, argv, env, actions, cwd)
     except BaseException:
         for fd in opened:
@@ -627,6 +593,69 @@ def spawn(
         trio.lowlevel.FdStream(ours["stderr"]) if "stderr" in ours else None,
         popen,
     )
+
+
+def _open_stdio(
+    stdin: int,
+    stdout: int,
+    stderr: int,
+    opened: list[int],
+    child_side: list[int],
+    ours: dict[str, int],
+) -> list[int]:
+    """Open the pipes and ``/dev/null`` behind the child's fds 0-2; return those 3 fds.
+
+    Every descriptor opened is appended to ``opened`` (for the caller to close on failure),
+    the child's ends also to ``child_side`` (closed once the child has them), and our pipe
+    ends go into ``ours`` by stream name.
+    """
+    targets: list[int] = []
+    null = -1
+    if DEVNULL in (stdin, stdout, stderr):
+        null = os.open(os.devnull, os.O_RDWR | os.O_CLOEXEC)
+        opened.append(null)
+        child_side.append(null)
+    for name, mode in (("stdin", stdin), ("stdout", stdout), ("stderr", stderr)):
+        if mode == PIPE:
+            read_end, write_end = os.pipe2(os.O_CLOEXEC)
+            opened += (read_end, write_end)
+            if name == "stdin":
+                ours[name], child = write_end, read_end
+            else:
+                ours[name], child = read_end, write_end
+            child_side.append(child)
+            targets.append(child)
+        elif mode == DEVNULL:
+            targets.append(null)
+        elif mode == STDOUT:  # for stderr only (checked by the caller)
+            targets.append(targets[1])
+        else:
+            targets.append(mode)
+    return targets
+
+
+def _file_actions(
+    targets: list[int], tty_path: str | None, opened: list[int], closes_from: bool
+) -> list[_FileAction]:
+    """The ``posix_spawn`` file actions that give the child its fds 0-2 and nothing else.
+
+    With ``tty_path`` the terminal is opened as fd 0 and copied to 1 and 2; else
+    ``targets`` are copied onto 0-2. Without ``closes_from`` (an older libc) every other
+    descriptor we have open is closed one by one.
+    """
+    actions: list[_FileAction]
+    if tty_path is not None:
+        # No O_NOCTTY: this open makes the terminal the new session's controlling one.
+        actions = [
+            (os.POSIX_SPAWN_OPEN, 0, tty_path, os.O_RDWR, 0),
+            (os.POSIX_SPAWN_DUP2, 0, 1),
+            (os.POSIX_SPAWN_DUP2, 0, 2),
+        ]
+    else:
+        actions = [(os.POSIX_SPAWN_DUP2, source, target) for target, source in enumerate(targets)]
+    if not closes_from:
+        actions += [(os.POSIX_SPAWN_CLOSE, fd) for fd in _inherited_fds(opened)]
+    return actions
 
 
 #: Clock ids and flags of ``timerfd_create(2)`` / ``timerfd_settime(2)`` (Linux ABI).
