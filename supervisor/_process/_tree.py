@@ -439,17 +439,7 @@ class ProcessTree(metaclass=NoPublicConstructor):
         kill_wait_ms: int,
     ) -> TreeEndReport:
         started = trio.current_time()
-        polite_attempted = False
-        polite_error: str | None = None
-        if polite is not None and self.returncode is None:
-            polite_attempted = True
-            with trio.move_on_after(polite_timeout_ms / 1000):
-                try:
-                    await polite()
-                except Exception as exc:
-                    polite_error = repr(exc)
-                await self.wait()
-
+        polite_attempted, polite_error = await self._polite_step(polite, polite_timeout_ms)
         terminated: list[int] = []
         killed: list[int] = []
         swept: set[int] = set()
@@ -457,68 +447,15 @@ class ProcessTree(metaclass=NoPublicConstructor):
         # last exit, and the SIGKILL at the end of the grace is on time (see ExitWatch).
         watch = ExitWatch()
         try:
-            # The first scan runs before any signal: it walks the tree while every member
-            # is still attached to its parent, which is the only way to find a member that
-            # left the session and dropped the marker (ancestry); signalling first would
-            # orphan it. Members seen are remembered (``_seen``), so later scans find them.
-            # With the subreaper active, ancestry alone finds every live descendant (an
-            # orphan is reparented to us, never to init), so a tree whose members all stay
-            # in its group skips the full marker scan, which reads the environment of every
-            # process on the machine (milliseconds). Once a member left the group or
-            # session, or without a subreaper, the scan runs as well, so escapees whose
-            # ancestry was lost get SIGTERM too.
-            # The pidfds are opened after the first signal, not during this walk: the
-            # signal goes out sooner, and a member that dies meanwhile is still a zombie
-            # (or gone: ``ExitWatch.add`` skips it).
-            live = self._collect(full_scan=self._marker_scan_needed())
-            if live and not self._marker_scan_needed() and self._escaped(live):
-                live = self._collect(full_scan=True)
+            live = self._first_scan()
             kill_sent = False
             if live and term_grace_ms > 0:
-                swept.update(pid for pid, st in live.items() if st.pgid != self.pgid)
-                self._signal_members(live, signal.SIGTERM)
-                self._signal_members(live, signal.SIGCONT)
-                self._watch_all(watch, live)
-                terminated = sorted(live)
-                live = await self._wait_gone(
-                    live, watch, trio.current_time() + term_grace_ms / 1000, terminated
+                live, terminated, kill_sent = await self._term_step(
+                    live, watch, term_grace_ms, swept
                 )
-                terminated.sort()
-                kill_sent = bool(live)  # by _wait_gone, at the deadline
             # (With no grace SIGTERM would only delay SIGKILL: ``aclose(term_grace_ms=0)``.)
             if live:
-                killed.extend(live)
-                swept.update(pid for pid, st in live.items() if st.pgid != self.pgid)
-                if not kill_sent:
-                    self._signal_members(live, signal.SIGKILL)
-                    self._watch_all(watch, live)
-                # The waits below run in real time under any clock (see _wait_exits), so
-                # the bound is kept in real time too.
-                real_deadline = time.perf_counter() + kill_wait_ms / 1000
-                first = True
-                while True:
-                    # The members just killed die first; a scan while they die finds nothing
-                    # new (without the subreaper, the marker scan below runs at once).
-                    all_gone = False
-                    if not (first and self._marker_scan_needed()):
-                        left_s = max(0.0, real_deadline - time.perf_counter())
-                        all_gone = await self._wait_exits(
-                            watch, trio.current_time() + left_s, _POLL_FIRST_S, real_time=True
-                        )
-                    live = self._collect(
-                        full_scan=first and self._marker_scan_needed(),
-                        watch=watch,
-                        members_gone=all_gone,
-                    )
-                    first = False
-                    for pid, st in live.items():
-                        if st.pgid != self.pgid:
-                            swept.add(pid)
-                        if pid not in killed:
-                            killed.append(pid)
-                        self._signal(pid, signal.SIGKILL)
-                    if not live or time.perf_counter() >= real_deadline:
-                        break
+                live = await self._kill_step(live, watch, kill_wait_ms, kill_sent, killed, swept)
         finally:
             watch.close()
         if self.returncode is None and not live:
@@ -535,6 +472,116 @@ class ProcessTree(metaclass=NoPublicConstructor):
             polite_error=polite_error,
             duration_ms=math.ceil((trio.current_time() - started) * 1000),
         )
+
+    async def _polite_step(
+        self, polite: PoliteStep | None, polite_timeout_ms: int
+    ) -> tuple[bool, str | None]:
+        """Ask a running tree to exit and wait for its main process, both within the bound.
+
+        Returns ``(attempted, error)``: whether ``polite`` ran, and the ``repr`` of what it
+        raised (None when it raised nothing).
+        """
+        if polite is None or self.returncode is not None:
+            return False, None
+        polite_error: str | None = None
+        with trio.move_on_after(polite_timeout_ms / 1000):
+            try:
+                await polite()
+            except Exception as exc:
+                polite_error = repr(exc)
+            await self.wait()
+        return True, polite_error
+
+    def _first_scan(self) -> dict[int, ProcStat]:
+        """Find the tree's live members before any signal is sent: pid -> stat."""
+        # The first scan runs before any signal: it walks the tree while every member
+        # is still attached to its parent, which is the only way to find a member that
+        # left the session and dropped the marker (ancestry); signalling first would
+        # orphan it. Members seen are remembered (``_seen``), so later scans find them.
+        # With the subreaper active, ancestry alone finds every live descendant (an
+        # orphan is reparented to us, never to init), so a tree whose members all stay
+        # in its group skips the full marker scan, which reads the environment of every
+        # process on the machine (milliseconds). Once a member left the group or
+        # session, or without a subreaper, the scan runs as well, so escapees whose
+        # ancestry was lost get SIGTERM too.
+        # The pidfds are opened after the first signal, not during this walk: the
+        # signal goes out sooner, and a member that dies meanwhile is still a zombie
+        # (or gone: ``ExitWatch.add`` skips it).
+        live = self._collect(full_scan=self._marker_scan_needed())
+        if live and not self._marker_scan_needed() and self._escaped(live):
+            live = self._collect(full_scan=True)
+        return live
+
+    async def _term_step(
+        self,
+        live: dict[int, ProcStat],
+        watch: ExitWatch,
+        term_grace_ms: int,
+        swept: set[int],
+    ) -> tuple[dict[int, ProcStat], list[int], bool]:
+        """SIGTERM+SIGCONT the members and wait up to the grace for them to exit.
+
+        Adds the members outside the group to ``swept``. Returns ``(live, terminated,
+        kill_sent)``: those still alive, every pid signalled (sorted), and whether the wait
+        already sent SIGKILL to the survivors at the end of the grace.
+        """
+        swept.update(pid for pid, st in live.items() if st.pgid != self.pgid)
+        self._signal_members(live, signal.SIGTERM)
+        self._signal_members(live, signal.SIGCONT)
+        self._watch_all(watch, live)
+        terminated = sorted(live)
+        live = await self._wait_gone(
+            live, watch, trio.current_time() + term_grace_ms / 1000, terminated
+        )
+        terminated.sort()
+        return live, terminated, bool(live)  # SIGKILL sent by _wait_gone, at the deadline
+
+    async def _kill_step(
+        self,
+        live: dict[int, ProcStat],
+        watch: ExitWatch,
+        kill_wait_ms: int,
+        kill_sent: bool,
+        killed: list[int],
+        swept: set[int],
+    ) -> dict[int, ProcStat]:
+        """SIGKILL the survivors and rescan until none is found or ``kill_wait_ms`` passed.
+
+        Appends every pid killed to ``killed`` and those outside the group to ``swept``;
+        returns the members still alive at the end (the unkillable ones).
+        """
+        killed.extend(live)
+        swept.update(pid for pid, st in live.items() if st.pgid != self.pgid)
+        if not kill_sent:
+            self._signal_members(live, signal.SIGKILL)
+            self._watch_all(watch, live)
+        # The waits below run in real time under any clock (see _wait_exits), so
+        # the bound is kept in real time too.
+        real_deadline = time.perf_counter() + kill_wait_ms / 1000
+        first = True
+        while True:
+            # The members just killed die first; a scan while they die finds nothing
+            # new (without the subreaper, the marker scan below runs at once).
+            all_gone = False
+            if not (first and self._marker_scan_needed()):
+                left_s = max(0.0, real_deadline - time.perf_counter())
+                all_gone = await self._wait_exits(
+                    watch, trio.current_time() + left_s, _POLL_FIRST_S, real_time=True
+                )
+            live = self._collect(
+                full_scan=first and self._marker_scan_needed(),
+                watch=watch,
+                members_gone=all_gone,
+            )
+            first = False
+            for pid, st in live.items():
+                if st.pgid != self.pgid:
+                    swept.add(pid)
+                if pid not in killed:
+                    killed.append(pid)
+                self._signal(pid, signal.SIGKILL)
+            if not live or time.perf_counter() >= real_deadline:
+                return live
 
     async def _wait_gone(
         self,
