@@ -1,6 +1,6 @@
 """The Trio driver of the job lanes: it carries out what :class:`LanePolicy` decides.
 
-Contract (docs/architecture.md "lanes/", issue 2 section 6, DESIGN.md "cancel-scope tree")::
+Contract (docs/architecture.md "lanes/"), the cancel-scope tree::
 
     Lanes nursery                 (Lanes.run)
     `- job task                   one per running job, at most one per lane
@@ -267,7 +267,7 @@ class _JobOutput:
 
         A job that prints nothing (most short ones) then costs no flusher task: at
         thousands of jobs that task's start and cancellation are a visible share of the
-        driver's time (issue 8 goal 8).
+        driver's time.
         """
         self._nursery = nursery
 

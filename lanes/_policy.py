@@ -1,6 +1,6 @@
 """The lane policy: which job of a project runs, which waits, which ends, as pure code.
 
-Contract (issue 2 section 6; ide-backend-protocol.schema.json ``mcpp-ide/job/start``): one lane
+Contract (ide-backend-protocol.schema.json ``mcpp-ide/job/start``): one lane
 per project root, one job at a time per lane, in submission order. A ``build`` or ``test``
 asked for again while one of the same kind waits on the same lane replaces the waiting one
 (which ends ``superseded``); ``supersede`` cancels the running job (it ends ``superseded``).
@@ -75,7 +75,7 @@ class JobState(StrEnum):
 
 
 #: Kinds that a newer request of the same kind replaces while waiting, and that an untrusted
-#: workspace denies (issue 2 section 6).
+#: workspace denies (the newer request makes the waiting one moot).
 _REPLACEABLE_KINDS = frozenset({JobKind.BUILD, JobKind.TEST})
 _TRUST_REQUIRED_KINDS = frozenset({JobKind.BUILD, JobKind.TEST})
 

@@ -1,9 +1,9 @@
 """A job request, and the strict parser of the wire ``job.start`` payload.
 
-Contract (issue 2 section 6): ``job.start {kind, root, argv, cwd?, env?, timeoutMilliseconds?,
+Contract: ``job.start {kind, root, argv, cwd?, env?, timeoutMilliseconds?,
 supersede?}``. Parsing is all-or-nothing and starts nothing: the first problem found raises
 ``CoreError("invalid_request")`` whose message names the field and whose ``details`` is
-``{"field": <wire name>}`` (DESIGN.md invariant 9: bad input gets a clear, stable code).
+``{"field": <wire name>}`` (bad input gets a clear, stable code and starts nothing).
 
 Strategy: the wire parser checks JSON types and wire names; :class:`JobRequest` itself checks
 the same rules for Python callers and raises ``TypeError``/``ValueError`` (docs/architecture.md:

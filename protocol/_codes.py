@@ -6,7 +6,7 @@ Numbers on the wire come from three sources, kept apart here on purpose:
   "ErrorCodes"/"LSPErrorCodes"
   (https://microsoft.github.io/language-server-protocol/specifications/lsp/3.17/specification/#errorCodes)
   give :class:`ErrorCode`; the tests check every number against ``lsprotocol``.
-* DESIGN.md "Interfaces" and core-api.md "Envelope" give the string codes of the
+* core-api.md "Envelope" gives the string codes of the
   envelope (:class:`CoreErrorCode`).
 * plugin-contract.md "Host services" (the ``plugin.host.*`` table) and "Plugin
   functions" / "Cross-plugin calls" give the ``plugin.*`` codes and their numbers.
@@ -96,7 +96,7 @@ def is_lsp_reserved_code(code: int) -> bool:
 
 
 class CoreErrorCode(enum.StrEnum):
-    """String codes of the Core envelope (core-api.md "Envelope", DESIGN.md "Interfaces").
+    """String codes of the Core envelope (core-api.md "Envelope").
 
     They travel as ``error.code`` of an envelope response, and in serve mode as
     ``error.data.code`` of a JSON-RPC error.

@@ -4,7 +4,7 @@ Contract (DAP "Base Protocol",
 https://microsoft.github.io/debug-adapter-protocol/specification#Base_Protocol): a DAP stream
 is the LSP base-protocol framing (``Content-Length`` headers, a blank line, a UTF-8 JSON body),
 so :class:`DAPConnection` reuses :class:`~protocol.FrameDecoder` and
-:func:`~protocol.encode_frame` with the same framing policy (DESIGN.md "Framing policy"). The
+:func:`~protocol.encode_frame` with the same framing policy. The
 body is a ``ProtocolMessage``: ``{seq, type, ...}`` where ``type`` is ``request``,
 ``response`` or ``event``.
 

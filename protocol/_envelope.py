@@ -1,4 +1,4 @@
-"""The Core request envelope (core-api.md "Envelope", DESIGN.md "Interfaces").
+"""The Core request envelope (core-api.md "Envelope").
 
 Request: ``{id, operationId?, timeoutMilliseconds?, command, payload}``. Response:
 ``{id, ok: true, data}`` or ``{id, ok: false, error: {code, message, details?}}``.

@@ -10,11 +10,11 @@ are dropped lazily, once they are at least half of the buffer. The exact header 
 everything else goes line by line (benchmarks/bench_framing.py measures both). When
 several such frames of small messages are buffered back to back, one regular-expression split
 of a bounded window (64 KiB) cuts them all and :meth:`FrameDecoder.next_event` hands them
-out one per call: the per-frame cost is then a fraction of a header match (issue 8 goal 3).
+out one per call: the per-frame cost is then a fraction of a header match.
 A body that happens to contain such a header only ends the batch early (its length no longer
 matches), so batching never changes what is decoded.
 
-Policy (DESIGN.md "Framing policy",
+Policy (the LSP base protocol,
 https://microsoft.github.io/language-server-protocol/specifications/lsp/3.17/specification/#baseProtocol):
 
 * ``Content-Length`` counts bytes of the body; header names are case-insensitive;

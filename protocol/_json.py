@@ -4,7 +4,7 @@ Every other module calls :func:`loads` and :func:`dumps` only, so a faster parse
 (orjson, msgspec) can replace the standard library here without touching the message
 model. Both functions speak UTF-8 bytes, the form the framing layer carries.
 
-Speed (issue 8 goal 3): when msgspec is installed (an optional dependency), :func:`loads`
+Speed: when msgspec is installed (an optional dependency), :func:`loads`
 parses with it first -- 6-7x the standard library on small JSON-RPC messages, measured
 987k against 144k messages/s on this project's benchmark machine. Whatever msgspec refuses
 (invalid UTF-8, lone surrogate escapes, numbers out of float range, nesting beyond its

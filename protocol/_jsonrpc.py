@@ -211,7 +211,7 @@ _ABSENT: Any = object()
 _new = object.__new__
 # Frozen dataclasses refuse ``setattr``; their slot descriptors do not. The decoder builds
 # messages through them because every field was checked already: ``__init__`` (with its
-# ``__post_init__`` checks) costs as much as the whole msgspec parse (issue 8 goal 3).
+# ``__post_init__`` checks) costs as much as the whole msgspec parse.
 _SET_REQUEST_ID = Request.__dict__["id"].__set__
 _SET_REQUEST_METHOD = Request.__dict__["method"].__set__
 _SET_REQUEST_PARAMS = Request.__dict__["params"].__set__
@@ -483,8 +483,7 @@ def encode_request(request_id: RequestId, method: str, params: Params | None = N
     """``encode_message(Request(request_id, method, params))`` without building the object.
 
     The same checks and the same bytes; it exists because an endpoint encodes one request
-    per call and the value object costs as much as the rest of the encoding (issue 8
-    goal 4).
+    per call and the value object costs as much as the rest of the encoding.
 
     Raises:
         TypeError: A field has the wrong type (as :class:`Request` raises it).

@@ -1,4 +1,4 @@
-"""A pytest plugin for people who test process lifecycles (issue 7, ``pytest11`` entry point).
+"""A pytest plugin for people who test process lifecycles (a ``pytest11`` entry point).
 
 Fixtures:
 
@@ -149,7 +149,7 @@ def _reap_adopted_watchdogs() -> None:
 
 
 def unreaped_children() -> list[int]:
-    """Zombie children of this process: somebody forgot to ``wait()`` (invariant 3)."""
+    """Zombie children of this process: somebody forgot to ``wait()``."""
     _reap_adopted_watchdogs()
     zombies: list[int] = []
     for pid in _children():

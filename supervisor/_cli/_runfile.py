@@ -9,8 +9,8 @@ on its items, so a small locator (:func:`_locate`) walks the same, already valid
 once and records the line of every table header, every key and every element of a
 top-level array value (so ``argv[3]`` of a multi-line ``argv = [...]`` is reported at its
 own line); a validation error asks it for the line of the key it is about. Nothing here
-starts a process or touches Trio: a bad file is refused before anything runs (issue 2,
-section 8).
+starts a process or touches Trio: a bad file is refused before anything runs, so
+nothing is left half-started.
 
 Jobs must be written as ``[[job]]`` tables. The equivalent inline form
 ``job = [{...}, {...}]`` is refused, at its line, with a message that says so: its keys
@@ -83,7 +83,7 @@ __all__ = (
     "parse_run_file",
 )
 
-#: The statuses of ``job.finished`` (issue 2, section 6).
+#: The statuses of ``job.finished`` (those the lanes report).
 JOB_STATUSES: Final = ("ok", "failed", "cancelled", "denied", "superseded")
 #: What a job is expected to end with when its ``expect`` key is absent.
 DEFAULT_EXPECT: Final = frozenset({"ok", "superseded"})
@@ -357,6 +357,43 @@ def _hint(key: str, known: tuple[str, ...] = ("job",)) -> str:
     return f" (known: {', '.join(known)})"
 
 
+class _JobTable:
+    """One ``[[job]]`` table being read: its raw values and how to report a bad one."""
+
+    def __init__(self, raw: dict[str, Any], index: int, *, path: str, where: _Locations) -> None:
+        self.raw = raw
+        self.index = index
+        self.path = path
+        self.where = where
+        self.header_line = where.job_line(index)
+
+    def fail(
+        self,
+        key: str | None,
+        message: str,
+        subkey: str | None = None,
+        element: int | None = None,
+    ) -> RunFileError:
+        """The error for ``key`` (its line), or for the table header when ``key`` is None."""
+        if key is None:
+            line = self.header_line
+        else:
+            line = self.where.job_key_line(self.index, key, subkey, element)
+        return RunFileError(self.path, line, message)
+
+    def typed(self, key: str, kind: type | tuple[type, ...], what: str) -> Any:
+        """The value of ``key`` (None when absent); raises when it is not a ``kind``."""
+        value = self.raw.get(key)
+        # bool is an int subclass: `timeout_ms = true` must not pass as 1.
+        if value is None:
+            return None
+        if isinstance(value, bool) and bool not in (kind if isinstance(kind, tuple) else (kind,)):
+            raise self.fail(key, f"{key!r} must be {what}, not a boolean")
+        if not isinstance(value, kind):
+            raise self.fail(key, f"{key!r} must be {what}, not {_toml_type(value)}")
+        return value
+
+
 def _parse_job(
     raw: dict[str, Any],
     index: int,
@@ -366,139 +403,23 @@ def _parse_job(
     where: _Locations,
     kinds: tuple[str, ...],
 ) -> RunFileJob:
-    header_line = where.job_line(index)
-
-    def fail(
-        key: str | None, message: str, subkey: str | None = None, element: int | None = None
-    ) -> RunFileError:
-        line = header_line if key is None else where.job_key_line(index, key, subkey, element)
-        return RunFileError(path, line, message)
-
-    for key in raw:
-        if key not in _JOB_KEYS:
-            raise fail(key, f"unknown key {key!r} in [[job]]{_hint(key, _JOB_KEYS)}")
-
-    def typed(key: str, kind: type | tuple[type, ...], what: str) -> Any:
-        value = raw.get(key)
-        # bool is an int subclass: `timeout_ms = true` must not pass as 1.
-        if value is None:
-            return None
-        if isinstance(value, bool) and bool not in (kind if isinstance(kind, tuple) else (kind,)):
-            raise fail(key, f"{key!r} must be {what}, not a boolean")
-        if not isinstance(value, kind):
-            raise fail(key, f"{key!r} must be {what}, not {_toml_type(value)}")
-        return value
-
-    name = typed("name", str, "a string") or ""
-    if "name" in raw and not name.strip():
-        raise fail("name", "'name' must not be empty")
-
-    project = typed("project", str, "a string (a directory)")
-    if project is None:
-        raise fail(None, "missing required key 'project' (the lane: a project directory)")
-    if path_problem(project, "project") is not None:
-        raise fail("project", "'project' must be a non-empty path")
-    project_path = os.path.normpath(os.path.join(directory, os.path.expanduser(project)))
-    if not os.path.isdir(project_path):
-        raise fail(
-            "project", f"project directory {project_path!r} {_not_a_directory(project_path)}"
-        )
-
-    kind = typed("kind", str, "a string")
-    if kind is None:
-        raise fail(None, f"missing required key 'kind' (one of: {', '.join(kinds)})")
-    if kind not in kinds:
-        raise fail("kind", f"unknown kind {kind!r} (one of: {', '.join(kinds)})")
-
-    argv = typed("argv", list, "an array of strings")
-    if argv is None:
-        raise fail(None, "missing required key 'argv' (the program and its arguments)")
-    if not argv:
-        raise fail("argv", "'argv' must not be empty")
-    for position, arg in enumerate(argv):
-        if not isinstance(arg, str):
-            raise fail(
-                "argv",
-                f"argv[{position}] must be a string, not {_toml_type(arg)}",
-                element=position,
-            )
-        if (problem := argv_item_problem(position, arg)) is not None:
-            raise fail("argv", problem, element=position)
-
-    cwd = typed("cwd", str, "a string (a directory)")
-    if cwd is not None and path_problem(cwd, "cwd") is not None:
-        raise fail("cwd", "'cwd' must be a non-empty path")
-    cwd_path = project_path if cwd is None else os.path.join(project_path, cwd)
-    if not any(p in cwd_path for p in PLACEHOLDERS):
-        cwd_path = os.path.normpath(cwd_path)
-        if not os.path.isdir(cwd_path):
-            raise fail("cwd", f"working directory {cwd_path!r} {_not_a_directory(cwd_path)}")
-
-    env = typed("env", dict, "a table of strings")
-    if env is not None:
-        for var, value in env.items():
-            if not isinstance(value, str):
-                raise fail(
-                    "env",
-                    f"env.{var} must be a string, not {_toml_type(value)}",
-                    subkey=var,
-                )
-            if env_item_problem(var, value) is not None:
-                raise fail("env", f"invalid environment variable {echo(var)}", subkey=var)
-
-    timeout_ms = typed("timeout_ms", int, "an integer (milliseconds)")
-    if timeout_ms is not None and timeout_ms <= 0:
-        raise fail("timeout_ms", "'timeout_ms' must be > 0 (milliseconds)")
-    start_after_ms = typed("start_after_ms", int, "an integer (milliseconds)") or 0
-    if start_after_ms < 0:
-        raise fail("start_after_ms", "'start_after_ms' must be >= 0 (milliseconds)")
-    cancel_after_ms = typed("cancel_after_ms", int, "an integer (milliseconds)")
-    if cancel_after_ms is not None and cancel_after_ms < 0:
-        raise fail("cancel_after_ms", "'cancel_after_ms' must be >= 0 (milliseconds)")
-    for key, ms in (
-        ("timeout_ms", timeout_ms),
-        ("start_after_ms", start_after_ms),
-        ("cancel_after_ms", cancel_after_ms),
-    ):
-        if ms is not None and ms > MAX_MILLISECONDS:
-            raise fail(key, f"{key!r} must be at most {MAX_MILLISECONDS} (milliseconds)")
-    supersede = typed("supersede", bool, "a boolean")
-    trusted = typed("trusted", bool, "a boolean")
-    expect_timed_out = typed("expect_timed_out", bool, "a boolean")
-
-    expect_value = typed("expect", (str, list), "a status or an array of statuses")
-    expect = DEFAULT_EXPECT
-    if expect_value is not None:
-        values = [expect_value] if isinstance(expect_value, str) else expect_value
-        if not values:
-            raise fail("expect", "'expect' must name at least one status")
-        for position, value in enumerate(values):
-            element = position if isinstance(expect_value, list) else None
-            if not isinstance(value, str):
-                raise fail(
-                    "expect",
-                    f"'expect' values must be strings, not {_toml_type(value)}",
-                    element=element,
-                )
-            if value not in JOB_STATUSES:
-                raise fail(
-                    "expect",
-                    f"'expect' has unknown status {value!r} (one of: {', '.join(JOB_STATUSES)})",
-                    element=element,
-                )
-        expect = frozenset(values)
-    if expect_timed_out is True and "failed" not in expect:
-        # Only a job that fails has timedOut (lanes: a deadline ends a job "failed").
-        default = "" if "expect" in raw else " (the default)"
-        raise fail(
-            "expect_timed_out",
-            f"'expect_timed_out = true' can never be met with expect = {_show_expect(expect)}"
-            f"{default}: a job that times out ends 'failed' (add \"failed\" to 'expect')",
-        )
-
+    table = _JobTable(raw, index, path=path, where=where)
+    _refuse_unknown_job_keys(table)
+    name = _job_name(table)
+    project_path = _job_project(table, directory)
+    kind = _job_kind(table, kinds)
+    argv = _job_argv(table)
+    cwd_path = _job_cwd(table, project_path)
+    env = _job_env(table)
+    timeout_ms, start_after_ms, cancel_after_ms = _job_times(table)
+    supersede = table.typed("supersede", bool, "a boolean")
+    trusted = table.typed("trusted", bool, "a boolean")
+    expect_timed_out = table.typed("expect_timed_out", bool, "a boolean")
+    expect = _job_expect(table)
+    _check_timed_out_expectation(table, expect, expect_timed_out)
     return RunFileJob(
         name=name,
-        line=header_line,
+        line=table.header_line,
         project=project_path,
         kind=kind,
         argv=tuple(argv),
@@ -512,6 +433,154 @@ def _parse_job(
         expect=expect,
         expect_timed_out=expect_timed_out,
     )
+
+
+def _refuse_unknown_job_keys(table: _JobTable) -> None:
+    """Raise at the first key a ``[[job]]`` table does not know, with a close match."""
+    for key in table.raw:
+        if key not in _JOB_KEYS:
+            raise table.fail(key, f"unknown key {key!r} in [[job]]{_hint(key, _JOB_KEYS)}")
+
+
+def _job_name(table: _JobTable) -> str:
+    """The job's ``name``: "" when absent; raises when given but blank."""
+    name: str = table.typed("name", str, "a string") or ""
+    if "name" in table.raw and not name.strip():
+        raise table.fail("name", "'name' must not be empty")
+    return name
+
+
+def _job_project(table: _JobTable, directory: str) -> str:
+    """The lane's project directory, normalised and resolved against the file's directory."""
+    project = table.typed("project", str, "a string (a directory)")
+    if project is None:
+        raise table.fail(None, "missing required key 'project' (the lane: a project directory)")
+    if path_problem(project, "project") is not None:
+        raise table.fail("project", "'project' must be a non-empty path")
+    project_path = os.path.normpath(os.path.join(directory, os.path.expanduser(project)))
+    if not os.path.isdir(project_path):
+        raise table.fail(
+            "project", f"project directory {project_path!r} {_not_a_directory(project_path)}"
+        )
+    return project_path
+
+
+def _job_kind(table: _JobTable, kinds: tuple[str, ...]) -> str:
+    """The job's ``kind``, one of ``kinds``."""
+    kind: str | None = table.typed("kind", str, "a string")
+    if kind is None:
+        raise table.fail(None, f"missing required key 'kind' (one of: {', '.join(kinds)})")
+    if kind not in kinds:
+        raise table.fail("kind", f"unknown kind {kind!r} (one of: {', '.join(kinds)})")
+    return kind
+
+
+def _job_argv(table: _JobTable) -> list[str]:
+    """The job's ``argv``: a non-empty array of strings the OS can take, reported per element."""
+    argv: list[Any] | None = table.typed("argv", list, "an array of strings")
+    if argv is None:
+        raise table.fail(None, "missing required key 'argv' (the program and its arguments)")
+    if not argv:
+        raise table.fail("argv", "'argv' must not be empty")
+    for position, arg in enumerate(argv):
+        if not isinstance(arg, str):
+            raise table.fail(
+                "argv",
+                f"argv[{position}] must be a string, not {_toml_type(arg)}",
+                element=position,
+            )
+        if (problem := argv_item_problem(position, arg)) is not None:
+            raise table.fail("argv", problem, element=position)
+    return argv
+
+
+def _job_cwd(table: _JobTable, project_path: str) -> str:
+    """The working directory, under the project; checked now unless it holds a placeholder."""
+    cwd = table.typed("cwd", str, "a string (a directory)")
+    if cwd is not None and path_problem(cwd, "cwd") is not None:
+        raise table.fail("cwd", "'cwd' must be a non-empty path")
+    cwd_path: str = project_path if cwd is None else os.path.join(project_path, cwd)
+    if not any(p in cwd_path for p in PLACEHOLDERS):
+        cwd_path = os.path.normpath(cwd_path)
+        if not os.path.isdir(cwd_path):
+            raise table.fail("cwd", f"working directory {cwd_path!r} {_not_a_directory(cwd_path)}")
+    return cwd_path
+
+
+def _job_env(table: _JobTable) -> dict[str, str] | None:
+    """The ``env`` table (None when absent); every name and value must be OS-encodable."""
+    env: dict[str, Any] | None = table.typed("env", dict, "a table of strings")
+    if env is not None:
+        for var, value in env.items():
+            if not isinstance(value, str):
+                raise table.fail(
+                    "env",
+                    f"env.{var} must be a string, not {_toml_type(value)}",
+                    subkey=var,
+                )
+            if env_item_problem(var, value) is not None:
+                raise table.fail("env", f"invalid environment variable {echo(var)}", subkey=var)
+    return env
+
+
+def _job_times(table: _JobTable) -> tuple[int | None, int, int | None]:
+    """``(timeout_ms, start_after_ms, cancel_after_ms)``, each within its range, in ms."""
+    timeout_ms = table.typed("timeout_ms", int, "an integer (milliseconds)")
+    if timeout_ms is not None and timeout_ms <= 0:
+        raise table.fail("timeout_ms", "'timeout_ms' must be > 0 (milliseconds)")
+    start_after_ms = table.typed("start_after_ms", int, "an integer (milliseconds)") or 0
+    if start_after_ms < 0:
+        raise table.fail("start_after_ms", "'start_after_ms' must be >= 0 (milliseconds)")
+    cancel_after_ms = table.typed("cancel_after_ms", int, "an integer (milliseconds)")
+    if cancel_after_ms is not None and cancel_after_ms < 0:
+        raise table.fail("cancel_after_ms", "'cancel_after_ms' must be >= 0 (milliseconds)")
+    for key, ms in (
+        ("timeout_ms", timeout_ms),
+        ("start_after_ms", start_after_ms),
+        ("cancel_after_ms", cancel_after_ms),
+    ):
+        if ms is not None and ms > MAX_MILLISECONDS:
+            raise table.fail(key, f"{key!r} must be at most {MAX_MILLISECONDS} (milliseconds)")
+    return timeout_ms, start_after_ms, cancel_after_ms
+
+
+def _job_expect(table: _JobTable) -> frozenset[str]:
+    """The statuses ``expect`` accepts (a status or an array of them), or the default."""
+    expect_value = table.typed("expect", (str, list), "a status or an array of statuses")
+    if expect_value is None:
+        return DEFAULT_EXPECT
+    values = [expect_value] if isinstance(expect_value, str) else expect_value
+    if not values:
+        raise table.fail("expect", "'expect' must name at least one status")
+    for position, value in enumerate(values):
+        element = position if isinstance(expect_value, list) else None
+        if not isinstance(value, str):
+            raise table.fail(
+                "expect",
+                f"'expect' values must be strings, not {_toml_type(value)}",
+                element=element,
+            )
+        if value not in JOB_STATUSES:
+            raise table.fail(
+                "expect",
+                f"'expect' has unknown status {value!r} (one of: {', '.join(JOB_STATUSES)})",
+                element=element,
+            )
+    return frozenset(values)
+
+
+def _check_timed_out_expectation(
+    table: _JobTable, expect: frozenset[str], expect_timed_out: bool | None
+) -> None:
+    """Refuse ``expect_timed_out = true`` when ``expect`` can never hold a timed-out job."""
+    if expect_timed_out is True and "failed" not in expect:
+        # Only a job that fails has timedOut (lanes: a deadline ends a job "failed").
+        default = "" if "expect" in table.raw else " (the default)"
+        raise table.fail(
+            "expect_timed_out",
+            f"'expect_timed_out = true' can never be met with expect = {_show_expect(expect)}"
+            f"{default}: a job that times out ends 'failed' (add \"failed\" to 'expect')",
+        )
 
 
 def _not_a_directory(path: str) -> str:

@@ -1,11 +1,11 @@
-"""The scope marker every supervised child carries (DESIGN.md invariant 1).
+"""The scope marker every supervised child carries, so a sweep finds it wherever it went.
 
 A child's environment holds ``SUPERVISOR_SCOPE=<instance>/<scope>``:
 
 - ``<instance>`` is ``<pid>.<starttime>`` of the supervisor process, where
   ``starttime`` is field 22 of ``/proc/<pid>/stat`` (clock ticks since boot). A pid
   alone can be reused after the supervisor dies; the pair cannot, so a later
-  ``supervisor reap`` can tell a live owner from a dead one (invariant 8).
+  ``supervisor reap`` can tell a live owner from a dead one.
 - ``<scope>`` is unique per process tree within the instance, so a tree's sweep
   finds exactly its own descendants by marker even when they left its process
   group and session.

@@ -1,6 +1,6 @@
 """``process.run``: run one command as a process tree and collect its output.
 
-Contract (issue 2 section 3, DESIGN.md invariants 2 and 10):
+Contract:
 
 - stdout and stderr are read concurrently and always to the end; each keeps at most
   ``max_output_bytes`` and discards the rest (``truncated``), so a chatty program is
@@ -122,7 +122,7 @@ class _Capture:
                 self.feed(bytes(chunk) if isinstance(chunk, bytearray) else chunk)
 
     async def _pump_fd(self, stream: trio.lowlevel.FdStream) -> None:
-        """Read a pipe with ``os.read`` and ``wait_readable`` (issue 8 goals 1 and 9).
+        """Read a pipe with ``os.read`` and ``wait_readable`` (cheaper than a stream).
 
         ``FdStream.receive_some`` yields before every read; here a pass through the
         scheduler happens only when the pipe is empty, or after a run of reads that found
@@ -188,7 +188,7 @@ async def run_process(
 ) -> ProcessResult:
     """Run ``argv`` as a process tree, collect its output, and end the tree.
 
-    Implements the ``process.run`` command of issue 2 section 3.
+    Implements the ``process.run`` command.
 
     Args:
         argv: Program and arguments (no shell).
@@ -241,7 +241,7 @@ async def run_process(
     finally:
         # The usual end: the tree has ended (``_supervise_mux``) and the call has been
         # through the scheduler while waiting; only the pipes are left, and closing them
-        # never blocks, so ``aclose``'s extra scheduler pass is skipped (issue 8 goal 1).
+        # never blocks, so ``aclose``'s extra scheduler pass is skipped.
         if not (
             mux is not None and mux.waited and tree._end_reported() and tree._close_pipes_nowait()
         ):
@@ -315,7 +315,7 @@ async def _supervise(
     return deadline.cancelled_caught
 
 
-# -- the one-task path: a private epoll over the pipes and the pidfd (issue 8 goal 1) -------
+# -- the one-task path: a private epoll over the pipes and the pidfd (fewer wakeups) -------
 #
 # One pump task per pipe plus a waiting task cost a nursery, cancel scopes and about six
 # passes through the scheduler per command; for a short command that is a third of its
@@ -445,7 +445,7 @@ class _Multiplexer:
                     # a trip through Trio's scheduler per event costs more than that (most
                     # runs of a short command took three wake-ups). So wait for the rest
                     # here, briefly: a child that closes its output and keeps running
-                    # costs this once (issue 8 goal 1).
+                    # costs this once.
                     if self._spin_until is None:
                         self._spin_until = time.perf_counter() + _EXIT_AFTER_EOF_S
                     left = self._spin_until - time.perf_counter()
@@ -491,7 +491,8 @@ async def _supervise_mux(mux: _Multiplexer, timeout_ms: int | None, term_grace_m
             await tree._end(term_grace_ms=term_grace_ms)
             return False
         # Something still holds a pipe open, or the deadline passed: end the tree while
-        # draining, the drain bounded from the exit on (invariant 10).
+        # draining, the drain bounded from the exit on: a grandchild
+        # holding a pipe never stretches the deadline.
         drain = trio.CancelScope()
         if tree.exit_time is not None:
             drain.deadline = tree.exit_time + DRAIN_MS / 1000

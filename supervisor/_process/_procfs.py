@@ -142,7 +142,8 @@ def children_of(pid: int, threads: int = 0) -> list[int]:
     """Direct children of ``pid``, across all of its threads (``task/*/children``).
 
     ``threads`` is :attr:`ProcStat.threads` when the caller has it: a single-threaded
-    process has one such file, read without listing ``task/`` (issue 8 goal 2).
+    process has one such file, read without listing ``task/`` (one read, not a directory
+    listing, on every tree end).
     """
     if threads == 1 and HAVE_PROCFS:
         data = _read(f"/proc/{pid}/task/{pid}/children")
@@ -171,7 +172,7 @@ def children_of_main_thread(pid: int) -> list[int] | None:
     When a child subreaper adopts an orphan, the kernel hands it to the subreaper's first
     live thread, its main thread (``find_new_reaper``/``find_alive_thread``), so this one
     read finds every adopted orphan, where :func:`children_of` reads one file per thread
-    (a Trio process keeps dozens of worker threads: issue 8 goal 8).
+    (a Trio process keeps dozens of worker threads).
     """
     data = _read(f"/proc/{pid}/task/{pid}/children")
     if data is None:

@@ -4,7 +4,7 @@ Strategy. On Linux the supervisor makes itself a *child subreaper*
 (``prctl(PR_SET_CHILD_SUBREAPER)``, once per process), so a descendant whose
 parent dies -- a double-forked daemon, a grandchild left behind -- is reparented to
 us instead of to init. That keeps every live descendant of a tree reachable by
-ancestry, and makes those orphans our children: we must reap them (invariant 3).
+ancestry, and makes those orphans our children: we must reap them, or they stay zombies.
 
 Trio waits for the children it spawned by pid (through a pidfd), so a blanket
 ``waitpid(-1)`` would steal their exit statuses. Instead we list our children from
@@ -23,7 +23,7 @@ main looks like) are left for a later pass.
 
 ``PR_SET_PDEATHSIG`` is never used: Trio spawns from a worker thread, and the
 kernel sends that signal when the *thread* that forked exits, which kills the
-child about ten seconds after spawn (DESIGN.md invariant 11).
+child about ten seconds after spawn.
 """
 
 from __future__ import annotations
@@ -140,7 +140,7 @@ def adopted_stats(*, reap_exited: Container[int] = ()) -> list[ProcStat]:
     Args:
         reap_exited: Pids of tree members known to have exited (their pidfds said so):
             those among our children are reaped on the way without reading their stat,
-            and left out of the result (issue 8 goal 2: one ``waitpid`` each, no procfs).
+            and left out of the result (one ``waitpid`` each, no procfs read).
     """
     if not HAVE_PROCFS:
         return []
@@ -171,7 +171,7 @@ def adopted_stats(*, reap_exited: Container[int] = ()) -> list[ProcStat]:
 def reap_zombies(stats: Iterable[ProcStat]) -> list[int]:
     """Reap the zombies among ``stats`` (from :func:`adopted_stats`); never blocks.
 
-    The one reaping pass of a tree end, on stats it has just read (issue 8 goal 2), with
+    The one reaping pass of a tree end, on stats it has just read (no second procfs read), with
     the rules of :func:`reap_adopted_children`.
 
     Returns:
@@ -209,7 +209,7 @@ def reap_orphans() -> list[int]:
     or was reused: the start time differs), and every live member of such a
     process's group (one that cleared its environment is still part of the tree),
     sends SIGKILL to those groups (never our own) and to each process, then reaps
-    what became our zombie child. Implements DESIGN.md invariant 8. Never blocks: it
+    what became our zombie child, so a crashed run leaves nothing. Never blocks: it
     signals and returns; SIGKILL cannot be ignored, so the processes are gone
     moments later.
 

@@ -7,7 +7,7 @@ servers, debug adapters, plugin backends, testbed programs (pipes), terminals an
 its own on stdin). Every child starts in the same clean state:
 
 - its own session and process group: ``POSIX_SPAWN_SETSID``, so ``pgid == sid == pid`` from
-  the first instruction of the child (DESIGN.md invariants 1, 11);
+  the first instruction of the child, so the group is never looked up later;
 - every signal whose disposition can change (all but SIGKILL and SIGSTOP, realtime ones and
   the C library's internal ones included) at ``SIG_DFL`` (``POSIX_SPAWN_SETSIGDEF`` with that
   full set), and an empty signal mask (``POSIX_SPAWN_SETSIGMASK``). A supervisor started
@@ -23,9 +23,9 @@ its own on stdin). Every child starts in the same clean state:
 - stdin as the caller asked (a pipe, ``/dev/null``, a descriptor of the caller's, or the
   terminal); the environment given is the child's whole environment (the caller adds the
   scope marker);
-- ``PR_SET_PDEATHSIG`` is never used (invariant 11).
+- ``PR_SET_PDEATHSIG`` is never used: it fires when the spawning *thread* exits.
 
-Why ``posix_spawn`` (issue 8 goal 1). ``trio.lowlevel.open_process`` runs
+Why ``posix_spawn`` (spawn speed). ``trio.lowlevel.open_process`` runs
 ``subprocess.Popen`` in a worker thread because a ``fork()`` of a large parent can take
 milliseconds. glibc implements ``posix_spawn`` with ``clone(CLONE_VM | CLONE_VFORK)``: no page
 tables are copied, the calling thread is suspended only until the child has exec'd (about
@@ -565,53 +565,19 @@ def spawn(
     child_side: list[int] = []
     ours: dict[str, int] = {}
     try:
-        targets: list[int] = []
         if tty is not None:
             targets = [tty, tty, tty]
         else:
-            null = -1
-            if DEVNULL in (stdin, stdout, stderr):
-                null = os.open(os.devnull, os.O_RDWR | os.O_CLOEXEC)
-                opened.append(null)
-                child_side.append(null)
-            for name, mode in (("stdin", stdin), ("stdout", stdout), ("stderr", stderr)):
-                if mode == PIPE:
-                    read_end, write_end = os.pipe2(os.O_CLOEXEC)
-                    opened += (read_end, write_end)
-                    if name == "stdin":
-                        ours[name], child = write_end, read_end
-                    else:
-                        ours[name], child = read_end, write_end
-                    child_side.append(child)
-                    targets.append(child)
-                elif mode == DEVNULL:
-                    targets.append(null)
-                elif mode == STDOUT:  # for stderr only (checked by the caller)
-                    targets.append(targets[1])
-                else:
-                    targets.append(mode)
+            targets = _open_stdio(stdin, stdout, stderr, opened, child_side, ours)
         tty_path = None if tty is None else _tty_path(tty)
         popen: subprocess.Popen[bytes] | None = None
         if _forks(cwd, no_tty_path=tty is not None and tty_path is None):
             popen = _fork_spawn(executable, argv, env, cwd, targets, tty=tty is not None)
             pid = popen.pid
         else:
-            actions: list[_FileAction]
-            if tty_path is not None:
-                # No O_NOCTTY: this open makes the terminal the new session's controlling one.
-                actions = [
-                    (os.POSIX_SPAWN_OPEN, 0, tty_path, os.O_RDWR, 0),
-                    (os.POSIX_SPAWN_DUP2, 0, 1),
-                    (os.POSIX_SPAWN_DUP2, 0, 2),
-                ]
-            else:
-                actions = [
-                    (os.POSIX_SPAWN_DUP2, source, target) for target, source in enumerate(targets)
-                ]
             libc_spawn = _libc_spawn()
             assert libc_spawn is not None  # not _forks(), checked above
-            if not libc_spawn.closes_from:
-                actions += [(os.POSIX_SPAWN_CLOSE, fd) for fd in _inherited_fds(opened)]
+            actions = _file_actions(targets, tty_path, opened, libc_spawn.closes_from)
             pid = libc_spawn.spawn(executable, argv, env, actions, cwd)
     except BaseException:
         for fd in opened:
@@ -627,6 +593,69 @@ def spawn(
         trio.lowlevel.FdStream(ours["stderr"]) if "stderr" in ours else None,
         popen,
     )
+
+
+def _open_stdio(
+    stdin: int,
+    stdout: int,
+    stderr: int,
+    opened: list[int],
+    child_side: list[int],
+    ours: dict[str, int],
+) -> list[int]:
+    """Open the pipes and ``/dev/null`` behind the child's fds 0-2; return those 3 fds.
+
+    Every descriptor opened is appended to ``opened`` (for the caller to close on failure),
+    the child's ends also to ``child_side`` (closed once the child has them), and our pipe
+    ends go into ``ours`` by stream name.
+    """
+    targets: list[int] = []
+    null = -1
+    if DEVNULL in (stdin, stdout, stderr):
+        null = os.open(os.devnull, os.O_RDWR | os.O_CLOEXEC)
+        opened.append(null)
+        child_side.append(null)
+    for name, mode in (("stdin", stdin), ("stdout", stdout), ("stderr", stderr)):
+        if mode == PIPE:
+            read_end, write_end = os.pipe2(os.O_CLOEXEC)
+            opened += (read_end, write_end)
+            if name == "stdin":
+                ours[name], child = write_end, read_end
+            else:
+                ours[name], child = read_end, write_end
+            child_side.append(child)
+            targets.append(child)
+        elif mode == DEVNULL:
+            targets.append(null)
+        elif mode == STDOUT:  # for stderr only (checked by the caller)
+            targets.append(targets[1])
+        else:
+            targets.append(mode)
+    return targets
+
+
+def _file_actions(
+    targets: list[int], tty_path: str | None, opened: list[int], closes_from: bool
+) -> list[_FileAction]:
+    """The ``posix_spawn`` file actions that give the child its fds 0-2 and nothing else.
+
+    With ``tty_path`` the terminal is opened as fd 0 and copied to 1 and 2; else
+    ``targets`` are copied onto 0-2. Without ``closes_from`` (an older libc) every other
+    descriptor we have open is closed one by one.
+    """
+    actions: list[_FileAction]
+    if tty_path is not None:
+        # No O_NOCTTY: this open makes the terminal the new session's controlling one.
+        actions = [
+            (os.POSIX_SPAWN_OPEN, 0, tty_path, os.O_RDWR, 0),
+            (os.POSIX_SPAWN_DUP2, 0, 1),
+            (os.POSIX_SPAWN_DUP2, 0, 2),
+        ]
+    else:
+        actions = [(os.POSIX_SPAWN_DUP2, source, target) for target, source in enumerate(targets)]
+    if not closes_from:
+        actions += [(os.POSIX_SPAWN_CLOSE, fd) for fd in _inherited_fds(opened)]
+    return actions
 
 
 #: Clock ids and flags of ``timerfd_create(2)`` / ``timerfd_settime(2)`` (Linux ABI).
@@ -694,7 +723,7 @@ class ExitWatch:
     """Processes being ended, watched through their pidfds, with a precise deadline.
 
     Ending a tree used to poll ``/proc`` with sleeps; this wakes up when the last watched
-    process exits (issue 8 goal 2). Each process gets a pidfd (works for any process we
+    process exits. Each process gets a pidfd (works for any process we
     may signal, child or not); all of them go into one private epoll whose descriptor
     Trio waits on, so a whole tree costs one wake-up. Under Trio's system clock a timerfd
     in the same epoll carries the deadline: Trio rounds its own timeouts up to the next

@@ -1,6 +1,6 @@
 """Process trees: spawn a child as the root of a supervised tree, and end the tree.
 
-Contract (DESIGN.md invariants 1-3, 10, 11; issue 2 section 3):
+Contract:
 
 - A tree is started from an argv, never through a shell, in a new session and
   process group whose id is recorded at spawn (``pgid == pid``) and never looked up
@@ -71,7 +71,7 @@ PIPE = subprocess.PIPE
 DEVNULL = subprocess.DEVNULL
 STDOUT = subprocess.STDOUT
 
-#: Defaults for ending a tree, in milliseconds (DESIGN.md "Default bounds").
+#: Defaults for ending a tree, in milliseconds (the reference's stop ladder).
 DEFAULT_POLITE_TIMEOUT_MS = 2000
 DEFAULT_TERM_GRACE_MS = 2000
 DEFAULT_KILL_WAIT_MS = 1000
@@ -141,7 +141,7 @@ def _check_argv(argv: object) -> list[str]:
 
 
 #: ``(raw os.environ, its decoded copy)``: decoding the environment costs tens of
-#: microseconds per spawn, comparing the raw bytes mapping about one (issue 8 goal 1).
+#: microseconds per spawn, comparing the raw bytes mapping about one.
 _environ_cache: tuple[dict[Any, Any], dict[str, str]] | None = None
 
 
@@ -183,7 +183,7 @@ def _check_cwd(cwd: object) -> str | None:
     if (problem := path_problem(path, "cwd")) is not None:
         raise _invalid(problem, {"field": "cwd"})
     # One stat rather than exists() + isdir(): each system call counts at thousands of
-    # jobs (issue 8 goal 8).
+    # jobs.
     try:
         mode = os.stat(path).st_mode
     except (OSError, ValueError):
@@ -439,17 +439,7 @@ class ProcessTree(metaclass=NoPublicConstructor):
         kill_wait_ms: int,
     ) -> TreeEndReport:
         started = trio.current_time()
-        polite_attempted = False
-        polite_error: str | None = None
-        if polite is not None and self.returncode is None:
-            polite_attempted = True
-            with trio.move_on_after(polite_timeout_ms / 1000):
-                try:
-                    await polite()
-                except Exception as exc:
-                    polite_error = repr(exc)
-                await self.wait()
-
+        polite_attempted, polite_error = await self._polite_step(polite, polite_timeout_ms)
         terminated: list[int] = []
         killed: list[int] = []
         swept: set[int] = set()
@@ -457,68 +447,15 @@ class ProcessTree(metaclass=NoPublicConstructor):
         # last exit, and the SIGKILL at the end of the grace is on time (see ExitWatch).
         watch = ExitWatch()
         try:
-            # The first scan runs before any signal: it walks the tree while every member
-            # is still attached to its parent, which is the only way to find a member that
-            # left the session and dropped the marker (ancestry); signalling first would
-            # orphan it. Members seen are remembered (``_seen``), so later scans find them.
-            # With the subreaper active, ancestry alone finds every live descendant (an
-            # orphan is reparented to us, never to init), so a tree whose members all stay
-            # in its group skips the full marker scan, which reads the environment of every
-            # process on the machine (milliseconds). Once a member left the group or
-            # session, or without a subreaper, the scan runs as well, so escapees whose
-            # ancestry was lost get SIGTERM too.
-            # The pidfds are opened after the first signal, not during this walk: the
-            # signal goes out sooner, and a member that dies meanwhile is still a zombie
-            # (or gone: ``ExitWatch.add`` skips it).
-            live = self._collect(full_scan=self._marker_scan_needed())
-            if live and not self._marker_scan_needed() and self._escaped(live):
-                live = self._collect(full_scan=True)
+            live = self._first_scan()
             kill_sent = False
             if live and term_grace_ms > 0:
-                swept.update(pid for pid, st in live.items() if st.pgid != self.pgid)
-                self._signal_members(live, signal.SIGTERM)
-                self._signal_members(live, signal.SIGCONT)
-                self._watch_all(watch, live)
-                terminated = sorted(live)
-                live = await self._wait_gone(
-                    live, watch, trio.current_time() + term_grace_ms / 1000, terminated
+                live, terminated, kill_sent = await self._term_step(
+                    live, watch, term_grace_ms, swept
                 )
-                terminated.sort()
-                kill_sent = bool(live)  # by _wait_gone, at the deadline
             # (With no grace SIGTERM would only delay SIGKILL: ``aclose(term_grace_ms=0)``.)
             if live:
-                killed.extend(live)
-                swept.update(pid for pid, st in live.items() if st.pgid != self.pgid)
-                if not kill_sent:
-                    self._signal_members(live, signal.SIGKILL)
-                    self._watch_all(watch, live)
-                # The waits below run in real time under any clock (see _wait_exits), so
-                # the bound is kept in real time too.
-                real_deadline = time.perf_counter() + kill_wait_ms / 1000
-                first = True
-                while True:
-                    # The members just killed die first; a scan while they die finds nothing
-                    # new (without the subreaper, the marker scan below runs at once).
-                    all_gone = False
-                    if not (first and self._marker_scan_needed()):
-                        left_s = max(0.0, real_deadline - time.perf_counter())
-                        all_gone = await self._wait_exits(
-                            watch, trio.current_time() + left_s, _POLL_FIRST_S, real_time=True
-                        )
-                    live = self._collect(
-                        full_scan=first and self._marker_scan_needed(),
-                        watch=watch,
-                        members_gone=all_gone,
-                    )
-                    first = False
-                    for pid, st in live.items():
-                        if st.pgid != self.pgid:
-                            swept.add(pid)
-                        if pid not in killed:
-                            killed.append(pid)
-                        self._signal(pid, signal.SIGKILL)
-                    if not live or time.perf_counter() >= real_deadline:
-                        break
+                live = await self._kill_step(live, watch, kill_wait_ms, kill_sent, killed, swept)
         finally:
             watch.close()
         if self.returncode is None and not live:
@@ -536,6 +473,116 @@ class ProcessTree(metaclass=NoPublicConstructor):
             duration_ms=math.ceil((trio.current_time() - started) * 1000),
         )
 
+    async def _polite_step(
+        self, polite: PoliteStep | None, polite_timeout_ms: int
+    ) -> tuple[bool, str | None]:
+        """Ask a running tree to exit and wait for its main process, both within the bound.
+
+        Returns ``(attempted, error)``: whether ``polite`` ran, and the ``repr`` of what it
+        raised (None when it raised nothing).
+        """
+        if polite is None or self.returncode is not None:
+            return False, None
+        polite_error: str | None = None
+        with trio.move_on_after(polite_timeout_ms / 1000):
+            try:
+                await polite()
+            except Exception as exc:
+                polite_error = repr(exc)
+            await self.wait()
+        return True, polite_error
+
+    def _first_scan(self) -> dict[int, ProcStat]:
+        """Find the tree's live members before any signal is sent: pid -> stat."""
+        # The first scan runs before any signal: it walks the tree while every member
+        # is still attached to its parent, which is the only way to find a member that
+        # left the session and dropped the marker (ancestry); signalling first would
+        # orphan it. Members seen are remembered (``_seen``), so later scans find them.
+        # With the subreaper active, ancestry alone finds every live descendant (an
+        # orphan is reparented to us, never to init), so a tree whose members all stay
+        # in its group skips the full marker scan, which reads the environment of every
+        # process on the machine (milliseconds). Once a member left the group or
+        # session, or without a subreaper, the scan runs as well, so escapees whose
+        # ancestry was lost get SIGTERM too.
+        # The pidfds are opened after the first signal, not during this walk: the
+        # signal goes out sooner, and a member that dies meanwhile is still a zombie
+        # (or gone: ``ExitWatch.add`` skips it).
+        live = self._collect(full_scan=self._marker_scan_needed())
+        if live and not self._marker_scan_needed() and self._escaped(live):
+            live = self._collect(full_scan=True)
+        return live
+
+    async def _term_step(
+        self,
+        live: dict[int, ProcStat],
+        watch: ExitWatch,
+        term_grace_ms: int,
+        swept: set[int],
+    ) -> tuple[dict[int, ProcStat], list[int], bool]:
+        """SIGTERM+SIGCONT the members and wait up to the grace for them to exit.
+
+        Adds the members outside the group to ``swept``. Returns ``(live, terminated,
+        kill_sent)``: those still alive, every pid signalled (sorted), and whether the wait
+        already sent SIGKILL to the survivors at the end of the grace.
+        """
+        swept.update(pid for pid, st in live.items() if st.pgid != self.pgid)
+        self._signal_members(live, signal.SIGTERM)
+        self._signal_members(live, signal.SIGCONT)
+        self._watch_all(watch, live)
+        terminated = sorted(live)
+        live = await self._wait_gone(
+            live, watch, trio.current_time() + term_grace_ms / 1000, terminated
+        )
+        terminated.sort()
+        return live, terminated, bool(live)  # SIGKILL sent by _wait_gone, at the deadline
+
+    async def _kill_step(
+        self,
+        live: dict[int, ProcStat],
+        watch: ExitWatch,
+        kill_wait_ms: int,
+        kill_sent: bool,
+        killed: list[int],
+        swept: set[int],
+    ) -> dict[int, ProcStat]:
+        """SIGKILL the survivors and rescan until none is found or ``kill_wait_ms`` passed.
+
+        Appends every pid killed to ``killed`` and those outside the group to ``swept``;
+        returns the members still alive at the end (the unkillable ones).
+        """
+        killed.extend(live)
+        swept.update(pid for pid, st in live.items() if st.pgid != self.pgid)
+        if not kill_sent:
+            self._signal_members(live, signal.SIGKILL)
+            self._watch_all(watch, live)
+        # The waits below run in real time under any clock (see _wait_exits), so
+        # the bound is kept in real time too.
+        real_deadline = time.perf_counter() + kill_wait_ms / 1000
+        first = True
+        while True:
+            # The members just killed die first; a scan while they die finds nothing
+            # new (without the subreaper, the marker scan below runs at once).
+            all_gone = False
+            if not (first and self._marker_scan_needed()):
+                left_s = max(0.0, real_deadline - time.perf_counter())
+                all_gone = await self._wait_exits(
+                    watch, trio.current_time() + left_s, _POLL_FIRST_S, real_time=True
+                )
+            live = self._collect(
+                full_scan=first and self._marker_scan_needed(),
+                watch=watch,
+                members_gone=all_gone,
+            )
+            first = False
+            for pid, st in live.items():
+                if st.pgid != self.pgid:
+                    swept.add(pid)
+                if pid not in killed:
+                    killed.append(pid)
+                self._signal(pid, signal.SIGKILL)
+            if not live or time.perf_counter() >= real_deadline:
+                return live
+
     async def _wait_gone(
         self,
         live: dict[int, ProcStat],
@@ -552,7 +599,7 @@ class ProcessTree(metaclass=NoPublicConstructor):
         Scans run while waiting, the last one :data:`_LAST_SCAN_S` before the deadline, so
         that nothing stands between the deadline and the SIGKILL (to the group and to
         every member known to have left it): a scan costs a fraction of a millisecond, and
-        longer while the killed members compete for the CPU (issue 8 goal 2). Members
+        longer while the killed members compete for the CPU. Members
         forked after that last scan are found after the kill, as orphans reparented to us.
         """
         delay = _POLL_FIRST_S
@@ -644,7 +691,7 @@ class ProcessTree(metaclass=NoPublicConstructor):
                 said so) and the subreaper is active: then a live descendant can only be
                 one forked since that scan, and its oldest ancestor among them has been
                 reparented to us, so the walk starts from our adopted children alone
-                (issue 8 goal 2: no re-reading of the dead members).
+                (no re-reading of the dead members).
         """
         rc = self.returncode  # reaps the main process once it has exited
         if not HAVE_PROCFS:
@@ -743,7 +790,7 @@ async def open_process_tree(
     The child runs in its own session and process group (``pgid == pid``), with
     the environment ``os.environ`` updated by ``env`` (a None value removes the
     variable) and then ``SUPERVISOR_SCOPE`` set to a fresh marker that neither can
-    override or remove (DESIGN.md invariant 1). It starts clean whatever we were started
+    override or remove, so a sweep can always find it. It starts clean whatever we were started
     with: every signal at its default, an empty signal mask, only fds 0-2 (``_spawn``). On
     Linux the supervisor becomes a child subreaper on first use. Nothing is started when
     validation fails.
@@ -756,7 +803,7 @@ async def open_process_tree(
         stdin: ``PIPE`` or ``DEVNULL``.
         stdout: ``PIPE`` or ``DEVNULL``.
         stderr: ``PIPE``, ``DEVNULL`` or ``STDOUT``.
-        pty_slave_fd: The slave side of a pseudo-terminal (issue 5, terminals). When
+        pty_slave_fd: The slave side of a pseudo-terminal (for terminals). When
             given, ``stdin``/``stdout``/``stderr`` are ignored: the child gets this
             terminal as fds 0, 1 and 2, and as the controlling terminal of its new
             session, so job control, SIGWINCH and hang-up work as in a real terminal.
@@ -803,7 +850,7 @@ async def _open_tree(
 ) -> ProcessTree:
     """:func:`open_process_tree`; ``yield_after_spawn=False`` skips the scheduler pass
     after an in-thread spawn, for a caller that waits on the tree right away (one pass
-    less per ``process.run``, issue 8 goal 1). It is still a cancel point."""
+    less per ``process.run``). It is still a cancel point."""
     args = _check_argv(argv)
     child_env = _check_env(env)
     workdir = _check_cwd(cwd)
@@ -817,14 +864,14 @@ async def _open_tree(
     executable = _resolve_executable(args[0], workdir, child_env)
     marker = new_scope_marker()
     child_env[SCOPE_ENV] = marker
-    # -- PTY option (issue 5): the slave becomes fds 0-2 and the controlling terminal.
+    # -- PTY option: the slave becomes fds 0-2 and the controlling terminal.
     if pty_slave_fd is not None and not os.isatty(pty_slave_fd):
         raise ValueError("pty_slave_fd must be an open terminal file descriptor")
-    _watchdog.ensure_watchdog()  # invariant 14: sweeps our trees if we die
+    _watchdog.ensure_watchdog()  # sweeps our trees if we die, even by SIGKILL
     _reaper.ensure_subreaper()
     # A cancelled caller starts nothing; once the spawn has begun nothing cancels it.
     await trio.lowlevel.checkpoint_if_cancelled()
-    # Issue 8: posix_spawn in this thread, no worker-thread round trip (_spawn). The spawn
+    # posix_spawn in this thread, no worker-thread round trip (_spawn). The spawn
     # blocks its thread until the child has exec'd; when many trees start at once on a busy
     # machine that wait grows (the child queues for a CPU) and would stall every other task,
     # so a burst goes to worker threads, as does the fork fallback (see spawn_forks).

@@ -1,6 +1,6 @@
 """Crash-safe cleanup: a watchdog process that sweeps what a dead supervisor left behind.
 
-Contract (DESIGN.md invariants 8 and 14, issue 7 "Crash-safe cleanup"): when the supervisor
+Contract: when the supervisor
 process dies -- SIGKILL included, when no ``finally`` of ours can run -- every process it
 started is gone within 2 s, without waiting for a next start.
 
@@ -34,7 +34,7 @@ Why it is safe:
 
 If the watchdog itself is killed, the supervisor starts a new one at its next spawn; if both
 die, ``supervisor reap`` (or the next Core start, which calls ``reap_orphans``) ends the
-orphans by marker (invariant 8).
+orphans by marker.
 
 This module must stay importable as a plain script: module-level imports are standard library
 only; the supervisor-side functions import package modules lazily.
@@ -123,7 +123,7 @@ def ensure_watchdog() -> int | None:
     """
     global _current
     me = os.getpid()
-    # The usual call first: one waitpid, no procfs lookup (issue 8 goal 1: this runs on
+    # The usual call first: one waitpid, no procfs lookup (this runs on
     # every spawn; the isdir below costs more than the waitpid).
     if _current is not None and _current.owner_pid == me and _current.alive():
         return _current.pid

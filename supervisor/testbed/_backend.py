@@ -2,10 +2,10 @@
 
 Run as ``python -m supervisor.testbed._backend [--pid-file PATH]``: a plugin backend
 (:mod:`supervisor.plugin_sdk`, LSP framing on stdio) whose functions the chaos runner calls
-through ``lsp.functionRequest`` and then cancels, times out or lets finish (issue 7, "A chaos
-runner"). It misbehaves in no way; what it proves is that a call's end -- a result, a
-cancel, a deadline, or the session ending under it -- ends the call exactly once and ends
-every process the call started.
+through ``lsp.functionRequest`` and then cancels, times out or lets finish. It misbehaves
+in no way; what it proves is that a call's end -- a result, a cancel, a deadline, or the
+session ending under it -- ends the call exactly once and ends every process the call
+started.
 
 Functions (plugin :data:`CHAOS_PLUGIN_ID`):
 

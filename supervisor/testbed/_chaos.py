@@ -1,6 +1,6 @@
 """The chaos runner: random, seeded mixes of misbehaving programs, checked after every round.
 
-Contract (issue 7 "A chaos runner"): each round starts a random mix of steps -- scenario
+Contract: each round starts a random mix of steps -- scenario
 programs as ``process.run`` calls, jobs, endpoint sessions (a JSON-RPC endpoint on the
 program's stdio) and language servers (``lsp.*``); the testbed plugin backend as a
 plugin-owned session with function calls (``lsp.functionRequest``); scenario programs as
@@ -13,15 +13,15 @@ installed, no bash) is skipped and named in the report. After each round it chec
 
 - no process carrying this supervisor instance's scope marker survives, nor any process a
   step's program recorded in its pid file (a plugin call's children carry the backend's own
-  marker), and this process has no zombie child (invariants 2, 3);
+  marker), and this process has no zombie child;
 - every step ended exactly once and within its bound, and inside it every request,
   function call and debug operation ended exactly once (a result, an error code, cancelled,
-  timed out, or "the session ended"), every session exactly once (invariant 4); see
+  timed out, or "the session ended"), every session exactly once; see
   :mod:`._chaos_sessions`;
 - every job got exactly one ``job.finished`` with a status, after at most one
   ``job.started``;
 - the supervisor's memory stays bounded (resident size, event queue) and it keeps answering
-  ``core.ping`` (invariant 6).
+  ``core.ping``.
 
 A round with a violation is shrunk: steps are removed one at a time while the round still
 fails, and the shortest failing step list is reported with the seed.

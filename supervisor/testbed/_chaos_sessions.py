@@ -2,7 +2,8 @@
 
 Each driver runs one :class:`~supervisor.testbed.ChaosStep` through the Core's commands only
 (the same ones an editor backend sends), records exactly one outcome for it, and records a
-violation when a lifecycle rule breaks (issue 7 "A chaos runner"; DESIGN.md invariants 2-4):
+violation when a lifecycle rule breaks (a process outlives its step, a zombie stays, a request
+ends twice or never):
 
 - ``lsp`` (a scenario program as a language server) and ``plugin`` (the testbed plugin
   backend, :mod:`._backend`): every ``lsp.request`` / ``lsp.functionRequest`` ends in exactly

@@ -1,7 +1,7 @@
 """The scenario registry: what each testbed program does and what a correct supervisor does.
 
 Each :class:`Scenario` names one misbehaving program (``_programs.py``), the protocols it can
-speak, and the handling DESIGN.md requires of a supervisor; ``tests/testbed`` holds one test
+speak, and the handling a supervisor owes it; ``tests/testbed`` holds one test
 per scenario that shows this supervisor doing exactly that. ``supervisor testbed list``
 prints this table.
 """
@@ -64,7 +64,7 @@ SCENARIOS: Final[dict[str, Scenario]] = {
             "crash-on-initialize",
             _RPC,
             "Exits with status 70 and a traceback on stderr when initialize arrives.",
-            "The initialize request ends exactly once with 'the session ended' (invariant 4);"
+            "The initialize request ends exactly once with 'the session ended';"
             " the crash is reported with the exit status and stderr tail; nothing is left.",
         ),
         Scenario(
@@ -81,7 +81,7 @@ SCENARIOS: Final[dict[str, Scenario]] = {
             "Never answers shutdown (DAP: disconnect) and ignores exit.",
             "Stopping waits for the reply only for its bound (LSP 3 000 ms, DAP 2 000 ms),"
             " then sends exit and waits for the exit (LSP 2 000 ms, DAP 1 000 ms), then"
-            " SIGTERM ends it (SIGKILL only past the TERM grace): stop is bounded (invariant 2).",
+            " SIGTERM ends it (SIGKILL only past the TERM grace): stop is bounded.",
         ),
         Scenario(
             "ignore-sigterm",
@@ -90,7 +90,7 @@ SCENARIOS: Final[dict[str, Scenario]] = {
             " (DAP), answers shutdown (disconnect), but never exits: not on exit, not at the"
             " end of input.",
             "After the TERM grace (2 000 ms) the group gets SIGKILL; the end is bounded and"
-            " the main process ends by SIGKILL (invariant 2). A language-server stop runs"
+            " the main process ends by SIGKILL. A language-server stop runs"
             " shutdown (answered), exit, the exit wait (2 000 ms), SIGTERM, the grace, SIGKILL.",
             ("--protocol",),
         ),
@@ -99,7 +99,7 @@ SCENARIOS: Final[dict[str, Scenario]] = {
             ("job",),
             "Starts a grandchild in a new session that ignores SIGTERM and holds stdout open.",
             "The sweep by marker and ancestry kills the grandchild although it left the group"
-            " and session; the pipe it holds never stretches the deadline (invariants 2, 10).",
+            " and session; the pipe it holds never stretches the deadline.",
             ("--exit", "--pid-file"),
         ),
         Scenario(
@@ -107,7 +107,7 @@ SCENARIOS: Final[dict[str, Scenario]] = {
             ("job",),
             "Double-forks a daemon (fork, setsid, fork) that ignores SIGTERM, closes stdio.",
             "The subreaper adopts the daemon and the sweep ends it; nothing outlives the"
-            " scope (invariants 2, 3).",
+            " scope, and no zombie stays.",
             ("--exit", "--pid-file"),
         ),
         Scenario(
@@ -115,7 +115,7 @@ SCENARIOS: Final[dict[str, Scenario]] = {
             ("job",),
             "Starts --count children that exit at once and never reaps them.",
             "When the program ends, its zombies are re-parented to the supervisor (child"
-            " subreaper) and reaped: no zombie remains (invariant 3).",
+            " subreaper) and reaped: no zombie remains.",
             ("--count", "--exit", "--pid-file"),
         ),
         Scenario(
@@ -123,7 +123,7 @@ SCENARIOS: Final[dict[str, Scenario]] = {
             ("job",),
             "Writes --bytes (default 64 MiB + 1 KiB) to stdout as fast as it can.",
             "Output is read to the end and kept only up to the cap (truncated=true): the"
-            " program is never blocked nor killed for it, memory stays bounded (invariant 6).",
+            " program is never blocked nor killed for it, memory stays bounded.",
             ("--bytes",),
         ),
         Scenario(
@@ -131,7 +131,7 @@ SCENARIOS: Final[dict[str, Scenario]] = {
             ("job",),
             "Writes --bytes to stderr as fast as it can.",
             "stderr is read concurrently with stdout and capped the same way; job output"
-            " events stay bounded (invariants 6, 10).",
+            " events stay bounded; neither stream waits on the other.",
             ("--bytes",),
         ),
         Scenario(
@@ -139,14 +139,14 @@ SCENARIOS: Final[dict[str, Scenario]] = {
             _RPC,
             "Answers initialize, then never reads stdin again.",
             "Only that session's writer blocks; after the write timeout the session fails and"
-            " its requests end; every other session and the Core keep answering (invariant 6).",
+            " its requests end; every other session and the Core keep answering.",
         ),
         Scenario(
             "malformed-header",
             _RPC,
             "Answers initialize with 'Content-Length: twelve', then hangs.",
             "The stream is broken: the session fails with a protocol error, the pending"
-            " request ends exactly once, the process is ended (framing policy, invariant 9).",
+            " request ends exactly once, the process is ended (LSP base protocol framing).",
         ),
         Scenario(
             "char-content-length",
@@ -155,7 +155,7 @@ SCENARIOS: Final[dict[str, Scenario]] = {
             "Lengths are counted in bytes: the cut body is a parse error and the rest of it"
             " stray text, never a wrong message; the request never gets an answer and ends"
             " exactly once at its deadline (a language server: initialize times out, the"
-            " session fails with initializeTimeout) (framing policy, invariant 4).",
+            " session fails with initializeTimeout).",
         ),
         Scenario(
             "answer-after-cancel",
@@ -163,20 +163,19 @@ SCENARIOS: Final[dict[str, Scenario]] = {
             "Holds each request until it is cancelled, then answers it anyway; serves"
             " everything else (shutdown, other requests) meanwhile.",
             "The request already ended 'cancelled' (or timed out); the late answer is ignored"
-            " and never forwarded; the session goes on and stops politely (invariant 4).",
+            " and never forwarded; the session goes on and stops politely.",
         ),
         Scenario(
             "double-answer",
             _RPC,
             "Answers every request twice with the same id.",
-            "The first answer completes the request; the second is ignored (invariant 4).",
+            "The first answer completes the request; the second is ignored.",
         ),
         Scenario(
             "unknown-id",
             _RPC,
             "Sends an answer to an id the client never used before each real answer.",
-            "The stray answer is ignored (counted); the session and the real request go on"
-            " (invariant 4).",
+            "The stray answer is ignored (counted); the session and the real request go on.",
         ),
         Scenario(
             "request-storm",
@@ -191,7 +190,7 @@ SCENARIOS: Final[dict[str, Scenario]] = {
             _RPC,
             "Sends a notification whose body is --bytes long (default over 64 MiB).",
             "The frame is refused from its header alone (never buffered): the session fails"
-            " with a protocol error, requests end, the process is ended (invariants 6, 9).",
+            " with a protocol error, requests end, the process is ended.",
             ("--bytes",),
         ),
         Scenario(
@@ -199,7 +198,7 @@ SCENARIOS: Final[dict[str, Scenario]] = {
             ("job",),
             "Prints ready, then never answers and never exits.",
             "A deadline (timeoutMilliseconds, the job's timeout) or a cancel ends it: the call"
-            " ends 'timed_out'/'cancelled' exactly once and the tree is ended (invariant 2)."
+            " ends 'timed_out'/'cancelled' exactly once and the tree is ended."
             " Started as a language server, its initialize times out: the session fails"
             " (initializeTimeout) and its pending requests end once.",
         ),
@@ -208,7 +207,7 @@ SCENARIOS: Final[dict[str, Scenario]] = {
             _RPC,
             "Exits with status 0 as soon as an ordinary request arrives, without answering.",
             "The pending request ends exactly once with 'the session ended'; an exit during a"
-            " request is a crash, not a clean stop (invariants 4, 12).",
+            " request is a crash, not a clean stop.",
         ),
         Scenario(
             "terminal-ignore-hangup",
@@ -216,7 +215,7 @@ SCENARIOS: Final[dict[str, Scenario]] = {
             "A stubborn terminal program: ignores SIGHUP/SIGTERM/SIGINT, echoes lines and"
             " keeps running after end of input.",
             "Closing the terminal (hangup, end of input) is not enough: TERM then KILL end it"
-            " within the bounds (invariant 2).",
+            " within the bounds.",
         ),
     )
 }

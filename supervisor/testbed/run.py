@@ -42,7 +42,7 @@ PROG: Final = "supervisor testbed run"
 #: Signals that end the program's tree; each one's status is 128 + its number.
 _END_SIGNALS: Final = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 #: How long the program's output is still relayed after its main process exited, in
-#: seconds (DESIGN.md "output drain after a child's exit"): a process it left holding the
+#: seconds (the exit and the end of the pipes are separate events): a process it left holding the
 #: pipe never keeps the command waiting for more.
 _DRAIN_S: Final = 0.5
 _CHUNK_BYTES: Final = 65536
