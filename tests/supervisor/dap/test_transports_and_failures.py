@@ -358,7 +358,7 @@ async def test_an_adapter_that_never_answers_initialize_ends_at_its_deadline(cor
     session ``initializing`` for ever, and a ``debug.launch`` waiting on it. Past
     ``initializeTimeoutMilliseconds`` the session ends (``initializeTimeout``), the waiting
     launch ends once with it, and the adapter is gone."""
-    silent = {
+    silent: JSONObject = {
         "executable": PY,
         "arguments": ["-c", "import sys\nwhile sys.stdin.buffer.read(1): pass"],
         "initializeTimeoutMilliseconds": 300,
