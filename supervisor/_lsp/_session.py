@@ -1,6 +1,6 @@
 """One language-server session: its generations, handshake, requests, events and stop.
 
-Contract (issue 3; core-api.md ``lsp.*``; DESIGN.md invariants 1-4, 10, 12, 13 and "LSP stop"):
+Contract (core-api.md ``lsp.*``; LSP 3.17 "Lifecycle Messages" for the stop):
 
 Cancel-scope tree of a session, all under the LSP service's nursery::
 
@@ -11,7 +11,7 @@ Cancel-scope tree of a session, all under the LSP service's nursery::
        |- exit watcher, endpoint watcher  a crash cancels the generation's drive scope
        `- drive scope                     handshake, readiness gates, then waits
 
-A plugin-owned session (issue 6) writes to its backend with the session's request timeout
+A plugin-owned session writes to its backend with the session's request timeout
 as the endpoint's write timeout: a write blocked past it fails the generation as a transport
 failure (``transportFailed``, stage ``relayWrite``; plugin-contract.md "Isolation between
 backends"). When a plugin-owned generation ends, ``owner_ended(sessionId)`` disposes what
@@ -25,11 +25,11 @@ if needed; anything else is a failure: the tree is ended at once and, with ``res
 generation starts under the :class:`RestartBudget`. Either way every request of that
 generation ends at once with ``languageServerUnavailable``. Each generation has its own
 endpoint, and every handler checks that its generation is still the current one, so late
-messages of an old process never reach the new one (invariant 13).
+messages of an old process never reach the new one.
 
 The stop is owned by the session, not by the caller of ``stop()``: it runs in the session
 task, so a caller that gives up does not interrupt it, and a second ``stop()`` joins the first
-and gets the same result and timeline (invariant 12).
+and gets the same result and timeline, with no earlier kill.
 
 Supervision boundaries (:mod:`supervisor._boundary`): the session is one, and each request is
 one inside it. An unexpected exception in a task of the session (the stderr drain, the exit
@@ -127,7 +127,7 @@ __all__ = (
 
 logger = logging.getLogger("supervisor.lsp")
 
-#: DESIGN.md "Default bounds" (milliseconds).
+#: Default deadline of a forwarded request, from the reference (milliseconds).
 DEFAULT_REQUEST_TIMEOUT_MS: Final = 60_000
 MAX_REQUEST_TIMEOUT_MS: Final = 300_000
 DEFAULT_SHUTDOWN_TIMEOUT_MS: Final = 3_000
@@ -225,7 +225,8 @@ class LspServerSpec:
     restart: bool = False
     budget: RestartBudget = field(default_factory=RestartBudget)
     plugin_id: str | None = None
-    #: ``hostServices``: the host services a plugin-owned session is granted (issue 6).
+    #: ``hostServices``: the host services a plugin-owned session is granted
+    #: (plugin-contract.md "Plugin functions").
     host_services: frozenset[str] = frozenset()
 
 
@@ -338,7 +339,7 @@ class LspSession(SessionResource[JSONObject]):
         self._crash: Exception | None = None
         self._crash_stage = ""
         self._crash_reported = False
-        #: The plugin-function protocol of a plugin-owned session (issue 6); None for a
+        #: The plugin-function protocol of a plugin-owned session; None for a
         #: host-owned session, which neither offers nor accepts it.
         self.plugin: PluginRuntime | None = None
         if spec.plugin_id is not None:
@@ -1017,7 +1018,7 @@ class LspSession(SessionResource[JSONObject]):
         ``languageServer/start`` operation, from launch until ``initialize`` succeeds; it
         ends ``operationFinished``, or ``operationFailed`` with one ``host.*`` code. A crash
         after that is one ``operationFailed`` fact of ``languageServer/run`` with the code
-        ``host.crashed`` (issue 3 "a crash fact"; the reference names no code for it). A stop
+        ``host.crashed`` (ours: the reference names no code for a crash fact). A stop
         (user cancellation) records nothing. Facts carry categories only: ``kind``,
         ``operation``, ``code``, ``durationMs`` and the session's ids -- never stderr, exit
         details, paths or server messages. At most :data:`FACTS_PER_WINDOW` facts per
@@ -1312,7 +1313,7 @@ class LspSession(SessionResource[JSONObject]):
 
         self._requests.finish_all(unavailable)
 
-    # -- plugin functions (issue 6) ---------------------------------------------------
+    # -- plugin functions (plugin-contract.md "Plugin functions") ---------------------
 
     def start_function_call(
         self,
@@ -1444,7 +1445,7 @@ class LspSession(SessionResource[JSONObject]):
     ) -> None:
         """The reader's handler of server notifications: part of the session's boundary."""
         if gen is not self._gen or gen.ended:
-            return  # a late message of an old process (invariant 13)
+            return  # a late message of an old process must not reach the new one
         try:
             fault_point("lsp.reader")
             await self._handle_notification(gen, method, params)
@@ -1539,7 +1540,7 @@ class LspSession(SessionResource[JSONObject]):
     async def _drain_stderr(self, gen: _Generation, stream: trio.abc.ReceiveStream) -> None:
         """Read stderr until it ends: lines into the ring and ``log`` events at debug level.
 
-        Always reading keeps a chatty server from blocking on a full pipe (invariant 10).
+        Always reading keeps a chatty server from blocking on a full pipe.
         """
         while True:
             try:
