@@ -1123,10 +1123,7 @@ async def open_jsonrpc_endpoint(
     **Cancellation:** cancelling the block closes the endpoint without writing what is
     still queued; it never hangs.
     """
-    if max_pending_writes < 1 or max_inbound_concurrency < 1 or max_body_bytes < 1:
-        raise ValueError("endpoint bounds must be positive")
-    if not write_timeout_ms > 0 or math.isnan(write_timeout_ms):
-        raise ValueError("write_timeout_ms must be positive")
+    _check_bounds(max_pending_writes, write_timeout_ms, max_body_bytes, max_inbound_concurrency)
     endpoint = JSONRPCEndpoint._create(
         send_stream,
         receive_stream,
@@ -1144,30 +1141,58 @@ async def open_jsonrpc_endpoint(
     )
     try:
         async with trio.open_nursery() as nursery:
-            endpoint._nursery = nursery
-            nursery.start_soon(endpoint._write_loop)
-            endpoint._spawn(endpoint._read_loop)
-            endpoint._spawn(endpoint._dispatch_notifications)
+            _start_tasks(endpoint, nursery)
             graceful = False
             try:
                 yield endpoint
                 graceful = True
             finally:
-                endpoint._close("closed", keep_writer=True)
-                with trio.CancelScope(shield=True):
-                    if graceful:
-                        await endpoint._flush()
-                    endpoint._close("closed")
-                    # Closing twice is harmless when both are one stream (trio's aclose is
-                    # idempotent).
-                    await trio.aclose_forcefully(send_stream)
-                    await trio.aclose_forcefully(receive_stream)
+                await _shut_down(endpoint, send_stream, receive_stream, graceful=graceful)
     except BaseExceptionGroup as group:
         # Only the caller's body (and KeyboardInterrupt/SystemExit in a task) can raise here;
         # hand a lone error back as itself so callers do not have to unwrap groups.
         if len(group.exceptions) != 1:
             raise
         _reraise_alone(group.exceptions[0])
+
+
+def _check_bounds(
+    max_pending_writes: int,
+    write_timeout_ms: float,
+    max_body_bytes: int,
+    max_inbound_concurrency: int,
+) -> None:
+    """Raise ValueError unless every bound of :func:`open_jsonrpc_endpoint` is positive."""
+    if max_pending_writes < 1 or max_inbound_concurrency < 1 or max_body_bytes < 1:
+        raise ValueError("endpoint bounds must be positive")
+    if not write_timeout_ms > 0 or math.isnan(write_timeout_ms):
+        raise ValueError("write_timeout_ms must be positive")
+
+
+def _start_tasks(endpoint: JSONRPCEndpoint, nursery: trio.Nursery) -> None:
+    """Start the endpoint's writer, reader and notification dispatcher in ``nursery``."""
+    endpoint._nursery = nursery
+    nursery.start_soon(endpoint._write_loop)
+    endpoint._spawn(endpoint._read_loop)
+    endpoint._spawn(endpoint._dispatch_notifications)
+
+
+async def _shut_down(
+    endpoint: JSONRPCEndpoint,
+    send_stream: trio.abc.SendStream,
+    receive_stream: trio.abc.ReceiveStream,
+    *,
+    graceful: bool,
+) -> None:
+    """Close the endpoint, write what is queued if ``graceful``, then close both streams."""
+    endpoint._close("closed", keep_writer=True)
+    with trio.CancelScope(shield=True):
+        if graceful:
+            await endpoint._flush()
+        endpoint._close("closed")
+        # Closing twice is harmless when both are one stream (trio's aclose is idempotent).
+        await trio.aclose_forcefully(send_stream)
+        await trio.aclose_forcefully(receive_stream)
 
 
 async def _cancel_when_set(event: trio.Event, scope: trio.CancelScope) -> None:
