@@ -727,6 +727,7 @@ class LspSession(SessionResource[JSONObject]):
         return params
 
     async def _handshake(self, gen: _Generation, endpoint: JSONRPCEndpoint) -> None:
+        """``initialize``, its follow-ups and the readiness gates; any failure is recorded."""
         fault_point("lsp.handshake")
         # The tracker exists before initialize is sent: a gate's notification may be
         # dispatched before the initialize reply wakes us.
@@ -736,6 +737,32 @@ class LspSession(SessionResource[JSONObject]):
             self.spec.service_ready_idle_ms,
             self.spec.service_ready_absolute_ms,
         )
+        result = await self._send_initialize(gen, endpoint)
+        if result is None:
+            return
+        self._take_initialize_result(gen, result)
+        try:
+            await self._after_initialize(gen, endpoint)
+        except EndpointClosed as exc:
+            # The server went away right after answering; the watchers say how.
+            self._record_failure(
+                gen, "crashed", f"the server's stdio ended: {exc.reason}", "initialize"
+            )
+            return
+        if not await self._wait_service_ready(gen, gen.tracker):
+            return
+        # A stop (or restart) may have cancelled the drive scope after our last await had
+        # already completed: it must win, or HANDSHAKE_DONE would follow STOP (found by the
+        # chaos runner: a stop right after the first events of the handshake).
+        await trio.lowlevel.checkpoint_if_cancelled()
+        gen.ready = True
+        gen.settled.set()
+        self._transition(LspInput.HANDSHAKE_DONE)
+
+    async def _send_initialize(
+        self, gen: _Generation, endpoint: JSONRPCEndpoint
+    ) -> JSONObject | None:
+        """The ``initialize`` result (``{}`` unless an object); None: the failure is recorded."""
         try:
             with trio.fail_after(self.spec.initialize_timeout_ms / 1000):
                 result = await endpoint.request("initialize", self._initialize_params())
@@ -747,7 +774,7 @@ class LspSession(SessionResource[JSONObject]):
                 "initialize",
                 fact="host.timedOut",
             )
-            return
+            return None
         except JSONRPCError as exc:
             self._record_failure(
                 gen,
@@ -756,7 +783,7 @@ class LspSession(SessionResource[JSONObject]):
                 "initialize",
                 fact="host.initializeFailed",
             )
-            return
+            return None
         except EndpointClosed as exc:
             # The same code whichever of us and _watch_endpoint notes it first (framing
             # policy: a broken stream fails the session with a protocol error).
@@ -768,9 +795,11 @@ class LspSession(SessionResource[JSONObject]):
                 "initialize",
                 fact="host.exitedEarly",
             )
-            return
-        if not isinstance(result, dict):
-            result = {}
+            return None
+        return result if isinstance(result, dict) else {}
+
+    def _take_initialize_result(self, gen: _Generation, result: JSONObject) -> None:
+        """Keep the server's capabilities and info, announce them, and end the start operation."""
         capabilities = result.get("capabilities")
         self.capabilities = capabilities if isinstance(capabilities, dict) else {}
         gen.initialized = True
@@ -784,15 +813,9 @@ class LspSession(SessionResource[JSONObject]):
         if server_info is not None:
             self.server_info = server_info
             self._emit("serverInfoChanged", {"serverInfo": server_info})
-        try:
-            await self._after_initialize(gen, endpoint)
-        except EndpointClosed as exc:
-            # The server went away right after answering; the watchers say how.
-            self._record_failure(
-                gen, "crashed", f"the server's stdio ended: {exc.reason}", "initialize"
-            )
-            return
-        tracker = gen.tracker
+
+    async def _wait_service_ready(self, gen: _Generation, tracker: ReadinessTracker) -> bool:
+        """Wait until every readiness gate opened; False (recorded) when a deadline passed."""
         tracker.restart_clock(_now_ms())
         while not tracker.ready:
             gen.readiness_changed = trio.Event()
@@ -808,14 +831,8 @@ class LspSession(SessionResource[JSONObject]):
                     "serviceReady",
                     fact="host.timedOut",
                 )
-                return
-        # A stop (or restart) may have cancelled the drive scope after our last await had
-        # already completed: it must win, or HANDSHAKE_DONE would follow STOP (found by the
-        # chaos runner: a stop right after the first events of the handshake).
-        await trio.lowlevel.checkpoint_if_cancelled()
-        gen.ready = True
-        gen.settled.set()
-        self._transition(LspInput.HANDSHAKE_DONE)
+                return False
+        return True
 
     async def _after_initialize(self, gen: _Generation, endpoint: JSONRPCEndpoint) -> None:
         """``initialized``, the workspace configuration, then the open documents.
