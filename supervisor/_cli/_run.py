@@ -1,6 +1,6 @@
 """``supervisor run FILE.toml [--json]``: run a lanes file headless and check its outcomes.
 
-Contract (issue 2, section 8): the file is validated completely before anything starts (a
+Contract: the file is validated completely before anything starts (a
 bad file prints ``FILE:LINE: message`` on stderr and exits 2). The jobs are then submitted
 to job lanes run by :class:`~supervisor._core._jobs.ProcessJobRunner`, each at its
 ``start_after_ms``; human progress goes to stderr (a live view per lane when stderr is a
@@ -200,7 +200,7 @@ async def _leftover_processes() -> list[tuple[int, str]]:
     """Live processes that still carry this run's scope marker, after a short settle time.
 
     The runner ends every tree it started; this sweep is the run's own evidence of it
-    (DESIGN.md invariant 2), reported rather than trusted.
+    (a scope's end must leave no process behind), reported rather than trusted.
     """
     deadline = trio.current_time() + LEFTOVER_SETTLE_MS / 1000
     while True:

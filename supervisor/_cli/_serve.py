@@ -1,6 +1,6 @@
 """``supervisor serve``: the Core as a JSON-RPC 2.0 server over the LSP base protocol.
 
-Contract (ide-backend-protocol.schema.json, issue 2 §7):
+Contract (ide-backend-protocol.schema.json):
 
 - ``initialize`` comes first; any other request before it is answered -32002. Its result
   carries ``serverInfo {name, version}``, ``protocol: 1`` and the command list. The option
@@ -14,7 +14,7 @@ Contract (ide-backend-protocol.schema.json, issue 2 §7):
 - ``shutdown`` waits for the requests in flight, ends every lane and process, then answers
   null; ``exit`` ends the server with 0 after ``shutdown`` and 1 otherwise. End of input
   without ``exit`` cleans up everything and exits 1, as does a broken frame header.
-- Every request received is answered exactly once (DESIGN.md invariant 4), however the
+- Every request received is answered exactly once, so no client waits forever, however the
   session ends: ``exit`` after ``shutdown`` waits for ``shutdown``'s reply; ``exit`` without
   ``shutdown``, the end of input, a broken frame header and SIGINT/SIGTERM cancel what is
   still running (answered with the Core code ``cancelled``), then the Core closes (its last
@@ -166,7 +166,7 @@ class _Server:
             core = self._core
             assert core is not None, "admission refuses requests before initialize"
             try:
-                # The JSON-RPC id is the operation id (DESIGN.md "Interfaces").
+                # The JSON-RPC id is the operation id, so ``$/cancelRequest`` can name it.
                 request_id = current_request_id.get()
                 return await core.call(
                     method,
@@ -231,8 +231,8 @@ class _Server:
     async def run_session(self, endpoint: JSONRPCEndpoint, interrupt: trio.Event | None) -> bool:
         """Serve until ``exit``, the end of input or ``interrupt``, then end everything.
 
-        Every request received is answered before the output is closed (DESIGN.md
-        invariant 4): after ``shutdown`` then ``exit``, by waiting for them (``shutdown``'s
+        Every request received is answered before the output is closed, so no client
+        waits forever: after ``shutdown`` then ``exit``, by waiting for them (``shutdown``'s
         reply waits for the requests before it); otherwise by cancelling them. Then every
         lane and process ends, the last job events are sent and the output is flushed.
 
@@ -414,8 +414,8 @@ async def serve(
 ) -> int:
     """Serve one session over a pair of byte streams until ``exit``, end of input or interrupt.
 
-    Every request received is answered exactly once before the output closes (DESIGN.md
-    invariant 4). ``exit`` after ``shutdown`` waits for ``shutdown``'s reply. ``exit``
+    Every request received is answered exactly once before the output closes, so no client
+    waits forever. ``exit`` after ``shutdown`` waits for ``shutdown``'s reply. ``exit``
     without ``shutdown``, the end of input, a broken frame header (reading stops there) and
     ``interrupt`` cancel every request still running: each is answered -32800 with
     ``error.data.code`` ``cancelled`` (or with its result, if it finished first), within

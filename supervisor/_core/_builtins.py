@@ -1,10 +1,9 @@
 """The foundation's services: one-shot processes (``process.run``) and job lanes (``job.*``).
 
-``process.run`` runs one command as a process tree inside the calling operation's cancel
-scope (issue 2 §3); ``job.*`` drive the lanes (issue 2 §6) with :class:`ProcessJobRunner`
-and queue their ``job.started`` / ``job.output`` / ``job.finished`` events, which
-``job.waitEvents`` / ``job.pollEvents`` drain and ``supervisor serve`` pushes as
-notifications.
+``process.run`` runs one command as a process tree inside the calling operation's cancel scope, so
+cancelling the operation ends the tree; ``job.*`` drive the lanes with :class:`ProcessJobRunner` and
+queue their ``job.started`` / ``job.output`` / ``job.finished`` events, which ``job.waitEvents`` /
+``job.pollEvents`` drain and ``supervisor serve`` pushes as notifications.
 """
 
 from __future__ import annotations

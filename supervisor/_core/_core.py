@@ -1,6 +1,6 @@
 """The Core: one root nursery, an operation registry and envelope dispatch.
 
-Contract (core-api.md "Envelope", DESIGN.md "Interfaces"): a request
+Contract (core-api.md "Envelope"): a request
 ``{id, operationId?, timeoutMilliseconds?, command, payload}`` runs one command inside its own
 cancel scope, registered under its operation id. ``cancel(operation_id)`` cancels that scope;
 a positive ``timeoutMilliseconds`` is the scope's deadline. Whatever happens, the request ends
@@ -293,7 +293,7 @@ class Core:
         """Refuse new operations, then end every operation and every service at once.
 
         Running operations and services are ended concurrently, so the whole close costs one
-        TERM grace (DESIGN.md invariant 2), not one per kind of work. Shielded by the caller.
+        TERM grace, not one per kind of work. Shielded by the caller.
         """
         self._closing = True
         for operation in list(self._operations.values()):

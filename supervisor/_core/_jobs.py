@@ -1,6 +1,6 @@
 """ProcessJobRunner: the lanes' job runner that runs a job as a supervised process tree.
 
-Contract (docs/architecture.md "lanes/" ``JobRunner``; DESIGN.md invariants 2, 10): the
+Contract (docs/architecture.md "lanes/" ``JobRunner``): the
 runner starts ``job.request.argv`` (no shell) as a process tree (its own session and
 group, the scope marker), reads stdout and stderr concurrently and passes their text to
 ``emit_output`` as it arrives, decoded incrementally as UTF-8 so a character split across
@@ -61,7 +61,7 @@ if TYPE_CHECKING:
 __all__ = ("DEFAULT_DRAIN_MS", "ProcessJobRunner", "check_job_launch", "job_cwd")
 
 #: How long output is still read after the main process exited, in milliseconds
-#: (DESIGN.md "Default bounds": output drain after a child's exit or kill).
+#: (ours): a grandchild holding a pipe open must not stretch the job's end.
 DEFAULT_DRAIN_MS: Final = 500
 #: Bytes asked for per read of a pipe.
 _READ_BYTES: Final = 65536
@@ -172,7 +172,7 @@ class ProcessJobRunner:
 
         One task serves both pipes and the exit (``_process._Multiplexer``, as
         ``process.run`` does): a job used to cost three tasks and a nursery, which at
-        thousands of short jobs is a fifth of the supervisor's time (issue 8 goal 8).
+        thousands of short jobs is a fifth of the supervisor's time.
         """
         decoders = {
             name: codecs.getincrementaldecoder("utf-8")(errors="replace")
@@ -198,7 +198,7 @@ class ProcessJobRunner:
             mux.drain_nowait()
             if mux.readers:
                 # A descendant may hold a pipe open long after the exit: read what comes,
-                # but never wait for its EOF longer than the drain bound (invariant 10).
+                # but never wait for its EOF longer than the drain bound.
                 exit_time = tree.exit_time if tree.exit_time is not None else trio.current_time()
                 with trio.move_on_at(exit_time + self.drain_ms / 1000):
                     await mux.run(until_exit=False)
@@ -281,7 +281,7 @@ def check_job_launch(request: JobRequest) -> JobRequest:
 
     The checks the spawn itself makes (``open_process_tree``), done before the job is queued
     so that a request that can not run gets an error reply, and no job id, ``job.started``
-    or ``job.finished`` (DESIGN.md invariant 9; ``process.run`` refuses the same inputs).
+    or ``job.finished`` (bad input starts nothing; ``process.run`` refuses the same inputs).
     A file system that changes before the job's turn still fails it at launch, with the
     code in ``job.finished`` (``errorCode``).
 

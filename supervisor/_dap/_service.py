@@ -1,8 +1,8 @@
 """The ``debug.*`` commands: debug sessions over DAP as a Core service.
 
 Reference: core-api.md ``debug.*`` and plugin-contract.md "Debug adapters" / "Remote attach";
-issue 4. Each command validates its whole payload before anything is sent or started
-(DESIGN.md invariant 9). Sessions run in the Core's root nursery
+each command validates its whole payload before anything is sent or started, so bad input
+starts and loses nothing. Sessions run in the Core's root nursery
 (:meth:`DebugSession.run`), each a supervision boundary: an unexpected exception inside one
 ends that session only (state ``failed``, ``terminated`` with ``reason: "internal"`` and a
 ``crashReport``; ``debug.listSessions`` shows both), never the Core. Closing the service

@@ -5,8 +5,8 @@ cancelOperation, disconnect, destroySession, runInTerminal); plugin-contract.md 
 adapters" (transports ``stdio``, ``tcpPort``, ``tcpAnnounced``; loopback only) and "Remote
 attach". Unlike the reference Core, the supervisor owns the adapter's process and transport.
 
-Tasks (DESIGN.md "debug session: adapter process or socket; one scope per pending
-operation"): :meth:`DebugSession.run` is started in the Core's root nursery and owns a
+Tasks (an adapter process or socket per session; one scope per pending operation):
+:meth:`DebugSession.run` is started in the Core's root nursery and owns a
 nursery with the *reader* (bytes -> :class:`protocol.DAPConnection` -> dispatch), the
 *writer* (the only task that writes the transport; frames come through a bounded channel, so
 an adapter that stops reading blocks only this session), drains of the adapter's stderr (a
@@ -26,7 +26,7 @@ before anything was sent), ``adapterError`` (the adapter answered ``success: fal
 ``cancelled``, ``timedOut``, ``sessionEnded`` (code ``cancelled``, with ``sessionEndReason``:
 the ``terminated`` event's reason), ``internal`` (code ``internal``: an exception of ours).
 
-runInTerminal (issue 4; core-api.md ``debug.runInTerminalResponse``): refused unless the
+runInTerminal (core-api.md ``debug.runInTerminalResponse``): refused unless the
 session advertised ``supportsRunInTerminalRequest``. With ``runInTerminal: "supervisor"``
 (the default) the session starts the program itself on a PTY of its own
 (:class:`TerminalProcess`: no shell, the scope marker, its own session), for ``kind``
@@ -53,7 +53,7 @@ stderrTail}``. An unexpected exception inside one operation's body fails that op
 seen), ``dap.initialize``, ``dap.configure``, ``dap.operation`` (before an operation's body),
 ``dap.reverse`` (a reverse request).
 
-Stop (DESIGN.md "DAP stop"): ``disconnect`` (``terminateDebuggee`` from the request kind)
+Stop: ``disconnect`` (``terminateDebuggee`` from the request kind)
 with a 2 000 ms reply bound, then the adapter's stdin (and socket) closed -- debugpy's
 adapter exits only on stdin EOF -- then :meth:`ProcessTree.aclose` with that close as the
 polite step and a 1 000 ms exit bound, then SIGTERM, SIGKILL and the sweep by marker, which
@@ -128,11 +128,11 @@ __all__ = (
 
 logger = logging.getLogger("supervisor.dap")
 
-#: DESIGN.md "DAP stop": wait for the ``disconnect`` reply, in milliseconds.
+#: Stop: wait for the ``disconnect`` reply (ours), in milliseconds.
 DEFAULT_DISCONNECT_REPLY_MS: Final = 2_000
-#: DESIGN.md "DAP stop": wait for the adapter's exit after its stdin closed, in milliseconds.
+#: Stop: wait for the adapter's exit after its stdin closed (ours), in milliseconds.
 DEFAULT_EXIT_WAIT_MS: Final = 1_000
-#: TERM grace before SIGKILL for the adapter's tree (DESIGN.md, ours), in milliseconds.
+#: TERM grace before SIGKILL for the adapter's tree (ours), in milliseconds.
 DEFAULT_TERM_GRACE_MS: Final = 2_000
 #: An operation's default deadline (as a forwarded LSP request), in milliseconds.
 DEFAULT_OPERATION_TIMEOUT_MS: Final = 60_000
@@ -150,7 +150,7 @@ MAX_PENDING_OPERATIONS: Final = 128
 _WRITE_QUEUE_FRAMES: Final = 256
 #: A single write that makes no progress this long means the adapter stopped reading.
 _WRITE_TIMEOUT_S: Final = 10.0
-#: Output drained after the adapter's exit before the transport is closed (DESIGN.md 10).
+#: Output drained after the adapter's exit; a held-open pipe must not stretch the stop.
 _DRAIN_AFTER_EXIT_S: Final = 0.5
 #: Adapter stderr kept for crash details: this many last lines, each cut to 512 bytes.
 _STDERR_LINES: Final = 20

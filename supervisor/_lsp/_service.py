@@ -1,8 +1,8 @@
-"""The ``lsp.*`` commands: language-server sessions as a Core service (issue 3).
+"""The ``lsp.*`` commands: language-server sessions as a Core service.
 
 Contract (core-api.md ``lsp.*``; plugin-contract.md "Plugin-owned sessions", "Language
 server host methods", "Workspace configuration"): every command validates its payload before
-it acts (``invalid_request``, DESIGN.md invariant 9); an unknown ``sessionId`` is
+it acts (``invalid_request``; bad input starts nothing); an unknown ``sessionId`` is
 ``not_found``. Sessions run in a nursery the service owns; closing the service (the Core
 closing) stops every session with its polite sequence, concurrently, and only then returns.
 
@@ -10,8 +10,8 @@ Commands: ``lsp.startServer``, ``lsp.stopServer``, ``lsp.restartServer``,
 ``lsp.destroyServer``, ``lsp.snapshot``, ``lsp.syncDocument``, ``lsp.closeDocument``,
 ``lsp.workspaceFilesChanged``, ``lsp.clearDiagnostics``, ``lsp.updateWorkspaceConfiguration``,
 ``lsp.request``, ``lsp.cancelOperation``, ``lsp.waitEvents``, ``lsp.pollEvents``,
-``lsp.pluginServerRequest``, ``lsp.pluginServerNotify``; for plugin-owned sessions (issue 6,
-plugin-contract.md "Plugin functions"): ``lsp.functionRequest``, ``lsp.hostResponse``,
+``lsp.pluginServerRequest``, ``lsp.pluginServerNotify``; for plugin-owned sessions
+(plugin-contract.md "Plugin functions"): ``lsp.functionRequest``, ``lsp.hostResponse``,
 ``lsp.hostNotify``; the cross-plugin relay's snapshot (plugin-contract.md "Cross-plugin
 calls"): ``lsp.configureFunctionRelay``.
 """
@@ -85,7 +85,7 @@ HOST_METHODS: Final = frozenset(
         "workspace/didChangeWorkspaceFolders",
     }
 )
-#: DESIGN.md "function result" bound, used for plugin requests' results (bytes).
+#: The reference's function-result bound, used for plugin requests' results (bytes).
 MAX_PLUGIN_RESULT_BYTES: Final = 1024 * 1024
 _MAX_TIMEOUT_MS: Final = 3_600_000
 
@@ -319,7 +319,7 @@ class LspService:
         self._sessions: SessionRegistry[LspSession] = SessionRegistry(
             "lsp", "language-server session", "sessionId", _events_of
         )
-        #: Cross-plugin calls between this service's plugin-owned sessions (issue 6).
+        #: Cross-plugin calls between this service's plugin-owned sessions.
         self.relay = FunctionRelay(self._relay_provider)
 
     def commands(self) -> Mapping[str, CommandHandler]:
@@ -558,7 +558,7 @@ class LspService:
         session = self._session(payload)
         return {"cancelled": session.cancel(require_str(payload, "operationId"))}
 
-    # -- plugin functions (issue 6) ------------------------------------------------------
+    # -- plugin functions (plugin-contract.md "Plugin functions") ------------------------
 
     async def _function_request(self, payload: JSONObject) -> JSONValue:
         """``lsp.functionRequest`` -> ``{operationId}``; the call ends in one requestCompleted.
@@ -638,7 +638,7 @@ class LspService:
         await session.notify(method, params)
         return {"delivered": True}
 
-    # -- the relay (issue 6, plugin-contract.md "Cross-plugin calls") ---------------------
+    # -- the relay (plugin-contract.md "Cross-plugin calls") ------------------------------
 
     async def _configure_relay(self, payload: JSONObject) -> JSONValue:
         """``lsp.configureFunctionRelay {plugins: [{pluginID, enabled, exports, calls}],

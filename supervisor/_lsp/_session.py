@@ -1,6 +1,6 @@
 """One language-server session: its generations, handshake, requests, events and stop.
 
-Contract (issue 3; core-api.md ``lsp.*``; DESIGN.md invariants 1-4, 10, 12, 13 and "LSP stop"):
+Contract (core-api.md ``lsp.*``; LSP 3.17 "Lifecycle Messages" for the stop):
 
 Cancel-scope tree of a session, all under the LSP service's nursery::
 
@@ -11,7 +11,7 @@ Cancel-scope tree of a session, all under the LSP service's nursery::
        |- exit watcher, endpoint watcher  a crash cancels the generation's drive scope
        `- drive scope                     handshake, readiness gates, then waits
 
-A plugin-owned session (issue 6) writes to its backend with the session's request timeout
+A plugin-owned session writes to its backend with the session's request timeout
 as the endpoint's write timeout: a write blocked past it fails the generation as a transport
 failure (``transportFailed``, stage ``relayWrite``; plugin-contract.md "Isolation between
 backends"). When a plugin-owned generation ends, ``owner_ended(sessionId)`` disposes what
@@ -25,11 +25,11 @@ if needed; anything else is a failure: the tree is ended at once and, with ``res
 generation starts under the :class:`RestartBudget`. Either way every request of that
 generation ends at once with ``languageServerUnavailable``. Each generation has its own
 endpoint, and every handler checks that its generation is still the current one, so late
-messages of an old process never reach the new one (invariant 13).
+messages of an old process never reach the new one.
 
 The stop is owned by the session, not by the caller of ``stop()``: it runs in the session
 task, so a caller that gives up does not interrupt it, and a second ``stop()`` joins the first
-and gets the same result and timeline (invariant 12).
+and gets the same result and timeline, with no earlier kill.
 
 Supervision boundaries (:mod:`supervisor._boundary`): the session is one, and each request is
 one inside it. An unexpected exception in a task of the session (the stderr drain, the exit
@@ -127,7 +127,7 @@ __all__ = (
 
 logger = logging.getLogger("supervisor.lsp")
 
-#: DESIGN.md "Default bounds" (milliseconds).
+#: Default deadline of a forwarded request, from the reference (milliseconds).
 DEFAULT_REQUEST_TIMEOUT_MS: Final = 60_000
 MAX_REQUEST_TIMEOUT_MS: Final = 300_000
 DEFAULT_SHUTDOWN_TIMEOUT_MS: Final = 3_000
@@ -225,7 +225,8 @@ class LspServerSpec:
     restart: bool = False
     budget: RestartBudget = field(default_factory=RestartBudget)
     plugin_id: str | None = None
-    #: ``hostServices``: the host services a plugin-owned session is granted (issue 6).
+    #: ``hostServices``: the host services a plugin-owned session is granted
+    #: (plugin-contract.md "Plugin functions").
     host_services: frozenset[str] = frozenset()
 
 
@@ -338,7 +339,7 @@ class LspSession(SessionResource[JSONObject]):
         self._crash: Exception | None = None
         self._crash_stage = ""
         self._crash_reported = False
-        #: The plugin-function protocol of a plugin-owned session (issue 6); None for a
+        #: The plugin-function protocol of a plugin-owned session; None for a
         #: host-owned session, which neither offers nor accepts it.
         self.plugin: PluginRuntime | None = None
         if spec.plugin_id is not None:
@@ -726,6 +727,7 @@ class LspSession(SessionResource[JSONObject]):
         return params
 
     async def _handshake(self, gen: _Generation, endpoint: JSONRPCEndpoint) -> None:
+        """``initialize``, its follow-ups and the readiness gates; any failure is recorded."""
         fault_point("lsp.handshake")
         # The tracker exists before initialize is sent: a gate's notification may be
         # dispatched before the initialize reply wakes us.
@@ -735,6 +737,32 @@ class LspSession(SessionResource[JSONObject]):
             self.spec.service_ready_idle_ms,
             self.spec.service_ready_absolute_ms,
         )
+        result = await self._send_initialize(gen, endpoint)
+        if result is None:
+            return
+        self._take_initialize_result(gen, result)
+        try:
+            await self._after_initialize(gen, endpoint)
+        except EndpointClosed as exc:
+            # The server went away right after answering; the watchers say how.
+            self._record_failure(
+                gen, "crashed", f"the server's stdio ended: {exc.reason}", "initialize"
+            )
+            return
+        if not await self._wait_service_ready(gen, gen.tracker):
+            return
+        # A stop (or restart) may have cancelled the drive scope after our last await had
+        # already completed: it must win, or HANDSHAKE_DONE would follow STOP (found by the
+        # chaos runner: a stop right after the first events of the handshake).
+        await trio.lowlevel.checkpoint_if_cancelled()
+        gen.ready = True
+        gen.settled.set()
+        self._transition(LspInput.HANDSHAKE_DONE)
+
+    async def _send_initialize(
+        self, gen: _Generation, endpoint: JSONRPCEndpoint
+    ) -> JSONObject | None:
+        """The ``initialize`` result (``{}`` unless an object); None: the failure is recorded."""
         try:
             with trio.fail_after(self.spec.initialize_timeout_ms / 1000):
                 result = await endpoint.request("initialize", self._initialize_params())
@@ -746,7 +774,7 @@ class LspSession(SessionResource[JSONObject]):
                 "initialize",
                 fact="host.timedOut",
             )
-            return
+            return None
         except JSONRPCError as exc:
             self._record_failure(
                 gen,
@@ -755,7 +783,7 @@ class LspSession(SessionResource[JSONObject]):
                 "initialize",
                 fact="host.initializeFailed",
             )
-            return
+            return None
         except EndpointClosed as exc:
             # The same code whichever of us and _watch_endpoint notes it first (framing
             # policy: a broken stream fails the session with a protocol error).
@@ -767,9 +795,11 @@ class LspSession(SessionResource[JSONObject]):
                 "initialize",
                 fact="host.exitedEarly",
             )
-            return
-        if not isinstance(result, dict):
-            result = {}
+            return None
+        return result if isinstance(result, dict) else {}
+
+    def _take_initialize_result(self, gen: _Generation, result: JSONObject) -> None:
+        """Keep the server's capabilities and info, announce them, and end the start operation."""
         capabilities = result.get("capabilities")
         self.capabilities = capabilities if isinstance(capabilities, dict) else {}
         gen.initialized = True
@@ -783,15 +813,9 @@ class LspSession(SessionResource[JSONObject]):
         if server_info is not None:
             self.server_info = server_info
             self._emit("serverInfoChanged", {"serverInfo": server_info})
-        try:
-            await self._after_initialize(gen, endpoint)
-        except EndpointClosed as exc:
-            # The server went away right after answering; the watchers say how.
-            self._record_failure(
-                gen, "crashed", f"the server's stdio ended: {exc.reason}", "initialize"
-            )
-            return
-        tracker = gen.tracker
+
+    async def _wait_service_ready(self, gen: _Generation, tracker: ReadinessTracker) -> bool:
+        """Wait until every readiness gate opened; False (recorded) when a deadline passed."""
         tracker.restart_clock(_now_ms())
         while not tracker.ready:
             gen.readiness_changed = trio.Event()
@@ -807,14 +831,8 @@ class LspSession(SessionResource[JSONObject]):
                     "serviceReady",
                     fact="host.timedOut",
                 )
-                return
-        # A stop (or restart) may have cancelled the drive scope after our last await had
-        # already completed: it must win, or HANDSHAKE_DONE would follow STOP (found by the
-        # chaos runner: a stop right after the first events of the handshake).
-        await trio.lowlevel.checkpoint_if_cancelled()
-        gen.ready = True
-        gen.settled.set()
-        self._transition(LspInput.HANDSHAKE_DONE)
+                return False
+        return True
 
     async def _after_initialize(self, gen: _Generation, endpoint: JSONRPCEndpoint) -> None:
         """``initialized``, the workspace configuration, then the open documents.
@@ -1017,7 +1035,7 @@ class LspSession(SessionResource[JSONObject]):
         ``languageServer/start`` operation, from launch until ``initialize`` succeeds; it
         ends ``operationFinished``, or ``operationFailed`` with one ``host.*`` code. A crash
         after that is one ``operationFailed`` fact of ``languageServer/run`` with the code
-        ``host.crashed`` (issue 3 "a crash fact"; the reference names no code for it). A stop
+        ``host.crashed`` (ours: the reference names no code for a crash fact). A stop
         (user cancellation) records nothing. Facts carry categories only: ``kind``,
         ``operation``, ``code``, ``durationMs`` and the session's ids -- never stderr, exit
         details, paths or server messages. At most :data:`FACTS_PER_WINDOW` facts per
@@ -1312,7 +1330,7 @@ class LspSession(SessionResource[JSONObject]):
 
         self._requests.finish_all(unavailable)
 
-    # -- plugin functions (issue 6) ---------------------------------------------------
+    # -- plugin functions (plugin-contract.md "Plugin functions") ---------------------
 
     def start_function_call(
         self,
@@ -1444,7 +1462,7 @@ class LspSession(SessionResource[JSONObject]):
     ) -> None:
         """The reader's handler of server notifications: part of the session's boundary."""
         if gen is not self._gen or gen.ended:
-            return  # a late message of an old process (invariant 13)
+            return  # a late message of an old process must not reach the new one
         try:
             fault_point("lsp.reader")
             await self._handle_notification(gen, method, params)
@@ -1539,7 +1557,7 @@ class LspSession(SessionResource[JSONObject]):
     async def _drain_stderr(self, gen: _Generation, stream: trio.abc.ReceiveStream) -> None:
         """Read stderr until it ends: lines into the ring and ``log`` events at debug level.
 
-        Always reading keeps a chatty server from blocking on a full pipe (invariant 10).
+        Always reading keeps a chatty server from blocking on a full pipe.
         """
         while True:
             try:

@@ -3,11 +3,11 @@
 Nothing here does I/O, reads a clock or touches Trio: callers pass the time in milliseconds,
 so every rule is tested without processes (STYLE.md point 4, h11 ``_state.py``).
 
-- :class:`LspState` / :class:`LspInput` / :func:`next_state`: the session lifecycle of
-  issue 3 as a ``(state, input) -> state`` table. ``stopping`` is reachable from every
-  earlier state (DESIGN.md invariant 12) and an exit while stopping is ``stopped``, never a
-  crash.
-- :class:`RestartBudget`: DESIGN.md "restart budget" (after VS Code's client): at most
+- :class:`LspState` / :class:`LspInput` / :func:`next_state`: the session lifecycle
+  as a ``(state, input) -> state`` table. ``stopping`` is reachable from every earlier state (a
+  stop may come at any time and is owned by the session) and an exit while stopping is
+  ``stopped``, never a crash.
+- :class:`RestartBudget`: the restart budget (ours, after VS Code's client): at most
   ``max_crashes`` crashes in a sliding window, a backoff that doubles from 500 ms to 8 s, and a
   start that counts as stable once the handshake has been done for 10 s.
 - :func:`params_match` and :class:`ReadinessTracker`: readiness gates
@@ -53,7 +53,7 @@ __all__ = (
     "params_match",
 )
 
-#: Restart budget (DESIGN.md "Default bounds", ours after VS Code's client).
+#: Restart budget (ours, after VS Code's client): a crash loop must end, not spin.
 DEFAULT_MAX_CRASHES: Final = 5
 DEFAULT_RESTART_WINDOW_MS: Final = 180_000
 DEFAULT_BACKOFF_INITIAL_MS: Final = 500
@@ -70,7 +70,7 @@ STDERR_LOG_WINDOW_MS: Final = 1_000
 
 
 class LspState(enum.StrEnum):
-    """The states of a language-server session (issue 3 "States"); wire names as values."""
+    """The states of a language-server session; wire names as values."""
 
     #: The process is being started.
     STARTING = "starting"

@@ -1,4 +1,4 @@
-"""The cross-plugin relay (issue 6; plugin-contract.md "Cross-plugin calls").
+"""The cross-plugin relay (plugin-contract.md "Cross-plugin calls").
 
 One :class:`FunctionRelay` per LSP service relays ``lithe/host/functions/providers`` and
 ``lithe/host/functions/invoke`` between plugin-owned sessions. The rules (snapshot, the

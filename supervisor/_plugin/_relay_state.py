@@ -1,4 +1,4 @@
-"""The cross-plugin relay's pure rules: snapshot, request parsing, check order (issue 6).
+"""The cross-plugin relay's pure rules: snapshot, request parsing, check order.
 
 plugin-contract.md "Cross-plugin calls": Discovery and invocation (the check table), The
 call chain, The caller field, Hot activation. Nothing here does I/O or keeps time; the

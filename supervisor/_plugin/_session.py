@@ -1,4 +1,4 @@
-"""The plugin side of a plugin-owned language-server session (issue 6, host side).
+"""The plugin side of a plugin-owned language-server session (host side).
 
 A session started by ``lsp.startServer`` with ``pluginId`` gets one :class:`PluginRuntime`.
 It implements plugin-contract.md "Plugin functions": negotiation in ``initialize``

@@ -1,4 +1,4 @@
-"""Pure rules of the plugin-function protocol and host requests (issue 6, host side).
+"""Pure rules of the plugin-function protocol and host requests (host side).
 
 Nothing here does I/O or touches Trio: every rule is a function or a small class that the
 plugin session (:mod:`supervisor._plugin._session`) applies, so each is table-tested without a

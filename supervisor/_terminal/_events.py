@@ -1,13 +1,14 @@
 """The event queue of one terminal handle: bounded output, exit outcomes output can't evict.
 
-Contract (issue 5; plugin-contract.md "Plugin-owned native terminals" and "Close, retained
+Contract (plugin-contract.md "Plugin-owned native terminals" and "Close, retained
 context and reopen"):
 
 - ``output {terminalID, generation, data}`` events are ordered and bounded: past
-  ``max_output_events`` events, or past ``max_output_chars`` characters of ``data`` in all,
-  the *oldest output* is dropped and the next drain says ``gap: true`` (DESIGN.md invariant
-  6), like :class:`supervisor._session._events.EventQueue`. The character bound is what bounds
-  memory: one event carries up to 64 KiB of output, and a flood fills the queue with full events.
+  ``max_output_events`` events, or past ``max_output_chars`` characters of ``data`` in all, the
+  *oldest output* is dropped and the next drain says ``gap: true`` (memory stays bounded however
+  fast the program writes), like :class:`supervisor._session._events.EventQueue`. The character
+  bound is what bounds memory: one event carries up to 64 KiB of output, and a flood fills the queue
+  with full events.
 - An ``exit`` outcome (one per generation, sent after cleanup) is never evicted by output: a
   program that floods right after a reopen can not make a subscriber miss the previous
   generation's outcome. Outcomes live in their own small queue (at most

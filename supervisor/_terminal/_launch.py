@@ -1,6 +1,6 @@
 """Validation of ``terminal.*`` payloads: the launch of a terminal and its limits.
 
-Contract (issue 5; plugin-contract.md "Plugin-owned native terminals"): ``executable`` is an
+Contract (plugin-contract.md "Plugin-owned native terminals"): ``executable`` is an
 absolute path or a bare command found on PATH, and a relative path with a separator is
 refused; ``arguments`` is an argv array, never shell text; ``cwd`` is an absolute path string (the
 reference's ``{rootID, path}`` workspace resource needs workspace roots, which the supervisor
@@ -10,7 +10,7 @@ marker. Limits: 256 arguments, 16 KiB (UTF-8) per argument, environment name or 
 64 environment entries, 64 KiB of launch data in all, a non-empty title of at most 128 UTF-8
 bytes on one line, ``retainedContextBytes`` 0..262 144 (default 16 384; a larger value is
 refused, never clamped). Every refusal is ``invalid_request`` naming the field, before
-anything starts (DESIGN.md invariant 9). Pure: no I/O beyond nothing at all.
+anything starts, so bad input starts nothing. Pure: no I/O beyond nothing at all.
 """
 
 from __future__ import annotations

@@ -1,7 +1,6 @@
 """One PTY process generation: the pseudo-terminal, its process tree, reader and renderer.
 
-Contract (issue 5; plugin-contract.md "Plugin-owned native terminals"; DESIGN.md invariants
-1-3, 6, 10, 11):
+Contract (plugin-contract.md "Plugin-owned native terminals"):
 
 - The program starts through :func:`open_process_tree` (no shell, the scope marker, its own
   session) with the PTY slave as fds 0-2 *and as the controlling terminal* of that session,
@@ -77,11 +76,11 @@ __all__ = (
 READ_CHUNK_BYTES: Final = 65_536
 #: After SIGHUP, how long the main process gets to exit before TERM (ours), milliseconds.
 DEFAULT_HANGUP_MS: Final = 1_000
-#: TERM grace before SIGKILL (DESIGN.md default bounds), milliseconds.
+#: TERM grace before SIGKILL (ours), milliseconds.
 DEFAULT_TERM_GRACE_MS: Final = 2_000
-#: Wait after SIGKILL before reporting survivors (DESIGN.md), milliseconds.
+#: Wait after SIGKILL before reporting survivors (ours), milliseconds.
 DEFAULT_KILL_WAIT_MS: Final = 1_000
-#: Output drained after the main process exited by itself (DESIGN.md), milliseconds.
+#: Output drained after the main process exited by itself (ours), milliseconds.
 DEFAULT_DRAIN_MS: Final = 500
 #: Output arriving within this many seconds is rendered in one batch.
 _RENDER_COALESCE_S: Final = 0.02

@@ -1,7 +1,7 @@
-"""The ``terminal.*`` commands: PTY terminals the supervisor owns (issue 5).
+"""The ``terminal.*`` commands: PTY terminals the supervisor owns.
 
 Contract (plugin-contract.md "Plugin-owned native terminals", "Close, retained context and
-reopen"; issue 5). The supervisor is the native terminal service: it owns each terminal's
+reopen"). The supervisor is the native terminal service: it owns each terminal's
 PTY, process tree and retained display text, and a host (or later a plugin backend session,
 the terminal's *owner*) drives it:
 

@@ -1,7 +1,7 @@
 """The lifecycle of one terminal handle, as a pure transition table.
 
 Contract (plugin-contract.md "Plugin-owned native terminals" and "Close, retained context and
-reopen"; issue 5): a handle is created running; ``close`` and a natural exit both run a
+reopen"): a handle is created running; ``close`` and a natural exit both run a
 bounded cleanup (the handle is *busy* meanwhile) and leave it ``closed`` with its launch and
 retained text; ``reopen`` starts a new generation from ``closed`` only (reopening a running
 terminal is ``preconditionFailed``); ``dispose`` ends any live process and forgets the handle.

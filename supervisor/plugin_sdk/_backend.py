@@ -27,7 +27,7 @@ import logging
 import math
 import signal
 from contextlib import asynccontextmanager, suppress
-from typing import TYPE_CHECKING, Any, Final, TypeAlias, TypeVar
+from typing import TYPE_CHECKING, Any, Final, NamedTuple, NoReturn, TypeAlias, TypeVar
 
 import trio
 
@@ -128,6 +128,38 @@ class _Call:
         self.scope: trio.CancelScope | None = None
         self.revoked = False
         self.settled = False
+
+
+class _InvokeRequest(NamedTuple):
+    """A ``lithe/function/invoke`` that passed its checks."""
+
+    function_id: str
+    operation_id: str
+    params: JSONObject
+    handler: FunctionHandler
+    workspace_context: JSONObject | None
+    caller: JSONObject | None
+
+
+def _read_workspace_context(raw_context: JSONValue | None) -> JSONObject | None:
+    """The invoke's workspace context, or None when it is absent or malformed."""
+    if isinstance(raw_context, dict):
+        try:
+            return _wire_context(raw_context)
+        except PluginSdkError:
+            return None
+    return None
+
+
+def _read_caller(raw_caller: JSONValue | None) -> JSONObject | None:
+    """The invoke's ``caller`` (``{pluginID}``), or None unless it is exactly that shape."""
+    if (
+        isinstance(raw_caller, dict)
+        and set(raw_caller) == {"pluginID"}
+        and isinstance(raw_caller["pluginID"], str)
+    ):
+        return {"pluginID": raw_caller["pluginID"]}
+    return None
 
 
 class Diagnostics:
@@ -988,6 +1020,18 @@ class Backend:
     # -- calls ----------------------------------------------------------------------------
 
     async def _invoke(self, params: JSONValue | None) -> JSONValue:
+        """Run one ``lithe/function/invoke``: the function's value, or a JSONRPCError."""
+        request = self._read_invoke(params)
+        call = _Call(request.function_id, request.operation_id)
+        operation = log_operation(request.function_id)
+        start = trio.current_time()
+        value, failure = await self._run_call(call, request)
+        if failure is not None:
+            await self._report_failure(call, operation, start, failure)
+        return await self._report_result(call, operation, start, value)
+
+    def _read_invoke(self, params: JSONValue | None) -> _InvokeRequest:
+        """The invoke's parts, or the JSONRPCError that refuses it before anything runs."""
         if not isinstance(params, dict):
             raise JSONRPCError(ErrorCode.INVALID_PARAMS, "invoke params must be an object")
         function_id = params.get("functionID")
@@ -1010,36 +1054,32 @@ class Backend:
                 f"Function not registered: {cut_utf8(function_id, 128)}",
                 {"code": "plugin.function.unknown"},
             )
-        raw_context = params.get("context")
-        workspace_context: JSONObject | None = None
-        if isinstance(raw_context, dict):
-            try:
-                workspace_context = _wire_context(raw_context)
-            except PluginSdkError:
-                workspace_context = None
-        raw_caller = params.get("caller")
-        caller: JSONObject | None = None
-        if (
-            isinstance(raw_caller, dict)
-            and set(raw_caller) == {"pluginID"}
-            and isinstance(raw_caller["pluginID"], str)
-        ):
-            caller = {"pluginID": raw_caller["pluginID"]}
+        return _InvokeRequest(
+            function_id,
+            operation_id,
+            call_params,
+            handler,
+            _read_workspace_context(params.get("context")),
+            _read_caller(params.get("caller")),
+        )
 
-        call = _Call(function_id, operation_id)
+    async def _run_call(
+        self, call: _Call, request: _InvokeRequest
+    ) -> tuple[JSONValue, BaseException | None]:
+        """Run the handler in the call's own nursery: its value, or what it failed with."""
         self._calls.add(call)
         self._calls_idle = trio.Event()
-        operation = log_operation(function_id)
-        start = trio.current_time()
         failure: BaseException | None = None
         value: JSONValue = None
         try:
             try:
                 async with trio.open_nursery() as nursery:
                     call.scope = nursery.cancel_scope
-                    context = CallContext(self, call, nursery, workspace_context, caller)
+                    context = CallContext(
+                        self, call, nursery, request.workspace_context, request.caller
+                    )
                     try:
-                        value = await handler(call_params, context)
+                        value = await request.handler(request.params, context)
                     except Exception as exc:
                         failure = exc
                     # Work the handler left running ends with its call (rule 5).
@@ -1054,38 +1094,48 @@ class Backend:
             self._calls.discard(call)
             if not self._calls:
                 self._calls_idle.set()
-        if failure is None and call.revoked:
+        return value, failure
+
+    async def _report_result(
+        self, call: _Call, operation: str, start: float, value: JSONValue
+    ) -> JSONValue:
+        """Answer ``value`` with its ``operationFinished`` fact, unless withdrawn or not JSON."""
+        if call.revoked:
             raise JSONRPCError(
                 ErrorCode.REQUEST_CANCELLED,
                 "The function was withdrawn",
                 {"code": "plugin.function.revoked"},
             )
-        if failure is None and self._state == "shutdown":
+        if self._state == "shutdown":
             raise JSONRPCError(ErrorCode.REQUEST_CANCELLED, "The backend is shutting down")
-        if failure is None:
-            try:
-                encode_result(value)
-            except ValueError:
-                await self._send_fact(
-                    log_fact(
-                        "operationFailed",
-                        "result-encoding",
-                        duration_ms=_monotonic_ms(start),
-                        code="result.invalid",
-                        operation_id=operation_id,
-                    )
+        try:
+            encode_result(value)
+        except ValueError:
+            await self._send_fact(
+                log_fact(
+                    "operationFailed",
+                    "result-encoding",
+                    duration_ms=_monotonic_ms(start),
+                    code="result.invalid",
+                    operation_id=call.operation_id,
                 )
-                raise JSONRPCError(_FUNCTION_FAILED_NUMBER, _GENERIC_FAILURE) from None
-            if operation not in self._suppressed and function_id not in self._suppressed:
-                await self._send_fact(
-                    log_fact(
-                        "operationFinished",
-                        operation,
-                        duration_ms=_monotonic_ms(start),
-                        operation_id=operation_id,
-                    )
+            )
+            raise JSONRPCError(_FUNCTION_FAILED_NUMBER, _GENERIC_FAILURE) from None
+        if operation not in self._suppressed and call.function_id not in self._suppressed:
+            await self._send_fact(
+                log_fact(
+                    "operationFinished",
+                    operation,
+                    duration_ms=_monotonic_ms(start),
+                    operation_id=call.operation_id,
                 )
-            return value
+            )
+        return value
+
+    async def _report_failure(
+        self, call: _Call, operation: str, start: float, failure: BaseException
+    ) -> NoReturn:
+        """Send the ``operationFailed`` fact, then raise the failure's JSONRPCError."""
         failure = _presentable(failure)
         if isinstance(failure, PluginError):
             code = "plugin.error"
@@ -1094,7 +1144,7 @@ class Backend:
         else:
             # Anything else is reported generically: no path or traceback reaches the UI;
             # the traceback goes to stderr for the plugin's author.
-            logger.error("function %s failed", function_id, exc_info=failure)
+            logger.error("function %s failed", call.function_id, exc_info=failure)
             code = "handler.exception"
             message = _GENERIC_FAILURE
             data = None
@@ -1106,7 +1156,7 @@ class Backend:
                 operation,
                 duration_ms=_monotonic_ms(start),
                 code=code,
-                operation_id=operation_id,
+                operation_id=call.operation_id,
             )
         )
         raise JSONRPCError(_FUNCTION_FAILED_NUMBER, message, data)
