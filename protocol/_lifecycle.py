@@ -27,7 +27,7 @@ import enum
 from typing import Final
 
 from ._codes import ErrorCode
-from ._errors import LocalProtocolError
+from ._machine import StateMachine
 
 __all__ = ("LifecycleInput", "LifecycleState", "ServerLifecycle")
 
@@ -84,13 +84,20 @@ class ServerLifecycle:
     """
 
     def __init__(self) -> None:
-        self._state = LifecycleState.UNINITIALIZED
+        # Every input is a decision of ours (the endpoint admits or refuses first): strict.
+        self._machine = StateMachine(
+            _TRANSITIONS,
+            LifecycleState.UNINITIALIZED,
+            error=LifecycleState.ERROR,
+            strict=True,
+            name="lifecycle",
+        )
         self._exit_code: int | None = None
 
     @property
     def state(self) -> LifecycleState:
         """The current state."""
-        return self._state
+        return self._machine.state
 
     @property
     def exit_code(self) -> int | None:
@@ -99,11 +106,7 @@ class ServerLifecycle:
         return self._exit_code
 
     def _check_poisoned(self) -> None:
-        if self._state is LifecycleState.ERROR:
-            raise LocalProtocolError(
-                "the session lifecycle is in ERROR after an illegal step",
-                error_code=ErrorCode.INTERNAL_ERROR,
-            )
+        self._machine.check_poisoned()
 
     def check_request(self, method: str) -> ErrorCode | None:
         """How to answer an incoming request, without changing state.
@@ -121,7 +124,7 @@ class ServerLifecycle:
             LocalProtocolError: The machine is in ``ERROR``.
         """
         self._check_poisoned()
-        state = self._state
+        state = self._machine.state
         if state is LifecycleState.UNINITIALIZED:
             return None if method == _INITIALIZE else ErrorCode.SERVER_NOT_INITIALIZED
         if method == _INITIALIZE:
@@ -146,9 +149,9 @@ class ServerLifecycle:
             LocalProtocolError: The machine is in ``ERROR``.
         """
         self._check_poisoned()
-        if self._state is LifecycleState.UNINITIALIZED:
+        if self._machine.state is LifecycleState.UNINITIALIZED:
             return method != _EXIT
-        return self._state is LifecycleState.EXITED
+        return self._machine.state is LifecycleState.EXITED
 
     def process(self, event: LifecycleInput) -> LifecycleState:
         """Apply one input.
@@ -163,20 +166,11 @@ class ServerLifecycle:
             LocalProtocolError: ``(state, event)`` is not a legal step; the state becomes
                 ``ERROR`` and stays there.
         """
-        self._check_poisoned()
-        try:
-            new_state = _TRANSITIONS[self._state, event]
-        except KeyError:
-            old_state = self._state
-            self._state = LifecycleState.ERROR
-            raise LocalProtocolError(
-                f"illegal lifecycle step {event.name} in state {old_state.name}",
-                error_code=ErrorCode.INVALID_REQUEST,
-            ) from None
-        if new_state is LifecycleState.EXITED:
-            self._exit_code = 0 if self._state is LifecycleState.SHUTTING_DOWN else 1
-        self._state = new_state
-        return new_state
+        before = self._machine.state
+        self._machine.process(event)
+        if self._machine.state is LifecycleState.EXITED:
+            self._exit_code = 0 if before is LifecycleState.SHUTTING_DOWN else 1
+        return self._machine.state
 
     def initialize_received(self) -> None:
         """An ``initialize`` request was accepted (after :meth:`check_request` allowed it).
