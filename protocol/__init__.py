@@ -85,6 +85,7 @@ from ._lifecycle import (
     LifecycleState as LifecycleState,
     ServerLifecycle as ServerLifecycle,
 )
+from ._machine import StateMachine as StateMachine
 from ._payload import (
     MAX_ECHO_BYTES as MAX_ECHO_BYTES,
     MAX_MILLISECONDS as MAX_MILLISECONDS,
@@ -156,6 +157,7 @@ __all__ = (
     "RequestReceived",
     "Response",
     "ServerLifecycle",
+    "StateMachine",
     "StrayText",
     "argv_item_problem",
     "check_request_values",

@@ -13,7 +13,8 @@ h2's ``SEND_*``/``RECV_*``:
   leaves the state as it is.
 
 With ``strict=True`` every input is local (a machine whose every input is a decision, such
-as the server lifecycle). A machine in its error state refuses every further input.
+as the server lifecycle). A machine in its error state refuses every further local input;
+remote inputs still follow the table there (a process that exits has exited).
 """
 
 from __future__ import annotations
@@ -97,13 +98,16 @@ class StateMachine(Generic[S, I]):
             input, is False).
 
         Raises:
-            LocalProtocolError: The machine is poisoned, or ``event`` is a local input the
-                current state has no step for (the machine then moves to its error state).
+            LocalProtocolError: ``event`` is a local input and the machine is poisoned, or
+                the current state has no step for it (the machine then moves to its error
+                state).
         """
-        self.check_poisoned()
+        local = self._strict or event in self._local
+        if local:
+            self.check_poisoned()
         new = self._table.get((self.state, event))
         if new is None:
-            if self._strict or event in self._local:
+            if local:
                 old = self.state
                 if self._error is not None:
                     self.state = self._error

@@ -25,7 +25,7 @@ import enum
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Final
 
-from protocol import CoreError, ErrorCode as _ErrorCode, LocalProtocolError
+from protocol import CoreError, StateMachine
 
 from .._core._payload import check_fields
 
@@ -138,13 +138,28 @@ class DebugLifecycle:
     """
 
     def __init__(self) -> None:
-        self.state = DebugState.INITIALIZING
+        self._machine = StateMachine(
+            _TRANSITIONS,
+            DebugState.INITIALIZING,
+            error=DebugState.ERROR,
+            local_inputs=_LOCAL_INPUTS,
+            name="debug session",
+        )
         self.request_kind: str | None = None
         self.selected_thread: int | None = None
 
+    @property
+    def state(self) -> DebugState:
+        """The current :class:`DebugState`."""
+        return self._machine.state
+
+    @state.setter
+    def state(self, value: DebugState) -> None:
+        self._machine.state = value
+
     def can(self, event: DebugInput) -> bool:
         """Whether ``event`` is a transition of the current state."""
-        return (self.state, event) in _TRANSITIONS
+        return self._machine.can(event)
 
     def handle(self, event: DebugInput) -> bool:
         """Apply ``event``.
@@ -156,19 +171,7 @@ class DebugLifecycle:
             LocalProtocolError: ``event`` is one of ours (``SEND_*``) and not allowed now;
                 the state becomes ``ERROR``.
         """
-        new = _TRANSITIONS.get((self.state, event))
-        if new is None:
-            if event in _LOCAL_INPUTS:
-                old = self.state
-                self.state = DebugState.ERROR
-                raise LocalProtocolError(
-                    f"{event.value} is not allowed in state {old.value}",
-                    error_code=_ErrorCode.INVALID_REQUEST,
-                )
-            return False
-        changed = new is not self.state
-        self.state = new
-        return changed
+        return self._machine.process(event)
 
     @property
     def terminate_debuggee(self) -> bool:
