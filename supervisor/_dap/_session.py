@@ -1019,32 +1019,48 @@ class DebugSession(SessionResource[JSONObject]):
     ) -> JSONValue:
         """Replace the function breakpoint set; sent only with ``supportsFunctionBreakpoints``."""
         self.function_breakpoints = breakpoints
-        wire: list[JSONValue] = [bp.to_wire() for bp in breakpoints]
         caps = self.capabilities or {}
-        if not self._configured or not caps.get("supportsFunctionBreakpoints"):
-            return {"breakpoints": wire, "sent": False}
-        response = await self._request(
-            "setFunctionBreakpoints", function_breakpoints_arguments(breakpoints, caps), operation
+        return await self._send_set(
+            "breakpoints",
+            [bp.to_wire() for bp in breakpoints],
+            bool(caps.get("supportsFunctionBreakpoints")),
+            "setFunctionBreakpoints",
+            lambda: function_breakpoints_arguments(breakpoints, caps),
+            operation,
         )
-        if not response.success:
-            raise self._adapter_refused(response)
-        return {"breakpoints": wire, "sent": True}
 
     async def set_exception_filters(
         self, filters: tuple[ExceptionFilter, ...], operation: _Operation
     ) -> JSONValue:
         """Replace the exception filter selection; sent when the adapter declared filters."""
         self.exception_filters = filters
-        wire: list[JSONValue] = [f.to_wire() for f in filters]
         caps = self.capabilities or {}
-        if not self._configured or not caps.get("exceptionBreakpointFilters"):
-            return {"filters": wire, "sent": False}
-        response = await self._request(
-            "setExceptionBreakpoints", exception_breakpoints_arguments(filters, caps), operation
+        return await self._send_set(
+            "filters",
+            [f.to_wire() for f in filters],
+            bool(caps.get("exceptionBreakpointFilters")),
+            "setExceptionBreakpoints",
+            lambda: exception_breakpoints_arguments(filters, caps),
+            operation,
         )
+
+    async def _send_set(
+        self,
+        key: str,
+        wire: list[JSONValue],
+        supported: bool,
+        command: str,
+        arguments: Callable[[], JSONObject],
+        operation: _Operation,
+    ) -> JSONValue:
+        """Send a replaced set to the adapter once configured and when it supports it; the
+        answer says whether it was sent (a set kept for later is sent at configuration)."""
+        if not self._configured or not supported:
+            return {key: wire, "sent": False}
+        response = await self._request(command, arguments(), operation)
         if not response.success:
             raise self._adapter_refused(response)
-        return {"filters": wire, "sent": True}
+        return {key: wire, "sent": True}
 
     # -- execute and inspect -------------------------------------------------------------
 
