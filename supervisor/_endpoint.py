@@ -405,6 +405,8 @@ class JSONRPCEndpoint(metaclass=NoPublicConstructor):
             finite_only=finite_only,
         )
         self._pending: dict[int, _Pending] = {}
+        #: Handler tasks whose answer waits for room in the write queue.
+        self._answers_waiting = 0
         self._inbound: dict[tuple[type, object], _Inbound] = {}
         self._queue = _WriteQueue(max_pending_writes)
         self._notifications_in, self._notifications_out = trio.open_memory_channel[Notification](
@@ -881,7 +883,7 @@ class JSONRPCEndpoint(metaclass=NoPublicConstructor):
         elif isinstance(event, MessageRefused):
             logger.debug("%s: bad message: %s", self.name, event.error)
             if event.answer is not None:
-                await self._queue.put(event.answer)
+                self._answer_from_reader(event.answer)
         else:
             self._complete(event)
 
@@ -904,12 +906,37 @@ class JSONRPCEndpoint(metaclass=NoPublicConstructor):
             )
         entry.finish()
 
+    def _answer_from_reader(self, frame: bytes) -> None:
+        """Queue an answer the reader makes itself (a refusal) without waiting for room.
+
+        Waiting would stop the reader, and with it the replies the writer may be waiting on:
+        a peer that sends requests while it reads none of our answers would block both
+        sides for ever. A full queue at that point means exactly that peer, so the endpoint
+        closes (``"peer not reading"``): bounded, and its owner sees a transport failure.
+        """
+        if not self._queue.put_nowait(frame) and self._close_reason is None:
+            self._close("peer not reading: the write queue is full while it sends requests")
+
     async def _start_inbound(self, request: Request) -> None:
+        if self._answers_waiting and (
+            len(self._inbound) + self._answers_waiting >= self._max_inbound
+        ):
+            # The connection counts a request answered once its answer is framed; answers
+            # that wait for room in the write queue still hold a task each, so they count.
+            self._answer_from_reader(
+                self._conn.send_error(
+                    request.id,
+                    ErrorCode.REQUEST_FAILED,
+                    "too many requests in flight",
+                    {"code": "busy"},
+                )
+            )
+            return
         if self._admit_request is not None:
             try:
                 self._admit_request(request.method)
             except JSONRPCError as exc:
-                await self._queue.put(
+                self._answer_from_reader(
                     self._conn.send_error(request.id, exc.code, exc.message, exc.data)
                 )
                 return
@@ -967,7 +994,14 @@ class JSONRPCEndpoint(metaclass=NoPublicConstructor):
                 )
             else:
                 answer = Response(id=request.id, result=result)
-        await self._queue.put(self._encode_answer(request, answer))
+        frame = self._encode_answer(request, answer)
+        # Counted while it waits for room: an answer not yet queued is still a request in
+        # flight for the in-flight bound (see _start_inbound).
+        self._answers_waiting += 1
+        try:
+            await self._queue.put(frame)
+        finally:
+            self._answers_waiting -= 1
 
     def _encode_answer(self, request: Request, answer: Response | ErrorResponse) -> bytes:
         """The frame of ``answer``; -32603 when the handler's value has no JSON form.

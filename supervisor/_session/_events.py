@@ -1,9 +1,13 @@
 """Bounded, ordered event queues drained by ``*.waitEvents`` and ``*.pollEvents``.
 
 Strategy: producers (lanes, sessions) call :meth:`EventQueue.put` synchronously from the Trio
-thread; it never blocks. When the queue is full the *oldest* event that nobody has to answer
-is dropped and the next drain reports ``gap: true``, so a consumer that stops draining costs
-bounded memory and still learns that it missed something.
+thread; it never blocks. When the queue is full an old event is dropped and the next drain
+reports ``gap: true``, so a consumer that stops draining costs bounded memory and still learns
+that it missed something. Which one: the oldest *informational* event
+(:data:`INFORMATIONAL_EVENTS`: logs, output, progress, diagnostics, facts), so that a flood of
+them (a server logging without pause) can never push out the events that end or change
+something (``requestCompleted``, ``stateChanged``, ``operationFailed``, ``terminated``, ...);
+those go, oldest first, only when nothing informational is left to drop.
 
 Events that ask the client for an answer (:data:`ANSWER_EVENTS`: a backend's ``hostRequest``,
 a debug adapter's ``runInTerminalRequested``) are never dropped: a peer waits for that answer,
@@ -16,6 +20,7 @@ no CPU, there is no polling loop.
 
 from __future__ import annotations
 
+import heapq
 from collections import deque
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Final
@@ -25,12 +30,28 @@ import trio
 if TYPE_CHECKING:
     from protocol import JSONObject
 
-__all__ = ("ANSWER_EVENTS", "DEFAULT_MAX_EVENTS", "EventQueue", "EventQueueStatistics")
+__all__ = (
+    "ANSWER_EVENTS",
+    "DEFAULT_MAX_EVENTS",
+    "INFORMATIONAL_EVENTS",
+    "EventQueue",
+    "EventQueueStatistics",
+)
 
 #: Events a queue keeps before it drops the oldest.
 DEFAULT_MAX_EVENTS = 4096
 #: Event names that ask the client for an answer: never dropped (see the module docstring).
 ANSWER_EVENTS: Final = frozenset({"hostRequest", "runInTerminalRequested"})
+#: Event names that only inform: dropped first when the queue is full.
+INFORMATIONAL_EVENTS: Final = frozenset(
+    {"log", "output", "progress", "diagnostics", "fact", "serverNotification", "job.output"}
+)
+
+
+def _seq_of(event: JSONObject) -> int:
+    seq = event["seq"]
+    assert isinstance(seq, int)
+    return seq
 
 
 @dataclass(frozen=True)
@@ -55,8 +76,8 @@ class EventQueue:
     event put, so a consumer can see order and gaps.
 
     Args:
-        max_events: How many events the queue keeps; past that the oldest one that is not an
-            :data:`ANSWER_EVENTS` event is dropped.
+        max_events: How many events the queue keeps; past that one is dropped (the oldest
+            informational one, else the oldest that needs no answer).
 
     Raises:
         ValueError: ``max_events`` is not positive.
@@ -65,7 +86,11 @@ class EventQueue:
     def __init__(self, max_events: int = DEFAULT_MAX_EVENTS) -> None:
         if max_events <= 0:
             raise ValueError("max_events must be positive")
-        self._events: deque[JSONObject] = deque()
+        # Three deques by what may be dropped, each in seq order; a drain merges them. Dropping
+        # is then one popleft, however the kinds interleave.
+        self._info: deque[JSONObject] = deque()
+        self._outcomes: deque[JSONObject] = deque()
+        self._answers: deque[JSONObject] = deque()
         self._max_events = max_events
         self._gap = False
         self._dropped = 0
@@ -80,22 +105,27 @@ class EventQueue:
             params: Its wire-shaped fields (camelCase).
         """
         self._seq += 1
-        self._events.append({"seq": self._seq, "event": event, **params})
-        if len(self._events) > self._max_events and self._drop_oldest():
+        item: JSONObject = {"seq": self._seq, "event": event, **params}
+        if event in INFORMATIONAL_EVENTS:
+            self._info.append(item)
+        elif event in ANSWER_EVENTS:
+            self._answers.append(item)
+        else:
+            self._outcomes.append(item)
+        if self._count() > self._max_events and self._drop_oldest():
             self._gap = True
             self._dropped += 1
         self._ready.set()
 
+    def _count(self) -> int:
+        return len(self._info) + len(self._outcomes) + len(self._answers)
+
     def _drop_oldest(self) -> bool:
-        """Drop the oldest event that needs no answer; False when every queued one does."""
-        events = self._events
-        if events[0]["event"] not in ANSWER_EVENTS:
-            events.popleft()
-            return True
-        # Rare (the queue is full and its head waits for an answer): a linear scan.
-        for index, queued in enumerate(events):
-            if queued["event"] not in ANSWER_EVENTS:
-                del events[index]
+        """Drop the oldest informational event, else the oldest other one that needs no
+        answer; False when every queued event needs an answer."""
+        for kind in (self._info, self._outcomes):
+            if kind:
+                kind.popleft()
                 return True
         return False
 
@@ -106,8 +136,13 @@ class EventQueue:
             ``{"events": [...], "gap": bool}``; ``gap`` is true when events were dropped since
             the previous drain.
         """
-        events: list[JSONObject] = list(self._events)
-        self._events.clear()
+        kinds = [kind for kind in (self._info, self._outcomes, self._answers) if kind]
+        if len(kinds) == 1:
+            events: list[JSONObject] = list(kinds[0])
+        else:
+            events = list(heapq.merge(*kinds, key=_seq_of))
+        for kind in kinds:
+            kind.clear()
         gap = self._gap
         self._gap = False
         self._ready = trio.Event()
@@ -124,11 +159,11 @@ class EventQueue:
 
         **Cancellation:** cancelling the caller leaves the queue untouched.
         """
-        if not self._events and timeout_ms > 0:
+        if not self._count() and timeout_ms > 0:
             with trio.move_on_after(timeout_ms / 1000):
                 await self._ready.wait()
         return self.poll()
 
     def statistics(self) -> EventQueueStatistics:
         """Return queued and dropped counts."""
-        return EventQueueStatistics(len(self._events), self._dropped, self._seq + 1)
+        return EventQueueStatistics(self._count(), self._dropped, self._seq + 1)

@@ -8,6 +8,7 @@ the endpoint writes. One test runs a real subprocess peer (tests/peers/echo_serv
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import math
 import os
@@ -1159,3 +1160,36 @@ async def test_handlers_see_the_request_id() -> None:
         assert await client.request("who") == 1
         assert await client.request("who") == 2
         assert not server.closed
+
+
+async def test_a_peer_sending_requests_while_reading_nothing_closes_the_endpoint() -> None:
+    """A peer that floods us with requests and never reads our answers: the handlers fill
+    the write queue, the requests past the in-flight bound are refused by the reader, and the
+    reader must not wait for room for those refusals (it used to, and both sides then waited
+    on each other for ever). The endpoint closes instead, and its pending requests fail."""
+    ours, theirs = trio.testing.lockstep_stream_pair()
+    peer = RawPeer(theirs)
+    async with (
+        open_jsonrpc_endpoint(
+            ours.send_stream,
+            ours.receive_stream,
+            request_handler=echo_handler,
+            max_pending_writes=4,
+            max_inbound_concurrency=2,
+        ) as endpoint,
+        trio.open_nursery() as nursery,
+    ):
+
+        async def flood() -> None:
+            with contextlib.suppress(trio.BrokenResourceError, trio.ClosedResourceError):
+                for request_id in range(1, 200):
+                    await peer.send_message(Request(id=request_id, method="echo", params=None))
+
+        nursery.start_soon(flood)
+        with trio.fail_after(5):
+            await endpoint.wait_closed()
+        assert endpoint.close_reason is not None
+        assert endpoint.close_reason.startswith("peer not reading")
+        with pytest.raises(EndpointClosed):
+            await endpoint.request("late", None)
+        nursery.cancel_scope.cancel()

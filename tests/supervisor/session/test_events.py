@@ -64,3 +64,29 @@ async def test_wait_returns_when_an_event_arrives(autojump_clock: trio.abc.Clock
         drain = await queue.wait(60_000)
     assert _names(drain) == [(1, "exited")]
     assert abs(trio.current_time() - start - 5) < 1e-9
+
+
+def test_a_flood_of_informational_events_never_pushes_out_an_outcome() -> None:
+    """A server that logs without pause used to push ``requestCompleted`` and
+    ``stateChanged`` out of a queue nobody drained for a while; now the logs go first."""
+    queue = EventQueue(4)
+    queue.put("stateChanged", {"state": "ready"})
+    for i in range(3):
+        queue.put("log", {"i": i})
+    queue.put("requestCompleted", {"operationId": "op"})
+    for i in range(1000):
+        queue.put("log", {"i": i})
+    drain = queue.poll()
+    names = _names(drain)
+    assert (1, "stateChanged") in names
+    assert (5, "requestCompleted") in names
+    assert [seq for seq, _ in names] == sorted(seq for seq, _ in names)
+    assert len(names) == 4
+    assert drain["gap"] is True
+
+
+def test_outcomes_go_oldest_first_once_nothing_informational_is_left() -> None:
+    queue = EventQueue(2)
+    for i in range(5):
+        queue.put("requestCompleted", {"i": i})
+    assert [seq for seq, _ in _names(queue.poll())] == [4, 5]
