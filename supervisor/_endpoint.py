@@ -31,6 +31,7 @@ cancel scope of each inbound request, and the reads and writes.
 
 from __future__ import annotations
 
+import contextlib
 import contextvars
 import errno
 import logging
@@ -117,6 +118,9 @@ _READS_PER_PASS: Final = 16
 #: Inbound notifications waiting for the dispatcher; past this the reader stops reading,
 #: which is backpressure on the peer that sends them.
 _NOTIFICATION_QUEUE_SIZE: Final = 128
+#: How long the reader waits for room to queue a refusal before it takes the peer for one
+#: that sends requests while reading none of our answers (see _answer_from_reader).
+_REFUSAL_WAIT_S: Final = 10.0
 
 #: ``await request_handler(method, params) -> result``
 RequestHandler: TypeAlias = "Callable[[str, JSONValue | None], Awaitable[JSONValue]]"
@@ -883,7 +887,7 @@ class JSONRPCEndpoint(metaclass=NoPublicConstructor):
         elif isinstance(event, MessageRefused):
             logger.debug("%s: bad message: %s", self.name, event.error)
             if event.answer is not None:
-                self._answer_from_reader(event.answer)
+                await self._answer_from_reader(event.answer)
         else:
             self._complete(event)
 
@@ -906,16 +910,23 @@ class JSONRPCEndpoint(metaclass=NoPublicConstructor):
             )
         entry.finish()
 
-    def _answer_from_reader(self, frame: bytes) -> None:
-        """Queue an answer the reader makes itself (a refusal) without waiting for room.
+    async def _answer_from_reader(self, frame: bytes) -> None:
+        """Queue an answer the reader makes itself (a refusal), waiting for room a bounded time.
 
-        Waiting would stop the reader, and with it the replies the writer may be waiting on:
-        a peer that sends requests while it reads none of our answers would block both
-        sides for ever. A full queue at that point means exactly that peer, so the endpoint
-        closes (``"peer not reading"``): bounded, and its owner sees a transport failure.
+        While the reader waits it reads nothing, the replies the writer may be waiting on
+        included: a peer that sends requests while it reads none of our answers would block
+        both sides for ever. A peer that reads frees room as the writer goes on, so no room
+        for :data:`_REFUSAL_WAIT_S` means exactly that peer: the endpoint closes
+        (``"peer not reading"``), and its owner sees a transport failure.
         """
-        if not self._queue.put_nowait(frame) and self._close_reason is None:
-            self._close("peer not reading: the write queue is full while it sends requests")
+        if self._queue.put_nowait(frame):
+            return
+        with trio.move_on_after(_REFUSAL_WAIT_S):
+            with contextlib.suppress(EndpointClosed):
+                await self._queue.put(frame)
+            return
+        if self._close_reason is None:
+            self._close("peer not reading: no room for an answer while it sends requests")
 
     async def _start_inbound(self, request: Request) -> None:
         if self._answers_waiting and (
@@ -923,7 +934,7 @@ class JSONRPCEndpoint(metaclass=NoPublicConstructor):
         ):
             # The connection counts a request answered once its answer is framed; answers
             # that wait for room in the write queue still hold a task each, so they count.
-            self._answer_from_reader(
+            await self._answer_from_reader(
                 self._conn.send_error(
                     request.id,
                     ErrorCode.REQUEST_FAILED,
@@ -936,7 +947,7 @@ class JSONRPCEndpoint(metaclass=NoPublicConstructor):
             try:
                 self._admit_request(request.method)
             except JSONRPCError as exc:
-                self._answer_from_reader(
+                await self._answer_from_reader(
                     self._conn.send_error(request.id, exc.code, exc.message, exc.data)
                 )
                 return

@@ -1162,7 +1162,9 @@ async def test_handlers_see_the_request_id() -> None:
         assert not server.closed
 
 
-async def test_a_peer_sending_requests_while_reading_nothing_closes_the_endpoint() -> None:
+async def test_a_peer_sending_requests_while_reading_nothing_closes_the_endpoint(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
     """A peer that floods us with requests and never reads our answers: the handlers fill
     the write queue, the requests past the in-flight bound are refused by the reader, and the
     reader must not wait for room for those refusals (it used to, and both sides then waited
@@ -1176,6 +1178,9 @@ async def test_a_peer_sending_requests_while_reading_nothing_closes_the_endpoint
             request_handler=echo_handler,
             max_pending_writes=4,
             max_inbound_concurrency=2,
+            # As a language-server session has it: a write may stall for an hour, so only
+            # the reader's bound can tell this peer.
+            write_timeout_ms=3_600_000,
         ) as endpoint,
         trio.open_nursery() as nursery,
     ):
@@ -1186,8 +1191,11 @@ async def test_a_peer_sending_requests_while_reading_nothing_closes_the_endpoint
                     await peer.send_message(Request(id=request_id, method="echo", params=None))
 
         nursery.start_soon(flood)
-        with trio.fail_after(5):
+        start = trio.current_time()
+        with trio.fail_after(60):
             await endpoint.wait_closed()
+        # Not before the reader gave the peer its bounded chance to read.
+        assert trio.current_time() - start >= 10
         assert endpoint.close_reason is not None
         assert endpoint.close_reason.startswith("peer not reading")
         with pytest.raises(EndpointClosed):
