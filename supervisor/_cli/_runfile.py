@@ -17,7 +17,8 @@ Jobs must be written as ``[[job]]`` tables. The equivalent inline form
 all sit inside one value, where errors could not name their own line, and one form keeps
 files uniform.
 
-The file is an array of tables, one ``[[job]]`` per job, in submission order::
+The file is an array of tables, one ``[[job]]`` per job, in submission order (keys marked
+"required" must be given; every other key has the default shown)::
 
     [[job]]
     name = "build"                  # optional, unique; default "<kind>#<n>"
@@ -26,22 +27,34 @@ The file is an array of tables, one ``[[job]]`` per job, in submission order::
     argv = ["{python}", "-m", "compileall", "-q", "calc"]   # required, non-empty
     cwd = "calc"                    # optional, relative to the project; default: the project
     env = { PYTHONHASHSEED = "0" }  # optional, strings only; added to the inherited env
-    timeout_ms = 60000              # optional, > 0: the job's deadline (failed + timedOut)
+    timeout_ms = 60000              # optional: the job's deadline (failed + timedOut); 0 or
+                                    # absent: none (as ``exec --timeout-ms 0``)
+    needs = ["build"]               # optional: jobs (by name) that must end ok first; if one
+                                    # does not, this job ends "skipped" without starting
     supersede = false               # optional: cancel the lane's running job (superseded)
+    replace_waiting = false         # optional: true replaces a waiting job of the same kind
+                                    # on the lane (build, test: it ends superseded); false
+                                    # waits until no such job waits, so every job runs
     start_after_ms = 0              # optional, >= 0: submit this long after the run started
     cancel_after_ms = 500           # optional, >= 0: cancel it this long after submitting
     trusted = true                  # optional: false submits it to an untrusted workspace
-    expect = "ok"                   # optional: a status or a list; default ["ok", "superseded"]
+    expect = "ok"                   # optional: a status or a list; default "ok"
     expect_timed_out = false        # optional: also require timedOut to be this value (true
                                     # needs "failed" in expect: a timed-out job ends failed)
+
+Durations are integers of milliseconds: ``timeout_ms`` at most :data:`MAX_TIMEOUT_MS`
+(``2**31 - 1``, about 24.8 days: the protocol's bound), ``start_after_ms`` and
+``cancel_after_ms`` at most :data:`MAX_DELAY_MS` (one hour: a run is not a scheduler, and a
+longer delay is a typo that would hold the run for ever).
 
 Placeholders, replaced in ``argv``, ``cwd`` and ``env`` values when a job is submitted
 (only these exact tokens; other braces are left alone): ``{python}`` is the interpreter
 that runs the supervisor (``sys.executable``: no PATH search and no pyenv shim, which
 costs about 185 ms a launch), ``{here}`` the directory of the lanes file, and
-``{tmpdir}`` a scratch directory created for the run and removed after it. Any other
-``{word}`` is passed as is (``find -exec {} ;`` needs its braces); when such a job fails to
-launch, ``supervisor run`` names the known placeholders on its ``finished`` line.
+``{tmpdir}`` a scratch directory created for the run and removed after it. A ``{word}``
+close to one of them (``{pyhton}``, ``{PYTHON}``) is refused at its line with a
+did-you-mean; any other ``{word}`` is passed as is (``find -exec {} ;`` and format strings
+need their braces).
 """
 
 from __future__ import annotations
@@ -75,6 +88,8 @@ if TYPE_CHECKING:
 __all__ = (
     "DEFAULT_EXPECT",
     "JOB_STATUSES",
+    "MAX_DELAY_MS",
+    "MAX_TIMEOUT_MS",
     "PLACEHOLDERS",
     "RunFile",
     "RunFileError",
@@ -83,14 +98,23 @@ __all__ = (
     "parse_run_file",
 )
 
-#: The statuses of ``job.finished`` (those the lanes report).
-JOB_STATUSES: Final = ("ok", "failed", "cancelled", "denied", "superseded")
-#: What a job is expected to end with when its ``expect`` key is absent.
-DEFAULT_EXPECT: Final = frozenset({"ok", "superseded"})
+#: The statuses of ``job.finished`` (those the lanes report), and ``skipped``: a job whose
+#: ``needs`` did not all end ok, never submitted.
+JOB_STATUSES: Final = ("ok", "failed", "cancelled", "denied", "superseded", "skipped")
+#: What a job is expected to end with when its ``expect`` key is absent: a job replaced or
+#: superseded did not run, so that counts as expected only where the file says so.
+DEFAULT_EXPECT: Final = frozenset({"ok"})
+#: The largest ``timeout_ms``: the protocol's bound on every duration (about 24.8 days).
+MAX_TIMEOUT_MS: Final = MAX_MILLISECONDS
+#: The largest ``start_after_ms`` and ``cancel_after_ms``: one hour.
+MAX_DELAY_MS: Final = 3_600_000
 #: The placeholder tokens a job's argv, cwd and env values may hold.
 PLACEHOLDERS: Final = ("{python}", "{here}", "{tmpdir}")
 #: Used when the lanes package does not publish its own list of kinds.
 _FALLBACK_KINDS: Final = ("build", "test", "pack", "toolchain", "add", "command")
+
+#: A token that looks like a placeholder: ``{word}``.
+_PLACEHOLDER_LIKE: Final = re.compile(r"\{[A-Za-z_][A-Za-z0-9_]*\}")
 
 _JOB_KEYS: Final = (
     "name",
@@ -100,7 +124,9 @@ _JOB_KEYS: Final = (
     "cwd",
     "env",
     "timeout_ms",
+    "needs",
     "supersede",
+    "replace_waiting",
     "start_after_ms",
     "cancel_after_ms",
     "trusted",
@@ -146,7 +172,9 @@ class RunFileJob:
     cwd: str
     env: Mapping[str, str] | None = None
     timeout_ms: int | None = None
+    needs: tuple[str, ...] = ()
     supersede: bool = False
+    replace_waiting: bool = False
     start_after_ms: int = 0
     cancel_after_ms: int | None = None
     trusted: bool = True
@@ -291,7 +319,51 @@ def parse_run_file(text: str, *, path: str, directory: str) -> RunFile:
             )
         names[job.name] = job.line
         jobs.append(job)
+    _check_needs(jobs, path=path, where=where)
     return RunFile(path=path, directory=directory, jobs=tuple(jobs))
+
+
+def _check_needs(jobs: list[RunFileJob], *, path: str, where: _Locations) -> None:
+    """Refuse a ``needs`` entry naming no job (with a did-you-mean), itself, or a cycle."""
+    by_name = {job.name: index for index, job in enumerate(jobs)}
+    names = tuple(by_name)
+    for index, job in enumerate(jobs):
+        for position, need in enumerate(job.needs):
+            line = where.job_key_line(index, "needs", element=position)
+            if need == job.name:
+                raise RunFileError(path, line, f"job {job.name!r} needs itself")
+            if need not in by_name:
+                raise RunFileError(
+                    path, line, f"needs[{position}]: no job is named {need!r}{_hint(need, names)}"
+                )
+    # Depth-first search; a job met again while on the current path closes a cycle.
+    state: dict[int, int] = {}  # 1: on the path, 2: done
+    for first in range(len(jobs)):
+        if state.get(first):
+            continue
+        stack: list[tuple[int, int]] = [(first, 0)]
+        state[first] = 1
+        while stack:
+            index, position = stack[-1]
+            needs = jobs[index].needs
+            if position == len(needs):
+                state[index] = 2
+                stack.pop()
+                continue
+            stack[-1] = (index, position + 1)
+            target = by_name[needs[position]]
+            if state.get(target) == 1:
+                cycle = [i for i, _ in stack]
+                cycle = cycle[cycle.index(target) :]
+                chain = " -> ".join(repr(jobs[i].name) for i in [*cycle, target])
+                raise RunFileError(
+                    path,
+                    where.job_key_line(index, "needs", element=position),
+                    f"the needs form a cycle: {chain}",
+                )
+            if not state.get(target):
+                state[target] = 1
+                stack.append((target, 0))
 
 
 #: tomllib ends its messages with the position: "(at line 3, column 7)".
@@ -412,7 +484,9 @@ def _parse_job(
     cwd_path = _job_cwd(table, project_path)
     env = _job_env(table)
     timeout_ms, start_after_ms, cancel_after_ms = _job_times(table)
+    needs = _job_needs(table)
     supersede = table.typed("supersede", bool, "a boolean")
+    replace_waiting = table.typed("replace_waiting", bool, "a boolean")
     trusted = table.typed("trusted", bool, "a boolean")
     expect_timed_out = table.typed("expect_timed_out", bool, "a boolean")
     expect = _job_expect(table)
@@ -426,7 +500,9 @@ def _parse_job(
         cwd=cwd_path,
         env=None if env is None else dict(env),
         timeout_ms=timeout_ms,
+        needs=needs,
         supersede=bool(supersede),
+        replace_waiting=bool(replace_waiting),
         start_after_ms=start_after_ms,
         cancel_after_ms=cancel_after_ms,
         trusted=True if trusted is None else trusted,
@@ -491,6 +567,7 @@ def _job_argv(table: _JobTable) -> list[str]:
             )
         if (problem := argv_item_problem(position, arg)) is not None:
             raise table.fail("argv", problem, element=position)
+        _check_placeholders(table, "argv", arg, element=position)
     return argv
 
 
@@ -499,6 +576,8 @@ def _job_cwd(table: _JobTable, project_path: str) -> str:
     cwd = table.typed("cwd", str, "a string (a directory)")
     if cwd is not None and path_problem(cwd, "cwd") is not None:
         raise table.fail("cwd", "'cwd' must be a non-empty path")
+    if cwd is not None:
+        _check_placeholders(table, "cwd", cwd)
     cwd_path: str = project_path if cwd is None else os.path.join(project_path, cwd)
     if not any(p in cwd_path for p in PLACEHOLDERS):
         cwd_path = os.path.normpath(cwd_path)
@@ -520,28 +599,62 @@ def _job_env(table: _JobTable) -> dict[str, str] | None:
                 )
             if env_item_problem(var, value) is not None:
                 raise table.fail("env", f"invalid environment variable {echo(var)}", subkey=var)
+            _check_placeholders(table, "env", value, subkey=var)
     return env
 
 
 def _job_times(table: _JobTable) -> tuple[int | None, int, int | None]:
-    """``(timeout_ms, start_after_ms, cancel_after_ms)``, each within its range, in ms."""
-    timeout_ms = table.typed("timeout_ms", int, "an integer (milliseconds)")
-    if timeout_ms is not None and timeout_ms <= 0:
-        raise table.fail("timeout_ms", "'timeout_ms' must be > 0 (milliseconds)")
-    start_after_ms = table.typed("start_after_ms", int, "an integer (milliseconds)") or 0
-    if start_after_ms < 0:
-        raise table.fail("start_after_ms", "'start_after_ms' must be >= 0 (milliseconds)")
-    cancel_after_ms = table.typed("cancel_after_ms", int, "an integer (milliseconds)")
-    if cancel_after_ms is not None and cancel_after_ms < 0:
-        raise table.fail("cancel_after_ms", "'cancel_after_ms' must be >= 0 (milliseconds)")
-    for key, ms in (
-        ("timeout_ms", timeout_ms),
-        ("start_after_ms", start_after_ms),
-        ("cancel_after_ms", cancel_after_ms),
-    ):
-        if ms is not None and ms > MAX_MILLISECONDS:
-            raise table.fail(key, f"{key!r} must be at most {MAX_MILLISECONDS} (milliseconds)")
-    return timeout_ms, start_after_ms, cancel_after_ms
+    """``(timeout_ms, start_after_ms, cancel_after_ms)``, each within its range, in ms.
+
+    ``timeout_ms = 0`` means no deadline, as ``timeoutMilliseconds: 0`` does on the wire.
+    """
+    bounds = (
+        ("timeout_ms", MAX_TIMEOUT_MS),
+        ("start_after_ms", MAX_DELAY_MS),
+        ("cancel_after_ms", MAX_DELAY_MS),
+    )
+    values: list[int | None] = []
+    for key, maximum in bounds:
+        ms = table.typed(key, int, "an integer (milliseconds)")
+        if ms is not None and ms < 0:
+            raise table.fail(key, f"{key!r} must be >= 0 (milliseconds)")
+        if ms is not None and ms > maximum:
+            raise table.fail(key, f"{key!r} must be at most {maximum} (milliseconds)")
+        values.append(ms)
+    timeout_ms, start_after_ms, cancel_after_ms = values
+    return timeout_ms or None, start_after_ms or 0, cancel_after_ms
+
+
+def _job_needs(table: _JobTable) -> tuple[str, ...]:
+    """The names ``needs`` lists (checked against the other jobs once every name is known)."""
+    needs: list[Any] | None = table.typed("needs", list, "an array of job names")
+    if needs is None:
+        return ()
+    for position, need in enumerate(needs):
+        if not isinstance(need, str):
+            raise table.fail(
+                "needs",
+                f"needs[{position}] must be a job name (a string), not {_toml_type(need)}",
+                element=position,
+            )
+    return tuple(needs)
+
+
+def _check_placeholders(table: _JobTable, key: str, text: str, **where: Any) -> None:
+    """Refuse a ``{word}`` that is a misspelt placeholder (``{pyhton}``), with a did-you-mean."""
+    known = [p[1:-1] for p in PLACEHOLDERS]
+    for token in _PLACEHOLDER_LIKE.findall(text):
+        word = token[1:-1]
+        if token in PLACEHOLDERS:
+            continue
+        close = difflib.get_close_matches(word.lower(), known, n=1, cutoff=0.6)
+        if close:
+            raise table.fail(
+                key,
+                f"unknown placeholder {token} in {key!r} (did you mean {{{close[0]}}}?"
+                f" the placeholders are {', '.join(PLACEHOLDERS)})",
+                **where,
+            )
 
 
 def _job_expect(table: _JobTable) -> frozenset[str]:
