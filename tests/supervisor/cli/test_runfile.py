@@ -217,6 +217,58 @@ BAD_FILES = [
         8,
         "unknown status 'nope'",
     ),
+    # Placeholder typos are refused at their line, with a did-you-mean (issue 15).
+    (
+        HEAD + 'argv = [\n  "{pyhton}",\n]\n',
+        5,
+        "unknown placeholder {pyhton} in 'argv' (did you mean {python}?",
+    ),
+    (
+        HEAD + 'argv = ["a"]\ncwd = "{hree}/x"\n',
+        5,
+        "unknown placeholder {hree} in 'cwd' (did you mean {here}?",
+    ),
+    (HEAD + 'argv = ["a"]\n[job.env]\nA = "1"\nB = "{TMPDIR}/b"\n', 7, "did you mean {tmpdir}?"),
+    # Every duration has a documented maximum.
+    (
+        HEAD + 'argv = ["a"]\nstart_after_ms = 3600001\n',
+        5,
+        "'start_after_ms' must be at most 3600000",
+    ),
+    (
+        HEAD + 'argv = ["a"]\ncancel_after_ms = 99999999999\n',
+        5,
+        "'cancel_after_ms' must be at most 3600000",
+    ),
+    # needs: names of other jobs, no cycle.
+    (
+        HEAD + 'argv = ["a"]\nneeds = "build"\n',
+        5,
+        "'needs' must be an array of job names, not a string",
+    ),
+    (
+        HEAD + 'argv = ["a"]\nneeds = [1]\n',
+        5,
+        "needs[0] must be a job name (a string), not an integer",
+    ),
+    (HEAD + 'argv = ["a"]\nname = "t"\nneeds = [\n  "t",\n]\n', 7, "job 't' needs itself"),
+    (
+        HEAD
+        + 'argv = ["a"]\nname = "test"\n\n'
+        + HEAD
+        + 'argv = ["b"]\nname = "lint"\nneeds = ["tset"]\n',
+        12,
+        "needs[0]: no job is named 'tset' (did you mean 'test'?)",
+    ),
+    (
+        HEAD
+        + 'argv = ["a"]\nname = "a"\nneeds = ["b"]\n\n'
+        + HEAD
+        + 'argv = ["b"]\nname = "b"\nneeds = ["a"]\n',
+        13,
+        "the needs form a cycle: 'a' -> 'b' -> 'a'",
+    ),
+    (HEAD + 'argv = ["a"]\nreplace_waiting = "yes"\n', 5, "'replace_waiting' must be a boolean"),
     # The second job's error names the second job's line.
     (HEAD + 'argv = ["a"]\n\n' + HEAD + 'argv = ["b"]\nsupersede = 1\n', 10, "'supersede' must be"),
 ]
@@ -231,6 +283,17 @@ def test_bad_file_names_its_line(tmp_path: Path, text: str, line: int, fragment:
     assert fragment in error.message
     assert error.line == line, str(error)
     assert str(error) == f"lanes.toml:{line}: {error.message}"
+
+
+def test_timeout_0_means_no_deadline_and_new_keys_are_read(tmp_path: Path) -> None:
+    (tmp_path / "proj").mkdir()
+    text = HEAD + 'argv = ["a"]\ntimeout_ms = 0\nname = "b"\n\n'
+    text += HEAD + 'argv = ["{python}", "{x}"]\nneeds = ["b"]\nreplace_waiting = true\n'
+    first, second = parse_run_file(text, path="f.toml", directory=str(tmp_path)).jobs
+    assert first.timeout_ms is None
+    assert second.needs == ("b",)
+    assert second.replace_waiting is True
+    assert second.argv == ("{python}", "{x}")  # far from any placeholder: passed as is
 
 
 def test_unreadable_file(tmp_path: Path) -> None:
