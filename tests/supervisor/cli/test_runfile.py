@@ -382,3 +382,27 @@ def test_bad_array_element_is_reported_at_its_own_line(tmp_path: Path) -> None:
         parse_run_file(HEAD + expect, path="lanes.toml", directory=str(tmp_path))
     assert info.value.line == 7
     assert "unknown status 'nope'" in info.value.message
+
+
+def test_the_readme_lists_every_declared_key_and_marks_the_required_ones() -> None:
+    """The job table is declared once (JobTable); the README's key list follows it."""
+    import msgspec
+
+    from supervisor._cli._runfile import JobTable
+
+    with open(os.path.join(EXAMPLES, os.pardir, "README.md"), encoding="utf-8") as f:
+        readme = f.read()
+    section = readme[readme.index("### `supervisor run FILE.toml") :]
+    block = section[section.index("```toml\n") : section.index("```\n", 10)]
+    keys = {
+        line.split("=")[0].strip(): "# REQUIRED" in line
+        for line in block.splitlines()
+        if "=" in line and not line.startswith("#")
+    }
+    declared = {f.name: f.required for f in msgspec.structs.fields(JobTable)}
+    assert keys == declared
+    assert [f.name for f in msgspec.structs.fields(JobTable) if f.required] == [
+        "project",
+        "kind",
+        "argv",
+    ]
