@@ -1,10 +1,14 @@
-"""The ``supervisor`` command line: ``run``, ``exec``, ``serve``, ``reap``, ``testbed``, ``chaos``.
+"""The ``supervisor`` command line: ``run``, ``exec``, ``serve``, ``reap``, ``testbed``,
+``chaos``, ``completion``.
 
-Each subcommand imports its implementation lazily so ``supervisor --help`` stays fast.
+Each subcommand imports its implementation lazily so ``supervisor --help`` stays fast. A
+subcommand is one ``_add_<name>`` function (its parser, with the global options, its
+description, exit codes and example, and its handler) listed in :data:`_SUBCOMMANDS`.
 
 Exit codes:
-    ``run``: 0 when every job ended as expected, 1 otherwise, 2 for a bad lanes file,
-    130/143 when interrupted by SIGINT/SIGTERM.
+    ``run``: 0 when every job ended as expected, 1 otherwise, 2 for a bad lanes file (or an
+    unknown job name, an unusable ``--log-dir``), 130/143 when interrupted by
+    SIGINT/SIGTERM, 141 when the reader of its output went away.
     ``exec``: the command's own exit code; 128+N when a signal N ended it; 124 when it timed
     out; 2 when the request was refused (bad argv, missing executable or cwd); 130/143 when
     interrupted by SIGINT/SIGTERM (the command is cancelled and its processes end first).
@@ -15,6 +19,8 @@ Exit codes:
     first); 2 for a bad scenario or option.
     ``chaos``: 0 when no round had a violation, 1 otherwise (the seed and the shortest
     failing step list are printed).
+    ``completion``: 0.
+    Any subcommand: 2 for a bad option (argparse).
 """
 
 from __future__ import annotations
