@@ -69,6 +69,8 @@ LEFTOVER_SETTLE_MS: Final = 1000
 REDRAW_INTERVAL_MS: Final = 250
 #: Output lines in the line-per-event view are cut to this many display cells.
 MAX_LINE_CELLS: Final = 200
+#: An unfinished output line longer than this is shown as it is (and then forgotten).
+MAX_PARTIAL_CHARS: Final = 64 * 1024
 #: Lines of output kept per job for the summary of a job that did not end as expected.
 TAIL_LINES: Final = 20
 #: Lines of a running job's output the live view shows under its lane.
@@ -494,6 +496,11 @@ class _Reporter:
             self._log(view, chunk)
             text = view.partial.get(stream, "") + chunk
             *lines, rest = text.split("\n")
+            if len(rest) > MAX_PARTIAL_CHARS:
+                # A line that never ends (a progress bar, binary output) is shown in pieces
+                # rather than held in memory until it does.
+                lines.append(rest)
+                rest = ""
             view.partial[stream] = rest
             for line in lines:
                 self._output_line(view, prefix, stream, line)
@@ -684,7 +691,8 @@ class _Reporter:
         return "|" if stream == "stdout" else self.style.paint("!", "failed")
 
     def _output_line(self, view: _JobView, prefix: str, stream: str, line: str) -> None:
-        line = cut_cells(visible(line.rstrip("\r")), MAX_LINE_CELLS)
+        # A carriage return inside a line redraws it (a progress bar): keep what shows last.
+        line = cut_cells(visible(line.rstrip("\r").rpartition("\r")[2]), MAX_LINE_CELLS)
         view.tail.append((stream, line))
         if self.live:
             # On a terminal the output shows under the lane's live line, not in the log.
