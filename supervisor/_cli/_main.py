@@ -118,6 +118,16 @@ examples:
 """
 
 
+#: What shtab completes a file or directory argument with (``shtab.FILE`` and
+#: ``shtab.DIRECTORY``, spelled out so building the parser imports nothing).
+_FILE: Final = {"bash": "_shtab_compgen_files", "zsh": "_files", "tcsh": "f"}
+_DIRECTORY: Final = {"bash": "_shtab_compgen_dirs", "zsh": "_files -/", "tcsh": "d"}
+
+
+def _complete(action: argparse.Action, how: dict[str, str]) -> None:
+    action.complete = how  # type: ignore[attr-defined]  # read by shtab
+
+
 def _log_level_option(parser: argparse.ArgumentParser, *, default: str | None) -> None:
     parser.add_argument(
         "--log-level",
@@ -146,7 +156,7 @@ def _add_run(sub: Any) -> None:
     run = _subcommand(
         sub, "run", "run the jobs of a lanes file (TOML) and report them", _RUN_HELP, _RUN_EPILOG
     )
-    run.add_argument("file", help="the lanes file, e.g. examples/demo.toml")
+    _complete(run.add_argument("file", help="the lanes file, e.g. examples/demo.toml"), _FILE)
     run.add_argument(
         "jobs",
         nargs="*",
@@ -154,11 +164,14 @@ def _add_run(sub: Any) -> None:
         help="run only these jobs (by name) and the jobs they need; default: every job",
     )
     run.add_argument("--json", action="store_true", help="one JSON object per event on stdout")
-    run.add_argument(
-        "--log-dir",
-        metavar="DIR",
-        default=None,
-        help="keep each job's whole output in DIR/<n>-<name>.log (DIR is created)",
+    _complete(
+        run.add_argument(
+            "--log-dir",
+            metavar="DIR",
+            default=None,
+            help="keep each job's whole output in DIR/<n>-<name>.log (DIR is created)",
+        ),
+        _DIRECTORY,
     )
     run.add_argument(
         "--color",
@@ -191,7 +204,10 @@ def _add_exec(sub: Any) -> None:
         metavar="N",
         help="output kept per stream in bytes (default 16 MiB, at most 64 MiB)",
     )
-    exec_.add_argument("--cwd", default=None, help="working directory of the command")
+    _complete(
+        exec_.add_argument("--cwd", default=None, help="working directory of the command"),
+        _DIRECTORY,
+    )
     exec_.add_argument(
         "--env",
         action="append",

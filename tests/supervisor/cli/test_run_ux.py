@@ -329,6 +329,19 @@ def test_bash_completion_script_parses_and_knows_the_subcommands() -> None:
         ["bash", "-n"], input=result.stdout, text=True, capture_output=True, check=False
     )
     assert check.returncode == 0, check.stderr
+    # What bash offers for `supervisor r<TAB>` and `supervisor run --lo<TAB>`.
+    script = result.stdout + textwrap.dedent(
+        """
+        COMP_WORDS=(supervisor r); COMP_CWORD=1
+        _shtab_supervisor supervisor r supervisor; echo "${COMPREPLY[@]}"
+        COMP_WORDS=(supervisor run --lo); COMP_CWORD=2
+        _shtab_supervisor supervisor --lo run; echo "${COMPREPLY[@]}"
+        """
+    )
+    offered = subprocess.run(
+        ["bash", "-c", script], text=True, capture_output=True, check=False
+    ).stdout.splitlines()
+    assert offered[-2:] == ["run reap", "--log-level --log-dir"]
 
 
 def test_exec_env_and_stdin_pass_through() -> None:
