@@ -19,7 +19,10 @@ Operation commands (``debug.launch``, ``debug.attach``, ``debug.set*Breakpoints`
 Events (``debug.waitEvents`` / ``debug.pollEvents``): ``stateChanged``, ``capabilities``,
 ``initialized``, ``output``, ``stopped``, ``continued``, ``thread``, ``breakpoint``,
 ``exited``, ``terminated``, ``runInTerminalRequested``, ``runInTerminalExited``,
-``operationCompleted``, ``operationFailed``.
+``operationCompleted``, ``operationFailed``, ``childSessionStarted`` (``{childSessionId,
+request, name}``: the adapter's ``startDebugging`` made a child session, listed with
+``parentSessionId`` and stopped with its parent), ``adapterEvent`` (``{name, body}``: a DAP
+event outside this list, forwarded as the adapter sent it).
 """
 
 from __future__ import annotations
@@ -258,6 +261,7 @@ class DebugService:
             supports_run_in_terminal=supports_rit,
             run_in_terminal_handler=handler,
             events=EventQueue(self._context.max_events),
+            start_child=self._start_child,
         )
         # Reserved before the start so a concurrent create with the same id is refused.
         self._sessions.add(session_id, session)
@@ -271,6 +275,37 @@ class DebugService:
             "state": session.state.value,
             "adapterPid": session.adapter_pid,
         }
+
+    async def _start_child(
+        self, parent: DebugSession, spec: AdapterSpec, nursery: trio.Nursery
+    ) -> DebugSession:
+        """A child session for ``parent``'s DAP ``startDebugging``: registered under a new id
+        and started in ``nursery`` (the parent's), so it can not outlive the parent.
+
+        Raises:
+            CoreError: ``busy`` past :data:`MAX_DEBUG_SESSIONS`; ``launch_failed`` when its
+                adapter can not be started or reached (nothing stays registered).
+        """
+        if len(self._sessions) >= MAX_DEBUG_SESSIONS:
+            raise CoreError("busy", f"At most {MAX_DEBUG_SESSIONS} debug sessions may exist")
+        child = DebugSession(
+            session_id=self._sessions.new_id(),
+            adapter_id=parent.adapter_id,
+            spec=spec,
+            root_path=parent.root_path,
+            supports_run_in_terminal=parent.supports_run_in_terminal,
+            run_in_terminal_handler=parent.run_in_terminal_handler,
+            events=EventQueue(self._context.max_events),
+            parent=parent,
+            start_child=self._start_child,
+        )
+        self._sessions.add(child.session_id, child)
+        try:
+            await nursery.start(child.run)
+        except BaseException:
+            self._sessions.remove(child.session_id)
+            raise
+        return child
 
     async def _disconnect(self, payload: JSONObject) -> JSONValue:
         check_fields(payload, frozenset({"sessionId"}), "debug.disconnect")

@@ -64,6 +64,7 @@ stop joins the first.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import functools
 import ipaddress
 import itertools
@@ -109,6 +110,10 @@ if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable
 
     from protocol import JSONValue
+
+    #: Registers and starts a child session (DAP ``startDebugging``) in the given
+    #: nursery; raises :class:`CoreError` (``busy``, ``launch_failed``) when it can not.
+    StartChild = Callable[["DebugSession", "AdapterSpec", trio.Nursery], Awaitable["DebugSession"]]
 
     from .._process._tree import ProcessTree
     from .._session._events import EventQueue
@@ -295,6 +300,8 @@ class DebugSession(SessionResource[JSONObject]):
         supports_run_in_terminal: bool,
         run_in_terminal_handler: str,
         events: EventQueue,
+        parent: DebugSession | None = None,
+        start_child: StartChild | None = None,
     ) -> None:
         super().__init__()
         self.session_id = session_id
@@ -335,6 +342,20 @@ class DebugSession(SessionResource[JSONObject]):
         self.source_breakpoints: dict[str, tuple[SourceBreakpoint, ...]] = {}
         self.function_breakpoints: tuple[FunctionBreakpoint, ...] = ()
         self.exception_filters: tuple[ExceptionFilter, ...] | None = None
+        #: The session whose adapter asked for this one (DAP ``startDebugging``), or None.
+        self.parent = parent
+        #: Sessions started for this one's ``startDebugging`` requests; they end with it.
+        self.children: list[DebugSession] = []
+        self._start_child = start_child
+        #: The endpoint a TCP transport reached (a child session reaches the same one).
+        self._endpoint: tuple[str, int] | None = None
+        if parent is not None:
+            # A child debugs part of the same program: it starts with the parent's
+            # breakpoints, and ends its debuggee when the parent would end its own.
+            self.source_breakpoints = dict(parent.source_breakpoints)
+            self.function_breakpoints = parent.function_breakpoints
+            self.exception_filters = parent.exception_filters
+            self.lifecycle.terminate_override = parent.lifecycle.terminate_debuggee
 
     # -- public state --------------------------------------------------------------------
 
@@ -349,9 +370,12 @@ class DebugSession(SessionResource[JSONObject]):
         return self._tree.pid if self._tree is not None else None
 
     def describe(self) -> JSONObject:
-        """``{sessionId, adapterId, state, requestKind, adapterPid, reason?, crashReport?}``.
+        """``{sessionId, adapterId, state, requestKind, adapterPid, parentSessionId?,
+        childSessionIds?, reason?, crashReport?}``.
 
-        ``reason: "internal"`` and ``crashReport`` only in state ``failed``.
+        ``parentSessionId`` only for a session started by an adapter's ``startDebugging``,
+        ``childSessionIds`` only once such a session exists; ``reason: "internal"`` and
+        ``crashReport`` only in state ``failed``.
         """
         data: JSONObject = {
             "sessionId": self.session_id,
@@ -360,6 +384,10 @@ class DebugSession(SessionResource[JSONObject]):
             "requestKind": self.lifecycle.request_kind,
             "adapterPid": self.adapter_pid,
         }
+        if self.parent is not None:
+            data["parentSessionId"] = self.parent.session_id
+        if self.children:
+            data["childSessionIds"] = [child.session_id for child in self.children]
         if self.failure is not None:
             data["reason"] = "internal"
             data["crashReport"] = self._crash_report()
@@ -488,6 +516,7 @@ class DebugSession(SessionResource[JSONObject]):
                     host, port = await self._read_announcement()
                 assert port is not None
                 self._socket = await self._connect(host, port)
+                self._endpoint = (host, port)
         except BaseException as exc:
             with trio.CancelScope(shield=True):
                 await self._close_tree()
@@ -889,6 +918,7 @@ class DebugSession(SessionResource[JSONObject]):
             "supportsVariableType": True,
             "supportsVariablePaging": True,
             "supportsRunInTerminalRequest": self.supports_run_in_terminal,
+            "supportsStartDebuggingRequest": self._start_child is not None,
             "locale": "en",
         }
         fault_point("dap.initialize")
@@ -1204,7 +1234,10 @@ class DebugSession(SessionResource[JSONObject]):
             # The debuggee is over: end the session as an IDE does (disconnect, then the
             # adapter). Our `terminated` event follows once everything is gone.
             self._nursery.start_soon(self._contained, self._stop_after_terminated)
-        # Other events (module, process, loadedSource, ...) are not part of our contract.
+        elif name not in ("initialized", "stopped", "continued", "terminated"):
+            # Events outside our contract (process, module, loadedSource, an adapter's own
+            # extensions) reach the client as they came: it may know what to do with them.
+            self._emit("adapterEvent", {"name": name, "body": message.body})
 
     async def _stop_after_terminated(self) -> None:
         await self.stop(reason="debuggeeTerminated")
@@ -1219,6 +1252,9 @@ class DebugSession(SessionResource[JSONObject]):
             await self._respond(request, success=False, message=internal_message(exc))
 
     async def _serve_reverse_request(self, request: DAPRequest) -> None:
+        if request.command == "startDebugging" and self._start_child is not None:
+            await self._start_debugging(request)
+            return
         if request.command != "runInTerminal" or not self.supports_run_in_terminal:
             # Also a runInTerminal the client never advertised (initialize's
             # supportsRunInTerminalRequest): refused, nothing starts.
@@ -1295,6 +1331,101 @@ class DebugSession(SessionResource[JSONObject]):
         event["processId"] = process.pid
         self._emit("runInTerminalRequested", event)
         await self._respond(request, success=True, body={"processId": process.pid})
+
+    async def _start_debugging(self, request: DAPRequest) -> None:
+        """DAP ``startDebugging``: a child session of the same adapter, owned by this one.
+
+        The child runs in this session's nursery, is listed by ``debug.listSessions`` (with
+        ``parentSessionId``), has its own events, starts with this session's breakpoints and
+        is stopped with it. The answer goes back once the child's adapter is reached; the
+        child's ``launch``/``attach`` (with the adapter's ``configuration``) follows as an
+        operation of the child.
+        """
+        arguments = request.arguments if isinstance(request.arguments, dict) else {}
+        kind = arguments.get("request")
+        configuration = arguments.get("configuration")
+        if kind not in ("launch", "attach") or not isinstance(configuration, dict):
+            await self._respond(request, success=False, message="startDebugging: invalid arguments")
+            return
+        assert isinstance(kind, str)
+        assert self._start_child is not None
+        assert self._nursery is not None
+        if self._ending():
+            await self._respond(request, success=False, message="The debug session is ending")
+            return
+        try:
+            child = await self._start_child(self, self._child_spec(configuration), self._nursery)
+        except CoreError as exc:
+            await self._respond(request, success=False, message=exc.message)
+            return
+        self.children.append(child)
+        name = configuration.get("name")
+        self._emit(
+            "childSessionStarted",
+            {
+                "childSessionId": child.session_id,
+                "request": kind,
+                "name": name if isinstance(name, str) else None,
+            },
+        )
+        if self._ending():
+            # This session began to end while the child started: the child ends too.
+            await child.stop(reason="parentStopped")
+            await self._respond(request, success=False, message="The debug session is ending")
+            return
+        await self._respond(request, success=True)
+        await self._start_child_request(child, kind, configuration)
+
+    def _ending(self) -> bool:
+        return self.stop_started or self._disconnect_started
+
+    def _child_spec(self, configuration: JSONObject) -> AdapterSpec:
+        """Where a child session's adapter is: a loopback ``connect`` endpoint named by the
+        configuration (debugpy hands out its own client endpoint this way, as VS Code's
+        Python extension expects), else this session's TCP endpoint (an adapter serving
+        several clients), else a new adapter process from this session's spec."""
+        spec = self.spec
+        connect = configuration.get("connect")
+        if isinstance(connect, dict) and _int(connect.get("port")) is not None:
+            host = connect.get("host", "127.0.0.1")
+            port = _int(connect.get("port"))
+            if not isinstance(host, str) or port is None or not 0 < port < 65536:
+                raise CoreError("invalid_request", "startDebugging: invalid connect endpoint")
+            return AdapterSpec(
+                argv=None,
+                transport="tcpPort",
+                host=check_loopback(host),
+                port=port,
+                connect_timeout_ms=spec.connect_timeout_ms,
+                initialize_timeout_ms=spec.initialize_timeout_ms,
+            )
+        if self._endpoint is not None:
+            host, port = self._endpoint
+            return dataclasses.replace(spec, argv=None, transport="tcpPort", host=host, port=port)
+        return spec
+
+    async def _start_child_request(
+        self, child: DebugSession, kind: str, configuration: JSONObject
+    ) -> None:
+        try:
+            await child.run_operation(
+                f"debug.{kind}", None, None, lambda op: child.start(kind, configuration, op)
+            )
+        except CoreError as exc:
+            # The child's own operationFailed event reports it; the child stays listed.
+            logger.warning(
+                "debug session %s: child %s %s failed: %s",
+                self.session_id,
+                child.session_id,
+                kind,
+                exc.message,
+            )
+
+    async def _stop_children(self) -> None:
+        """Stop every child session, concurrently; each stop is bounded and joinable."""
+        async with trio.open_nursery() as nursery:
+            for child in list(self.children):
+                nursery.start_soon(functools.partial(child.stop, reason="parentStopped"))
 
     def _terminal_output(self, request_id: str, text: str) -> None:
         # A PTY merges stdout and stderr; the requestId tells which terminal wrote it.
@@ -1422,6 +1553,8 @@ class DebugSession(SessionResource[JSONObject]):
         self._end_reason = reason
         if self.lifecycle.live:
             self._move(DebugInput.SEND_DISCONNECT)
+        # Children first: their adapters (or connections) may belong to this one.
+        await self._stop_children()
         # core-api.md: pending terminal requests fail when the session disconnects;
         # a host answer after this point is late and ignored.
         for request_id in list(self._terminal_requests):
@@ -1500,6 +1633,7 @@ class DebugSession(SessionResource[JSONObject]):
 
         async with trio.open_nursery() as nursery:
             nursery.start_soon(close_adapter)
+            nursery.start_soon(self._stop_children)
             for process in self._terminals:
                 nursery.start_soon(process.end, _TERMINAL_END_BOUNDS)
         self._terminal_requests.clear()
@@ -1508,6 +1642,7 @@ class DebugSession(SessionResource[JSONObject]):
             "disconnected",
             "debuggeeTerminated",
             "supervisorClosing",
+            "parentStopped",
         ):
             crash = self._crash_details()
             if "stderrTail" in crash:

@@ -135,6 +135,8 @@ class DebugLifecycle:
         request_kind: ``"launch"`` or ``"attach"`` once one was accepted, else None.
         selected_thread: The thread of the last ``stopped`` event (None before any stop and
             after ``continued`` for all threads); stepping needs one.
+        terminate_override: The ``terminateDebuggee`` a child session (DAP
+            ``startDebugging``) inherits from its parent, or None to derive it here.
     """
 
     def __init__(self) -> None:
@@ -147,6 +149,7 @@ class DebugLifecycle:
         )
         self.request_kind: str | None = None
         self.selected_thread: int | None = None
+        self.terminate_override: bool | None = None
 
     @property
     def state(self) -> DebugState:
@@ -175,7 +178,10 @@ class DebugLifecycle:
 
     @property
     def terminate_debuggee(self) -> bool:
-        """DAP ``disconnect.terminateDebuggee``: launch True; attach or never started False."""
+        """DAP ``disconnect.terminateDebuggee``: launch True; attach or never started False;
+        a child session's is its parent's (a launched program's subprocess is ours too)."""
+        if self.terminate_override is not None and self.request_kind is not None:
+            return self.terminate_override
         return self.request_kind == "launch"
 
     @property

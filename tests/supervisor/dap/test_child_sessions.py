@@ -1,0 +1,119 @@
+"""DAP ``startDebugging`` (issue 16): debugpy debugging a program that starts a Python child.
+
+debugpy's default ``subProcess: true`` reports each Python subprocess to the client; with
+``supportsStartDebuggingRequest`` it asks for a child session through the reverse request.
+The child session is listed, has its own events and breakpoints, and ends with its parent.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from tests._procfs import runs_no_more
+from tests.supervisor.dap.test_sessions import Events, create, debugpy_adapter, result_of
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+    from protocol import JSONObject
+    from supervisor._core._core import Core
+
+PARENT = """\
+import os
+import subprocess
+import sys
+
+with open(sys.argv[1], "w") as f:
+    f.write(str(os.getpid()))
+subprocess.run([sys.executable, sys.argv[2], sys.argv[3]])
+"""
+CHILD = """\
+import os
+import sys
+import time
+
+pid = os.getpid()
+with open(sys.argv[1], "w") as f:
+    f.write(str(pid))
+while True:
+    time.sleep(0.05)  # line 9: the child's breakpoint
+"""
+CHILD_BREAK_LINE = 9
+
+
+def read_pid(path: Path) -> int:
+    # Both programs write their pid before the child reaches its breakpoint.
+    return int(path.read_text())
+
+
+async def test_debugpy_subprocess_gets_a_child_session_ended_with_its_parent(
+    core: Core, tmp_path: Path
+) -> None:
+    parent_script = tmp_path / "parent.py"
+    parent_script.write_text(PARENT)
+    child_script = tmp_path / "child.py"
+    child_script.write_text(CHILD)
+    parent_pid_file, child_pid_file = tmp_path / "parent.pid", tmp_path / "child.pid"
+    session_id, adapter_pid = await create(core, debugpy_adapter())
+    assert adapter_pid is not None
+    events = Events(core, session_id)
+    # Set on the parent only: the child session starts with its parent's breakpoints.
+    await core.call(
+        "debug.setBreakpoints",
+        {
+            "sessionId": session_id,
+            "path": str(child_script),
+            "breakpoints": [{"line": CHILD_BREAK_LINE}],
+        },
+    )
+    await core.call(
+        "debug.launch",
+        {
+            "sessionId": session_id,
+            "configuration": {
+                "program": str(parent_script),
+                "args": [str(parent_pid_file), str(child_script), str(child_pid_file)],
+                "console": "internalConsole",
+                "cwd": str(tmp_path),
+            },
+        },
+    )
+    started = await events.next("childSessionStarted")
+    child_id = started["childSessionId"]
+    assert isinstance(child_id, str)
+    assert started["request"] == "attach"
+    child_events = Events(core, child_id)
+    stopped = await child_events.next("stopped")
+    assert stopped["reason"] == "breakpoint"
+    thread_id = stopped["threadId"]
+    stack = result_of(
+        await core.call(
+            "debug.inspect", {"sessionId": child_id, "kind": "stackTrace", "threadId": thread_id}
+        )
+    )
+    top = stack["stackFrames"][0]  # type: ignore[index]
+    assert top["line"] == CHILD_BREAK_LINE  # type: ignore[index]
+    parent_pid = read_pid(parent_pid_file)
+    child_pid = read_pid(child_pid_file)
+
+    listed = await core.call("debug.listSessions", {})
+    assert isinstance(listed, list)
+    by_id: dict[str, JSONObject] = {s["sessionId"]: s for s in listed}  # type: ignore[index,misc]
+    assert set(by_id) == {session_id, child_id}
+    assert by_id[child_id]["parentSessionId"] == session_id
+    assert by_id[session_id]["childSessionIds"] == [child_id]
+    assert by_id[child_id]["state"] == "paused"
+
+    # One stop ends both sessions and every process of both.
+    result = await core.call("debug.disconnect", {"sessionId": session_id})
+    assert isinstance(result, dict)
+    assert result["state"] == "terminated"
+    child_terminated = await child_events.next("terminated")
+    assert child_terminated["reason"] == "parentStopped"
+    await events.next("terminated")
+    for pid in (adapter_pid, parent_pid, child_pid):
+        assert runs_no_more(pid), pid
+    listed = await core.call("debug.listSessions", {})
+    assert {s["state"] for s in listed} == {"terminated"}  # type: ignore[index,union-attr]
+    # Events the contract does not name arrive as adapterEvent instead of being dropped.
+    assert "process" in {e["name"] for e in child_events.names("adapterEvent")}
