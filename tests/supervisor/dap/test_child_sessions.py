@@ -41,6 +41,12 @@ while True:
 CHILD_BREAK_LINE = 9
 
 
+async def sessions_by_id(core: Core) -> dict[str, JSONObject]:
+    listed = await core.call("debug.listSessions", {})
+    assert isinstance(listed, list)
+    return {str(s["sessionId"]): s for s in listed if isinstance(s, dict)}
+
+
 def read_pid(path: Path) -> int:
     # Both programs write their pid before the child reaches its breakpoint.
     return int(path.read_text())
@@ -91,14 +97,14 @@ async def test_debugpy_subprocess_gets_a_child_session_ended_with_its_parent(
             "debug.inspect", {"sessionId": child_id, "kind": "stackTrace", "threadId": thread_id}
         )
     )
-    top = stack["stackFrames"][0]  # type: ignore[index]
-    assert top["line"] == CHILD_BREAK_LINE  # type: ignore[index]
+    frames = stack["stackFrames"]
+    assert isinstance(frames, list)
+    assert isinstance(frames[0], dict)
+    assert frames[0]["line"] == CHILD_BREAK_LINE
     parent_pid = read_pid(parent_pid_file)
     child_pid = read_pid(child_pid_file)
 
-    listed = await core.call("debug.listSessions", {})
-    assert isinstance(listed, list)
-    by_id: dict[str, JSONObject] = {s["sessionId"]: s for s in listed}  # type: ignore[index,misc]
+    by_id = await sessions_by_id(core)
     assert set(by_id) == {session_id, child_id}
     assert by_id[child_id]["parentSessionId"] == session_id
     assert by_id[session_id]["childSessionIds"] == [child_id]
@@ -113,7 +119,6 @@ async def test_debugpy_subprocess_gets_a_child_session_ended_with_its_parent(
     await events.next("terminated")
     for pid in (adapter_pid, parent_pid, child_pid):
         assert runs_no_more(pid), pid
-    listed = await core.call("debug.listSessions", {})
-    assert {s["state"] for s in listed} == {"terminated"}  # type: ignore[index,union-attr]
+    assert {s["state"] for s in (await sessions_by_id(core)).values()} == {"terminated"}
     # Events the contract does not name arrive as adapterEvent instead of being dropped.
     assert "process" in {e["name"] for e in child_events.names("adapterEvent")}
