@@ -86,6 +86,7 @@ from .._session._events import DEFAULT_MAX_EVENTS
 from .._session._operations import Operation, OperationTable
 from .._session._resource import SessionResource
 from .._session._stderr import DEFAULT_STDERR_LINE_BYTES, DEFAULT_STDERR_LINES
+from ._client import DEFAULT_CLIENT_CAPABILITIES, ClientPolicy
 from ._documents import DocumentStore
 from ._state import (
     FACT_WINDOW_MS,
@@ -154,26 +155,8 @@ _EXIT_NOTIFY_MS: Final = 200
 #: ``window/logMessage`` / ``window/showMessage`` ``MessageType`` (LSP 3.17) to our levels.
 _MESSAGE_LEVELS: Final = {1: "error", 2: "warning", 3: "info", 4: "log", 5: "debug"}
 
-#: What we tell servers we support (LSP 3.17 ``ClientCapabilities``): enough that real
-#: servers send diagnostics, progress and configuration requests.
-CLIENT_CAPABILITIES: Final[JSONObject] = {
-    "workspace": {
-        "configuration": True,
-        "didChangeConfiguration": {"dynamicRegistration": True},
-        "didChangeWatchedFiles": {"dynamicRegistration": True},
-        "workspaceFolders": True,
-        "executeCommand": {"dynamicRegistration": False},
-    },
-    "textDocument": {
-        "synchronization": {"dynamicRegistration": False, "didSave": False},
-        "publishDiagnostics": {"relatedInformation": True, "versionSupport": True},
-        "hover": {"contentFormat": ["markdown", "plaintext"]},
-        "documentSymbol": {"hierarchicalDocumentSymbolSupport": True},
-        "completion": {"completionItem": {"snippetSupport": False}},
-    },
-    "window": {"workDoneProgress": True, "showMessage": {}},
-    "general": {"positionEncodings": ["utf-16"]},
-}
+#: The default declared client capabilities (:mod:`supervisor._lsp._client`).
+CLIENT_CAPABILITIES: Final[JSONObject] = DEFAULT_CLIENT_CAPABILITIES
 
 
 def _now_ms() -> float:
@@ -228,6 +211,18 @@ class LspServerSpec:
     #: ``hostServices``: the host services a plugin-owned session is granted
     #: (plugin-contract.md "Plugin functions").
     host_services: frozenset[str] = frozenset()
+    #: The declared client capabilities and the server requests the host answers.
+    client: ClientPolicy = field(default_factory=ClientPolicy)
+
+
+@dataclass(eq=False)
+class _HostAnswer:
+    """A server request the host answers (``serverRequest`` / ``lsp.serverRequestResponse``)."""
+
+    method: str
+    done: trio.Event = field(default_factory=trio.Event)
+    result: JSONValue = None
+    error: JSONRPCError | None = None
 
 
 @dataclass(eq=False)
@@ -328,6 +323,8 @@ class LspSession(SessionResource[JSONObject]):
         self._nursery: trio.Nursery | None = None
         self._requests: OperationTable[_Request] = OperationTable(self._request_completed)
         self._serialized: dict[str, _Request] = {}
+        self._host_answers: dict[str, _HostAnswer] = {}
+        self._host_answer_count = 0
         self._waiting_for_ready = 0
         self._anonymous = 0
         self._stop_started_ms = 0.0
@@ -710,21 +707,22 @@ class LspSession(SessionResource[JSONObject]):
             "clientInfo": {"name": "trio-process-supervisor"},
             "rootUri": self.spec.root_uri,
             "rootPath": self.spec.cwd,
-            "workspaceFolders": [
-                {"uri": self.spec.root_uri, "name": os.path.basename(self.spec.cwd) or "root"}
-            ],
-            "capabilities": CLIENT_CAPABILITIES,
+            "workspaceFolders": self._workspace_folders(),
+            "capabilities": self.spec.client.capabilities,
             "trace": "off",
         }
         if self.plugin is not None:
             # Negotiation: only a plugin-owned session offers litheFunctions/litheLogging.
             params["capabilities"] = {
-                **CLIENT_CAPABILITIES,
+                **self.spec.client.capabilities,
                 "experimental": experimental_offer(),
             }
         if self.spec.initialization_options is not None:
             params["initializationOptions"] = self.spec.initialization_options
         return params
+
+    def _workspace_folders(self) -> list[JSONValue]:
+        return [{"uri": self.spec.root_uri, "name": os.path.basename(self.spec.cwd) or "root"}]
 
     async def _handshake(self, gen: _Generation, endpoint: JSONRPCEndpoint) -> None:
         """``initialize``, its follow-ups and the readiness gates; any failure is recorded."""
@@ -1489,22 +1487,66 @@ class LspSession(SessionResource[JSONObject]):
                     list(document.diagnostics),
                 )
         elif method in ("window/logMessage", "window/showMessage"):
-            kind = params.get("type") if isinstance(params, dict) else None
-            message = params.get("message") if isinstance(params, dict) else None
-            self._emit(
-                "log",
-                {
-                    "level": _MESSAGE_LEVELS.get(kind, "info") if isinstance(kind, int) else "info",
-                    "source": method,
-                    "message": _cut(message if isinstance(message, str) else "", LOG_MESSAGE_BYTES),
-                },
-            )
+            self._log_message(method, params)
         elif method == "$/progress" and isinstance(params, dict):
             self._emit("progress", {"token": params.get("token"), "value": params.get("value")})
         if method in self.spec.policy.forward_notifications:
             self._emit("serverNotification", {"method": method, "params": params})
         if self.plugin is not None and method.startswith("lithe/"):
             self.plugin.on_notification(method, params)
+
+    def _log_message(self, method: str, params: JSONValue | None) -> None:
+        kind = params.get("type") if isinstance(params, dict) else None
+        message = params.get("message") if isinstance(params, dict) else None
+        self._emit(
+            "log",
+            {
+                "level": _MESSAGE_LEVELS.get(kind, "info") if isinstance(kind, int) else "info",
+                "source": method,
+                "message": _cut(message if isinstance(message, str) else "", LOG_MESSAGE_BYTES),
+            },
+        )
+
+    async def _ask_host(self, method: str, params: JSONValue | None) -> JSONValue:
+        """Forward a server request the host answers: a ``serverRequest {requestId, method,
+        params}`` event, then wait for ``lsp.serverRequestResponse`` (at most the session's
+        request timeout; past it the server gets -32803 RequestFailed)."""
+        self._host_answer_count += 1
+        request_id = f"sr-{self._host_answer_count}"
+        pending = _HostAnswer(method)
+        self._host_answers[request_id] = pending
+        try:
+            self._emit(
+                "serverRequest", {"requestId": request_id, "method": method, "params": params}
+            )
+            with trio.move_on_after(self.spec.request_timeout_ms / 1000):
+                await pending.done.wait()
+        finally:
+            del self._host_answers[request_id]
+        if not pending.done.is_set():
+            raise JSONRPCError(
+                ErrorCode.REQUEST_FAILED,
+                f"The host did not answer {method} within {self.spec.request_timeout_ms} ms",
+            )
+        if pending.error is not None:
+            raise pending.error
+        return pending.result
+
+    def answer_server_request(
+        self, request_id: str, result: JSONValue, error: JSONRPCError | None
+    ) -> bool:
+        """``lsp.serverRequestResponse``: the host's answer to a ``serverRequest`` event.
+
+        Returns:
+            True when the request was waiting; False for an unknown, late or second answer.
+        """
+        pending = self._host_answers.get(request_id)
+        if pending is None or pending.done.is_set():
+            return False
+        pending.result = result
+        pending.error = error
+        pending.done.set()
+        return True
 
     async def _on_server_request(
         self, gen: _Generation, method: str, params: JSONValue | None
@@ -1532,6 +1574,15 @@ class LspSession(SessionResource[JSONObject]):
             raise JSONRPCError(ErrorCode.REQUEST_FAILED, "The client session is stopping")
         if self.plugin is not None and method.startswith("lithe/"):
             return await self.plugin.on_request(method, params)
+        if method in self.spec.client.host_requests:
+            return await self._ask_host(method, params)
+        if method == "workspace/workspaceFolders":
+            return self._workspace_folders()
+        if method == "window/showMessageRequest":
+            # No user to choose an action: LSP's answer for "none chosen" is null; the
+            # message itself still reaches the host.
+            self._log_message(method, params)
+            return None
         if method == "workspace/configuration":
             items = params.get("items") if isinstance(params, dict) else None
             if not isinstance(items, list):

@@ -37,6 +37,7 @@ Requests (answered concurrently where they wait):
         ``window/logMessage`` every 20 ms.
     ``workspace/executeCommand {command, arguments: [ms]}``: answered after ``ms`` with
         ``{command, count}``, ``count`` being how many executeCommand requests arrived.
+    ``test/initializeParams``: the params ``initialize`` arrived with.
     ``shutdown``: null (see flags). Anything else: -32601.
 Notification ``exit``: exits 0 after ``shutdown``, 1 otherwise (see flags).
 """
@@ -199,6 +200,7 @@ def main() -> int:
             f.write(str(os.getpid()))
     shutdown = False
     executed = 0
+    initialize_params: object = None
     for message in _read_messages():
         if not isinstance(message, dict):
             continue
@@ -230,6 +232,7 @@ def main() -> int:
             continue
         _methods[json.dumps(request_id)] = method
         if method == "initialize":
+            initialize_params = params
             if "--crash-in-initialize" in opts:
                 os.write(2, b"fatal: cannot initialize\n")
                 return 3
@@ -258,6 +261,8 @@ def main() -> int:
                 _later(_answer_after, request_id, int(opts["--slow-shutdown"]))
                 continue
             _answer(request_id, None)
+        elif method == "test/initializeParams":
+            _answer(request_id, initialize_params)
         elif method == "test/sleep":
             _later(_sleep_then_answer, request_id, int(p.get("ms", 0)))
         elif method == "test/hang":
