@@ -261,6 +261,8 @@ class _Generation:
     #: Set when the main process was seen exited, and when its stderr ended.
     exited: trio.Event = field(default_factory=trio.Event)
     stderr_done: trio.Event = field(default_factory=trio.Event)
+    #: The server's last progress, log or show message text (a failure's underlyingMessage).
+    last_message: str | None = None
 
 
 class LspSession(SessionResource[JSONObject]):
@@ -551,6 +553,7 @@ class LspSession(SessionResource[JSONObject]):
         # Final from here on: a stop() that comes now joins the end instead of adding steps.
         self._final = True
         failure: JSONObject = {
+            **self._provider(),
             "code": "internal",
             "message": internal_message(exc),
             "stage": self._crash_stage,
@@ -774,6 +777,7 @@ class LspSession(SessionResource[JSONObject]):
             )
             return None
         except JSONRPCError as exc:
+            gen.last_message = _cut(exc.message, LOG_MESSAGE_BYTES)
             self._record_failure(
                 gen,
                 "initializeFailed",
@@ -856,12 +860,28 @@ class LspSession(SessionResource[JSONObject]):
                 await endpoint.notify("textDocument/didOpen", document.did_open())
         gen.documents_sent = True
 
+    def _provider(self) -> JSONObject:
+        """Who failed, in every structured runtime error (core-api.md ``lsp.pollEvents``)."""
+        return {"provider": self.spec.server_id, "sessionId": self.session_id}
+
+    def _underlying_message(self, gen: _Generation) -> str | None:
+        """The server's own last word before a failure (core-api.md: readiness failures
+        keep "the final diagnostic snapshot in underlyingMessage"): its last progress,
+        log or show message of this generation, else its last stderr line."""
+        if gen.last_message is not None:
+            return gen.last_message
+        tail = self.stderr.tail(1) if gen is self._stderr_gen else []
+        return tail[-1] if tail else None
+
     def _record_failure(
         self, gen: _Generation, code: str, message: str, stage: str, *, fact: str | None = None
     ) -> None:
         """Note why ``gen`` failed (the first reason wins) and end its drive scope."""
         if gen.failure is None:
-            gen.failure = {"code": code, "message": message, "stage": stage}
+            gen.failure = {**self._provider(), "code": code, "message": message, "stage": stage}
+            underlying = self._underlying_message(gen)
+            if underlying is not None:
+                gen.failure["underlyingMessage"] = underlying
             if fact is not None:
                 gen.failure["fact"] = fact
         gen.scope.cancel()
@@ -1021,7 +1041,12 @@ class LspSession(SessionResource[JSONObject]):
         self._transition(LspInput.FAILED, error=failure)
 
     def _fail_without_process(self, gen: _Generation, exc: CoreError) -> None:
-        failure: JSONObject = {"code": "launchFailed", "message": exc.message, "stage": "starting"}
+        failure: JSONObject = {
+            **self._provider(),
+            "code": "launchFailed",
+            "message": exc.message,
+            "stage": "starting",
+        }
         self.last_exit = {"generation": gen.number, "reason": "failed", **failure}
         self._emit_fact(gen, "operationFailed", "host.launchFailed")
         self._transition(LspInput.FAILED, error=failure)
@@ -1280,6 +1305,7 @@ class LspSession(SessionResource[JSONObject]):
 
     def _error(self, req: _Request, code: str, message: str, **extra: JSONValue) -> JSONObject:
         error: JSONObject = {
+            **self._provider(),
             "code": code,
             "message": message,
             "stage": "request",
@@ -1477,6 +1503,9 @@ class LspSession(SessionResource[JSONObject]):
             before = tracker.deadline_ms()
             if tracker.notification(method, params, _now_ms()) or tracker.deadline_ms() != before:
                 gen.readiness_changed.set()
+        text = _message_text(method, params)
+        if text is not None:
+            gen.last_message = _cut(text, LOG_MESSAGE_BYTES)
         if method == "textDocument/publishDiagnostics":
             document = self.documents.accept_diagnostics(params)
             if document is not None:
@@ -1656,6 +1685,22 @@ class LspSession(SessionResource[JSONObject]):
             self._stderr_unreported = 0
         self._stderr_share.add(self.events.statistics().next_seq)
         self._emit("log", params)
+
+
+def _message_text(method: str, params: JSONValue | None) -> str | None:
+    """The human text of a progress, log or show message notification, if it has one."""
+    if not isinstance(params, dict):
+        return None
+    if method in ("window/logMessage", "window/showMessage"):
+        message = params.get("message")
+        return message if isinstance(message, str) and message else None
+    if method == "$/progress":
+        value = params.get("value")
+        if isinstance(value, dict):
+            parts = [value.get("title"), value.get("message")]
+            text = ": ".join(p for p in parts if isinstance(p, str) and p)
+            return text or None
+    return None
 
 
 def describe_exit(returncode: int) -> str:

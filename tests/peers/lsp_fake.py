@@ -130,7 +130,8 @@ def _answer_after(request_id: object, ms: int) -> None:
 
 def _ready_later(ms: int) -> None:
     time.sleep(ms / 1000)
-    progress = {"token": "load", "value": {"kind": "report", "percentage": 50}}
+    value = {"kind": "report", "percentage": 50, "message": "Importing 3 projects"}
+    progress = {"token": "load", "value": value}
     _write({"jsonrpc": "2.0", "method": "$/progress", "params": progress})
     _write({"jsonrpc": "2.0", "method": "custom/ready", "params": {"ok": True, "extra": 1}})
 
