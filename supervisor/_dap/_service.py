@@ -9,8 +9,9 @@ ends that session only (state ``failed``, ``terminated`` with ``reason: "interna
 stops every live session with the DAP stop sequence, concurrently, shielded and bounded.
 
 Operation commands (``debug.launch``, ``debug.attach``, ``debug.set*Breakpoints``,
-``debug.execute``, ``debug.inspect``) take an optional ``operationId`` and an optional
-``timeoutMilliseconds`` (default 60 000, at most 300 000), wait for the adapter, and return
+``debug.dataBreakpointInfo``, ``debug.setVariable``, ``debug.execute``, ``debug.inspect``)
+take an optional ``operationId`` and an optional ``timeoutMilliseconds`` (default 60 000, at
+most 300 000), wait for the adapter, and return
 ``{operationId, result}``; the same outcome is queued as exactly one ``operationCompleted`` or
 ``operationFailed`` event. A failure's ``details`` and its ``operationFailed`` event carry
 ``reason`` (``refused``, ``adapterError``, ``cancelled``, ``timedOut``, ``sessionEnded`` with
@@ -58,6 +59,7 @@ from ._session import (
     check_loopback,
 )
 from ._state import (
+    normalize_data_breakpoints,
     normalize_exception_filters,
     normalize_function_breakpoints,
     normalize_source_breakpoints,
@@ -98,6 +100,8 @@ _INSPECT_FIELDS: Final = {
     "variables": frozenset({"variablesReference", "variableFilter", "start", "count"}),
     "evaluate": frozenset({"expression", "frameId", "context"}),
     "exceptionInfo": frozenset({"threadId"}),
+    "stepInTargets": frozenset({"frameId"}),
+    "gotoTargets": frozenset({"path", "line", "column"}),
 }
 _ALL_INSPECT_FIELDS: Final = frozenset().union(*_INSPECT_FIELDS.values())
 _EVALUATE_CONTEXTS: Final = ("watch", "repl", "hover", "clipboard", "variables")
@@ -117,6 +121,14 @@ def _require_int(payload: JSONObject, name: str, *, minimum: int) -> int:
     value = _optional_int(payload, name, minimum=minimum)
     if value is None:
         raise invalid_field(name, f"{name} must be an integer >= {minimum}")
+    return value
+
+
+def _require_text(payload: JSONObject, name: str) -> str:
+    # A replacement value may be empty (an empty string literal is typed as ""), unlike ids.
+    value = payload.get(name)
+    if not isinstance(value, str):
+        raise invalid_field(name, f"{name} must be a string")
     return value
 
 
@@ -201,6 +213,9 @@ class DebugService:
             "debug.setBreakpoints": self._set_breakpoints,
             "debug.setExceptionBreakpoints": self._set_exception_breakpoints,
             "debug.setFunctionBreakpoints": self._set_function_breakpoints,
+            "debug.dataBreakpointInfo": self._data_breakpoint_info,
+            "debug.setDataBreakpoints": self._set_data_breakpoints,
+            "debug.setVariable": self._set_variable,
             "debug.execute": self._execute,
             "debug.inspect": self._inspect,
             "debug.cancelOperation": self._cancel_operation,
@@ -401,18 +416,73 @@ class DebugService:
 
     async def _execute(self, payload: JSONObject) -> JSONValue:
         check_fields(
-            payload, _OPERATION_FIELDS | {"command", "threadId", "singleThread"}, "debug.execute"
+            payload,
+            _OPERATION_FIELDS | {"command", "threadId", "singleThread", "targetId"},
+            "debug.execute",
         )
         session = self._session(payload)
         operation_id, timeout = self._operation_fields(payload)
         command = require_str(payload, "command")
         thread_id = _optional_int(payload, "threadId", minimum=0)
         single = optional_bool(payload, "singleThread", False)
+        target_id = _optional_int(payload, "targetId", minimum=0)
         return await session.run_operation(
             "debug.execute",
             operation_id,
             timeout,
-            lambda op: session.execute(command, thread_id, single, op),
+            lambda op: session.execute(command, thread_id, single, op, target_id),
+        )
+
+    async def _set_variable(self, payload: JSONObject) -> JSONValue:
+        """``debug.setVariable {variablesReference, name, value}`` -> ``{operationId, result:
+        {value, type, variablesReference, namedVariables, indexedVariables}}``."""
+        fields = frozenset({"variablesReference", "name", "value"})
+        check_fields(payload, _OPERATION_FIELDS | fields, "debug.setVariable")
+        session = self._session(payload)
+        operation_id, timeout = self._operation_fields(payload)
+        arguments: JSONObject = {
+            "variablesReference": _require_int(payload, "variablesReference", minimum=1),
+            "name": require_str(payload, "name"),
+            "value": _require_text(payload, "value"),
+        }
+        return await session.run_operation(
+            "debug.setVariable",
+            operation_id,
+            timeout,
+            lambda op: session.set_variable(arguments, op),
+        )
+
+    async def _data_breakpoint_info(self, payload: JSONObject) -> JSONValue:
+        """``debug.dataBreakpointInfo {name, variablesReference?, frameId?}`` ->
+        ``{operationId, result: {dataId, description, accessTypes, canPersist}}``."""
+        fields = frozenset({"name", "variablesReference", "frameId"})
+        check_fields(payload, _OPERATION_FIELDS | fields, "debug.dataBreakpointInfo")
+        session = self._session(payload)
+        operation_id, timeout = self._operation_fields(payload)
+        arguments: JSONObject = {"name": require_str(payload, "name")}
+        for name, minimum in (("variablesReference", 1), ("frameId", 0)):
+            value = _optional_int(payload, name, minimum=minimum)
+            if value is not None:
+                arguments[name] = value
+        return await session.run_operation(
+            "debug.dataBreakpointInfo",
+            operation_id,
+            timeout,
+            lambda op: session.data_breakpoint_info(arguments, op),
+        )
+
+    async def _set_data_breakpoints(self, payload: JSONObject) -> JSONValue:
+        """``debug.setDataBreakpoints {breakpoints: [{dataId, accessType?, condition?,
+        hitCondition?, enabled?}]}`` -> ``{operationId, result: {breakpoints, sent}}``."""
+        check_fields(payload, _OPERATION_FIELDS | {"breakpoints"}, "debug.setDataBreakpoints")
+        session = self._session(payload)
+        operation_id, timeout = self._operation_fields(payload)
+        breakpoints = normalize_data_breakpoints(payload.get("breakpoints", []))
+        return await session.run_operation(
+            "debug.setDataBreakpoints",
+            operation_id,
+            timeout,
+            lambda op: session.set_data_breakpoints(breakpoints, op),
         )
 
     async def _inspect(self, payload: JSONObject) -> JSONValue:
@@ -422,10 +492,7 @@ class DebugService:
         kind = require_str(payload, "kind")
         allowed = _INSPECT_FIELDS.get(kind)
         if allowed is None:
-            raise _invalid(
-                "kind must be threads, stackTrace, scopes, variables, evaluate or exceptionInfo",
-                "kind",
-            )
+            raise _invalid(f"kind must be one of {', '.join(_INSPECT_FIELDS)}", "kind")
         extra = sorted((set(payload) & _ALL_INSPECT_FIELDS) - allowed)
         if extra:
             raise _invalid(f"debug.inspect {kind}: field {echo(extra[0])} is not allowed")
@@ -503,8 +570,17 @@ def _inspect_arguments(kind: str, payload: JSONObject) -> JSONObject:
                 if value is not None:
                     arguments[name] = value
         return arguments
-    if kind == "scopes":
+    if kind in ("scopes", "stepInTargets"):
         return {"frameId": _require_int(payload, "frameId", minimum=0)}
+    if kind == "gotoTargets":
+        arguments = {
+            "source": {"path": require_str(payload, "path")},
+            "line": _require_int(payload, "line", minimum=1),
+        }
+        column = _optional_int(payload, "column", minimum=1)
+        if column is not None:
+            arguments["column"] = column
+        return arguments
     if kind == "variables":
         arguments = {"variablesReference": _require_int(payload, "variablesReference", minimum=1)}
         variable_filter = payload.get("variableFilter")

@@ -91,6 +91,8 @@ from .._session._resource import SessionResource
 from .._terminal._pty import EndBounds, TerminalProcess
 from .._terminal._render import RetainedDisplay
 from ._state import (
+    RESUMING,
+    DataBreakpoint,
     DebugInput,
     DebugLifecycle,
     DebugState,
@@ -98,6 +100,7 @@ from ._state import (
     FunctionBreakpoint,
     SourceBreakpoint,
     check_execute,
+    data_breakpoints_arguments,
     default_exception_filters,
     exception_breakpoints_arguments,
     function_breakpoints_arguments,
@@ -241,6 +244,14 @@ class AdapterSpec:
     initialize_timeout_ms: int = DEFAULT_INITIALIZE_TIMEOUT_MS
 
 
+#: ``debug.inspect`` kinds the adapter must have advertised.
+_INSPECT_CAPABILITY: Final = {
+    "exceptionInfo": "supportsExceptionInfoRequest",
+    "stepInTargets": "supportsStepInTargetsRequest",
+    "gotoTargets": "supportsGotoTargetsRequest",
+}
+
+
 class _SessionEnded(Exception):
     """A pending request ended because the session did (internal)."""
 
@@ -342,6 +353,7 @@ class DebugSession(SessionResource[JSONObject]):
         self.source_breakpoints: dict[str, tuple[SourceBreakpoint, ...]] = {}
         self.function_breakpoints: tuple[FunctionBreakpoint, ...] = ()
         self.exception_filters: tuple[ExceptionFilter, ...] | None = None
+        self.data_breakpoints: tuple[DataBreakpoint, ...] = ()
         #: The session whose adapter asked for this one (DAP ``startDebugging``), or None.
         self.parent = parent
         #: Sessions started for this one's ``startDebugging`` requests; they end with it.
@@ -1003,6 +1015,11 @@ class DebugSession(SessionResource[JSONObject]):
                     "setFunctionBreakpoints",
                     function_breakpoints_arguments(self.function_breakpoints, caps),
                 )
+            if caps.get("supportsDataBreakpoints") and self.data_breakpoints:
+                await self._request(
+                    "setDataBreakpoints",
+                    data_breakpoints_arguments(self.data_breakpoints, caps),
+                )
             for path in sorted(self.source_breakpoints):
                 await self._request(
                     "setBreakpoints",
@@ -1095,35 +1112,96 @@ class DebugSession(SessionResource[JSONObject]):
     # -- execute and inspect -------------------------------------------------------------
 
     async def execute(
-        self, command: str, thread_id: int | None, single_thread: bool, operation: _Operation
+        self,
+        command: str,
+        thread_id: int | None,
+        single_thread: bool,
+        operation: _Operation,
+        target_id: int | None = None,
     ) -> JSONValue:
-        """``debug.execute``: refused before sending unless the state and capabilities allow."""
-        plan = check_execute(self.lifecycle, self.capabilities, command, thread_id, single_thread)
+        """``debug.execute``: refused before sending unless the state and capabilities allow.
+
+        After a resuming command the session is running -- unless only one thread resumed
+        (``singleThread``, or ``allThreadsContinued: false`` in the adapter's answer): the
+        other threads stay stopped, so the session stays paused (core-api.md).
+        """
+        plan = check_execute(
+            self.lifecycle, self.capabilities, command, thread_id, single_thread, target_id
+        )
         stops_before = self._stop_count
         response = await self._request(plan.command, plan.arguments, operation)
         if not response.success:
             raise self._adapter_refused(response)
         # debugpy may report the step's `stopped` before it answers the step: the answer
         # then means nothing about the current state.
-        resumed = plan.command in ("continue", "next", "stepIn", "stepOut")
-        if resumed and self._stop_count == stops_before:
-            all_threads = True
-            if plan.command == "continue" and isinstance(response.body, dict):
-                all_threads = response.body.get("allThreadsContinued") is not False
-            if self.lifecycle.handle(DebugInput.RECV_CONTINUED):
-                self._emit(
-                    "continued",
-                    {
-                        "threadId": plan.arguments.get("threadId"),
-                        "allThreadsContinued": all_threads,
-                    },
-                )
-                self._emit("stateChanged", {"state": self.state.value})
+        if plan.command in RESUMING and self._stop_count == stops_before:
+            all_threads = not single_thread
+            body = response.body
+            if plan.command == "continue" and isinstance(body, dict):
+                all_threads = all_threads and body.get("allThreadsContinued") is not False
+            thread = plan.arguments.get("threadId")
+            self._resumed(thread if isinstance(thread, int) else None, all_threads)
         return {}
+
+    def _resumed(self, thread_id: int | None, all_threads: bool) -> None:
+        """One ``continued`` event; the state leaves paused only when every thread runs."""
+        if not all_threads:
+            if self.state is DebugState.PAUSED:
+                self._emit("continued", {"threadId": thread_id, "allThreadsContinued": False})
+            return
+        if self.lifecycle.handle(DebugInput.RECV_CONTINUED):
+            self._emit("continued", {"threadId": thread_id, "allThreadsContinued": True})
+            self._emit("stateChanged", {"state": self.state.value})
+
+    async def set_variable(self, arguments: JSONObject, operation: _Operation) -> JSONValue:
+        """``debug.setVariable``: only while paused, after ``supportsSetVariable``."""
+        self._require_paused("debug.setVariable", "supportsSetVariable")
+        response = await self._request("setVariable", arguments, operation)
+        if not response.success:
+            raise self._adapter_refused(response)
+        return normalize_result("setVariable", response.body)
+
+    async def data_breakpoint_info(self, arguments: JSONObject, operation: _Operation) -> JSONValue:
+        """``debug.dataBreakpointInfo``: only while paused, after ``supportsDataBreakpoints``."""
+        self._require_paused("debug.dataBreakpointInfo", "supportsDataBreakpoints")
+        response = await self._request("dataBreakpointInfo", arguments, operation)
+        if not response.success:
+            raise self._adapter_refused(response)
+        return normalize_result("dataBreakpointInfo", response.body)
+
+    async def set_data_breakpoints(
+        self, breakpoints: tuple[DataBreakpoint, ...], operation: _Operation
+    ) -> JSONValue:
+        """Replace the data breakpoint set; sent only with ``supportsDataBreakpoints``."""
+        self.data_breakpoints = breakpoints
+        caps = self.capabilities or {}
+        return await self._send_set(
+            "breakpoints",
+            [bp.to_wire() for bp in breakpoints],
+            bool(caps.get("supportsDataBreakpoints")),
+            "setDataBreakpoints",
+            lambda: data_breakpoints_arguments(breakpoints, caps),
+            operation,
+        )
+
+    def _require_paused(self, command: str, capability: str) -> None:
+        if not (self.capabilities or {}).get(capability):
+            raise CoreError("not_supported", f"{command}: the debug adapter lacks {capability}")
+        if self.state is not DebugState.PAUSED:
+            raise CoreError(
+                "invalid_request", f"{command}: the session is {self.state.value}, not paused"
+            )
 
     async def inspect(self, kind: str, arguments: JSONObject, operation: _Operation) -> JSONValue:
         """``debug.inspect``: ``arguments`` were validated by the service."""
-        paused_only = kind in ("stackTrace", "scopes", "variables", "exceptionInfo")
+        paused_only = kind in (
+            "stackTrace",
+            "scopes",
+            "variables",
+            "exceptionInfo",
+            "stepInTargets",
+            "gotoTargets",
+        )
         state = self.state
         if paused_only and state is not DebugState.PAUSED:
             raise CoreError(
@@ -1133,10 +1211,9 @@ class DebugSession(SessionResource[JSONObject]):
             raise CoreError(
                 "invalid_request", f"debug.inspect {kind}: the session is {state.value}"
             )
-        if kind == "exceptionInfo" and not (self.capabilities or {}).get(
-            "supportsExceptionInfoRequest"
-        ):
-            raise CoreError("not_supported", "The debug adapter does not support exceptionInfo")
+        capability = _INSPECT_CAPABILITY.get(kind)
+        if capability is not None and not (self.capabilities or {}).get(capability):
+            raise CoreError("not_supported", f"The debug adapter does not support {kind}")
         response = await self._request(kind, arguments, operation)
         if not response.success:
             raise self._adapter_refused(response)
@@ -1191,15 +1268,7 @@ class DebugSession(SessionResource[JSONObject]):
             if changed:
                 self._emit("stateChanged", {"state": self.state.value})
         elif name == "continued":
-            if self.lifecycle.handle(DebugInput.RECV_CONTINUED):
-                self._emit(
-                    "continued",
-                    {
-                        "threadId": _int(body.get("threadId")),
-                        "allThreadsContinued": body.get("allThreadsContinued") is not False,
-                    },
-                )
-                self._emit("stateChanged", {"state": self.state.value})
+            self._resumed(_int(body.get("threadId")), body.get("allThreadsContinued") is not False)
         elif name == "output":
             text = body.get("output")
             if isinstance(text, str):
