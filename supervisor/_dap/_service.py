@@ -88,6 +88,7 @@ _ADAPTER_FIELDS: Final = frozenset(
         "host",
         "port",
         "announcePrefix",
+        "announceStream",
         "connectTimeoutMilliseconds",
         "initializeTimeoutMilliseconds",
     }
@@ -177,6 +178,13 @@ def parse_adapter(value: JSONValue) -> AdapterSpec:
     prefix = optional_str(value, "announcePrefix")
     if prefix is not None and transport != "tcpAnnounced":
         raise _invalid("adapter.announcePrefix is for tcpAnnounced", "adapter.announcePrefix")
+    stream = value.get("announceStream", "stdout")
+    if stream not in ("stdout", "stderr") or ("announceStream" in value and prefix is None):
+        raise _invalid(
+            "adapter.announceStream must be stdout or stderr, with tcpAnnounced",
+            "adapter.announceStream",
+        )
+    assert isinstance(stream, str)
     connect_timeout = optional_positive_int(
         value, "connectTimeoutMilliseconds", maximum=MAX_OPERATION_TIMEOUT_MS
     )
@@ -191,6 +199,7 @@ def parse_adapter(value: JSONValue) -> AdapterSpec:
         host=host,
         port=port,
         announce_prefix=prefix or "",
+        announce_stream=stream,
         connect_timeout_ms=connect_timeout or DEFAULT_CONNECT_TIMEOUT_MS,
         initialize_timeout_ms=initialize_timeout or DEFAULT_INITIALIZE_TIMEOUT_MS,
     )

@@ -226,8 +226,10 @@ class AdapterSpec:
         transport: ``"stdio"``, ``"tcpPort"`` or ``"tcpAnnounced"``.
         host: The loopback host to connect to (TCP transports).
         port: The port (``tcpPort``).
-        announce_prefix: What the first stdout line starts with before the port or
+        announce_prefix: What the first line starts with before the port or
             ``host:port`` (``tcpAnnounced``).
+        announce_stream: Where that line comes: ``"stdout"`` or ``"stderr"``
+            (plugin-contract.md ``launch.endpoint.stream``).
         connect_timeout_ms: Bound on reaching the endpoint (or reading the announcement).
         initialize_timeout_ms: Bound on the adapter's answer to ``initialize``; past it the
             session ends with reason ``initializeTimeout``.
@@ -240,6 +242,7 @@ class AdapterSpec:
     host: str = "127.0.0.1"
     port: int | None = None
     announce_prefix: str = ""
+    announce_stream: str = "stdout"
     connect_timeout_ms: int = DEFAULT_CONNECT_TIMEOUT_MS
     initialize_timeout_ms: int = DEFAULT_INITIALIZE_TIMEOUT_MS
 
@@ -545,10 +548,11 @@ class DebugSession(SessionResource[JSONObject]):
     async def _read_announcement(self) -> tuple[str, int]:
         tree = self._tree
         assert tree is not None
-        assert tree.stdout is not None
+        stream = tree.stderr if self.spec.announce_stream == "stderr" else tree.stdout
+        assert stream is not None
         line = bytearray()
         while b"\n" not in line:
-            chunk = await tree.stdout.receive_some(_MAX_ANNOUNCE_LINE)
+            chunk = await stream.receive_some(_MAX_ANNOUNCE_LINE)
             if not chunk:
                 raise CoreError(
                     "launch_failed",
@@ -564,7 +568,8 @@ class DebugSession(SessionResource[JSONObject]):
         if not text.startswith(prefix):
             raise CoreError(
                 "launch_failed",
-                "The debug adapter's first stdout line does not start with the announce prefix",
+                f"The debug adapter's first {self.spec.announce_stream} line does not start "
+                "with the announce prefix",
                 {"announcePrefix": prefix},
             )
         value = text[len(prefix) :].strip()

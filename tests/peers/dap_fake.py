@@ -16,6 +16,7 @@ Modes:
   ``request_seq``) to run ``ARG`` (a Python file; with more arguments, ``ARG ARGS...`` is the
   whole argv) and answers launch with the process id it got in an ``output`` event.
 - ``tcp-announced``: as normal, over TCP.
+- ``tcp-announced-stderr``: the same, announcing on stderr.
 - ``stop-reading``: answers launch, then never reads its stdin again (and never exits by
   itself), so the supervisor's writes to it block once the pipe is full.
 - ``broken-header``: on launch, writes a header whose Content-Length is not a number.
@@ -233,9 +234,10 @@ def main() -> None:
     if mode == "stderr":
         sys.stderr.write("fake adapter: started\n")
         sys.stderr.flush()
-    if mode == "tcp-announced":
+    if mode in ("tcp-announced", "tcp-announced-stderr"):
         server = socket.create_server(("127.0.0.1", 0))
-        print(f"{arg}{server.getsockname()[1]}", flush=True)
+        out = sys.stderr if mode == "tcp-announced-stderr" else sys.stdout
+        print(f"{arg}{server.getsockname()[1]}", file=out, flush=True)
         conn, _ = server.accept()
         server.close()
         stream = conn.makefile("rwb")
