@@ -1632,6 +1632,15 @@ class LspSession(SessionResource[JSONObject]):
             "client/unregisterCapability",
         ):
             return None
+        # Said where the host sees it: a server that asks this believes we declared it.
+        self._emit(
+            "log",
+            {
+                "level": "warning",
+                "source": "serverRequest",
+                "message": _cut(f"{method} is not served (-32601)", LOG_MESSAGE_BYTES),
+            },
+        )
         raise method_not_found(method)
 
     async def _drain_stderr(self, gen: _Generation, stream: trio.abc.ReceiveStream) -> None:
