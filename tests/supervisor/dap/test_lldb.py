@@ -9,7 +9,6 @@ what the program prints, continue to the end, and nothing left running.
 from __future__ import annotations
 
 import shutil
-import subprocess
 from typing import TYPE_CHECKING, Any
 
 import pytest
@@ -26,6 +25,7 @@ if TYPE_CHECKING:
 
 PROGRAM = """\
 #include <stdio.h>
+#include <unistd.h>
 
 int twice(int x) {
     int result = x * 2;
@@ -34,11 +34,11 @@ int twice(int x) {
 
 int main(void) {
     int value = 20;
-    printf("twice %d\\n", twice(value));
+    printf("pid %d twice %d\\n", (int)getpid(), twice(value));
     return 0;
 }
 """
-BREAK_LINE = 5  # `return result;`
+BREAK_LINE = 6  # `return result;`
 
 
 def adapter() -> str | None:
@@ -100,9 +100,8 @@ async def test_lldb_adapter_breakpoint_variables_set_variable_and_exit(
     printed = ""
     while "twice 7" not in printed:
         printed += str((await events.next("output"))["output"])
+    debuggee_pid = int(printed.split("pid ", 1)[1].split()[0])
     terminated = await events.next("terminated")
     assert terminated["reason"] in ("debuggeeTerminated", "adapterExited")
     assert runs_no_more(adapter_pid)
-    # The debuggee is gone too (it was the adapter's child, in its tree).
-    pgrep = subprocess.run(["pgrep", "-f", str(program)], capture_output=True, check=False)
-    assert pgrep.stdout == b""
+    assert runs_no_more(debuggee_pid)
