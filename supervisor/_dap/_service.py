@@ -28,6 +28,7 @@ event outside this list, forwarded as the adapter sent it).
 
 from __future__ import annotations
 
+import re
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Final
 
@@ -77,7 +78,9 @@ __all__ = ("MAX_DEBUG_SESSIONS", "DebugService", "open_debug_service")
 #: Sessions that may exist at once (terminated ones count until destroyed); then ``busy``.
 MAX_DEBUG_SESSIONS: Final = 32
 
-_TRANSPORTS: Final = ("stdio", "tcpPort", "tcpAnnounced")
+_TRANSPORTS: Final = ("stdio", "tcpPort", "tcpAnnounced", "tcpLanguageServer")
+#: plugin-contract.md ``launch.endpoint.command`` for ``tcpLanguageServer``.
+_COMMAND_RE: Final = re.compile(r"[A-Za-z0-9._:-]{1,128}")
 _ADAPTER_FIELDS: Final = frozenset(
     {
         "executable",
@@ -91,7 +94,13 @@ _ADAPTER_FIELDS: Final = frozenset(
         "announceStream",
         "connectTimeoutMilliseconds",
         "initializeTimeoutMilliseconds",
+        "languageServerSessionId",
+        "command",
+        "commandArguments",
     }
+)
+_LANGUAGE_SERVER_FIELDS: Final = frozenset(
+    {"languageServerSessionId", "command", "commandArguments"}
 )
 _OPERATION_FIELDS: Final = frozenset({"sessionId", "operationId", "timeoutMilliseconds"})
 _INSPECT_FIELDS: Final = {
@@ -149,9 +158,11 @@ def parse_adapter(value: JSONValue) -> AdapterSpec:
     transport = value.get("transport", "stdio")
     if transport not in _TRANSPORTS:
         raise _invalid(
-            "adapter.transport must be stdio, tcpPort or tcpAnnounced", "adapter.transport"
+            "adapter.transport must be stdio, tcpPort, tcpAnnounced or tcpLanguageServer",
+            "adapter.transport",
         )
     assert isinstance(transport, str)
+    language_server = _language_server_endpoint(value, transport)
     host = optional_str(value, "host") or "127.0.0.1"
     if transport != "stdio":
         host = check_loopback(host)
@@ -163,7 +174,14 @@ def parse_adapter(value: JSONValue) -> AdapterSpec:
     if transport == "tcpPort" and port is None:
         raise _invalid("adapter.port is required for tcpPort", "adapter.port")
     argv: list[str] | None = None
-    if value.get("executable") is not None or transport != "tcpPort":
+    if transport == "tcpLanguageServer":
+        # The adapter lives inside the language server: no process of its own.
+        if "executable" in value or "port" in value or "announcePrefix" in value:
+            raise _invalid(
+                "adapter.executable, port and announcePrefix are not for tcpLanguageServer",
+                "adapter.transport",
+            )
+    elif value.get("executable") is not None or transport != "tcpPort":
         executable = require_path(value, "executable")
         arguments = value.get("arguments", [])
         argv = (
@@ -202,7 +220,30 @@ def parse_adapter(value: JSONValue) -> AdapterSpec:
         announce_stream=stream,
         connect_timeout_ms=connect_timeout or DEFAULT_CONNECT_TIMEOUT_MS,
         initialize_timeout_ms=initialize_timeout or DEFAULT_INITIALIZE_TIMEOUT_MS,
+        language_server=language_server,
     )
+
+
+def _language_server_endpoint(
+    value: JSONObject, transport: str
+) -> tuple[str, str, tuple[JSONValue, ...]] | None:
+    """``tcpLanguageServer``'s ``{languageServerSessionId, command, commandArguments?}``."""
+    if transport != "tcpLanguageServer":
+        extra = sorted(set(value) & _LANGUAGE_SERVER_FIELDS)
+        if extra:
+            raise _invalid(f"adapter.{extra[0]} is for tcpLanguageServer", f"adapter.{extra[0]}")
+        return None
+    session_id = require_str(value, "languageServerSessionId")
+    command = require_str(value, "command")
+    if not _COMMAND_RE.fullmatch(command):
+        raise _invalid(
+            "adapter.command must be 1-128 letters, digits, '.', '_', ':' or '-'",
+            "adapter.command",
+        )
+    arguments = value.get("commandArguments", [])
+    if not isinstance(arguments, list) or len(arguments) > MAX_COUNT:
+        raise _invalid("adapter.commandArguments must be an array", "adapter.commandArguments")
+    return session_id, command, tuple(arguments)
 
 
 class DebugService:
@@ -286,6 +327,7 @@ class DebugService:
             run_in_terminal_handler=handler,
             events=EventQueue(self._context.max_events),
             start_child=self._start_child,
+            language_server_command=self._context.language_server_command,
         )
         # Reserved before the start so a concurrent create with the same id is refused.
         self._sessions.add(session_id, session)
@@ -322,6 +364,7 @@ class DebugService:
             events=EventQueue(self._context.max_events),
             parent=parent,
             start_child=self._start_child,
+            language_server_command=self._context.language_server_command,
         )
         self._sessions.add(child.session_id, child)
         try:

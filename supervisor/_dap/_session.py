@@ -117,6 +117,8 @@ if TYPE_CHECKING:
     #: Registers and starts a child session (DAP ``startDebugging``) in the given
     #: nursery; raises :class:`CoreError` (``busy``, ``launch_failed``) when it can not.
     StartChild = Callable[["DebugSession", "AdapterSpec", trio.Nursery], Awaitable["DebugSession"]]
+    #: ``workspace/executeCommand`` on a language-server session (ServiceContext's).
+    LanguageServerCommand = Callable[[str, str, list[JSONValue], int], Awaitable[JSONValue]]
 
     from .._process._tree import ProcessTree
     from .._session._events import EventQueue
@@ -223,7 +225,8 @@ class AdapterSpec:
             the session then neither starts nor ends.
         env: Environment changes (None removes a variable).
         cwd: Working directory, or None for ours.
-        transport: ``"stdio"``, ``"tcpPort"`` or ``"tcpAnnounced"``.
+        transport: ``"stdio"``, ``"tcpPort"``, ``"tcpAnnounced"`` or ``"tcpLanguageServer"``
+            (the adapter lives in a language server, which answers a command with its port).
         host: The loopback host to connect to (TCP transports).
         port: The port (``tcpPort``).
         announce_prefix: What the first line starts with before the port or
@@ -233,6 +236,8 @@ class AdapterSpec:
         connect_timeout_ms: Bound on reaching the endpoint (or reading the announcement).
         initialize_timeout_ms: Bound on the adapter's answer to ``initialize``; past it the
             session ends with reason ``initializeTimeout``.
+        language_server: ``tcpLanguageServer``: ``(sessionId, command, arguments)`` -- the
+            language-server session whose ``workspace/executeCommand`` answers the port.
     """
 
     argv: list[str] | None
@@ -245,6 +250,7 @@ class AdapterSpec:
     announce_stream: str = "stdout"
     connect_timeout_ms: int = DEFAULT_CONNECT_TIMEOUT_MS
     initialize_timeout_ms: int = DEFAULT_INITIALIZE_TIMEOUT_MS
+    language_server: tuple[str, str, tuple[JSONValue, ...]] | None = None
 
 
 #: ``debug.inspect`` kinds the adapter must have advertised.
@@ -316,6 +322,7 @@ class DebugSession(SessionResource[JSONObject]):
         events: EventQueue,
         parent: DebugSession | None = None,
         start_child: StartChild | None = None,
+        language_server_command: LanguageServerCommand | None = None,
     ) -> None:
         super().__init__()
         self.session_id = session_id
@@ -362,6 +369,7 @@ class DebugSession(SessionResource[JSONObject]):
         #: Sessions started for this one's ``startDebugging`` requests; they end with it.
         self.children: list[DebugSession] = []
         self._start_child = start_child
+        self._language_server_command = language_server_command
         #: The endpoint a TCP transport reached (a child session reaches the same one).
         self._endpoint: tuple[str, int] | None = None
         if parent is not None:
@@ -529,6 +537,8 @@ class DebugSession(SessionResource[JSONObject]):
                 host, port = spec.host, spec.port
                 if spec.transport == "tcpAnnounced":
                     host, port = await self._read_announcement()
+                elif spec.transport == "tcpLanguageServer":
+                    port = await self._ask_language_server()
                 assert port is not None
                 self._socket = await self._connect(host, port)
                 self._endpoint = (host, port)
@@ -544,6 +554,25 @@ class DebugSession(SessionResource[JSONObject]):
             raise
         self._send_stream = self._socket
         self._receive_stream = self._socket
+
+    async def _ask_language_server(self) -> int:
+        """``tcpLanguageServer``: the port the language server answers its command with (an
+        integer or a numeric string from 1 to 65535; plugin-contract.md "Debug adapters")."""
+        assert self.spec.language_server is not None
+        assert self._language_server_command is not None
+        session_id, command, arguments = self.spec.language_server
+        answer = await self._language_server_command(
+            session_id, command, list(arguments), self.spec.connect_timeout_ms
+        )
+        if isinstance(answer, str) and answer.isascii() and answer.isdigit():
+            answer = int(answer)
+        if isinstance(answer, bool) or not isinstance(answer, int) or not 0 < answer < 65536:
+            raise CoreError(
+                "launch_failed",
+                f"The language server answered {command} with no port (1-65535)",
+                {"answer": str(answer)[:64]},
+            )
+        return answer
 
     async def _read_announcement(self) -> tuple[str, int]:
         tree = self._tree

@@ -627,6 +627,49 @@ class LspService:
         session.plugin.host_response(host_request_id, payload)
         return {"hostRequestID": host_request_id}
 
+    async def execute_command(
+        self, session_id: str, command: str, arguments: list[JSONValue], timeout_ms: int
+    ) -> JSONValue:
+        """``workspace/executeCommand`` on a session for another service (a debug adapter
+        that lives inside a language server: plugin-contract.md ``tcpLanguageServer``).
+
+        Waits for readiness like any request; no ``requestCompleted`` event is queued.
+
+        Returns:
+            The command's result.
+
+        Raises:
+            CoreError: ``not_found`` for an unknown session; ``launch_failed`` when the
+                server answered with an error, was not running, or did not answer within
+                ``timeout_ms`` (``details.languageServerError`` holds the structured error).
+
+        **Cancellation:** cancelling the caller cancels the server request.
+        """
+        session = self._sessions.find(session_id)
+        params: JSONObject = {"command": command, "arguments": arguments}
+        req = session.submit(
+            "workspace/executeCommand",
+            params,
+            operation_id=session.new_operation_id(),
+            timeout_ms=timeout_ms,
+            emit_event=False,
+        )
+        try:
+            await req.finished.wait()
+        finally:
+            if req.outcome is None:
+                session.cancel(req.operation_id)
+        outcome = req.outcome or {}
+        error = outcome.get("error")
+        if error is not None:
+            message = error.get("message") if isinstance(error, dict) else None
+            raise CoreError(
+                "launch_failed",
+                f"The language server could not run {echo(command)}: {message}",
+                {"languageServerError": error},
+            )
+        return outcome.get("result")
+
     async def _server_request_response(self, payload: JSONObject) -> JSONValue:
         """``lsp.serverRequestResponse {sessionId, requestId, result? | error?}``: the host's
         answer to a ``serverRequest`` event (a server request named in ``hostRequests``).

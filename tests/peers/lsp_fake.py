@@ -36,7 +36,10 @@ Requests (answered concurrently where they wait):
     ``test/stopReading``: answers null, then never reads stdin again while it writes a
         ``window/logMessage`` every 20 ms.
     ``workspace/executeCommand {command, arguments: [ms]}``: answered after ``ms`` with
-        ``{command, count}``, ``count`` being how many executeCommand requests arrived.
+        ``{command, count}``, ``count`` being how many executeCommand requests arrived;
+        command ``test.startDebugServer`` starts ``dap_fake.py tcp-announced`` (a debug
+        adapter living in this server, as the Java Debug Server lives in JDT LS) and answers
+        its port as a numeric string.
     ``test/initializeParams``: the params ``initialize`` arrived with.
     ``shutdown``: null (see flags). Anything else: -32601.
 Notification ``exit``: exits 0 after ``shutdown``, 1 otherwise (see flags).
@@ -47,6 +50,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import subprocess
 import sys
 import threading
 import time
@@ -280,6 +284,18 @@ def main() -> int:
         elif method == "test/exit":
             os.write(2, b"crashing on purpose\n")
             os._exit(int(p.get("code", 7)))
+        elif method == "workspace/executeCommand" and p.get("command") == "test.startDebugServer":
+            adapter = subprocess.Popen(
+                [
+                    sys.executable,
+                    os.path.join(os.path.dirname(__file__), "dap_fake.py"),
+                    "tcp-announced",
+                    "PORT=",
+                ],
+                stdout=subprocess.PIPE,
+            )
+            assert adapter.stdout is not None
+            _answer(request_id, adapter.stdout.readline().decode().strip().removeprefix("PORT="))
         elif method == "workspace/executeCommand":
             executed += 1
             arguments = p.get("arguments")
