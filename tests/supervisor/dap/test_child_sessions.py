@@ -122,3 +122,50 @@ async def test_debugpy_subprocess_gets_a_child_session_ended_with_its_parent(
     assert {s["state"] for s in (await sessions_by_id(core)).values()} == {"terminated"}
     # Events the contract does not name arrive as adapterEvent instead of being dropped.
     assert "process" in {e["name"] for e in child_events.names("adapterEvent")}
+
+
+SHORT_CHILD = """\
+import sys
+
+print("child done", file=sys.stderr)
+"""
+WAITING_PARENT = """\
+import subprocess
+import sys
+
+subprocess.run([sys.executable, sys.argv[1]])
+print("parent done")
+"""
+
+
+async def test_a_child_that_ends_first_ends_its_session_alone(core: Core, tmp_path: Path) -> None:
+    parent_script = tmp_path / "parent.py"
+    parent_script.write_text(WAITING_PARENT)
+    child_script = tmp_path / "child.py"
+    child_script.write_text(SHORT_CHILD)
+    session_id, adapter_pid = await create(core, debugpy_adapter())
+    assert adapter_pid is not None
+    events = Events(core, session_id)
+    await core.call(
+        "debug.launch",
+        {
+            "sessionId": session_id,
+            "configuration": {
+                "program": str(parent_script),
+                "args": [str(child_script)],
+                "console": "internalConsole",
+            },
+        },
+    )
+    child_id = (await events.next("childSessionStarted"))["childSessionId"]
+    assert isinstance(child_id, str)
+    child_terminated = await Events(core, child_id).next("terminated")
+    assert child_terminated["reason"] == "debuggeeTerminated"
+    # The parent runs on to its own end.
+    terminated = await events.next("terminated")
+    assert terminated["reason"] == "debuggeeTerminated"
+    assert terminated["exitCode"] == 0
+    assert runs_no_more(adapter_pid)
+    for sid in (child_id, session_id):
+        await core.call("debug.destroySession", {"sessionId": sid})
+    assert await sessions_by_id(core) == {}
