@@ -149,6 +149,9 @@ STDERR_RING_LINES: Final = DEFAULT_STDERR_LINES
 STDERR_LINE_BYTES: Final = DEFAULT_STDERR_LINE_BYTES
 #: Longest ``log`` event message (bytes, cut on a character boundary).
 LOG_MESSAGE_BYTES: Final = 8192
+#: Server requests that may wait for the host's answer at once (``serverRequest`` events are
+#: never dropped, so they are bounded here); the next one fails at once.
+MAX_HOST_ANSWERS: Final = 16
 #: How long the ``exit`` notification may wait for room in a full write queue.
 _EXIT_NOTIFY_MS: Final = 200
 
@@ -1540,6 +1543,12 @@ class LspSession(SessionResource[JSONObject]):
         """Forward a server request the host answers: a ``serverRequest {requestId, method,
         params}`` event, then wait for ``lsp.serverRequestResponse`` (at most the session's
         request timeout; past it the server gets -32803 RequestFailed)."""
+        if len(self._host_answers) >= MAX_HOST_ANSWERS:
+            # Never-dropped events must stay bounded: the server learns at once.
+            raise JSONRPCError(
+                ErrorCode.REQUEST_FAILED,
+                f"{MAX_HOST_ANSWERS} requests already wait for the host's answer",
+            )
         self._host_answer_count += 1
         request_id = f"sr-{self._host_answer_count}"
         pending = _HostAnswer(method)
