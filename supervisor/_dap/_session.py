@@ -37,6 +37,14 @@ it with the session. With ``runInTerminal: "host"`` the host runs it and answers
 ``debug.runInTerminalResponse``; a request still unanswered when the session disconnects is
 failed toward the adapter, and any later answer is ignored.
 
+startDebugging (DAP reverse request; debugpy's Python subprocesses): ``initialize`` declares
+``supportsStartDebuggingRequest``; each request makes a child session (its own id, events and
+operations; listed with ``parentSessionId``; the parent's breakpoints and ``terminateDebuggee``
+policy) that runs in the parent's nursery and is stopped first when the parent stops. Its
+adapter is the ``connect`` endpoint the configuration names, else the parent's TCP endpoint,
+else a new adapter process from the parent's spec. Other reverse requests are refused; DAP
+events outside the contract are forwarded as ``adapterEvent``.
+
 Boundary: each session is a supervision boundary. An unexpected exception in one of its tasks
 (reader, writer, stderr drain, exit watcher, ``initialize``, configuration, the stop after
 ``terminated``) ends that session only: it is logged with its traceback, the session's
@@ -1477,7 +1485,11 @@ class DebugSession(SessionResource[JSONObject]):
             await self._respond(request, success=False, message="The debug session is ending")
             return
         await self._respond(request, success=True)
-        await self._start_child_request(child, kind, configuration)
+        try:
+            await self._start_child_request(child, kind, configuration)
+        except Exception as exc:
+            # Answered already: a bug here is the child's (logged), not a second answer.
+            log_failure(f"debug session {child.session_id} {kind}", exc)
 
     def _ending(self) -> bool:
         return self.stop_started or self._disconnect_started
