@@ -15,6 +15,8 @@ Exit codes:
     first); 2 for a bad scenario or option.
     ``chaos``: 0 when no round had a violation, 1 otherwise (the seed and the shortest
     failing step list are printed).
+    ``check``: 0 when every conformance check passed or was skipped, 1 when one failed, 2
+    for bad usage or a program that cannot start.
 """
 
 from __future__ import annotations
@@ -113,6 +115,10 @@ def _parser() -> argparse.ArgumentParser:
         help="inject one fault per round inside a random step's unit and check it ends alone",
     )
     chaos.add_argument("--json", action="store_true", help="print the report as JSON")
+
+    from .._check._cli import add_parser as add_check_parser
+
+    add_check_parser(sub)
     return parser
 
 
@@ -285,4 +291,8 @@ def _main(argv: Sequence[str] | None) -> int:
         return _testbed(args)
     if args.command == "chaos":
         return _chaos(args)
+    if args.command == "check":
+        from .._check._cli import run_check
+
+        return run_check(args)
     raise AssertionError(f"unhandled command {args.command!r}")  # argparse refuses others
