@@ -137,10 +137,10 @@ class _Battery:
                 await self.cancel(program)
             if self.wants("client-stops-reading"):
                 await self.stop_reading(program)
-            if program.tree.returncode is not None:
+            if program.tree.returncode is None:
+                await self.shutdown_exit(program)
+            else:
                 self.note("shutdown-exit", Outcome.FAIL, "it had already exited")
-                return
-            await self.shutdown_exit(program)
             # Late duplicates and strays have had the whole session to show.
             if program.duplicate_answers or program.unknown_answers:
                 self.note(
@@ -152,7 +152,9 @@ class _Battery:
                 )
             else:
                 self.note(
-                    "answers-once", Outcome.PASS, f"{program._next_id} requests, one answer each"
+                    "answers-once",
+                    Outcome.PASS,
+                    f"{program.requests_sent} requests, one answer each",
                 )
 
     async def requests(self, program: Program) -> None:
@@ -181,10 +183,9 @@ class _Battery:
         self.note("requests", Outcome.FAIL if failed else Outcome.PASS, "; ".join(parts))
 
     async def cancel(self, program: Program) -> None:
+        # The cancel follows the request at once: it reaches the server while the request
+        # is read or worked on, the case a client's stale-request cancel produces.
         rid = program.send_request(*_ORDINARY)
-        # Mid-flight: the request was written and is being read, not yet answered.
-        await trio.sleep(0.05)
-        answered_first = (await program.wait_answer(rid, 0)) is not None
         program.notify("$/cancelRequest", {"id": rid})
         answer = await program.wait_answer(rid, self.bounds.request)
         if answer is None:
@@ -197,9 +198,14 @@ class _Battery:
             return
         error = answer.get("error")
         code = error.get("code") if isinstance(error, dict) else None
-        how = "a result" if code is None else f"error {code}"
-        when = "before the cancel arrived" if answered_first else "after the cancel"
-        self.note("cancel", Outcome.PASS, f"answered {when} with {how}")
+        how = (
+            "its result"
+            if code is None
+            else "RequestCancelled (-32800)"
+            if code == -32800
+            else f"error {code}"
+        )
+        self.note("cancel", Outcome.PASS, f"{_ORDINARY[0]} cancelled at once: answered with {how}")
 
     async def stop_reading(self, program: Program) -> None:
         program.pause_reading()

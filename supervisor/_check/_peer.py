@@ -282,6 +282,10 @@ class Program:
             self.descendants.sample()
             await trio.sleep(SAMPLE_EVERY_S)
 
+    @property
+    def requests_sent(self) -> int:
+        return self._next_id
+
     def unread_bytes(self) -> int:
         """Bytes queued for its stdin that it has not taken yet."""
         return self._queued - self._written

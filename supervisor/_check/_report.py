@@ -121,28 +121,34 @@ class ConformanceReport:
         }
 
     def table(self, *, width: int = 100) -> str:
-        """The report as a plain-text table: check, result, evidence, rule (wrapped)."""
+        """The report as plain text: a table (check, result, evidence), then the rules."""
         import textwrap
 
         name_w = max([len("check"), *(len(r.check) for r in self.results)])
-        text_w = max(30, width - name_w - 9)
+        text_w = max(30, width - name_w - 10)
         lines = [
             f"{self.protocol.upper()} conformance of: {' '.join(self.argv)}"
             f"  (client profile: {self.client})",
-            f"{'check':<{name_w}}  result  evidence / rule",
+            "",
+            f"{'check':<{name_w}}  result  evidence",
             f"{'-' * name_w}  ------  {'-' * min(text_w, 40)}",
         ]
         for r in self.results:
-            body = textwrap.wrap(r.evidence, text_w) or [""]
-            rule = textwrap.wrap("rule: " + r.rule, text_w)
-            for i, line in enumerate(body + rule):
-                if i == 0:
-                    lines.append(f"{r.check:<{name_w}}  {r.outcome.value:<6}  {line}")
-                else:
-                    lines.append(f"{'':<{name_w}}  {'':<6}  {line}")
+            for i, line in enumerate(textwrap.wrap(r.evidence, text_w) or [""]):
+                head = (
+                    f"{r.check:<{name_w}}  {r.outcome.value:<6}" if i == 0 else " " * (name_w + 8)
+                )
+                lines.append(f"{head}  {line}")
         counts = {o: sum(r.outcome is o for r in self.results) for o in Outcome}
-        lines.append(
+        lines += [
+            "",
             f"{counts[Outcome.PASS]} passed, {counts[Outcome.FAIL]} failed,"
-            f" {counts[Outcome.SKIP]} skipped"
-        )
+            f" {counts[Outcome.SKIP]} skipped",
+            "",
+            "rules:",
+        ]
+        for r in self.results:
+            wrapped = textwrap.wrap(r.rule, width - name_w - 4)
+            for i, line in enumerate(wrapped):
+                lines.append(f"  {r.check if i == 0 else '':<{name_w}}  {line}")
         return "\n".join(lines)
