@@ -64,6 +64,18 @@ def workdir_of(cwd: str | None) -> str:
     return os.path.abspath(cwd or os.getcwd())
 
 
+async def no_answer(program: Program, waited_s: float) -> str:
+    """Why a request got no answer: the program ended (how), or the bound passed."""
+    if program.eof:
+        rc = await program.wait_exit(1.0)
+        return (
+            f"{describe_status(rc)} without answering"
+            if rc is not None
+            else "closed its stdout without answering"
+        )
+    return f"no answer in {ms(waited_s)}"
+
+
 def ms(seconds: float) -> str:
     return f"{seconds * 1000:.0f} ms"
 

@@ -13,7 +13,15 @@ from typing import TYPE_CHECKING, Any, Final
 import trio
 
 from .._process._procfs import read_stat
-from ._common import Bounds, Leftovers, describe_status, ms, record_stdout, workdir_of
+from ._common import (
+    Bounds,
+    Leftovers,
+    describe_status,
+    ms,
+    no_answer,
+    record_stdout,
+    workdir_of,
+)
 from ._lsp import vanish_check
 from ._peer import Program, open_program
 from ._profiles import dap_initialize_arguments
@@ -81,12 +89,7 @@ class _Battery:
             timeout_s=self.bounds.initialize,
         )
         if answer is None:
-            rc = program.tree.returncode
-            why = (
-                f"{describe_status(rc)} without answering"
-                if rc is not None
-                else f"no answer in {ms(self.bounds.initialize)}"
-            )
+            why = await no_answer(program, self.bounds.initialize)
             tail = program.stderr_evidence()
             return None, why + (f"; stderr: {tail}" if tail else "")
         if answer.get("success") is not True:

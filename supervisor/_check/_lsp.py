@@ -19,7 +19,15 @@ import trio
 
 from .._process._procfs import read_stat
 from .._process._tree import DEVNULL, PIPE, open_process_tree
-from ._common import Bounds, Leftovers, describe_status, ms, record_stdout, workdir_of
+from ._common import (
+    Bounds,
+    Leftovers,
+    describe_status,
+    ms,
+    no_answer,
+    record_stdout,
+    workdir_of,
+)
 from ._peer import Program, open_program
 from ._profiles import lsp_initialize_params
 from ._report import ConformanceReport, Outcome
@@ -98,12 +106,7 @@ class _Battery:
             "initialize", self.params(), timeout_s=self.bounds.initialize
         )
         if answer is None:
-            rc = program.tree.returncode
-            why = (
-                f"{describe_status(rc)} without answering"
-                if rc is not None
-                else f"no answer in {ms(self.bounds.initialize)}"
-            )
+            why = await no_answer(program, self.bounds.initialize)
             tail = program.stderr_evidence()
             return False, why + (f"; stderr: {tail}" if tail else "")
         result = answer.get("result")

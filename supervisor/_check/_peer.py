@@ -115,10 +115,20 @@ class Program:
         self._queue(message)
 
     async def wait_answer(self, rid: object, timeout_s: float) -> dict[str, Any] | None:
-        """The answer to ``rid``, or None if none came within ``timeout_s`` seconds."""
-        if rid not in self._answers:
+        """The answer to ``rid``, or None if none came within ``timeout_s`` seconds.
+
+        Returns early, with None, once its stdout has ended: no answer can come any more.
+        """
+        if rid not in self._answers and not self.eof:
             with trio.move_on_after(timeout_s):
-                await self._waiting[rid].wait()
+                async with trio.open_nursery() as nursery:
+
+                    async def first(event: trio.Event) -> None:
+                        await event.wait()
+                        nursery.cancel_scope.cancel()
+
+                    nursery.start_soon(first, self._waiting[rid])
+                    nursery.start_soon(first, self._eof_event)
         return self._answers.get(rid)
 
     async def request(
