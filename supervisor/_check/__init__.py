@@ -7,3 +7,7 @@ Modules: ``_lsp`` (:func:`check_language_server`), ``_dap`` (:func:`check_debug_
 client), ``_watch`` (descendants), ``_vanish`` (the client that gets SIGKILLed), ``_cli``.
 This package imports nothing itself, so ``supervisor --help`` stays fast.
 """
+
+from __future__ import annotations
+
+__all__ = ()
