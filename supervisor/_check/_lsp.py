@@ -69,8 +69,9 @@ _ORDINARY: Final = ("workspace/symbol", {"query": ""})
 #: A method no server implements.
 _UNKNOWN: Final = "conformance/unknownMethod"
 #: Requests queued while the client does not read, and the padding of each (bytes).
-_STALL_REQUESTS: Final = 200
-_STALL_PAD: Final = 1024
+#: Enough that even short error answers (about 90 bytes each) overfill a 64 KiB pipe.
+_STALL_REQUESTS: Final = 1000
+_STALL_PAD: Final = 256
 
 
 class _Battery:
@@ -217,6 +218,7 @@ class _Battery:
         await trio.sleep(self.bounds.stall)
         status = program.tree.returncode
         alive = status is None
+        read_before = program.bytes_read
         program.resume_reading()
         start = trio.current_time()
         missing = 0
@@ -225,13 +227,14 @@ class _Battery:
             if await program.wait_answer(rid, left) is None:
                 missing += 1
         took = trio.current_time() - start
-        queued = f"{_STALL_REQUESTS} requests ({_STALL_REQUESTS * _STALL_PAD // 1024} KiB)"
+        queued = f"{_STALL_REQUESTS} requests"
+        backlog = (program.bytes_read - read_before) // 1024
         if not alive:
             self.note(
                 "client-stops-reading",
                 Outcome.FAIL,
                 f"{describe_status(status)} while the client did not read for"
-                f" {ms(self.bounds.stall)} with {queued} queued"
+                f" {ms(self.bounds.stall)} with {queued} sent"
                 + (f"; stderr: {program.stderr_evidence()}" if program.stderr_tail else ""),
             )
         elif missing:
@@ -244,8 +247,8 @@ class _Battery:
             self.note(
                 "client-stops-reading",
                 Outcome.PASS,
-                f"waited while not read for {ms(self.bounds.stall)} with {queued} queued;"
-                f" all answered {ms(took)} after reading resumed",
+                f"waited while not read for {ms(self.bounds.stall)} with {queued} sent;"
+                f" all answered ({backlog} KiB) {ms(took)} after reading resumed",
             )
 
     async def shutdown_exit(self, program: Program) -> None:

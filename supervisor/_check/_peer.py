@@ -79,6 +79,8 @@ class Program:
         self._resume = trio.Event()
         self._send, self._to_write = trio.open_memory_channel[bytes | None](math.inf)
         self._written = 0
+        #: Bytes read from its stdout so far.
+        self.bytes_read = 0
         self._queued = 0
         self._stdin_closed = trio.Event()
         self._eof_event = trio.Event()
@@ -229,6 +231,7 @@ class Program:
                     await self._resume.wait()
                     continue
                 data = await stream.receive_some(65536)
+                self.bytes_read += len(data)
                 if data:
                     decoder.receive_data(data)
                 else:
