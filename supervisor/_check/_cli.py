@@ -11,11 +11,11 @@ import argparse
 import json
 import sys
 
-from ._report import EXIT_BAD_USAGE
-
 __all__ = ("add_parser", "run_check")
 
-_CLIENTS = ("vscode", "neovim", "helix")  # _profiles.CLIENTS, spelled out so --help is fast
+# _profiles.CLIENTS and _report.EXIT_BAD_USAGE, spelled out so --help imports nothing.
+_CLIENTS = ("vscode", "neovim", "helix")
+EXIT_BAD_USAGE = 2
 
 
 def _add_options(check: argparse.ArgumentParser) -> None:

@@ -188,3 +188,10 @@ def test_cli_refuses_bad_usage_with_status_2_and_starts_nothing(
     assert done.returncode == 2
     assert message in done.stderr
     assert done.stdout == ""
+
+
+def test_the_cli_spells_out_the_profiles_and_status_it_does_not_import() -> None:
+    from supervisor._check import _cli, _profiles, _report
+
+    assert _cli._CLIENTS == _profiles.CLIENTS
+    assert _cli.EXIT_BAD_USAGE == _report.EXIT_BAD_USAGE
