@@ -32,9 +32,10 @@ milliseconds of pytest start-up.
 Example (a language-server author checks that a server which never answers ``shutdown`` is
 still stopped within the bounds)::
 
+    import pytest
     import trio
-    from supervisor.testbed import SCENARIOS
 
+    @pytest.mark.trio
     async def test_stop_is_bounded(supervisor_scenario_session, no_leaked_processes):
         async with supervisor_scenario_session("no-shutdown-reply") as session:
             await session.endpoint.request("initialize", {"capabilities": {}})
