@@ -11,7 +11,7 @@ import argparse
 import json
 import sys
 
-__all__ = ("add_parser", "run_check")
+__all__ = ("CHECK_EPILOG", "CHECK_HELP", "add_options", "run_check")
 
 # _profiles.CLIENTS and _report.EXIT_BAD_USAGE, spelled out so --help imports nothing.
 _CLIENTS = ("vscode", "neovim", "helix")
@@ -53,16 +53,28 @@ def _add_options(check: argparse.ArgumentParser) -> None:
     )
 
 
-def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    """Add ``check`` to the ``supervisor`` command line."""
-    check = sub.add_parser(
-        "check",
-        help="run a language server or debug adapter through lifecycle conformance checks",
-        description="Run CMD through a battery of lifecycle checks and print a conformance"
-        " table. Usage: supervisor check lsp|dap [OPTIONS] -- CMD [ARGS...]. Exit status:"
-        " 0 all passed (or skipped), 1 a check failed, 2 bad usage or the program could"
-        " not start.",
-    )
+#: ``supervisor check --help``: what it does, then (epilog) its exit codes and examples.
+CHECK_HELP = """\
+Run a language server (lsp) or debug adapter (dap) through a battery of
+lifecycle checks and print a conformance table: each check, pass/fail/skip,
+the evidence and the rule (README, "Check your own server or adapter").
+Usage: supervisor check lsp|dap [OPTIONS] -- CMD [ARGS...]
+"""
+CHECK_EPILOG = """\
+exit status:
+  0  every check passed or was skipped
+  1  a check failed
+  2  bad usage, or the program could not be started (nothing checked)
+
+examples:
+  supervisor check lsp -- pylsp
+  supervisor check lsp --client neovim --json -- ruff server
+  supervisor check dap --launch '{"program": "app.py"}' -- python -m debugpy.adapter
+"""
+
+
+def add_options(check: argparse.ArgumentParser) -> None:
+    """The arguments of ``supervisor check`` (its parser comes from the CLI's table)."""
     check.add_argument("protocol", choices=("lsp", "dap"), help="what CMD speaks on stdio")
     _add_options(check)
     # Options may also follow the protocol; argparse hands everything after it over here.
@@ -90,6 +102,7 @@ def run_check(args: argparse.Namespace) -> int:
         options, argv = rest[:cut], rest[cut + 1 :]
         inner = argparse.ArgumentParser(prog=f"supervisor check {args.protocol}")
         _add_options(inner)
+        inner.add_argument("--log-level", default=argparse.SUPPRESS, help=argparse.SUPPRESS)
         try:
             args = inner.parse_args(options, namespace=args)
         except SystemExit as exc:
