@@ -87,8 +87,9 @@ async def test_each_dap_misbehaviour_fails_its_check(argv: list[str], check: str
     assert report.outcome_of(check) is Outcome.FAIL, report.table()
 
 
-async def test_well_behaved_adapter_passes_and_skips_the_debuggee_checks() -> None:
-    report = await check_debug_adapter(program_argv("well-behaved", protocol="dap"))
+@pytest.mark.parametrize("client", ["vscode", "neovim", "helix"])
+async def test_well_behaved_adapter_passes_and_skips_the_debuggee_checks(client: str) -> None:
+    report = await check_debug_adapter(program_argv("well-behaved", protocol="dap"), client=client)
     assert report.ok, report.table()
     skipped = {r.check for r in report.results if r.outcome is Outcome.SKIP}
     assert skipped == {"launch", "debuggee-terminated", "debuggee-kept"}
