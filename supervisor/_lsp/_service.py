@@ -85,6 +85,9 @@ HOST_METHODS: Final = frozenset(
         "workspace/didChangeWorkspaceFolders",
     }
 )
+#: plugin-contract.md "Plugin-owned sessions": a policy name is at most 256 bytes (UTF-8).
+MAX_POLICY_NAME_BYTES: Final = 256
+_EXECUTE_COMMAND: Final = "workspace/executeCommand"
 #: The reference's function-result bound, used for plugin requests' results (bytes).
 MAX_PLUGIN_RESULT_BYTES: Final = 1024 * 1024
 _MAX_TIMEOUT_MS: Final = 3_600_000
@@ -109,6 +112,7 @@ _START_FIELDS: Final = frozenset(
         "restart",
         "pluginId",
         "hostServices",
+        "workspaceAuthority",
     }
 )
 
@@ -128,6 +132,18 @@ def _str_list(value: JSONValue, name: str, limit: int | None = None) -> list[str
         raise _invalid(f"{name} has more than {limit} entries", name)
     if len(set(items)) != len(items):
         raise _invalid(f"{name} has duplicate entries", name)
+    return items
+
+
+def _policy_names(value: JSONValue, name: str, limit: int) -> list[str]:
+    """A session-policy list: names of at most 256 bytes, no whitespace or control character."""
+    items = _str_list(value, name, limit)
+    for index, item in enumerate(items):
+        # str.isspace/isprintable cover Unicode whitespace and control/format characters.
+        if len(item.encode("utf-8", "surrogatepass")) > MAX_POLICY_NAME_BYTES:
+            raise _invalid(f"{name}[{index}] is longer than {MAX_POLICY_NAME_BYTES} bytes", name)
+        if any(char.isspace() or not char.isprintable() for char in item):
+            raise _invalid(f"{name}[{index}] may not hold whitespace or control characters", name)
     return items
 
 
@@ -156,16 +172,32 @@ def _parse_gates(value: JSONValue) -> tuple[Gate, ...]:
     return tuple(gates)
 
 
-def _parse_policy(value: JSONValue) -> tuple[SessionPolicy, tuple[Gate, ...]]:
+def _parse_policy(value: JSONValue) -> tuple[SessionPolicy, tuple[Gate, ...], bool]:
+    """The policy, its gates, and whether the server may run for a remote workspace."""
     if value is None:
-        return SessionPolicy(), ()
+        return SessionPolicy(), (), True
     if not isinstance(value, dict):
         raise _invalid("sessionPolicy must be an object", "sessionPolicy")
-    check_fields(value, frozenset({*_POLICY_LIMITS, "serverID", "gates"}), "sessionPolicy")
+    check_fields(
+        value, frozenset({*_POLICY_LIMITS, "serverID", "gates", "remote"}), "sessionPolicy"
+    )
     lists = {
-        name: _str_list(value.get(name), f"sessionPolicy.{name}", limit)
+        name: _policy_names(value.get(name), f"sessionPolicy.{name}", limit)
         for name, limit in _POLICY_LIMITS.items()
     }
+    remote = value.get("remote", "supported")
+    if remote not in ("supported", "unsupported"):
+        raise _invalid(
+            'sessionPolicy.remote must be "supported" or "unsupported"', "sessionPolicy.remote"
+        )
+    # plugin-contract.md: commands are declared exactly when requestMethods lists
+    # workspace/executeCommand, so neither can grant what the other does not.
+    if (_EXECUTE_COMMAND in lists["requestMethods"]) != bool(lists["commands"]):
+        raise _invalid(
+            f"sessionPolicy.commands must be declared exactly when requestMethods lists "
+            f"{_EXECUTE_COMMAND}",
+            "sessionPolicy.commands",
+        )
     for name in ("requestMethods", "forwardNotifications"):
         refused = [m for m in lists[name] if m in HOST_METHODS or m.startswith("$/")]
         if refused:
@@ -181,7 +213,7 @@ def _parse_policy(value: JSONValue) -> tuple[SessionPolicy, tuple[Gate, ...]]:
         serialized_commands=frozenset(lists["serializedCommands"]),
         forward_notifications=frozenset(lists["forwardNotifications"]),
     )
-    return policy, _parse_gates(value.get("gates"))
+    return policy, _parse_gates(value.get("gates")), remote == "supported"
 
 
 def _parse_restart(value: JSONValue) -> tuple[bool, RestartBudget]:
@@ -236,7 +268,18 @@ def parse_start(payload: JSONObject) -> LspServerSpec:
     config = payload.get("workspaceConfiguration")
     if config is not None and not isinstance(config, dict):
         raise _invalid("workspaceConfiguration must be an object", "workspaceConfiguration")
-    policy, policy_gates = _parse_policy(payload.get("sessionPolicy"))
+    policy, policy_gates, remote_supported = _parse_policy(payload.get("sessionPolicy"))
+    authority = payload.get("workspaceAuthority", "local")
+    if authority not in ("local", "remote"):
+        raise _invalid('workspaceAuthority must be "local" or "remote"', "workspaceAuthority")
+    if authority == "remote" and not remote_supported:
+        # plugin-contract.md "Plugin-owned sessions": a server with remote: "unsupported"
+        # is not started for a remote workspace.
+        raise CoreError(
+            "not_supported",
+            "This language server does not support a remote workspace",
+            {"field": "sessionPolicy.remote"},
+        )
     gates = _parse_gates(payload.get("gates")) or policy_gates
     restart, budget = _parse_restart(payload.get("restart"))
     plugin_id = optional_str(payload, "pluginId")
