@@ -48,6 +48,7 @@ from ._session import (
     LspSession,
     SessionPolicy,
     dumps,
+    launch_failure_fact,
 )
 from ._state import Gate, LspState, RestartBudget
 
@@ -364,6 +365,8 @@ class LspService:
         )
         #: Cross-plugin calls between this service's plugin-owned sessions.
         self.relay = FunctionRelay(self._relay_provider)
+        #: Plugins whose backend is being started (between the check and the registration).
+        self._starting_plugins: set[str] = set()
 
     def commands(self) -> Mapping[str, CommandHandler]:
         return {
@@ -412,8 +415,42 @@ class LspService:
 
     # -- lifecycle -----------------------------------------------------------------------
 
+    def _check_one_backend(self, plugin_id: str) -> None:
+        """plugin-contract.md "Plugin backend": at most one backend process per plugin.
+
+        A session of the plugin that has not ended (running, stopping, or failed and waiting
+        to restart) holds the plugin's place; a stopped or finally failed one does not.
+        """
+        holder = next(
+            (
+                session.session_id
+                for session in self._sessions.values()
+                if session.plugin is not None
+                and session.plugin.plugin_id == plugin_id
+                and not session.ended
+            ),
+            None,
+        )
+        if holder is not None or plugin_id in self._starting_plugins:
+            details: JSONObject = {"field": "pluginId"}
+            if holder is not None:
+                details["sessionId"] = holder
+            raise CoreError(
+                "busy", f"plugin {plugin_id} already has a backend session running", details
+            )
+
     async def _start(self, payload: JSONObject) -> JSONValue:
         spec = parse_start(payload)
+        if spec.plugin_id is None:
+            return await self._start_checked(spec)
+        self._check_one_backend(spec.plugin_id)
+        self._starting_plugins.add(spec.plugin_id)
+        try:
+            return await self._start_checked(spec)
+        finally:
+            self._starting_plugins.discard(spec.plugin_id)
+
+    async def _start_checked(self, spec: LspServerSpec) -> JSONValue:
         session_id = self._sessions.new_id()
         session = LspSession(
             session_id,
@@ -426,7 +463,13 @@ class LspService:
         )
         # The first process is started before we answer, so launch_failed is this
         # command's error and a refused start leaves no session behind.
-        tree = await open_process_tree(spec.argv, cwd=spec.cwd, env=spec.env)
+        started_at_ms = trio.current_time() * 1000
+        try:
+            tree = await open_process_tree(spec.argv, cwd=spec.cwd, env=spec.env)
+        except CoreError as exc:
+            if spec.plugin_id is not None and exc.code == "launch_failed":
+                launch_failure_fact(spec.plugin_id, exc, started_at_ms)
+            raise
         if session.plugin is not None:
             session.plugin.relay = self.relay
         await self._nursery.start(self._run_session, session, tree)
@@ -827,9 +870,9 @@ def _plugin_outcome(outcome: JSONObject | None) -> JSONValue:
     assert isinstance(error, dict)
     code = error.get("code")
     message = str(error.get("message", ""))
-    if code == "cancelled":
+    if code == "requestCancelled":
         raise _plugin_error("cancelled", message)
-    if code == "timed_out":
+    if code == "requestTimeout":
         raise _plugin_error("timeout", message)
     if code == "languageServerError":
         details = error.get("details")

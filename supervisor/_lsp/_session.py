@@ -58,6 +58,7 @@ plugin-owned session adds ``plugin.*`` sites (:mod:`supervisor._plugin._session`
 
 from __future__ import annotations
 
+import errno
 import json
 import logging
 import math
@@ -73,7 +74,7 @@ from protocol import CoreError, ErrorCode, JSONObject
 
 from .._boundary import crash_report, fault_point, internal_message, log_failure, run_contained
 from .._endpoint import EndpointClosed, JSONRPCError, method_not_found, open_jsonrpc_endpoint
-from .._plugin._session import CANCELLED_DATA, PluginRuntime, experimental_offer
+from .._plugin._session import CANCELLED_DATA, PluginRuntime, experimental_offer, route_fact
 from .._process._tree import open_process_tree
 from .._session import (
     DRAIN_AFTER_EXIT_MS,
@@ -1025,7 +1026,7 @@ class LspSession(SessionResource[JSONObject]):
     def _fail_without_process(self, gen: _Generation, exc: CoreError) -> None:
         failure: JSONObject = {"code": "launchFailed", "message": exc.message, "stage": "starting"}
         self.last_exit = {"generation": gen.number, "reason": "failed", **failure}
-        self._emit_fact(gen, "operationFailed", "host.launchFailed")
+        self._emit_fact(gen, "operationFailed", launch_failure_code(exc))
         self._transition(LspInput.FAILED, error=failure)
 
     def _emit_fact(self, gen: _Generation, kind: str, start_code: str | None) -> None:
@@ -1066,7 +1067,9 @@ class LspSession(SessionResource[JSONObject]):
                 params["operation"] = "languageServer/run"
             params["code"] = start_code or "host.crashed"
         if self.spec.plugin_id is not None:
-            params["pluginId"] = self.spec.plugin_id
+            # The host's facts about a plugin's server share the plugin's channel.
+            params["level"] = "info" if kind == "operationFinished" else "error"
+            route_fact(params, self.spec.plugin_id, self.session_id)
         self._emit("fact", params)
 
     # -- stop and restart ---------------------------------------------------------------
@@ -1216,7 +1219,9 @@ class LspSession(SessionResource[JSONObject]):
         req.end_reason = "cancelled"
         req.scope.cancel()
         # Completed now, not when the task gets around to it.
-        self._finish(req, self._error(req, "cancelled", "The request was cancelled"))
+        # The outcome names of plugin-contract.md "Invocation", shared by every
+        # requestCompleted of a session (envelope answers keep cancelled/timed_out).
+        self._finish(req, self._error(req, "requestCancelled", "The request was cancelled"))
         return True
 
     async def _run_request(self, req: _Request, gen: _Generation) -> None:
@@ -1235,7 +1240,7 @@ class LspSession(SessionResource[JSONObject]):
             self._stop_waiting(req)
             if req.outcome is None:
                 if req.scope.cancelled_caught and req.end_reason is None:
-                    self._finish(req, self._error(req, "timed_out", "The request timed out"))
+                    self._finish(req, self._error(req, "requestTimeout", "The request timed out"))
                 else:
                     self._finish(req, self._unavailable(req, "The language-server session ended"))
             self._requests.forget(req)
@@ -1345,7 +1350,8 @@ class LspSession(SessionResource[JSONObject]):
 
         Raises:
             CoreError: ``invalid_request`` for an operation id already pending;
-                ``plugin.function.unavailable`` when no negotiated process runs.
+                ``not_supported`` with ``details.code`` ``plugin.function.unavailable`` when no
+                negotiated process runs.
         """
         gen = self._gen
         plugin = self.plugin
@@ -1361,9 +1367,9 @@ class LspSession(SessionResource[JSONObject]):
             or not plugin.negotiated
         ):
             raise CoreError(
-                "plugin.function.unavailable",
+                "not_supported",
                 "the backend is not running a negotiated process",
-                {"category": "not_supported"},
+                {"code": "plugin.function.unavailable"},
             )
         plugin.start_call(
             self._nursery,
@@ -1605,6 +1611,42 @@ class LspSession(SessionResource[JSONObject]):
             self._stderr_unreported = 0
         self._stderr_share.add(self.events.statistics().next_seq)
         self._emit("log", params)
+
+
+def launch_failure_code(exc: CoreError) -> str:
+    """The ``host.*`` fact code of a start that made no process (plugin-contract.md
+    "Structured plugin diagnostics"): ``host.executableUnavailable`` when the executable or
+    the working directory could not be resolved, ``host.launchFailed`` when the resolved
+    process could not be started."""
+    details = exc.details or {}
+    spawn_errno = details.get("errno")
+    if isinstance(spawn_errno, int) and spawn_errno not in (
+        errno.ENOENT,
+        errno.EACCES,
+        errno.ENOTDIR,
+    ):
+        return "host.launchFailed"
+    if "executable" in details or "cwd" in details:
+        return "host.executableUnavailable"
+    return "host.launchFailed"
+
+
+def launch_failure_fact(plugin_id: str, exc: CoreError, started_at_ms: float) -> JSONObject:
+    """Route the fact of a plugin server's first start that made no process.
+
+    ``lsp.startServer`` answers ``launch_failed`` and keeps no session, so the fact has no
+    event queue: it goes to the plugin's channel only. Returns the fact.
+    """
+    fact: JSONObject = {
+        "catalogEvent": "plugins.operation.failed",
+        "level": "error",
+        "kind": "operationFailed",
+        "operation": "languageServer/start",
+        "durationMs": max(0, math.floor(_now_ms() - started_at_ms)),
+        "code": launch_failure_code(exc),
+    }
+    route_fact(fact, plugin_id, None)
+    return fact
 
 
 def describe_exit(returncode: int) -> str:
