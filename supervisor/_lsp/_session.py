@@ -244,6 +244,11 @@ class _Request(Operation):
     started_at: float = 0.0
     end_reason: str | None = None
     waiting: bool = False
+    #: The request submitted before this one that was not yet written when this one came:
+    #: this one is written after it (requests that waited for readiness keep their order).
+    after: _Request | None = None
+    #: Set when this request was handed to the endpoint, or ended without that.
+    sent: trio.Event = field(default_factory=trio.Event)
 
 
 @dataclass(eq=False)
@@ -262,6 +267,8 @@ class _Generation:
     restart_requested: bool = False
     tracker: ReadinessTracker | None = None
     readiness_changed: trio.Event = field(default_factory=trio.Event)
+    #: The last request submitted to this generation (see ``_Request.after``).
+    last_request: _Request | None = None
     failure: JSONObject | None = None
     started_at_ms: float = 0.0
     #: Set when the main process was seen exited, and when its stderr ended.
@@ -1193,6 +1200,18 @@ class LspSession(SessionResource[JSONObject]):
         if not gen.ready:
             req.waiting = True
             self._waiting_for_ready += 1
+        # plugin-contract.md "Plugin-owned sessions": requests that wait for the gates go
+        # out in the order they were asked for; tasks wake in no set order, so each one
+        # is written after the one before it (as is a request that comes while they are
+        # being written). Requests of a ready server are not held back for each other.
+        previous = gen.last_request
+        if (
+            previous is not None
+            and not previous.sent.is_set()
+            and (req.waiting or previous.waiting)
+        ):
+            req.after = previous
+        gen.last_request = req
         self._nursery.start_soon(self._run_request, req, gen)
         return req
 
@@ -1246,9 +1265,18 @@ class LspSession(SessionResource[JSONObject]):
             self._requests.forget(req)
 
     async def _exchange(self, req: _Request, gen: _Generation) -> None:
+        try:
+            await self._exchange_in_order(req, gen)
+        finally:
+            req.sent.set()
+            req.after = None  # no chain of ended requests is kept alive
+
+    async def _exchange_in_order(self, req: _Request, gen: _Generation) -> None:
         with req.scope:
             if not gen.settled.is_set():
                 await gen.settled.wait()
+            if req.after is not None:
+                await req.after.sent.wait()
             self._stop_waiting(req)
             fault_point("lsp.request")
             endpoint = gen.endpoint
@@ -1256,6 +1284,9 @@ class LspSession(SessionResource[JSONObject]):
                 self._finish(req, self._unavailable(req, "The language server stopped"))
                 return
             params = req.params if isinstance(req.params, (dict, list)) else None
+            # endpoint.request queues the frame before its first checkpoint, so the next
+            # request, woken here, runs only once this one is queued.
+            req.sent.set()
             try:
                 result = await endpoint.request(req.method, params)
             except JSONRPCError as exc:

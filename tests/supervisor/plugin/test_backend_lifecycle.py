@@ -150,3 +150,86 @@ async def test_a_failed_initialize_is_host_initialize_failed(core: Core, tmp_pat
     fact = await session.wait_for(lambda e: e["event"] == "fact")
     assert fact["code"] == "host.initializeFailed"
     assert fact["operation"] == "languageServer/start"
+
+
+SDK_BACKEND = os.path.join(PEERS, "sdk_backend.py")
+
+
+async def test_a_backends_fact_names_the_call_it_belongs_to(
+    core: Core, tmp_path: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """plugin-contract.md "Structured plugin diagnostics": a fact's operationId names an
+    active wire request, which Core resolves to the host's operation; the SDK sends the
+    fact before the answer, so it still is active. A fact naming an ended call is kept
+    without the correlation."""
+    caplog.set_level(logging.INFO, logger="supervisor.plugins")
+    session = await start(core, [PY, SDK_BACKEND], str(tmp_path), pluginId="dev.test.sdk")
+    await session.wait_state("ready")
+    for operation_id in ("mine-1", "mine-2"):
+        await session.call(
+            "lsp.functionRequest",
+            function={"pluginID": "dev.test.sdk", "functionID": "loud.poll"},
+            operationId=operation_id,
+        )
+        done = await session.completed(operation_id)
+        assert done["result"] == {"value": "polled"}
+
+        def of_the_call(event: JSONObject, op: str = operation_id) -> bool:
+            return event["event"] == "fact" and event.get("operationId") == op
+
+        fact = await session.wait_for(of_the_call)
+        assert (fact["operation"], fact["kind"]) == ("loud.poll", "operationFinished")
+    logged = [f for f in facts(caplog) if f["operation"] == "loud.poll"]
+    assert [f["operationId"] for f in logged] == ["mine-1", "mine-2"]
+    await session.stop()
+
+
+async def test_a_fact_of_an_ended_call_is_not_correlated(core: Core, tmp_path: str) -> None:
+    answer = json.dumps({"version": 0, "functions": [{"id": "log.send"}, {"id": "echo.value"}]})
+    session = await start(
+        core, [PY, BACKEND, answer, json.dumps({"version": 0})], str(tmp_path), pluginId=PLUGIN
+    )
+    await session.wait_state("ready")
+    await session.call(
+        "lsp.functionRequest",
+        function={"pluginID": PLUGIN, "functionID": "echo.value"},
+        operationId="first",
+    )
+    await session.completed("first")
+    # The first call's wire operationID was fn-1; it has ended.
+    stale: JSONObject = {
+        "kind": "operationFinished",
+        "operation": "echo.value",
+        "durationMs": 1,
+        "operationId": "fn-1",
+    }
+    await session.call(
+        "lsp.functionRequest",
+        function={"pluginID": PLUGIN, "functionID": "log.send"},
+        params={"facts": [stale]},
+        operationId="second",
+    )
+    await session.completed("second")
+    fact = await session.wait_for(
+        lambda e: e["event"] == "fact" and e.get("operation") == "echo.value"
+    )
+    assert "operationId" not in fact
+    await session.stop()
+
+
+async def test_a_fact_before_initialize_succeeded_is_rejected(core: Core, tmp_path: str) -> None:
+    fact: JSONObject = {"kind": "operationFinished", "operation": "echo.value", "durationMs": 1}
+    argv = [PY, BACKEND, ANSWER, json.dumps({"version": 0}), "0", json.dumps(fact)]
+    session = await start(core, argv, str(tmp_path), pluginId=PLUGIN)
+    await session.wait_state("ready")
+    rejected = await session.wait_for(
+        lambda e: e["event"] == "fact" and e["catalogEvent"] == "plugins.diagnostics.rejected"
+    )
+    assert rejected["category"] == "unnegotiated"
+    plugin = as_obj((await session.snapshot())["plugin"])
+    assert plugin["factsRejected"] == 1
+    assert plugin["loggingNegotiated"] is True
+    assert not [
+        e for e in session.seen if e["event"] == "fact" and e.get("operation") == "echo.value"
+    ]
+    await session.stop()
