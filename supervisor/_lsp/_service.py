@@ -18,7 +18,9 @@ calls"): ``lsp.configureFunctionRelay``.
 
 from __future__ import annotations
 
+import logging
 import os
+import time
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Final
 
@@ -51,6 +53,15 @@ from ._session import (
     launch_failure_fact,
 )
 from ._state import Gate, LspState, RestartBudget
+from ._workspace_state import (
+    MAX_AGE_DAYS as MAX_STATE_AGE_DAYS,
+    MAX_ENTRIES as MAX_STATE_ENTRIES,
+    Retention,
+    WorkspaceState,
+    is_state_name,
+    prepare,
+    sweep,
+)
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
@@ -61,6 +72,8 @@ if TYPE_CHECKING:
     from .._process._tree import ProcessTree
 
 __all__ = ("LspService", "open_lsp_service", "parse_start")
+
+logger = logging.getLogger("supervisor.lsp")
 
 #: plugin-contract.md: at most 8 gates; list bounds of a session policy.
 MAX_GATES: Final = 8
@@ -114,6 +127,7 @@ _START_FIELDS: Final = frozenset(
         "pluginId",
         "hostServices",
         "workspaceAuthority",
+        "workspaceState",
     }
 )
 
@@ -217,6 +231,35 @@ def _parse_policy(value: JSONValue) -> tuple[SessionPolicy, tuple[Gate, ...], bo
     return policy, _parse_gates(value.get("gates")), remote == "supported"
 
 
+def _parse_workspace_state(value: JSONValue) -> WorkspaceState | None:
+    """``workspaceState {root, name, retention?: {maxEntries, maxAgeDays}, activeNames?}``."""
+    if value is None:
+        return None
+    field = "workspaceState"
+    if not isinstance(value, dict):
+        raise _invalid("workspaceState must be an object", field)
+    check_fields(value, frozenset({"root", "name", "retention", "activeNames"}), field)
+    root = require_path(value, "root")
+    if not os.path.isabs(root) or os.path.normpath(root) == "/":
+        raise _invalid("workspaceState.root must be an absolute directory other than /", field)
+    name = require_path(value, "name")
+    if not is_state_name(name):
+        raise _invalid("workspaceState.name must be a single path component", field)
+    active = _str_list(value.get("activeNames"), "workspaceState.activeNames")
+    retention: Retention | None = None
+    raw = value.get("retention")
+    if raw is not None:
+        if not isinstance(raw, dict):
+            raise _invalid("workspaceState.retention must be an object", field)
+        check_fields(raw, frozenset({"maxEntries", "maxAgeDays"}), "workspaceState.retention")
+        entries = optional_positive_int(raw, "maxEntries", maximum=MAX_STATE_ENTRIES)
+        days = optional_positive_int(raw, "maxAgeDays", maximum=MAX_STATE_AGE_DAYS)
+        if entries is None or days is None:
+            raise _invalid("workspaceState.retention needs maxEntries and maxAgeDays", field)
+        retention = Retention(entries, days)
+    return WorkspaceState(os.path.normpath(root), name, retention, frozenset(active))
+
+
 def _parse_restart(value: JSONValue) -> tuple[bool, RestartBudget]:
     if value is None or isinstance(value, bool):
         return bool(value), RestartBudget()
@@ -283,6 +326,7 @@ def parse_start(payload: JSONObject) -> LspServerSpec:
         )
     gates = _parse_gates(payload.get("gates")) or policy_gates
     restart, budget = _parse_restart(payload.get("restart"))
+    workspace_state = _parse_workspace_state(payload.get("workspaceState"))
     plugin_id = optional_str(payload, "pluginId")
     host_services: frozenset[str] = frozenset()
     if "hostServices" in payload:
@@ -309,6 +353,7 @@ def parse_start(payload: JSONObject) -> LspServerSpec:
         budget=budget,
         plugin_id=plugin_id,
         host_services=host_services,
+        workspace_state=workspace_state,
     )
     return LspServerSpec(
         **{
@@ -464,6 +509,16 @@ class LspService:
         # The first process is started before we answer, so launch_failed is this
         # command's error and a refused start leaves no session behind.
         started_at_ms = trio.current_time() * 1000
+        state = spec.workspace_state
+        if state is not None:
+            try:
+                await prepare(state)
+            except OSError as exc:
+                raise CoreError(
+                    "launch_failed",
+                    f"could not prepare the workspace state directory: {exc.strerror or exc}",
+                    {"field": "workspaceState"},
+                ) from None
         try:
             tree = await open_process_tree(spec.argv, cwd=spec.cwd, env=spec.env)
         except CoreError as exc:
@@ -474,7 +529,19 @@ class LspService:
             session.plugin.relay = self.relay
         await self._nursery.start(self._run_session, session, tree)
         self._sessions.add(session_id, session)
+        if state is not None and state.retention is not None:
+            # "sweeps in the background after a start": the answer does not wait for it.
+            self._nursery.start_soon(self._sweep_states, session, state)
         return {"sessionId": session_id}
+
+    async def _sweep_states(self, session: LspSession, state: WorkspaceState) -> None:
+        try:
+            deleted = await sweep(state, time.time())
+        except OSError as exc:
+            logger.warning("workspace state sweep of %s failed: %s", session.session_id, exc)
+            return
+        if deleted:
+            session.note_states_pruned(deleted)
 
     async def _run_session(
         self,

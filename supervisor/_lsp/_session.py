@@ -111,6 +111,7 @@ if TYPE_CHECKING:
     from .._process._tree import ProcessTree, TreeEndReport
     from .._session._events import EventQueue
     from ._state import Gate
+    from ._workspace_state import WorkspaceState
 
 __all__ = (
     "DEFAULT_EXIT_WAIT_MS",
@@ -229,6 +230,9 @@ class LspServerSpec:
     #: ``hostServices``: the host services a plugin-owned session is granted
     #: (plugin-contract.md "Plugin functions").
     host_services: frozenset[str] = frozenset()
+    #: The per-workspace state directory of this start and its retention, if the host
+    #: keeps one (plugin-contract.md "State and retention").
+    workspace_state: WorkspaceState | None = None
 
 
 @dataclass(eq=False)
@@ -1614,6 +1618,12 @@ class LspSession(SessionResource[JSONObject]):
                 return
             self.stderr.feed(bytes(chunk))
             fault_point("lsp.stderr")
+
+    def note_states_pruned(self, names: list[str]) -> None:
+        """Report the workspace state directories a sweep deleted (``workspaceStatePruned``
+        ``{names}``)."""
+        pruned: list[JSONValue] = [*names]
+        self._emit("workspaceStatePruned", {"names": pruned})
 
     @property
     def stderr_tail(self) -> list[str]:
