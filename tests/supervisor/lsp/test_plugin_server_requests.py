@@ -187,3 +187,15 @@ async def test_waiting_requests_are_bounded_and_obey_their_deadline_and_cancel(
         assert result["state"] == "stopped"
     # Stopping the server ends every waiting request with languageServerUnavailable.
     assert ended == ["plugin.host.languageServerUnavailable"] * 128
+
+
+async def test_a_plugin_request_deadline_is_1_to_300000_ms(core: Core, tmp_path: str) -> None:
+    session = await start(core, fake(), str(tmp_path), sessionPolicy=POLICY, pluginId=PLUGIN)
+    await session.wait_state("ready")
+    for bad in (0, 300_001, -1, 1.5, True):
+        with pytest.raises(CoreError) as refused:
+            await plugin_request(core, session, "test/sleep", {"ms": 1}, timeoutMilliseconds=bad)
+        assert refused.value.code == "plugin.host.invalidParams"
+    edge = await plugin_request(core, session, "test/sleep", {"ms": 1}, timeoutMilliseconds=300_000)
+    assert edge == {"value": "slept"}
+    await session.stop()

@@ -160,6 +160,7 @@ def test_defaults_of_the_lsp_deadlines() -> None:
     assert spec.service_ready_idle_ms == 45_000
     assert spec.service_ready_absolute_ms == 600_000
     assert spec.shutdown_timeout_ms == 3_000
+    assert spec.exit_wait_ms == 2_000
     capped = parse_start({**BASE, "requestTimeoutMilliseconds": 300_000})
     assert capped.request_timeout_ms == 300_000
     with pytest.raises(CoreError) as error:
