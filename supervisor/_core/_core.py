@@ -41,6 +41,7 @@ from protocol import (
     parse_envelope,
 )
 
+from .. import _api
 from .._boundary import cut_utf8, fault_point, internal_message, log_failure, split_failure
 from .._dap._service import open_debug_service
 from .._lsp._service import open_lsp_service
@@ -217,8 +218,15 @@ class Core:
                 token = _current_operation_id.set(operation_id)
                 try:
                     check_request_values(payload)
+                    declared = _api.COMMANDS.get(command)
+                    if declared is not None:
+                        # The payload's declaration is its validation (one error shape).
+                        _api.decode_payload(command, declared.payload, payload)
                     fault_point("request.dispatch")
-                    return await handler(payload)
+                    data = await handler(payload)
+                    if _api.CHECK_RESULTS:
+                        _api.check_result(command, data)
+                    return data
                 except BaseException as exc:
                     # The request is a supervision boundary: what its handler did not foresee
                     # ends this request as `internal`, never the Core.
