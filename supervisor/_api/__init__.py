@@ -25,8 +25,8 @@ __all__ = (
     "EVENTS",
     "Command",
     "check_result",
-    "decode_payload",
     "declaration",
+    "decode_payload",
     "validate_payload",
 )
 

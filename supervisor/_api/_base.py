@@ -62,6 +62,7 @@ __all__ = (
     "Result",
     "Rule",
     "StreamText",
+    "WaitMilliseconds",
     "decode_payload",
 )
 
@@ -164,9 +165,12 @@ StreamText: TypeAlias = Annotated[str, STREAM_TEXT]
 #: A program and its arguments: at least the program, which is not empty.
 Argv: TypeAlias = Annotated[list[str], msgspec.Meta(min_length=1), ARGV]
 #: Environment changes: a name to a value, or to null to remove the variable.
-Env: TypeAlias = Annotated[dict[str, Union[str, None]], ENV]
+Env: TypeAlias = Annotated[dict[str, str | None], ENV]
 #: A duration in whole milliseconds: 1 to 2**31 - 1 (about 24.8 days).
 Milliseconds: TypeAlias = Annotated[int, msgspec.Meta(ge=1, le=MAX_MILLISECONDS)]
+#: ``timeoutMilliseconds`` of a ``*.waitEvents``: 0 (drain at once) to 2**31 - 1; a wait
+#: longer than 10 minutes is cut to 10 minutes.
+WaitMilliseconds: TypeAlias = Annotated[int, msgspec.Meta(ge=0, le=MAX_MILLISECONDS)]
 #: A count or an id: 1 to 2**31 - 1.
 Count: TypeAlias = Annotated[int, msgspec.Meta(ge=1, le=MAX_COUNT)]
 
@@ -202,8 +206,9 @@ def _checker(tp: Any) -> _Checker | None:
 
         return annotated
     if origin in (Union, types.UnionType):
-        arms = [(arg, _checker(arg)) for arg in typing.get_args(tp)]
-        arms = [(arg, check) for arg, check in arms if check is not None]
+        arms: list[tuple[Any, _Checker]] = [
+            (arg, check) for arg in typing.get_args(tp) if (check := _checker(arg)) is not None
+        ]
         if not arms:
             return None
 
@@ -474,7 +479,7 @@ def _union_fields(tp: Any) -> frozenset[str] | None:
     return frozenset(names)
 
 
-def decode_payload(command: str, tp: type[T] | Any, payload: object) -> T:
+def decode_payload(command: str, tp: Any, payload: object) -> Any:
     """Convert ``payload`` into the declaration ``tp`` and check its rules: the validation.
 
     Args:
@@ -499,7 +504,7 @@ def decode_payload(command: str, tp: type[T] | Any, payload: object) -> T:
                 unknown[0], f"{command}: unknown field {echo(unknown[0])} (known: {names})"
             )
     try:
-        value: T = msgspec.convert(payload, tp, strict=True)
+        value = msgspec.convert(payload, tp, strict=True)
     except msgspec.ValidationError as exc:
         raise _message(command, tp, payload, str(exc)) from None
     check = _checker(tp)

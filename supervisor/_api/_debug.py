@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Literal, TypeAlias, Union
+from typing import Annotated, Literal, TypeAlias
 
 import msgspec
 
@@ -16,8 +16,8 @@ from ._base import (
     Path,
     Payload,
     Result,
+    WaitMilliseconds,
 )
-from ._job import WaitMilliseconds
 
 __all__ = ("COMMANDS", "DEBUG_STATES", "EVENTS", "DebugEvent", "DebugInspect", "DebugState")
 
@@ -185,14 +185,14 @@ class InspectExceptionInfo(_Inspect, tag="exceptionInfo", kw_only=True):
 
 
 #: ``debug.inspect``: one of its kinds, told by ``kind``.
-DebugInspect: TypeAlias = Union[
-    InspectThreads,
-    InspectStackTrace,
-    InspectScopes,
-    InspectVariables,
-    InspectEvaluate,
-    InspectExceptionInfo,
-]
+DebugInspect: TypeAlias = (
+    InspectThreads
+    | InspectStackTrace
+    | InspectScopes
+    | InspectVariables
+    | InspectEvaluate
+    | InspectExceptionInfo
+)
 
 
 class OperationOutcome(Result, kw_only=True):
@@ -354,22 +354,22 @@ class DebugOperationFailed(
     code: str
 
 
-DebugEvent: TypeAlias = Union[
-    DebugStateChanged,
-    DebugCapabilities,
-    DebugInitialized,
-    DebugStopped,
-    DebugContinued,
-    DebugOutput,
-    DebugThread,
-    DebugBreakpoint,
-    DebugExited,
-    DebugTerminated,
-    DebugRunInTerminalRequested,
-    DebugRunInTerminalExited,
-    DebugOperationCompleted,
-    DebugOperationFailed,
-]
+DebugEvent: TypeAlias = (
+    DebugStateChanged
+    | DebugCapabilities
+    | DebugInitialized
+    | DebugStopped
+    | DebugContinued
+    | DebugOutput
+    | DebugThread
+    | DebugBreakpoint
+    | DebugExited
+    | DebugTerminated
+    | DebugRunInTerminalRequested
+    | DebugRunInTerminalExited
+    | DebugOperationCompleted
+    | DebugOperationFailed
+)
 
 
 class DebugEvents(Result, kw_only=True):

@@ -2,11 +2,19 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Literal, TypeAlias, Union
+from typing import Literal, TypeAlias
 
-import msgspec
-
-from ._base import MAX_MILLISECONDS, Argv, Env, Event, Milliseconds, NonEmpty, Path, Payload, Result
+from ._base import (
+    Argv,
+    Env,
+    Event,
+    Milliseconds,
+    NonEmpty,
+    Path,
+    Payload,
+    Result,
+    WaitMilliseconds,
+)
 
 __all__ = (
     "COMMANDS",
@@ -25,16 +33,12 @@ __all__ = (
     "JobStartResult",
     "JobStarted",
     "JobWaitEvents",
-    "WaitMilliseconds",
 )
 
 #: A job's kind (ide-backend-protocol ``mcpp-ide/job/start``).
 JobKind: TypeAlias = Literal["build", "test", "pack", "toolchain", "add", "command"]
 #: How a job ended.
 JobStatus: TypeAlias = Literal["ok", "failed", "cancelled", "denied", "superseded"]
-#: ``timeoutMilliseconds`` of a ``*.waitEvents``: 0 (drain at once) to 2**31 - 1; waits
-#: longer than 10 minutes are cut to 10 minutes.
-WaitMilliseconds: TypeAlias = Annotated[int, msgspec.Meta(ge=0, le=MAX_MILLISECONDS)]
 
 
 class JobStart(Payload, kw_only=True):
@@ -135,7 +139,7 @@ class JobFinished(Event, tag="job.finished", kw_only=True):
     error: str | None = None
 
 
-JobEvent: TypeAlias = Union[JobStarted, JobOutput, JobFinished]
+JobEvent: TypeAlias = JobStarted | JobOutput | JobFinished
 
 
 class JobEvents(Result, kw_only=True):

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Literal, TypeAlias, Union
+from typing import Annotated, Literal, TypeAlias
 
 import msgspec
 
@@ -15,8 +15,8 @@ from ._base import (
     Path,
     Payload,
     Result,
+    WaitMilliseconds,
 )
-from ._job import WaitMilliseconds
 
 __all__ = (
     "COMMANDS",
@@ -367,22 +367,22 @@ class LspFunctionProviderStartRequired(
     result: JsonObject
 
 
-LspEvent: TypeAlias = Union[
-    LspStateChanged,
-    LspFeaturesChanged,
-    LspServerInfoChanged,
-    LspDiagnostics,
-    LspRequestCompleted,
-    LspLog,
-    LspProgress,
-    LspServerNotification,
-    LspFact,
-    LspFunctionsChanged,
-    LspSubscriptionDisposed,
-    LspHostRequest,
-    LspHostRequestCancelled,
-    LspFunctionProviderStartRequired,
-]
+LspEvent: TypeAlias = (
+    LspStateChanged
+    | LspFeaturesChanged
+    | LspServerInfoChanged
+    | LspDiagnostics
+    | LspRequestCompleted
+    | LspLog
+    | LspProgress
+    | LspServerNotification
+    | LspFact
+    | LspFunctionsChanged
+    | LspSubscriptionDisposed
+    | LspHostRequest
+    | LspHostRequestCancelled
+    | LspFunctionProviderStartRequired
+)
 
 
 class LspEvents(Result, kw_only=True):

@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Literal, TypeAlias, Union
+from typing import Annotated, Literal, TypeAlias
 
 import msgspec
 
-from ._base import Event, JsonObject, NonEmpty, Payload, Result, StreamText
-from ._job import WaitMilliseconds
+from ._base import Event, JsonObject, NonEmpty, Payload, Result, StreamText, WaitMilliseconds
 
 __all__ = ("COMMANDS", "EVENTS", "TERMINAL_STATES", "TerminalEvent", "TerminalState")
 
@@ -150,7 +149,7 @@ class TerminalExit(Event, tag="exit", kw_only=True):
     subscription_id: str | None = msgspec.field(default=None, name="subscriptionID")
 
 
-TerminalEvent: TypeAlias = Union[TerminalOutput, TerminalExit]
+TerminalEvent: TypeAlias = TerminalOutput | TerminalExit
 
 
 class TerminalEvents(Result, kw_only=True):

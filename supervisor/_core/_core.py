@@ -42,6 +42,7 @@ from protocol import (
 )
 
 from .. import _api
+from .._api._helpers import CommandHelpers
 from .._boundary import cut_utf8, fault_point, internal_message, log_failure, split_failure
 from .._dap._service import open_debug_service
 from .._lsp._service import open_lsp_service
@@ -106,8 +107,12 @@ class _Operation:
 
 
 @final
-class Core:
-    """A running Core. Made by :func:`open_core`; it has no public constructor."""
+class Core(CommandHelpers):
+    """A running Core. Made by :func:`open_core`; it has no public constructor.
+
+    Besides :meth:`call`, one typed helper per command (``await core.process_run(argv=[...])``
+    returns a ``ProcessResult``; docs/commands.md lists them all).
+    """
 
     def __init__(self, services: Sequence[Service]) -> None:
         self._services = tuple(services)
