@@ -18,7 +18,7 @@ from importlib import metadata
 # before the supervisor is imported, and inherited by the `supervisor serve` children.
 os.environ.setdefault("SUPERVISOR_CHECK_RESULTS", "1")
 
-import pytest  # noqa: E402
+import pytest
 
 
 def _plugin_has_entry_point() -> bool:

@@ -318,6 +318,13 @@ class LspRequestCompleted(_LspEvent, tag="requestCompleted", kw_only=True):
     function: JsonObject | None = None
 
 
+class LspRequestProgress(_LspEvent, tag="requestProgress", kw_only=True):
+    """A plugin function call reported progress (plugin-contract.md)."""
+
+    operation_id: str
+    result: JsonObject
+
+
 class LspLog(_LspEvent, tag="log", kw_only=True):
     level: str
     source: str
@@ -373,6 +380,7 @@ LspEvent: TypeAlias = (
     | LspServerInfoChanged
     | LspDiagnostics
     | LspRequestCompleted
+    | LspRequestProgress
     | LspLog
     | LspProgress
     | LspServerNotification
