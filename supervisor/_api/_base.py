@@ -127,8 +127,12 @@ def _check_path(value: str, path: str) -> None:
 
 def _check_stream_text(value: str, path: str) -> None:
     # NUL is a byte like any other on a stream; only a lone surrogate can't be written.
-    problem = text_problem(value.replace("\0", ""), path)
-    _problem(path, problem)
+    if value.isascii():
+        return
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        raise invalid_field(path, f"{path} must be valid Unicode text (a lone surrogate)") from None
 
 
 def _check_argv(value: list[str], path: str) -> None:

@@ -315,6 +315,28 @@ def _type_md(tp: Any) -> str:
     return text
 
 
+def _attributes(cls: type) -> dict[str, str]:
+    """``{field: text}`` from the ``Attributes:`` section of ``cls``'s docstring."""
+    doc = inspect.getdoc(cls) or ""
+    _, found, section = doc.partition("Attributes:\n")
+    if not found:
+        return {}
+    texts: dict[str, str] = {}
+    name = None
+    for line in section.splitlines():
+        if not line.strip():
+            break
+        match = re.match(r"    (\w+): (.*)", line)
+        if match:
+            name = match[1]
+            texts[name] = match[2]
+        elif name is not None and line.startswith("        "):
+            texts[name] += " " + line.strip()
+        else:
+            break
+    return texts
+
+
 def _struct_md(cls: type[msgspec.Struct], seen: set[type], out: list[str]) -> None:
     if cls in seen:
         return
@@ -327,20 +349,24 @@ def _struct_md(cls: type[msgspec.Struct], seen: set[type], out: list[str]) -> No
     out.append(f"#### {cls.__name__}\n")
     if config.tag_field and config.tag is not None:
         out.append(f"`{config.tag_field}`: `{json.dumps(config.tag)}`\n")
-    doc = (cls.__doc__ or "").strip().split("\n\n")[0]
+    doc = (inspect.getdoc(cls) or "").split("\n\n")[0]
+    if inspect.getdoc(cls) == inspect.getdoc(cls.__mro__[1]):
+        doc = ""
     if doc and not doc.startswith(("A command's", "One queued event")):
         out.append(" ".join(line.strip() for line in doc.splitlines()) + "\n")
     fields = msgspec.structs.fields(cls)
     if not fields:
         out.append("No fields.\n")
         return
-    out.append("| field | type | required |")
-    out.append("|---|---|---|")
+    texts = _attributes(cls)
+    out.append("| field | type | required | meaning |")
+    out.append("|---|---|---|---|")
     nested: list[type[msgspec.Struct]] = []
     for field in fields:
         required = field.default is msgspec.NODEFAULT and field.default_factory is msgspec.NODEFAULT
         mark = "yes" if required else ""
-        out.append(f"| `{field.encode_name}` | {_type_md(hints[field.name])} | {mark} |")
+        text = texts.get(field.name, "").replace("|", "\\|")
+        out.append(f"| `{field.encode_name}` | {_type_md(hints[field.name])} | {mark} | {text} |")
         nested += _structs_in(hints[field.name])
     out.append("")
     for inner in nested:

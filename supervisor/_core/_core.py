@@ -51,7 +51,6 @@ from .._session._events import DEFAULT_MAX_EVENTS
 from .._terminal._service import open_terminal_service
 from ._builtins import JobService, open_job_service, open_process_service
 from ._context import _current_operation_id, current_operation_id
-from ._payload import check_fields
 from ._service import OwnedResources, ServiceContext
 
 if TYPE_CHECKING:
@@ -224,11 +223,15 @@ class Core(CommandHelpers):
                 try:
                     check_request_values(payload)
                     declared = _api.COMMANDS.get(command)
+                    decoded: object = payload
                     if declared is not None:
                         # The payload's declaration is its validation (one error shape).
-                        _api.decode_payload(command, declared.payload, payload)
+                        decoded = _api.decode_payload(command, declared.payload, payload)
                     fault_point("request.dispatch")
-                    data = await handler(payload)
+                    if getattr(handler, "takes_declaration", False):
+                        data = await handler(decoded)  # type: ignore[arg-type]
+                    else:
+                        data = await handler(payload)
                     if _api.CHECK_RESULTS:
                         _api.check_result(command, data)
                     return data
@@ -322,7 +325,6 @@ class Core(CommandHelpers):
     # -- commands ------------------------------------------------------------------------
 
     async def _ping(self, payload: JSONObject) -> JSONValue:
-        check_fields(payload, frozenset(), "core.ping")
         return {"protocolVersion": PROTOCOL_VERSION, "version": _version()}
 
 

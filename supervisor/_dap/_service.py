@@ -34,7 +34,6 @@ from protocol import CoreError, echo, invalid_field, read_int
 from .._core._context import current_operation_id
 from .._core._payload import (
     MAX_COUNT,
-    check_fields,
     optional_bool,
     optional_env,
     optional_path,
@@ -73,21 +72,6 @@ __all__ = ("MAX_DEBUG_SESSIONS", "DebugService", "open_debug_service")
 MAX_DEBUG_SESSIONS: Final = 32
 
 _TRANSPORTS: Final = ("stdio", "tcpPort", "tcpAnnounced")
-_ADAPTER_FIELDS: Final = frozenset(
-    {
-        "executable",
-        "arguments",
-        "environment",
-        "workingDirectory",
-        "transport",
-        "host",
-        "port",
-        "announcePrefix",
-        "connectTimeoutMilliseconds",
-        "initializeTimeoutMilliseconds",
-    }
-)
-_OPERATION_FIELDS: Final = frozenset({"sessionId", "operationId", "timeoutMilliseconds"})
 _INSPECT_FIELDS: Final = {
     "threads": frozenset(),
     "stackTrace": frozenset({"threadId", "startFrame", "levels"}),
@@ -129,7 +113,6 @@ def parse_adapter(value: JSONValue) -> AdapterSpec:
     """
     if not isinstance(value, dict):
         raise _invalid("adapter must be an object", "adapter")
-    check_fields(value, _ADAPTER_FIELDS, "debug.createSession adapter")
     transport = value.get("transport", "stdio")
     if transport not in _TRANSPORTS:
         raise _invalid(
@@ -219,20 +202,6 @@ class DebugService:
     # -- lifecycle -----------------------------------------------------------------------
 
     async def _create_session(self, payload: JSONObject) -> JSONValue:
-        check_fields(
-            payload,
-            frozenset(
-                {
-                    "sessionId",
-                    "adapterId",
-                    "adapter",
-                    "rootPath",
-                    "supportsRunInTerminalRequest",
-                    "runInTerminal",
-                }
-            ),
-            "debug.createSession",
-        )
         session_id = optional_str(payload, "sessionId")
         if session_id is None:
             session_id = self._sessions.new_id()
@@ -273,13 +242,11 @@ class DebugService:
         }
 
     async def _disconnect(self, payload: JSONObject) -> JSONValue:
-        check_fields(payload, frozenset({"sessionId"}), "debug.disconnect")
         session = self._session(payload)
         detail = await session.stop()
         return {"sessionId": session.session_id, "state": session.state.value, "terminated": detail}
 
     async def _destroy_session(self, payload: JSONObject) -> JSONValue:
-        check_fields(payload, frozenset({"sessionId"}), "debug.destroySession")
         session = self._session(payload)
         if not session.ended:
             raise _invalid(
@@ -290,7 +257,6 @@ class DebugService:
         return {"sessionId": session.session_id, "destroyed": True}
 
     async def _list_sessions(self, payload: JSONObject) -> JSONValue:
-        check_fields(payload, frozenset(), "debug.listSessions")
         return [s.describe() for s in self._sessions.values()]
 
     # -- operations ----------------------------------------------------------------------
@@ -308,7 +274,6 @@ class DebugService:
 
     async def _start(self, payload: JSONObject, kind: str) -> JSONValue:
         command = f"debug.{kind}"
-        check_fields(payload, _OPERATION_FIELDS | {"configuration"}, command)
         session = self._session(payload)
         operation_id, timeout = self._operation_fields(payload)
         configuration = payload.get("configuration", {})
@@ -328,7 +293,6 @@ class DebugService:
         return await self._start(payload, "attach")
 
     async def _set_breakpoints(self, payload: JSONObject) -> JSONValue:
-        check_fields(payload, _OPERATION_FIELDS | {"path", "breakpoints"}, "debug.setBreakpoints")
         session = self._session(payload)
         operation_id, timeout = self._operation_fields(payload)
         path = require_str(payload, "path")
@@ -341,7 +305,6 @@ class DebugService:
         )
 
     async def _set_exception_breakpoints(self, payload: JSONObject) -> JSONValue:
-        check_fields(payload, _OPERATION_FIELDS | {"filters"}, "debug.setExceptionBreakpoints")
         session = self._session(payload)
         operation_id, timeout = self._operation_fields(payload)
         filters = normalize_exception_filters(payload.get("filters", []))
@@ -353,7 +316,6 @@ class DebugService:
         )
 
     async def _set_function_breakpoints(self, payload: JSONObject) -> JSONValue:
-        check_fields(payload, _OPERATION_FIELDS | {"breakpoints"}, "debug.setFunctionBreakpoints")
         session = self._session(payload)
         operation_id, timeout = self._operation_fields(payload)
         breakpoints = normalize_function_breakpoints(payload.get("breakpoints", []))
@@ -365,9 +327,6 @@ class DebugService:
         )
 
     async def _execute(self, payload: JSONObject) -> JSONValue:
-        check_fields(
-            payload, _OPERATION_FIELDS | {"command", "threadId", "singleThread"}, "debug.execute"
-        )
         session = self._session(payload)
         operation_id, timeout = self._operation_fields(payload)
         command = require_str(payload, "command")
@@ -381,7 +340,6 @@ class DebugService:
         )
 
     async def _inspect(self, payload: JSONObject) -> JSONValue:
-        check_fields(payload, _OPERATION_FIELDS | {"kind"} | _ALL_INSPECT_FIELDS, "debug.inspect")
         session = self._session(payload)
         operation_id, timeout = self._operation_fields(payload)
         kind = require_str(payload, "kind")
@@ -400,9 +358,6 @@ class DebugService:
         )
 
     async def _cancel_operation(self, payload: JSONObject) -> JSONValue:
-        check_fields(
-            payload, frozenset({"sessionId", "operationId", "reason"}), "debug.cancelOperation"
-        )
         session = self._session(payload)
         operation_id = require_str(payload, "operationId")
         reason = payload.get("reason", "cancelled")
@@ -412,13 +367,6 @@ class DebugService:
         return {"cancelled": session.cancel_operation(operation_id, reason)}
 
     async def _run_in_terminal_response(self, payload: JSONObject) -> JSONValue:
-        check_fields(
-            payload,
-            frozenset(
-                {"sessionId", "requestId", "success", "processId", "shellProcessId", "message"}
-            ),
-            "debug.runInTerminalResponse",
-        )
         session = self._session(payload)
         request_id = require_str(payload, "requestId")
         success = payload.get("success")

@@ -21,7 +21,6 @@ from typing import TYPE_CHECKING, Final
 
 from protocol import CoreError, invalid_field, read_int, text_problem
 
-from .._core._payload import check_fields
 from .._process._marker import SCOPE_ENV
 
 if TYPE_CHECKING:
@@ -65,20 +64,6 @@ MAX_WRITE_BYTES: Final = 64 * 1024
 #: The terminal type programs see unless ``environment`` sets ``TERM`` (ours): what the
 #: retained-context emulator understands best.
 DEFAULT_TERM: Final = "xterm-256color"
-
-_CREATE_FIELDS: Final = frozenset(
-    {
-        "owner",
-        "executable",
-        "arguments",
-        "cwd",
-        "environment",
-        "title",
-        "rows",
-        "cols",
-        "retainedContextBytes",
-    }
-)
 
 
 def _invalid(message: str, field: str) -> CoreError:
@@ -192,7 +177,6 @@ def parse_create(
     Raises:
         CoreError: ``invalid_request`` with ``details.field`` for the first bad field.
     """
-    check_fields(payload, _CREATE_FIELDS, "terminal.create")
     owner_value = payload.get("owner")
     owner: str | None = None
     if owner_value is not None:

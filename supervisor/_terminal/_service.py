@@ -82,7 +82,7 @@ import trio
 from protocol import MAX_ECHO_BYTES, CoreError, cut_utf8, echo
 
 from .._boundary import crash_report, fault_point, log_failure, run_contained
-from .._core._payload import check_fields, require_str
+from .._core._payload import require_str
 from .._session import exit_detail
 from .._session._registry import SessionRegistry
 from ._events import TerminalEvents
@@ -509,7 +509,6 @@ class TerminalService:
         return {"terminalID": terminal_id, "generation": 1}
 
     async def _write(self, payload: JSONObject) -> JSONValue:
-        check_fields(payload, frozenset({"terminalID", "data"}), "terminal.write")
         data = read_write_data(payload)
         handle = self._get(payload)
         handle.lifecycle.check(_In.USE)
@@ -518,7 +517,6 @@ class TerminalService:
         return None
 
     async def _resize(self, payload: JSONObject) -> JSONValue:
-        check_fields(payload, frozenset({"terminalID", "rows", "cols"}), "terminal.resize")
         rows, cols = read_size(payload, required=True)
         handle = self._get(payload)
         handle.lifecycle.check(_In.USE)
@@ -528,7 +526,6 @@ class TerminalService:
         return None
 
     async def _close(self, payload: JSONObject) -> JSONValue:
-        check_fields(payload, frozenset({"terminalID", "retainedContextBytes"}), "terminal.close")
         handle = self._get(payload)
         budget = read_retained_bytes(payload, handle.retained_budget)
         # A failed terminal is closed too (its process already ended): nothing to end.
@@ -545,7 +542,6 @@ class TerminalService:
         return {"retainedContextBytes": len(handle.retained_text.encode("utf-8"))}
 
     async def _reopen(self, payload: JSONObject) -> JSONValue:
-        check_fields(payload, frozenset({"terminalID"}), "terminal.reopen")
         handle = self._get(payload)
         handle.lifecycle.apply(_In.REOPEN)
         handle.idle = trio.Event()
@@ -582,7 +578,6 @@ class TerminalService:
         }
 
     async def _dispose(self, payload: JSONObject) -> JSONValue:
-        check_fields(payload, frozenset({"terminalID"}), "terminal.dispose")
         handle = self._get(payload)
         handle.lifecycle.apply(_In.DISPOSE)
         handle.idle = trio.Event()
@@ -590,7 +585,6 @@ class TerminalService:
         return None
 
     async def _on_exit(self, payload: JSONObject) -> JSONValue:
-        check_fields(payload, frozenset({"terminalID"}), "terminal.onExit")
         handle = self._get(payload)
         if handle.subscription is not None:
             raise CoreError(
@@ -605,7 +599,6 @@ class TerminalService:
         return {"subscriptionID": handle.subscription}
 
     async def _dispose_subscription(self, payload: JSONObject) -> JSONValue:
-        check_fields(payload, frozenset({"subscriptionID"}), "terminal.disposeSubscription")
         subscription = require_str(payload, "subscriptionID")
         for handle in self._handles.values():
             if handle.subscription == subscription:
@@ -618,7 +611,6 @@ class TerminalService:
         )
 
     async def _list(self, payload: JSONObject) -> JSONValue:
-        check_fields(payload, frozenset(), "terminal.list")
         return [handle.wire() for handle in self._handles.values()]
 
 
