@@ -49,6 +49,7 @@ __all__ = (
     "MAX_COUNT",
     "MAX_MILLISECONDS",
     "Argv",
+    "CancelledResult",
     "Count",
     "Env",
     "Event",
@@ -96,6 +97,12 @@ class Event(
     """
 
     seq: int
+
+
+class CancelledResult(Result, kw_only=True):
+    """A ``*.cancelOperation``: false when the operation was unknown or already ended."""
+
+    cancelled: bool
 
 
 @dataclasses.dataclass(frozen=True)

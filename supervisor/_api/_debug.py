@@ -8,6 +8,7 @@ import msgspec
 
 from ._base import (
     MAX_COUNT,
+    CancelledResult,
     Env,
     Event,
     JsonObject,
@@ -206,10 +207,6 @@ class DebugCancelOperation(Payload, kw_only=True):
     session_id: NonEmpty
     operation_id: NonEmpty
     reason: Literal["cancelled", "timedOut"] | None = None
-
-
-class CancelledResult(Result, kw_only=True):
-    cancelled: bool
 
 
 class DebugRunInTerminalResponse(Payload, kw_only=True):

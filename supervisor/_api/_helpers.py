@@ -16,6 +16,7 @@ import msgspec
 
 from ._base import (
     Argv as base_Argv,
+    CancelledResult as base_CancelledResult,
     Env as base_Env,
     JsonObject as base_JsonObject,
     JsonValue as base_JsonValue,
@@ -32,7 +33,6 @@ from ._core import (
 from ._debug import (
     AcceptedResult as debug_AcceptedResult,
     Adapter as debug_Adapter,
-    CancelledResult as debug_CancelledResult,
     DebugCancelOperation as debug_DebugCancelOperation,
     DebugCreateSession as debug_DebugCreateSession,
     DebugCreateSessionResult as debug_DebugCreateSessionResult,
@@ -71,7 +71,6 @@ from ._job import (
     JobWaitEvents as job_JobWaitEvents,
 )
 from ._lsp import (
-    CancelledResult as lsp_CancelledResult,
     DeliveredResult as lsp_DeliveredResult,
     FileChange as lsp_FileChange,
     Gate as lsp_Gate,
@@ -207,7 +206,7 @@ class CommandHelpers:
         session_id: base_NonEmpty,
         operation_id: base_NonEmpty,
         reason: typing.Literal["cancelled", "timedOut"] | None = None,
-    ) -> debug_CancelledResult:
+    ) -> base_CancelledResult:
         """``debug.cancelOperation``; see docs/commands.md."""
         data = await self.call(
             "debug.cancelOperation",
@@ -217,7 +216,7 @@ class CommandHelpers:
                 )
             ),
         )
-        return _convert(data, debug_CancelledResult)
+        return _convert(data, base_CancelledResult)
 
     async def debug_create_session(
         self: _Caller,
@@ -495,13 +494,13 @@ class CommandHelpers:
 
     async def lsp_cancel_operation(
         self: _Caller, *, session_id: base_NonEmpty, operation_id: str
-    ) -> lsp_CancelledResult:
+    ) -> base_CancelledResult:
         """``lsp.cancelOperation``; see docs/commands.md."""
         data = await self.call(
             "lsp.cancelOperation",
             _wire(lsp_LspCancelOperation(session_id=session_id, operation_id=operation_id)),
         )
-        return _convert(data, lsp_CancelledResult)
+        return _convert(data, base_CancelledResult)
 
     async def lsp_clear_diagnostics(
         self: _Caller, *, session_id: base_NonEmpty

@@ -7,6 +7,7 @@ from typing import Annotated, Literal, TypeAlias
 import msgspec
 
 from ._base import (
+    CancelledResult,
     Env,
     Event,
     JsonObject,
@@ -261,10 +262,6 @@ class OperationResult(Result, kw_only=True):
 class LspCancelOperation(Payload, kw_only=True):
     session_id: NonEmpty
     operation_id: str
-
-
-class CancelledResult(Result, kw_only=True):
-    cancelled: bool
 
 
 class LspWaitEvents(Payload, kw_only=True):

@@ -13,6 +13,7 @@ import trio
 
 from protocol import CoreError
 from supervisor import open_core
+from supervisor.commands import JobFinished, ProcessResult
 
 
 async def main() -> int:
@@ -20,7 +21,7 @@ async def main() -> int:
         ping = await core.core_ping()
         print(f"protocol {ping.protocol_version}, version {ping.version}")
 
-        result = await core.process_run(argv=[sys.executable, "-c", "print('hi')"])
+        result: ProcessResult = await core.process_run(argv=[sys.executable, "-c", "print('hi')"])
         exit_code: int | None = result.exit_code
         print(result.stdout.strip(), exit_code, result.duration_ms)
 
@@ -29,8 +30,9 @@ async def main() -> int:
         print(job.job_id, [entry.state for entry in jobs])
         while True:
             drained = await core.job_wait_events(timeout_milliseconds=5_000)
-            finished = [e for e in drained.events if e.__struct_config__.tag == "job.finished"]
+            finished = [e for e in drained.events if isinstance(e, JobFinished)]
             if finished:
+                print(finished[0].status, finished[0].exit_code)
                 break
 
         try:
