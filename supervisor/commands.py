@@ -84,8 +84,8 @@ from ._api._job import (
     JobOutput as JobOutput,
     JobPollEvents as JobPollEvents,
     JobStart as JobStart,
-    JobStartResult as JobStartResult,
     JobStarted as JobStarted,
+    JobStartResult as JobStartResult,
     JobWaitEvents as JobWaitEvents,
 )
 from ._api._lsp import (

@@ -524,18 +524,20 @@ def _format(source: str, name: str = "_helpers.py") -> str:
     import subprocess
 
     ruff = shutil.which("ruff") or str(Path(sys.executable).with_name("ruff"))
-    try:
-        done = subprocess.run(
-            [ruff, "format", "--stdin-filename", name, "-"],
-            input=source,
-            capture_output=True,
-            text=True,
-            check=True,
-            cwd=ROOT,
-        )
-    except (OSError, subprocess.CalledProcessError):
-        return source
-    return done.stdout
+    for args in (["check", "--fix", "--select", "I", "--quiet"], ["format"]):
+        try:
+            done = subprocess.run(
+                [ruff, *args, "--stdin-filename", name, "-"],
+                input=source,
+                capture_output=True,
+                text=True,
+                check=True,
+                cwd=ROOT,
+            )
+        except (OSError, subprocess.CalledProcessError):
+            return source
+        source = done.stdout
+    return source
 
 
 def main(argv: list[str] | None = None) -> int:
