@@ -44,7 +44,6 @@ __all__ = (
     "read_retained_bytes",
     "read_size",
     "read_terminal_id",
-    "read_write_data",
 )
 
 MAX_ARGUMENTS: Final = 256
@@ -150,20 +149,6 @@ def read_terminal_id(payload: JSONObject) -> str:
     if not isinstance(value, str) or not value:
         raise _invalid("terminalID must be a non-empty string", "terminalID")
     return value
-
-
-def read_write_data(payload: JSONObject) -> bytes:
-    """Read ``data`` of ``terminal.write``: text, at most 64 KiB as UTF-8."""
-    value = payload.get("data")
-    if not isinstance(value, str):
-        raise _invalid("data must be a string", "data")
-    try:
-        data = value.encode("utf-8")
-    except UnicodeEncodeError:
-        raise _invalid("data is not valid Unicode text", "data") from None
-    if len(data) > MAX_WRITE_BYTES:
-        raise _invalid(f"data is longer than {MAX_WRITE_BYTES} bytes", "data")
-    return data
 
 
 def parse_create(

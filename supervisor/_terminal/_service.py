@@ -83,17 +83,11 @@ from protocol import MAX_ECHO_BYTES, CoreError, cut_utf8, echo
 
 from .._boundary import crash_report, fault_point, log_failure, run_contained
 from .._core._payload import require_str
+from .._core._service import declared
 from .._session import exit_detail
 from .._session._registry import SessionRegistry
 from ._events import TerminalEvents
-from ._launch import (
-    TerminalLaunch,
-    parse_create,
-    read_retained_bytes,
-    read_size,
-    read_terminal_id,
-    read_write_data,
-)
+from ._launch import MAX_WRITE_BYTES, TerminalLaunch, parse_create, read_terminal_id
 from ._pty import EndBounds, TerminalProcess
 from ._render import RetainedDisplay, pending_bound, utf8_suffix
 from ._state import PRECONDITION_FAILED, TerminalInput, TerminalLifecycle, TerminalState
@@ -103,6 +97,7 @@ if TYPE_CHECKING:
 
     from protocol import JSONObject, JSONValue
 
+    from .._api._terminal import TerminalClose, TerminalResize, TerminalWrite
     from .._core._service import CommandHandler, ServiceContext
 
 __all__ = (
@@ -508,26 +503,37 @@ class TerminalService:
         await self._end_if_cancelled(handle, forget=True)
         return {"terminalID": terminal_id, "generation": 1}
 
-    async def _write(self, payload: JSONObject) -> JSONValue:
-        data = read_write_data(payload)
-        handle = self._get(payload)
+    @declared
+    async def _write(self, payload: TerminalWrite) -> JSONValue:
+        data = payload.data.encode("utf-8")  # the declaration refused lone surrogates
+        if len(data) > MAX_WRITE_BYTES:
+            raise CoreError(
+                "invalid_request",
+                f"terminal.write: data is longer than {MAX_WRITE_BYTES} bytes",
+                {"field": "data"},
+            )
+        handle = self._handles.find(payload.terminal_id)
         handle.lifecycle.check(_In.USE)
         assert handle.process is not None
         await handle.process.write(data)
         return None
 
-    async def _resize(self, payload: JSONObject) -> JSONValue:
-        rows, cols = read_size(payload, required=True)
-        handle = self._get(payload)
+    @declared
+    async def _resize(self, payload: TerminalResize) -> JSONValue:
+        rows, cols = payload.rows, payload.cols
+        handle = self._handles.find(payload.terminal_id)
         handle.lifecycle.check(_In.USE)
         assert handle.process is not None
         handle.process.resize(rows, cols)
         handle.rows, handle.cols = rows, cols
         return None
 
-    async def _close(self, payload: JSONObject) -> JSONValue:
-        handle = self._get(payload)
-        budget = read_retained_bytes(payload, handle.retained_budget)
+    @declared
+    async def _close(self, payload: TerminalClose) -> JSONValue:
+        handle = self._handles.find(payload.terminal_id)
+        budget = payload.retained_context_bytes
+        if budget is None:
+            budget = handle.retained_budget
         # A failed terminal is closed too (its process already ended): nothing to end.
         was_closed = handle.lifecycle.state in (TerminalState.CLOSED, TerminalState.FAILED)
         handle.lifecycle.apply(_In.CLOSE)
