@@ -24,6 +24,9 @@ from ._api._base import (
 from ._api._core import (
     CorePing as CorePing,
     CorePingResult as CorePingResult,
+    Envelope as Envelope,
+    ErrorBody as ErrorBody,
+    Response as Response,
 )
 from ._api._debug import (
     AcceptedResult as AcceptedResult,
@@ -214,6 +217,8 @@ __all__ = (
     "DebugWaitEvents",
     "DeliveredResult",
     "Env",
+    "Envelope",
+    "ErrorBody",
     "ExceptionFilter",
     "FileChange",
     "FunctionBreakpoint",
@@ -295,6 +300,7 @@ __all__ = (
     "RelayContext",
     "RelayPlugin",
     "RelayResult",
+    "Response",
     "RestartBudget",
     "SessionPolicy",
     "SourceBreakpoint",

@@ -14,6 +14,7 @@ from ._base import (
     JsonObject,
     JsonValue,
     NonEmpty,
+    OsText,
     Path,
     Payload,
     Result,
@@ -58,7 +59,7 @@ class Adapter(msgspec.Struct, rename="camel", forbid_unknown_fields=True, kw_onl
     (``tcpAnnounced``, on a stdout line starting with ``announcePrefix``)."""
 
     executable: Path | None = None
-    arguments: Annotated[list[str], msgspec.Meta(max_length=4096)] | None = None
+    arguments: Annotated[list[OsText], msgspec.Meta(max_length=4096)] | None = None
     environment: Env | None = None
     working_directory: Path | None = None
     transport: Literal["stdio", "tcpPort", "tcpAnnounced"] | None = None

@@ -13,6 +13,7 @@ from ._base import (
     JsonObject,
     JsonValue,
     NonEmpty,
+    OsText,
     Path,
     Payload,
     Result,
@@ -113,7 +114,7 @@ class LspStartServer(Payload, kw_only=True):
 
     server_id: NonEmpty
     executable: Path
-    arguments: Annotated[list[str], msgspec.Meta(max_length=4096)] | None = None
+    arguments: Annotated[list[OsText], msgspec.Meta(max_length=4096)] | None = None
     environment: Env | None = None
     working_directory: Path
     root_uri: NonEmpty

@@ -27,6 +27,7 @@ import msgspec
 from protocol import ERROR_CATALOG
 
 from . import COMMANDS, EVENTS, Command, _base
+from ._core import Envelope, Response
 from ._debug import DEBUG_STATES
 from ._lsp import LSP_STATES, LSP_STOP_STEPS
 from ._terminal import TERMINAL_STATES
@@ -317,6 +318,17 @@ def render_schemas() -> dict[str, str]:
         "$defs": components,
     }
     files["events.json"] = json.dumps(document, indent=2, sort_keys=True) + "\n"
+    (schemas, components) = msgspec.json.schema_components(
+        [Envelope, Response], ref_template="#/$defs/{name}"
+    )
+    document = {
+        "$schema": "https://json-schema.org/draft/2020-12/schema",
+        "title": "the envelope: a request and its response",
+        "request": schemas[0],
+        "response": schemas[1],
+        "$defs": components,
+    }
+    files["envelope.json"] = json.dumps(document, indent=2, sort_keys=True) + "\n"
     return files
 
 
@@ -451,6 +463,13 @@ def render_markdown() -> str:
         "request numbers must be finite and strings valid Unicode (pass-through JSON",
         "included); names echoed in a message are cut so a message stays within 1024 bytes.",
         "",
+        "## Envelope",
+        "",
+    ]
+    seen: set[type] = set()
+    for envelope in (Envelope, Response):
+        _struct_md(envelope, seen, out)
+    out += [
         "## Commands",
         "",
         "| command | payload | result |",
@@ -463,7 +482,6 @@ def render_markdown() -> str:
             f"{_type_md(command.result) if command.result is not None else 'null'} |"
         )
     out.append("")
-    seen: set[type] = set()
     by_service: dict[str, list[Command]] = {}
     for command in COMMANDS.values():
         by_service.setdefault(command.service, []).append(command)

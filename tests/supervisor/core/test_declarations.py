@@ -8,14 +8,21 @@ does a stale docs/commands.md, docs/schema/*.json or supervisor/_api/_helpers.py
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
+import msgspec
 import pytest
 import trio
 
-from protocol import CoreError
+from protocol import CoreError, parse_envelope
 from supervisor import open_core
 from supervisor._api import COMMANDS, EVENTS, decode_payload
+from supervisor._api._core import Envelope, Response
 from supervisor._api._helpers import CommandHelpers
 from supervisor._api.docgen import ROOT, generated, snake
+
+if TYPE_CHECKING:
+    from protocol import JSONObject
 
 
 def _core_commands() -> tuple[str, ...]:
@@ -101,5 +108,33 @@ def test_typed_helpers_send_the_payload_and_convert_the_result() -> None:
                 # Refused by the same declaration, in the Core, as through call().
                 await core.process_run(argv=["true"], max_output_bytes=0)
             assert info.value.details == {"field": "maxOutputBytes"}
+
+    trio.run(main)
+
+
+@pytest.mark.parametrize(
+    "request_",
+    [
+        {"id": "r1", "command": "core.ping", "payload": {}},
+        {"id": 7, "operationId": "op", "timeoutMilliseconds": 0, "command": "core.ping"},
+        {"command": "core.ping", "payload": None},
+    ],
+)
+def test_the_envelope_declaration_reads_what_the_core_reads(request_: JSONObject) -> None:
+    envelope = msgspec.convert(request_, Envelope, strict=True)
+    parsed = parse_envelope(request_)
+    assert (envelope.command, envelope.id) == (parsed.command, parsed.id)
+
+
+def test_every_response_matches_its_declaration() -> None:
+    async def main() -> None:
+        async with open_core() as core:
+            requests: list[JSONObject] = [
+                {"id": "a", "command": "core.ping"},
+                {"id": "b", "command": "nope"},
+                {"id": "c", "command": "process.run", "payload": {"argv": [""]}},
+            ]
+            for request_ in requests:
+                msgspec.convert(await core.execute(request_), Response, strict=True)
 
     trio.run(main)
