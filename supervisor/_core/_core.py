@@ -181,7 +181,9 @@ class Core(CommandHelpers):
 
         Raises:
             CoreError: ``not_supported`` for an unknown command; ``invalid_request`` for a bad
-                payload (a non-finite number or a lone surrogate anywhere in it included) or
+                payload (one its declaration in :mod:`supervisor._api` does not decode, with
+                ``details.field`` the path; a non-finite number or a lone surrogate anywhere
+                in it included) or
                 an operation id already active; ``cancelled`` after :meth:`cancel` or while
                 the Core closes; ``timed_out`` after the deadline; ``internal`` when the
                 command failed on something it did not foresee (the request is a supervision
