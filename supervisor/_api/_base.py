@@ -48,6 +48,7 @@ from protocol import (
 __all__ = (
     "MAX_COUNT",
     "MAX_MILLISECONDS",
+    "AcceptedResult",
     "Argv",
     "CancelledResult",
     "Count",
@@ -103,6 +104,13 @@ class CancelledResult(Result, kw_only=True):
     """A ``*.cancelOperation``: false when the operation was unknown or already ended."""
 
     cancelled: bool
+
+
+class AcceptedResult(Result, kw_only=True):
+    """An answer to a request the other side made: false for an unknown, late or repeated
+    id."""
+
+    accepted: bool
 
 
 @dataclasses.dataclass(frozen=True)

@@ -8,6 +8,7 @@ import msgspec
 
 from ._base import (
     MAX_COUNT,
+    AcceptedResult,
     CancelledResult,
     Env,
     Event,
@@ -56,18 +57,24 @@ _OneBased = Annotated[int, msgspec.Meta(ge=1, le=MAX_COUNT)]
 class Adapter(msgspec.Struct, rename="camel", forbid_unknown_fields=True, kw_only=True):
     """How to reach the adapter: start ``executable`` and speak over stdio, or connect to a
     loopback TCP port (``tcpPort``; ``executable`` optional) or the port it announces
-    (``tcpAnnounced``, on a stdout line starting with ``announcePrefix``)."""
+    (``tcpAnnounced``, on a line of ``announceStream`` starting with ``announcePrefix``), or
+    ask a language-server session for the port of the adapter it hosts (``tcpLanguageServer``:
+    ``workspace/executeCommand`` ``command`` with ``commandArguments``)."""
 
     executable: Path | None = None
     arguments: Annotated[list[OsText], msgspec.Meta(max_length=4096)] | None = None
     environment: Env | None = None
     working_directory: Path | None = None
-    transport: Literal["stdio", "tcpPort", "tcpAnnounced"] | None = None
+    transport: Literal["stdio", "tcpPort", "tcpAnnounced", "tcpLanguageServer"] | None = None
     host: NonEmpty | None = None
     port: Annotated[int, msgspec.Meta(ge=1, le=65535)] | None = None
     announce_prefix: str | None = None
+    announce_stream: Literal["stdout", "stderr"] | None = None
     connect_timeout_milliseconds: _OperationTimeout | None = None
     initialize_timeout_milliseconds: _OperationTimeout | None = None
+    language_server_session_id: NonEmpty | None = None
+    command: NonEmpty | None = None
+    command_arguments: list[JsonValue] | None = None
 
 
 class DebugCreateSession(Payload, kw_only=True):
@@ -146,9 +153,12 @@ class DebugSetFunctionBreakpoints(_Operation, kw_only=True):
 class DebugExecute(_Operation, kw_only=True):
     """``debug.execute``: run control."""
 
-    command: Literal["continue", "pause", "next", "stepIn", "stepOut", "restart", "terminate"]
+    command: Literal[
+        "continue", "pause", "next", "stepIn", "stepOut", "stepBack", "goto", "restart", "terminate"
+    ]
     thread_id: _Id | None = None
     single_thread: bool | None = None
+    target_id: _Id | None = None
 
 
 class _Inspect(_Operation, tag_field="kind", kw_only=True):
@@ -186,6 +196,16 @@ class InspectExceptionInfo(_Inspect, tag="exceptionInfo", kw_only=True):
     thread_id: _Id
 
 
+class InspectStepInTargets(_Inspect, tag="stepInTargets", kw_only=True):
+    frame_id: _Id
+
+
+class InspectGotoTargets(_Inspect, tag="gotoTargets", kw_only=True):
+    path: NonEmpty
+    line: _OneBased
+    column: _OneBased | None = None
+
+
 #: ``debug.inspect``: one of its kinds, told by ``kind``.
 DebugInspect: TypeAlias = (
     InspectThreads
@@ -194,7 +214,39 @@ DebugInspect: TypeAlias = (
     | InspectVariables
     | InspectEvaluate
     | InspectExceptionInfo
+    | InspectStepInTargets
+    | InspectGotoTargets
 )
+
+
+class DebugSetVariable(_Operation, kw_only=True):
+    """``debug.setVariable``: replace one visible variable's value in its container."""
+
+    variables_reference: _OneBased
+    name: NonEmpty
+    value: str
+
+
+class DebugDataBreakpointInfo(_Operation, kw_only=True):
+    """``debug.dataBreakpointInfo``: the adapter's data breakpoint identity of a variable."""
+
+    name: NonEmpty
+    variables_reference: _OneBased | None = None
+    frame_id: _Id | None = None
+
+
+class DataBreakpoint(msgspec.Struct, rename="camel", forbid_unknown_fields=True, kw_only=True):
+    data_id: NonEmpty
+    enabled: bool | None = None
+    access_type: Literal["read", "write", "readWrite"] | None = None
+    condition: str | None = None
+    hit_condition: str | None = None
+
+
+class DebugSetDataBreakpoints(_Operation, kw_only=True):
+    """``debug.setDataBreakpoints``: replace the session's data breakpoints."""
+
+    breakpoints: list[DataBreakpoint] | None = None
 
 
 class OperationOutcome(Result, kw_only=True):
@@ -219,10 +271,6 @@ class DebugRunInTerminalResponse(Payload, kw_only=True):
     process_id: _OneBased | None = None
     shell_process_id: _OneBased | None = None
     message: str | None = None
-
-
-class AcceptedResult(Result, kw_only=True):
-    accepted: bool
 
 
 class DebugDisconnectResult(Result, kw_only=True):
@@ -352,6 +400,21 @@ class DebugOperationFailed(
     code: str
 
 
+class DebugAdapterEvent(_DebugEvent, tag="adapterEvent", kw_only=True):
+    """An adapter event the session does not interpret, passed on (informational)."""
+
+    name: str
+    body: JsonValue = None
+
+
+class DebugChildSessionStarted(_DebugEvent, tag="childSessionStarted", kw_only=True):
+    """The adapter's ``startDebugging`` started a child session (ended with this one)."""
+
+    child_session_id: str
+    request: str
+    name: str | None
+
+
 DebugEvent: TypeAlias = (
     DebugStateChanged
     | DebugCapabilities
@@ -367,6 +430,8 @@ DebugEvent: TypeAlias = (
     | DebugRunInTerminalExited
     | DebugOperationCompleted
     | DebugOperationFailed
+    | DebugAdapterEvent
+    | DebugChildSessionStarted
 )
 
 
@@ -384,6 +449,9 @@ COMMANDS = {
     "debug.setFunctionBreakpoints": (DebugSetFunctionBreakpoints, OperationOutcome),
     "debug.execute": (DebugExecute, OperationOutcome),
     "debug.inspect": (DebugInspect, OperationOutcome),
+    "debug.setVariable": (DebugSetVariable, OperationOutcome),
+    "debug.dataBreakpointInfo": (DebugDataBreakpointInfo, OperationOutcome),
+    "debug.setDataBreakpoints": (DebugSetDataBreakpoints, OperationOutcome),
     "debug.cancelOperation": (DebugCancelOperation, CancelledResult),
     "debug.runInTerminalResponse": (DebugRunInTerminalResponse, AcceptedResult),
     "debug.waitEvents": (DebugWaitEvents, DebugEvents),

@@ -15,6 +15,7 @@ from typing import Any, Protocol, TypeVar
 import msgspec
 
 from ._base import (
+    AcceptedResult as base_AcceptedResult,
     Argv as base_Argv,
     CancelledResult as base_CancelledResult,
     Env as base_Env,
@@ -32,11 +33,12 @@ from ._core import (
     CorePingResult as core_CorePingResult,
 )
 from ._debug import (
-    AcceptedResult as debug_AcceptedResult,
     Adapter as debug_Adapter,
+    DataBreakpoint as debug_DataBreakpoint,
     DebugCancelOperation as debug_DebugCancelOperation,
     DebugCreateSession as debug_DebugCreateSession,
     DebugCreateSessionResult as debug_DebugCreateSessionResult,
+    DebugDataBreakpointInfo as debug_DebugDataBreakpointInfo,
     DebugDestroyResult as debug_DebugDestroyResult,
     DebugDisconnectResult as debug_DebugDisconnectResult,
     DebugEvents as debug_DebugEvents,
@@ -47,8 +49,10 @@ from ._debug import (
     DebugSessionInfo as debug_DebugSessionInfo,
     DebugSessionRef as debug_DebugSessionRef,
     DebugSetBreakpoints as debug_DebugSetBreakpoints,
+    DebugSetDataBreakpoints as debug_DebugSetDataBreakpoints,
     DebugSetExceptionBreakpoints as debug_DebugSetExceptionBreakpoints,
     DebugSetFunctionBreakpoints as debug_DebugSetFunctionBreakpoints,
+    DebugSetVariable as debug_DebugSetVariable,
     DebugStart as debug_DebugStart,
     DebugWaitEvents as debug_DebugWaitEvents,
     ExceptionFilter as debug_ExceptionFilter,
@@ -83,6 +87,7 @@ from ._lsp import (
     LspEvents as lsp_LspEvents,
     LspRequest as lsp_LspRequest,
     LspRestartResult as lsp_LspRestartResult,
+    LspServerRequestResponse as lsp_LspServerRequestResponse,
     LspSessionRef as lsp_LspSessionRef,
     LspSnapshotResult as lsp_LspSnapshotResult,
     LspStartServer as lsp_LspStartServer,
@@ -245,6 +250,32 @@ class CommandHelpers:
         )
         return _convert(data, debug_DebugCreateSessionResult)
 
+    async def debug_data_breakpoint_info(
+        self: _Caller,
+        *,
+        session_id: base_NonEmpty,
+        name: base_NonEmpty,
+        operation_id: base_NonEmpty | None = None,
+        timeout_milliseconds: debug_OperationTimeout | None = None,
+        variables_reference: debug_OneBased | None = None,
+        frame_id: debug_Id | None = None,
+    ) -> debug_OperationOutcome:
+        """``debug.dataBreakpointInfo``; see docs/commands.md."""
+        data = await self.call(
+            "debug.dataBreakpointInfo",
+            _wire(
+                debug_DebugDataBreakpointInfo(
+                    session_id=session_id,
+                    operation_id=operation_id,
+                    timeout_milliseconds=timeout_milliseconds,
+                    name=name,
+                    variables_reference=variables_reference,
+                    frame_id=frame_id,
+                )
+            ),
+        )
+        return _convert(data, debug_OperationOutcome)
+
     async def debug_destroy_session(
         self: _Caller, *, session_id: base_NonEmpty
     ) -> debug_DebugDestroyResult:
@@ -268,12 +299,21 @@ class CommandHelpers:
         *,
         session_id: base_NonEmpty,
         command: typing.Literal[
-            "continue", "pause", "next", "stepIn", "stepOut", "restart", "terminate"
+            "continue",
+            "pause",
+            "next",
+            "stepIn",
+            "stepOut",
+            "stepBack",
+            "goto",
+            "restart",
+            "terminate",
         ],
         operation_id: base_NonEmpty | None = None,
         timeout_milliseconds: debug_OperationTimeout | None = None,
         thread_id: debug_Id | None = None,
         single_thread: bool | None = None,
+        target_id: debug_Id | None = None,
     ) -> debug_OperationOutcome:
         """``debug.execute``; see docs/commands.md."""
         data = await self.call(
@@ -286,6 +326,7 @@ class CommandHelpers:
                     command=command,
                     thread_id=thread_id,
                     single_thread=single_thread,
+                    target_id=target_id,
                 )
             ),
         )
@@ -339,7 +380,7 @@ class CommandHelpers:
         process_id: debug_OneBased | None = None,
         shell_process_id: debug_OneBased | None = None,
         message: str | None = None,
-    ) -> debug_AcceptedResult:
+    ) -> base_AcceptedResult:
         """``debug.runInTerminalResponse``; see docs/commands.md."""
         data = await self.call(
             "debug.runInTerminalResponse",
@@ -354,7 +395,7 @@ class CommandHelpers:
                 )
             ),
         )
-        return _convert(data, debug_AcceptedResult)
+        return _convert(data, base_AcceptedResult)
 
     async def debug_set_breakpoints(
         self: _Caller,
@@ -374,6 +415,28 @@ class CommandHelpers:
                     operation_id=operation_id,
                     timeout_milliseconds=timeout_milliseconds,
                     path=path,
+                    breakpoints=breakpoints,
+                )
+            ),
+        )
+        return _convert(data, debug_OperationOutcome)
+
+    async def debug_set_data_breakpoints(
+        self: _Caller,
+        *,
+        session_id: base_NonEmpty,
+        operation_id: base_NonEmpty | None = None,
+        timeout_milliseconds: debug_OperationTimeout | None = None,
+        breakpoints: list[debug_DataBreakpoint] | None = None,
+    ) -> debug_OperationOutcome:
+        """``debug.setDataBreakpoints``; see docs/commands.md."""
+        data = await self.call(
+            "debug.setDataBreakpoints",
+            _wire(
+                debug_DebugSetDataBreakpoints(
+                    session_id=session_id,
+                    operation_id=operation_id,
+                    timeout_milliseconds=timeout_milliseconds,
                     breakpoints=breakpoints,
                 )
             ),
@@ -419,6 +482,32 @@ class CommandHelpers:
                     operation_id=operation_id,
                     timeout_milliseconds=timeout_milliseconds,
                     breakpoints=breakpoints,
+                )
+            ),
+        )
+        return _convert(data, debug_OperationOutcome)
+
+    async def debug_set_variable(
+        self: _Caller,
+        *,
+        session_id: base_NonEmpty,
+        variables_reference: debug_OneBased,
+        name: base_NonEmpty,
+        value: str,
+        operation_id: base_NonEmpty | None = None,
+        timeout_milliseconds: debug_OperationTimeout | None = None,
+    ) -> debug_OperationOutcome:
+        """``debug.setVariable``; see docs/commands.md."""
+        data = await self.call(
+            "debug.setVariable",
+            _wire(
+                debug_DebugSetVariable(
+                    session_id=session_id,
+                    operation_id=operation_id,
+                    timeout_milliseconds=timeout_milliseconds,
+                    variables_reference=variables_reference,
+                    name=name,
+                    value=value,
                 )
             ),
         )
@@ -682,6 +771,25 @@ class CommandHelpers:
         data = await self.call("lsp.restartServer", _wire(lsp_LspSessionRef(session_id=session_id)))
         return _convert(data, lsp_LspRestartResult)
 
+    async def lsp_server_request_response(
+        self: _Caller,
+        *,
+        session_id: base_NonEmpty,
+        request_id: base_NonEmpty,
+        result: base_JsonValue = None,
+        error: base_JsonValue = None,
+    ) -> base_AcceptedResult:
+        """``lsp.serverRequestResponse``; see docs/commands.md."""
+        data = await self.call(
+            "lsp.serverRequestResponse",
+            _wire(
+                lsp_LspServerRequestResponse(
+                    session_id=session_id, request_id=request_id, result=result, error=error
+                )
+            ),
+        )
+        return _convert(data, base_AcceptedResult)
+
     async def lsp_snapshot(self: _Caller, *, session_id: base_NonEmpty) -> lsp_LspSnapshotResult:
         """``lsp.snapshot``; see docs/commands.md."""
         data = await self.call("lsp.snapshot", _wire(lsp_LspSessionRef(session_id=session_id)))
@@ -709,6 +817,8 @@ class CommandHelpers:
         restart: bool | lsp_RestartBudget | None = None,
         plugin_id: base_NonEmpty | None = None,
         host_services: base_JsonValue = None,
+        client_capabilities: base_JsonValue = None,
+        host_requests: base_JsonValue = None,
     ) -> lsp_LspStartServerResult:
         """``lsp.startServer``; see docs/commands.md."""
         data = await self.call(
@@ -733,6 +843,8 @@ class CommandHelpers:
                     restart=restart,
                     plugin_id=plugin_id,
                     host_services=host_services,
+                    client_capabilities=client_capabilities,
+                    host_requests=host_requests,
                 )
             ),
         )

@@ -7,6 +7,7 @@ from typing import Annotated, Literal, TypeAlias
 import msgspec
 
 from ._base import (
+    AcceptedResult,
     CancelledResult,
     Env,
     Event,
@@ -110,6 +111,10 @@ class LspStartServer(Payload, kw_only=True):
         restart: true, or a restart budget: restart after crashes.
         plugin_id: The plugin that owns the session (plugin-contract.md).
         host_services: Host services granted to the plugin (needs ``pluginId``).
+        client_capabilities: The client capabilities sent in ``initialize`` (checked by
+            the command).
+        host_requests: Server requests the host answers itself (``serverRequest`` events,
+            answered with ``lsp.serverRequestResponse``).
     """
 
     server_id: NonEmpty
@@ -130,6 +135,8 @@ class LspStartServer(Payload, kw_only=True):
     restart: bool | RestartBudget | None = None
     plugin_id: NonEmpty | None = None
     host_services: JsonValue = None
+    client_capabilities: JsonValue = None
+    host_requests: JsonValue = None
 
 
 class LspStartServerResult(Result, kw_only=True):
@@ -265,6 +272,16 @@ class LspCancelOperation(Payload, kw_only=True):
     operation_id: str
 
 
+class LspServerRequestResponse(Payload, kw_only=True):
+    """``lsp.serverRequestResponse``: the host's answer to a ``serverRequest`` event:
+    ``result``, or ``error {code: integer, message, data?}`` (checked by the command)."""
+
+    session_id: NonEmpty
+    request_id: NonEmpty
+    result: JsonValue = None
+    error: JsonValue = None
+
+
 class LspWaitEvents(Payload, kw_only=True):
     session_id: NonEmpty
     timeout_milliseconds: WaitMilliseconds | None = None
@@ -340,6 +357,15 @@ class LspServerNotification(_LspEvent, tag="serverNotification", kw_only=True):
     params: JsonValue = None
 
 
+class LspServerRequest(_LspEvent, tag="serverRequest", kw_only=True):
+    """The server sent a request named in ``hostRequests``; answer with
+    ``lsp.serverRequestResponse``."""
+
+    request_id: str
+    method: str
+    params: JsonValue = None
+
+
 class LspFact(_LspEvent, tag="fact", forbid_unknown_fields=False, kw_only=True):
     """A structured plugin diagnostic (plugin-contract.md); a fact carries its own fields."""
 
@@ -382,6 +408,7 @@ LspEvent: TypeAlias = (
     | LspLog
     | LspProgress
     | LspServerNotification
+    | LspServerRequest
     | LspFact
     | LspFunctionsChanged
     | LspSubscriptionDisposed
@@ -411,6 +438,7 @@ COMMANDS = {
     "lsp.updateWorkspaceConfiguration": (LspUpdateWorkspaceConfiguration, DeliveredResult),
     "lsp.request": (LspRequest, OperationResult),
     "lsp.cancelOperation": (LspCancelOperation, CancelledResult),
+    "lsp.serverRequestResponse": (LspServerRequestResponse, AcceptedResult),
     "lsp.waitEvents": (LspWaitEvents, LspEvents),
     "lsp.pollEvents": (LspSessionRef, LspEvents),
 }

@@ -23,6 +23,7 @@ if TYPE_CHECKING:
 
 __all__ = (
     "CommandHandler",
+    "LanguageServerCommands",
     "OwnedResources",
     "Service",
     "ServiceContext",
@@ -54,6 +55,15 @@ async def _no_owned_resources(owner: str) -> None:
     """The default :attr:`ServiceContext.owner_ended`: a context outside a Core owns nothing."""
 
 
+async def _no_language_servers(
+    session_id: str, command: str, arguments: list[JSONValue], timeout_ms: int
+) -> JSONValue:
+    """The default :attr:`ServiceContext.language_server_command`: no LSP service."""
+    from protocol import CoreError
+
+    raise CoreError("not_supported", "No language-server service runs in this Core")
+
+
 @dataclass(frozen=True)
 class ServiceContext:
     """What a service is given when the Core opens it.
@@ -68,12 +78,20 @@ class ServiceContext:
             (:class:`OwnedResources`) releases that owner's. Services reach each other only
             through this: the Core calls ``dispose_owner`` of each such service in turn.
             Shielded and bounded by each service's own bounds.
+        language_server_command: ``await language_server_command(sessionId, command,
+            arguments, timeout_ms)``: a ``workspace/executeCommand`` on a running language
+            server session, answered with its result (a debug adapter hosted by a language
+            server, plugin-contract.md ``tcpLanguageServer``). The Core routes it to the
+            service implementing :class:`LanguageServerCommands`.
     """
 
     nursery: trio.Nursery
     trusted: bool
     max_events: int
     owner_ended: Callable[[str], Awaitable[None]] = _no_owned_resources
+    language_server_command: Callable[[str, str, list[JSONValue], int], Awaitable[JSONValue]] = (
+        _no_language_servers
+    )
 
 
 @runtime_checkable
@@ -90,6 +108,17 @@ class OwnedResources(Protocol):
 
         **Cancellation:** shielded and bounded by the service's own bounds.
         """
+        ...
+
+
+@runtime_checkable
+class LanguageServerCommands(Protocol):
+    """A service that runs ``workspace/executeCommand`` for other services (the LSP one)."""
+
+    async def execute_command(
+        self, session_id: str, command: str, arguments: list[JSONValue], timeout_ms: int
+    ) -> JSONValue:
+        """The command's result; raises ``CoreError`` (``not_found``, ``launch_failed``)."""
         ...
 
 

@@ -12,7 +12,8 @@ Commands: ``lsp.startServer``, ``lsp.stopServer``, ``lsp.restartServer``,
 ``lsp.request``, ``lsp.cancelOperation``, ``lsp.waitEvents``, ``lsp.pollEvents``,
 ``lsp.pluginServerRequest``, ``lsp.pluginServerNotify``; for plugin-owned sessions
 (plugin-contract.md "Plugin functions"): ``lsp.functionRequest``, ``lsp.hostResponse``,
-``lsp.hostNotify``; the cross-plugin relay's snapshot (plugin-contract.md "Cross-plugin
+``lsp.hostNotify``; for server requests the host answers itself (``hostRequests``):
+``lsp.serverRequestResponse``; the cross-plugin relay's snapshot (plugin-contract.md "Cross-plugin
 calls"): ``lsp.configureFunctionRelay``.
 """
 
@@ -28,6 +29,7 @@ from protocol import MAX_ECHO_BYTES, MAX_MILLISECONDS, CoreError, cut_utf8, echo
 
 from .._core._context import current_operation_id
 from .._core._payload import (
+    check_fields,
     optional_env,
     optional_positive_int,
     optional_str,
@@ -35,11 +37,13 @@ from .._core._payload import (
     require_path,
     require_str,
 )
+from .._endpoint import JSONRPCError
 from .._plugin._relay import FunctionRelay, ProviderHandle
 from .._plugin._state import check_function_request, check_host_services, function_timeout_ms
 from .._process._tree import open_process_tree
 from .._session._events import EventQueue
 from .._session._registry import SessionRegistry
+from ._client import check_client_policy
 from ._session import (
     DEFAULT_REQUEST_TIMEOUT_MS,
     MAX_REQUEST_TIMEOUT_MS,
@@ -88,6 +92,31 @@ HOST_METHODS: Final = frozenset(
 MAX_PLUGIN_RESULT_BYTES: Final = 1024 * 1024
 _MAX_TIMEOUT_MS: Final = 3_600_000
 
+_START_FIELDS: Final = frozenset(
+    {
+        "serverId",
+        "executable",
+        "arguments",
+        "environment",
+        "workingDirectory",
+        "rootUri",
+        "initializationOptions",
+        "workspaceConfiguration",
+        "initializeTimeoutMilliseconds",
+        "requestTimeoutMilliseconds",
+        "shutdownTimeoutMilliseconds",
+        "serviceReadyIdleTimeoutMilliseconds",
+        "serviceReadyAbsoluteTimeoutMilliseconds",
+        "gates",
+        "sessionPolicy",
+        "restart",
+        "pluginId",
+        "hostServices",
+        "clientCapabilities",
+        "hostRequests",
+    }
+)
+
 
 def _invalid(message: str, field: str | None = None) -> CoreError:
     """``invalid_request``; ``field`` names the payload field at fault in ``details.field``."""
@@ -118,6 +147,7 @@ def _parse_gates(value: JSONValue) -> tuple[Gate, ...]:
     for index, item in enumerate(value):
         if not isinstance(item, dict):
             raise _invalid(f"gates[{index}] must be an object", f"gates[{index}]")
+        check_fields(item, frozenset({"id", "until", "method", "match"}), f"gates[{index}]")
         gate_id = require_str(item, "id")
         if item.get("until") != "notification":
             raise _invalid(f'gates[{index}].until must be "notification"', f"gates[{index}].until")
@@ -136,6 +166,7 @@ def _parse_policy(value: JSONValue) -> tuple[SessionPolicy, tuple[Gate, ...]]:
         return SessionPolicy(), ()
     if not isinstance(value, dict):
         raise _invalid("sessionPolicy must be an object", "sessionPolicy")
+    check_fields(value, frozenset({*_POLICY_LIMITS, "serverID", "gates"}), "sessionPolicy")
     lists = {
         name: _str_list(value.get(name), f"sessionPolicy.{name}", limit)
         for name, limit in _POLICY_LIMITS.items()
@@ -163,6 +194,18 @@ def _parse_restart(value: JSONValue) -> tuple[bool, RestartBudget]:
         return bool(value), RestartBudget()
     if not isinstance(value, dict):
         raise _invalid("restart must be a boolean or an object", "restart")
+    check_fields(
+        value,
+        frozenset(
+            {
+                "maxCrashes",
+                "windowMilliseconds",
+                "initialBackoffMilliseconds",
+                "maxBackoffMilliseconds",
+            }
+        ),
+        "restart",
+    )
     budget = RestartBudget()
     max_crashes = optional_positive_int(value, "maxCrashes", maximum=100)
     window = optional_positive_int(value, "windowMilliseconds", maximum=_MAX_TIMEOUT_MS)
@@ -182,6 +225,7 @@ def parse_start(payload: JSONObject) -> LspServerSpec:
     Raises:
         CoreError: ``invalid_request`` naming the first bad field.
     """
+    check_fields(payload, _START_FIELDS, "lsp.startServer")
     server_id = require_str(payload, "serverId")
     executable = require_path(payload, "executable")
     arguments = payload.get("arguments", [])
@@ -208,6 +252,8 @@ def parse_start(payload: JSONObject) -> LspServerSpec:
             raise _invalid("hostServices needs pluginId", "hostServices")
         host_services = check_host_services(payload["hostServices"])
 
+    client = check_client_policy(payload.get("clientCapabilities"), payload.get("hostRequests"))
+
     def ms(name: str, default: int, maximum: int = _MAX_TIMEOUT_MS) -> int:
         value = optional_positive_int(payload, name, maximum=maximum)
         return default if value is None else value
@@ -226,6 +272,7 @@ def parse_start(payload: JSONObject) -> LspServerSpec:
         budget=budget,
         plugin_id=plugin_id,
         host_services=host_services,
+        client=client,
     )
     return LspServerSpec(
         **{
@@ -302,6 +349,7 @@ class LspService:
             "lsp.pluginServerNotify": self._plugin_notify,
             "lsp.functionRequest": self._function_request,
             "lsp.hostResponse": self._host_response,
+            "lsp.serverRequestResponse": self._server_request_response,
             "lsp.hostNotify": self._host_notify,
             "lsp.configureFunctionRelay": self._configure_relay,
         }
@@ -361,13 +409,16 @@ class LspService:
         await session.run(tree, task_status=task_status)
 
     async def _stop(self, payload: JSONObject) -> JSONValue:
+        check_fields(payload, frozenset({"sessionId"}), "lsp.stopServer")
         return await self._session(payload).stop()
 
     async def _restart(self, payload: JSONObject) -> JSONValue:
+        check_fields(payload, frozenset({"sessionId"}), "lsp.restartServer")
         session = self._session(payload)
         return {"generation": await session.restart()}
 
     async def _destroy(self, payload: JSONObject) -> JSONValue:
+        check_fields(payload, frozenset({"sessionId"}), "lsp.destroyServer")
         session = self._session(payload)
         if session.state not in (LspState.STOPPED, LspState.FAILED):
             raise _invalid(f"session {session.session_id} is {session.state.value}; stop it first")
@@ -378,11 +429,17 @@ class LspService:
         return {"destroyed": True}
 
     async def _snapshot(self, payload: JSONObject) -> JSONValue:
+        check_fields(payload, frozenset({"sessionId"}), "lsp.snapshot")
         return self._session(payload).snapshot()
 
     # -- documents -----------------------------------------------------------------------
 
     async def _sync(self, payload: JSONObject) -> JSONValue:
+        check_fields(
+            payload,
+            frozenset({"sessionId", "uri", "languageId", "text", "contentChanges"}),
+            "lsp.syncDocument",
+        )
         session = self._session(payload)
         uri = require_str(payload, "uri")
         language_id = require_str(payload, "languageId")
@@ -408,6 +465,7 @@ class LspService:
         return {"documentVersion": plan.version, "changed": plan.changed}
 
     async def _close_document(self, payload: JSONObject) -> JSONValue:
+        check_fields(payload, frozenset({"sessionId", "uri"}), "lsp.closeDocument")
         session = self._session(payload)
         uri = require_str(payload, "uri")
         document = session.documents.close(uri)
@@ -419,6 +477,7 @@ class LspService:
         return {"closed": True}
 
     async def _files_changed(self, payload: JSONObject) -> JSONValue:
+        check_fields(payload, frozenset({"sessionId", "changes"}), "lsp.workspaceFilesChanged")
         session = self._session(payload)
         raw = payload.get("changes")
         if not isinstance(raw, list) or not raw:
@@ -440,6 +499,7 @@ class LspService:
         return {"sent": len(changes)}
 
     async def _clear_diagnostics(self, payload: JSONObject) -> JSONValue:
+        check_fields(payload, frozenset({"sessionId"}), "lsp.clearDiagnostics")
         session = self._session(payload)
         cleared = session.documents.clear_diagnostics()
         for document in cleared:
@@ -447,6 +507,11 @@ class LspService:
         return {"cleared": len(cleared)}
 
     async def _update_configuration(self, payload: JSONObject) -> JSONValue:
+        check_fields(
+            payload,
+            frozenset({"sessionId", "workspaceConfiguration"}),
+            "lsp.updateWorkspaceConfiguration",
+        )
         session = self._session(payload)
         config = payload.get("workspaceConfiguration")
         if not isinstance(config, dict):
@@ -465,6 +530,11 @@ class LspService:
     # -- requests ------------------------------------------------------------------------
 
     async def _request(self, payload: JSONObject) -> JSONValue:
+        check_fields(
+            payload,
+            frozenset({"sessionId", "operationId", "method", "params", "timeoutMilliseconds"}),
+            "lsp.request",
+        )
         session = self._session(payload)
         method = require_str(payload, "method")
         params = payload.get("params")
@@ -493,6 +563,7 @@ class LspService:
         return {"operationId": operation_id}
 
     async def _cancel(self, payload: JSONObject) -> JSONValue:
+        check_fields(payload, frozenset({"sessionId", "operationId"}), "lsp.cancelOperation")
         session = self._session(payload)
         return {"cancelled": session.cancel(require_str(payload, "operationId"))}
 
@@ -505,6 +576,13 @@ class LspService:
         :func:`~supervisor._plugin._state.check_function_request`. ``timeoutMilliseconds``
         is capped at one hour and defaults to the session's request timeout.
         """
+        check_fields(
+            payload,
+            frozenset(
+                {"sessionId", "operationId", "function", "params", "timeoutMilliseconds", "context"}
+            ),
+            "lsp.functionRequest",
+        )
         session = self._session(payload)
         # Capped at one hour below (function_timeout_ms); past MAX_MILLISECONDS, refused.
         timeout = optional_positive_int(payload, "timeoutMilliseconds", maximum=MAX_MILLISECONDS)
@@ -537,12 +615,96 @@ class LspService:
         Returns:
             ``{hostRequestID}``.
         """
+        check_fields(
+            payload,
+            frozenset({"sessionId", "hostRequestID", "result", "error"}),
+            "lsp.hostResponse",
+        )
         session = self._session(payload)
         host_request_id = require_str(payload, "hostRequestID")
         if session.plugin is None:
             raise _invalid(f"no pending host request {echo(host_request_id)}")
         session.plugin.host_response(host_request_id, payload)
         return {"hostRequestID": host_request_id}
+
+    async def execute_command(
+        self, session_id: str, command: str, arguments: list[JSONValue], timeout_ms: int
+    ) -> JSONValue:
+        """``workspace/executeCommand`` on a session for another service (a debug adapter
+        that lives inside a language server: plugin-contract.md ``tcpLanguageServer``).
+
+        Waits for readiness like any request; no ``requestCompleted`` event is queued.
+
+        Returns:
+            The command's result.
+
+        Raises:
+            CoreError: ``not_found`` for an unknown session; ``launch_failed`` when the
+                server answered with an error, was not running, or did not answer within
+                ``timeout_ms`` (``details.languageServerError`` holds the structured error).
+
+        **Cancellation:** cancelling the caller cancels the server request.
+        """
+        session = self._sessions.find(session_id)
+        params: JSONObject = {"command": command, "arguments": arguments}
+        req = session.submit(
+            "workspace/executeCommand",
+            params,
+            operation_id=session.new_operation_id(),
+            timeout_ms=timeout_ms,
+            emit_event=False,
+        )
+        try:
+            await req.finished.wait()
+        finally:
+            if req.outcome is None:
+                session.cancel(req.operation_id)
+        outcome = req.outcome or {}
+        error = outcome.get("error")
+        if error is not None:
+            message = error.get("message") if isinstance(error, dict) else None
+            raise CoreError(
+                "launch_failed",
+                f"The language server could not run {echo(command)}: {message}",
+                {"languageServerError": error},
+            )
+        return outcome.get("result")
+
+    async def _server_request_response(self, payload: JSONObject) -> JSONValue:
+        """``lsp.serverRequestResponse {sessionId, requestId, result? | error?}``: the host's
+        answer to a ``serverRequest`` event (a server request named in ``hostRequests``).
+
+        ``error`` is ``{code: integer, message: string, data?}`` (a JSON-RPC error object).
+
+        Returns:
+            ``{accepted}``: False for an unknown, late or repeated ``requestId``.
+        """
+        check_fields(
+            payload,
+            frozenset({"sessionId", "requestId", "result", "error"}),
+            "lsp.serverRequestResponse",
+        )
+        session = self._session(payload)
+        request_id = require_str(payload, "requestId")
+        raw_error = payload.get("error")
+        error: JSONRPCError | None = None
+        if raw_error is not None:
+            code = raw_error.get("code") if isinstance(raw_error, dict) else None
+            message = raw_error.get("message") if isinstance(raw_error, dict) else None
+            if (
+                not isinstance(raw_error, dict)
+                or not isinstance(code, int)
+                or isinstance(code, bool)
+                or not isinstance(message, str)
+                or "result" in payload
+            ):
+                raise _invalid(
+                    "error must be {code: integer, message: string, data?}, without result",
+                    "error",
+                )
+            error = JSONRPCError(code, message, raw_error.get("data"))
+        accepted = session.answer_server_request(request_id, payload.get("result"), error)
+        return {"accepted": accepted}
 
     async def _host_notify(self, payload: JSONObject) -> JSONValue:
         """``lsp.hostNotify {sessionId, method, params}`` -> ``{delivered}``.
@@ -551,6 +713,7 @@ class LspService:
         not granted, malformed params (or over ``notificationBytes``), a session that is not
         plugin-owned or not ready: ``invalid_request``.
         """
+        check_fields(payload, frozenset({"sessionId", "method", "params"}), "lsp.hostNotify")
         session = self._session(payload)
         method = require_str(payload, "method")
         params = payload.get("params")
@@ -610,6 +773,11 @@ class LspService:
         return session
 
     async def _plugin_request(self, payload: JSONObject) -> JSONValue:
+        check_fields(
+            payload,
+            frozenset({"sessionId", "pluginId", "method", "params", "timeoutMilliseconds"}),
+            "lsp.pluginServerRequest",
+        )
         method = require_str(payload, "method")
         params = payload.get("params", {})
         if not isinstance(params, dict):
@@ -666,6 +834,11 @@ class LspService:
         return _plugin_outcome(req.outcome)
 
     async def _plugin_notify(self, payload: JSONObject) -> JSONValue:
+        check_fields(
+            payload,
+            frozenset({"sessionId", "pluginId", "method", "params"}),
+            "lsp.pluginServerNotify",
+        )
         method = require_str(payload, "method")
         params = payload.get("params")
         if params is not None and not isinstance(params, dict):
