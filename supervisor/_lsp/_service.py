@@ -29,7 +29,6 @@ from protocol import MAX_ECHO_BYTES, MAX_MILLISECONDS, CoreError, cut_utf8, echo
 
 from .._core._context import current_operation_id
 from .._core._payload import (
-    check_fields,
     optional_env,
     optional_positive_int,
     optional_str,
@@ -92,31 +91,6 @@ HOST_METHODS: Final = frozenset(
 MAX_PLUGIN_RESULT_BYTES: Final = 1024 * 1024
 _MAX_TIMEOUT_MS: Final = 3_600_000
 
-_START_FIELDS: Final = frozenset(
-    {
-        "serverId",
-        "executable",
-        "arguments",
-        "environment",
-        "workingDirectory",
-        "rootUri",
-        "initializationOptions",
-        "workspaceConfiguration",
-        "initializeTimeoutMilliseconds",
-        "requestTimeoutMilliseconds",
-        "shutdownTimeoutMilliseconds",
-        "serviceReadyIdleTimeoutMilliseconds",
-        "serviceReadyAbsoluteTimeoutMilliseconds",
-        "gates",
-        "sessionPolicy",
-        "restart",
-        "pluginId",
-        "hostServices",
-        "clientCapabilities",
-        "hostRequests",
-    }
-)
-
 
 def _invalid(message: str, field: str | None = None) -> CoreError:
     """``invalid_request``; ``field`` names the payload field at fault in ``details.field``."""
@@ -147,7 +121,6 @@ def _parse_gates(value: JSONValue) -> tuple[Gate, ...]:
     for index, item in enumerate(value):
         if not isinstance(item, dict):
             raise _invalid(f"gates[{index}] must be an object", f"gates[{index}]")
-        check_fields(item, frozenset({"id", "until", "method", "match"}), f"gates[{index}]")
         gate_id = require_str(item, "id")
         if item.get("until") != "notification":
             raise _invalid(f'gates[{index}].until must be "notification"', f"gates[{index}].until")
@@ -166,7 +139,6 @@ def _parse_policy(value: JSONValue) -> tuple[SessionPolicy, tuple[Gate, ...]]:
         return SessionPolicy(), ()
     if not isinstance(value, dict):
         raise _invalid("sessionPolicy must be an object", "sessionPolicy")
-    check_fields(value, frozenset({*_POLICY_LIMITS, "serverID", "gates"}), "sessionPolicy")
     lists = {
         name: _str_list(value.get(name), f"sessionPolicy.{name}", limit)
         for name, limit in _POLICY_LIMITS.items()
@@ -194,18 +166,6 @@ def _parse_restart(value: JSONValue) -> tuple[bool, RestartBudget]:
         return bool(value), RestartBudget()
     if not isinstance(value, dict):
         raise _invalid("restart must be a boolean or an object", "restart")
-    check_fields(
-        value,
-        frozenset(
-            {
-                "maxCrashes",
-                "windowMilliseconds",
-                "initialBackoffMilliseconds",
-                "maxBackoffMilliseconds",
-            }
-        ),
-        "restart",
-    )
     budget = RestartBudget()
     max_crashes = optional_positive_int(value, "maxCrashes", maximum=100)
     window = optional_positive_int(value, "windowMilliseconds", maximum=_MAX_TIMEOUT_MS)
@@ -225,7 +185,6 @@ def parse_start(payload: JSONObject) -> LspServerSpec:
     Raises:
         CoreError: ``invalid_request`` naming the first bad field.
     """
-    check_fields(payload, _START_FIELDS, "lsp.startServer")
     server_id = require_str(payload, "serverId")
     executable = require_path(payload, "executable")
     arguments = payload.get("arguments", [])
@@ -409,16 +368,13 @@ class LspService:
         await session.run(tree, task_status=task_status)
 
     async def _stop(self, payload: JSONObject) -> JSONValue:
-        check_fields(payload, frozenset({"sessionId"}), "lsp.stopServer")
         return await self._session(payload).stop()
 
     async def _restart(self, payload: JSONObject) -> JSONValue:
-        check_fields(payload, frozenset({"sessionId"}), "lsp.restartServer")
         session = self._session(payload)
         return {"generation": await session.restart()}
 
     async def _destroy(self, payload: JSONObject) -> JSONValue:
-        check_fields(payload, frozenset({"sessionId"}), "lsp.destroyServer")
         session = self._session(payload)
         if session.state not in (LspState.STOPPED, LspState.FAILED):
             raise _invalid(f"session {session.session_id} is {session.state.value}; stop it first")
@@ -429,17 +385,11 @@ class LspService:
         return {"destroyed": True}
 
     async def _snapshot(self, payload: JSONObject) -> JSONValue:
-        check_fields(payload, frozenset({"sessionId"}), "lsp.snapshot")
         return self._session(payload).snapshot()
 
     # -- documents -----------------------------------------------------------------------
 
     async def _sync(self, payload: JSONObject) -> JSONValue:
-        check_fields(
-            payload,
-            frozenset({"sessionId", "uri", "languageId", "text", "contentChanges"}),
-            "lsp.syncDocument",
-        )
         session = self._session(payload)
         uri = require_str(payload, "uri")
         language_id = require_str(payload, "languageId")
@@ -465,7 +415,6 @@ class LspService:
         return {"documentVersion": plan.version, "changed": plan.changed}
 
     async def _close_document(self, payload: JSONObject) -> JSONValue:
-        check_fields(payload, frozenset({"sessionId", "uri"}), "lsp.closeDocument")
         session = self._session(payload)
         uri = require_str(payload, "uri")
         document = session.documents.close(uri)
@@ -477,7 +426,6 @@ class LspService:
         return {"closed": True}
 
     async def _files_changed(self, payload: JSONObject) -> JSONValue:
-        check_fields(payload, frozenset({"sessionId", "changes"}), "lsp.workspaceFilesChanged")
         session = self._session(payload)
         raw = payload.get("changes")
         if not isinstance(raw, list) or not raw:
@@ -499,7 +447,6 @@ class LspService:
         return {"sent": len(changes)}
 
     async def _clear_diagnostics(self, payload: JSONObject) -> JSONValue:
-        check_fields(payload, frozenset({"sessionId"}), "lsp.clearDiagnostics")
         session = self._session(payload)
         cleared = session.documents.clear_diagnostics()
         for document in cleared:
@@ -507,11 +454,6 @@ class LspService:
         return {"cleared": len(cleared)}
 
     async def _update_configuration(self, payload: JSONObject) -> JSONValue:
-        check_fields(
-            payload,
-            frozenset({"sessionId", "workspaceConfiguration"}),
-            "lsp.updateWorkspaceConfiguration",
-        )
         session = self._session(payload)
         config = payload.get("workspaceConfiguration")
         if not isinstance(config, dict):
@@ -530,11 +472,6 @@ class LspService:
     # -- requests ------------------------------------------------------------------------
 
     async def _request(self, payload: JSONObject) -> JSONValue:
-        check_fields(
-            payload,
-            frozenset({"sessionId", "operationId", "method", "params", "timeoutMilliseconds"}),
-            "lsp.request",
-        )
         session = self._session(payload)
         method = require_str(payload, "method")
         params = payload.get("params")
@@ -563,7 +500,6 @@ class LspService:
         return {"operationId": operation_id}
 
     async def _cancel(self, payload: JSONObject) -> JSONValue:
-        check_fields(payload, frozenset({"sessionId", "operationId"}), "lsp.cancelOperation")
         session = self._session(payload)
         return {"cancelled": session.cancel(require_str(payload, "operationId"))}
 
@@ -576,13 +512,6 @@ class LspService:
         :func:`~supervisor._plugin._state.check_function_request`. ``timeoutMilliseconds``
         is capped at one hour and defaults to the session's request timeout.
         """
-        check_fields(
-            payload,
-            frozenset(
-                {"sessionId", "operationId", "function", "params", "timeoutMilliseconds", "context"}
-            ),
-            "lsp.functionRequest",
-        )
         session = self._session(payload)
         # Capped at one hour below (function_timeout_ms); past MAX_MILLISECONDS, refused.
         timeout = optional_positive_int(payload, "timeoutMilliseconds", maximum=MAX_MILLISECONDS)
@@ -615,11 +544,6 @@ class LspService:
         Returns:
             ``{hostRequestID}``.
         """
-        check_fields(
-            payload,
-            frozenset({"sessionId", "hostRequestID", "result", "error"}),
-            "lsp.hostResponse",
-        )
         session = self._session(payload)
         host_request_id = require_str(payload, "hostRequestID")
         if session.plugin is None:
@@ -679,11 +603,6 @@ class LspService:
         Returns:
             ``{accepted}``: False for an unknown, late or repeated ``requestId``.
         """
-        check_fields(
-            payload,
-            frozenset({"sessionId", "requestId", "result", "error"}),
-            "lsp.serverRequestResponse",
-        )
         session = self._session(payload)
         request_id = require_str(payload, "requestId")
         raw_error = payload.get("error")
@@ -713,7 +632,6 @@ class LspService:
         not granted, malformed params (or over ``notificationBytes``), a session that is not
         plugin-owned or not ready: ``invalid_request``.
         """
-        check_fields(payload, frozenset({"sessionId", "method", "params"}), "lsp.hostNotify")
         session = self._session(payload)
         method = require_str(payload, "method")
         params = payload.get("params")
@@ -773,11 +691,6 @@ class LspService:
         return session
 
     async def _plugin_request(self, payload: JSONObject) -> JSONValue:
-        check_fields(
-            payload,
-            frozenset({"sessionId", "pluginId", "method", "params", "timeoutMilliseconds"}),
-            "lsp.pluginServerRequest",
-        )
         method = require_str(payload, "method")
         params = payload.get("params", {})
         if not isinstance(params, dict):
@@ -834,11 +747,6 @@ class LspService:
         return _plugin_outcome(req.outcome)
 
     async def _plugin_notify(self, payload: JSONObject) -> JSONValue:
-        check_fields(
-            payload,
-            frozenset({"sessionId", "pluginId", "method", "params"}),
-            "lsp.pluginServerNotify",
-        )
         method = require_str(payload, "method")
         params = payload.get("params")
         if params is not None and not isinstance(params, dict):
