@@ -52,6 +52,13 @@ def _parser() -> argparse.ArgumentParser:
     run = sub.add_parser("run", help="run the jobs of a lanes file (TOML) and report them")
     run.add_argument("file", help="the lanes file, e.g. examples/demo.toml")
     run.add_argument("--json", action="store_true", help="one JSON object per event on stdout")
+    run.add_argument(
+        "--ray",
+        metavar="ADDRESS",
+        default=None,
+        help="run the lanes on a Ray cluster (auto: the running one, else a local one);"
+        " needs the [ray] extra",
+    )
 
     exec_ = sub.add_parser(
         "exec", help="run one command (process.run) and print its result as JSON"
@@ -272,7 +279,7 @@ def _main(argv: Sequence[str] | None) -> int:
     if args.command == "run":
         from ._run import run_command
 
-        return run_command(args.file, json_output=args.json)
+        return run_command(args.file, json_output=args.json, ray=args.ray)
     if args.command == "exec":
         return _exec(args)
     if args.command == "serve":

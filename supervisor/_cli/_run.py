@@ -8,7 +8,8 @@ terminal, one line per event otherwise) and, with ``--json``, one JSON object pe
 goes to stdout. When every job has finished the run checks that no process it started is
 left (a sweep by scope marker) and exits 0 when every job ended as its ``expect`` says, 1
 otherwise with a summary naming each job that did not. SIGINT or SIGTERM cancels every job,
-ends every process tree and exits 130 or 143.
+ends every process tree and exits 130 or 143. With ``ray`` (``--ray ADDRESS``) the lanes
+run on the nodes of a Ray cluster (:mod:`supervisor._ray`); the reports name each lane's node.
 
 Strategy: one Trio nursery owns a signal watcher, the submitter and (on a terminal) a
 redraw ticker; the lanes sit inside it, so cancelling the nursery (a signal) closes the
@@ -41,10 +42,13 @@ from ._runfile import (
 )
 
 if TYPE_CHECKING:
-    from collections.abc import Mapping
+    from collections.abc import Callable, Mapping
 
-    from lanes import JobRequest, Lanes
+    from lanes import JobRequest
     from protocol import JSONObject
+
+    from .._ray._executor import RayCluster
+    from ._executor import JobExecutor, RunLanes
 
 __all__ = ("run_command",)
 
@@ -60,7 +64,7 @@ REDRAW_INTERVAL_MS: Final = 250
 MAX_LINE_CHARS: Final = 200
 
 
-def run_command(path: str, *, json_output: bool) -> int:
+def run_command(path: str, *, json_output: bool, ray: str | None = None) -> int:
     """Run the lanes file at ``path`` and return the process exit code.
 
     Runs its own ``trio.run``; call it from synchronous code only.
@@ -68,11 +72,15 @@ def run_command(path: str, *, json_output: bool) -> int:
     Args:
         path: the lanes file (format: :mod:`supervisor._cli._runfile`).
         json_output: print one JSON object per event on stdout (``{"event": "job.started",
-            "name": ..., "lane": ..., **params}``), then one ``run.finished`` object.
+            "name": ..., "lane": ..., **params}``, plus ``"node"`` with ``ray``), then one
+            ``run.finished`` object.
+        ray: run the lanes on the Ray cluster at this address (``auto``: the running
+            cluster, else a local one started for the run); needs the ``[ray]`` extra.
 
     Returns:
         0 every job ended as expected, 1 some did not (or a process was left behind), 2 the
-        file is bad (nothing started), 130 / 143 interrupted by SIGINT / SIGTERM.
+        file is bad or the cluster can not run it (nothing started), 130 / 143 interrupted
+        by SIGINT / SIGTERM.
     """
     try:
         run_file = load_run_file(path)
@@ -90,13 +98,41 @@ def run_command(path: str, *, json_output: bool) -> int:
         except RunFileError as exc:
             print(str(exc), file=sys.stderr)
             return EXIT_BAD_FILE
-        reporter = _Reporter(
-            run_file,
-            human=sys.stderr,
-            live=_is_tty(sys.stderr),
-            json_stream=sys.stdout if json_output else None,
+        cluster = None
+        if ray is not None:
+            cluster = _connect_cluster(ray, run_file)
+            if cluster is None:
+                return EXIT_BAD_FILE
+        try:
+            reporter = _Reporter(
+                run_file,
+                human=sys.stderr,
+                live=_is_tty(sys.stderr),
+                json_stream=sys.stdout if json_output else None,
+                node_of=None if cluster is None else cluster.node_name,
+            )
+            return trio.run(_run, run_file, requests, reporter, cluster)
+        finally:
+            if cluster is not None:
+                cluster.disconnect()
+
+
+def _connect_cluster(address: str, run_file: RunFile) -> RayCluster | None:
+    """Join the cluster and place the lanes, or say why not (on stderr) and return None."""
+    try:
+        from .._ray._executor import ClusterError, connect_cluster
+    except ImportError as exc:
+        print(
+            f"supervisor run: --ray needs Ray: pip install 'trio-process-supervisor[ray]' ({exc})",
+            file=sys.stderr,
         )
-        return trio.run(_run, run_file, requests, reporter)
+        return None
+    lanes = [(job.project, job.node) for job in run_file.jobs]
+    try:
+        return connect_cluster(address, lanes)
+    except ClusterError as exc:
+        print(f"supervisor run: --ray {address}: {exc}", file=sys.stderr)
+        return None
 
 
 def _is_tty(stream: TextIO) -> bool:
@@ -120,12 +156,23 @@ def _job_requests(run_file: RunFile, placeholders: Mapping[str, str]) -> list[Jo
     return requests
 
 
-async def _run(run_file: RunFile, requests: list[JobRequest], reporter: _Reporter) -> int:
-    from lanes import open_lanes
+async def _run(
+    run_file: RunFile, requests: list[JobRequest], reporter: _Reporter, cluster: RayCluster | None
+) -> int:
+    from ._executor import open_executor
 
-    from .._core._jobs import ProcessJobRunner
+    # Outside the signal nursery: a remote executor still carries the lanes' last events
+    # while a signal cancels the run.
+    async with open_executor(cluster) as executor:
+        return await _run_on(executor, run_file, requests, reporter)
 
-    runner = ProcessJobRunner()
+
+async def _run_on(
+    executor: JobExecutor,
+    run_file: RunFile,
+    requests: list[JobRequest],
+    reporter: _Reporter,
+) -> int:
     interrupted: list[int] = []
     with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
         async with trio.open_nursery() as nursery:
@@ -142,18 +189,17 @@ async def _run(run_file: RunFile, requests: list[JobRequest], reporter: _Reporte
                 nursery.start_soon(reporter.tick)
             reporter.run_started(trio.current_time())
             async with contextlib.AsyncExitStack() as stack:
-                lanes_by_trust: dict[bool, Lanes] = {}
+                lanes_by_trust: dict[bool, RunLanes] = {}
                 for trusted in sorted({job.trusted for job in run_file.jobs}, reverse=True):
                     lanes_by_trust[trusted] = await stack.enter_async_context(
-                        open_lanes(
-                            runner,
+                        executor.open_lanes(
                             on_event=reporter.on_event_for(trusted),
                             trusted=trusted,
                         )
                     )
                 await _submit_all(run_file, requests, lanes_by_trust, reporter)
             nursery.cancel_scope.cancel()
-        leftovers = await _leftover_processes()
+        leftovers = await executor.leftover_processes(LEFTOVER_SETTLE_MS)
     reporter.close_live()
     if interrupted:
         signum = interrupted[0]
@@ -168,7 +214,7 @@ async def _run(run_file: RunFile, requests: list[JobRequest], reporter: _Reporte
 async def _submit_all(
     run_file: RunFile,
     requests: list[JobRequest],
-    lanes_by_trust: Mapping[bool, Lanes],
+    lanes_by_trust: Mapping[bool, RunLanes],
     reporter: _Reporter,
 ) -> None:
     """Submit every job at its time, cancel the ones that ask for it, wait for the end."""
@@ -189,20 +235,20 @@ async def _submit_all(
         cancellers.cancel_scope.cancel()
 
 
-async def _cancel_later(lanes: Lanes, job_id: str, job: RunFileJob, reporter: _Reporter) -> None:
+async def _cancel_later(lanes: RunLanes, job_id: str, job: RunFileJob, reporter: _Reporter) -> None:
     assert job.cancel_after_ms is not None
     await trio.sleep(job.cancel_after_ms / 1000)
     if lanes.cancel_job(job_id):
         reporter.cancel_requested(job)
 
 
-async def _leftover_processes() -> list[tuple[int, str]]:
+async def _leftover_processes(settle_ms: int = LEFTOVER_SETTLE_MS) -> list[tuple[int, str]]:
     """Live processes that still carry this run's scope marker, after a short settle time.
 
     The runner ends every tree it started; this sweep is the run's own evidence of it
     (a scope's end must leave no process behind), reported rather than trusted.
     """
-    deadline = trio.current_time() + LEFTOVER_SETTLE_MS / 1000
+    deadline = trio.current_time() + settle_ms / 1000
     while True:
         found = _marked_processes()
         if not found or trio.current_time() >= deadline:
@@ -259,6 +305,7 @@ class _Reporter:
         human: TextIO,
         live: bool,
         json_stream: TextIO | None,
+        node_of: Callable[[str], str | None] | None = None,
     ) -> None:
         self.run_file = run_file
         self.human = human
@@ -270,6 +317,12 @@ class _Reporter:
         self._by_id: dict[tuple[bool, str], _JobView] = {}
         self._submitting: _JobView | None = None
         self._lanes = sorted({v.lane for v in self.views}, key=[v.lane for v in self.views].index)
+        #: Lane -> the node it runs on (``--ray``); empty when it runs here.
+        self._nodes: dict[str, str] = {}
+        for view in self.views:
+            node = None if node_of is None else node_of(view.job.project)
+            if node is not None:
+                self._nodes[view.lane] = node
         self._live_lines = 0
         self._started_at = 0.0
 
@@ -277,7 +330,7 @@ class _Reporter:
 
     def run_started(self, now: float) -> None:
         self._started_at = now
-        lanes = ", ".join(self._lanes)
+        lanes = ", ".join(self._lane_label(lane) for lane in self._lanes)
         self._say(
             f"running {_count(len(self.views), 'job')} from {self.run_file.path}"
             f" on {'lane' if len(self._lanes) == 1 else 'lanes'}: {lanes}"
@@ -312,7 +365,8 @@ class _Reporter:
         name = view.job.name if view is not None else str(params.get("jobId"))
         lane = view.lane if view is not None else "?"
         if self.json_stream is not None:
-            self._emit_json({"event": method, "name": name, "lane": lane, **params})
+            where = {"node": self._nodes[lane]} if lane in self._nodes else {}
+            self._emit_json({"event": method, "name": name, "lane": lane, **where, **params})
         if view is None:
             return
         prefix = f"[{lane}] {name}"
@@ -418,6 +472,7 @@ class _Reporter:
                         {
                             "name": v.job.name,
                             "lane": v.lane,
+                            **({"node": self._nodes[v.lane]} if v.lane in self._nodes else {}),
                             "line": v.job.line,
                             "expected": sorted(v.job.expect),
                             "status": None if v.finished is None else v.finished.get("status"),
@@ -507,11 +562,17 @@ class _Reporter:
                 text = f"idle ({done}/{len(views)} done)"
             if waiting:
                 text += f"  [+{len(waiting)} waiting]"
-            self.human.write(f"  {lane:<{width}}  {text}"[: _terminal_columns()] + "\n")
+            label = self._lane_label(lane)
+            self.human.write(f"  {label:<{width}}  {text}"[: _terminal_columns()] + "\n")
         self._live_lines = len(self._lanes)
 
     def _lane_width(self) -> int:
-        return max((len(lane) for lane in self._lanes), default=0)
+        return max((len(self._lane_label(lane)) for lane in self._lanes), default=0)
+
+    def _lane_label(self, lane: str) -> str:
+        """``lane``, or ``lane @ node`` when it runs on a cluster node."""
+        node = self._nodes.get(lane)
+        return lane if node is None else f"{lane} @ {node}"
 
 
 def _terminal_columns() -> int:

@@ -34,6 +34,9 @@ The file is an array of tables, one ``[[job]]`` per job, in submission order::
     expect = "ok"                   # optional: a status or a list; default ["ok", "superseded"]
     expect_timed_out = false        # optional: also require timedOut to be this value (true
                                     # needs "failed" in expect: a timed-out job ends failed)
+    node = "zone=eu"                # optional, with --ray: pin the project's lane to a node
+                                    # with this label ("key=value") or resource ("name");
+                                    # the jobs of one project that give it must agree
 
 Placeholders, replaced in ``argv``, ``cwd`` and ``env`` values when a job is submitted
 (only these exact tokens; other braces are left alone): ``{python}`` is the interpreter
@@ -106,6 +109,7 @@ _JOB_KEYS: Final = (
     "trusted",
     "expect",
     "expect_timed_out",
+    "node",
 )
 
 
@@ -152,6 +156,7 @@ class RunFileJob:
     trusted: bool = True
     expect: frozenset[str] = DEFAULT_EXPECT
     expect_timed_out: bool | None = None
+    node: str | None = None
 
     def payload(self, placeholders: Mapping[str, str]) -> JSONObject:
         """The ``job.start`` payload of this job, placeholders replaced.
@@ -291,6 +296,7 @@ def parse_run_file(text: str, *, path: str, directory: str) -> RunFile:
             )
         names[job.name] = job.line
         jobs.append(job)
+    _check_lane_nodes(jobs, path, where)
     return RunFile(path=path, directory=directory, jobs=tuple(jobs))
 
 
@@ -417,6 +423,7 @@ def _parse_job(
     expect_timed_out = table.typed("expect_timed_out", bool, "a boolean")
     expect = _job_expect(table)
     _check_timed_out_expectation(table, expect, expect_timed_out)
+    node = _job_node(table)
     return RunFileJob(
         name=name,
         line=table.header_line,
@@ -432,7 +439,36 @@ def _parse_job(
         trusted=True if trusted is None else trusted,
         expect=expect,
         expect_timed_out=expect_timed_out,
+        node=node,
     )
+
+
+def _job_node(table: _JobTable) -> str | None:
+    """The ``node`` pin (``--ray`` only): ``"key=value"`` (a node label) or a resource name."""
+    node: str | None = table.typed("node", str, 'a string ("label=value" or a resource name)')
+    if node is not None:
+        key, equals, value = node.partition("=")
+        if not node.strip() or "\0" in node or (equals and not (key.strip() and value.strip())):
+            raise table.fail(
+                "node", "'node' must be \"label=value\" (a node label) or a resource name"
+            )
+    return node
+
+
+def _check_lane_nodes(jobs: list[RunFileJob], path: str, where: _Locations) -> None:
+    """A lane stays on one node: the jobs of a project that pin it must agree."""
+    pins: dict[str, RunFileJob] = {}
+    for index, job in enumerate(jobs):
+        if job.node is None:
+            continue
+        first = pins.setdefault(job.project, job)
+        if first.node != job.node:
+            raise RunFileError(
+                path,
+                where.job_key_line(index, "node"),
+                f"node {job.node!r} differs from {first.node!r} (line {first.line}): the jobs"
+                " of a project run on one node",
+            )
 
 
 def _refuse_unknown_job_keys(table: _JobTable) -> None:
