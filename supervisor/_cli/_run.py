@@ -98,23 +98,25 @@ def run_command(path: str, *, json_output: bool, ray: str | None = None) -> int:
         except RunFileError as exc:
             print(str(exc), file=sys.stderr)
             return EXIT_BAD_FILE
-        cluster = None
-        if ray is not None:
-            cluster = _connect_cluster(ray, run_file)
-            if cluster is None:
-                return EXIT_BAD_FILE
-        try:
+        json_stream = sys.stdout if json_output else None
+        with contextlib.ExitStack() as stack:
+            cluster = None
+            if ray is not None:
+                # Ray prints its own notices (a worker that died, ...) on sys.stdout, which
+                # carries only our JSON: they go to stderr, with the human progress.
+                stack.enter_context(contextlib.redirect_stdout(sys.stderr))
+                cluster = _connect_cluster(ray, run_file)
+                if cluster is None:
+                    return EXIT_BAD_FILE
+                stack.callback(cluster.disconnect)
             reporter = _Reporter(
                 run_file,
                 human=sys.stderr,
                 live=_is_tty(sys.stderr),
-                json_stream=sys.stdout if json_output else None,
+                json_stream=json_stream,
                 node_of=None if cluster is None else cluster.node_name,
             )
             return trio.run(_run, run_file, requests, reporter, cluster)
-        finally:
-            if cluster is not None:
-                cluster.disconnect()
 
 
 def _connect_cluster(address: str, run_file: RunFile) -> RayCluster | None:
