@@ -56,6 +56,7 @@ from ._process._tree import (
     TreeEndReport as TreeEndReport,
     open_process_tree as open_process_tree,
 )
+from ._ray import open_ray_lanes as open_ray_lanes
 from ._session._events import EventQueue as EventQueue, EventQueueStatistics as EventQueueStatistics
 from ._terminal._pty import EndBounds as EndBounds
 from ._terminal._service import (
@@ -106,6 +107,7 @@ __all__ = (
     "open_jsonrpc_endpoint",
     "open_lsp_service",
     "open_process_tree",
+    "open_ray_lanes",
     "open_terminal_service",
     "reap_adopted_children",
     "reap_orphans",

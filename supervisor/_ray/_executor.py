@@ -36,6 +36,8 @@ import ray.exceptions
 import trio
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
+from lanes import normalize_root
+
 from ._agent import NodeAgent
 
 if TYPE_CHECKING:
@@ -99,14 +101,38 @@ class RayCluster:
 
     Attributes:
         address: What ``--ray`` named.
+        nodes: The live nodes when the run joined (the head first).
         placement: Lane root -> the node it runs on.
     """
 
     address: str
+    nodes: list[_Node] = field(default_factory=list)
     placement: dict[str, _Node] = field(default_factory=dict)
 
-    def node_name(self, root: str) -> str | None:
+    def place(self, root: str, pin: str | None) -> _Node:
+        """The node of ``root``'s lane: where it already is, else the node with the fewest
+        lanes among those that satisfy ``pin`` (first such node on a tie).
+
+        Raises:
+            ClusterError: No node satisfies ``pin``.
+        """
+        root = normalize_root(root)
         node = self.placement.get(root)
+        if node is not None:
+            return node
+        candidates = [n for n in self.nodes if n.matches(pin)]
+        if not candidates:
+            what = f"the label {pin}" if "=" in (pin or "") else f"the resource {pin!r}"
+            raise ClusterError(f"no live node of the cluster has {what} (lane {root})")
+        load = {n.node_id: 0 for n in candidates}
+        for placed in self.placement.values():
+            if placed.node_id in load:
+                load[placed.node_id] += 1
+        node = self.placement[root] = min(candidates, key=lambda n: load[n.node_id])
+        return node
+
+    def node_name(self, root: str) -> str | None:
+        node = self.placement.get(normalize_root(root))
         return None if node is None else node.name
 
     def disconnect(self) -> None:
@@ -142,18 +168,9 @@ def connect_cluster(address: str, lanes: Sequence[tuple[str, str | None]]) -> Ra
         raise ClusterError(f"cannot join the Ray cluster: {type(exc).__name__}: {exc}") from None
     cluster = RayCluster(address=address)
     try:
-        nodes = _live_nodes()
-        load = dict.fromkeys((n.node_id for n in nodes), 0)
+        cluster.nodes = _live_nodes()
         for root, pin in lanes:
-            if root in cluster.placement:
-                continue
-            candidates = [n for n in nodes if n.matches(pin)]
-            if not candidates:
-                what = f"the label {pin}" if "=" in (pin or "") else f"the resource {pin!r}"
-                raise ClusterError(f"no live node of the cluster has {what} (lane {root})")
-            chosen = min(candidates, key=lambda n: load[n.node_id])
-            load[chosen.node_id] += 1
-            cluster.placement[root] = chosen
+            cluster.place(root, pin)
     except BaseException:
         ray.shutdown()
         raise
@@ -323,10 +340,14 @@ class RayLanes:
         self._idle.set()
 
     def start_job(self, request: JobRequest) -> str:
-        """Queue ``request`` on its lane's node; return its id (``job-N``)."""
+        """Queue ``request`` on its lane's node; return its id (``job-N``).
+
+        Raises:
+            ClusterError: The lane is new and no node satisfies its pin (nothing started).
+        """
+        link = self._executor.link_for(request.root)
         job_id = f"job-{self._next_number}"
         self._next_number += 1
-        link = self._executor.link_for(request.root)
         job = _RemoteJob(job_id, request, link)
         self._jobs[job_id] = job
         link.jobs[(self._trusted, job_id)] = job
@@ -346,6 +367,11 @@ class RayLanes:
         job.cancel_sent = True
         job.link.send(("cancel", self._trusted, job_id))
         return True
+
+    def node_of(self, root: str) -> str | None:
+        """The name (``host/node-id``) of the node ``root``'s lane runs on, or None before
+        its first job."""
+        return self._executor.node_of(root)
 
     async def wait_idle(self) -> None:
         """Wait until every job has sent its ``job.finished``."""
@@ -412,8 +438,11 @@ class RayLanes:
 class RayExecutor:
     """Runs ``supervisor run``'s lanes on a cluster; made by :func:`open_ray_executor`."""
 
-    def __init__(self, cluster: RayCluster, nursery: trio.Nursery) -> None:
+    def __init__(
+        self, cluster: RayCluster, nursery: trio.Nursery, pins: Mapping[str, str] | None = None
+    ) -> None:
         self.cluster = cluster
+        self._pins = {normalize_root(root): pin for root, pin in (pins or {}).items()}
         self._nursery = nursery
         self._links: dict[str, _AgentLink] = {}
         self._lanes: dict[bool, RayLanes] = {}
@@ -423,7 +452,12 @@ class RayExecutor:
         return self.cluster.node_name(root)
 
     def link_for(self, root: str) -> _AgentLink:
-        node = self.cluster.placement[root]
+        """The link to the agent of ``root``'s node (placed now if it was not).
+
+        Raises:
+            ClusterError: No node satisfies the lane's pin.
+        """
+        node = self.cluster.place(root, self._pins.get(normalize_root(root)))
         link = self._links.get(node.node_id)
         if link is None:
             link = self._links[node.node_id] = _AgentLink(self, node)
@@ -493,14 +527,16 @@ class RayExecutor:
 
 
 @asynccontextmanager
-async def open_ray_executor(cluster: RayCluster) -> AsyncIterator[RayExecutor]:
+async def open_ray_executor(
+    cluster: RayCluster, *, pins: Mapping[str, str] | None = None
+) -> AsyncIterator[RayExecutor]:
     """Start the node agents of ``cluster``'s placement; stop them when the block ends.
 
     The block ends (also when cancelled) only after each agent closed its Cores, so every
     tree on every node has ended, or after the agent was killed (its watchdog ends them).
     """
     async with trio.open_nursery() as nursery:
-        executor = RayExecutor(cluster, nursery)
+        executor = RayExecutor(cluster, nursery, pins)
         try:
             with trio.CancelScope(shield=True):
                 await executor.start_agents()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib
+import importlib.util
 import pkgutil
 from typing import TYPE_CHECKING
 
@@ -27,6 +28,8 @@ def test_every_implementation_module_declares_all() -> None:
         private = module_info.name.split(".")[1:]
         if not all(part.startswith("_") for part in private) or private[-1] == "__main__":
             continue
+        if module_info.name == "supervisor._ray._executor" and not importlib.util.find_spec("ray"):
+            continue  # the runner's side of the [ray] extra imports Ray itself
         module = importlib.import_module(module_info.name)
         exported = getattr(module, "__all__", None)
         assert isinstance(exported, tuple), f"{module_info.name} has no tuple __all__"

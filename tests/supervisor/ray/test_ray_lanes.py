@@ -390,3 +390,43 @@ def test_the_runners_death_ends_every_remote_tree(
     runner.proc.wait()
     # Ray ends the dead driver's actors; each agent's watchdog ends its trees.
     assert _wait_gone([pid]) == []
+
+
+def test_a_lost_node_fails_its_lanes_and_never_hangs_the_run(
+    cluster: Any, runners: list[Runner], tmp_path: Path
+) -> None:
+    doomed = cluster.add_node(num_cpus=1, resources={"doomed": 1})
+    cluster.wait_for_nodes()
+    path = write(
+        tmp_path / "lost.toml",
+        f"""
+        [[job]]
+        name = "on the lost node"
+        project = "."
+        kind = "command"
+        argv = ["{{python}}", "-c", "{SLEEPER}"]
+        node = "doomed"
+        expect = "failed"
+
+        [[job]]
+        name = "elsewhere"
+        project = "sub"
+        kind = "command"
+        argv = ["{{python}}", "-c", "import time; time.sleep(1)"]
+        node = "zone=b"
+        """,
+    )
+    (tmp_path / "sub").mkdir()
+    runner = Runner(path, cluster.address)
+    runners.append(runner)
+    pid = runner.job_pid("on the lost node")
+    # Its raylet and workers are killed at once (no drain): the node is simply gone.
+    cluster.remove_node(doomed, allow_graceful=False)
+    assert runner.finish() == 0, runner.stderr
+    finished = runner.finished()
+    lost = finished["on the lost node"]
+    assert lost["status"] == "failed"
+    assert _node_name(doomed) in lost["error"]
+    assert finished["elsewhere"]["status"] == "ok"
+    # The agent's process went with its raylet; its watchdog ended the tree.
+    assert _wait_gone([pid]) == []
