@@ -515,11 +515,12 @@ class RayExecutor:
 
     async def _stop_agent(self, link: _AgentLink) -> None:
         if link.dead is None:
+            # Marked first: the pumps stop, and the calls the stop breaks are not a loss.
+            link.dead = "stopped"
             try:
                 await _ray_get(link.handle.shutdown.remote(), CLOSE_BOUND_S)
             except Exception:
                 logger.debug("stopping the agent on %s", link.node.name, exc_info=True)
-        link.dead = link.dead or "stopped"
         try:
             ray.kill(link.handle, no_restart=True)
         except Exception:

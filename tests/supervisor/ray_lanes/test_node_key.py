@@ -99,3 +99,19 @@ def test_a_bad_file_is_refused_before_ray_is_touched(tmp_path: Path) -> None:
     )
     assert result.returncode == 2
     assert f"{path}:5: 'node' must be a string" in result.stderr
+
+
+def test_without_ray_the_option_says_which_extra_to_install(tmp_path: Path) -> None:
+    path = tmp_path / "ok.toml"
+    path.write_text('[[job]]\nproject = "."\nkind = "command"\nargv = ["/bin/true"]\n')
+    # ``sys.modules["ray"] = None`` makes ``import ray`` fail as if it were not installed.
+    code = (
+        "import sys; sys.modules['ray'] = None\n"
+        "from supervisor._cli._main import main\n"
+        f"sys.exit(main(['run', {str(path)!r}, '--ray', 'auto']))\n"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=False
+    )
+    assert result.returncode == 2
+    assert "--ray needs Ray: pip install 'trio-process-supervisor[ray]'" in result.stderr
