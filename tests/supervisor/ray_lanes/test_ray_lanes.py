@@ -31,6 +31,8 @@ if TYPE_CHECKING:
     from collections.abc import Callable, Iterator
     from pathlib import Path
 
+    from protocol import JSONObject
+
 pytestmark = pytest.mark.linux
 
 REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), os.pardir, os.pardir, os.pardir))
@@ -430,3 +432,68 @@ def test_a_lost_node_fails_its_lanes_and_never_hangs_the_run(
     assert finished["elsewhere"]["status"] == "ok"
     # The agent's process went with its raylet; its watchdog ended the tree.
     assert _wait_gone([pid]) == []
+
+
+async def test_open_ray_lanes_streams_each_jobs_events_in_order_exactly_once(
+    cluster: Any, tmp_path: Path
+) -> None:
+    """The Python API: lanes placed at first use (one pinned), a job cancelled on its node."""
+    import trio
+
+    from lanes import JobKind, JobRequest
+    from supervisor import open_ray_lanes
+
+    pinned, spread = tmp_path / "pinned", tmp_path / "spread"
+    pinned.mkdir()
+    spread.mkdir()
+    events: list[tuple[str, dict[str, Any]]] = []
+    sleeper_printed = trio.Event()
+
+    def on_event(method: str, params: JSONObject) -> None:
+        events.append((method, dict(params)))
+        if method == "job.output" and "pid" in str(params.get("text")):
+            sleeper_printed.set()
+
+    printer = "import sys\nfor i in range(200): print('line', i)\nsys.stdout.flush()"
+    async with open_ray_lanes(
+        cluster.address,
+        on_event=on_event,
+        pins={str(pinned): "zone=b"},
+    ) as lanes:
+        sleeper = lanes.start_job(
+            JobRequest(kind=JobKind.COMMAND, root=str(pinned), argv=(sys.executable, "-c", SLEEPER))
+        )
+        # Three jobs on one lane, one at a time: commands queue (they replace nothing).
+        printed = [
+            lanes.start_job(
+                JobRequest(
+                    kind=JobKind.COMMAND, root=str(spread), argv=(sys.executable, "-c", printer)
+                )
+            )
+            for _ in range(3)
+        ]
+        assert str(lanes.node_of(str(pinned))).endswith(_node_name(cluster.zone_b))
+        with trio.fail_after(RUN_BOUND_S):
+            await sleeper_printed.wait()
+        pid = next(
+            int(p["text"].split()[1])
+            for m, p in events
+            if m == "job.output" and p["jobId"] == sleeper
+        )
+        assert lanes.cancel_job(sleeper)
+        with trio.fail_after(RUN_BOUND_S):
+            await lanes.wait_idle()
+    assert runs_no_more(pid)
+    for job_id in [sleeper, *printed]:
+        mine = [(m, p) for m, p in events if p["jobId"] == job_id]
+        methods = [m for m, _ in mine]
+        assert methods[0] == "job.started"
+        assert methods[-1] == "job.finished"
+        assert methods.count("job.finished") == 1
+        assert set(methods[1:-1]) <= {"job.output"}
+    finished = {p["jobId"]: p for m, p in events if m == "job.finished"}
+    assert finished[sleeper]["status"] == "cancelled"
+    for job_id in printed:
+        assert finished[job_id]["status"] == "ok"
+        text = "".join(p["text"] for m, p in events if m == "job.output" and p["jobId"] == job_id)
+        assert text == "".join(f"line {i}\n" for i in range(200))
