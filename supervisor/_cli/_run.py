@@ -116,7 +116,13 @@ def run_command(path: str, *, json_output: bool, ray: str | None = None) -> int:
                 json_stream=json_stream,
                 node_of=None if cluster is None else cluster.node_name,
             )
-            return trio.run(_run, run_file, requests, reporter, cluster)
+            try:
+                return trio.run(_run, run_file, requests, reporter, cluster)
+            except KeyboardInterrupt:
+                # SIGINT before the run's own handler was in place (while the node agents
+                # start): what had started was stopped on the way out.
+                print("supervisor run: interrupted while starting", file=sys.stderr)
+                return 128 + signal.SIGINT
 
 
 def _connect_cluster(address: str, run_file: RunFile) -> RayCluster | None:

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import functools
 import logging
+import os
 import socket
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
@@ -71,6 +72,8 @@ LOST_AFTER_S: Final = 20.0
 #: The longest closing the lanes waits for their last ``job.finished``, in seconds: the
 #: node's TERM grace and kill wait (about 5 s together) plus round trips, with room.
 CLOSE_BOUND_S: Final = 15.0
+#: How long reaching a cluster's address may take before it is refused, in seconds.
+CONNECT_BOUND_S: Final = 5.0
 #: How long an agent may take to start (a Python worker on its node), in seconds.
 START_BOUND_S: Final = 60.0
 
@@ -156,6 +159,7 @@ def connect_cluster(address: str, lanes: Sequence[tuple[str, str | None]]) -> Ra
         ClusterError: Ray could not connect, or no live node satisfies a lane's pin (the
             message names the lane and the pin). Nothing was started on the cluster.
     """
+    _check_reachable(os.environ.get("RAY_ADDRESS", "") if address == RAY_AUTO else address)
     try:
         ray.init(
             address=None if address == RAY_AUTO else address,
@@ -175,6 +179,25 @@ def connect_cluster(address: str, lanes: Sequence[tuple[str, str | None]]) -> Ra
         ray.shutdown()
         raise
     return cluster
+
+
+def _check_reachable(address: str) -> None:
+    """Refuse a ``host:port`` nothing answers at, within :data:`CONNECT_BOUND_S`.
+
+    Ray itself retries an unreachable cluster for minutes; a mistyped address should fail
+    at once. Anything that is not ``[ray://]host:port`` is left to Ray.
+
+    Raises:
+        ClusterError: The connection was refused or timed out.
+    """
+    host, colon, port = address.removeprefix("ray://").rpartition(":")
+    if not colon or not host or not port.isdigit():
+        return
+    try:
+        socket.create_connection((host, int(port)), timeout=CONNECT_BOUND_S).close()
+    except OSError as exc:
+        reason = exc.strerror or type(exc).__name__
+        raise ClusterError(f"nothing answers at {address} ({reason})") from None
 
 
 def _live_nodes() -> list[_Node]:

@@ -3,6 +3,8 @@ need no cluster. Runs without Ray."""
 
 from __future__ import annotations
 
+import importlib.util
+import socket
 import subprocess
 import sys
 import textwrap
@@ -115,3 +117,22 @@ def test_without_ray_the_option_says_which_extra_to_install(tmp_path: Path) -> N
     )
     assert result.returncode == 2
     assert "--ray needs Ray: pip install 'trio-process-supervisor[ray]'" in result.stderr
+
+
+@pytest.mark.skipif(importlib.util.find_spec("ray") is None, reason="needs the [ray] extra")
+def test_an_address_nothing_answers_at_is_refused_at_once(tmp_path: Path) -> None:
+    path = tmp_path / "ok.toml"
+    path.write_text('[[job]]\nproject = "."\nkind = "command"\nargv = ["/bin/true"]\n')
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    # Closed again: nothing listens there (Ray alone would retry for minutes).
+    result = subprocess.run(
+        [sys.executable, "-m", "supervisor", "run", str(path), "--ray", f"127.0.0.1:{port}"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert result.returncode == 2
+    assert f"--ray 127.0.0.1:{port}: nothing answers at 127.0.0.1:{port}" in result.stderr
