@@ -342,6 +342,15 @@ def test_a_killed_node_agent_fails_its_jobs_and_its_trees_end(
         expect = "failed"
 
         [[job]]
+        # Submitted (as a rule) after the loss: its lane's node is gone, it fails at once.
+        name = "submitted later"
+        project = "."
+        kind = "command"
+        argv = ["/bin/true"]
+        start_after_ms = 6000
+        expect = "failed"
+
+        [[job]]
         name = "elsewhere"
         project = "sub"
         kind = "command"
@@ -360,7 +369,7 @@ def test_a_killed_node_agent_fails_its_jobs_and_its_trees_end(
     assert runner.finish() == 0, runner.stderr
     finished = runner.finished()
     zone_b = _node_name(cluster.zone_b)
-    for name in ("doomed", "queued behind it"):
+    for name in ("doomed", "queued behind it", "submitted later"):
         assert finished[name]["status"] == "failed"
         assert finished[name]["errorCode"] == "internal"
         assert f"node agent on node {finished[name]['node']} was lost" in finished[name]["error"]
