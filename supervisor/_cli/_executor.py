@@ -1,8 +1,8 @@
 """Where ``supervisor run`` runs its lanes: here, or on a Ray cluster (``--ray``).
 
 The runner talks to an executor only through :class:`JobExecutor`: it opens one set of
-lanes per trust setting, submits and cancels jobs on them, waits for them to go idle, and
-asks for the processes left behind. :class:`LocalExecutor` is the local job lanes with
+lanes, submits (setting ``trusted`` per job) and cancels jobs on them, waits for them to go
+idle, and asks for the processes left behind. :class:`LocalExecutor` is the local job lanes with
 :class:`~supervisor._core._jobs.ProcessJobRunner`; the Ray executor
 (:mod:`supervisor._ray`) is imported only when a cluster is given.
 """
@@ -26,6 +26,9 @@ __all__ = ("JobExecutor", "LocalExecutor", "RunLanes", "open_executor")
 class RunLanes(Protocol):
     """What the runner uses of :class:`lanes.Lanes` (same meaning, same events)."""
 
+    #: Whether the next jobs are submitted to a trusted workspace (settable).
+    trusted: bool
+
     def start_job(self, request: JobRequest) -> str:
         """Queue a job on its lane; return its id."""
 
@@ -43,7 +46,7 @@ class JobExecutor(Protocol):
         """The node the lane of ``root`` runs on, or None for this machine."""
 
     def open_lanes(
-        self, *, on_event: Callable[[str, JSONObject], None], trusted: bool
+        self, *, on_event: Callable[[str, JSONObject], None]
     ) -> AbstractAsyncContextManager[RunLanes]:
         """Lanes for the block; leaving it cancels every job and waits for its end."""
 
@@ -53,22 +56,27 @@ class JobExecutor(Protocol):
 
 
 class LocalExecutor:
-    """The lanes on this machine: :func:`lanes.open_lanes` with a process runner."""
+    """The lanes on this machine: :func:`lanes.open_lanes` with a process runner.
 
-    def __init__(self) -> None:
+    Args:
+        max_output_bytes: Output forwarded per job and stream (the lanes' cap), in bytes.
+    """
+
+    def __init__(self, *, max_output_bytes: int) -> None:
         from .._core._jobs import ProcessJobRunner
 
         self._runner = ProcessJobRunner()
+        self._max_output_bytes = max_output_bytes
 
     def node_of(self, root: str) -> str | None:
         return None
 
     def open_lanes(
-        self, *, on_event: Callable[[str, JSONObject], None], trusted: bool
+        self, *, on_event: Callable[[str, JSONObject], None]
     ) -> AbstractAsyncContextManager[RunLanes]:
         from lanes import open_lanes
 
-        return open_lanes(self._runner, on_event=on_event, trusted=trusted)
+        return open_lanes(self._runner, on_event=on_event, max_output_bytes=self._max_output_bytes)
 
     async def leftover_processes(self, settle_ms: int) -> list[tuple[int, str]]:
         from ._run import _leftover_processes
@@ -77,15 +85,20 @@ class LocalExecutor:
 
 
 @asynccontextmanager
-async def open_executor(cluster: RayCluster | None) -> AsyncIterator[JobExecutor]:
+async def open_executor(
+    cluster: RayCluster | None, *, max_output_bytes: int
+) -> AsyncIterator[JobExecutor]:
     """The local executor, or (``cluster`` given) the Ray executor with its node agents.
+
+    ``max_output_bytes`` is the lanes' output cap per job and stream, in bytes (applied on
+    each node).
 
     **Cancellation:** the Ray executor stops its agents shielded (bounded) on the way out.
     """
     if cluster is None:
-        yield LocalExecutor()
+        yield LocalExecutor(max_output_bytes=max_output_bytes)
         return
     from .._ray._executor import open_ray_executor
 
-    async with open_ray_executor(cluster) as executor:
+    async with open_ray_executor(cluster, max_output_bytes=max_output_bytes) as executor:
         yield executor

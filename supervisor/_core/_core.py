@@ -50,7 +50,7 @@ from .._terminal._service import open_terminal_service
 from ._builtins import JobService, open_job_service, open_process_service
 from ._context import _current_operation_id, current_operation_id
 from ._payload import check_fields
-from ._service import OwnedResources, ServiceContext
+from ._service import LanguageServerCommands, OwnedResources, ServiceContext
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Sequence
@@ -386,14 +386,29 @@ async def open_core(
                         for service in owning:
                             await service.dispose_owner(owner)
 
+                commanding: list[LanguageServerCommands] = []
+
+                async def language_server_command(
+                    session_id: str, command: str, arguments: list[JSONValue], timeout_ms: int
+                ) -> JSONValue:
+                    # Services reach each other only through the context: here the debug
+                    # service asks a language server for a debug adapter's port.
+                    if not commanding:
+                        raise CoreError("not_supported", "No language-server service runs")
+                    return await commanding[0].execute_command(
+                        session_id, command, arguments, timeout_ms
+                    )
+
                 context = ServiceContext(
                     nursery=nursery,
                     trusted=trusted,
                     max_events=max_events,
                     owner_ended=owner_ended,
+                    language_server_command=language_server_command,
                 )
                 opened = [await stack.enter_async_context(f(context)) for f in services]
                 owning += [s for s in opened if isinstance(s, OwnedResources)]
+                commanding += [s for s in opened if isinstance(s, LanguageServerCommands)]
                 core = Core(opened)
                 try:
                     yield core

@@ -1,15 +1,16 @@
 """The node agent: job lanes of an embedded Core on one Ray node, driven from the runner.
 
 Contract (README "Job lanes on a Ray cluster"): one agent per node the run uses, a Ray actor
-pinned to that node. It runs two Cores (:func:`~supervisor._core._core.open_core`, trusted and
-untrusted, as ``supervisor run`` opens two lanes) on a Trio thread of its own, so the lanes'
-policy, deadlines, cancel, supersede, output caps and tree ends are the local ones, on the
-node. The runner sends it ordered command batches (:meth:`NodeAgent.commands`) and pulls
-its job events with :meth:`NodeAgent.events`: every event has a sequence number, the agent
-keeps what was not acknowledged and the runner skips what it already has, so events
-arrive in order and exactly once even when a pull is repeated.
+pinned to that node. It runs a Core (:func:`~supervisor._core._core.open_core`) on a Trio
+thread of its own, so the lanes' policy, deadlines, cancel, supersede, output caps and tree
+ends are the local ones, on the node (each job is submitted trusted or not, as
+``supervisor run`` does on its one set of lanes). The runner sends it ordered command
+batches (:meth:`NodeAgent.commands`) and pulls its job events with
+:meth:`NodeAgent.events`: every event has a sequence number, the agent keeps what was not
+acknowledged and the runner skips what it already has, so events arrive in order and
+exactly once even when a pull is repeated.
 
-Why the agent ends nothing itself on its death: its Cores started every tree, so the
+Why the agent ends nothing itself on its death: its Core started every tree, so the
 watchdog of the agent's process (``_process._watchdog``) ends them when that process dies,
 however it dies; the runner then reports the agent's unfinished jobs ``failed``.
 
@@ -43,11 +44,11 @@ __all__ = ("MAX_EVENTS_PER_PULL", "Command", "Event", "NodeAgent")
 #: ``job.output`` events carry at most 64 KiB each).
 MAX_EVENTS_PER_PULL: Final = 256
 
-#: ``("start", trusted, job_id, JobRequest fields)``, ``("cancel", trusted, job_id)``,
-#: ``("close", trusted)``: what :meth:`NodeAgent.commands` applies, in order.
+#: ``("start", trusted, job_id, JobRequest fields)``, ``("cancel", job_id)``, ``("close",)``:
+#: what :meth:`NodeAgent.commands` applies, in order.
 Command = tuple[Any, ...]
-#: ``(seq, trusted, method, params)``: one lanes event, ``jobId`` the runner's id.
-Event = tuple[int, bool, str, "JSONObject"]
+#: ``(seq, method, params)``: one lanes event, ``jobId`` the runner's id.
+Event = tuple[int, str, "JSONObject"]
 
 
 class NodeAgent:
@@ -58,21 +59,23 @@ class NodeAgent:
 
     Args:
         name: How the runner names this node in reports (``host/node-id``).
+        max_output_bytes: The lanes' output cap per job and stream, in bytes.
     """
 
-    def __init__(self, name: str) -> None:
+    def __init__(self, name: str, max_output_bytes: int) -> None:
         self.name = name
+        self._max_output_bytes = max_output_bytes
         self._lock = threading.Condition()
         self._log: list[Event] = []
         self._seq = 0
         self._token: trio.lowlevel.TrioToken | None = None
-        self._cores: dict[bool, Core] = {}
+        self._core: Core | None = None
         self._stop: trio.Event | None = None
         self._ready = threading.Event()
         self._error: BaseException | None = None
-        # The runner's job ids: core job id -> runner id, per trust; and the reverse.
-        self._to_runner: dict[tuple[bool, str], str] = {}
-        self._to_core: dict[tuple[bool, str], str] = {}
+        # The runner's job ids: core job id -> runner id, and the reverse.
+        self._to_runner: dict[str, str] = {}
+        self._to_core: dict[str, str] = {}
         self._submitting: str | None = None
         self._submitted_finished = False
         self._thread = threading.Thread(target=self._run, name="supervisor-node-agent", daemon=True)
@@ -119,7 +122,7 @@ class NodeAgent:
             return self._log[:MAX_EVENTS_PER_PULL]
 
     def leftovers(self, settle_s: float) -> list[tuple[int, str]]:
-        """``(pid, command line)`` of live processes this agent's Cores started.
+        """``(pid, command line)`` of live processes this agent's Core started.
 
         Waits up to ``settle_s`` for killed processes to be reaped (the runner's sweep,
         done on this node).
@@ -134,7 +137,7 @@ class NodeAgent:
             time.sleep(0.05)
 
     def shutdown(self) -> None:
-        """Close both Cores (every job ends ``cancelled``, every tree ends), stop the thread."""
+        """Close the Core (every job ends ``cancelled``, every tree ends), stop the thread."""
         token = self._token
         if token is not None and self._stop is not None:
             with contextlib.suppress(trio.RunFinishedError):
@@ -158,16 +161,13 @@ class NodeAgent:
         from .._core._core import open_core
 
         self._stop = trio.Event()
-        async with contextlib.AsyncExitStack() as stack:
-            for trusted in (True, False):
-                self._cores[trusted] = await stack.enter_async_context(
-                    open_core(trusted=trusted, services=(self._job_service(trusted),))
-                )
+        async with open_core(services=(self._job_service(),)) as core:
+            self._core = core
             self._token = trio.lowlevel.current_trio_token()
             self._ready.set()
             await self._stop.wait()
 
-    def _job_service(self, trusted: bool) -> Any:
+    def _job_service(self) -> Any:
         """A Core service factory: the lanes with this agent's lossless event log.
 
         The Core's own event queue drops the oldest events when full (a client that does
@@ -184,26 +184,28 @@ class NodeAgent:
 
         @asynccontextmanager
         async def open_node_job_service(context: ServiceContext) -> AsyncIterator[JobService]:
-            def on_event(method: str, params: JSONObject) -> None:
-                agent._record(trusted, method, params)
-
             async with open_lanes(
-                ProcessJobRunner(), on_event=on_event, trusted=context.trusted
+                ProcessJobRunner(),
+                on_event=agent._record,
+                trusted=context.trusted,
+                max_output_bytes=agent._max_output_bytes,
             ) as lanes:
                 # Its queue stays empty: the runner reads the agent's log instead.
                 yield JobService(lanes, EventQueue(1))
 
         return open_node_job_service
 
-    def _lanes(self, trusted: bool) -> Lanes:
-        return self._cores[trusted].lanes
+    def _lanes(self) -> Lanes:
+        assert self._core is not None
+        return self._core.lanes
 
     def _apply(self, batch: list[Command]) -> list[bool]:
         from lanes import JobRequest
 
         results: list[bool] = []
+        lanes = self._lanes()
         for command in batch:
-            kind, trusted = command[0], bool(command[1])
+            kind = command[0]
             if kind == "start":
                 job_id: str = command[2]
                 request = JobRequest(**command[3])
@@ -211,28 +213,26 @@ class NodeAgent:
                 self._submitting = job_id
                 self._submitted_finished = False
                 try:
-                    core_id = self._lanes(trusted).start_job(request)
+                    lanes.trusted = bool(command[1])
+                    core_id = lanes.start_job(request)
                 finally:
                     self._submitting = None
                 if not self._submitted_finished:
-                    self._to_runner[(trusted, core_id)] = job_id
-                    self._to_core[(trusted, job_id)] = core_id
+                    self._to_runner[core_id] = job_id
+                    self._to_core[job_id] = core_id
                 results.append(True)
             elif kind == "cancel":
-                core_id_or_none = self._to_core.get((trusted, command[2]))
-                results.append(
-                    core_id_or_none is not None and self._lanes(trusted).cancel_job(core_id_or_none)
-                )
+                core_id_or_none = self._to_core.get(command[1])
+                results.append(core_id_or_none is not None and lanes.cancel_job(core_id_or_none))
             else:
-                for (t, _), core_id in list(self._to_core.items()):
-                    if t == trusted:
-                        self._lanes(trusted).cancel_job(core_id)
+                for core_id in list(self._to_core.values()):
+                    lanes.cancel_job(core_id)
                 results.append(True)
         return results
 
-    def _record(self, trusted: bool, method: str, params: JSONObject) -> None:
+    def _record(self, method: str, params: JSONObject) -> None:
         core_id = str(params.get("jobId"))
-        runner_id = self._to_runner.get((trusted, core_id))
+        runner_id = self._to_runner.get(core_id)
         if runner_id is None:
             # The job being submitted (start_job maps it once it returns).
             assert self._submitting is not None, (method, params)
@@ -240,9 +240,9 @@ class NodeAgent:
             if method == "job.finished":
                 self._submitted_finished = True
         elif method == "job.finished":
-            del self._to_runner[(trusted, core_id)]
-            self._to_core.pop((trusted, runner_id), None)
+            del self._to_runner[core_id]
+            self._to_core.pop(runner_id, None)
         with self._lock:
             self._seq += 1
-            self._log.append((self._seq, trusted, method, {**params, "jobId": runner_id}))
+            self._log.append((self._seq, method, {**params, "jobId": runner_id}))
             self._lock.notify_all()

@@ -38,6 +38,7 @@ import trio
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
 from lanes import normalize_root
+from lanes._driver import DEFAULT_MAX_OUTPUT_BYTES
 
 from ._agent import NodeAgent
 
@@ -234,6 +235,7 @@ class _RemoteJob:
     job_id: str
     request: JobRequest
     link: _AgentLink
+    trusted: bool = True
     started_at: float | None = None
     cancel_sent: bool = False
 
@@ -258,7 +260,7 @@ class _AgentLink:
         self.executor = executor
         self.node = node
         self.dead: str | None = None
-        self.jobs: dict[tuple[bool, str], _RemoteJob] = {}
+        self.jobs: dict[str, _RemoteJob] = {}
         self._pending: list[Command] = []
         self._wake = trio.Event()
         self._acked = 0
@@ -267,7 +269,7 @@ class _AgentLink:
             .options(
                 scheduling_strategy=NodeAffinitySchedulingStrategy(node.node_id, soft=False),
             )
-            .remote(node.name)
+            .remote(node.name, executor.max_output_bytes)
         )
         self.ready = trio.Event()
 
@@ -308,11 +310,11 @@ class _AgentLink:
             except Exception as exc:
                 self.lost(exc)
                 return
-            for seq, trusted, method, params in events:
+            for seq, method, params in events:
                 if seq <= self._acked:
                     continue  # a repeated pull: delivered already
                 self._acked = seq
-                self.executor.deliver(trusted, method, params)
+                self.executor.deliver(method, params)
 
     def lost(self, exc: BaseException) -> None:
         """Take the agent for lost: fail its jobs, kill it (its watchdog ends the trees)."""
@@ -323,8 +325,8 @@ class _AgentLink:
             " the node's watchdog ends its processes there"
         )
         logger.warning("%s", self.dead)
-        for (trusted, job_id), _job in list(self.jobs.items()):
-            self.executor.fail(trusted, job_id, self.dead)
+        for job_id in list(self.jobs):
+            self.executor.fail(job_id, self.dead)
         self._wake.set()
         try:
             ray.kill(self.handle, no_restart=True)
@@ -340,7 +342,7 @@ def _remote_agent() -> Any:
 
 
 class RayLanes:
-    """Lanes of one trust setting whose jobs run on their lane's node.
+    """Lanes whose jobs run on their lane's node.
 
     The interface ``supervisor run`` uses of :class:`lanes.Lanes`: ``start_job`` and
     ``cancel_job`` return at once (the command reaches the node in order, shortly after),
@@ -351,11 +353,13 @@ class RayLanes:
         self,
         executor: RayExecutor,
         *,
-        trusted: bool,
         on_event: Callable[[str, JSONObject], None],
+        trusted: bool = True,
     ) -> None:
         self._executor = executor
-        self._trusted = trusted
+        #: Whether the next jobs are submitted to a trusted workspace (settable; False:
+        #: ``build`` and ``test`` end ``denied``), as :attr:`lanes.Lanes.trusted`.
+        self.trusted = trusted
         self._on_event = on_event
         self._jobs: dict[str, _RemoteJob] = {}
         self._next_number = 1
@@ -371,15 +375,15 @@ class RayLanes:
         link = self._executor.link_for(request.root)
         job_id = f"job-{self._next_number}"
         self._next_number += 1
-        job = _RemoteJob(job_id, request, link)
+        job = _RemoteJob(job_id, request, link, trusted=self.trusted)
         self._jobs[job_id] = job
-        link.jobs[(self._trusted, job_id)] = job
+        link.jobs[job_id] = job
         if self._idle.is_set():
             self._idle = trio.Event()
         if link.dead is not None:
             self.fail(job_id, link.dead)
         else:
-            link.send(("start", self._trusted, job_id, _request_fields(request)))
+            link.send(("start", job.trusted, job_id, _request_fields(request)))
         return job_id
 
     def cancel_job(self, job_id: str) -> bool:
@@ -388,7 +392,7 @@ class RayLanes:
         if job is None or job.cancel_sent or job.link.dead is not None:
             return False
         job.cancel_sent = True
-        job.link.send(("cancel", self._trusted, job_id))
+        job.link.send(("cancel", job_id))
         return True
 
     def node_of(self, root: str) -> str | None:
@@ -411,7 +415,7 @@ class RayLanes:
         with trio.CancelScope(shield=True):
             links = {job.link for job in self._jobs.values() if job.link.dead is None}
             for link in links:
-                link.send(("close", self._trusted))
+                link.send(("close",))
             with trio.move_on_after(CLOSE_BOUND_S):
                 await self.wait_idle()
             for job in list(self._jobs.values()):
@@ -453,7 +457,7 @@ class RayLanes:
 
     def _forget(self, job: _RemoteJob) -> None:
         del self._jobs[job.job_id]
-        job.link.jobs.pop((self._trusted, job.job_id), None)
+        job.link.jobs.pop(job.job_id, None)
         if not self._jobs:
             self._idle.set()
 
@@ -462,13 +466,19 @@ class RayExecutor:
     """Runs ``supervisor run``'s lanes on a cluster; made by :func:`open_ray_executor`."""
 
     def __init__(
-        self, cluster: RayCluster, nursery: trio.Nursery, pins: Mapping[str, str] | None = None
+        self,
+        cluster: RayCluster,
+        nursery: trio.Nursery,
+        *,
+        max_output_bytes: int,
+        pins: Mapping[str, str] | None = None,
     ) -> None:
         self.cluster = cluster
+        self.max_output_bytes = max_output_bytes
         self._pins = {normalize_root(root): pin for root, pin in (pins or {}).items()}
         self._nursery = nursery
         self._links: dict[str, _AgentLink] = {}
-        self._lanes: dict[bool, RayLanes] = {}
+        self._lanes: RayLanes | None = None
 
     def node_of(self, root: str) -> str | None:
         """The name of the node ``root``'s lane runs on."""
@@ -496,24 +506,28 @@ class RayExecutor:
 
     @asynccontextmanager
     async def open_lanes(
-        self, *, on_event: Callable[[str, JSONObject], None], trusted: bool
+        self, *, on_event: Callable[[str, JSONObject], None], trusted: bool = True
     ) -> AsyncIterator[RayLanes]:
-        """Lanes of one trust setting; leaving the block cancels and waits, as locally."""
-        lanes = self._lanes[trusted] = RayLanes(self, trusted=trusted, on_event=on_event)
+        """The lanes (one set per executor); leaving the block cancels and waits, as locally.
+
+        Raises:
+            RuntimeError: The lanes were opened already.
+        """
+        if self._lanes is not None:
+            raise RuntimeError("a Ray executor opens one set of lanes")
+        lanes = self._lanes = RayLanes(self, on_event=on_event, trusted=trusted)
         try:
             yield lanes
         finally:
             await lanes.aclose()
 
-    def deliver(self, trusted: bool, method: str, params: JSONObject) -> None:
-        lanes = self._lanes.get(trusted)
-        if lanes is not None:
-            lanes.deliver(method, params)
+    def deliver(self, method: str, params: JSONObject) -> None:
+        if self._lanes is not None:
+            self._lanes.deliver(method, params)
 
-    def fail(self, trusted: bool, job_id: str, reason: str) -> None:
-        lanes = self._lanes.get(trusted)
-        if lanes is not None:
-            lanes.fail(job_id, reason)
+    def fail(self, job_id: str, reason: str) -> None:
+        if self._lanes is not None:
+            self._lanes.fail(job_id, reason)
 
     async def leftover_processes(self, settle_ms: int) -> list[tuple[int, str]]:
         """Processes the agents' Cores started that are still alive, swept on each node."""
@@ -552,15 +566,19 @@ class RayExecutor:
 
 @asynccontextmanager
 async def open_ray_executor(
-    cluster: RayCluster, *, pins: Mapping[str, str] | None = None
+    cluster: RayCluster,
+    *,
+    max_output_bytes: int = DEFAULT_MAX_OUTPUT_BYTES,
+    pins: Mapping[str, str] | None = None,
 ) -> AsyncIterator[RayExecutor]:
     """Start the node agents of ``cluster``'s placement; stop them when the block ends.
 
-    The block ends (also when cancelled) only after each agent closed its Cores, so every
+    ``max_output_bytes`` is the lanes' output cap per job and stream on every node, in bytes.
+    The block ends (also when cancelled) only after each agent closed its Core, so every
     tree on every node has ended, or after the agent was killed (its watchdog ends them).
     """
     async with trio.open_nursery() as nursery:
-        executor = RayExecutor(cluster, nursery, pins)
+        executor = RayExecutor(cluster, nursery, max_output_bytes=max_output_bytes, pins=pins)
         try:
             with trio.CancelScope(shield=True):
                 await executor.start_agents()

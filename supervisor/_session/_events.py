@@ -10,12 +10,13 @@ something (``requestCompleted``, ``stateChanged``, ``operationFailed``, ``termin
 those go, oldest first, only when nothing informational is left to drop.
 
 Events that ask the client for an answer (:data:`ANSWER_EVENTS`: a backend's ``hostRequest``,
-a debug adapter's ``runInTerminalRequested``) are never dropped: a peer waits for that answer,
-and losing the event would leave it waiting forever. They are bounded where they are made
-(plugin-contract.md "Plugin functions": 16 pending host requests per session; one
-``runInTerminal`` at a time per adapter request), so the queue holds at most ``max_events``
-plus those. A waiter blocks on a :class:`trio.Event` that ``put`` sets: an idle queue costs
-no CPU, there is no polling loop.
+a debug adapter's ``runInTerminalRequested``, a language server's ``serverRequest`` the host
+owns) are never dropped: a peer waits for that answer, and losing the event would leave it
+waiting forever. They are bounded where they are made (plugin-contract.md "Plugin functions":
+16 pending host requests per session; one ``runInTerminal`` at a time per adapter request; 16
+pending ``serverRequest`` per session), so the queue holds at most ``max_events`` plus those.
+A waiter blocks on a :class:`trio.Event` that ``put`` sets: an idle queue costs no CPU, there
+is no polling loop.
 """
 
 from __future__ import annotations
@@ -41,10 +42,19 @@ __all__ = (
 #: Events a queue keeps before it drops the oldest.
 DEFAULT_MAX_EVENTS = 4096
 #: Event names that ask the client for an answer: never dropped (see the module docstring).
-ANSWER_EVENTS: Final = frozenset({"hostRequest", "runInTerminalRequested"})
+ANSWER_EVENTS: Final = frozenset({"hostRequest", "runInTerminalRequested", "serverRequest"})
 #: Event names that only inform: dropped first when the queue is full.
 INFORMATIONAL_EVENTS: Final = frozenset(
-    {"log", "output", "progress", "diagnostics", "fact", "serverNotification", "job.output"}
+    {
+        "log",
+        "output",
+        "progress",
+        "diagnostics",
+        "fact",
+        "serverNotification",
+        "adapterEvent",
+        "job.output",
+    }
 )
 
 
