@@ -39,8 +39,8 @@ LANES = 200
 NODES = 2
 ARGV = ("/bin/true",)
 #: Ray's path costs per job (two hops, an actor call per batch, pickling): at least half
-#: the local rate on one machine (measured 0.84x at 2 000 jobs; at 200 jobs the fixed
-#: round trips dominate and it is about 0.2x).
+#: the local rate on one machine (measured 0.64x and 0.84x at 2 000 jobs; at 200 jobs the
+#: fixed round trips dominate and it is about 0.15x).
 GOAL = 0.5
 
 
