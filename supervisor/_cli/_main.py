@@ -1,5 +1,5 @@
 """The ``supervisor`` command line: ``run``, ``exec``, ``serve``, ``reap``, ``testbed``,
-``chaos``, ``completion``.
+``chaos``, ``check``, ``completion``.
 
 Each subcommand imports its implementation lazily so ``supervisor --help`` stays fast. A
 subcommand is one ``_add_<name>`` function (its parser, with the global options, its
@@ -19,6 +19,8 @@ Exit codes:
     first); 2 for a bad scenario or option.
     ``chaos``: 0 when no round had a violation, 1 otherwise (the seed and the shortest
     failing step list are printed).
+    ``check``: 0 when every conformance check passed or was skipped, 1 when one failed, 2
+    for bad usage or a program that cannot start.
     ``completion``: 0.
     Any subcommand: 2 for a bad option (argparse).
 """
@@ -318,6 +320,26 @@ def _add_chaos(sub: Any) -> None:
     chaos.set_defaults(handler=_chaos)
 
 
+def _add_check(sub: Any) -> None:
+    from .._check._cli import CHECK_EPILOG, CHECK_HELP, add_options
+
+    check = _subcommand(
+        sub,
+        "check",
+        "run a language server or debug adapter through lifecycle conformance checks",
+        CHECK_HELP,
+        CHECK_EPILOG,
+    )
+    add_options(check)
+    check.set_defaults(handler=_check)
+
+
+def _check(args: argparse.Namespace) -> int:
+    from .._check._cli import run_check
+
+    return run_check(args)
+
+
 def _add_completion(sub: Any) -> None:
     completion = _subcommand(
         sub,
@@ -339,6 +361,7 @@ _SUBCOMMANDS: Final = (
     _add_reap,
     _add_testbed,
     _add_chaos,
+    _add_check,
     _add_completion,
 )
 

@@ -37,6 +37,7 @@ if TYPE_CHECKING:
     from ._service import CommandHandler, ServiceContext
 
 __all__ = (
+    "DEFAULT_PROCESS_RUN_TIMEOUT_MS",
     "MAX_OUTPUT_BYTES_LIMIT",
     "JobService",
     "ProcessService",
@@ -50,9 +51,22 @@ MAX_WAIT_EVENTS_MS: Final = 600_000
 #: past which the answer could not reach a ``supervisor serve`` client anyway.
 MAX_OUTPUT_BYTES_LIMIT: Final = 64 * 1024 * 1024
 
+#: ``process.run`` without ``timeoutMilliseconds`` ends after a day, the deadline
+#: ide-backend-protocol.schema.json gives ``*/exec`` without ``timeoutMs``; 0 (or null) asks
+#: for no deadline at all (ours, the envelope's rule).
+DEFAULT_PROCESS_RUN_TIMEOUT_MS: Final = 86_400_000
+
 _PROCESS_RUN_FIELDS: Final = frozenset(
     {"argv", "cwd", "env", "stdin", "timeoutMilliseconds", "maxOutputBytes"}
 )
+
+
+def process_run_timeout_ms(payload: JSONObject) -> int | None:
+    """``process.run``'s deadline in milliseconds: the given one; absent: one day
+    (:data:`DEFAULT_PROCESS_RUN_TIMEOUT_MS`); 0 or null: none."""
+    if "timeoutMilliseconds" not in payload:
+        return DEFAULT_PROCESS_RUN_TIMEOUT_MS
+    return optional_timeout_ms(payload)
 
 
 def read_wait_timeout(payload: JSONObject, command: str) -> int:
@@ -83,7 +97,7 @@ class ProcessService:
         cwd = optional_path(payload, "cwd")
         env = optional_env(payload)
         stdin = optional_text(payload, "stdin")
-        timeout_ms = optional_timeout_ms(payload)
+        timeout_ms = process_run_timeout_ms(payload)
         max_output = optional_positive_int(
             payload, "maxOutputBytes", maximum=MAX_OUTPUT_BYTES_LIMIT
         )

@@ -19,7 +19,9 @@ calls"): ``lsp.configureFunctionRelay``.
 
 from __future__ import annotations
 
+import logging
 import os
+import time
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Final
 
@@ -51,8 +53,18 @@ from ._session import (
     LspSession,
     SessionPolicy,
     dumps,
+    launch_failure_fact,
 )
 from ._state import Gate, LspState, RestartBudget
+from ._workspace_state import (
+    MAX_AGE_DAYS as MAX_STATE_AGE_DAYS,
+    MAX_ENTRIES as MAX_STATE_ENTRIES,
+    Retention,
+    WorkspaceState,
+    is_state_name,
+    prepare,
+    sweep,
+)
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
@@ -63,6 +75,8 @@ if TYPE_CHECKING:
     from .._process._tree import ProcessTree
 
 __all__ = ("LspService", "open_lsp_service", "parse_start")
+
+logger = logging.getLogger("supervisor.lsp")
 
 #: plugin-contract.md: at most 8 gates; list bounds of a session policy.
 MAX_GATES: Final = 8
@@ -88,6 +102,9 @@ HOST_METHODS: Final = frozenset(
         "workspace/didChangeWorkspaceFolders",
     }
 )
+#: plugin-contract.md "Plugin-owned sessions": a policy name is at most 256 bytes (UTF-8).
+MAX_POLICY_NAME_BYTES: Final = 256
+_EXECUTE_COMMAND: Final = "workspace/executeCommand"
 #: The reference's function-result bound, used for plugin requests' results (bytes).
 MAX_PLUGIN_RESULT_BYTES: Final = 1024 * 1024
 _MAX_TIMEOUT_MS: Final = 3_600_000
@@ -112,6 +129,8 @@ _START_FIELDS: Final = frozenset(
         "restart",
         "pluginId",
         "hostServices",
+        "workspaceAuthority",
+        "workspaceState",
         "clientCapabilities",
         "hostRequests",
     }
@@ -133,6 +152,18 @@ def _str_list(value: JSONValue, name: str, limit: int | None = None) -> list[str
         raise _invalid(f"{name} has more than {limit} entries", name)
     if len(set(items)) != len(items):
         raise _invalid(f"{name} has duplicate entries", name)
+    return items
+
+
+def _policy_names(value: JSONValue, name: str, limit: int) -> list[str]:
+    """A session-policy list: names of at most 256 bytes, no whitespace or control character."""
+    items = _str_list(value, name, limit)
+    for index, item in enumerate(items):
+        # str.isspace/isprintable cover Unicode whitespace and control/format characters.
+        if len(item.encode("utf-8", "surrogatepass")) > MAX_POLICY_NAME_BYTES:
+            raise _invalid(f"{name}[{index}] is longer than {MAX_POLICY_NAME_BYTES} bytes", name)
+        if any(char.isspace() or not char.isprintable() for char in item):
+            raise _invalid(f"{name}[{index}] may not hold whitespace or control characters", name)
     return items
 
 
@@ -161,16 +192,32 @@ def _parse_gates(value: JSONValue) -> tuple[Gate, ...]:
     return tuple(gates)
 
 
-def _parse_policy(value: JSONValue) -> tuple[SessionPolicy, tuple[Gate, ...]]:
+def _parse_policy(value: JSONValue) -> tuple[SessionPolicy, tuple[Gate, ...], bool]:
+    """The policy, its gates, and whether the server may run for a remote workspace."""
     if value is None:
-        return SessionPolicy(), ()
+        return SessionPolicy(), (), True
     if not isinstance(value, dict):
         raise _invalid("sessionPolicy must be an object", "sessionPolicy")
-    check_fields(value, frozenset({*_POLICY_LIMITS, "serverID", "gates"}), "sessionPolicy")
+    check_fields(
+        value, frozenset({*_POLICY_LIMITS, "serverID", "gates", "remote"}), "sessionPolicy"
+    )
     lists = {
-        name: _str_list(value.get(name), f"sessionPolicy.{name}", limit)
+        name: _policy_names(value.get(name), f"sessionPolicy.{name}", limit)
         for name, limit in _POLICY_LIMITS.items()
     }
+    remote = value.get("remote", "supported")
+    if remote not in ("supported", "unsupported"):
+        raise _invalid(
+            'sessionPolicy.remote must be "supported" or "unsupported"', "sessionPolicy.remote"
+        )
+    # plugin-contract.md: commands are declared exactly when requestMethods lists
+    # workspace/executeCommand, so neither can grant what the other does not.
+    if (_EXECUTE_COMMAND in lists["requestMethods"]) != bool(lists["commands"]):
+        raise _invalid(
+            f"sessionPolicy.commands must be declared exactly when requestMethods lists "
+            f"{_EXECUTE_COMMAND}",
+            "sessionPolicy.commands",
+        )
     for name in ("requestMethods", "forwardNotifications"):
         refused = [m for m in lists[name] if m in HOST_METHODS or m.startswith("$/")]
         if refused:
@@ -186,7 +233,36 @@ def _parse_policy(value: JSONValue) -> tuple[SessionPolicy, tuple[Gate, ...]]:
         serialized_commands=frozenset(lists["serializedCommands"]),
         forward_notifications=frozenset(lists["forwardNotifications"]),
     )
-    return policy, _parse_gates(value.get("gates"))
+    return policy, _parse_gates(value.get("gates")), remote == "supported"
+
+
+def _parse_workspace_state(value: JSONValue) -> WorkspaceState | None:
+    """``workspaceState {root, name, retention?: {maxEntries, maxAgeDays}, activeNames?}``."""
+    if value is None:
+        return None
+    field = "workspaceState"
+    if not isinstance(value, dict):
+        raise _invalid("workspaceState must be an object", field)
+    check_fields(value, frozenset({"root", "name", "retention", "activeNames"}), field)
+    root = require_path(value, "root")
+    if not os.path.isabs(root) or os.path.normpath(root) == "/":
+        raise _invalid("workspaceState.root must be an absolute directory other than /", field)
+    name = require_path(value, "name")
+    if not is_state_name(name):
+        raise _invalid("workspaceState.name must be a single path component", field)
+    active = _str_list(value.get("activeNames"), "workspaceState.activeNames")
+    retention: Retention | None = None
+    raw = value.get("retention")
+    if raw is not None:
+        if not isinstance(raw, dict):
+            raise _invalid("workspaceState.retention must be an object", field)
+        check_fields(raw, frozenset({"maxEntries", "maxAgeDays"}), "workspaceState.retention")
+        entries = optional_positive_int(raw, "maxEntries", maximum=MAX_STATE_ENTRIES)
+        days = optional_positive_int(raw, "maxAgeDays", maximum=MAX_STATE_AGE_DAYS)
+        if entries is None or days is None:
+            raise _invalid("workspaceState.retention needs maxEntries and maxAgeDays", field)
+        retention = Retention(entries, days)
+    return WorkspaceState(os.path.normpath(root), name, retention, frozenset(active))
 
 
 def _parse_restart(value: JSONValue) -> tuple[bool, RestartBudget]:
@@ -241,9 +317,21 @@ def parse_start(payload: JSONObject) -> LspServerSpec:
     config = payload.get("workspaceConfiguration")
     if config is not None and not isinstance(config, dict):
         raise _invalid("workspaceConfiguration must be an object", "workspaceConfiguration")
-    policy, policy_gates = _parse_policy(payload.get("sessionPolicy"))
+    policy, policy_gates, remote_supported = _parse_policy(payload.get("sessionPolicy"))
+    authority = payload.get("workspaceAuthority", "local")
+    if authority not in ("local", "remote"):
+        raise _invalid('workspaceAuthority must be "local" or "remote"', "workspaceAuthority")
+    if authority == "remote" and not remote_supported:
+        # plugin-contract.md "Plugin-owned sessions": a server with remote: "unsupported"
+        # is not started for a remote workspace.
+        raise CoreError(
+            "not_supported",
+            "This language server does not support a remote workspace",
+            {"field": "sessionPolicy.remote"},
+        )
     gates = _parse_gates(payload.get("gates")) or policy_gates
     restart, budget = _parse_restart(payload.get("restart"))
+    workspace_state = _parse_workspace_state(payload.get("workspaceState"))
     plugin_id = optional_str(payload, "pluginId")
     host_services: frozenset[str] = frozenset()
     if "hostServices" in payload:
@@ -272,6 +360,7 @@ def parse_start(payload: JSONObject) -> LspServerSpec:
         budget=budget,
         plugin_id=plugin_id,
         host_services=host_services,
+        workspace_state=workspace_state,
         client=client,
     )
     return LspServerSpec(
@@ -329,6 +418,8 @@ class LspService:
         )
         #: Cross-plugin calls between this service's plugin-owned sessions.
         self.relay = FunctionRelay(self._relay_provider)
+        #: Plugins whose backend is being started (between the check and the registration).
+        self._starting_plugins: set[str] = set()
 
     def commands(self) -> Mapping[str, CommandHandler]:
         return {
@@ -378,8 +469,42 @@ class LspService:
 
     # -- lifecycle -----------------------------------------------------------------------
 
+    def _check_one_backend(self, plugin_id: str) -> None:
+        """plugin-contract.md "Plugin backend": at most one backend process per plugin.
+
+        A session of the plugin that has not ended (running, stopping, or failed and waiting
+        to restart) holds the plugin's place; a stopped or finally failed one does not.
+        """
+        holder = next(
+            (
+                session.session_id
+                for session in self._sessions.values()
+                if session.plugin is not None
+                and session.plugin.plugin_id == plugin_id
+                and not session.ended
+            ),
+            None,
+        )
+        if holder is not None or plugin_id in self._starting_plugins:
+            details: JSONObject = {"field": "pluginId"}
+            if holder is not None:
+                details["sessionId"] = holder
+            raise CoreError(
+                "busy", f"plugin {plugin_id} already has a backend session running", details
+            )
+
     async def _start(self, payload: JSONObject) -> JSONValue:
         spec = parse_start(payload)
+        if spec.plugin_id is None:
+            return await self._start_checked(spec)
+        self._check_one_backend(spec.plugin_id)
+        self._starting_plugins.add(spec.plugin_id)
+        try:
+            return await self._start_checked(spec)
+        finally:
+            self._starting_plugins.discard(spec.plugin_id)
+
+    async def _start_checked(self, spec: LspServerSpec) -> JSONValue:
         session_id = self._sessions.new_id()
         session = LspSession(
             session_id,
@@ -392,12 +517,40 @@ class LspService:
         )
         # The first process is started before we answer, so launch_failed is this
         # command's error and a refused start leaves no session behind.
-        tree = await open_process_tree(spec.argv, cwd=spec.cwd, env=spec.env)
+        started_at_ms = trio.current_time() * 1000
+        state = spec.workspace_state
+        if state is not None:
+            try:
+                await prepare(state)
+            except OSError as exc:
+                raise CoreError(
+                    "launch_failed",
+                    f"could not prepare the workspace state directory: {exc.strerror or exc}",
+                    {"field": "workspaceState"},
+                ) from None
+        try:
+            tree = await open_process_tree(spec.argv, cwd=spec.cwd, env=spec.env)
+        except CoreError as exc:
+            if spec.plugin_id is not None and exc.code == "launch_failed":
+                launch_failure_fact(spec.plugin_id, exc, started_at_ms)
+            raise
         if session.plugin is not None:
             session.plugin.relay = self.relay
         await self._nursery.start(self._run_session, session, tree)
         self._sessions.add(session_id, session)
+        if state is not None and state.retention is not None:
+            # "sweeps in the background after a start": the answer does not wait for it.
+            self._nursery.start_soon(self._sweep_states, session, state)
         return {"sessionId": session_id}
+
+    async def _sweep_states(self, session: LspSession, state: WorkspaceState) -> None:
+        try:
+            deleted = await sweep(state, time.time())
+        except OSError as exc:
+            logger.warning("workspace state sweep of %s failed: %s", session.session_id, exc)
+            return
+        if deleted:
+            session.note_states_pruned(deleted)
 
     async def _run_session(
         self,
@@ -872,9 +1025,9 @@ def _plugin_outcome(outcome: JSONObject | None) -> JSONValue:
     assert isinstance(error, dict)
     code = error.get("code")
     message = str(error.get("message", ""))
-    if code == "cancelled":
+    if code == "requestCancelled":
         raise _plugin_error("cancelled", message)
-    if code == "timed_out":
+    if code == "requestTimeout":
         raise _plugin_error("timeout", message)
     if code == "languageServerError":
         details = error.get("details")
