@@ -307,7 +307,10 @@ def load_run_file(path: str) -> RunFile:
             text = f.read()
     except (OSError, UnicodeDecodeError) as exc:
         raise RunFileError(path, 0, f"cannot read the file: {exc}") from None
-    return parse_run_file(text, path=path, directory=os.path.dirname(os.path.abspath(path)))
+    try:
+        return parse_run_file(text, path=path, directory=os.path.dirname(os.path.abspath(path)))
+    except RecursionError:  # pragma: no cover - the parsers refuse deep nesting first
+        raise RunFileError(path, 1, "invalid TOML: values nested too deeply") from None
 
 
 def parse_run_file(text: str, *, path: str, directory: str) -> RunFile:
@@ -442,6 +445,11 @@ def _check_toml_1_0(text: str, path: str) -> None:
     """
     try:
         tomllib.loads(text)
+    except RecursionError:
+        # Values nested deeper than tomllib's recursion reaches (no lanes file nests more
+        # than three levels): tomlkit refuses them past its own bound, with their line.
+        _refuse_deep_nesting(text, path)
+        return
     except tomllib.TOMLDecodeError as exc:
         message = str(exc)
         match = _TOMLLIB_POSITION.search(message)
@@ -462,6 +470,27 @@ def _check_toml_1_0(text: str, path: str) -> None:
             except tomlkit.exceptions.TOMLKitError as semantic:
                 message = str(semantic)
         raise RunFileError(path, line, f"invalid TOML: {message}") from None
+
+
+#: Arrays and inline tables nested deeper than this are refused (tomlkit's own bound).
+MAX_NESTING: Final = 100
+
+
+def _refuse_deep_nesting(text: str, path: str) -> None:
+    """Raise the error for values nested deeper than :data:`MAX_NESTING`.
+
+    Raises:
+        RunFileError: ``invalid TOML: ...`` at tomlkit's line.
+    """
+    try:
+        tomlkit.parse(text)
+    except tomlkit.exceptions.ParseError as exc:
+        message = re.sub(r" at line \d+ col \d+$", "", str(exc))
+        raise RunFileError(path, exc.line, f"invalid TOML: {message}") from None
+    except (tomlkit.exceptions.TOMLKitError, RecursionError):
+        pass
+    # pragma: no cover - tomlkit refuses what nests past its bound
+    raise RunFileError(path, 1, f"invalid TOML: values nested more than {MAX_NESTING} levels deep")
 
 
 def _replace_name(job: RunFileJob, name: str) -> RunFileJob:

@@ -120,6 +120,30 @@ def test_toml_only_tomlkit_accepts_exits_2_at_its_line(tmp_path: Path) -> None:
     assert result.stdout == ""
 
 
+@pytest.mark.parametrize(
+    ("text", "line"),
+    [
+        ("a = " + "[" * 500 + "]" * 500 + "\n", 1),
+        (
+            '[[job]]\nproject = "."\nkind = "command"\nargv = ["true"]\n'
+            "x = " + "[" * 3000 + "]" * 3000 + "\n",
+            5,
+        ),
+        ("a = " + "{x = " * 500 + "1" + "}" * 500 + "\n", 1),
+        ("a." * 3000 + "b = 1\n", 1),
+    ],
+)
+def test_deeply_nested_file_exits_2_at_its_line(tmp_path: Path, text: str, line: int) -> None:
+    """A newcomer's hostile file: 500 nested arrays crashed with a RecursionError traceback."""
+    path = write(tmp_path / "deep.toml", text)
+    result = supervisor_run(path)
+    assert result.returncode == 2, result.stderr[-2000:]
+    assert result.stderr.startswith(f"{path}:{line}: invalid TOML: "), result.stderr[-2000:]
+    assert "nested more than 100 levels deep" in result.stderr
+    assert "Traceback" not in result.stderr
+    assert result.stderr.count("\n") == 1
+
+
 def test_launch_failure_says_why(tmp_path: Path) -> None:
     """Issue 2 fix: the human "finished failed" line did not say why a job failed to launch;
     it now carries job.finished's error, and names the placeholders when argv holds an
