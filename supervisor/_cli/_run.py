@@ -546,6 +546,8 @@ class _Reporter:
         prefix = self._prefix(view)
         if method == "job.started":
             view.started_at = trio.current_time()
+            # Every job that ran has its file, empty when it printed nothing.
+            self._log(view, "")
             argv = params.get("argv")
             shown = _show_argv(argv) if isinstance(argv, list) else ""
             self._say(f"{prefix} {self.style.paint('started', 'running')}: {visible(shown)}")
@@ -761,6 +763,7 @@ class _Reporter:
         self._say(f"{prefix} {self._mark(stream)} {line}")
 
     def _log(self, view: _JobView, text: str) -> None:
+        """Append ``text`` to the job's log file, which the first call creates."""
         if self.log_dir is None:
             return
         if view.log is None:

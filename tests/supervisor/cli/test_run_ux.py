@@ -143,12 +143,17 @@ def test_log_dir_keeps_every_byte_of_each_job(tmp_path: Path) -> None:
     big = "import sys\nfor i in range(200_000): print(f'{i:09d}')\nprint('err', file=sys.stderr)"
     path = write(
         tmp_path / "lanes.toml",
-        job("big one", big, kind="command") + job("noisy", NOISY, kind="command"),
+        job("big one", big, kind="command")
+        + job("noisy", NOISY, kind="command")
+        + job("quiet", "pass", kind="command")
+        + job("never", "pass", kind="command", extra='needs = ["noisy"]'),
     )
     logs = tmp_path / "logs"
     result = supervisor("run", path, "--log-dir", str(logs))
     assert result.returncode == 1, result.stderr
-    assert sorted(os.listdir(logs)) == ["01-big_one.log", "02-noisy.log"]
+    # Every job that ran has its file, empty when it printed nothing; a skipped one none.
+    assert sorted(os.listdir(logs)) == ["01-big_one.log", "02-noisy.log", "03-quiet.log"]
+    assert (logs / "03-quiet.log").read_text() == ""
     text = (logs / "01-big_one.log").read_text()
     lines = text.splitlines()
     assert len(lines) == 200_001
@@ -404,6 +409,9 @@ def test_the_readme_ci_example_runs_as_written(tmp_path: Path) -> None:
     last = json.loads((tmp_path / "events.jsonl").read_text().splitlines()[-1])
     assert last["event"] == "run.finished"
     assert last["exitCode"] == 0
+    # Both jobs have their log, the quiet build an empty one.
+    assert sorted(os.listdir(tmp_path / "logs")) == ["01-build.log", "02-test.log"]
+    assert (tmp_path / "logs" / "01-build.log").read_text() == ""
     # The same step fails the build when a test fails.
     (project / "tests" / "test_bad.py").write_text("def test_bad():\n    assert False\n")
     failed = subprocess.run(
