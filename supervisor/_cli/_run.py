@@ -598,7 +598,13 @@ class _Reporter:
     def interrupted(self, signum: int) -> None:
         name = signal.Signals(signum).name
         if signum == signal.SIGPIPE:
-            self._say("the reader of our output went away: cancelling every job")
+            # One line, then quiet: the cancelled jobs' last events and the summary would
+            # only scroll past a reader that is gone.
+            self._write(
+                self._clear_live() + "the reader of our output went away: cancelling every job\n"
+            )
+            self.live = False
+            self.human = None
         else:
             self._say(f"received {name}: cancelling every job and ending their processes")
         if self.json_stream is not None:

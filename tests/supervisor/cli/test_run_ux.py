@@ -266,8 +266,9 @@ def test_json_into_head_ends_quietly(tmp_path: Path) -> None:
     """`supervisor run FILE --json | head -n 1`: no traceback, every process ends, 141."""
     pidfile = tmp_path / "pid"
     code = (
-        f"import os, time; open({str(pidfile)!r}, 'w').write(str(os.getpid()))\n"
-        "for i in range(600): print(i, flush=True); time.sleep(0.05)"
+        f"import os, sys, time; open({str(pidfile)!r}, 'w').write(str(os.getpid()))\n"
+        "for i in range(600): print(i, flush=True); print(i, file=sys.stderr, flush=True)\n"
+        "time.sleep(30)"
     )
     path = write(tmp_path / "lanes.toml", job("chatty", code, kind="command"))
     result = subprocess.run(
@@ -288,7 +289,10 @@ def test_json_into_head_ends_quietly(tmp_path: Path) -> None:
     assert json.loads(result.stdout)["event"] == "job.started"
     assert "Traceback" not in result.stderr
     assert "status 141" in result.stderr, result.stderr
-    assert "the reader of our output went away" in result.stderr
+    # One line says it, then quiet: no progress, no summary.
+    after = result.stderr.split("the reader of our output went away: cancelling every job\n")
+    assert len(after) == 2, result.stderr
+    assert after[1] == "status 141\n", result.stderr
     assert runs_no_more(int(pidfile.read_text()))
 
 
