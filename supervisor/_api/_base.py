@@ -464,6 +464,8 @@ def _message(command: str, tp: Any, raw: object, text: str) -> CoreError:
         op, bound = match[2], int(match[3])
         if op == ">=" and bound == 1:
             return fail(where, "{where} must be a positive integer")
+        if op == ">=" and bound == 0:
+            return fail(where, "{where} must be 0 or more")
         if op == "<=":
             return fail(where, f"{{where}} must be at most {bound}")
         return fail(where, f"{{where}} must be {op} {bound}")

@@ -8,10 +8,13 @@ description, exit codes and example, and its handler) listed in :data:`_SUBCOMMA
 Exit codes:
     ``run``: 0 when every job ended as expected, 1 otherwise, 2 for a bad lanes file (or an
     unknown job name, an unusable ``--log-dir``), 130/143 when interrupted by
-    SIGINT/SIGTERM, 141 when the reader of its output went away.
+    SIGINT/SIGTERM, 141 when the reader of its output went away, 120 when ``--json`` is
+    given and stdout is closed (nothing started).
     ``exec``: the command's own exit code; 128+N when a signal N ended it; 124 when it timed
     out; 2 when the request was refused (bad argv, missing executable or cwd); 130/143 when
-    interrupted by SIGINT/SIGTERM (the command is cancelled and its processes end first).
+    interrupted by SIGINT/SIGTERM (the command is cancelled and its processes end first);
+    120 when stdout is closed (nothing run) or the result can not be written to it; 141
+    when the reader of stdout went away.
     ``serve``: 0 after ``shutdown`` then ``exit``, 1 otherwise.
     ``reap``: 0.
     ``testbed list``: 0. ``testbed run``: the program's own status (128+N when a signal N
@@ -66,6 +69,7 @@ exit status:
   130  interrupted by SIGINT (every job cancelled, every process ended)
   143  interrupted by SIGTERM (likewise)
   141  the reader of stdout or stderr went away (| head): likewise, quietly
+  120  --json and stdout is closed (>&-): nothing started
 
 examples:
   supervisor run examples/demo.toml
@@ -86,6 +90,9 @@ exit status:
   2        the request was refused (bad argv, missing executable or cwd, bad
            --env, stdin not UTF-8); "ok": false tells it apart from an exit 2
   130/143  interrupted by SIGINT/SIGTERM (the command is cancelled first)
+  120      stdout is closed (>&-: nothing is run) or the result could not be
+           written to it
+  141      the reader of stdout went away (| head) before the result was written
 
 example:
   echo hello | supervisor exec --env LANG=C.UTF-8 --timeout-ms 5000 -- tr a-z A-Z
@@ -165,6 +172,8 @@ def _add_run(sub: Any) -> None:
         "jobs",
         nargs="*",
         metavar="JOB",
+        # A default keeps argparse from calling an optional list required.
+        default=[],
         help="run only these jobs (by name) and the jobs they need; default: every job",
     )
     run.add_argument("--json", action="store_true", help="one JSON object per event on stdout")
@@ -397,8 +406,31 @@ class _VersionAction(argparse.Action):
         parser.exit()
 
 
+#: Exit status when stdout can not be written (closed, or a write error other than a
+#: reader that went away); the interpreter's own status for a failed flush at exit.
+EXIT_STDOUT_UNWRITABLE: Final = 120
+
+
+def _stdout_closed(command: str) -> bool:
+    """Whether stdout is closed (``>&-``); if so, say it on stderr."""
+    try:
+        # The interpreter leaves sys.stdout None when fd 1 was closed at its start.
+        os.fstat(sys.stdout.fileno())
+    except (AttributeError, OSError, ValueError):
+        print(
+            f"supervisor {command}: stdout is closed: nowhere to write the result;"
+            " nothing was started",
+            file=sys.stderr,
+        )
+        return True
+    return False
+
+
 def _run(args: argparse.Namespace) -> int:
     from ._run import run_command
+
+    if args.json and _stdout_closed("run"):
+        return EXIT_STDOUT_UNWRITABLE
 
     return run_command(
         args.file,
@@ -426,6 +458,8 @@ def _completion(args: argparse.Namespace) -> int:
 def _exec(args: argparse.Namespace) -> int:
     import trio
 
+    if _stdout_closed("exec"):
+        return EXIT_STDOUT_UNWRITABLE
     argv = list(args.argv)
     if argv and argv[0] == "--":
         argv = argv[1:]
@@ -454,7 +488,13 @@ def _exec(args: argparse.Namespace) -> int:
             payload["stdin"] = stdin
 
     response, signum = trio.run(_exec_main, payload)
-    print(json.dumps(response, ensure_ascii=False, indent=2))
+    try:
+        print(json.dumps(response, ensure_ascii=False, indent=2), flush=True)
+    except BrokenPipeError:
+        raise  # the reader went away: main() exits 141, quietly
+    except OSError as exc:
+        print(f"supervisor exec: cannot write the result: {exc.strerror}", file=sys.stderr)
+        return EXIT_STDOUT_UNWRITABLE
     if signum is not None:
         name = signal.Signals(signum).name
         print(f"supervisor exec: {name}: the command was cancelled", file=sys.stderr)

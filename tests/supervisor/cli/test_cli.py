@@ -81,6 +81,65 @@ def test_exec_refuses_values_past_their_bounds() -> None:
         assert error["code"] == "invalid_request"
 
 
+def test_exec_negative_timeout_says_0_is_allowed() -> None:
+    done = _supervisor("exec", "--timeout-ms", "-1", "--", "/bin/true")
+    assert done.returncode == 2
+    error = json.loads(done.stdout)["error"]
+    assert error["message"] == "process.run: timeoutMilliseconds must be 0 or more"
+
+
+def test_closed_stdout_is_an_error_and_nothing_runs(tmp_path: Path) -> None:
+    """`exec ... >&-` ran the command and printed nothing; now: a message, 120, nothing run."""
+    marker = tmp_path / "ran"
+    for args in (
+        ["exec", "--", PY, "-c", f"open({str(marker)!r}, 'w')"],
+        ["run", "--json", str(_lanes_file(tmp_path, marker))],
+    ):
+        done = subprocess.run(
+            ["bash", "-c", 'exec "$@" >&-', "bash", PY, "-m", "supervisor", *args],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+        assert done.returncode == 120, done.stderr
+        assert done.stderr == (
+            f"supervisor {args[0]}: stdout is closed: nowhere to write the result;"
+            " nothing was started\n"
+        )
+        assert not marker.exists()
+
+
+def _lanes_file(tmp_path: Path, marker: Path) -> Path:
+    path = tmp_path / "lanes.toml"
+    code = f"open({str(marker)!r}, 'w')"
+    argv = json.dumps([PY, "-c", code])
+    path.write_text(f'[[job]]\nproject = "."\nkind = "command"\nargv = {argv}\n')
+    return path
+
+
+def test_exec_result_to_a_full_disk_exits_120() -> None:
+    with open("/dev/full", "w") as full:
+        done = subprocess.run(
+            [PY, "-m", "supervisor", "exec", "--", "/bin/true"],
+            stdout=full,
+            stderr=subprocess.PIPE,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+    assert done.returncode == 120
+    assert done.stderr == "supervisor exec: cannot write the result: No space left on device\n"
+
+
+def test_run_without_a_file_names_only_the_file_as_required() -> None:
+    done = _supervisor("run")
+    assert done.returncode == 2
+    assert done.stderr.splitlines()[-1] == (
+        "supervisor run: error: the following arguments are required: file"
+    )
+
+
 def test_reap_reports_json() -> None:
     done = _supervisor("reap", "--json")
     assert done.returncode == 0
