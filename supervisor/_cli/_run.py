@@ -29,6 +29,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import difflib
+import itertools
 import json
 import os
 import re
@@ -53,7 +54,7 @@ from ._runfile import (
 from ._screen import Style, cells, cut_cells, is_terminal, visible
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Mapping, Sequence
+    from collections.abc import Callable, Iterator, Mapping, Sequence
 
     from lanes import JobRequest
     from protocol import JSONObject
@@ -73,9 +74,11 @@ LEFTOVER_SETTLE_MS: Final = 1000
 REDRAW_INTERVAL_MS: Final = 250
 #: Output lines in the line-per-event view are cut to this many display cells.
 MAX_LINE_CELLS: Final = 200
-#: An unfinished output line longer than this is shown as it is (and then forgotten).
-MAX_PARTIAL_CHARS: Final = 64 * 1024
-#: Lines of output kept per job for the summary of a job that did not end as expected.
+#: Characters kept of an output line (it shows cut to MAX_LINE_CELLS): a line that never
+#: ends costs no more than this.
+MAX_KEPT_LINE_CHARS: Final = 4096
+#: Lines of output kept per job and stream for the summary of a job that did not end as
+#: expected; the summary shows this many of them.
 TAIL_LINES: Final = 20
 #: Lines of a running job's output the live view shows under its lane.
 LIVE_TAIL_LINES: Final = 3
@@ -444,6 +447,79 @@ def _marked_processes() -> list[tuple[int, str]]:
 # --- Reporting ---------------------------------------------------------------------------
 
 
+class _StreamTail:
+    """The last :data:`TAIL_LINES` lines of one output stream, each with its arrival number.
+
+    The line not ended yet counts as the last one. Every line is bounded
+    (:data:`MAX_KEPT_LINE_CHARS`), and a carriage return inside a line redraws it (a
+    progress bar): what shows last is kept. Past the lanes' forwarding cap a dropped-bytes
+    notice comes, then the stream's last bytes: :meth:`dropped_before_end` forgets the lines
+    before them, which are not the last ones.
+    """
+
+    __slots__ = ("_cut", "dropped", "lines", "partial", "partial_seq")
+
+    def __init__(self) -> None:
+        #: ``(arrival number, line as shown)``, oldest first.
+        self.lines: deque[tuple[int, str]] = deque(maxlen=TAIL_LINES)
+        self.partial = ""
+        self.partial_seq = 0
+        #: Bytes of the stream never forwarded (between the cap and its last bytes).
+        self.dropped = 0
+        self._cut = False
+
+    def feed(self, text: str, order: Iterator[int]) -> list[str]:
+        """Take a chunk of output; return the lines it ended, as they show.
+
+        ``order`` numbers every line as it ends (and the unfinished one as it grows), across
+        the job's streams.
+        """
+        *ended, rest = text.split("\n")
+        shown: list[str] = []
+        for piece in ended:
+            line = self._shown(_keep_line(self.partial + piece))
+            self.partial = ""
+            self._cut = False
+            self.lines.append((next(order), line))
+            shown.append(line)
+        if rest:
+            self.partial = _keep_line(self.partial + rest)
+            self.partial_seq = next(order)
+        return shown
+
+    def dropped_before_end(self, dropped: int) -> str | None:
+        """The forwarded head ended ``dropped`` bytes before the stream's last bytes.
+
+        Returns:
+            The unfinished line the head ended in (as it shows), if any.
+        """
+        head = self._shown(self.partial) if self.partial else None
+        self.lines.clear()
+        self.partial = ""
+        self.dropped += dropped
+        # The last bytes start anywhere, most likely inside a line.
+        self._cut = True
+        return head
+
+    def last(self) -> list[tuple[int, str]]:
+        """The kept lines and the unfinished one, oldest first."""
+        if not self.partial:
+            return list(self.lines)
+        return [*self.lines, (self.partial_seq, self._shown(self.partial))][-TAIL_LINES:]
+
+    def _shown(self, raw: str) -> str:
+        line = visible(raw.rstrip("\r").rpartition("\r")[2])
+        return cut_cells(("…" if self._cut else "") + line, MAX_LINE_CELLS)
+
+
+def _keep_line(raw: str) -> str:
+    """``raw`` from its last carriage return on (one that ends it aside), bounded."""
+    redraw = raw.rstrip("\r").rfind("\r")
+    if redraw >= 0:
+        raw = raw[redraw + 1 :]
+    return raw[:MAX_KEPT_LINE_CHARS]
+
+
 @dataclass(slots=True)
 class _JobView:
     job: RunFileJob
@@ -452,10 +528,19 @@ class _JobView:
     job_id: str | None = None
     started_at: float | None = None
     finished: JSONObject | None = None
-    partial: dict[str, str] = field(default_factory=dict)
-    #: The last lines of output, ``(stream, line)``, already made visible.
-    tail: deque[tuple[str, str]] = field(default_factory=lambda: deque(maxlen=TAIL_LINES))
+    streams: dict[str, _StreamTail] = field(
+        default_factory=lambda: {"stdout": _StreamTail(), "stderr": _StreamTail()}
+    )
     log: IO[str] | None = None
+
+    def tail(self, count: int = TAIL_LINES) -> list[tuple[str, str]]:
+        """The last ``count`` lines of output, ``(stream, line)``, in the order they came."""
+        merged = sorted(
+            (seq, stream, line)
+            for stream, tail in self.streams.items()
+            for seq, line in tail.last()
+        )
+        return [(stream, line) for _seq, stream, line in merged[-count:]]
 
 
 class _Reporter:
@@ -493,6 +578,8 @@ class _Reporter:
                 self._nodes[view.lane] = visible(node)
         self._live_lines = 0
         self._started_at = 0.0
+        #: Numbers output lines in the order they came, for the tails.
+        self._order = itertools.count()
         #: Called when a job starts or ends (the scheduler's wake-up).
         self.on_change: Callable[[], None] = lambda: None
         #: Called once when the reader of stdout or stderr has gone away.
@@ -552,24 +639,24 @@ class _Reporter:
             shown = _show_argv(argv) if isinstance(argv, list) else ""
             self._say(f"{prefix} {self.style.paint('started', 'running')}: {visible(shown)}")
         elif method == "job.output":
-            stream = str(params.get("stream", "stdout"))
+            stream = "stderr" if params.get("stream") == "stderr" else "stdout"
             chunk = str(params.get("text", ""))
             self._log(view, chunk)
-            text = view.partial.get(stream, "") + chunk
-            *lines, rest = text.split("\n")
-            if len(rest) > MAX_PARTIAL_CHARS:
-                # A line that never ends (a progress bar, binary output) is shown in pieces
-                # rather than held in memory until it does.
-                lines.append(rest)
-                rest = ""
-            view.partial[stream] = rest
+            tail = view.streams[stream]
+            dropped = params.get("droppedBytes")
+            if isinstance(dropped, int) and not isinstance(dropped, bool):
+                # The lanes' notice: what follows is the stream's end, after a gap.
+                head = tail.dropped_before_end(dropped)
+                lines = [] if head is None else [head]
+                lines.append(cut_cells(visible(chunk.strip()), MAX_LINE_CELLS))
+            else:
+                lines = tail.feed(chunk, self._order)
             for line in lines:
                 self._output_line(view, prefix, stream, line)
         elif method == "job.finished":
-            for stream, rest in sorted(view.partial.items()):
-                if rest:
-                    self._output_line(view, prefix, stream, rest)
-            view.partial.clear()
+            for stream, tail in view.streams.items():
+                if tail.partial:
+                    self._output_line(view, prefix, stream, tail.last()[-1][1])
             view.finished = params
             self._close_log(view)
             self._say(f"{prefix} finished {self._outcome(view)}{self._verdict(view)}")
@@ -635,8 +722,7 @@ class _Reporter:
         unexpected = [v for v in self.views if not self._as_expected(v)]
         lines: list[str] = []
         for view in unexpected:
-            if view.tail:
-                lines.extend(self._tail_block(view))
+            lines.extend(self._tail_block(view))
         not_run = [v for v in self.views if v.started_at is None]
         if not_run:
             lines.append(f"{_count(len(not_run), 'job')} did not run:")
@@ -729,14 +815,27 @@ class _Reporter:
         return f"{painted}: {visible(str(error))}" if error else painted
 
     def _tail_block(self, view: _JobView) -> list[str]:
+        """The last lines of the job's output: both streams in the order they came, or,
+        when a stream passed the forwarding cap (its end came late), stream by stream."""
         outcome = "no result" if view.finished is None else self._outcome(view)
-        head = (
-            f"--- {self._where(view)} {outcome}: "
-            f"the last {_count(len(view.tail), 'line')} of its output ---"
-        )
-        return [self.style.paint(head, "bold")] + [
-            f"  {self._mark(stream)} {line}" for stream, line in view.tail
-        ]
+        where = f"--- {self._where(view)} {outcome}: "
+        if not any(tail.dropped for tail in view.streams.values()):
+            merged = view.tail()
+            if not merged:
+                return []
+            head = f"{where}the last {_count(len(merged), 'line')} of its output ---"
+            return [self.style.paint(head, "bold")] + [
+                f"  {self._mark(stream)} {line}" for stream, line in merged
+            ]
+        lines = [self.style.paint(f"{where}the end of its output, stream by stream ---", "bold")]
+        for stream, tail in view.streams.items():
+            last = tail.last()
+            if not last:
+                continue
+            gap = f"; {tail.dropped} bytes before them were not forwarded" if tail.dropped else ""
+            lines.append(f"  {stream}, its last {_count(len(last), 'line')}{gap}:")
+            lines.extend(f"  {self._mark(stream)} {line}" for _seq, line in last)
+        return lines
 
     def _outcome(self, view: _JobView) -> str:
         assert view.finished is not None
@@ -759,9 +858,7 @@ class _Reporter:
         return "|" if stream == "stdout" else self.style.paint("!", "failed")
 
     def _output_line(self, view: _JobView, prefix: str, stream: str, line: str) -> None:
-        # A carriage return inside a line redraws it (a progress bar): keep what shows last.
-        line = cut_cells(visible(line.rstrip("\r").rpartition("\r")[2]), MAX_LINE_CELLS)
-        view.tail.append((stream, line))
+        """Show a line of output (made visible and cut already)."""
         if self.live:
             # On a terminal the output shows under the lane's live line, not in the log.
             self._redraw()
@@ -876,8 +973,7 @@ class _Reporter:
                     f" ({now - v.started_at:.1f} s)"
                 )
                 tail = [
-                    f"      {self._mark(stream)} {line}"
-                    for stream, line in list(v.tail)[-LIVE_TAIL_LINES:]
+                    f"      {self._mark(stream)} {line}" for stream, line in v.tail(LIVE_TAIL_LINES)
                 ]
             else:
                 done = sum(1 for v in views if v.finished is not None)

@@ -135,7 +135,64 @@ def test_the_tail_of_a_failed_job_is_in_the_summary(tmp_path: Path) -> None:
     assert "  | line 29\n" in summary
     assert "  ! boom\n" in summary
     assert "line 9\n" not in summary  # bounded: only the last 20 lines
+    # In the order they came, across the two streams.
+    assert summary_of(result.stderr, "noisy")[-2:] == ["  | line 29", "  ! boom"]
     assert summary.rstrip().endswith("expected ok, got " + summary.split("got ")[-1].strip())
+
+
+def summary_of(stderr: str, name: str) -> list[str]:
+    """The lines of the failure-tail block of job ``name``, its head first."""
+    block = stderr[stderr.index(f"--- {name} (") :]
+    return block[: block.index("no process left behind")].splitlines()
+
+
+def test_past_the_forwarding_cap_the_tail_is_the_real_end_stream_by_stream(
+    tmp_path: Path,
+) -> None:
+    """A newcomer's big.toml: past the 1 MiB the lanes forward, the block headed "the last 16
+    lines" began with the job's first lines and put stderr before stdout's real end."""
+    code = (
+        "import os, sys\nos.write(1, b'first\\n')\n"
+        "for i in range(30): os.write(1, (b'%d ' % i) + b'A' * 200000 + b'\\n')\n"
+        "os.write(1, b'LAST STDOUT LINE\\n'); os.write(2, b'err line\\n'); sys.exit(1)"
+    )
+    path = write(tmp_path / "lanes.toml", job("big", code, kind="command"))
+    result = supervisor("run", path)
+    assert result.returncode == 1, result.stderr
+    block = summary_of(result.stderr, "big")
+    assert block[0].endswith("(exit 1): the end of its output, stream by stream ---"), block
+    (stdout_head,) = [line for line in block if line.startswith("  stdout, its last ")]
+    assert "bytes before them were not forwarded:" in stdout_head
+    stdout_lines = block[block.index(stdout_head) + 1 : block.index("  stderr, its last 1 line:")]
+    assert stdout_lines[-1] == "  | LAST STDOUT LINE"
+    # The last bytes start inside line 29: shown as a continuation, never as a whole line.
+    assert stdout_lines[0].startswith("  | …AAAA"), stdout_lines
+    assert len(stdout_lines) == 2
+    assert block[-1] == "  ! err line"
+    assert not [line for line in block if "first" in line or " 0 AAA" in line]
+
+
+def test_an_unterminated_last_line_is_in_the_tail_in_its_place(tmp_path: Path) -> None:
+    """The newcomer's hostile.toml: 5 MB of stdout without a final newline, then stderr."""
+    code = (
+        "import os, sys\nos.write(1, b'head\\n' + b'A' * 5_000_000)\n"
+        "os.write(2, b'err one\\nerr two\\n'); sys.exit(1)"
+    )
+    path = write(tmp_path / "lanes.toml", job("junk", code, kind="command"))
+    for options in ([], ["--log-dir", str(tmp_path / "logs")]):
+        result = supervisor("run", path, *options)
+        assert result.returncode == 1, result.stderr
+        block = summary_of(result.stderr, "junk")
+        if options:  # everything forwarded: both streams in the order they came
+            assert block[0].endswith("the last 4 lines of its output ---"), block
+            assert block[1:] == ["  | head", "  | " + "A" * 199 + "…", "  ! err one", "  ! err two"]
+        else:  # past the cap: stream by stream, the unterminated line last of stdout
+            assert block[-4:] == [
+                "  | …" + "A" * 198 + "…",
+                "  stderr, its last 2 lines:",
+                "  ! err one",
+                "  ! err two",
+            ], block
 
 
 def test_log_dir_keeps_every_byte_of_each_job(tmp_path: Path) -> None:
