@@ -576,7 +576,8 @@ class _Reporter:
             node = None if node_of is None else node_of(view.job.project)
             if node is not None:
                 self._nodes[view.lane] = visible(node)
-        self._live_lines = 0
+        #: The display width, in cells, of each line of the live view on the screen now.
+        self._live_widths: list[int] = []
         self._started_at = 0.0
         #: Numbers output lines in the order they came, for the tails.
         self._order = itertools.count()
@@ -941,12 +942,14 @@ class _Reporter:
             self.live = False
 
     def _clear_live(self) -> str:
-        if not self._live_lines:
+        if not self._live_widths:
             return ""
-        # Up to the first live line, then erase to the end of the screen.
-        text = f"\x1b[{self._live_lines}F\x1b[J"
-        self._live_lines = 0
-        return text
+        # Up to the first live line, then erase to the end of the screen. A terminal made
+        # narrower since the lines were drawn rewraps each into more rows (most do: VTE,
+        # kitty, iTerm2, tmux); one that cuts them instead loses as many rows above.
+        rows = _rows_taken(self._live_widths, _terminal_size(raw=True)[0])
+        self._live_widths = []
+        return f"\x1b[{rows}F\x1b[J"
 
     def _draw_live(self) -> str:
         if not self.live:
@@ -991,9 +994,10 @@ class _Reporter:
             take = min(len(tail), room)
             lines.extend(tail[len(tail) - take :])
             room -= take
-        self._live_lines = len(lines)
         # Cut by display cells, colours aside, so that no line wraps.
-        return "".join(_cut_painted(line, columns) + "\n" for line in lines)
+        shown = [_cut_painted(line, columns) for line in lines]
+        self._live_widths = [cells(_SGR.sub("", line)) for line in shown]
+        return "".join(line + "\n" for line in shown)
 
 
 _SGR: Final = re.compile(r"\x1b\[[0-9;]*m")
@@ -1008,15 +1012,26 @@ def _cut_painted(line: str, width: int) -> str:
     return cut_cells(plain, width)
 
 
-def _terminal_size() -> tuple[int, int]:
-    """``(columns - 1, rows)`` of the terminal on stderr; (120, 24) when it has no size."""
+def _terminal_size(*, raw: bool = False) -> tuple[int, int]:
+    """``(columns - 1, rows)`` of the terminal on stderr to draw in; (120, 24) when it has
+    no size. ``raw``: ``(columns, rows)`` as the terminal says, 0 when it has no size."""
     try:
         size = os.get_terminal_size(2)
         columns, rows = size.columns, size.lines
     except OSError:
         columns, rows = 0, 0
+    if raw:
+        return columns, rows
     # A pseudo-terminal without a size (script, CI) reports 0 columns.
     return (max(columns - 1, 20) if columns > 0 else 120), (rows if rows > 0 else 24)
+
+
+def _rows_taken(widths: Sequence[int], columns: int) -> int:
+    """The rows lines of these display widths take on a terminal ``columns`` wide (a line
+    wider than the terminal wraps onto more rows; a terminal without a size: one each)."""
+    if columns <= 0:
+        return len(widths)
+    return sum(max(1, -(-width // columns)) for width in widths)
 
 
 def _lane_name(project: str, directory: str) -> str:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import fcntl
 import json
 import os
+import re
 import select
 import shutil
 import signal
@@ -654,3 +655,80 @@ def test_no_color_and_non_terminals_get_no_colours(tmp_path: Path) -> None:
     assert "\x1b" not in piped.stderr
     assert "[lane] 漢字 job  finished failed" not in piped.stderr
     assert "漢字 job  finished failed in " in piped.stderr
+
+
+class ReflowScreen(pyte.Screen):
+    """A screen that rewraps its lines when made narrower, as most terminals do (VTE, kitty,
+    iTerm2, tmux); pyte's own screen cuts them. Rows pushed past the bottom by the rewrap
+    scroll the top ones away, and the cursor stays with its line."""
+
+    def resize(self, lines: int | None = None, columns: int | None = None) -> None:
+        columns = columns or self.columns
+        if columns < self.columns:
+            rows: list[list[Any]] = []
+            cursor_row = 0
+            for y in range(self.lines):
+                line = self.buffer[y]
+                chars = [line[x] for x in range(self.columns)]
+                while chars and chars[-1].data == " ":
+                    chars.pop()
+                if y == self.cursor.y:
+                    cursor_row = len(rows) + self.cursor.x // columns
+                rows.extend([chars[i : i + columns] for i in range(0, len(chars), columns)] or [[]])
+            drop = max(cursor_row - (self.lines - 1), 0)
+            self.buffer.clear()
+            for y, chars in enumerate(rows[drop : drop + self.lines]):
+                for x, char in enumerate(chars):
+                    self.buffer[y][x] = char
+            self.cursor.y = cursor_row - drop
+            self.cursor.x = min(self.cursor.x, columns - 1)
+            self.columns = columns
+        super().resize(lines, columns)
+
+
+def test_live_view_survives_a_narrower_terminal(tmp_path: Path) -> None:
+    """Shrunk during the live view, a rewrapping terminal kept the top of the old block
+    above the new one (a newcomer's report): clearing now counts the rows each line takes."""
+    release = tmp_path / "release"
+    (tmp_path / "p").mkdir()
+    code = (
+        "import os, time\n"
+        "for i in range(1, 4): print(f'long-{i}-' + 'x' * 80, flush=True)\n"
+        f"while not os.path.exists({str(release)!r}): time.sleep(0.02)"
+    )
+    path = write(
+        tmp_path / "lanes.toml",
+        job("a job with a rather long name", code, kind="command").replace(
+            'project = "."', 'project = "p"'
+        ),
+    )
+    term = Terminal([sys.executable, "-m", "supervisor", "run", path], terminal_env())
+    term.screen = ReflowScreen(COLUMNS, ROWS)
+    term.stream = pyte.ByteStream(term.screen)
+    narrow = 25
+    new_tail = re.compile(r"^      \| long-\d-x*…$")
+    try:
+        term.pump(lambda s: any(line.startswith("      | long-3-") for line in s.display))
+        # What was written before the resize shows as the terminal had it then.
+        while select.select([term.master], [], [], 0)[0]:
+            term.stream.feed(os.read(term.master, 65536))
+        fcntl.ioctl(term.master, termios.TIOCSWINSZ, struct.pack("HHHH", ROWS, narrow, 0, 0))
+        term.screen.resize(ROWS, narrow)
+        assert sum(1 for line in shown(term.screen) if line.startswith("x")) >= 3
+        # The next redraw (its clock ticks every 250 ms) is at the new width.
+        term.pump(lambda s: sum(1 for line in shown(s) if new_tail.match(line)) == 3)
+        during = [line for line in shown(term.screen) if line]
+        release.write_text("")
+        assert term.finish() == 0
+    finally:
+        term.kill()
+    # Above the block only the first line of the run, rewrapped: no fragment of the old block.
+    assert len(during) > 4, during
+    first = f"running 1 job from {path} on lane: p"
+    above = "".join(during[:-4])
+    assert above.startswith(first + "[p] a job with a rather long name started: {python} -c ")
+    assert above.endswith("time.sleep(0.02)'"), during
+    assert "running a job w" in during[-4], during
+    assert all(new_tail.match(line) for line in during[-3:]), during
+    after = [line for line in shown(term.screen) if line]
+    assert not [line for line in after if line.startswith("x")], after
