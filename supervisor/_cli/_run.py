@@ -14,8 +14,9 @@ left (a sweep by scope marker) and exits 0 when every job ended as its ``expect`
 otherwise, with a summary that shows the end of each such job's output and names every job
 that did not run. SIGINT or SIGTERM cancels every job, ends every process tree and exits
 130 or 143; a reader of stdout or stderr that goes away (``| head``) does the same, exit
-141 (128 + SIGPIPE), without a traceback. With ``ray`` (``--ray ADDRESS``) the lanes run on
-the nodes of a Ray cluster (:mod:`supervisor._ray`); the reports name each lane's node.
+141 (128 + SIGPIPE), without a traceback: one line says so, then nothing more is printed.
+With ``ray`` (``--ray ADDRESS``) the lanes run on the nodes of a Ray cluster
+(:mod:`supervisor._ray`); the reports name each lane's node.
 
 Strategy: one Trio nursery owns a signal watcher, the scheduler and (on a terminal) a
 redraw ticker; the lanes sit inside it, so cancelling the nursery (a signal) closes the
