@@ -100,6 +100,7 @@ from ._lsp import (
     LspWorkspaceFilesChanged as lsp_LspWorkspaceFilesChanged,
     LspWorkspaceFilesChangedResult as lsp_LspWorkspaceFilesChangedResult,
     OperationResult as lsp_OperationResult,
+    ResponseError as lsp_ResponseError,
     RestartBudget as lsp_RestartBudget,
     SessionPolicy as lsp_SessionPolicy,
     WorkspaceStateSpec as lsp_WorkspaceStateSpec,
@@ -778,7 +779,7 @@ class CommandHelpers:
         session_id: base_NonEmpty,
         request_id: base_NonEmpty,
         result: base_JsonValue = None,
-        error: base_JsonValue = None,
+        error: lsp_ResponseError | None = None,
     ) -> base_AcceptedResult:
         """``lsp.serverRequestResponse``; see docs/commands.md."""
         data = await self.call(

@@ -297,14 +297,23 @@ class LspCancelOperation(Payload, kw_only=True):
     operation_id: str
 
 
+class ResponseError(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
+    """A JSON-RPC error object sent on to a language server: ``code`` is an LSP
+    ``integer`` (32-bit signed)."""
+
+    code: Annotated[int, msgspec.Meta(ge=-(2**31), le=2**31 - 1)]
+    message: str
+    data: JsonValue = None
+
+
 class LspServerRequestResponse(Payload, kw_only=True):
     """``lsp.serverRequestResponse``: the host's answer to a ``serverRequest`` event:
-    ``result``, or ``error {code: integer, message, data?}`` (checked by the command)."""
+    ``result``, or ``error {code, message, data?}`` (not both: checked by the command)."""
 
     session_id: NonEmpty
     request_id: NonEmpty
     result: JsonValue = None
-    error: JsonValue = None
+    error: ResponseError | None = None
 
 
 class LspWaitEvents(Payload, kw_only=True):
