@@ -259,7 +259,8 @@ class Job:
         Args:
             record: Any JSON value; the lanes give it no meaning.
             size: Its encoded JSON size in bytes, when the caller knows it (a runner that
-                read it as a line); else it is measured here.
+                read and checked it as a line); else it is measured here, which also
+                refuses what no JSON text can carry.
 
         Raises:
             TypeError: ``record`` is not JSON-encodable.
@@ -268,8 +269,8 @@ class Job:
         reports = self._report_channel()
         if size is None:
             try:
-                size = len(_encode(json.dumps(record, ensure_ascii=False)))
-            except ValueError as exc:  # a circular structure or a non-finite float
+                size = len(json.dumps(record, ensure_ascii=False, allow_nan=False).encode())
+            except ValueError as exc:  # circular, a non-finite number, a lone surrogate
                 raise TypeError(f"record is not JSON: {exc}") from None
         reports.record(record, size)
 
