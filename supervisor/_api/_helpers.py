@@ -557,6 +557,7 @@ class CommandHelpers:
         env: base_Env | None = None,
         timeout_milliseconds: base_Milliseconds | None = None,
         supersede: bool | None = None,
+        report: bool | None = None,
     ) -> job_JobStartResult:
         """``job.start``; see docs/commands.md."""
         data = await self.call(
@@ -570,6 +571,7 @@ class CommandHelpers:
                     env=env,
                     timeout_milliseconds=timeout_milliseconds,
                     supersede=supersede,
+                    report=report,
                 )
             ),
         )

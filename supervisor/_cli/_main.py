@@ -94,7 +94,8 @@ _SERVE_HELP: Final = """\
 Serve the Core as JSON-RPC 2.0 over the LSP base protocol (Content-Length
 framing) on stdin/stdout; logs go to stderr. Send `initialize` first; every
 Core command is a method of the same name (params = payload); job lanes push
-job.started / job.output / job.finished notifications; $/cancelRequest cancels
+job.started / job.output / job.finished notifications (+ job.progress /
+job.record for a job started with report: true); $/cancelRequest cancels
 a request (-32800). Every request received is answered exactly once.
 At most 128 requests run at once (the in-flight limit); one past it is
 answered at once with -32803 and error.data.code "busy": send it again later.

@@ -456,6 +456,8 @@ class _JobView:
     #: The last lines of output, ``(stream, line)``, already made visible.
     tail: deque[tuple[str, str]] = field(default_factory=lambda: deque(maxlen=TAIL_LINES))
     log: IO[str] | None = None
+    #: The last ``job.progress`` of a reporting job, ``(finished, total)``.
+    progress: tuple[int, int] | None = None
 
 
 class _Reporter:
@@ -572,6 +574,8 @@ class _Reporter:
             self._close_log(view)
             self._say(f"{prefix} finished {self._outcome(view)}{self._verdict(view)}")
         else:
+            if method == "job.progress":
+                view.progress = (int(str(params["finished"])), int(str(params["total"])))
             self._redraw()
 
     def skip(self, view: _JobView, reason: str) -> None:
@@ -862,8 +866,10 @@ class _Reporter:
             if running:
                 v = running[0]
                 assert v.started_at is not None
+                # The progress before the clock: a narrow terminal cuts the end of the line.
+                steps = "" if v.progress is None else f" {v.progress[0]}/{v.progress[1]}"
                 text = (
-                    f"{self.style.paint('running', 'running')} {visible(v.job.name)}"
+                    f"{self.style.paint('running', 'running')} {visible(v.job.name)}{steps}"
                     f" ({now - v.started_at:.1f} s)"
                 )
                 tail = [

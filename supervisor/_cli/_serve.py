@@ -9,7 +9,8 @@ Contract (ide-backend-protocol.schema.json):
 - Every Core command is a method of the same name, params = payload. A command's error is a
   JSON-RPC error whose ``data.code`` is the Core code (``invalid_request``, ...), with the
   Core message as the message.
-- Lanes push their ``job.started`` / ``job.output`` / ``job.finished`` notifications.
+- Lanes push their ``job.started`` / ``job.output`` / ``job.finished`` notifications, and
+  ``job.progress`` / ``job.record`` for a job started with ``report: true``.
 - ``$/cancelRequest`` answers the cancelled request with -32800 (the endpoint does that).
 - ``shutdown`` waits for the requests in flight (a ``*.waitEvents`` long poll answers at once,
   with an empty batch, as if its timeout had passed), ends every lane and process, then

@@ -2,7 +2,8 @@
 
 ``process.run`` runs one command as a process tree inside the calling operation's cancel scope, so
 cancelling the operation ends the tree; ``job.*`` drive the lanes with :class:`ProcessJobRunner` and
-queue their ``job.started`` / ``job.output`` / ``job.finished`` events, which ``job.waitEvents`` /
+queue their ``job.started`` / ``job.output`` / ``job.progress`` / ``job.record`` /
+``job.finished`` events, which ``job.waitEvents`` /
 ``job.pollEvents`` drain and ``supervisor serve`` pushes as notifications.
 """
 
@@ -121,6 +122,7 @@ class JobService:
             env=payload.env,
             timeout_ms=payload.timeout_milliseconds,
             supersede=bool(payload.supersede),
+            report=bool(payload.report),
         )
         return {"jobId": self.lanes.start_job(check_job_launch(request))}
 

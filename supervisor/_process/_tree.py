@@ -846,11 +846,13 @@ async def _open_tree(
     stdout: int = PIPE,
     stderr: int = PIPE,
     pty_slave_fd: int | None = None,
+    pass_fd: tuple[int, str] | None = None,
     yield_after_spawn: bool,
 ) -> ProcessTree:
     """:func:`open_process_tree`; ``yield_after_spawn=False`` skips the scheduler pass
     after an in-thread spawn, for a caller that waits on the tree right away (one pass
-    less per ``process.run``). It is still a cancel point."""
+    less per ``process.run``). It is still a cancel point. ``pass_fd`` is ``spawn``'s (a
+    job's report pipe)."""
     args = _check_argv(argv)
     child_env = _check_env(env)
     workdir = _check_cwd(cwd)
@@ -885,6 +887,7 @@ async def _open_tree(
         stdout=stdout,
         stderr=stderr,
         tty=pty_slave_fd,
+        pass_fd=pass_fd,
     )
     threaded = _running_mains[0] >= _THREADED_SPAWN_AT or spawn_forks(workdir, pty_slave_fd)
     process: SpawnedProcess

@@ -54,6 +54,8 @@ INFORMATIONAL_EVENTS: Final = frozenset(
         "serverNotification",
         "adapterEvent",
         "job.output",
+        "job.progress",
+        "job.record",
     }
 )
 
