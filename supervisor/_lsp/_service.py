@@ -19,8 +19,10 @@ calls"): ``lsp.configureFunctionRelay``.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import os
+import pathlib
 import time
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Final
@@ -40,6 +42,12 @@ from .._core._payload import (
     require_str,
 )
 from .._endpoint import JSONRPCError
+from .._plugin._launch import (
+    LaunchPlan,
+    parse_launch_plan,
+    remove_temporary_directory,
+    resolve_launch,
+)
 from .._plugin._relay import FunctionRelay, ProviderHandle
 from .._plugin._state import check_function_request, check_host_services, function_timeout_ms
 from .._process._tree import open_process_tree
@@ -74,7 +82,7 @@ if TYPE_CHECKING:
     from .._core._service import CommandHandler, ServiceContext
     from .._process._tree import ProcessTree
 
-__all__ = ("LspService", "open_lsp_service", "parse_start")
+__all__ = ("LspService", "open_lsp_service", "parse_launch_start", "parse_start")
 
 logger = logging.getLogger("supervisor.lsp")
 
@@ -133,6 +141,7 @@ _START_FIELDS: Final = frozenset(
         "workspaceState",
         "clientCapabilities",
         "hostRequests",
+        "launchPlan",
     }
 )
 
@@ -385,6 +394,45 @@ def parse_start(payload: JSONObject) -> LspServerSpec:
     )
 
 
+def parse_launch_start(payload: JSONObject) -> tuple[LaunchPlan | None, JSONObject]:
+    """Split an ``lsp.startServer`` payload with a ``launchPlan`` (pure; nothing started).
+
+    plugin-contract.md "Process start": the plan gives the executable, its arguments and
+    ``initializationOptions`` (as launch templates), so the payload must not give them too. A
+    plugin backend's plan (``launchPlan.backend: true``, with ``pluginId``) starts in its
+    state directory, which is also its root (``${stateDir}``; plugin-contract.md "Plugin
+    backend"), so ``workingDirectory`` and ``rootUri`` are not given either.
+
+    Returns:
+        ``(plan, payload)``: the parsed plan (None without ``launchPlan``) and the payload
+        for :func:`parse_start`, its executable a placeholder that :func:`resolve_launch`
+        replaces.
+
+    Raises:
+        CoreError: ``invalid_request`` for a field the plan owns, a backend plan without
+            ``pluginId``; the codes of :func:`parse_launch_plan`.
+    """
+    if "launchPlan" not in payload:
+        return None, payload
+    for name in ("executable", "arguments", "initializationOptions"):
+        if name in payload:
+            raise _invalid(f"{name} comes from launchPlan; give one of them", name)
+    plan = parse_launch_plan(payload["launchPlan"])
+    rest = {key: value for key, value in payload.items() if key != "launchPlan"}
+    rest["executable"] = plan.plugin_dir
+    if plan.backend:
+        if "pluginId" not in payload:
+            raise _invalid("a plugin backend's launchPlan needs pluginId", "pluginId")
+        for name in ("workingDirectory", "rootUri"):
+            if name in payload:
+                raise _invalid(
+                    f"a plugin backend starts in its state directory; {name} is not given", name
+                )
+        rest["workingDirectory"] = plan.state_dir
+        rest["rootUri"] = pathlib.Path(plan.state_dir).as_uri()
+    return plan, rest
+
+
 def _events_of(session: LspSession) -> EventQueue:
     return session.events
 
@@ -494,17 +542,56 @@ class LspService:
             )
 
     async def _start(self, payload: JSONObject) -> JSONValue:
+        plan, payload = parse_launch_start(payload)
         spec = parse_start(payload)
         if spec.plugin_id is None:
-            return await self._start_checked(spec)
+            return await self._start_checked(spec, plan)
         self._check_one_backend(spec.plugin_id)
         self._starting_plugins.add(spec.plugin_id)
         try:
-            return await self._start_checked(spec)
+            return await self._start_checked(spec, plan)
         finally:
             self._starting_plugins.discard(spec.plugin_id)
 
-    async def _start_checked(self, spec: LspServerSpec) -> JSONValue:
+    async def _start_checked(self, spec: LspServerSpec, plan: LaunchPlan | None) -> JSONValue:
+        # The first process is started before we answer, so launch_failed is this
+        # command's error and a refused start leaves no session behind.
+        started_at_ms = trio.current_time() * 1000
+        temporary_dir: str | None = None
+        try:
+            if plan is not None:
+                # The launch plan's directories, package checks, executable and probes:
+                # after the payload was validated, before anything of the server starts.
+                resolved = await resolve_launch(plan, env=spec.env)
+                temporary_dir = resolved.temporary_dir
+                spec = dataclasses.replace(
+                    spec,
+                    argv=resolved.argv,
+                    env={**(spec.env or {}), **resolved.env},
+                    initialization_options=resolved.initialization_options,
+                )
+            state = spec.workspace_state
+            if state is not None:
+                try:
+                    await prepare(state)
+                except OSError as exc:
+                    raise CoreError(
+                        "launch_failed",
+                        f"could not prepare the workspace state directory: {exc.strerror or exc}",
+                        {"field": "workspaceState"},
+                    ) from None
+            tree = await open_process_tree(spec.argv, cwd=spec.cwd, env=spec.env)
+        except BaseException as exc:
+            if temporary_dir is not None:
+                with trio.CancelScope(shield=True):
+                    await remove_temporary_directory(temporary_dir)
+            if (
+                isinstance(exc, CoreError)
+                and spec.plugin_id is not None
+                and exc.code in ("launch_failed", "plugin.launch.missing", "plugin.runtime.missing")
+            ):
+                launch_failure_fact(spec.plugin_id, exc, started_at_ms)
+            raise
         session_id = self._sessions.new_id()
         session = LspSession(
             session_id,
@@ -515,28 +602,9 @@ class LspService:
             stderr_log_share=max(1, self._max_events // 4),
             owner_ended=self._owner_ended,
         )
-        # The first process is started before we answer, so launch_failed is this
-        # command's error and a refused start leaves no session behind.
-        started_at_ms = trio.current_time() * 1000
-        state = spec.workspace_state
-        if state is not None:
-            try:
-                await prepare(state)
-            except OSError as exc:
-                raise CoreError(
-                    "launch_failed",
-                    f"could not prepare the workspace state directory: {exc.strerror or exc}",
-                    {"field": "workspaceState"},
-                ) from None
-        try:
-            tree = await open_process_tree(spec.argv, cwd=spec.cwd, env=spec.env)
-        except CoreError as exc:
-            if spec.plugin_id is not None and exc.code == "launch_failed":
-                launch_failure_fact(spec.plugin_id, exc, started_at_ms)
-            raise
         if session.plugin is not None:
             session.plugin.relay = self.relay
-        await self._nursery.start(self._run_session, session, tree)
+        await self._nursery.start(self._run_session, session, tree, temporary_dir)
         self._sessions.add(session_id, session)
         if state is not None and state.retention is not None:
             # "sweeps in the background after a start": the answer does not wait for it.
@@ -556,10 +624,18 @@ class LspService:
         self,
         session: LspSession,
         tree: ProcessTree,
+        temporary_dir: str | None,
         *,
         task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED,
     ) -> None:
-        await session.run(tree, task_status=task_status)
+        try:
+            await session.run(tree, task_status=task_status)
+        finally:
+            if temporary_dir is not None:
+                # plugin-contract.md "Backend-resolved launch": the scratch directory of a
+                # start is removed when the server ends.
+                with trio.CancelScope(shield=True):
+                    await remove_temporary_directory(temporary_dir)
 
     async def _stop(self, payload: JSONObject) -> JSONValue:
         check_fields(payload, frozenset({"sessionId"}), "lsp.stopServer")

@@ -1767,6 +1767,9 @@ def launch_failure_code(exc: CoreError) -> str:
         return "host.launchFailed"
     if "executable" in details or "cwd" in details:
         return "host.executableUnavailable"
+    if exc.code in ("plugin.launch.missing", "plugin.runtime.missing"):
+        # A launch plan's executable or tool that could not be resolved.
+        return "host.executableUnavailable"
     return "host.launchFailed"
 
 
