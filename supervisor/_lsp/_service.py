@@ -44,7 +44,10 @@ from .._core._payload import (
 from .._endpoint import JSONRPCError
 from .._plugin._launch import (
     LaunchPlan,
+    call_launch_function,
+    decode_resolved_launch,
     parse_launch_plan,
+    prepare_directories,
     remove_temporary_directory,
     resolve_launch,
 )
@@ -557,13 +560,16 @@ class LspService:
         # The first process is started before we answer, so launch_failed is this
         # command's error and a refused start leaves no session behind.
         started_at_ms = trio.current_time() * 1000
-        temporary_dir: str | None = None
+        # plugin-contract.md "Backend-resolved launch": the scratch directory of this start,
+        # removed when the start fails or the server ends.
+        temporary_dir = plan.temporary_dir if plan is not None else None
         try:
+            if plan is not None and plan.kind == "backend":
+                plan, spec = await self._resolve_with_backend(plan, spec)
             if plan is not None:
                 # The launch plan's directories, package checks, executable and probes:
                 # after the payload was validated, before anything of the server starts.
                 resolved = await resolve_launch(plan, env=spec.env)
-                temporary_dir = resolved.temporary_dir
                 spec = dataclasses.replace(
                     spec,
                     argv=resolved.argv,
@@ -610,6 +616,39 @@ class LspService:
             # "sweeps in the background after a start": the answer does not wait for it.
             self._nursery.start_soon(self._sweep_states, session, state)
         return {"sessionId": session_id}
+
+    async def _resolve_with_backend(
+        self, plan: LaunchPlan, spec: LspServerSpec
+    ) -> tuple[LaunchPlan, LspServerSpec]:
+        """A backend-resolved launch: the owner's backend answers, the answer is decoded.
+
+        The directories exist before the call; the answer's workspace configuration and
+        gates replace the payload's (its session policy carries the answer's gates).
+        """
+        assert plan.owner is not None
+        provider = self._relay_provider(plan.owner)
+        if provider is None:
+            raise CoreError(
+                "plugin.function.providerUnavailable",
+                f"the backend of {plan.owner} is not running",
+                {"field": "launchPlan.owner"},
+            )
+        await prepare_directories(plan)
+        answer = await call_launch_function(provider.endpoint, plan, spec.server_id)
+        decoded, config, raw_gates = decode_resolved_launch(
+            plan, answer, tool_definitions=plan.tool_definitions
+        )
+        try:
+            gates = _parse_gates(list(raw_gates)) if raw_gates else spec.gates
+        except CoreError as exc:
+            raise CoreError(
+                "plugin.launch.invalidResult", exc.message, {"field": "gates"}
+            ) from None
+        return decoded, dataclasses.replace(
+            spec,
+            gates=gates,
+            workspace_configuration=spec.workspace_configuration if config is None else config,
+        )
 
     async def _sweep_states(self, session: LspSession, state: WorkspaceState) -> None:
         try:

@@ -30,6 +30,7 @@ looking its short ID up on the child's ``PATH`` (the host's tool discovery in th
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import platform
@@ -44,12 +45,16 @@ import trio
 from protocol import CoreError, echo, invalid_field, json_type
 from protocol._payload import argv_item_problem, env_item_problem, path_problem
 
+from .._endpoint import EndpointClosed, JSONRPCError, ReplyWithoutResult
 from .._process._oneshot import run_process
+from ._relay import INVOKE_METHOD
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
 
     from protocol import JSONObject, JSONValue
+
+    from .._endpoint import JSONRPCEndpoint
 
 __all__ = (
     "DEFAULT_TOOL_LAUNCH",
@@ -63,12 +68,15 @@ __all__ = (
     "LaunchPlan",
     "ResolvedLaunch",
     "ToolInstall",
+    "call_launch_function",
     "decode_resolved_launch",
     "expand_probe",
     "host_architecture",
     "parse_launch_plan",
+    "prepare_directories",
     "remove_temporary_directory",
     "resolve_launch",
+    "resolve_params",
 )
 
 #: plugin-contract.md "Backend-resolved launch": at most 1024 arguments of at most 32 KiB.
@@ -125,6 +133,9 @@ _PLAN_FIELDS: Final = frozenset(
         "settings",
         "tools",
         "backend",
+        "owner",
+        "toolDefinitions",
+        "context",
     }
 )
 _ANSWER_FIELDS: Final = frozenset(
@@ -177,7 +188,7 @@ class LaunchPlan:
     ``minimum_version``). Templates are kept unexpanded; directories are absolute.
     """
 
-    kind: Literal["packaged", "systemCommand", "tool"]
+    kind: Literal["packaged", "systemCommand", "tool", "backend"]
     plugin_dir: str
     state_dir: str
     path: str | None = None
@@ -204,6 +215,14 @@ class LaunchPlan:
     writable_paths: tuple[str, ...] = ()
     #: A backend-resolved answer's arguments are final, not templates.
     expanded: bool = False
+    #: ``owner.pluginID``: the plugin whose backend answers a backend-resolved launch.
+    owner: str | None = None
+    #: A backend-resolved launch: the plugin function, its timeout (ms), the tool IDs the
+    #: plugin defines, and the workspace context the call carries.
+    function: str | None = None
+    resolve_timeout_ms: int = DEFAULT_RESOLVE_TIMEOUT_MS
+    tool_definitions: frozenset[str] = frozenset()
+    context: JSONValue = None
 
 
 @dataclass(frozen=True)
@@ -563,18 +582,90 @@ def parse_launch_plan(payload: JSONValue, *, backend: bool = False) -> LaunchPla
             **common,  # type: ignore[arg-type]
         )
     elif kind == "backend":
-        raise _refuse(
-            "plugin.launch.notBackend" if backend else "invalid_request",
-            "a backend-resolved launch is answered by the plugin backend; start the server "
-            "with the decoded answer",
-            "launch.kind",
-        )
+        plan = _backend_launch(payload, launch, common)
     else:
         raise invalid_field(
             "launch.kind", 'launch.kind must be "packaged", "systemCommand" or "runtime"'
         )
     _check_directories_present(plan)
     return plan
+
+
+def _backend_launch(
+    payload: JSONObject, launch: JSONObject, common: dict[str, object]
+) -> LaunchPlan:
+    """plugin-contract.md "Backend-resolved launch": only a language server, with all four
+    directories and none of the fields the answer carries."""
+    _only(launch, {"kind", "function", "timeoutMilliseconds"})
+    if common["backend"]:
+        raise invalid_field("launch.kind", "a plugin backend can not resolve its own launch")
+    for name in (
+        "arguments",
+        "validationArguments",
+        "runtimeDependencies",
+        "initializationOptions",
+    ):
+        if name in payload:
+            raise invalid_field(name, f"a backend-resolved launch declares no {name}")
+    for name, key in (
+        ("workspaceStateDirectory", "workspace_state_dir"),
+        ("logDirectory", "log_dir"),
+        ("temporaryDirectory", "temporary_dir"),
+    ):
+        if common[key] is None:
+            raise _refuse(
+                "plugin.launch.invalidRequest", f"a backend-resolved launch needs {name}", name
+            )
+    function = launch.get("function")
+    if not isinstance(function, str) or not _SETTING_ID.match(function):
+        raise invalid_field("launch.function", "launch.function must be a plugin function ID")
+    timeout = launch.get("timeoutMilliseconds", DEFAULT_RESOLVE_TIMEOUT_MS)
+    if (
+        not isinstance(timeout, int)
+        or isinstance(timeout, bool)
+        or not MIN_RESOLVE_TIMEOUT_MS <= timeout <= MAX_RESOLVE_TIMEOUT_MS
+    ):
+        raise invalid_field(
+            "launch.timeoutMilliseconds",
+            f"timeoutMilliseconds must be {MIN_RESOLVE_TIMEOUT_MS}..{MAX_RESOLVE_TIMEOUT_MS}",
+        )
+    owner = payload.get("owner")
+    owner_id = owner.get("pluginID") if isinstance(owner, dict) else None
+    if not isinstance(owner_id, str) or not owner_id:
+        raise invalid_field("owner", "a backend-resolved launch needs owner {pluginID}")
+    definitions = _strings(payload.get("toolDefinitions"), "toolDefinitions")
+    context = payload.get("context")
+    if context is not None and not isinstance(context, dict):
+        raise invalid_field("context", "context must be an object")
+    return LaunchPlan(
+        kind="backend",
+        function=function,
+        resolve_timeout_ms=timeout,
+        owner=owner_id,
+        tool_definitions=frozenset(definitions),
+        context=context,
+        **common,  # type: ignore[arg-type]
+    )
+
+
+def resolve_params(plan: LaunchPlan, server_id: str) -> JSONObject:
+    """The ``resolveParams`` of a backend-resolved launch (plugin-contract.md): ``{serverID,
+    platform: {os, arch}, stateDirectory, workspaceStateDirectory, logDirectory,
+    temporaryDirectory, settings}``."""
+    params: JSONObject = {
+        "serverID": server_id,
+        "platform": {"os": platform.system().lower(), "arch": plan.architecture},
+        "stateDirectory": plan.state_dir,
+        "settings": dict(plan.settings),
+    }
+    for name, value in (
+        ("workspaceStateDirectory", plan.workspace_state_dir),
+        ("logDirectory", plan.log_dir),
+        ("temporaryDirectory", plan.temporary_dir),
+    ):
+        if value is not None:
+            params[name] = value
+    return params
 
 
 def _only(launch: JSONObject, allowed: set[str]) -> None:
@@ -978,28 +1069,11 @@ async def resolve_launch(
     **Cancellation:** a probe in flight is ended with its process tree; a temporary directory
     this call created is removed.
     """
-    created_temporary = False
+    created_temporary = (
+        plan.temporary_dir is not None and not await trio.Path(plan.temporary_dir).exists()
+    )
     try:
-        directories = {"state": plan.state_dir}
-        if plan.workspace_state_dir is not None:
-            directories["workspaceState"] = plan.workspace_state_dir
-        if plan.log_dir is not None:
-            directories["log"] = plan.log_dir
-        if plan.temporary_dir is not None:
-            directories["temporary"] = plan.temporary_dir
-            created_temporary = not await trio.Path(plan.temporary_dir).exists()
-        for kind, path in directories.items():
-            try:
-                await trio.to_thread.run_sync(_make_directory, path)
-                for writable in plan.writable_paths:
-                    if writable.startswith(path.rstrip("/") + "/"):
-                        await trio.to_thread.run_sync(_make_directory, os.path.dirname(writable))
-            except OSError as exc:
-                raise _refuse(
-                    "plugin.launch.invalidRequest",
-                    f"could not create the {kind} directory: {exc.strerror or exc}",
-                    f"{kind}Directory",
-                ) from None
+        directories = await prepare_directories(plan)
         return await _resolve(plan, env, tool_code, directories)
     except BaseException:
         if created_temporary and plan.temporary_dir is not None:
@@ -1008,12 +1082,112 @@ async def resolve_launch(
         raise
 
 
+async def prepare_directories(plan: LaunchPlan) -> dict[str, str]:
+    """Create the directories a plan uses and the parents of its writable paths.
+
+    Returns:
+        The directories by kind: ``state``, and ``workspaceState``, ``log``, ``temporary``
+        when the plan has them.
+
+    Raises:
+        CoreError: ``plugin.launch.invalidRequest`` naming the directory that can't be made.
+    """
+    directories = {"state": plan.state_dir}
+    if plan.workspace_state_dir is not None:
+        directories["workspaceState"] = plan.workspace_state_dir
+    if plan.log_dir is not None:
+        directories["log"] = plan.log_dir
+    if plan.temporary_dir is not None:
+        directories["temporary"] = plan.temporary_dir
+    for kind, path in directories.items():
+        try:
+            await trio.to_thread.run_sync(_make_directory, path)
+            for writable in plan.writable_paths:
+                if writable.startswith(path.rstrip("/") + "/"):
+                    await trio.to_thread.run_sync(_make_directory, os.path.dirname(writable))
+        except OSError as exc:
+            raise _refuse(
+                "plugin.launch.invalidRequest",
+                f"could not create the {kind} directory: {exc.strerror or exc}",
+                f"{kind}Directory",
+            ) from None
+    return directories
+
+
+_launch_ids = itertools.count(1)
+
+
+async def call_launch_function(
+    endpoint: JSONRPCEndpoint, plan: LaunchPlan, server_id: str
+) -> JSONValue:
+    """Ask the plugin backend for a server's command line (``lithe/function/invoke``).
+
+    plugin-contract.md "Backend-resolved launch": the params are :func:`resolve_params`
+    plus ``tools`` (the plan's tool table as ``{<toolID>: {executable, home?, version?}}``),
+    with the plan's workspace context. A failed or timed-out call ends the start without a
+    process.
+
+    Returns:
+        The function's result, to decode with :func:`decode_resolved_launch`.
+
+    Raises:
+        CoreError: ``timed_out`` (``timeoutMilliseconds`` passed; the backend was sent
+            ``$/cancelRequest``), ``plugin.function.failed`` (an error answer),
+            ``plugin.function.invalidResult`` (no result), ``plugin.function.providerUnavailable``
+            (the backend ended); ``details.field`` is ``launch.function``.
+    """
+    assert plan.function is not None
+    params = resolve_params(plan, server_id)
+    if plan.tools:
+        tools: JSONObject = {}
+        for tool_id, install in sorted(plan.tools.items()):
+            entry: JSONObject = {"executable": install.executable}
+            if install.home is not None:
+                entry["home"] = install.home
+            if install.version is not None:
+                entry["version"] = install.version
+            tools[tool_id] = entry
+        params["tools"] = tools
+    invoke: JSONObject = {
+        "functionID": plan.function,
+        "operationID": f"launch-{next(_launch_ids)}",
+        "params": params,
+    }
+    if plan.context is not None:
+        invoke["context"] = plan.context
+    where: JSONObject = {"field": "launch.function", "functionID": plan.function}
+    try:
+        return await endpoint.request(INVOKE_METHOD, invoke, timeout_ms=plan.resolve_timeout_ms)
+    except trio.TooSlowError:
+        raise CoreError(
+            "timed_out",
+            f"the launch function did not answer within {plan.resolve_timeout_ms} ms",
+            where,
+        ) from None
+    except JSONRPCError as exc:
+        raise CoreError(
+            "plugin.function.failed", f"the launch function failed: {exc.message}", where
+        ) from None
+    except ReplyWithoutResult:
+        raise CoreError(
+            "plugin.function.invalidResult", "the launch function gave no result", where
+        ) from None
+    except EndpointClosed as exc:
+        raise CoreError(
+            "plugin.function.providerUnavailable",
+            f"the plugin backend ended during the launch function: {exc.reason}",
+            where,
+        ) from None
+
+
 async def _resolve(
     plan: LaunchPlan,
     env: Mapping[str, str | None] | None,
     tool_code: str,
     directories: dict[str, str],
 ) -> ResolvedLaunch:
+    if plan.kind == "backend":
+        raise ValueError("decode a backend-resolved launch's answer before resolving it")
     child_env = _merged_env(plan, env)
     changes: dict[str, str] = dict(plan.environment)
     # Runtime dependencies first: their directories lead the PATH the launch tool and the

@@ -648,3 +648,147 @@ async def test_backend_starts_in_its_state_directory(tmp_path: Path) -> None:
         params = as_obj((await session.roundtrip("test/initializeParams"))["result"])
         assert params["rootUri"] == state.as_uri()
         await session.stop()
+
+
+# -- backend-resolved launch -------------------------------------------------------------------
+
+BACKEND = os.path.join(os.path.dirname(__file__), "..", "..", "peers", "plugin_backend.py")
+OWNER = "com.example.launcher"
+
+
+def backend_plan(tmp: Path, **extra: Any) -> dict[str, Any]:
+    return plan_payload(
+        tmp,
+        launch={"kind": "backend", "function": "launch.resolve", "timeoutMilliseconds": 1000},
+        owner={"pluginID": OWNER, "version": "1.0.0"},
+        toolDefinitions=["py"],
+        requiresTools=["py"],
+        workspaceStateDirectory=str(tmp / "ws"),
+        logDirectory=str(tmp / "log"),
+        temporaryDirectory=str(tmp / "scratch"),
+        tools={"py": {"executable": sys.executable, "version": "3.11.0"}},
+        context={"contextID": "c1", "generation": 1},
+        **extra,
+    )
+
+
+def test_backend_resolved_launch_shape(tmp_path: Path) -> None:
+    plan = parse_launch_plan(backend_plan(tmp_path))
+    assert (plan.kind, plan.function, plan.resolve_timeout_ms, plan.owner) == (
+        "backend",
+        "launch.resolve",
+        1000,
+        OWNER,
+    )
+    default = backend_plan(tmp_path)
+    default["launch"] = {"kind": "backend", "function": "launch.resolve"}
+    assert parse_launch_plan(default).resolve_timeout_ms == 30_000
+    for timeout in (999, 120_001, True):
+        bad = backend_plan(tmp_path)
+        bad["launch"] = {**bad["launch"], "timeoutMilliseconds": timeout}
+        assert field_of(refused(bad)) == "launch.timeoutMilliseconds"
+    # The answer carries these: the server declares none of them.
+    for name in (
+        "arguments",
+        "validationArguments",
+        "runtimeDependencies",
+        "initializationOptions",
+    ):
+        assert field_of(refused(backend_plan(tmp_path, **{name: []}))) == name
+    for name in ("workspaceStateDirectory", "logDirectory", "temporaryDirectory"):
+        payload = backend_plan(tmp_path)
+        del payload[name]
+        error = refused(payload)
+        assert (error.code, field_of(error)) == ("plugin.launch.invalidRequest", name)
+    # Only a language server uses it.
+    assert field_of(refused(backend_plan(tmp_path, backend=True))) == "launch.kind"
+    payload = backend_plan(tmp_path)
+    del payload["owner"]
+    assert field_of(refused(payload)) == "owner"
+
+
+async def test_backend_resolved_launch_through_the_core(tmp_path: Path) -> None:
+    """The owner's backend answers the command line; the answer is decoded and started;
+    a failed, timed-out or refused answer ends the start without a process and without
+    its scratch directory."""
+    functions = {"version": 0, "functions": [{"id": "launch.resolve"}]}
+    work = tmp_path / "work"
+    work.mkdir()
+    scratch = tmp_path / "scratch"
+    answer = {
+        "executable": {"kind": "tool", "tool": "py"},
+        "arguments": ["@fake"],
+        "writablePaths": ["@state/cache/db"],
+        "workspaceConfiguration": {"py": {"strict": True}},
+    }
+
+    async def start_server(**settings: Any) -> JSONObject:
+        payload: dict[str, Any] = {
+            "serverId": "py",
+            "workingDirectory": str(work),
+            "rootUri": work.as_uri(),
+            "launchPlan": backend_plan(tmp_path, settings=settings),
+        }
+        return as_obj(await core.call("lsp.startServer", payload))
+
+    async with open_core() as core:
+        with pytest.raises(CoreError) as caught:
+            await start_server(answer=answer)
+        assert caught.value.code == "plugin.function.providerUnavailable"
+        backend = as_obj(
+            await core.call(
+                "lsp.startServer",
+                {
+                    "serverId": "backend",
+                    "executable": sys.executable,
+                    "arguments": [BACKEND, json.dumps(functions), json.dumps({"version": 0})],
+                    "workingDirectory": str(work),
+                    "rootUri": work.as_uri(),
+                    "pluginId": OWNER,
+                },
+            )
+        )
+        await Session(core, str(backend["sessionId"])).wait_state("ready")
+
+        reply = await start_server(answer=answer)
+        session = Session(core, str(reply["sessionId"]))
+        await session.wait_state("ready")
+        assert is_dir(scratch)
+        assert is_dir(tmp_path / "state" / "cache")  # a writable path's parent
+        params = as_obj((await session.roundtrip("test/initializeParams"))["result"])
+        options = as_obj(params["initializationOptions"])
+        assert options["context"] == {"contextID": "c1", "generation": 1}
+        assert options["resolveParams"] == {
+            "serverID": "py",
+            "platform": {"os": "linux", "arch": host_architecture()},
+            "stateDirectory": str(tmp_path / "state"),
+            "workspaceStateDirectory": str(tmp_path / "ws"),
+            "logDirectory": str(tmp_path / "log"),
+            "temporaryDirectory": str(scratch),
+            "settings": {"answer": answer},
+            "tools": {"py": {"executable": sys.executable, "version": "3.11.0"}},
+        }
+        # The answer's workspace configuration is the one the server is answered from.
+        asked: Any = {"method": "workspace/configuration", "params": {"items": [{"section": "py"}]}}
+        configuration = as_obj((await session.roundtrip("test/ask", asked))["result"])
+        assert configuration["result"] == [{"strict": True}]
+        await session.stop()
+        with trio.fail_after(WAIT_S):
+            while exists(scratch):  # noqa: ASYNC110 - removed after the session's end
+                await trio.sleep(0.05)
+
+        cases: list[tuple[dict[str, Any], str]] = [
+            ({"mode": "fail"}, "plugin.function.failed"),
+            ({"mode": "hang"}, "timed_out"),
+            (
+                {"answer": {**answer, "executable": {"kind": "tool", "tool": "node"}}},
+                "plugin.launch.undeclaredTool",
+            ),
+            ({"answer": {**answer, "writablePaths": ["/etc/x"]}}, "plugin.launch.unwritablePath"),
+            ({"answer": {**answer, "gates": [{"bogus": 1}]}}, "plugin.launch.invalidResult"),
+        ]
+        for settings, code in cases:
+            with pytest.raises(CoreError) as caught:
+                await start_server(**settings)
+            assert caught.value.code == code, settings
+            assert not exists(scratch), settings
