@@ -83,6 +83,7 @@ if TYPE_CHECKING:
     from protocol import JSONObject, JSONValue
 
     from .._core._service import CommandHandler, ServiceContext
+    from .._plugin._host import HostEnvironment
     from .._process._tree import ProcessTree
 
 __all__ = ("LspService", "open_lsp_service", "parse_launch_start", "parse_start")
@@ -460,8 +461,13 @@ class LspService:
         nursery: trio.Nursery,
         max_events: int,
         owner_ended: Callable[[str], Awaitable[None]] | None = None,
+        host: HostEnvironment | None = None,
     ) -> None:
         self._nursery = nursery
+        #: The Core's host services for plugin backends (None: all go to the client).
+        self.host = host
+        if host is not None:
+            host.contexts.listen(self._contexts_changed)
         self._max_events = max_events
         self._owner_ended = owner_ended
         self._sessions: SessionRegistry[LspSession] = SessionRegistry(
@@ -610,6 +616,7 @@ class LspService:
         )
         if session.plugin is not None:
             session.plugin.relay = self.relay
+            session.plugin.host = self.host
         await self._nursery.start(self._run_session, session, tree, temporary_dir)
         self._sessions.add(session_id, session)
         if state is not None and state.retention is not None:
@@ -649,6 +656,11 @@ class LspService:
             gates=gates,
             workspace_configuration=spec.workspace_configuration if config is None else config,
         )
+
+    def _contexts_changed(self, revision: int) -> None:
+        for session in self._sessions.values():
+            if session.plugin is not None:
+                session.plugin.contexts_changed(revision)
 
     async def _sweep_states(self, session: LspSession, state: WorkspaceState) -> None:
         try:
@@ -1160,7 +1172,7 @@ async def open_lsp_service(context: ServiceContext) -> AsyncIterator[LspService]
     exit-wait, TERM-grace and kill-wait bounds (8 s with the defaults).
     """
     async with trio.open_nursery() as nursery:
-        service = LspService(nursery, context.max_events, context.owner_ended)
+        service = LspService(nursery, context.max_events, context.owner_ended, context.host)
         try:
             yield service
         finally:
