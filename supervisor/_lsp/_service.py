@@ -29,10 +29,11 @@ from typing import TYPE_CHECKING, Final
 
 import trio
 
-from protocol import MAX_ECHO_BYTES, MAX_MILLISECONDS, CoreError, cut_utf8, echo
+from protocol import MAX_ECHO_BYTES, MAX_MILLISECONDS, CoreError, cut_utf8, echo, lookup_error
 
 from .._core._context import current_operation_id
 from .._core._payload import (
+    MAX_COUNT,
     check_fields,
     optional_env,
     optional_positive_int,
@@ -52,7 +53,13 @@ from .._plugin._launch import (
     resolve_launch,
 )
 from .._plugin._relay import FunctionRelay, ProviderHandle
-from .._plugin._state import check_function_request, check_host_services, function_timeout_ms
+from .._plugin._state import (
+    NOTIFICATION_BYTES,
+    HostRefusal,
+    check_function_request,
+    check_host_services,
+    function_timeout_ms,
+)
 from .._process._tree import open_process_tree
 from .._session._events import EventQueue
 from .._session._registry import SessionRegistry
@@ -89,6 +96,12 @@ if TYPE_CHECKING:
 __all__ = ("LspService", "open_lsp_service", "parse_launch_start", "parse_start")
 
 logger = logging.getLogger("supervisor.lsp")
+
+#: plugin-contract.md "Language server host methods": the grant of the methods and of the
+#: notifications to the backend.
+LANGUAGE_SERVER_GRANT: Final = "lithe/host/languageServer/request"
+DID_CHANGE_STATE: Final = "lithe/host/languageServer/didChangeState"
+DID_RECEIVE_NOTIFICATION: Final = "lithe/host/languageServer/didReceiveNotification"
 
 #: plugin-contract.md: at most 8 gates; list bounds of a session policy.
 MAX_GATES: Final = 8
@@ -146,6 +159,7 @@ _START_FIELDS: Final = frozenset(
         "clientCapabilities",
         "hostRequests",
         "launchPlan",
+        "contribution",
     }
 )
 
@@ -308,6 +322,32 @@ def _parse_restart(value: JSONValue) -> tuple[bool, RestartBudget]:
     )
 
 
+def _parse_contribution(value: JSONValue) -> tuple[str, JSONObject] | None:
+    """``contribution {pluginID, context: {contextID, generation}}``: whose server this is
+    and the workspace context it runs for (plugin-contract.md "Language server host
+    methods": a backend names a server by context and serverID)."""
+    if value is None:
+        return None
+    message = "contribution must be {pluginID, context: {contextID, generation}}"
+    if not isinstance(value, dict) or set(value) != {"pluginID", "context"}:
+        raise _invalid(message, "contribution")
+    plugin_id = value.get("pluginID")
+    context = value.get("context")
+    if (
+        not isinstance(plugin_id, str)
+        or not plugin_id
+        or not isinstance(context, dict)
+        or set(context) != {"contextID", "generation"}
+        or not isinstance(context.get("contextID"), str)
+        or not context.get("contextID")
+        or isinstance(context.get("generation"), bool)
+        or not isinstance(context.get("generation"), int)
+        or not 1 <= context["generation"] <= MAX_COUNT  # type: ignore[operator]
+    ):
+        raise _invalid(message, "contribution")
+    return plugin_id, dict(context)
+
+
 def parse_start(payload: JSONObject) -> LspServerSpec:
     """Validate an ``lsp.startServer`` payload; nothing is started.
 
@@ -354,6 +394,7 @@ def parse_start(payload: JSONObject) -> LspServerSpec:
         host_services = check_host_services(payload["hostServices"])
 
     client = check_client_policy(payload.get("clientCapabilities"), payload.get("hostRequests"))
+    contribution = _parse_contribution(payload.get("contribution"))
 
     def ms(name: str, default: int, maximum: int = _MAX_TIMEOUT_MS) -> int:
         value = optional_positive_int(payload, name, maximum=maximum)
@@ -375,6 +416,7 @@ def parse_start(payload: JSONObject) -> LspServerSpec:
         host_services=host_services,
         workspace_state=workspace_state,
         client=client,
+        contribution=contribution,
     )
     return LspServerSpec(
         **{
@@ -475,6 +517,9 @@ class LspService:
         )
         #: Cross-plugin calls between this service's plugin-owned sessions.
         self.relay = FunctionRelay(self._relay_provider)
+        #: ``setStatus`` of contributed servers, by session id; the last reported state.
+        self._statuses: dict[str, JSONObject] = {}
+        self._server_states: dict[str, tuple[int, str]] = {}
         #: Plugins whose backend is being started (between the check and the registration).
         self._starting_plugins: set[str] = set()
 
@@ -617,6 +662,8 @@ class LspService:
         if session.plugin is not None:
             session.plugin.relay = self.relay
             session.plugin.host = self.host
+        if spec.contribution is not None:
+            session.observer = self._server_event
         await self._nursery.start(self._run_session, session, tree, temporary_dir)
         self._sessions.add(session_id, session)
         if state is not None and state.retention is not None:
@@ -710,7 +757,159 @@ class LspService:
 
     async def _snapshot(self, payload: JSONObject) -> JSONValue:
         check_fields(payload, frozenset({"sessionId"}), "lsp.snapshot")
-        return self._session(payload).snapshot()
+        session = self._session(payload)
+        snapshot = session.snapshot()
+        if session.spec.contribution is not None:
+            status = self._statuses.get(session.session_id)
+            snapshot["pluginStatus"] = None if status is None else dict(status)
+        return snapshot
+
+    # -- language server host methods -------------------------------------------------------
+
+    def host_server(self, plugin_id: str, context: JSONObject, server_id: str) -> LspSession:
+        """The server ``serverID`` of ``plugin_id`` running for ``context``.
+
+        plugin-contract.md "Language server host methods": a server is named by context and
+        serverID (its languageID); the session is the one started with that ``contribution``.
+
+        Raises:
+            HostRefusal: -32026 ``foreignContribution`` when only another plugin has such a
+                server in the context; -32022 ``languageServerUnavailable`` when the plugin
+                has none running for this context (generation); -32010 ``permissionDenied``
+                for a server that declares no session (neither requestMethods nor
+                forwardNotifications).
+        """
+        candidates = [
+            session
+            for session in self._sessions.values()
+            if session.spec.contribution is not None
+            and session.spec.server_id == server_id
+            and session.spec.contribution[1]["contextID"] == context.get("contextID")
+        ]
+        own = [s for s in candidates if s.spec.contribution and s.spec.contribution[0] == plugin_id]
+        if candidates and not own:
+            raise host_refusal(
+                "plugin.host.foreignContribution",
+                f"the language server {echo(server_id)} belongs to another plugin",
+            )
+        running = [
+            s
+            for s in own
+            if not s.ended
+            and s.spec.contribution is not None
+            and s.spec.contribution[1]["generation"] == context.get("generation")
+        ]
+        if not running:
+            raise host_refusal(
+                "plugin.host.languageServerUnavailable",
+                f"the language server {echo(server_id)} is not running for this context",
+            )
+        session = running[-1]
+        policy = session.spec.policy
+        if not policy.request_methods and not policy.forward_notifications:
+            raise host_refusal(
+                "plugin.host.permissionDenied",
+                f"the language server {echo(server_id)} declares no plugin session",
+            )
+        return session
+
+    async def host_request(
+        self, session: LspSession, method: str, params: JSONObject, timeout_ms: int
+    ) -> JSONValue:
+        """``lithe/host/languageServer/request`` on ``session``: ``{value}``.
+
+        The session policy, gates, serialization, the 128-request bound and the deadline are
+        those of ``lsp.pluginServerRequest``. **Cancellation:** cancelling the caller (the
+        backend's ``$/cancelRequest``, the context closing) cancels the server request.
+
+        Raises:
+            HostRefusal: ``methodNotDeclared``, ``languageServerUnavailable``,
+                ``languageServerError`` (details ``{code, message}``), ``timeout``, ``busy``,
+                ``limitExceeded``, ``cancelled``.
+        """
+        payload: JSONObject = {
+            "sessionId": session.session_id,
+            "method": method,
+            "params": params,
+            "timeoutMilliseconds": timeout_ms,
+        }
+        try:
+            return await self._plugin_request(payload)
+        except CoreError as exc:
+            raise _as_refusal(exc) from None
+
+    async def host_notify(
+        self, session: LspSession, method: str, params: JSONObject | None
+    ) -> JSONValue:
+        """``lithe/host/languageServer/notify`` on ``session``: ``{delivered}``.
+
+        Raises:
+            HostRefusal: as :meth:`host_request`.
+        """
+        payload: JSONObject = {"sessionId": session.session_id, "method": method}
+        if params is not None:
+            payload["params"] = params
+        try:
+            return await self._plugin_notify(payload)
+        except CoreError as exc:
+            raise _as_refusal(exc) from None
+
+    def set_status(self, session: LspSession, status: JSONObject) -> None:
+        """``lithe/host/languageServer/setStatus``: the plugin's preparation state of the
+        server's current generation; replaces the earlier one; a ``pluginStatus`` event on
+        the server's session and ``pluginStatus`` in its ``lsp.snapshot``. A new generation
+        starts without one; a stopped or crashed server has none."""
+        current: JSONObject = {"generation": session.generation, **status}
+        self._statuses[session.session_id] = current
+        session.events.put("pluginStatus", {"sessionId": session.session_id, **current})
+
+    def _server_event(self, session: LspSession, event: str, payload: JSONObject) -> None:
+        """A contributed server's state change or forwarded notification, to its plugin's
+        backends granted ``languageServer.request`` (``didChangeState``,
+        ``didReceiveNotification``)."""
+        assert session.spec.contribution is not None
+        plugin_id, context = session.spec.contribution
+        generation = payload.get("generation")
+        if not isinstance(generation, int):
+            return
+        base: JSONObject = {
+            "context": dict(context),
+            "serverID": session.spec.server_id,
+            "generation": generation,
+        }
+        if event == "stateChanged":
+            state = _HOST_SERVER_STATES.get(str(payload.get("state")))
+            status = self._statuses.get(session.session_id)
+            if status is not None and (
+                state in ("stopped", "crashed") or status.get("generation") != generation
+            ):
+                del self._statuses[session.session_id]
+            if state is None or self._server_states.get(session.session_id) == (generation, state):
+                return
+            self._server_states[session.session_id] = (generation, state)
+            self._tell_backends(plugin_id, DID_CHANGE_STATE, {**base, "state": state})
+            return
+        method = payload.get("method")
+        if not isinstance(method, str):
+            return
+        note: JSONObject = {**base, "method": method}
+        params = payload.get("params")
+        if params is not None:
+            if dumps(params) > NOTIFICATION_BYTES:
+                note["truncated"] = True
+            else:
+                note["params"] = params
+        self._tell_backends(plugin_id, DID_RECEIVE_NOTIFICATION, note)
+
+    def _tell_backends(self, plugin_id: str, method: str, params: JSONObject) -> None:
+        for session in self._sessions.values():
+            plugin = session.plugin
+            if (
+                plugin is not None
+                and plugin.plugin_id == plugin_id
+                and LANGUAGE_SERVER_GRANT in plugin.grants
+            ):
+                plugin.notify_backend(method, params)
 
     # -- documents -----------------------------------------------------------------------
 
@@ -1135,6 +1334,28 @@ class LspService:
             raise _plugin_error("languageServerUnavailable", "the server is not initialized")
         await session.notify(method, params)
         return {"delivered": True}
+
+
+#: Our session states as ``didChangeState`` names them (``stopping`` is not one of them).
+_HOST_SERVER_STATES: Final = {
+    "starting": "starting",
+    "initializing": "starting",
+    "ready": "running",
+    "stopped": "stopped",
+    "failed": "crashed",
+}
+
+
+def host_refusal(code: str, message: str, details: JSONObject | None = None) -> HostRefusal:
+    """A ``plugin.host.*`` refusal with its catalog number."""
+    number = lookup_error(code).jsonrpc_code
+    return HostRefusal(-32603 if number is None else number, code, message, details)
+
+
+def _as_refusal(exc: CoreError) -> HostRefusal:
+    if exc.code.startswith("plugin.host."):
+        return host_refusal(exc.code, exc.message, exc.details)
+    return host_refusal("plugin.host.failed", exc.message)
 
 
 def _plugin_outcome(outcome: JSONObject | None) -> JSONValue:
