@@ -5,6 +5,7 @@ through the Core, which maps context + serverID to the server's session."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pytest
@@ -24,12 +25,12 @@ from tests.supervisor.plugin.test_host_services import (
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator
-    from pathlib import Path
 
     from protocol import JSONObject, JSONValue
     from supervisor import Core
     from tests.supervisor.lsp._support import Session
 
+PEERS = Path(BACKEND).resolve().parent
 PREFIX = "lithe/host/languageServer/"
 GRANTS: list[JSONValue] = [PREFIX + "request", PREFIX + "notify", PREFIX + "setStatus"]
 REF: JSONObject = {"contextID": "w1", "generation": 1}
@@ -278,3 +279,115 @@ async def test_state_changes_and_forwarded_notifications_reach_the_backend(
     states = await backend_notifications(host, PREFIX + "didChangeState", 6)
     assert as_obj(states[-1]["params"])["state"] == "stopped"
     await host.stop()
+
+
+# -- end to end through `supervisor serve`, with pylsp and a launch plan -------------------------
+
+
+async def test_backend_drives_pylsp_through_serve(tmp_path: Path) -> None:
+    """Both processes start from launch plans (the backend: a runtime launch of a package
+    file, in its state directory; pylsp: a systemCommand passing its validation probe); the
+    backend asks pylsp for document symbols with lithe/host/languageServer/request and hears
+    didChangeState, all through a `supervisor serve` child."""
+    from tests.supervisor.cli.test_serve import serve_process
+    from tests.supervisor.lsp._support import PYLSP
+    from tests.supervisor.plugin.test_example_backends import ServeSession
+
+    source = tmp_path / "m.py"
+    source.write_text("def greet(name):\n    return name\n", encoding="utf-8")
+    peers = PEERS
+    async with serve_process(grace_s=20) as client:
+        await client.initialize()
+        declared = await client.request(
+            "workspace.setContexts",
+            {"contexts": [{"contextID": "w1", "folders": [{"path": str(tmp_path)}]}]},
+        )
+        assert as_obj(declared["result"])["revision"] == 1
+        reply = await client.request(
+            "lsp.startServer",
+            {
+                "serverId": "backend",
+                "pluginId": PLUGIN,
+                "hostServices": GRANTS,
+                "shutdownTimeoutMilliseconds": 5000,
+                "launchPlan": {
+                    "backend": True,
+                    "launch": {"kind": "runtime", "tool": "py", "entry": "plugin_backend.py"},
+                    "arguments": [json.dumps(FUNCTIONS)],
+                    "requiresTools": ["py"],
+                    "tools": {"py": {"executable": PY}},
+                    "pluginDirectory": str(peers),
+                    "stateDirectory": str(tmp_path / "backend-state"),
+                },
+            },
+        )
+        host = ServeSession(client, str(as_obj(reply["result"])["sessionId"]))
+        await host.wait_for(lambda e: e["event"] == "stateChanged" and e["state"] == "ready")
+        reply = await client.request(
+            "lsp.startServer",
+            {
+                "serverId": "python",
+                "workingDirectory": str(tmp_path),
+                "rootUri": tmp_path.as_uri(),
+                "environment": {"PATH": f"{Path(PYLSP).parent}:/usr/bin:/bin"},
+                "sessionPolicy": {"requestMethods": ["textDocument/documentSymbol"]},
+                "contribution": {"pluginID": PLUGIN, "context": REF},
+                "launchPlan": {
+                    "launch": {"kind": "systemCommand", "commands": ["no-such-pylsp", "pylsp"]},
+                    "validationArguments": ["--version"],
+                    "pluginDirectory": str(tmp_path / "package"),
+                    "stateDirectory": str(tmp_path / "pylsp-state"),
+                },
+            },
+        )
+        pylsp = ServeSession(client, str(as_obj(reply["result"])["sessionId"]))
+        await pylsp.wait_for(lambda e: e["event"] == "stateChanged" and e["state"] == "ready")
+
+        async def host_call(*requests: JSONObject) -> list[JSONObject]:
+            result = await host.call(
+                "lsp.functionRequest",
+                function={"pluginID": PLUGIN, "functionID": "host.call"},
+                params={"requests": list(requests)},
+            )
+            done = await host.completed(result["operationId"])
+            replies = as_obj(done["result"])["value"]
+            assert isinstance(replies, list)
+            return [as_obj(r) for r in replies]
+
+        request: JSONObject = {
+            "method": PREFIX + "request",
+            "params": {
+                "context": REF,
+                "serverID": "python",
+                "method": "textDocument/documentSymbol",
+                "params": {"textDocument": {"uri": source.as_uri()}},
+            },
+        }
+        (symbols,) = await host_call(request)
+        value = as_obj(symbols["result"])["value"]
+        assert isinstance(value, list)
+        assert "greet" in [as_obj(symbol)["name"] for symbol in value]
+        with trio.fail_after(30):
+            while True:
+                got = await host.call(
+                    "lsp.functionRequest",
+                    function={"pluginID": PLUGIN, "functionID": "seen.get"},
+                )
+                seen = as_obj((await host.completed(got["operationId"]))["result"])
+                notes = as_obj(seen["value"])["notifications"]
+                assert isinstance(notes, list)
+                states = [
+                    as_obj(as_obj(n)["params"])
+                    for n in notes
+                    if as_obj(n)["method"] == PREFIX + "didChangeState"
+                ]
+                if states and states[-1]["state"] == "running":
+                    break
+                await trio.sleep(0.05)
+        assert states[-1] == {
+            "context": REF,
+            "serverID": "python",
+            "state": "running",
+            "generation": 1,
+        }
+        await client.shut_down()
