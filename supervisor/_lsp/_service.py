@@ -60,6 +60,7 @@ from .._plugin._state import (
     check_host_services,
     function_timeout_ms,
 )
+from .._plugin._workspace import context_expired
 from .._process._tree import open_process_tree
 from .._session._events import EventQueue
 from .._session._registry import SessionRegistry
@@ -688,7 +689,23 @@ class LspService:
                 {"field": "launchPlan.owner"},
             )
         await prepare_directories(plan)
-        answer = await call_launch_function(provider.endpoint, plan, spec.server_id)
+        host = self.host
+        if host is None or plan.context is None or host.contexts.revision == 0:
+            # A host that declared no contexts keeps them to itself: passed on unchecked.
+            answer = await call_launch_function(provider.endpoint, plan, spec.server_id)
+        else:
+            # An answer for a context that closed or changed meanwhile starts nothing;
+            # closing it cancels the call.
+            try:
+                context = host.contexts.resolve(plan.context)
+                with host.contexts.bound(context):
+                    answer = await call_launch_function(provider.endpoint, plan, spec.server_id)
+                if not host.contexts.is_current(context):
+                    raise context_expired(f"the context {context.context_id} changed")
+            except HostRefusal as refusal:
+                raise CoreError(
+                    refusal.code, refusal.message, {"field": "launchPlan.context"}
+                ) from None
         decoded, config, raw_gates = decode_resolved_launch(
             plan, answer, tool_definitions=plan.tool_definitions
         )

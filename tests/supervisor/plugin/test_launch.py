@@ -792,3 +792,69 @@ async def test_backend_resolved_launch_through_the_core(tmp_path: Path) -> None:
                 await start_server(**settings)
             assert caught.value.code == code, settings
             assert not exists(scratch), settings
+
+
+async def test_backend_resolved_launch_for_a_changed_context_starts_nothing(
+    tmp_path: Path,
+) -> None:
+    """An answer for a context that closed or has a newer generation ends the start without
+    a process (plugin.host.contextExpired), also when the context changes during the call."""
+    functions = {"version": 0, "functions": [{"id": "launch.resolve"}]}
+    work = tmp_path / "work"
+    work.mkdir()
+    answer = {"executable": {"kind": "tool", "tool": "py"}, "arguments": ["@fake"]}
+
+    def start_payload(**settings: Any) -> dict[str, Any]:
+        plan = backend_plan(tmp_path, settings=settings)
+        # Generous: the context change, not this deadline, must end the hanging call.
+        plan["launch"]["timeoutMilliseconds"] = 120_000
+        return {
+            "serverId": "py",
+            "workingDirectory": str(work),
+            "rootUri": work.as_uri(),
+            "launchPlan": plan,
+        }
+
+    async def set_contexts(*folders: str) -> None:
+        contexts: Any = [{"contextID": "c1", "folders": [{"path": f} for f in folders]}]
+        await core.call("workspace.setContexts", {"contexts": contexts})
+
+    async with open_core(plugin_state_root=tmp_path / "plugins") as core:
+        await set_contexts(str(work))
+        backend = as_obj(
+            await core.call(
+                "lsp.startServer",
+                {
+                    "serverId": "backend",
+                    "executable": sys.executable,
+                    "arguments": [BACKEND, json.dumps(functions), json.dumps({"version": 0})],
+                    "workingDirectory": str(work),
+                    "rootUri": work.as_uri(),
+                    "pluginId": OWNER,
+                },
+            )
+        )
+        await Session(core, str(backend["sessionId"])).wait_state("ready")
+        started = as_obj(await core.call("lsp.startServer", start_payload(answer=answer)))
+        server = Session(core, str(started["sessionId"]))
+        await server.wait_state("ready")
+        await server.stop()
+        # The context changes while the backend works on the answer.
+        async with trio.open_nursery() as nursery:
+
+            async def change_soon() -> None:
+                await trio.sleep(0.2)
+                await set_contexts(str(work), str(tmp_path))
+
+            nursery.start_soon(change_soon)
+            with pytest.raises(CoreError) as caught:
+                await core.call("lsp.startServer", start_payload(mode="hang"))
+        assert (caught.value.code, field_of(caught.value)) == (
+            "plugin.host.contextExpired",
+            "launchPlan.context",
+        )
+        # Generation 1 is gone now: refused before the backend is asked.
+        with pytest.raises(CoreError) as caught:
+            await core.call("lsp.startServer", start_payload(answer=answer))
+        assert caught.value.code == "plugin.host.contextExpired"
+        assert not exists(tmp_path / "scratch")
