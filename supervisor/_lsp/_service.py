@@ -770,6 +770,8 @@ class LspService:
             # Failed and waiting to restart: end it without a new start.
             await session.stop()
         self._sessions.remove(session.session_id)
+        self._statuses.pop(session.session_id, None)
+        self._server_states.pop(session.session_id, None)
         return {"destroyed": True}
 
     async def _snapshot(self, payload: JSONObject) -> JSONValue:
