@@ -65,6 +65,7 @@ if TYPE_CHECKING:
         TreeEndReport as TreeEndReport,
         open_process_tree as open_process_tree,
     )
+    from ._ray import open_ray_lanes as open_ray_lanes
     from ._session._events import (
         EventQueue as EventQueue,
         EventQueueStatistics as EventQueueStatistics,
@@ -113,6 +114,7 @@ _LAZY: dict[str, tuple[str, str]] = {
     "run_process": ("_process._oneshot", "run_process"),
     "reap_adopted_children": ("_process._reaper", "reap_adopted_children"),
     "reap_orphans": ("_process._reaper", "reap_orphans"),
+    "open_ray_lanes": ("_ray", "open_ray_lanes"),
     "DEVNULL": ("_process._tree", "DEVNULL"),
     "PIPE": ("_process._tree", "PIPE"),
     "STDOUT": ("_process._tree", "STDOUT"),
@@ -184,6 +186,7 @@ __all__ = (
     "open_jsonrpc_endpoint",
     "open_lsp_service",
     "open_process_tree",
+    "open_ray_lanes",
     "open_terminal_service",
     "reap_adopted_children",
     "reap_orphans",

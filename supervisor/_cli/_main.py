@@ -61,7 +61,8 @@ _RUN_EPILOG: Final = """\
 exit status:
   0    every job ended as its `expect` says, and no process was left behind
   1    some job did not (or a process was left behind)
-  2    bad lanes file, unknown job name or unusable --log-dir (nothing started)
+  2    bad lanes file, unknown job name, unusable --log-dir, or a --ray cluster
+       that can not run the file (nothing started)
   130  interrupted by SIGINT (every job cancelled, every process ended)
   143  interrupted by SIGTERM (likewise)
   141  the reader of stdout or stderr went away (| head): likewise, quietly
@@ -69,6 +70,7 @@ exit status:
 examples:
   supervisor run examples/demo.toml
   supervisor run ci.toml test --json --log-dir logs > events.jsonl
+  supervisor run examples/demo.toml --ray auto
 """
 _EXEC_HELP: Final = """\
 Run one command (the Core's process.run) and print its envelope response as
@@ -180,6 +182,13 @@ def _add_run(sub: Any) -> None:
         choices=("auto", "always", "never"),
         default="auto",
         help="colour the status words: auto (default) on a terminal unless NO_COLOR is set",
+    )
+    run.add_argument(
+        "--ray",
+        metavar="ADDRESS",
+        default=None,
+        help="run the lanes on a Ray cluster (auto: the running one, else a local one);"
+        " needs the [ray] extra",
     )
     run.set_defaults(handler=_run)
 
@@ -397,6 +406,7 @@ def _run(args: argparse.Namespace) -> int:
         only=args.jobs,
         log_dir=args.log_dir,
         color=args.color,
+        ray=args.ray,
     )
 
 

@@ -8,32 +8,27 @@ queue their ``job.started`` / ``job.output`` / ``job.finished`` events, which ``
 
 from __future__ import annotations
 
+import os
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Final
 
-from lanes import open_lanes, parse_job_start
-from protocol import MAX_MILLISECONDS, CoreError, read_int
+from lanes import JobKind, JobRequest, open_lanes
+from protocol import invalid_field
 
+from .._api._process import DEFAULT_PROCESS_RUN_TIMEOUT_MS, MAX_OUTPUT_BYTES_LIMIT
 from .._process._oneshot import DEFAULT_MAX_OUTPUT_BYTES, run_process
 from .._session._events import EventQueue
 from ._jobs import ProcessJobRunner, check_job_launch
-from ._payload import (
-    check_fields,
-    optional_env,
-    optional_path,
-    optional_positive_int,
-    optional_text,
-    optional_timeout_ms,
-    require_argv,
-    require_str,
-)
+from ._service import declared
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Mapping
 
     from lanes import Lanes
-    from protocol import JSONObject, JSONValue
+    from protocol import JSONValue
 
+    from .._api._job import JobCancel, JobList, JobPollEvents, JobStart, JobWaitEvents
+    from .._api._process import ProcessRun
     from ._service import CommandHandler, ServiceContext
 
 __all__ = (
@@ -47,39 +42,13 @@ __all__ = (
 
 #: The longest a ``*.waitEvents`` call may block (ours): 10 minutes.
 MAX_WAIT_EVENTS_MS: Final = 600_000
-#: The most output ``process.run`` keeps per stream (ours): 64 MiB, the frame-body limit,
-#: past which the answer could not reach a ``supervisor serve`` client anyway.
-MAX_OUTPUT_BYTES_LIMIT: Final = 64 * 1024 * 1024
-
-#: ``process.run`` without ``timeoutMilliseconds`` ends after a day, the deadline
-#: ide-backend-protocol.schema.json gives ``*/exec`` without ``timeoutMs``; 0 (or null) asks
-#: for no deadline at all (ours, the envelope's rule).
-DEFAULT_PROCESS_RUN_TIMEOUT_MS: Final = 86_400_000
-
-_PROCESS_RUN_FIELDS: Final = frozenset(
-    {"argv", "cwd", "env", "stdin", "timeoutMilliseconds", "maxOutputBytes"}
-)
 
 
-def process_run_timeout_ms(payload: JSONObject) -> int | None:
+def process_run_timeout_ms(payload: ProcessRun) -> int | None:
     """``process.run``'s deadline in milliseconds: the given one; absent: one day
-    (:data:`DEFAULT_PROCESS_RUN_TIMEOUT_MS`); 0 or null: none."""
-    if "timeoutMilliseconds" not in payload:
-        return DEFAULT_PROCESS_RUN_TIMEOUT_MS
-    return optional_timeout_ms(payload)
-
-
-def read_wait_timeout(payload: JSONObject, command: str) -> int:
-    """Read ``timeoutMilliseconds`` of a ``*.waitEvents`` call: an integer from 0 to
-    :data:`protocol.MAX_MILLISECONDS`, capped at :data:`MAX_WAIT_EVENTS_MS` (absent: 0)."""
-    try:
-        value = read_int(
-            payload, "timeoutMilliseconds", minimum=0, maximum=MAX_MILLISECONDS, default=0
-        )
-    except CoreError as exc:
-        raise CoreError(exc.code, f"{command}: {exc.message}", exc.details) from None
-    assert value is not None  # the default
-    return min(value, MAX_WAIT_EVENTS_MS)
+    (:data:`DEFAULT_PROCESS_RUN_TIMEOUT_MS`, the declaration's default); 0 or null: none
+    (the envelope's rule)."""
+    return payload.timeout_milliseconds or None
 
 
 class ProcessService:
@@ -91,23 +60,15 @@ class ProcessService:
     async def aclose(self) -> None:
         """Nothing to do: each ``process.run`` ends with its own operation."""
 
-    async def _process_run(self, payload: JSONObject) -> JSONValue:
-        check_fields(payload, _PROCESS_RUN_FIELDS, "process.run")
-        argv = require_argv(payload)
-        cwd = optional_path(payload, "cwd")
-        env = optional_env(payload)
-        stdin = optional_text(payload, "stdin")
-        timeout_ms = process_run_timeout_ms(payload)
-        max_output = optional_positive_int(
-            payload, "maxOutputBytes", maximum=MAX_OUTPUT_BYTES_LIMIT
-        )
+    @declared
+    async def _process_run(self, payload: ProcessRun) -> JSONValue:
         result = await run_process(
-            argv,
-            cwd=cwd,
-            env=env,
-            stdin=stdin.encode() if stdin is not None else None,
-            timeout_ms=timeout_ms,
-            max_output_bytes=max_output if max_output is not None else DEFAULT_MAX_OUTPUT_BYTES,
+            payload.argv,
+            cwd=payload.cwd,
+            env=payload.env,
+            stdin=payload.stdin.encode() if payload.stdin is not None else None,
+            timeout_ms=process_run_timeout_ms(payload),
+            max_output_bytes=payload.max_output_bytes or DEFAULT_MAX_OUTPUT_BYTES,
         )
         return result.to_wire()
 
@@ -147,25 +108,37 @@ class JobService:
             "job.pollEvents": self._poll_events,
         }
 
-    async def _start(self, payload: JSONObject) -> JSONValue:
-        request = check_job_launch(parse_job_start(payload))
-        return {"jobId": self.lanes.start_job(request)}
+    @declared
+    async def _start(self, payload: JobStart) -> JSONValue:
+        if not os.path.isabs(payload.root):
+            # A relative root would resolve against the supervisor's own working directory.
+            raise invalid_field("root", "job.start: root must be an absolute path")
+        request = JobRequest(
+            kind=JobKind(payload.kind),
+            root=payload.root,
+            argv=tuple(payload.argv),
+            cwd=payload.cwd,
+            env=payload.env,
+            timeout_ms=payload.timeout_milliseconds,
+            supersede=bool(payload.supersede),
+        )
+        return {"jobId": self.lanes.start_job(check_job_launch(request))}
 
-    async def _cancel(self, payload: JSONObject) -> JSONValue:
-        check_fields(payload, frozenset({"jobId"}), "job.cancel")
-        return {"cancelled": self.lanes.cancel_job(require_str(payload, "jobId"))}
+    @declared
+    async def _cancel(self, payload: JobCancel) -> JSONValue:
+        return {"cancelled": self.lanes.cancel_job(payload.job_id)}
 
-    async def _list(self, payload: JSONObject) -> JSONValue:
-        check_fields(payload, frozenset(), "job.list")
+    @declared
+    async def _list(self, payload: JobList) -> JSONValue:
         jobs: list[JSONValue] = list(self.lanes.list_jobs())
         return jobs
 
-    async def _wait_events(self, payload: JSONObject) -> JSONValue:
-        check_fields(payload, frozenset({"timeoutMilliseconds"}), "job.waitEvents")
-        return await self.events.wait(read_wait_timeout(payload, "job.waitEvents"))
+    @declared
+    async def _wait_events(self, payload: JobWaitEvents) -> JSONValue:
+        return await self.events.wait(min(payload.timeout_milliseconds or 0, MAX_WAIT_EVENTS_MS))
 
-    async def _poll_events(self, payload: JSONObject) -> JSONValue:
-        check_fields(payload, frozenset(), "job.pollEvents")
+    @declared
+    async def _poll_events(self, payload: JobPollEvents) -> JSONValue:
         return self.events.poll()
 
 

@@ -41,6 +41,8 @@ from protocol import (
     parse_envelope,
 )
 
+from .. import _api
+from .._api._helpers import CommandHelpers
 from .._boundary import cut_utf8, fault_point, internal_message, log_failure, split_failure
 from .._dap._service import open_debug_service
 from .._lsp._service import open_lsp_service
@@ -51,7 +53,6 @@ from .._session._events import DEFAULT_MAX_EVENTS
 from .._terminal._service import open_terminal_service
 from ._builtins import JobService, open_job_service, open_process_service
 from ._context import _current_operation_id, current_operation_id
-from ._payload import check_fields
 from ._service import LanguageServerCommands, OwnedResources, ServiceContext
 
 if TYPE_CHECKING:
@@ -110,8 +111,12 @@ class _Operation:
 
 
 @final
-class Core:
-    """A running Core. Made by :func:`open_core`; it has no public constructor."""
+class Core(CommandHelpers):
+    """A running Core. Made by :func:`open_core`; it has no public constructor.
+
+    Besides :meth:`call`, one typed helper per command (``await core.process_run(argv=[...])``
+    returns a ``ProcessResult``; docs/commands.md lists them all).
+    """
 
     def __init__(self, services: Sequence[Service]) -> None:
         self._services = tuple(services)
@@ -181,7 +186,9 @@ class Core:
 
         Raises:
             CoreError: ``not_supported`` for an unknown command; ``invalid_request`` for a bad
-                payload (a non-finite number or a lone surrogate anywhere in it included) or
+                payload (one its declaration in :mod:`supervisor._api` does not decode, with
+                ``details.field`` the path; a non-finite number or a lone surrogate anywhere
+                in it included) or
                 an operation id already active; ``cancelled`` after :meth:`cancel` or while
                 the Core closes; ``timed_out`` after the deadline; ``internal`` when the
                 command failed on something it did not foresee (the request is a supervision
@@ -222,8 +229,19 @@ class Core:
                 token = _current_operation_id.set(operation_id)
                 try:
                     check_request_values(payload)
+                    declared = _api.COMMANDS.get(command)
+                    decoded: object = payload
+                    if declared is not None:
+                        # The payload's declaration is its validation (one error shape).
+                        decoded = _api.decode_payload(command, declared.payload, payload)
                     fault_point("request.dispatch")
-                    return await handler(payload)
+                    if getattr(handler, "takes_declaration", False):
+                        data = await handler(decoded)  # type: ignore[arg-type]
+                    else:
+                        data = await handler(payload)
+                    if _api.CHECK_RESULTS:
+                        _api.check_result(command, data)
+                    return data
                 except BaseException as exc:
                     # The request is a supervision boundary: what its handler did not foresee
                     # ends this request as `internal`, never the Core.
@@ -314,7 +332,6 @@ class Core:
     # -- commands ------------------------------------------------------------------------
 
     async def _ping(self, payload: JSONObject) -> JSONValue:
-        check_fields(payload, frozenset(), "core.ping")
         return {"protocolVersion": PROTOCOL_VERSION, "version": _version()}
 
 

@@ -11,7 +11,7 @@ the Core's dispatch, operation registry and cancellation stay as they are.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Protocol, TypeAlias, runtime_checkable
+from typing import TYPE_CHECKING, Protocol, TypeAlias, TypeVar, runtime_checkable
 
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable, Mapping
@@ -30,10 +30,27 @@ __all__ = (
     "Service",
     "ServiceContext",
     "ServiceFactory",
+    "declared",
 )
 
 #: ``await handler(payload) -> data``; raises ``protocol.CoreError`` for a refusal.
 CommandHandler: TypeAlias = "Callable[[JSONObject], Awaitable[JSONValue]]"
+
+S = TypeVar("S")
+P = TypeVar("P")
+
+
+def declared(
+    handler: Callable[[S, P], Awaitable[JSONValue]],
+) -> Callable[[S, JSONObject], Awaitable[JSONValue]]:
+    """Mark the method ``handler`` as taking its payload declaration (supervisor/_api), not the
+    JSON object: the Core decodes the payload (which is its validation) and passes the
+    decoded struct, so the handler checks nothing a declaration says.
+
+    The returned handler is typed as any other for ``commands()``; only the Core calls it.
+    """
+    handler.__dict__["takes_declaration"] = True
+    return handler  # type: ignore[return-value]
 
 
 async def _no_owned_resources(owner: str) -> None:

@@ -34,7 +34,6 @@ from protocol import MAX_ECHO_BYTES, MAX_MILLISECONDS, CoreError, cut_utf8, echo
 from .._core._context import current_operation_id
 from .._core._payload import (
     MAX_COUNT,
-    check_fields,
     optional_env,
     optional_positive_int,
     optional_str,
@@ -135,35 +134,6 @@ _EXECUTE_COMMAND: Final = "workspace/executeCommand"
 MAX_PLUGIN_RESULT_BYTES: Final = 1024 * 1024
 _MAX_TIMEOUT_MS: Final = 3_600_000
 
-_START_FIELDS: Final = frozenset(
-    {
-        "serverId",
-        "executable",
-        "arguments",
-        "environment",
-        "workingDirectory",
-        "rootUri",
-        "initializationOptions",
-        "workspaceConfiguration",
-        "initializeTimeoutMilliseconds",
-        "requestTimeoutMilliseconds",
-        "shutdownTimeoutMilliseconds",
-        "serviceReadyIdleTimeoutMilliseconds",
-        "serviceReadyAbsoluteTimeoutMilliseconds",
-        "gates",
-        "sessionPolicy",
-        "restart",
-        "pluginId",
-        "hostServices",
-        "workspaceAuthority",
-        "workspaceState",
-        "clientCapabilities",
-        "hostRequests",
-        "launchPlan",
-        "contribution",
-    }
-)
-
 
 def _invalid(message: str, field: str | None = None) -> CoreError:
     """``invalid_request``; ``field`` names the payload field at fault in ``details.field``."""
@@ -206,7 +176,6 @@ def _parse_gates(value: JSONValue) -> tuple[Gate, ...]:
     for index, item in enumerate(value):
         if not isinstance(item, dict):
             raise _invalid(f"gates[{index}] must be an object", f"gates[{index}]")
-        check_fields(item, frozenset({"id", "until", "method", "match"}), f"gates[{index}]")
         gate_id = require_str(item, "id")
         if item.get("until") != "notification":
             raise _invalid(f'gates[{index}].until must be "notification"', f"gates[{index}].until")
@@ -226,9 +195,6 @@ def _parse_policy(value: JSONValue) -> tuple[SessionPolicy, tuple[Gate, ...], bo
         return SessionPolicy(), (), True
     if not isinstance(value, dict):
         raise _invalid("sessionPolicy must be an object", "sessionPolicy")
-    check_fields(
-        value, frozenset({*_POLICY_LIMITS, "serverID", "gates", "remote"}), "sessionPolicy"
-    )
     lists = {
         name: _policy_names(value.get(name), f"sessionPolicy.{name}", limit)
         for name, limit in _POLICY_LIMITS.items()
@@ -271,7 +237,6 @@ def _parse_workspace_state(value: JSONValue) -> WorkspaceState | None:
     field = "workspaceState"
     if not isinstance(value, dict):
         raise _invalid("workspaceState must be an object", field)
-    check_fields(value, frozenset({"root", "name", "retention", "activeNames"}), field)
     root = require_path(value, "root")
     if not os.path.isabs(root) or os.path.normpath(root) == "/":
         raise _invalid("workspaceState.root must be an absolute directory other than /", field)
@@ -284,7 +249,6 @@ def _parse_workspace_state(value: JSONValue) -> WorkspaceState | None:
     if raw is not None:
         if not isinstance(raw, dict):
             raise _invalid("workspaceState.retention must be an object", field)
-        check_fields(raw, frozenset({"maxEntries", "maxAgeDays"}), "workspaceState.retention")
         entries = optional_positive_int(raw, "maxEntries", maximum=MAX_STATE_ENTRIES)
         days = optional_positive_int(raw, "maxAgeDays", maximum=MAX_STATE_AGE_DAYS)
         if entries is None or days is None:
@@ -298,18 +262,6 @@ def _parse_restart(value: JSONValue) -> tuple[bool, RestartBudget]:
         return bool(value), RestartBudget()
     if not isinstance(value, dict):
         raise _invalid("restart must be a boolean or an object", "restart")
-    check_fields(
-        value,
-        frozenset(
-            {
-                "maxCrashes",
-                "windowMilliseconds",
-                "initialBackoffMilliseconds",
-                "maxBackoffMilliseconds",
-            }
-        ),
-        "restart",
-    )
     budget = RestartBudget()
     max_crashes = optional_positive_int(value, "maxCrashes", maximum=100)
     window = optional_positive_int(value, "windowMilliseconds", maximum=_MAX_TIMEOUT_MS)
@@ -355,7 +307,6 @@ def parse_start(payload: JSONObject) -> LspServerSpec:
     Raises:
         CoreError: ``invalid_request`` naming the first bad field.
     """
-    check_fields(payload, _START_FIELDS, "lsp.startServer")
     server_id = require_str(payload, "serverId")
     executable = require_path(payload, "executable")
     arguments = payload.get("arguments", [])
@@ -753,16 +704,13 @@ class LspService:
                     await remove_temporary_directory(temporary_dir)
 
     async def _stop(self, payload: JSONObject) -> JSONValue:
-        check_fields(payload, frozenset({"sessionId"}), "lsp.stopServer")
         return await self._session(payload).stop()
 
     async def _restart(self, payload: JSONObject) -> JSONValue:
-        check_fields(payload, frozenset({"sessionId"}), "lsp.restartServer")
         session = self._session(payload)
         return {"generation": await session.restart()}
 
     async def _destroy(self, payload: JSONObject) -> JSONValue:
-        check_fields(payload, frozenset({"sessionId"}), "lsp.destroyServer")
         session = self._session(payload)
         if session.state not in (LspState.STOPPED, LspState.FAILED):
             raise _invalid(f"session {session.session_id} is {session.state.value}; stop it first")
@@ -775,7 +723,6 @@ class LspService:
         return {"destroyed": True}
 
     async def _snapshot(self, payload: JSONObject) -> JSONValue:
-        check_fields(payload, frozenset({"sessionId"}), "lsp.snapshot")
         session = self._session(payload)
         snapshot = session.snapshot()
         if session.spec.contribution is not None:
@@ -933,11 +880,6 @@ class LspService:
     # -- documents -----------------------------------------------------------------------
 
     async def _sync(self, payload: JSONObject) -> JSONValue:
-        check_fields(
-            payload,
-            frozenset({"sessionId", "uri", "languageId", "text", "contentChanges"}),
-            "lsp.syncDocument",
-        )
         session = self._session(payload)
         uri = require_str(payload, "uri")
         language_id = require_str(payload, "languageId")
@@ -963,7 +905,6 @@ class LspService:
         return {"documentVersion": plan.version, "changed": plan.changed}
 
     async def _close_document(self, payload: JSONObject) -> JSONValue:
-        check_fields(payload, frozenset({"sessionId", "uri"}), "lsp.closeDocument")
         session = self._session(payload)
         uri = require_str(payload, "uri")
         document = session.documents.close(uri)
@@ -975,7 +916,6 @@ class LspService:
         return {"closed": True}
 
     async def _files_changed(self, payload: JSONObject) -> JSONValue:
-        check_fields(payload, frozenset({"sessionId", "changes"}), "lsp.workspaceFilesChanged")
         session = self._session(payload)
         raw = payload.get("changes")
         if not isinstance(raw, list) or not raw:
@@ -997,7 +937,6 @@ class LspService:
         return {"sent": len(changes)}
 
     async def _clear_diagnostics(self, payload: JSONObject) -> JSONValue:
-        check_fields(payload, frozenset({"sessionId"}), "lsp.clearDiagnostics")
         session = self._session(payload)
         cleared = session.documents.clear_diagnostics()
         for document in cleared:
@@ -1005,11 +944,6 @@ class LspService:
         return {"cleared": len(cleared)}
 
     async def _update_configuration(self, payload: JSONObject) -> JSONValue:
-        check_fields(
-            payload,
-            frozenset({"sessionId", "workspaceConfiguration"}),
-            "lsp.updateWorkspaceConfiguration",
-        )
         session = self._session(payload)
         config = payload.get("workspaceConfiguration")
         if not isinstance(config, dict):
@@ -1028,11 +962,6 @@ class LspService:
     # -- requests ------------------------------------------------------------------------
 
     async def _request(self, payload: JSONObject) -> JSONValue:
-        check_fields(
-            payload,
-            frozenset({"sessionId", "operationId", "method", "params", "timeoutMilliseconds"}),
-            "lsp.request",
-        )
         session = self._session(payload)
         method = require_str(payload, "method")
         params = payload.get("params")
@@ -1061,7 +990,6 @@ class LspService:
         return {"operationId": operation_id}
 
     async def _cancel(self, payload: JSONObject) -> JSONValue:
-        check_fields(payload, frozenset({"sessionId", "operationId"}), "lsp.cancelOperation")
         session = self._session(payload)
         return {"cancelled": session.cancel(require_str(payload, "operationId"))}
 
@@ -1074,13 +1002,6 @@ class LspService:
         :func:`~supervisor._plugin._state.check_function_request`. ``timeoutMilliseconds``
         is capped at one hour and defaults to the session's request timeout.
         """
-        check_fields(
-            payload,
-            frozenset(
-                {"sessionId", "operationId", "function", "params", "timeoutMilliseconds", "context"}
-            ),
-            "lsp.functionRequest",
-        )
         session = self._session(payload)
         # Capped at one hour below (function_timeout_ms); past MAX_MILLISECONDS, refused.
         timeout = optional_positive_int(payload, "timeoutMilliseconds", maximum=MAX_MILLISECONDS)
@@ -1113,11 +1034,6 @@ class LspService:
         Returns:
             ``{hostRequestID}``.
         """
-        check_fields(
-            payload,
-            frozenset({"sessionId", "hostRequestID", "result", "error"}),
-            "lsp.hostResponse",
-        )
         session = self._session(payload)
         host_request_id = require_str(payload, "hostRequestID")
         if session.plugin is None:
@@ -1177,11 +1093,6 @@ class LspService:
         Returns:
             ``{accepted}``: False for an unknown, late or repeated ``requestId``.
         """
-        check_fields(
-            payload,
-            frozenset({"sessionId", "requestId", "result", "error"}),
-            "lsp.serverRequestResponse",
-        )
         session = self._session(payload)
         request_id = require_str(payload, "requestId")
         raw_error = payload.get("error")
@@ -1211,7 +1122,6 @@ class LspService:
         not granted, malformed params (or over ``notificationBytes``), a session that is not
         plugin-owned or not ready: ``invalid_request``.
         """
-        check_fields(payload, frozenset({"sessionId", "method", "params"}), "lsp.hostNotify")
         session = self._session(payload)
         method = require_str(payload, "method")
         params = payload.get("params")
@@ -1271,11 +1181,6 @@ class LspService:
         return session
 
     async def _plugin_request(self, payload: JSONObject) -> JSONValue:
-        check_fields(
-            payload,
-            frozenset({"sessionId", "pluginId", "method", "params", "timeoutMilliseconds"}),
-            "lsp.pluginServerRequest",
-        )
         method = require_str(payload, "method")
         params = payload.get("params", {})
         if not isinstance(params, dict):
@@ -1332,11 +1237,6 @@ class LspService:
         return _plugin_outcome(req.outcome)
 
     async def _plugin_notify(self, payload: JSONObject) -> JSONValue:
-        check_fields(
-            payload,
-            frozenset({"sessionId", "pluginId", "method", "params"}),
-            "lsp.pluginServerNotify",
-        )
         method = require_str(payload, "method")
         params = payload.get("params")
         if params is not None and not isinstance(params, dict):

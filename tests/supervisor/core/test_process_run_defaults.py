@@ -8,6 +8,8 @@ from typing import TYPE_CHECKING
 import pytest
 
 from supervisor import open_core
+from supervisor._api._base import decode_payload
+from supervisor._api._process import ProcessRun
 from supervisor._core._builtins import DEFAULT_PROCESS_RUN_TIMEOUT_MS, process_run_timeout_ms
 
 if TYPE_CHECKING:
@@ -27,7 +29,8 @@ def test_absent_is_one_day_and_zero_is_none(
     payload: dict[str, int | None], expected: int | None
 ) -> None:
     assert DEFAULT_PROCESS_RUN_TIMEOUT_MS == 86_400_000
-    assert process_run_timeout_ms(dict(payload)) == expected
+    decoded = decode_payload("process.run", ProcessRun, {"argv": ["true"], **payload})
+    assert process_run_timeout_ms(decoded) == expected
 
 
 async def test_a_command_without_a_timeout_ends_after_a_day(

@@ -7,12 +7,14 @@ from __future__ import annotations
 import os
 import sys
 import time
+from typing import Any
 
 import pytest
 import trio
 
 from protocol import CoreError
 from supervisor import open_core
+from supervisor._api import validate_payload
 from supervisor._lsp._service import parse_start
 from supervisor._lsp._workspace_state import Retention, expired_names
 from tests.supervisor.lsp._support import fake, start
@@ -58,8 +60,15 @@ def test_the_payload_is_checked() -> None:
         {"root": "/tmp/s", "name": "w", "retention": {"maxEntries": 1}},
         {"root": "/tmp/s", "name": "w", "bogus": 1},
     ):
+        payload = {**base, "workspaceState": bad}
+
+        def check(payload: dict[str, Any] = payload) -> None:
+            # The declaration (checked by the Core before the handler), then the command.
+            validate_payload("lsp.startServer", payload)
+            parse_start(payload)
+
         with pytest.raises(CoreError) as refused:
-            parse_start({**base, "workspaceState": bad})  # type: ignore[dict-item]
+            check()
         assert refused.value.code == "invalid_request"
     spec = parse_start(
         {
