@@ -20,7 +20,7 @@ import trio
 
 from protocol import CoreError
 from supervisor import open_core
-from supervisor._lsp._service import parse_launch_start
+from supervisor._lsp._service import parse_launch_start, parse_start
 from supervisor._plugin._launch import (
     MAX_ARGUMENTS,
     MAX_ENVIRONMENT,
@@ -550,6 +550,18 @@ def test_start_payload_rules(tmp_path: Path) -> None:
     with pytest.raises(CoreError) as caught:
         parse_launch_start({**backend, "pluginId": "p", "workingDirectory": str(tmp_path)})
     assert field_of(caught.value) == "workingDirectory"
+    # Without a launch plan, the executable, working directory and root stay required.
+    for name in ("executable", "workingDirectory", "rootUri"):
+        plain: dict[str, Any] = {
+            "serverId": "s",
+            "executable": "/bin/true",
+            "workingDirectory": str(tmp_path),
+            "rootUri": tmp_path.as_uri(),
+        }
+        del plain[name]
+        with pytest.raises(CoreError) as caught:
+            parse_start(parse_launch_start(plain)[1])
+        assert (caught.value.code, field_of(caught.value)) == ("invalid_request", name)
     _, payload = parse_launch_start({**backend, "pluginId": "p"})
     # plugin-contract.md "Plugin backend": ${stateDir} is its root and working directory.
     assert payload["workingDirectory"] == str(tmp_path / "state")
