@@ -431,6 +431,18 @@ def parse_launch_start(payload: JSONObject) -> tuple[LaunchPlan | None, JSONObje
     return plan, rest
 
 
+def _fact_owner(payload: JSONObject) -> str | None:
+    """The plugin a start's facts belong to: its backend's ``pluginId``, else the plugin the
+    server is a contribution of (``contribution.pluginID`` or ``launchPlan.owner.pluginID``)."""
+    candidates: list[JSONValue] = [payload.get("pluginId")]
+    for name, key in (("contribution", "pluginID"), ("launchPlan", "owner")):
+        value = payload.get(name)
+        if isinstance(value, dict):
+            inner = value.get(key)
+            candidates.append(inner.get("pluginID") if isinstance(inner, dict) else inner)
+    return next((c for c in candidates if isinstance(c, str) and c), None)
+
+
 def _events_of(session: LspSession) -> EventQueue:
     return session.events
 
@@ -548,7 +560,13 @@ class LspService:
             )
 
     async def _start(self, payload: JSONObject) -> JSONValue:
-        plan, payload = parse_launch_start(payload)
+        try:
+            plan, payload = parse_launch_start(payload)
+        except CoreError as exc:
+            owner = _fact_owner(payload)
+            if owner is not None and exc.code != "invalid_request":
+                launch_failure_fact(owner, exc, trio.current_time() * 1000)
+            raise
         spec = parse_start(payload)
         if spec.plugin_id is None:
             return await self._start_checked(spec, plan)
@@ -594,12 +612,9 @@ class LspService:
             if temporary_dir is not None:
                 with trio.CancelScope(shield=True):
                     await remove_temporary_directory(temporary_dir)
-            if (
-                isinstance(exc, CoreError)
-                and spec.plugin_id is not None
-                and exc.code in ("launch_failed", "plugin.launch.missing", "plugin.runtime.missing")
-            ):
-                launch_failure_fact(spec.plugin_id, exc, started_at_ms)
+            owner = spec.plugin_id or (spec.contribution[0] if spec.contribution else None)
+            if isinstance(exc, CoreError) and owner is not None and exc.code != "invalid_request":
+                launch_failure_fact(owner, exc, started_at_ms)
             raise
         session_id = self._sessions.new_id()
         session = LspSession(

@@ -1785,8 +1785,10 @@ class LspSession(SessionResource[JSONObject]):
 def launch_failure_code(exc: CoreError) -> str:
     """The ``host.*`` fact code of a start that made no process (plugin-contract.md
     "Structured plugin diagnostics"): ``host.executableUnavailable`` when the executable or
-    the working directory could not be resolved, ``host.launchFailed`` when the resolved
-    process could not be started."""
+    the working directory could not be resolved, ``host.planFailed`` when the launch plan
+    could not be made (a ``plugin.launch.*``, template or tool refusal, a failed
+    backend-resolved launch), ``host.launchFailed`` when the resolved process could not be
+    started."""
     details = exc.details or {}
     spawn_errno = details.get("errno")
     if isinstance(spawn_errno, int) and spawn_errno not in (
@@ -1800,6 +1802,9 @@ def launch_failure_code(exc: CoreError) -> str:
     if exc.code in ("plugin.launch.missing", "plugin.runtime.missing"):
         # A launch plan's executable or tool that could not be resolved.
         return "host.executableUnavailable"
+    if exc.code != "launch_failed":
+        # A launch plan refused, or a backend-resolved launch that gave no usable answer.
+        return "host.planFailed"
     return "host.launchFailed"
 
 

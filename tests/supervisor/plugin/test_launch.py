@@ -9,6 +9,7 @@ guard in conftest.py checks it).
 from __future__ import annotations
 
 import json
+import logging
 import os
 import shutil
 import stat
@@ -870,3 +871,45 @@ async def test_backend_resolved_launch_for_a_changed_context_starts_nothing(
             await core.call("lsp.startServer", start_payload(answer=answer))
         assert caught.value.code == "plugin.host.contextExpired"
         assert not exists(tmp_path / "scratch")
+
+
+@pytest.mark.parametrize(
+    ("plan", "code", "fact"),
+    [
+        ({"arguments": ["${nope}"]}, "plugin.template.invalid", "host.planFailed"),
+        (
+            {"launch": {"kind": "systemCommand", "commands": ["no-such-command-xyz"]}},
+            "plugin.launch.missing",
+            "host.executableUnavailable",
+        ),
+    ],
+)
+async def test_a_plan_that_starts_nothing_records_its_fact(
+    tmp_path: Path,
+    caplog: pytest.LogCaptureFixture,
+    plan: dict[str, Any],
+    code: str,
+    fact: str,
+) -> None:
+    """plugin-contract.md "Structured plugin diagnostics": host.planFailed when the launch
+    could not be planned, host.executableUnavailable when its executable can't be found; on
+    the plugin's channel, also for a server that is a contribution rather than the backend."""
+    caplog.set_level(logging.INFO, logger="supervisor.plugins")
+    async with open_core() as core:
+        with pytest.raises(CoreError) as caught:
+            await core.call(
+                "lsp.startServer",
+                {
+                    "serverId": "py",
+                    "workingDirectory": str(tmp_path),
+                    "rootUri": tmp_path.as_uri(),
+                    "contribution": {
+                        "pluginID": "org.example.p",
+                        "context": {"contextID": "w1", "generation": 1},
+                    },
+                    "launchPlan": plan_payload(tmp_path, **plan),
+                },
+            )
+    assert caught.value.code == code
+    (recorded,) = [r.plugin_fact for r in caplog.records if hasattr(r, "plugin_fact")]
+    assert (recorded["code"], recorded["channel"]) == (fact, "plugins/org.example.p/host")
