@@ -416,6 +416,15 @@ def parse_launch_start(payload: JSONObject) -> tuple[LaunchPlan | None, JSONObje
         if name in payload:
             raise _invalid(f"{name} comes from launchPlan; give one of them", name)
     plan = parse_launch_plan(payload["launchPlan"])
+    # plugin-contract.md "Launch templates": the host uses the plan's owner, not an identity
+    # it read elsewhere, for the session it starts.
+    contribution = payload.get("contribution")
+    for name, claimed in (
+        ("pluginId", payload.get("pluginId")),
+        ("contribution", contribution.get("pluginID") if isinstance(contribution, dict) else None),
+    ):
+        if plan.owner is not None and claimed is not None and claimed != plan.owner:
+            raise _invalid(f"{name} is not the launch plan's owner {echo(plan.owner)}", name)
     rest = {key: value for key, value in payload.items() if key != "launchPlan"}
     rest["executable"] = plan.plugin_dir
     if plan.backend:

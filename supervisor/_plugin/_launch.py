@@ -525,6 +525,7 @@ def parse_launch_plan(payload: JSONValue, *, backend: bool = False) -> LaunchPla
         "settings": dict(settings),
         "tools": _read_tools(payload.get("tools")),
         "backend": backend,
+        "owner": _owner(payload.get("owner")),
     }
     plan: LaunchPlan
     if kind == "packaged":
@@ -591,6 +592,22 @@ def parse_launch_plan(payload: JSONValue, *, backend: bool = False) -> LaunchPla
     return plan
 
 
+def _owner(value: JSONValue) -> str | None:
+    """``owner {pluginID, version?}``: the installation the plan is for; its plugin ID."""
+    if value is None:
+        return None
+    plugin_id = value.get("pluginID") if isinstance(value, dict) else None
+    if (
+        not isinstance(value, dict)
+        or set(value) - {"pluginID", "version"}
+        or not isinstance(plugin_id, str)
+        or not plugin_id
+        or not isinstance(value.get("version", ""), str)
+    ):
+        raise invalid_field("owner", "owner must be {pluginID, version?}")
+    return plugin_id
+
+
 def _backend_launch(
     payload: JSONObject, launch: JSONObject, common: dict[str, object]
 ) -> LaunchPlan:
@@ -629,9 +646,7 @@ def _backend_launch(
             "launch.timeoutMilliseconds",
             f"timeoutMilliseconds must be {MIN_RESOLVE_TIMEOUT_MS}..{MAX_RESOLVE_TIMEOUT_MS}",
         )
-    owner = payload.get("owner")
-    owner_id = owner.get("pluginID") if isinstance(owner, dict) else None
-    if not isinstance(owner_id, str) or not owner_id:
+    if common["owner"] is None:
         raise invalid_field("owner", "a backend-resolved launch needs owner {pluginID}")
     definitions = _strings(payload.get("toolDefinitions"), "toolDefinitions")
     context = payload.get("context")
@@ -641,7 +656,6 @@ def _backend_launch(
         kind="backend",
         function=function,
         resolve_timeout_ms=timeout,
-        owner=owner_id,
         tool_definitions=frozenset(definitions),
         context=context,
         **common,  # type: ignore[arg-type]

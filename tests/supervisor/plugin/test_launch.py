@@ -563,6 +563,25 @@ def test_start_payload_rules(tmp_path: Path) -> None:
         with pytest.raises(CoreError) as caught:
             parse_start(parse_launch_start(plain)[1])
         assert (caught.value.code, field_of(caught.value)) == ("invalid_request", name)
+    # The plan's owner is the identity the session gets; another one is refused.
+    owned = {**backend, "launchPlan": {**plan, "backend": True, "owner": {"pluginID": "p"}}}
+    with pytest.raises(CoreError) as caught:
+        parse_launch_start({**owned, "pluginId": "q"})
+    assert field_of(caught.value) == "pluginId"
+    parse_launch_start({**owned, "pluginId": "p"})
+    contribution: Any = {"pluginID": "q", "context": {"contextID": "w1", "generation": 1}}
+    with pytest.raises(CoreError) as caught:
+        parse_launch_start(
+            {
+                **base,
+                "launchPlan": {**plan, "owner": {"pluginID": "p", "version": "1.0.0"}},
+                "contribution": contribution,
+            }
+        )
+    assert field_of(caught.value) == "contribution"
+    owners: list[Any] = [{"pluginID": ""}, {"pluginID": "p", "extra": 1}, "p"]
+    for owner in owners:
+        assert field_of(refused({**plan, "owner": owner})) == "owner"
     _, payload = parse_launch_start({**backend, "pluginId": "p"})
     # plugin-contract.md "Plugin backend": ${stateDir} is its root and working directory.
     assert payload["workingDirectory"] == str(tmp_path / "state")
