@@ -121,6 +121,7 @@ from ._api._lsp import (
     LspHostRequest as LspHostRequest,
     LspHostRequestCancelled as LspHostRequestCancelled,
     LspLog as LspLog,
+    LspPluginStatus as LspPluginStatus,
     LspProgress as LspProgress,
     LspRequest as LspRequest,
     LspRequestCompleted as LspRequestCompleted,
@@ -165,6 +166,9 @@ from ._api._plugin import (
     RelayContext as RelayContext,
     RelayPlugin as RelayPlugin,
     RelayResult as RelayResult,
+    WorkspaceContextsResult as WorkspaceContextsResult,
+    WorkspaceListContexts as WorkspaceListContexts,
+    WorkspaceSetContexts as WorkspaceSetContexts,
 )
 from ._api._process import (
     ProcessResult as ProcessResult,
@@ -295,6 +299,7 @@ __all__ = (
     "LspLog",
     "LspPluginServerNotify",
     "LspPluginServerRequest",
+    "LspPluginStatus",
     "LspProgress",
     "LspRequest",
     "LspRequestCompleted",
@@ -358,5 +363,8 @@ __all__ = (
     "TerminalWaitEvents",
     "TerminalWrite",
     "WaitMilliseconds",
+    "WorkspaceContextsResult",
+    "WorkspaceListContexts",
+    "WorkspaceSetContexts",
     "WorkspaceStateSpec",
 )

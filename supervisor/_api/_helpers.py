@@ -119,6 +119,9 @@ from ._plugin import (
     RelayContext as plugin_RelayContext,
     RelayPlugin as plugin_RelayPlugin,
     RelayResult as plugin_RelayResult,
+    WorkspaceContextsResult as plugin_WorkspaceContextsResult,
+    WorkspaceListContexts as plugin_WorkspaceListContexts,
+    WorkspaceSetContexts as plugin_WorkspaceSetContexts,
 )
 from ._process import (
     MAX_OUTPUT_BYTES_LIMIT as process_MAX_OUTPUT_BYTES_LIMIT,
@@ -803,11 +806,11 @@ class CommandHelpers:
         self: _Caller,
         *,
         server_id: base_NonEmpty,
-        executable: base_Path,
-        working_directory: base_Path,
-        root_uri: base_NonEmpty,
+        executable: base_Path | None = None,
         arguments: typing.Annotated[list[base_OsText], msgspec.Meta(max_length=4096)] | None = None,
         environment: base_Env | None = None,
+        working_directory: base_Path | None = None,
+        root_uri: base_NonEmpty | None = None,
         initialization_options: base_JsonValue = None,
         workspace_configuration: base_JsonObject | None = None,
         initialize_timeout_milliseconds: lsp_Timeout | None = None,
@@ -825,6 +828,8 @@ class CommandHelpers:
         workspace_state: lsp_WorkspaceStateSpec | None = None,
         client_capabilities: base_JsonValue = None,
         host_requests: base_JsonValue = None,
+        launch_plan: base_JsonObject | None = None,
+        contribution: base_JsonObject | None = None,
     ) -> lsp_LspStartServerResult:
         """``lsp.startServer``; see docs/commands.md."""
         data = await self.call(
@@ -853,6 +858,8 @@ class CommandHelpers:
                     workspace_state=workspace_state,
                     client_capabilities=client_capabilities,
                     host_requests=host_requests,
+                    launch_plan=launch_plan,
+                    contribution=contribution,
                 )
             ),
         )
@@ -1093,3 +1100,17 @@ class CommandHelpers:
             "terminal.write", _wire(terminal_TerminalWrite(terminal_id=terminal_id, data=data))
         )
         _none(data)
+
+    async def workspace_list_contexts(self: _Caller) -> plugin_WorkspaceContextsResult:
+        """``workspace.listContexts``; see docs/commands.md."""
+        data = await self.call("workspace.listContexts", _wire(plugin_WorkspaceListContexts()))
+        return _convert(data, plugin_WorkspaceContextsResult)
+
+    async def workspace_set_contexts(
+        self: _Caller, *, contexts: base_JsonValue
+    ) -> plugin_WorkspaceContextsResult:
+        """``workspace.setContexts``; see docs/commands.md."""
+        data = await self.call(
+            "workspace.setContexts", _wire(plugin_WorkspaceSetContexts(contexts=contexts))
+        )
+        return _convert(data, plugin_WorkspaceContextsResult)
