@@ -31,6 +31,8 @@ import trio
 from protocol import CoreError
 
 from .._process._tree import DEVNULL, PIPE, STDOUT, ProcessTree, open_process_tree
+from .._session._events import EventQueue
+from .._session._registry import SessionRegistry
 from ._run_state import expand_temporary_files
 from ._state import HostRefusal
 
@@ -41,10 +43,12 @@ if TYPE_CHECKING:
 
     from ._run_state import RunStart
 
-__all__ = ("MAX_RUNS", "OUTPUT_CHUNK_BYTES", "Run", "RunTable")
+__all__ = ("MAX_ENDED_RUNS", "MAX_RUNS", "OUTPUT_CHUNK_BYTES", "Run", "RunTable")
 
 #: Live runs one plugin may have at once.
 MAX_RUNS: Final = 32
+#: Ended runs kept for the listing and their last events; the oldest go first.
+MAX_ENDED_RUNS: Final = 64
 #: Output is read and reported in chunks of at most this many bytes.
 OUTPUT_CHUNK_BYTES: Final = 16 * 1024
 #: After the main process exited, its output is read to the end for at most this long.
@@ -65,6 +69,8 @@ class Run:
         rerun: ``{function, data}`` when the run can be run again, else None.
         pid: The main process id once started.
         exit: ``{exitCode}`` or ``{signal}`` once ended.
+        events: Its host-facing events (``runStarted {label, pid}``, ``runOutput {text}``,
+            ``runExited {exitCode | signal}``), drained by ``run.waitEvents``.
     """
 
     run_id: str
@@ -73,6 +79,7 @@ class Run:
     generation: int
     label: str
     rerun: JSONObject | None
+    events: EventQueue
     pid: int | None = None
     exit: JSONObject | None = None
     stop_requested: trio.Event = field(default_factory=trio.Event)
@@ -81,7 +88,7 @@ class Run:
     def describe(self) -> JSONObject:
         """A run as listed: ``{runID, pluginId, sessionId, label, pid, state, exit?}``."""
         listed: JSONObject = {
-            "runID": self.run_id,
+            "runId": self.run_id,
             "pluginId": self.plugin_id,
             "sessionId": self.session_id,
             "label": self.label,
@@ -112,41 +119,39 @@ class RunTable:
     Args:
         nursery: Where runs live (the Core's, so they outlive the backend session).
         exited: ``await exited(run)`` once per run after it ended: tells the backend process
-            that started it (when it still runs) with ``run/didExit``.
-        event: ``event(run, name, params)``: a host-facing event of the run
-            (``runStarted``, ``runOutput``, ``runExited``).
+            that started it (when it still runs) with ``run/didExit``. Called shielded; it
+            must not wait long.
+        max_events: The bound of each run's event queue.
     """
 
     def __init__(
         self,
         nursery: trio.Nursery,
         exited: Callable[[Run], Awaitable[None]],
-        event: Callable[[Run, str, JSONObject], None],
+        max_events: int = 1024,
     ) -> None:
         self._nursery = nursery
         self._exited = exited
-        self._event = event
-        self._runs: dict[str, Run] = {}
+        self._max_events = max_events
+        #: Every run by ``runID`` (``runId`` in Core commands), live and recently ended.
+        self.runs: SessionRegistry[Run] = SessionRegistry("run", "run", "runId", _events_of)
         self._serial = itertools.count(1)
-
-    def __contains__(self, run_id: object) -> bool:
-        return run_id in self._runs
 
     def get(self, run_id: str) -> Run | None:
         """The run, live or ended (ended runs are kept for the listing)."""
-        return self._runs.get(run_id)
+        return self.runs.get(run_id)
 
     def live(self, plugin_id: str | None = None) -> list[Run]:
         """Runs not yet ended, of one plugin or of all."""
         return [
             run
-            for run in self._runs.values()
+            for run in self.runs.values()
             if not run.ended.is_set() and plugin_id in (None, run.plugin_id)
         ]
 
     def describe(self) -> list[JSONObject]:
         """Every run, oldest first."""
-        return [run.describe() for run in self._runs.values()]
+        return [run.describe() for run in self.runs.values()]
 
     async def start(
         self, plan: RunStart, *, plugin_id: str, session_id: str, generation: int
@@ -178,9 +183,19 @@ class RunTable:
             generation,
             plan.label,
             plan.rerun,
+            EventQueue(self._max_events),
         )
         await self._nursery.start(self._run, run, plan)
         return run
+
+    def _forget_ended(self) -> None:
+        ended = [run for run in self.runs.values() if run.ended.is_set()]
+        for run in ended[: max(0, len(ended) - MAX_ENDED_RUNS + 1)]:
+            self.forget(run)
+
+    def forget(self, run: Run) -> None:
+        """Drop an ended run from the listing (``run.destroy``)."""
+        self.runs.remove(run.run_id)
 
     async def stop(self, run: Run) -> None:
         """Stop ``run`` and wait until it ended; returns at once for an ended run.
@@ -232,8 +247,9 @@ class RunTable:
                 -32603, "plugin.host.failed", f"the run could not start: {exc}", details
             ) from None
         run.pid = tree.pid
-        self._runs[run.run_id] = run
-        self._event(run, "runStarted", {"label": run.label, "pid": tree.pid})
+        self._forget_ended()
+        self.runs.add(run.run_id, run)
+        _event(run, "runStarted", {"label": run.label, "pid": tree.pid})
         task_status.started()
         try:
             await self._supervise(run, tree)
@@ -244,7 +260,7 @@ class RunTable:
                     await trio.to_thread.run_sync(shutil.rmtree, directory, True)
                 run.exit = exit_params(report.returncode)
                 run.ended.set()
-                self._event(run, "runExited", dict(run.exit))
+                _event(run, "runExited", dict(run.exit))
                 await self._exited(run)
 
     async def _supervise(self, run: Run, tree: ProcessTree) -> None:
@@ -278,10 +294,18 @@ class RunTable:
                 chunk = b""
             text = decoder.decode(chunk, final=not chunk)
             if text:
-                self._event(run, "runOutput", {"text": text})
+                _event(run, "runOutput", {"text": text})
             if not chunk:
                 drained.set()
                 return
+
+
+def _events_of(run: Run) -> EventQueue:
+    return run.events
+
+
+def _event(run: Run, name: str, params: JSONObject) -> None:
+    run.events.put(name, {"runId": run.run_id, **params})
 
 
 def _write_files(files: tuple[tuple[str, bytes], ...]) -> str:

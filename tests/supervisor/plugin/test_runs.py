@@ -29,21 +29,26 @@ if TYPE_CHECKING:
 class Recorder:
     def __init__(self) -> None:
         self.exited: list[tuple[str, JSONObject | None]] = []
-        self.events: list[tuple[str, str, JSONObject]] = []
-        self.changed = trio.Event()
+        self.seen: dict[str, list[JSONObject]] = {}
 
     async def on_exit(self, run: Run) -> None:
         self.exited.append((run.run_id, run.exit))
-        self.changed.set()
 
-    def on_event(self, run: Run, name: str, params: JSONObject) -> None:
-        self.events.append((run.run_id, name, params))
-        self.changed.set()
+    def drain(self, run: Run) -> list[JSONObject]:
+        events = run.events.poll()["events"]
+        assert isinstance(events, list)
+        self.seen.setdefault(run.run_id, []).extend(e for e in events if isinstance(e, dict))
+        return self.seen[run.run_id]
 
-    def output(self, run_id: str) -> str:
-        return "".join(
-            str(p["text"]) for r, name, p in self.events if r == run_id and name == "runOutput"
-        )
+    async def first_line(self, run: Run) -> str:
+        while not self.output(run).strip():
+            got = (await run.events.wait(1000))["events"]
+            assert isinstance(got, list)
+            self.seen.setdefault(run.run_id, []).extend(e for e in got if isinstance(e, dict))
+        return self.output(run)
+
+    def output(self, run: Run) -> str:
+        return "".join(str(e["text"]) for e in self.drain(run) if e["event"] == "runOutput")
 
 
 def plan(
@@ -78,7 +83,7 @@ sys.exit(3)
 async def test_files_output_and_one_exit(tmp_path: Path) -> None:
     record = Recorder()
     async with trio.open_nursery() as nursery:
-        table = RunTable(nursery, record.on_exit, record.on_event)
+        table = RunTable(nursery, record.on_exit)
         run = await table.start(
             plan(
                 READ_FILES,
@@ -93,11 +98,12 @@ async def test_files_output_and_one_exit(tmp_path: Path) -> None:
         )
         assert run.run_id.startswith("run-")
         await run.ended.wait()
-        text, hexed, directory = record.output(run.run_id).strip().split("|")
+        text, hexed, directory = record.output(run).strip().split("|")
         assert (text, hexed) == ("héllo", "ff00")
         assert not await trio.Path(directory).exists()  # removed when the run ended
         assert record.exited == [(run.run_id, {"exitCode": 3})]
-        names = [name for r, name, _ in record.events if r == run.run_id]
+        names = [e["event"] for e in record.drain(run)]
+        assert all(e["runId"] == run.run_id for e in record.drain(run))
         assert names[0] == "runStarted"
         assert names[-1] == "runExited"
         assert run.describe()["state"] == "ended"
@@ -114,17 +120,14 @@ async def test_stop_ends_the_tree_and_close_ends_the_rest(tmp_path: Path) -> Non
         "print(p.pid, flush=True); time.sleep(600)"
     )
     async with trio.open_nursery() as nursery:
-        table = RunTable(nursery, record.on_exit, record.on_event)
+        table = RunTable(nursery, record.on_exit)
         first = await table.start(
             plan(sleeper, str(tmp_path)), plugin_id="p", session_id="s", generation=1
         )
         second = await table.start(
             plan(sleeper, str(tmp_path)), plugin_id="p", session_id="s", generation=1
         )
-        while not record.output(first.run_id).strip():
-            record.changed = trio.Event()
-            await record.changed.wait()
-        grandchild = int(record.output(first.run_id).split()[0])
+        grandchild = int((await record.first_line(first)).split()[0])
         await table.stop(first)
         assert first.exit == {"signal": 15}
         assert runs_no_more(grandchild)
@@ -139,7 +142,7 @@ async def test_a_start_that_fails_leaves_nothing(tmp_path: Path) -> None:
     record = Recorder()
     before = set(os.listdir(os.environ.get("TMPDIR", "/tmp")))
     async with trio.open_nursery() as nursery:
-        table = RunTable(nursery, record.on_exit, record.on_event)
+        table = RunTable(nursery, record.on_exit)
         missing = RunStart(
             context={"contextID": "w1", "generation": 1},
             label="missing",
@@ -157,6 +160,6 @@ async def test_a_start_that_fails_leaves_nothing(tmp_path: Path) -> None:
         assert caught.value.details["code"] == "launch_failed"
         assert table.describe() == []
         assert record.exited == []
-        assert record.events == []
+
     after = set(os.listdir(os.environ.get("TMPDIR", "/tmp")))
     assert not {name for name in after - before if name.startswith("supervisor-run-")}
