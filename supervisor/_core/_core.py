@@ -44,6 +44,7 @@ from protocol import (
 from .._boundary import cut_utf8, fault_point, internal_message, log_failure, split_failure
 from .._dap._service import open_debug_service
 from .._lsp._service import open_lsp_service
+from .._plugin._run_service import open_run_service
 from .._process._reaper import reap_adopted_children, reap_orphans
 from .._session._events import DEFAULT_MAX_EVENTS
 from .._terminal._service import open_terminal_service
@@ -83,6 +84,7 @@ DEFAULT_SERVICES: Final[tuple[ServiceFactory, ...]] = (
     open_lsp_service,
     open_terminal_service,
     open_debug_service,
+    open_run_service,
 )
 
 

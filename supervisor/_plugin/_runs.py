@@ -80,6 +80,8 @@ class Run:
     label: str
     rerun: JSONObject | None
     events: EventQueue
+    #: Who started it, for the ``exited`` callback (the table does not look inside).
+    owner: object = None
     pid: int | None = None
     exit: JSONObject | None = None
     stop_requested: trio.Event = field(default_factory=trio.Event)
@@ -154,7 +156,13 @@ class RunTable:
         return [run.describe() for run in self.runs.values()]
 
     async def start(
-        self, plan: RunStart, *, plugin_id: str, session_id: str, generation: int
+        self,
+        plan: RunStart,
+        *,
+        plugin_id: str,
+        session_id: str,
+        generation: int,
+        owner: object = None,
     ) -> Run:
         """Write the temporary files and start the run's process tree.
 
@@ -184,6 +192,7 @@ class RunTable:
             plan.label,
             plan.rerun,
             EventQueue(self._max_events),
+            owner,
         )
         await self._nursery.start(self._run, run, plan)
         return run
