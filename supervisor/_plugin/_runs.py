@@ -244,9 +244,13 @@ class RunTable:
             tree = await open_process_tree(
                 argv, cwd=plan.working_directory, env=env, stdin=DEVNULL, stdout=PIPE, stderr=STDOUT
             )
-        except (CoreError, OSError) as exc:
+        except BaseException as exc:
+            # Nothing is left behind, whatever ended the start (a cancelled caller too).
             if directory is not None:
-                await trio.to_thread.run_sync(shutil.rmtree, directory, True)
+                with trio.CancelScope(shield=True):
+                    await trio.to_thread.run_sync(shutil.rmtree, directory, True)
+            if not isinstance(exc, (CoreError, OSError)):
+                raise
             details: JSONObject = (
                 {"code": exc.code, **(exc.details or {})}
                 if isinstance(exc, CoreError)
