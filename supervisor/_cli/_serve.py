@@ -5,7 +5,11 @@ Contract (ide-backend-protocol.schema.json):
 - ``initialize`` comes first; any other request before it is answered -32002. Its result
   carries ``serverInfo {name, version}``, ``protocol: 1`` and the command list. The option
   ``initializationOptions.trusted: false`` declares the workspace untrusted (``build`` and
-  ``test`` jobs end ``denied``).
+  ``test`` jobs end ``denied``). ``initializationOptions.hostRequests`` says who serves plugin
+  backends' ``lithe/host/*`` requests: ``"serve"`` (the default: the supervisor serves those
+  it has handlers for, consenting to every program start, and forwards the others as
+  ``hostRequest`` events) or ``"client"`` (every one is forwarded to the client as a
+  ``hostRequest`` event, answered with ``lsp.hostResponse``).
 - Every Core command is a method of the same name, params = payload. A command's error is a
   JSON-RPC error whose ``data.code`` is the Core code (``invalid_request``, ...), with the
   Core message as the message.
@@ -45,6 +49,7 @@ from protocol import (
 from .._core._core import PROTOCOL_VERSION, _version, open_core
 from .._endpoint import EndpointClosed, JSONRPCError, current_request_id, open_jsonrpc_endpoint
 from .._handles import take_over_stdio
+from .._plugin._host import AllowAll, RouteToClient
 from .._process._tree import DEFAULT_KILL_WAIT_MS, DEFAULT_TERM_GRACE_MS
 
 if TYPE_CHECKING:
@@ -54,6 +59,7 @@ if TYPE_CHECKING:
 
     from .._core._core import Core
     from .._endpoint import JSONRPCEndpoint
+    from .._plugin._host import HostPolicy
 
 __all__ = ("SERVER_NAME", "serve", "serve_stdio")
 
@@ -183,7 +189,8 @@ class _Server:
     async def _initialize(self, params: JSONValue | None) -> JSONValue:
         try:
             trusted = _trusted_option(params)
-            core: Core = await self._nursery.start(self._run_core, trusted)
+            policy = _host_policy_option(params)
+            core: Core = await self._nursery.start(self._run_core, trusted, policy)
         except BaseException:
             # An `exit` while the Core opened has moved the lifecycle on already.
             if self.lifecycle.state is LifecycleState.INITIALIZING:
@@ -295,10 +302,14 @@ class _Server:
     # -- the Core and its events ---------------------------------------------------------
 
     async def _run_core(
-        self, trusted: bool, *, task_status: trio.TaskStatus[Core] = trio.TASK_STATUS_IGNORED
+        self,
+        trusted: bool,
+        policy: HostPolicy,
+        *,
+        task_status: trio.TaskStatus[Core] = trio.TASK_STATUS_IGNORED,
     ) -> None:
         try:
-            async with open_core(trusted=trusted) as core:
+            async with open_core(trusted=trusted, host_policy=policy) as core:
                 task_status.started(core)
                 await self._core_stop.wait()
         finally:
@@ -404,6 +415,20 @@ def _trusted_option(params: JSONValue | None) -> bool:
             int(ErrorCode.INVALID_PARAMS), "initializationOptions.trusted must be a boolean"
         )
     return trusted
+
+
+def _host_policy_option(params: JSONValue | None) -> HostPolicy:
+    """``initializationOptions.hostRequests``: ``"serve"`` (default) or ``"client"``."""
+    options = params.get("initializationOptions") if isinstance(params, dict) else None
+    choice = options.get("hostRequests", "serve") if isinstance(options, dict) else "serve"
+    if choice == "serve":
+        return AllowAll()
+    if choice == "client":
+        return RouteToClient()
+    raise JSONRPCError(
+        int(ErrorCode.INVALID_PARAMS),
+        'initializationOptions.hostRequests must be "serve" or "client"',
+    )
 
 
 async def serve(

@@ -44,6 +44,8 @@ from protocol import (
 from .._boundary import cut_utf8, fault_point, internal_message, log_failure, split_failure
 from .._dap._service import open_debug_service
 from .._lsp._service import open_lsp_service
+from .._plugin._host import HostEnvironment
+from .._plugin._host_workspace import open_workspace_service
 from .._plugin._run_service import open_run_service
 from .._process._reaper import reap_adopted_children, reap_orphans
 from .._session._events import DEFAULT_MAX_EVENTS
@@ -55,11 +57,13 @@ from ._service import LanguageServerCommands, OwnedResources, ServiceContext
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Sequence
+    from pathlib import Path
     from types import TracebackType
 
     from lanes import Lanes
     from protocol import JSONObject, JSONValue
 
+    from .._plugin._host import HostPolicy
     from .._session._events import EventQueue
     from ._service import CommandHandler, Service, ServiceFactory
 
@@ -84,6 +88,7 @@ DEFAULT_SERVICES: Final[tuple[ServiceFactory, ...]] = (
     open_lsp_service,
     open_terminal_service,
     open_debug_service,
+    open_workspace_service,
     open_run_service,
 )
 
@@ -359,6 +364,8 @@ async def open_core(
     trusted: bool = True,
     max_events: int = DEFAULT_MAX_EVENTS,
     services: Sequence[ServiceFactory] = DEFAULT_SERVICES,
+    host_policy: HostPolicy | None = None,
+    plugin_state_root: Path | None = None,
 ) -> AsyncIterator[Core]:
     """Start a Core and close it when the block ends.
 
@@ -367,6 +374,10 @@ async def open_core(
             ``denied`` without starting (ide-backend-protocol ``initialize`` option).
         max_events: The bound of each event queue (job events, session events).
         services: The services to open (:data:`DEFAULT_SERVICES`).
+        host_policy: The embedding host's decisions for plugin backends' host requests
+            (:class:`~supervisor._plugin._host.HostPolicy`); None: allow all.
+        plugin_state_root: Where plugin state directories and the host secret live; None:
+            ``$XDG_STATE_HOME/trio-process-supervisor/plugins``.
 
     Yields:
         The running :class:`Core`.
@@ -401,14 +412,17 @@ async def open_core(
                         session_id, command, arguments, timeout_ms
                     )
 
+                host = HostEnvironment.default(host_policy, plugin_state_root)
                 context = ServiceContext(
                     nursery=nursery,
                     trusted=trusted,
                     max_events=max_events,
                     owner_ended=owner_ended,
                     language_server_command=language_server_command,
+                    host=host,
                 )
                 opened = [await stack.enter_async_context(f(context)) for f in services]
+                host.attach(opened)
                 owning += [s for s in opened if isinstance(s, OwnedResources)]
                 commanding += [s for s in opened if isinstance(s, LanguageServerCommands)]
                 core = Core(opened)

@@ -21,6 +21,8 @@ if TYPE_CHECKING:
 
     from protocol import JSONObject, JSONValue
 
+    from .._plugin._host import HostEnvironment
+
 __all__ = (
     "CommandHandler",
     "LanguageServerCommands",
@@ -66,6 +68,9 @@ class ServiceContext:
             server session, answered with its result (a debug adapter hosted by a language
             server, plugin-contract.md ``tcpLanguageServer``). The Core routes it to the
             service implementing :class:`LanguageServerCommands`.
+        host: The host services plugin backends ask for (workspace contexts, the dispatch
+            table, the embedding host's policy), shared by every service of the Core;
+            None outside a Core (plugin backends' host requests then go to the client).
     """
 
     nursery: trio.Nursery
@@ -75,6 +80,7 @@ class ServiceContext:
     language_server_command: Callable[[str, str, list[JSONValue], int], Awaitable[JSONValue]] = (
         _no_language_servers
     )
+    host: HostEnvironment | None = None
 
 
 @runtime_checkable

@@ -72,6 +72,7 @@ if TYPE_CHECKING:
     from protocol import JSONObject, JSONValue
 
     from .._core._service import CommandHandler, ServiceContext
+    from .._plugin._host import HostEnvironment
     from .._process._tree import ProcessTree
 
 __all__ = ("LspService", "open_lsp_service", "parse_start")
@@ -409,8 +410,13 @@ class LspService:
         nursery: trio.Nursery,
         max_events: int,
         owner_ended: Callable[[str], Awaitable[None]] | None = None,
+        host: HostEnvironment | None = None,
     ) -> None:
         self._nursery = nursery
+        #: The Core's host services for plugin backends (None: all go to the client).
+        self.host = host
+        if host is not None:
+            host.contexts.listen(self._contexts_changed)
         self._max_events = max_events
         self._owner_ended = owner_ended
         self._sessions: SessionRegistry[LspSession] = SessionRegistry(
@@ -536,12 +542,18 @@ class LspService:
             raise
         if session.plugin is not None:
             session.plugin.relay = self.relay
+            session.plugin.host = self.host
         await self._nursery.start(self._run_session, session, tree)
         self._sessions.add(session_id, session)
         if state is not None and state.retention is not None:
             # "sweeps in the background after a start": the answer does not wait for it.
             self._nursery.start_soon(self._sweep_states, session, state)
         return {"sessionId": session_id}
+
+    def _contexts_changed(self, revision: int) -> None:
+        for session in self._sessions.values():
+            if session.plugin is not None:
+                session.plugin.contexts_changed(revision)
 
     async def _sweep_states(self, session: LspSession, state: WorkspaceState) -> None:
         try:
@@ -1045,7 +1057,7 @@ async def open_lsp_service(context: ServiceContext) -> AsyncIterator[LspService]
     exit-wait, TERM-grace and kill-wait bounds (8 s with the defaults).
     """
     async with trio.open_nursery() as nursery:
-        service = LspService(nursery, context.max_events, context.owner_ended)
+        service = LspService(nursery, context.max_events, context.owner_ended, context.host)
         try:
             yield service
         finally:

@@ -774,6 +774,22 @@ class LspSession(SessionResource[JSONObject]):
         gen.ready = True
         gen.settled.set()
         self._transition(LspInput.HANDSHAKE_DONE)
+        if self.plugin is not None:
+            await self._send_host_notifications(endpoint)
+
+    async def _send_host_notifications(self, endpoint: JSONRPCEndpoint) -> None:
+        """Write the plugin runtime's queued host notifications, in order, while the
+        generation runs (plugin-contract.md "Host notifications"). An overflow of the queue
+        raises :class:`~supervisor._plugin._subscriptions.NotificationOverflow`, which ends
+        the session (a contained failure of this stage)."""
+        assert self.plugin is not None
+        queue = self.plugin.notifications
+        while True:
+            method, params = await queue.get()
+            try:
+                await endpoint.notify(method, params)
+            except EndpointClosed:
+                return  # the watchers say how the backend went
 
     async def _send_initialize(
         self, gen: _Generation, endpoint: JSONRPCEndpoint
