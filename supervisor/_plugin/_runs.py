@@ -272,9 +272,11 @@ class RunTable:
                 if directory is not None:
                     await trio.to_thread.run_sync(shutil.rmtree, directory, True)
                 run.exit = exit_params(report.returncode)
-                run.ended.set()
-                _event(run, "runExited", dict(run.exit))
+                # The backend is told before a stop returns, so a stop's answer never
+                # overtakes the run's didExit.
                 await self._exited(run)
+                _event(run, "runExited", dict(run.exit))
+                run.ended.set()
 
     async def _supervise(self, run: Run, tree: ProcessTree) -> None:
         """Until the main process exits or a stop is asked; output is pumped meanwhile."""
