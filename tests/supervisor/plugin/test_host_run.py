@@ -16,6 +16,7 @@ import trio
 from supervisor import open_core
 from tests._procfs import runs_no_more
 from tests.supervisor.lsp._support import PY, as_obj, start
+from tests.supervisor.plugin.test_example_backends import ServeSession
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator
@@ -23,11 +24,12 @@ if TYPE_CHECKING:
 
     from protocol import JSONObject, JSONValue
     from supervisor import Core
+    from tests.supervisor.cli.test_serve import Client
     from tests.supervisor.lsp._support import Session
 
 BACKEND = os.path.join(os.path.dirname(__file__), "..", "..", "peers", "plugin_backend.py")
 PLUGIN = "com.example.runner"
-FUNCS = ["host.call", "seen.get"]
+FUNCS = ["host.call", "host.cancel", "seen.get"]
 CTX: JSONObject = {"contextID": "w1", "generation": 1}
 GRANTS: JSONValue = ["lithe/host/run/start", "lithe/host/debug/start"]
 
@@ -317,3 +319,144 @@ async def test_debug_start_on_the_plugins_own_adapter(core: Core, tmp_path: Path
         as_obj(x)["state"] == "terminated" for x in sessions if as_obj(x)["sessionId"] == session_id
     )
     await s.stop()
+
+
+async def started_run(core: Core, session: Session, code: str = SLEEPER) -> tuple[str, int]:
+    """A run of ``code`` started by ``session``'s backend: its runID and main pid."""
+    (started,) = await host_calls(session, ("lithe/host/run/start", run_params(code)))
+    run_id = str(as_obj(started["result"])["runID"])
+    got = as_obj(await core.call("run.pollEvents", {"runId": run_id}))
+    events = got["events"]
+    assert isinstance(events, list)
+    pid = as_obj(events[0])["pid"]
+    assert isinstance(pid, int)
+    return run_id, pid
+
+
+async def test_a_restarted_backend_is_not_told_of_an_earlier_run(
+    core: Core, tmp_path: Path
+) -> None:
+    await prepare(core, tmp_path)
+    s = await backend(core, tmp_path)
+    run_id, pid = await started_run(core, s)
+    assert (await s.call("lsp.restartServer"))["generation"] == 2
+    await s.wait_state("ready")
+    await core.call("run.stop", {"runId": run_id})
+    assert runs_no_more(pid)
+    await trio.sleep(0.2)
+    assert not [n for n in await notifications(s) if n["method"] == "lithe/host/run/didExit"]
+    await s.stop()
+
+
+async def test_a_cancelled_stop_still_stops(core: Core, tmp_path: Path) -> None:
+    await prepare(core, tmp_path)
+    s = await backend(core, tmp_path)
+    run_id, pid = await started_run(core, s)
+    op = (
+        await s.call(
+            "lsp.functionRequest",
+            function={"pluginID": PLUGIN, "functionID": "host.cancel"},
+            params={"method": "lithe/host/run/stop", "params": {"runID": run_id}},
+        )
+    )["operationId"]
+    assert isinstance(op, str)
+    error = as_obj(as_obj((await s.completed(op))["result"])["value"])
+    assert as_obj(error["data"])["code"] == "plugin.host.cancelled"
+    (exited,) = await did_exits(s, 1)
+    assert exited == {"runID": run_id, "signal": 15}
+    assert runs_no_more(pid)
+    await s.stop()
+
+
+class Refuse:
+    """A host whose user withholds consent to every program."""
+
+    def routes_to_client(self, method: str) -> bool:
+        return False
+
+    async def consent(self, request: object) -> bool:
+        return False
+
+    async def show(self, request: object) -> None:
+        return None
+
+
+async def test_withheld_consent_starts_nothing(tmp_path: Path) -> None:
+    async with open_core(host_policy=Refuse()) as core:
+        await prepare(core, tmp_path)
+        s = await backend(core, tmp_path)
+        (refused,) = await host_calls(s, ("lithe/host/run/start", run_params("pass")))
+        assert as_obj(refused["error"])["code"] == -32010
+        assert data(refused)["code"] == "plugin.host.permissionDenied"
+        assert await core.call("run.list", {}) == []
+        await s.stop()
+
+
+async def test_through_serve(client: Client, tmp_path: Path) -> None:
+    workspace = tmp_path / "ws"
+    (workspace / "app").mkdir(parents=True)
+    await client.initialize()
+    configure: tuple[tuple[str, JSONObject], ...] = (
+        (
+            "workspace.setContexts",
+            {"contexts": [{"contextID": "w1", "folders": [{"path": str(workspace)}]}]},
+        ),
+        (
+            "run.configurePlugin",
+            {"pluginId": PLUGIN, "requiresTools": ["python"], "tools": {"python": sys.executable}},
+        ),
+    )
+    for method, params in configure:
+        assert "result" in await client.request(method, params)
+    answer = {"version": 0, "functions": [{"id": f} for f in FUNCS]}
+    reply = await client.request(
+        "lsp.startServer",
+        {
+            "serverId": "runner",
+            "executable": PY,
+            "arguments": [BACKEND, json.dumps(answer), json.dumps({"version": 0})],
+            "workingDirectory": str(tmp_path),
+            "rootUri": "file://" + str(tmp_path),
+            "pluginId": PLUGIN,
+            "hostServices": GRANTS,
+            "shutdownTimeoutMilliseconds": 2000,
+        },
+    )
+    session = ServeSession(client, str(as_obj(reply["result"])["sessionId"]))
+    await session.wait_for(lambda e: e["event"] == "stateChanged" and e["state"] == "ready")
+
+    async def backend_call(function_id: str, params: JSONObject) -> JSONValue:
+        started = await session.call(
+            "lsp.functionRequest",
+            function={"pluginID": PLUGIN, "functionID": function_id},
+            params=params,
+        )
+        done = await session.completed(started["operationId"])
+        return as_obj(done["result"])["value"]
+
+    replies = await backend_call(
+        "host.call",
+        {
+            "requests": [
+                {"method": "lithe/host/run/start", "params": run_params("raise SystemExit(4)")}
+            ]
+        },
+    )
+    assert isinstance(replies, list)
+    run_id = as_obj(as_obj(replies[0])["result"])["runID"]
+    with trio.fail_after(30):
+        while True:
+            seen = as_obj(await backend_call("seen.get", {}))
+            exits = [
+                as_obj(n)["params"]
+                for n in seen["notifications"]  # type: ignore[union-attr]
+                if as_obj(n)["method"] == "lithe/host/run/didExit"
+            ]
+            if exits:
+                break
+            await trio.sleep(0.05)
+    assert exits == [{"runID": run_id, "exitCode": 4}]
+    listed = as_obj(await client.request("run.list", {}))["result"]
+    assert isinstance(listed, list)
+    assert as_obj(listed[0])["exit"] == {"exitCode": 4}
+    await session.call("lsp.stopServer")
