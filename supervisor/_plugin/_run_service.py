@@ -8,7 +8,9 @@ presents them with these commands:
   what the host knows of one installed plugin for its runs and debug sessions (its package,
   the manifest's ``requiresTools`` and what each resolves to, its declared debug adapters).
   A plugin never configured has none of them. Answers ``{pluginId}``.
-- ``run.list {}`` -> ``[{runId, pluginId, sessionId, label, pid, state, rerunnable, exit?}]``.
+- ``run.list {}`` -> ``[{runId, pluginId, sessionId, label, pid, state, exit?, rerun?}]``;
+  ``rerun {function, data}`` is what "Run again" invokes (``lsp.functionRequest`` with the
+  current context); a run without it cannot be rerun.
 - ``run.stop {runId}`` -> the run as listed, once ended (the Run window's Stop button).
 - ``run.destroy {runId}`` forgets an ended run; ``run.waitEvents`` / ``run.pollEvents
   {runId}`` drain its events (``runStarted {label, pid}``, ``runOutput {text}``,

@@ -88,7 +88,8 @@ class Run:
     ended: trio.Event = field(default_factory=trio.Event)
 
     def describe(self) -> JSONObject:
-        """A run as listed: ``{runID, pluginId, sessionId, label, pid, state, exit?}``."""
+        """A run as listed: ``{runId, pluginId, sessionId, label, pid, state, exit?,
+        rerun?: {function, data}}``."""
         listed: JSONObject = {
             "runId": self.run_id,
             "pluginId": self.plugin_id,
@@ -96,8 +97,11 @@ class Run:
             "label": self.label,
             "pid": self.pid,
             "state": "ended" if self.ended.is_set() else "running",
-            "rerunnable": self.rerun is not None,
         }
+        if self.rerun is not None:
+            # "Run again": the host invokes rerun.function with rerun.data as the params and
+            # the current context (lsp.functionRequest); the backend answers with a new start.
+            listed["rerun"] = dict(self.rerun)
         if self.exit is not None:
             listed["exit"] = dict(self.exit)
         return listed

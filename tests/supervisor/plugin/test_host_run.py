@@ -178,6 +178,7 @@ async def test_a_run_starts_reports_output_and_exits_once(core: Core, tmp_path: 
                     "environment": {},
                 },
                 temporaryFiles=[{"name": "note.txt", "contents": "from the plugin"}],
+                rerun={"function": "seen.get", "data": {"again": True}},
             ),
         ),
         ("lithe/host/run/start", run_params("pass", label="")),
@@ -239,7 +240,14 @@ async def test_a_run_starts_reports_output_and_exits_once(core: Core, tmp_path: 
     listed = await core.call("run.list", {})
     assert isinstance(listed, list)
     (entry,) = [as_obj(x) for x in listed]
-    assert entry == {**entry, "runId": run_id, "state": "ended", "exit": {"exitCode": 7}}
+    rerun: JSONObject = {"function": "seen.get", "data": {"again": True}}
+    assert entry == {
+        **entry,
+        "runId": run_id,
+        "state": "ended",
+        "exit": {"exitCode": 7},
+        "rerun": rerun,
+    }
     await trio.sleep(0.2)
     assert len(await did_exits(s, 1)) == 1  # one didExit per run
     await s.stop()
