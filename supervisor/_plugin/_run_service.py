@@ -6,8 +6,10 @@ presents them with these commands:
 
 - ``run.configurePlugin {pluginId, packageRoot?, requiresTools?, tools?, debugAdapters?}``:
   what the host knows of one installed plugin for its runs and debug sessions (its package,
-  the manifest's ``requiresTools`` and what each resolves to, its declared debug adapters).
-  A plugin never configured has none of them. Answers ``{pluginId}``.
+  the manifest's ``requiresTools``, its declared debug adapters). ``tools`` maps a required
+  tool to its executable (a path, a launch plan's ``{executable, ...}`` entry, or null: it
+  resolves to nothing); a required tool not listed is looked up on PATH by its short ID. A
+  plugin never configured has none of them. Answers ``{pluginId}``.
 - ``run.list {}`` -> ``[{runId, pluginId, sessionId, label, pid, state, exit?, rerun?}]``;
   ``rerun {function, data}`` is what "Run again" invokes (``lsp.functionRequest`` with the
   current context); a run without it cannot be rerun.
@@ -30,7 +32,7 @@ from typing import TYPE_CHECKING, Final, Protocol, cast
 
 import trio
 
-from protocol import CoreError, invalid_field
+from protocol import CoreError, invalid_field, path_problem
 
 from .._core._payload import check_fields, optional_str, require_path, require_str
 from ._run_state import DebugAdapter, RunTools
@@ -120,16 +122,22 @@ def parse_plugin_runs(payload: JSONObject) -> tuple[str, PluginRuns]:
     tools = payload.get("tools", {})
     if not isinstance(tools, dict):
         raise invalid_field("tools", "tools maps a tool ID to its executable")
-    resolved: dict[str, str] = {}
-    for tool, path in tools.items():
+    resolved: dict[str, str | None] = {}
+    for tool, entry in tools.items():
         if tool not in required:
             raise invalid_field(f"tools.{tool}", f"{tool} is not in requiresTools")
-        resolved[tool] = _absolute(tools, tool) if path is not None else ""
-    run_tools = RunTools(
-        frozenset(map(str, required)),
-        {tool: path for tool, path in resolved.items() if path},
-        package_root,
-    )
+        if isinstance(entry, dict):
+            # A launch plan's tools entry {executable, version?, home?, launch?}: a run
+            # starts the executable itself, with the run's own arguments.
+            entry = entry.get("executable")
+        if entry is not None and (
+            not isinstance(entry, str)
+            or not os.path.isabs(entry)
+            or path_problem(entry, "tool") is not None
+        ):
+            raise invalid_field(f"tools.{tool}", f"tools.{tool} must name an absolute path")
+        resolved[tool] = entry
+    run_tools = RunTools(frozenset(map(str, required)), resolved, package_root)
     adapters = _parse_adapters(payload.get("debugAdapters", []))
     return plugin_id, PluginRuns(run_tools, adapters)
 

@@ -16,6 +16,7 @@ import base64
 import binascii
 import os
 import re
+import shutil
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Final
 
@@ -101,14 +102,15 @@ class RunTools:
 
     Attributes:
         required: The manifest's ``requiresTools``.
-        resolved: Tool-definition ID -> the executable the host resolved for it; a required
-            tool missing here resolves to nothing (``plugin.host.toolUnresolved``).
+        resolved: Tool-definition ID -> the executable the host resolved for it, or None
+            when it resolves to nothing (``plugin.host.toolUnresolved``); a required tool
+            not listed is looked up by its short ID on PATH, as a launch plan's tool.
         package_root: The installed package's root, for ``{kind: "packaged"}``; None: the
             host gave none, so a packaged executable is refused.
     """
 
     required: frozenset[str] = frozenset()
-    resolved: Mapping[str, str] = field(default_factory=dict)
+    resolved: Mapping[str, str | None] = field(default_factory=dict)
     package_root: str | None = None
 
 
@@ -169,14 +171,24 @@ def _executable(value: JSONValue, tools: RunTools) -> str:
         tool = value["tool"]
         if tool not in tools.required:
             raise _run_invalid(f"{where}.tool", f"{tool!r} is not in the plugin's requiresTools")
-        resolved = tools.resolved.get(tool)
+        if tool in tools.resolved:
+            resolved = tools.resolved[tool]
+        else:
+            # As a launch plan's tool: the host's table first, else the short ID on PATH.
+            resolved = shutil.which(tool.rsplit(":", 1)[-1])
         if resolved is None:
             raise _host(
                 "plugin.host.toolUnresolved",
                 f"the tool {tool!r} resolves to no executable",
                 {"tool": tool, "reason": "notFound"},
             )
-        return resolved
+        if not os.path.isfile(resolved) or not os.access(resolved, os.X_OK):
+            raise _host(
+                "plugin.host.toolUnresolved",
+                f"the tool {tool!r} resolves to {resolved!r}, which cannot be run",
+                {"tool": tool, "reason": "unusable"},
+            )
+        return os.path.abspath(resolved)
     if kind == "packaged":
         if set(value) != {"kind", "path"} or not isinstance(value["path"], str):
             raise _run_invalid(where, "a packaged executable is {kind: packaged, path}")

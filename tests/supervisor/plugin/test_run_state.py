@@ -8,10 +8,14 @@ from __future__ import annotations
 
 import base64
 import os
+import shutil
+import sys
 from typing import TYPE_CHECKING
 
 import pytest
 
+from protocol import CoreError
+from supervisor._plugin._run_service import parse_plugin_runs
 from supervisor._plugin._run_state import (
     DEBUG_CONFIGURATION_BYTES,
     MAX_ARGUMENT_BYTES,
@@ -45,9 +49,10 @@ def roots(tmp_path: Path) -> tuple[str, RunTools]:
     (package / "bin" / "tool").write_text("#!/bin/sh\n")
     (tmp_path / "outside").mkdir()
     os.symlink(tmp_path / "outside", workspace / "escape")
+    (tmp_path / "plain.txt").write_text("not a program")
     tools = RunTools(
-        required=frozenset({"python", "missing"}),
-        resolved={"python": "/usr/bin/python3"},
+        required=frozenset({"python", "missing", "gone", "plain", "org.example.tools:sh"}),
+        resolved={"python": sys.executable, "gone": None, "plain": str(tmp_path / "plain.txt")},
         package_root=str(package),
     )
     return str(workspace), tools
@@ -96,7 +101,7 @@ def test_a_valid_start_resolves_tool_directory_and_files(roots: tuple[str, RunTo
         rerun={"function": "app.run", "data": {"n": 1}},
     )
     started = decode_run_start(params, tools, workspace, frozenset({"app.run"}))
-    assert started.executable == "/usr/bin/python3"
+    assert started.executable == sys.executable
     assert started.working_directory == os.path.join(workspace, "app")
     assert started.temporary_files == (("args.txt", "héllo".encode()), ("raw.bin", b"\xff\x00"))
     assert started.rerun == {"function": "app.run", "data": {"n": 1}}
@@ -198,9 +203,16 @@ def test_unknown_field_unresolved_tool_and_debug_target(roots: tuple[str, RunToo
     caught = refused(run(console=True), roots)
     assert (caught.number, caught.code) == (-32018, "plugin.host.unsupportedOption")
     assert caught.details == {"option": "console"}
-    caught = refused(run(process=process(executable={"kind": "tool", "tool": "missing"})), roots)
-    assert (caught.number, caught.code) == (-32025, "plugin.host.toolUnresolved")
-    assert caught.details == {"tool": "missing", "reason": "notFound"}
+    for tool, reason in (("missing", "notFound"), ("gone", "notFound"), ("plain", "unusable")):
+        caught = refused(run(process=process(executable={"kind": "tool", "tool": tool})), roots)
+        assert (caught.number, caught.code) == (-32025, "plugin.host.toolUnresolved")
+        assert caught.details == {"tool": tool, "reason": reason}
+    # A required tool the host did not list: its short ID on PATH, as a launch plan's tool.
+    workspace, tools = roots
+    on_path = run(process=process(executable={"kind": "tool", "tool": "org.example.tools:sh"}))
+    found = shutil.which("sh")
+    assert found is not None
+    assert decode_run_start(on_path, tools, workspace).executable == os.path.abspath(found)
     # A well-formed debug target: no public adapter alias is known to the supervisor.
     debug = {"configurationType": "python", "target": {"kind": "connection", "port": 5678}}
     caught = refused(run(debug=debug), roots)
@@ -343,3 +355,59 @@ def test_debug_start_refusals(
         code,
         details,
     )
+
+
+@pytest.mark.parametrize(
+    ("payload", "field"),
+    [
+        ({"pluginId": "bad id"}, "pluginId"),
+        ({"pluginId": "p", "packageRoot": "relative"}, "packageRoot"),
+        ({"pluginId": "p", "requiresTools": ["a", "a"]}, "requiresTools"),
+        ({"pluginId": "p", "requiresTools": [f"t{i}" for i in range(33)]}, "requiresTools"),
+        ({"pluginId": "p", "tools": {"node": "/usr/bin/node"}}, "tools.node"),
+        ({"pluginId": "p", "requiresTools": ["node"], "tools": {"node": "node"}}, "tools.node"),
+        ({"pluginId": "p", "debugAdapters": [{"id": "py"}]}, "debugAdapters[0].adapter"),
+        (
+            {
+                "pluginId": "p",
+                "debugAdapters": [
+                    {
+                        "id": "py",
+                        "adapter": {"executable": "/bin/true"},
+                        "configurations": {"attach": {}},
+                    }
+                ],
+            },
+            "debugAdapters[0].configurations.attach",
+        ),
+        (
+            {
+                "pluginId": "p",
+                "debugAdapters": [
+                    {"id": "py", "requests": ["run"], "adapter": {"executable": "/bin/true"}}
+                ],
+            },
+            "debugAdapters[0].requests",
+        ),
+    ],
+)
+def test_configure_plugin_refuses_what_it_cannot_use(payload: JSONObject, field: str) -> None:
+    with pytest.raises(CoreError) as caught:
+        parse_plugin_runs(payload)
+    assert caught.value.code == "invalid_request"
+    assert caught.value.details == {"field": field}
+
+
+def test_configure_plugin_accepts_launch_plan_tool_entries() -> None:
+    plugin_id, runs = parse_plugin_runs(
+        {
+            "pluginId": "p",
+            "requiresTools": ["python", "node"],
+            "tools": {"python": {"executable": sys.executable, "version": "3.11"}, "node": None},
+            "debugAdapters": [{"id": "py", "adapter": {"executable": sys.executable}}],
+        }
+    )
+    assert plugin_id == "p"
+    assert runs.tools.resolved == {"python": sys.executable, "node": None}
+    assert runs.adapters["py"].requests == frozenset({"launch"})
+    assert runs.adapters["py"].adapter_id == "py"
