@@ -18,8 +18,6 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-import trio
-
 from ._host import Consent, Show
 from ._run_service import RunService
 from ._run_state import decode_debug_start, decode_run_start, decode_run_stop
@@ -102,8 +100,9 @@ async def run_start(call: HostCall) -> JSONValue:
     run = await service.start(session, plan)  # type: ignore[arg-type]
     try:
         await call.host.policy.show(Show(session.plugin_id, "run", run.run_id))
-    except trio.Cancelled:
-        # Cancelling the request that started it is stopping it.
+    except BaseException:
+        # The backend never learns the runID: cancelling the request that started the run
+        # (or a failure to show it) stops it.
         run.stop_requested.set()
         raise
     return {"runID": run.run_id}
