@@ -423,6 +423,7 @@ async def open_core(
                 )
                 opened = [await stack.enter_async_context(f(context)) for f in services]
                 host.attach(opened)
+                host.nursery = nursery
                 owning += [s for s in opened if isinstance(s, OwnedResources)]
                 commanding += [s for s in opened if isinstance(s, LanguageServerCommands)]
                 core = Core(opened)

@@ -502,6 +502,13 @@ def _method_grant(
     return method, HostMethod(service, method, required, optional if optional is not None else {})
 
 
+#: Methods granted by another method's grant: ``terminal.create`` grants the six terminal
+#: methods (plugin-contract.md "Plugin-owned native terminals").
+_GRANTED_BY: Final = {
+    f"terminal/{name}": "terminal/create"
+    for name in ("show", "close", "reopen", "dispose", "onExit")
+}
+
 #: Host services, Workspace contexts and capability discovery, Public document, file and
 #: window methods: the requests Core types. ``credentials`` and ``workspace`` are service
 #: grants; the public methods are granted by their full method names. The methods Core
@@ -595,7 +602,9 @@ HOST_METHODS: Final[dict[str, HostMethod]] = dict(
         *(
             (
                 f"lithe/host/{name}",
-                HostMethod(name.split("/", 1)[0], f"lithe/host/{name}", {}, None),
+                HostMethod(
+                    name.split("/", 1)[0], f"lithe/host/{_GRANTED_BY.get(name, name)}", {}, None
+                ),
             )
             for name in (
                 "run/start",

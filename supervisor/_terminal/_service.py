@@ -144,6 +144,8 @@ class _Handle:
     #: The exit outcome of the current generation, once its cleanup finished.
     outcome: JSONObject | None = None
     subscription: str | None = None
+    #: Called with each outcome delivered to the subscription (a plugin backend's onExit).
+    exit_listener: Callable[[JSONObject], None] | None = None
     #: Set whenever no start, cleanup or dispose runs on the handle.
     idle: trio.Event = field(default_factory=trio.Event)
     #: Why the last generation's display fell back to plain text (kept after it ended).
@@ -239,6 +241,35 @@ class TerminalService:
     def terminal_ids(self) -> tuple[str, ...]:
         """The ids of the handles that exist now."""
         return tuple(self._handles)
+
+    def state_of(self, terminal_id: str) -> str | None:
+        """The handle's state (``running``, ``closed``, ...), or None when it does not exist."""
+        handle = self._handles.get(terminal_id)
+        return None if handle is None else handle.lifecycle.state.value
+
+    def launch_of(self, terminal_id: str) -> TerminalLaunch | None:
+        """What the handle starts (kept across close), or None when it does not exist."""
+        handle = self._handles.get(terminal_id)
+        return None if handle is None else handle.launch
+
+    def subscribe_exit(self, terminal_id: str, listener: Callable[[JSONObject], None]) -> str:
+        """``terminal.onExit`` for Python callers: each outcome is also passed to
+        ``listener`` (a recorded one at once), until :meth:`end_exit_subscription`.
+
+        Raises:
+            CoreError: ``not_found``; ``plugin.host.preconditionFailed`` when the handle
+                already has a live subscription.
+        """
+        return self._subscribe(self._get({"terminalID": terminal_id}), listener)
+
+    def end_exit_subscription(self, subscription: str) -> bool:
+        """End an onExit subscription, keeping the terminal; False when none has the id."""
+        for handle in self._handles.values():
+            if handle.subscription == subscription:
+                handle.subscription = None
+                handle.exit_listener = None
+                return True
+        return False
 
     async def _dispose_many(self, handles: list[_Handle]) -> int:
         disposed = 0
@@ -425,6 +456,8 @@ class TerminalService:
         assert handle.outcome is not None
         assert handle.subscription is not None
         handle.events.put_outcome({**handle.outcome, "subscriptionID": handle.subscription})
+        if handle.exit_listener is not None:
+            handle.exit_listener(dict(handle.outcome))
 
     async def _dispose_now(self, handle: _Handle) -> None:
         """End a live process (state DISPOSING) and forget the handle; no further events."""
@@ -591,7 +624,9 @@ class TerminalService:
 
     async def _on_exit(self, payload: JSONObject) -> JSONValue:
         check_fields(payload, frozenset({"terminalID"}), "terminal.onExit")
-        handle = self._get(payload)
+        return {"subscriptionID": self._subscribe(self._get(payload), None)}
+
+    def _subscribe(self, handle: _Handle, listener: Callable[[JSONObject], None] | None) -> str:
         if handle.subscription is not None:
             raise CoreError(
                 PRECONDITION_FAILED,
@@ -599,18 +634,17 @@ class TerminalService:
                 {"terminalID": handle.terminal_id, "subscriptionID": handle.subscription},
             )
         handle.subscription = f"sub-{next(self._subscription_ids)}"
+        handle.exit_listener = listener
         if handle.outcome is not None:
             # Subscribing after the exit delivers the recorded outcome once.
             self._deliver_outcome(handle)
-        return {"subscriptionID": handle.subscription}
+        return handle.subscription
 
     async def _dispose_subscription(self, payload: JSONObject) -> JSONValue:
         check_fields(payload, frozenset({"subscriptionID"}), "terminal.disposeSubscription")
         subscription = require_str(payload, "subscriptionID")
-        for handle in self._handles.values():
-            if handle.subscription == subscription:
-                handle.subscription = None
-                return None
+        if self.end_exit_subscription(subscription):
+            return None
         raise CoreError(
             "not_found",
             f"no subscription {echo(subscription)}",
