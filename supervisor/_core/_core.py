@@ -46,6 +46,7 @@ from .._dap._service import open_debug_service
 from .._lsp._service import open_lsp_service
 from .._plugin._host import HostEnvironment
 from .._plugin._host_workspace import open_workspace_service
+from .._plugin._run_service import open_run_service
 from .._process._reaper import reap_adopted_children, reap_orphans
 from .._session._events import DEFAULT_MAX_EVENTS
 from .._terminal._service import open_terminal_service
@@ -88,6 +89,7 @@ DEFAULT_SERVICES: Final[tuple[ServiceFactory, ...]] = (
     open_terminal_service,
     open_debug_service,
     open_workspace_service,
+    open_run_service,
 )
 
 

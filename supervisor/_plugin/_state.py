@@ -596,6 +596,8 @@ HOST_METHODS: Final[dict[str, HostMethod]] = dict(
         _method_grant("window/showInformation", _ctx(text=_string), {"actions": _any}),
         _method_grant("window/showWarning", _ctx(text=_string), {"actions": _any}),
         _method_grant("window/showError", _ctx(text=_string), {"actions": _any}),
+        # run/stop is granted by the run.start permission ("Run and debug sessions").
+        ("lithe/host/run/stop", HostMethod("run", "lithe/host/run/start", {}, None)),
         # Typed by their own services, not by Core: any object is passed on.
         *(
             (
@@ -606,7 +608,6 @@ HOST_METHODS: Final[dict[str, HostMethod]] = dict(
             )
             for name in (
                 "run/start",
-                "run/stop",
                 "debug/start",
                 "terminal/create",
                 "terminal/show",
