@@ -19,18 +19,21 @@ calls"): ``lsp.configureFunctionRelay``.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import os
+import pathlib
 import time
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Final
 
 import trio
 
-from protocol import MAX_ECHO_BYTES, MAX_MILLISECONDS, CoreError, cut_utf8, echo
+from protocol import MAX_ECHO_BYTES, MAX_MILLISECONDS, CoreError, cut_utf8, echo, lookup_error
 
 from .._core._context import current_operation_id
 from .._core._payload import (
+    MAX_COUNT,
     check_fields,
     optional_env,
     optional_positive_int,
@@ -40,8 +43,23 @@ from .._core._payload import (
     require_str,
 )
 from .._endpoint import JSONRPCError
+from .._plugin._launch import (
+    LaunchPlan,
+    call_launch_function,
+    decode_resolved_launch,
+    parse_launch_plan,
+    prepare_directories,
+    remove_temporary_directory,
+    resolve_launch,
+)
 from .._plugin._relay import FunctionRelay, ProviderHandle
-from .._plugin._state import check_function_request, check_host_services, function_timeout_ms
+from .._plugin._state import (
+    NOTIFICATION_BYTES,
+    HostRefusal,
+    check_function_request,
+    check_host_services,
+    function_timeout_ms,
+)
 from .._process._tree import open_process_tree
 from .._session._events import EventQueue
 from .._session._registry import SessionRegistry
@@ -75,9 +93,15 @@ if TYPE_CHECKING:
     from .._plugin._host import HostEnvironment
     from .._process._tree import ProcessTree
 
-__all__ = ("LspService", "open_lsp_service", "parse_start")
+__all__ = ("LspService", "open_lsp_service", "parse_launch_start", "parse_start")
 
 logger = logging.getLogger("supervisor.lsp")
+
+#: plugin-contract.md "Language server host methods": the grant of the methods and of the
+#: notifications to the backend.
+LANGUAGE_SERVER_GRANT: Final = "lithe/host/languageServer/request"
+DID_CHANGE_STATE: Final = "lithe/host/languageServer/didChangeState"
+DID_RECEIVE_NOTIFICATION: Final = "lithe/host/languageServer/didReceiveNotification"
 
 #: plugin-contract.md: at most 8 gates; list bounds of a session policy.
 MAX_GATES: Final = 8
@@ -134,6 +158,8 @@ _START_FIELDS: Final = frozenset(
         "workspaceState",
         "clientCapabilities",
         "hostRequests",
+        "launchPlan",
+        "contribution",
     }
 )
 
@@ -296,6 +322,32 @@ def _parse_restart(value: JSONValue) -> tuple[bool, RestartBudget]:
     )
 
 
+def _parse_contribution(value: JSONValue) -> tuple[str, JSONObject] | None:
+    """``contribution {pluginID, context: {contextID, generation}}``: whose server this is
+    and the workspace context it runs for (plugin-contract.md "Language server host
+    methods": a backend names a server by context and serverID)."""
+    if value is None:
+        return None
+    message = "contribution must be {pluginID, context: {contextID, generation}}"
+    if not isinstance(value, dict) or set(value) != {"pluginID", "context"}:
+        raise _invalid(message, "contribution")
+    plugin_id = value.get("pluginID")
+    context = value.get("context")
+    if (
+        not isinstance(plugin_id, str)
+        or not plugin_id
+        or not isinstance(context, dict)
+        or set(context) != {"contextID", "generation"}
+        or not isinstance(context.get("contextID"), str)
+        or not context.get("contextID")
+        or isinstance(context.get("generation"), bool)
+        or not isinstance(context.get("generation"), int)
+        or not 1 <= context["generation"] <= MAX_COUNT  # type: ignore[operator]
+    ):
+        raise _invalid(message, "contribution")
+    return plugin_id, dict(context)
+
+
 def parse_start(payload: JSONObject) -> LspServerSpec:
     """Validate an ``lsp.startServer`` payload; nothing is started.
 
@@ -342,6 +394,7 @@ def parse_start(payload: JSONObject) -> LspServerSpec:
         host_services = check_host_services(payload["hostServices"])
 
     client = check_client_policy(payload.get("clientCapabilities"), payload.get("hostRequests"))
+    contribution = _parse_contribution(payload.get("contribution"))
 
     def ms(name: str, default: int, maximum: int = _MAX_TIMEOUT_MS) -> int:
         value = optional_positive_int(payload, name, maximum=maximum)
@@ -363,6 +416,7 @@ def parse_start(payload: JSONObject) -> LspServerSpec:
         host_services=host_services,
         workspace_state=workspace_state,
         client=client,
+        contribution=contribution,
     )
     return LspServerSpec(
         **{
@@ -384,6 +438,45 @@ def parse_start(payload: JSONObject) -> LspServerSpec:
             ),
         }
     )
+
+
+def parse_launch_start(payload: JSONObject) -> tuple[LaunchPlan | None, JSONObject]:
+    """Split an ``lsp.startServer`` payload with a ``launchPlan`` (pure; nothing started).
+
+    plugin-contract.md "Process start": the plan gives the executable, its arguments and
+    ``initializationOptions`` (as launch templates), so the payload must not give them too. A
+    plugin backend's plan (``launchPlan.backend: true``, with ``pluginId``) starts in its
+    state directory, which is also its root (``${stateDir}``; plugin-contract.md "Plugin
+    backend"), so ``workingDirectory`` and ``rootUri`` are not given either.
+
+    Returns:
+        ``(plan, payload)``: the parsed plan (None without ``launchPlan``) and the payload
+        for :func:`parse_start`, its executable a placeholder that :func:`resolve_launch`
+        replaces.
+
+    Raises:
+        CoreError: ``invalid_request`` for a field the plan owns, a backend plan without
+            ``pluginId``; the codes of :func:`parse_launch_plan`.
+    """
+    if "launchPlan" not in payload:
+        return None, payload
+    for name in ("executable", "arguments", "initializationOptions"):
+        if name in payload:
+            raise _invalid(f"{name} comes from launchPlan; give one of them", name)
+    plan = parse_launch_plan(payload["launchPlan"])
+    rest = {key: value for key, value in payload.items() if key != "launchPlan"}
+    rest["executable"] = plan.plugin_dir
+    if plan.backend:
+        if "pluginId" not in payload:
+            raise _invalid("a plugin backend's launchPlan needs pluginId", "pluginId")
+        for name in ("workingDirectory", "rootUri"):
+            if name in payload:
+                raise _invalid(
+                    f"a plugin backend starts in its state directory; {name} is not given", name
+                )
+        rest["workingDirectory"] = plan.state_dir
+        rest["rootUri"] = pathlib.Path(plan.state_dir).as_uri()
+    return plan, rest
 
 
 def _events_of(session: LspSession) -> EventQueue:
@@ -424,6 +517,9 @@ class LspService:
         )
         #: Cross-plugin calls between this service's plugin-owned sessions.
         self.relay = FunctionRelay(self._relay_provider)
+        #: ``setStatus`` of contributed servers, by session id; the last reported state.
+        self._statuses: dict[str, JSONObject] = {}
+        self._server_states: dict[str, tuple[int, str]] = {}
         #: Plugins whose backend is being started (between the check and the registration).
         self._starting_plugins: set[str] = set()
 
@@ -500,17 +596,59 @@ class LspService:
             )
 
     async def _start(self, payload: JSONObject) -> JSONValue:
+        plan, payload = parse_launch_start(payload)
         spec = parse_start(payload)
         if spec.plugin_id is None:
-            return await self._start_checked(spec)
+            return await self._start_checked(spec, plan)
         self._check_one_backend(spec.plugin_id)
         self._starting_plugins.add(spec.plugin_id)
         try:
-            return await self._start_checked(spec)
+            return await self._start_checked(spec, plan)
         finally:
             self._starting_plugins.discard(spec.plugin_id)
 
-    async def _start_checked(self, spec: LspServerSpec) -> JSONValue:
+    async def _start_checked(self, spec: LspServerSpec, plan: LaunchPlan | None) -> JSONValue:
+        # The first process is started before we answer, so launch_failed is this
+        # command's error and a refused start leaves no session behind.
+        started_at_ms = trio.current_time() * 1000
+        # plugin-contract.md "Backend-resolved launch": the scratch directory of this start,
+        # removed when the start fails or the server ends.
+        temporary_dir = plan.temporary_dir if plan is not None else None
+        try:
+            if plan is not None and plan.kind == "backend":
+                plan, spec = await self._resolve_with_backend(plan, spec)
+            if plan is not None:
+                # The launch plan's directories, package checks, executable and probes:
+                # after the payload was validated, before anything of the server starts.
+                resolved = await resolve_launch(plan, env=spec.env)
+                spec = dataclasses.replace(
+                    spec,
+                    argv=resolved.argv,
+                    env={**(spec.env or {}), **resolved.env},
+                    initialization_options=resolved.initialization_options,
+                )
+            state = spec.workspace_state
+            if state is not None:
+                try:
+                    await prepare(state)
+                except OSError as exc:
+                    raise CoreError(
+                        "launch_failed",
+                        f"could not prepare the workspace state directory: {exc.strerror or exc}",
+                        {"field": "workspaceState"},
+                    ) from None
+            tree = await open_process_tree(spec.argv, cwd=spec.cwd, env=spec.env)
+        except BaseException as exc:
+            if temporary_dir is not None:
+                with trio.CancelScope(shield=True):
+                    await remove_temporary_directory(temporary_dir)
+            if (
+                isinstance(exc, CoreError)
+                and spec.plugin_id is not None
+                and exc.code in ("launch_failed", "plugin.launch.missing", "plugin.runtime.missing")
+            ):
+                launch_failure_fact(spec.plugin_id, exc, started_at_ms)
+            raise
         session_id = self._sessions.new_id()
         session = LspSession(
             session_id,
@@ -521,34 +659,50 @@ class LspService:
             stderr_log_share=max(1, self._max_events // 4),
             owner_ended=self._owner_ended,
         )
-        # The first process is started before we answer, so launch_failed is this
-        # command's error and a refused start leaves no session behind.
-        started_at_ms = trio.current_time() * 1000
-        state = spec.workspace_state
-        if state is not None:
-            try:
-                await prepare(state)
-            except OSError as exc:
-                raise CoreError(
-                    "launch_failed",
-                    f"could not prepare the workspace state directory: {exc.strerror or exc}",
-                    {"field": "workspaceState"},
-                ) from None
-        try:
-            tree = await open_process_tree(spec.argv, cwd=spec.cwd, env=spec.env)
-        except CoreError as exc:
-            if spec.plugin_id is not None and exc.code == "launch_failed":
-                launch_failure_fact(spec.plugin_id, exc, started_at_ms)
-            raise
         if session.plugin is not None:
             session.plugin.relay = self.relay
             session.plugin.host = self.host
-        await self._nursery.start(self._run_session, session, tree)
+        if spec.contribution is not None:
+            session.observer = self._server_event
+        await self._nursery.start(self._run_session, session, tree, temporary_dir)
         self._sessions.add(session_id, session)
         if state is not None and state.retention is not None:
             # "sweeps in the background after a start": the answer does not wait for it.
             self._nursery.start_soon(self._sweep_states, session, state)
         return {"sessionId": session_id}
+
+    async def _resolve_with_backend(
+        self, plan: LaunchPlan, spec: LspServerSpec
+    ) -> tuple[LaunchPlan, LspServerSpec]:
+        """A backend-resolved launch: the owner's backend answers, the answer is decoded.
+
+        The directories exist before the call; the answer's workspace configuration and
+        gates replace the payload's (its session policy carries the answer's gates).
+        """
+        assert plan.owner is not None
+        provider = self._relay_provider(plan.owner)
+        if provider is None:
+            raise CoreError(
+                "plugin.function.providerUnavailable",
+                f"the backend of {plan.owner} is not running",
+                {"field": "launchPlan.owner"},
+            )
+        await prepare_directories(plan)
+        answer = await call_launch_function(provider.endpoint, plan, spec.server_id)
+        decoded, config, raw_gates = decode_resolved_launch(
+            plan, answer, tool_definitions=plan.tool_definitions
+        )
+        try:
+            gates = _parse_gates(list(raw_gates)) if raw_gates else spec.gates
+        except CoreError as exc:
+            raise CoreError(
+                "plugin.launch.invalidResult", exc.message, {"field": "gates"}
+            ) from None
+        return decoded, dataclasses.replace(
+            spec,
+            gates=gates,
+            workspace_configuration=spec.workspace_configuration if config is None else config,
+        )
 
     def _contexts_changed(self, revision: int) -> None:
         for session in self._sessions.values():
@@ -568,10 +722,18 @@ class LspService:
         self,
         session: LspSession,
         tree: ProcessTree,
+        temporary_dir: str | None,
         *,
         task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED,
     ) -> None:
-        await session.run(tree, task_status=task_status)
+        try:
+            await session.run(tree, task_status=task_status)
+        finally:
+            if temporary_dir is not None:
+                # plugin-contract.md "Backend-resolved launch": the scratch directory of a
+                # start is removed when the server ends.
+                with trio.CancelScope(shield=True):
+                    await remove_temporary_directory(temporary_dir)
 
     async def _stop(self, payload: JSONObject) -> JSONValue:
         check_fields(payload, frozenset({"sessionId"}), "lsp.stopServer")
@@ -595,7 +757,159 @@ class LspService:
 
     async def _snapshot(self, payload: JSONObject) -> JSONValue:
         check_fields(payload, frozenset({"sessionId"}), "lsp.snapshot")
-        return self._session(payload).snapshot()
+        session = self._session(payload)
+        snapshot = session.snapshot()
+        if session.spec.contribution is not None:
+            status = self._statuses.get(session.session_id)
+            snapshot["pluginStatus"] = None if status is None else dict(status)
+        return snapshot
+
+    # -- language server host methods -------------------------------------------------------
+
+    def host_server(self, plugin_id: str, context: JSONObject, server_id: str) -> LspSession:
+        """The server ``serverID`` of ``plugin_id`` running for ``context``.
+
+        plugin-contract.md "Language server host methods": a server is named by context and
+        serverID (its languageID); the session is the one started with that ``contribution``.
+
+        Raises:
+            HostRefusal: -32026 ``foreignContribution`` when only another plugin has such a
+                server in the context; -32022 ``languageServerUnavailable`` when the plugin
+                has none running for this context (generation); -32010 ``permissionDenied``
+                for a server that declares no session (neither requestMethods nor
+                forwardNotifications).
+        """
+        candidates = [
+            session
+            for session in self._sessions.values()
+            if session.spec.contribution is not None
+            and session.spec.server_id == server_id
+            and session.spec.contribution[1]["contextID"] == context.get("contextID")
+        ]
+        own = [s for s in candidates if s.spec.contribution and s.spec.contribution[0] == plugin_id]
+        if candidates and not own:
+            raise host_refusal(
+                "plugin.host.foreignContribution",
+                f"the language server {echo(server_id)} belongs to another plugin",
+            )
+        running = [
+            s
+            for s in own
+            if not s.ended
+            and s.spec.contribution is not None
+            and s.spec.contribution[1]["generation"] == context.get("generation")
+        ]
+        if not running:
+            raise host_refusal(
+                "plugin.host.languageServerUnavailable",
+                f"the language server {echo(server_id)} is not running for this context",
+            )
+        session = running[-1]
+        policy = session.spec.policy
+        if not policy.request_methods and not policy.forward_notifications:
+            raise host_refusal(
+                "plugin.host.permissionDenied",
+                f"the language server {echo(server_id)} declares no plugin session",
+            )
+        return session
+
+    async def host_request(
+        self, session: LspSession, method: str, params: JSONObject, timeout_ms: int
+    ) -> JSONValue:
+        """``lithe/host/languageServer/request`` on ``session``: ``{value}``.
+
+        The session policy, gates, serialization, the 128-request bound and the deadline are
+        those of ``lsp.pluginServerRequest``. **Cancellation:** cancelling the caller (the
+        backend's ``$/cancelRequest``, the context closing) cancels the server request.
+
+        Raises:
+            HostRefusal: ``methodNotDeclared``, ``languageServerUnavailable``,
+                ``languageServerError`` (details ``{code, message}``), ``timeout``, ``busy``,
+                ``limitExceeded``, ``cancelled``.
+        """
+        payload: JSONObject = {
+            "sessionId": session.session_id,
+            "method": method,
+            "params": params,
+            "timeoutMilliseconds": timeout_ms,
+        }
+        try:
+            return await self._plugin_request(payload)
+        except CoreError as exc:
+            raise _as_refusal(exc) from None
+
+    async def host_notify(
+        self, session: LspSession, method: str, params: JSONObject | None
+    ) -> JSONValue:
+        """``lithe/host/languageServer/notify`` on ``session``: ``{delivered}``.
+
+        Raises:
+            HostRefusal: as :meth:`host_request`.
+        """
+        payload: JSONObject = {"sessionId": session.session_id, "method": method}
+        if params is not None:
+            payload["params"] = params
+        try:
+            return await self._plugin_notify(payload)
+        except CoreError as exc:
+            raise _as_refusal(exc) from None
+
+    def set_status(self, session: LspSession, status: JSONObject) -> None:
+        """``lithe/host/languageServer/setStatus``: the plugin's preparation state of the
+        server's current generation; replaces the earlier one; a ``pluginStatus`` event on
+        the server's session and ``pluginStatus`` in its ``lsp.snapshot``. A new generation
+        starts without one; a stopped or crashed server has none."""
+        current: JSONObject = {"generation": session.generation, **status}
+        self._statuses[session.session_id] = current
+        session.events.put("pluginStatus", {"sessionId": session.session_id, **current})
+
+    def _server_event(self, session: LspSession, event: str, payload: JSONObject) -> None:
+        """A contributed server's state change or forwarded notification, to its plugin's
+        backends granted ``languageServer.request`` (``didChangeState``,
+        ``didReceiveNotification``)."""
+        assert session.spec.contribution is not None
+        plugin_id, context = session.spec.contribution
+        generation = payload.get("generation")
+        if not isinstance(generation, int):
+            return
+        base: JSONObject = {
+            "context": dict(context),
+            "serverID": session.spec.server_id,
+            "generation": generation,
+        }
+        if event == "stateChanged":
+            state = _HOST_SERVER_STATES.get(str(payload.get("state")))
+            status = self._statuses.get(session.session_id)
+            if status is not None and (
+                state in ("stopped", "crashed") or status.get("generation") != generation
+            ):
+                del self._statuses[session.session_id]
+            if state is None or self._server_states.get(session.session_id) == (generation, state):
+                return
+            self._server_states[session.session_id] = (generation, state)
+            self._tell_backends(plugin_id, DID_CHANGE_STATE, {**base, "state": state})
+            return
+        method = payload.get("method")
+        if not isinstance(method, str):
+            return
+        note: JSONObject = {**base, "method": method}
+        params = payload.get("params")
+        if params is not None:
+            if dumps(params) > NOTIFICATION_BYTES:
+                note["truncated"] = True
+            else:
+                note["params"] = params
+        self._tell_backends(plugin_id, DID_RECEIVE_NOTIFICATION, note)
+
+    def _tell_backends(self, plugin_id: str, method: str, params: JSONObject) -> None:
+        for session in self._sessions.values():
+            plugin = session.plugin
+            if (
+                plugin is not None
+                and plugin.plugin_id == plugin_id
+                and LANGUAGE_SERVER_GRANT in plugin.grants
+            ):
+                plugin.notify_backend(method, params)
 
     # -- documents -----------------------------------------------------------------------
 
@@ -1020,6 +1334,28 @@ class LspService:
             raise _plugin_error("languageServerUnavailable", "the server is not initialized")
         await session.notify(method, params)
         return {"delivered": True}
+
+
+#: Our session states as ``didChangeState`` names them (``stopping`` is not one of them).
+_HOST_SERVER_STATES: Final = {
+    "starting": "starting",
+    "initializing": "starting",
+    "ready": "running",
+    "stopped": "stopped",
+    "failed": "crashed",
+}
+
+
+def host_refusal(code: str, message: str, details: JSONObject | None = None) -> HostRefusal:
+    """A ``plugin.host.*`` refusal with its catalog number."""
+    number = lookup_error(code).jsonrpc_code
+    return HostRefusal(-32603 if number is None else number, code, message, details)
+
+
+def _as_refusal(exc: CoreError) -> HostRefusal:
+    if exc.code.startswith("plugin.host."):
+        return host_refusal(exc.code, exc.message, exc.details)
+    return host_refusal("plugin.host.failed", exc.message)
 
 
 def _plugin_outcome(outcome: JSONObject | None) -> JSONValue:

@@ -221,6 +221,11 @@ class LspServerSpec:
     workspace_state: WorkspaceState | None = None
     #: The declared client capabilities and the server requests the host answers.
     client: ClientPolicy = field(default_factory=ClientPolicy)
+    #: ``contribution``: the plugin that declares this server and the workspace context
+    #: ``{contextID, generation}`` it runs for, so the plugin's backend reaches it with the
+    #: ``lithe/host/languageServer/*`` methods (plugin-contract.md "Language server host
+    #: methods"); None for a server no backend talks to.
+    contribution: tuple[str, JSONObject] | None = None
 
 
 @dataclass(eq=False)
@@ -317,6 +322,10 @@ class LspSession(SessionResource[JSONObject]):
         self._owner_ended = owner_ended
         self.spec = spec
         self.events = events
+        #: Called with ``(session, event, params)`` for every ``stateChanged`` and
+        #: ``serverNotification`` event, after it is queued (the service tells the owning
+        #: plugin's backend); it must not block.
+        self.observer: Callable[[LspSession, str, JSONObject], None] | None = None
         self.state = LspState.STARTING
         self.documents = DocumentStore()
         self.capabilities: JSONObject = {}
@@ -439,9 +448,14 @@ class LspSession(SessionResource[JSONObject]):
     # -- events and state ----------------------------------------------------------------
 
     def _emit(self, event: str, params: JSONObject) -> None:
-        self.events.put(
-            event, {"sessionId": self.session_id, "generation": self.generation, **params}
-        )
+        payload: JSONObject = {
+            "sessionId": self.session_id,
+            "generation": self.generation,
+            **params,
+        }
+        self.events.put(event, payload)
+        if self.observer is not None and event in ("stateChanged", "serverNotification"):
+            self.observer(self, event, payload)
 
     def _transition(self, event: LspInput, **detail: JSONValue) -> None:
         previous = self.state
@@ -1782,6 +1796,9 @@ def launch_failure_code(exc: CoreError) -> str:
     ):
         return "host.launchFailed"
     if "executable" in details or "cwd" in details:
+        return "host.executableUnavailable"
+    if exc.code in ("plugin.launch.missing", "plugin.runtime.missing"):
+        # A launch plan's executable or tool that could not be resolved.
         return "host.executableUnavailable"
     return "host.launchFailed"
 

@@ -620,6 +620,7 @@ HOST_METHODS: Final[dict[str, HostMethod]] = dict(
                 "keymapImport/readChunk",
                 "languageServer/request",
                 "languageServer/notify",
+                "languageServer/setStatus",
             )
         ),
     ]
