@@ -58,6 +58,7 @@ if TYPE_CHECKING:
     from protocol import JSONObject, JSONValue
 
     from ._host import HostCall, HostEnvironment, HostServices
+    from ._subscriptions import Subscriptions
     from ._workspace import WorkspaceContext
 
 __all__ = ("TerminalLeases", "register")
@@ -102,8 +103,9 @@ class _Lease:
     session_id: str
     backend_generation: int
     context: WorkspaceContext
-    #: The backend's onExit subscription, while live.
+    #: The backend's onExit subscription, while live, and the registry it is in.
     subscription: str | None = None
+    subscriptions: Subscriptions | None = None
 
 
 class TerminalLeases:
@@ -153,6 +155,8 @@ class TerminalLeases:
         ]
         for lease in stale:
             self.forget(lease.terminal_id)
+            if lease.subscription is not None and lease.subscriptions is not None:
+                lease.subscriptions.dispose(lease.subscription)
             if nursery is not None and service is not None:
                 nursery.start_soon(_dispose_quietly, service, lease.terminal_id)
 
@@ -371,4 +375,5 @@ async def _on_exit(call: HostCall) -> JSONValue:
         subscriptions.dispose(subscription.subscription_id)
         raise _host_error(exc) from None
     lease.subscription = subscription.subscription_id
+    lease.subscriptions = subscriptions
     return {"subscriptionID": subscription.subscription_id}

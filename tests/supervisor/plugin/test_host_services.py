@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 import pytest
 import trio
 
+from protocol import CoreError
 from supervisor import open_core
 from supervisor._plugin._host import RouteToClient
 from tests.supervisor.cli.test_serve import serve_process
@@ -205,3 +206,21 @@ async def test_serve_takes_the_host_requests_option(
                 "contexts": [{"contextID": "w1", "generation": 1}],
             }
             await client.shut_down()
+
+
+async def test_unanswered_host_requests_end_with_the_session(core: Core, tmp_path: Path) -> None:
+    session = await backend(core, tmp_path, ["lithe/host/window/showInformation"])
+    request: JSONObject = {
+        "method": "lithe/host/window/showInformation",
+        "params": {"context": {"contextID": "any", "generation": 1}, "text": "hello"},
+    }
+    await send_calls(session, request)
+    event = await session.wait_for(lambda e: e["event"] == "hostRequest")
+    host_request_id = as_obj(event["result"])["hostRequestID"]
+    await session.stop()
+    cancelled = await session.wait_for(lambda e: e["event"] == "hostRequestCancelled")
+    assert cancelled["hostRequestID"] == host_request_id
+    with pytest.raises(CoreError) as late:
+        await session.call("lsp.hostResponse", hostRequestID=host_request_id, result=None)
+    assert late.value.code == "invalid_request"
+    assert as_obj((await session.snapshot())["plugin"])["pendingHostRequests"] == []

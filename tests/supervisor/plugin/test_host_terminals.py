@@ -281,3 +281,61 @@ async def test_handles_are_the_callers_and_end_with_their_context(
     await session.stop()
     await wait_gone({pids[second_id]})
     assert set(await running(core)) == {str(host_made["terminalID"])}
+
+
+async def subscriptions_of(session: Session) -> JSONValue:
+    return as_obj((await session.snapshot())["plugin"])["subscriptions"]
+
+
+async def test_subscriptions_end_with_the_backend_process_and_their_context(
+    core: Core, tmp_path: Path
+) -> None:
+    """Session exit cancels subscriptions and a replacement never hears an old one; closing
+    or replacing the context disposes them and its terminals (plugin-contract.md "Public
+    document, file and window methods", "Workspace contexts and capability discovery")."""
+    root = await workspace(core, tmp_path)
+    session = await backend(core, tmp_path)
+
+    async def watched(context: JSONObject) -> tuple[str, int]:
+        terminal_id = str((await created(session, context))["terminalID"])
+        reply = await one(session, T + "onExit", {"context": context, "terminalID": terminal_id})
+        assert "result" in reply
+        pid = (await running(core))[terminal_id]["pid"]
+        assert isinstance(pid, int)
+        return terminal_id, pid
+
+    first, first_pid = await watched(W1)
+    assert await subscriptions_of(session) == 1
+    await session.call("lsp.restartServer")
+    await session.wait_for(
+        lambda e: e["event"] == "stateChanged" and e["state"] == "ready" and e["generation"] == 2
+    )
+    await wait_gone({first_pid})
+    assert await subscriptions_of(session) == 0
+    # The old handle is not the new backend's.
+    stale = await one(session, T + "show", {"context": W1, "terminalID": first})
+    assert code_of(stale) == "plugin.host.notFound"
+    _second, second_pid = await watched(W1)
+    assert await subscriptions_of(session) == 1
+    # Replacing the context's generation disposes the terminal and the subscription.
+    await core.call(
+        "workspace.setContexts",
+        {"contexts": [{"contextID": "w1", "folders": [{"path": str(root)}, {"path": "/"}]}]},
+    )
+    await wait_gone({second_pid})
+    assert await subscriptions_of(session) == 0
+    w1_next: JSONObject = {"contextID": "w1", "generation": 2}
+    third, third_pid = await watched(w1_next)
+    # Closing it does the same.
+    await core.call("workspace.setContexts", {"contexts": []})
+    await wait_gone({third_pid})
+    assert await subscriptions_of(session) == 0
+    with trio.fail_after(20):
+        while third in await running(core):  # noqa: ASYNC110 - polling the Core
+            await trio.sleep(0.05)
+    # No exit event reached the new backend process: each subscription ended first.
+    notes = await backend_notifications(session, "lithe/host/subscriptions/notify", 0)
+    assert notes == []
+    changes = await backend_notifications(session, "lithe/host/workspace/didChangeContexts", 2)
+    assert [as_obj(n["params"])["revision"] for n in changes][-1] == 3
+    await session.stop()
