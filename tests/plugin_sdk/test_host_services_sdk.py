@@ -4,6 +4,7 @@ the workspace/terminal/run wrappers, the state store and the shipped in-memory h
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 from typing import TYPE_CHECKING
@@ -332,3 +333,35 @@ async def test_state_store_is_atomic_and_refuses_the_package(tmp_path: Path) -> 
         await open_state_store(tmp_path / "bad", package_directory=tmp_path / "pkg")
     assert corrupt.value.code == "sdk.stateStore.corrupt"
     assert os.stat(tmp_path / "state").st_mode & 0o077 == 0
+
+
+def load_workbench() -> Backend:
+    """examples/backends/workbench.py's backend (imported: it listens only as a script)."""
+    path = os.path.join(os.path.dirname(__file__), "..", "..", "examples", "backends")
+    spec = importlib.util.spec_from_file_location(
+        "workbench_example", os.path.join(path, "workbench.py")
+    )
+    assert spec is not None
+    assert spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    backend: Backend = module.backend
+    return backend
+
+
+async def test_the_workbench_example_against_the_test_host(tmp_path: Path) -> None:
+    """How a backend author tests with the shipped host: examples/backends/workbench.py's
+    command and context handlers and its state store, without the supervisor."""
+    context: JSONObject = {**CONTEXT, "stateDirectory": str(tmp_path / "w1-state")}
+    async with open_test_host(load_workbench(), contexts=[context]) as host:
+        await host.command("workbench.hello", context)
+        await host.set_contexts([context])
+        state = await host.invoke("workbench.state", {}, context=REF)
+        with pytest.raises(JSONRPCError) as refused:
+            await host.invoke("workbench.terminal", {})
+    assert state == {
+        "contextsRevision": 2,
+        "commands": [{"commandID": "workbench.hello", "workspaceContext": REF}],
+        "lastTerminalExit": None,
+    }
+    assert refused.value.data == {"code": "workbench.noContext"}
