@@ -224,3 +224,23 @@ async def test_unanswered_host_requests_end_with_the_session(core: Core, tmp_pat
         await session.call("lsp.hostResponse", hostRequestID=host_request_id, result=None)
     assert late.value.code == "invalid_request"
     assert as_obj((await session.snapshot())["plugin"])["pendingHostRequests"] == []
+
+
+async def test_a_host_notification_overflow_ends_the_session(core: Core, tmp_path: Path) -> None:
+    """More than 128 host notifications waiting for a backend end its session rather than
+    grow without bound or lose one (plugin-contract.md "Public document, file and window
+    methods": notifications have a 128-entry per-session queue)."""
+    from supervisor._lsp._service import LspService
+
+    session = await backend(core, tmp_path, [])
+    service = next(s for s in core._services if isinstance(s, LspService))
+    plugin = service.sessions[session.id].plugin
+    assert plugin is not None
+    subscription = plugin.subscriptions.open()
+    for n in range(129):  # at once: the sender gets no chance to write one
+        plugin.subscriptions.publish(subscription.subscription_id, {"n": n})
+    failed = await session.wait_state("failed")
+    error = as_obj(failed["error"])
+    assert (error["code"], error["stage"]) == ("internal", "hostNotify")
+    assert "129" not in str(error["message"])
+    assert "128 host notifications" in str(error["message"])
