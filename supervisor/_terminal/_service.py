@@ -8,7 +8,9 @@ the terminal's *owner*) drives it:
 - ``terminal.create {owner?, executable, arguments?, cwd?, environment?, title?, rows?,
   cols?, retainedContextBytes?}`` -> ``{terminalID, generation: 1}``. ``cwd`` is an
   absolute path string (the supervisor has no workspace roots, so the reference's
-  ``{rootID, path}`` form is refused). Limits in :mod:`._launch`; at most
+  ``{rootID, path}`` form is refused here; ``lithe/host/terminal/*`` resolves it against the
+  backend's workspace context first, :mod:`supervisor._plugin._host_terminal`). Limits in
+  :mod:`._launch`; at most
   :data:`MAX_HANDLES_PER_OWNER` handles per owner, closed ones included
   (``plugin.host.limitExceeded``); a handle without owner belongs to the host.
 - ``terminal.write {terminalID, data}`` -> null; ``terminal.resize {terminalID, rows, cols}``
