@@ -339,3 +339,49 @@ async def test_subscriptions_end_with_the_backend_process_and_their_context(
     changes = await backend_notifications(session, "lithe/host/workspace/didChangeContexts", 2)
     assert [as_obj(n["params"])["revision"] for n in changes][-1] == 3
     await session.stop()
+
+
+async def test_process_services_refuse_a_remote_context(core: Core, tmp_path: Path) -> None:
+    """File, search and process services answer a context whose authority they do not
+    implement with plugin.host.authorityUnsupported and start nothing (plugin-contract.md
+    "Workspace contexts and capability discovery"): terminals and runs."""
+    remote: JSONObject = {
+        "contextID": "w2",
+        "authority": {"kind": "remote", "id": "ssh"},
+        "folders": [{"path": str(tmp_path)}],
+    }
+    await workspace(core, tmp_path, remote)
+    await core.call(
+        "run.configurePlugin",
+        {"pluginId": PLUGIN, "requiresTools": ["python"], "tools": {"python": PY}},
+    )
+    session = await start(
+        core,
+        [PY, BACKEND, json.dumps(FUNCTIONS)],
+        str(tmp_path),
+        pluginId=PLUGIN,
+        hostServices=["lithe/host/terminal/create", "lithe/host/run/start"],
+        shutdownTimeoutMilliseconds=2000,
+    )
+    await session.wait_state("ready")
+    w2: JSONObject = {"contextID": "w2", "generation": 1}
+    process: JSONObject = {
+        "executable": {"kind": "tool", "tool": "python"},
+        "arguments": ["-c", "pass"],
+        "workingDirectory": "",
+        "environment": {},
+    }
+    terminal, run = await host_calls(
+        session,
+        {"method": T + "create", "params": {"context": w2, "executable": "cat"}},
+        {
+            "method": "lithe/host/run/start",
+            "params": {"context": w2, "label": "remote", "process": process},
+        },
+    )
+    assert code_of(terminal) == "plugin.host.authorityUnsupported"
+    assert code_of(run) == "plugin.host.authorityUnsupported"
+    assert as_obj(terminal["error"])["code"] == -32012
+    assert await running(core) == {}
+    assert await core.call("run.list", {}) == []
+    await session.stop()
