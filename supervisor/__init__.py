@@ -47,6 +47,13 @@ if TYPE_CHECKING:
     )
     from ._lsp._service import LspService as LspService, open_lsp_service as open_lsp_service
     from ._lsp._state import LspState as LspState, RestartBudget as RestartBudget
+    from ._plugin._host import (
+        AllowAll as AllowAll,
+        Consent as Consent,
+        HostPolicy as HostPolicy,
+        RouteToClient as RouteToClient,
+        Show as Show,
+    )
     from ._process._marker import SCOPE_ENV as SCOPE_ENV
     from ._process._oneshot import (
         DEFAULT_MAX_OUTPUT_BYTES as DEFAULT_MAX_OUTPUT_BYTES,
@@ -95,6 +102,11 @@ _LAZY: dict[str, tuple[str, str]] = {
     "DebugService": ("_dap._service", "DebugService"),
     "open_debug_service": ("_dap._service", "open_debug_service"),
     "DebugState": ("_dap._state", "DebugState"),
+    "AllowAll": ("_plugin._host", "AllowAll"),
+    "Consent": ("_plugin._host", "Consent"),
+    "HostPolicy": ("_plugin._host", "HostPolicy"),
+    "RouteToClient": ("_plugin._host", "RouteToClient"),
+    "Show": ("_plugin._host", "Show"),
     "EndpointClosed": ("_endpoint", "EndpointClosed"),
     "EndpointStatistics": ("_endpoint", "EndpointStatistics"),
     "JSONRPCEndpoint": ("_endpoint", "JSONRPCEndpoint"),
@@ -151,7 +163,9 @@ __all__ = (
     "PROTOCOL_VERSION",
     "SCOPE_ENV",
     "STDOUT",
+    "AllowAll",
     "CommandHandler",
+    "Consent",
     "Core",
     "CoreThread",
     "DebugService",
@@ -161,6 +175,7 @@ __all__ = (
     "EndpointStatistics",
     "EventQueue",
     "EventQueueStatistics",
+    "HostPolicy",
     "JSONRPCEndpoint",
     "JSONRPCError",
     "LspService",
@@ -171,10 +186,12 @@ __all__ = (
     "ProcessTree",
     "RequestHandler",
     "RestartBudget",
+    "RouteToClient",
     "RunFileError",
     "Service",
     "ServiceContext",
     "ServiceFactory",
+    "Show",
     "TerminalService",
     "TreeEndReport",
     "current_operation_id",

@@ -128,6 +128,18 @@ from ._process import (
     ProcessResult as process_ProcessResult,
     ProcessRun as process_ProcessRun,
 )
+from ._run import (
+    RunConfigurePlugin as run_RunConfigurePlugin,
+    RunConfigurePluginResult as run_RunConfigurePluginResult,
+    RunDebugAdapter as run_RunDebugAdapter,
+    RunDestroyResult as run_RunDestroyResult,
+    RunEvents as run_RunEvents,
+    RunInfo as run_RunInfo,
+    RunList as run_RunList,
+    RunRef as run_RunRef,
+    RunWaitEvents as run_RunWaitEvents,
+    _RunId as run_RunId,
+)
 from ._terminal import (
     TerminalClose as terminal_TerminalClose,
     TerminalCloseResult as terminal_TerminalCloseResult,
@@ -965,6 +977,65 @@ class CommandHelpers:
             ),
         )
         return _convert(data, process_ProcessResult)
+
+    async def run_configure_plugin(
+        self: _Caller,
+        *,
+        plugin_id: base_NonEmpty,
+        package_root: base_Path | None = None,
+        requires_tools: typing.Annotated[list[base_NonEmpty], msgspec.Meta(max_length=32)]
+        | None = None,
+        tools: dict[str, base_JsonValue] | None = None,
+        debug_adapters: typing.Annotated[list[run_RunDebugAdapter], msgspec.Meta(max_length=32)]
+        | None = None,
+    ) -> run_RunConfigurePluginResult:
+        """``run.configurePlugin``; see docs/commands.md."""
+        data = await self.call(
+            "run.configurePlugin",
+            _wire(
+                run_RunConfigurePlugin(
+                    plugin_id=plugin_id,
+                    package_root=package_root,
+                    requires_tools=requires_tools,
+                    tools=tools,
+                    debug_adapters=debug_adapters,
+                )
+            ),
+        )
+        return _convert(data, run_RunConfigurePluginResult)
+
+    async def run_destroy(self: _Caller, *, run_id: run_RunId) -> run_RunDestroyResult:
+        """``run.destroy``; see docs/commands.md."""
+        data = await self.call("run.destroy", _wire(run_RunRef(run_id=run_id)))
+        return _convert(data, run_RunDestroyResult)
+
+    async def run_list(self: _Caller) -> list[run_RunInfo]:
+        """``run.list``; see docs/commands.md."""
+        data = await self.call("run.list", _wire(run_RunList()))
+        return _convert(data, list[run_RunInfo])
+
+    async def run_poll_events(self: _Caller, *, run_id: run_RunId) -> run_RunEvents:
+        """``run.pollEvents``; see docs/commands.md."""
+        data = await self.call("run.pollEvents", _wire(run_RunRef(run_id=run_id)))
+        return _convert(data, run_RunEvents)
+
+    async def run_stop(self: _Caller, *, run_id: run_RunId) -> run_RunInfo:
+        """``run.stop``; see docs/commands.md."""
+        data = await self.call("run.stop", _wire(run_RunRef(run_id=run_id)))
+        return _convert(data, run_RunInfo)
+
+    async def run_wait_events(
+        self: _Caller,
+        *,
+        run_id: run_RunId,
+        timeout_milliseconds: base_WaitMilliseconds | None = None,
+    ) -> run_RunEvents:
+        """``run.waitEvents``; see docs/commands.md."""
+        data = await self.call(
+            "run.waitEvents",
+            _wire(run_RunWaitEvents(run_id=run_id, timeout_milliseconds=timeout_milliseconds)),
+        )
+        return _convert(data, run_RunEvents)
 
     async def terminal_close(
         self: _Caller,

@@ -48,6 +48,7 @@ from .._dap._service import open_debug_service
 from .._lsp._service import open_lsp_service
 from .._plugin._host import HostEnvironment
 from .._plugin._host_workspace import open_workspace_service
+from .._plugin._run_service import open_run_service
 from .._process._reaper import reap_adopted_children, reap_orphans
 from .._session._events import DEFAULT_MAX_EVENTS
 from .._terminal._service import open_terminal_service
@@ -89,6 +90,7 @@ DEFAULT_SERVICES: Final[tuple[ServiceFactory, ...]] = (
     open_terminal_service,
     open_debug_service,
     open_workspace_service,
+    open_run_service,
 )
 
 
@@ -438,6 +440,7 @@ async def open_core(
                 )
                 opened = [await stack.enter_async_context(f(context)) for f in services]
                 host.attach(opened)
+                host.nursery = nursery
                 owning += [s for s in opened if isinstance(s, OwnedResources)]
                 commanding += [s for s in opened if isinstance(s, LanguageServerCommands)]
                 core = Core(opened)

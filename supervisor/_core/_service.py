@@ -53,6 +53,24 @@ def declared(
     return handler  # type: ignore[return-value]
 
 
+async def call_command(
+    handlers: Mapping[str, CommandHandler], command: str, payload: JSONObject
+) -> JSONValue:
+    """Call ``command``'s handler from inside the Core (one service serving another), with
+    the payload decoded as the Core decodes it for a handler marked :func:`declared`.
+
+    Raises:
+        CoreError: ``invalid_request`` when ``payload`` does not match the declaration;
+            whatever the handler raises.
+    """
+    from .. import _api  # the declarations import the services' constants
+
+    handler = handlers[command]
+    if getattr(handler, "takes_declaration", False):
+        return await handler(_api.validate_payload(command, payload))
+    return await handler(payload)
+
+
 async def _no_owned_resources(owner: str) -> None:
     """The default :attr:`ServiceContext.owner_ended`: a context outside a Core owns nothing."""
 

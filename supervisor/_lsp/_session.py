@@ -789,7 +789,9 @@ class LspSession(SessionResource[JSONObject]):
         gen.settled.set()
         self._transition(LspInput.HANDSHAKE_DONE)
         if self.plugin is not None:
-            await self._send_host_notifications(endpoint)
+            await self._contained(
+                gen, "hostNotify", partial(self._send_host_notifications, endpoint)
+            )
 
     async def _send_host_notifications(self, endpoint: JSONRPCEndpoint) -> None:
         """Write the plugin runtime's queued host notifications, in order, while the

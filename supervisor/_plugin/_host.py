@@ -35,6 +35,8 @@ if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable, Iterable, Sequence
     from pathlib import Path
 
+    import trio
+
     from protocol import JSONObject, JSONValue
 
     from ._subscriptions import Subscriptions
@@ -225,7 +227,11 @@ class HostEnvironment:
     policy: HostPolicy = field(default_factory=AllowAll)
     contexts: WorkspaceContexts = field(default_factory=WorkspaceContexts)
     table: HostServices = field(default_factory=HostServices)
+    #: The Core's root nursery (set by the Core): background work of a service, such as
+    #: disposing a closed context's terminals.
+    nursery: trio.Nursery | None = None
     _services: list[object] = field(default_factory=list)
+    _extensions: dict[object, object] = field(default_factory=dict)
 
     @classmethod
     def default(
@@ -243,6 +249,14 @@ class HostEnvironment:
     def attach(self, services: Sequence[object]) -> None:
         """The Core's opened services, so handlers can reach them (:meth:`service`)."""
         self._services[:] = services
+
+    def extension(self, kind: Callable[[HostEnvironment], _T]) -> _T:
+        """The one ``kind(self)`` of this environment, made on first use: the state a host
+        service keeps across requests (its handles, its runs), with the Core's lifetime."""
+        made = self._extensions.get(kind)
+        if made is None:
+            made = self._extensions[kind] = kind(self)
+        return made  # type: ignore[return-value]
 
     def service(self, kind: type[_T]) -> _T | None:
         """The Core's service of type ``kind``, or None when it has none."""

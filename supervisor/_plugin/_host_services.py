@@ -7,7 +7,7 @@ the embedding client as a ``hostRequest`` event.
 
 from __future__ import annotations
 
-from . import _host_language_server, _host_workspace
+from . import _host_language_server, _host_run, _host_terminal, _host_workspace
 from ._host import HostServices
 
 __all__ = ("default_host_services",)
@@ -17,5 +17,7 @@ def default_host_services() -> HostServices:
     """A table with every host service of this package registered."""
     table = HostServices()
     _host_workspace.register(table)
+    _host_terminal.register(table)
+    _host_run.register(table)
     _host_language_server.register(table)
     return table

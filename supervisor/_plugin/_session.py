@@ -481,12 +481,7 @@ class PluginRuntime:
                 # Not one of ours: the client's, which hears of it to stop its work.
                 self._emit("subscriptionDisposed", {"subscriptionID": subscription_id})
             return None
-        if len(self._host) + self._serving >= MAX_PENDING_HOST_REQUESTS:
-            raise JSONRPCError(
-                -32014,
-                f"{MAX_PENDING_HOST_REQUESTS} host requests are already pending",
-                {"code": "plugin.host.limitExceeded"},
-            )
+        self._check_pending()
         handler = self._handler(method)
         try:
             if handler is not None:
@@ -494,6 +489,20 @@ class PluginRuntime:
             return await self._forward(method, entry.service, body)
         except HostRefusal as refusal:
             raise JSONRPCError(refusal.number, refusal.message, refusal.data()) from None
+
+    def _check_pending(self) -> None:
+        """At most :data:`MAX_PENDING_HOST_REQUESTS` unanswered: forwarded, served here and
+        relayed calls together.
+
+        Raises:
+            JSONRPCError: -32014 ``plugin.host.limitExceeded``.
+        """
+        if len(self._host) + self._serving >= MAX_PENDING_HOST_REQUESTS:
+            raise JSONRPCError(
+                -32014,
+                f"{MAX_PENDING_HOST_REQUESTS} host requests are already pending",
+                {"code": "plugin.host.limitExceeded"},
+            )
 
     def _handler(self, method: str) -> HostHandler | None:
         host = self.host
@@ -559,7 +568,13 @@ class PluginRuntime:
         try:
             if method == "lithe/host/functions/providers":
                 return relay.providers(self, params)
-            return await relay.invoke(self, params)
+            # A relayed call is one of the session's unanswered host requests.
+            self._check_pending()
+            self._serving += 1
+            try:
+                return await relay.invoke(self, params)
+            finally:
+                self._serving -= 1
         except RelayRefusal as refusal:
             raise JSONRPCError(refusal.number, refusal.message, refusal.data()) from None
 

@@ -311,18 +311,23 @@ class WorkspaceContexts:
         return self._secret
 
 
+def _read_secret(path: Path) -> bytes | None:
+    try:
+        data = path.read_bytes()
+    except OSError:
+        return None
+    return data[:32] if len(data) >= 32 else None
+
+
 def _read_or_make_secret(path: Path) -> bytes:
     """The host secret in ``path``, made (32 random bytes, mode 0600) when missing.
 
-    A root that cannot be written gets a secret of this process only: root IDs stay
-    private, they just don't survive a restart.
+    A root that cannot be written (or a damaged secret file) gets a secret of this process
+    only: root IDs stay private, they just don't survive a restart.
     """
-    try:
-        data = path.read_bytes()
-        if len(data) >= 32:
-            return data[:32]
-    except OSError:
-        pass
+    kept = _read_secret(path)
+    if kept is not None:
+        return kept
     secret = secrets.token_bytes(32)
     try:
         path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
@@ -330,8 +335,8 @@ def _read_or_make_secret(path: Path) -> bytes:
         with os.fdopen(fd, "wb") as f:
             f.write(secret)
     except FileExistsError:
-        # Another Core made it first: use theirs.
-        return _read_or_make_secret(path)
+        # Another Core made it first (use theirs), or it is damaged (use ours).
+        return _read_secret(path) or secret
     except OSError:
         pass
     return secret

@@ -117,6 +117,12 @@ def test_root_ids_are_stable_private_and_per_plugin(tmp_path: Path) -> None:
     again = WorkspaceContexts(tmp_path)
     assert again.root_id("p.one", folder) == first
     assert contexts.folder_of("p.one", context, first) == folder
+    # A damaged secret file gives a secret of this process, not a failure.
+    damaged = tmp_path / "damaged"
+    damaged.mkdir()
+    (damaged / "host-secret").write_bytes(b"short")
+    other = WorkspaceContexts(damaged)
+    assert other.root_id("p.one", folder) == other.root_id("p.one", folder) != first
     with pytest.raises(HostRefusal) as unknown:
         contexts.folder_of("p.two", context, first)
     assert unknown.value.code == "plugin.host.notFound"

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 import pytest
 import trio
 
+from protocol import CoreError
 from supervisor import open_core
 from supervisor._plugin._host import RouteToClient
 from tests.supervisor.cli.test_serve import serve_process
@@ -205,3 +206,101 @@ async def test_serve_takes_the_host_requests_option(
                 "contexts": [{"contextID": "w1", "generation": 1}],
             }
             await client.shut_down()
+
+
+async def test_unanswered_host_requests_end_with_the_session(core: Core, tmp_path: Path) -> None:
+    session = await backend(core, tmp_path, ["lithe/host/window/showInformation"])
+    request: JSONObject = {
+        "method": "lithe/host/window/showInformation",
+        "params": {"context": {"contextID": "any", "generation": 1}, "text": "hello"},
+    }
+    await send_calls(session, request)
+    event = await session.wait_for(lambda e: e["event"] == "hostRequest")
+    host_request_id = as_obj(event["result"])["hostRequestID"]
+    await session.stop()
+    cancelled = await session.wait_for(lambda e: e["event"] == "hostRequestCancelled")
+    assert cancelled["hostRequestID"] == host_request_id
+    with pytest.raises(CoreError) as late:
+        await session.call("lsp.hostResponse", hostRequestID=host_request_id, result=None)
+    assert late.value.code == "invalid_request"
+    assert as_obj((await session.snapshot())["plugin"])["pendingHostRequests"] == []
+
+
+async def test_a_host_notification_overflow_ends_the_session(core: Core, tmp_path: Path) -> None:
+    """More than 128 host notifications waiting for a backend end its session rather than
+    grow without bound or lose one (plugin-contract.md "Public document, file and window
+    methods": notifications have a 128-entry per-session queue)."""
+    from supervisor._lsp._service import LspService
+
+    session = await backend(core, tmp_path, [])
+    service = next(s for s in core._services if isinstance(s, LspService))
+    plugin = service.sessions[session.id].plugin
+    assert plugin is not None
+    subscription = plugin.subscriptions.open()
+    for n in range(129):  # at once: the sender gets no chance to write one
+        plugin.subscriptions.publish(subscription.subscription_id, {"n": n})
+    failed = await session.wait_state("failed")
+    error = as_obj(failed["error"])
+    assert (error["code"], error["stage"]) == ("internal", "hostNotify")
+    assert "129" not in str(error["message"])
+    assert "128 host notifications" in str(error["message"])
+
+
+async def test_relayed_calls_count_among_the_unanswered_host_requests(
+    core: Core, tmp_path: Path
+) -> None:
+    """A session holds at most 16 unanswered host requests, relayed calls included
+    (plugin-contract.md "Host services"): a relayed call waiting for its provider and 15
+    requests the client has not answered leave room for none."""
+    await core.call(
+        "lsp.configureFunctionRelay",
+        {
+            "plugins": [
+                {
+                    "pluginID": PLUGIN,
+                    "enabled": True,
+                    "exports": [],
+                    "calls": [{"id": "far.fn", "version": 1}],
+                },
+                {
+                    "pluginID": "com.example.far",
+                    "enabled": True,
+                    "exports": [{"id": "far.fn", "version": 1}],
+                    "calls": [],
+                },
+            ],
+            "contexts": [{"contextID": "w1", "generation": 1, "authority": "local"}],
+        },
+    )
+    session = await backend(core, tmp_path, ["credentials"])
+    relayed: JSONObject = {
+        "method": "lithe/host/functions/invoke",
+        "params": {
+            "pluginID": "com.example.far",
+            "functionID": "far.fn",
+            "context": {"contextID": "w1", "generation": 1},
+        },
+    }
+    first = await send_calls(session, relayed)
+    await session.wait_for(lambda e: e["event"] == "functionProviderStartRequired")
+    asks: list[JSONObject] = [
+        {"method": "lithe/host/credentials/get", "params": {"key": f"k{n}"}} for n in range(16)
+    ]
+    rest = await send_calls(session, *asks)
+    with trio.fail_after(30):
+        while len([e for e in session.seen if e["event"] == "hostRequest"]) < 15:
+            await session.drain(1000)
+    pending = [e for e in session.seen if e["event"] == "hostRequest"]
+    for event in pending:
+        await session.call(
+            "lsp.hostResponse", hostRequestID=as_obj(event["result"])["hostRequestID"]
+        )
+    replies = await replies_of(session, rest)
+    refused = [r for r in replies if "error" in r]
+    assert len(refused) == 1
+    assert as_obj(refused[0]["error"])["code"] == -32014
+    assert code_of(refused[0]) == "plugin.host.limitExceeded"
+    await session.stop()
+    # The call that relayed ended with the session.
+    ended = await session.completed(first)
+    assert as_obj(ended["error"])["code"] == "languageServerUnavailable"
