@@ -282,6 +282,10 @@ class RunService:
                 f"the debug session could not start: {exc.message}",
                 {"code": exc.code},
             ) from None
+        # Sessions the client destroyed are forgotten here too, so the map stays bounded by
+        # the debug service's own session bound.
+        for known in [k for k in self._debug_owners if k not in debug.sessions]:
+            del self._debug_owners[known]
         self._debug_owners[session_id] = plugin_id
         return session_id
 

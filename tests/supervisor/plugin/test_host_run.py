@@ -468,3 +468,12 @@ async def test_through_serve(client: Client, tmp_path: Path) -> None:
     assert isinstance(listed, list)
     assert as_obj(listed[0])["exit"] == {"exitCode": 4}
     await session.call("lsp.stopServer")
+
+
+async def test_closing_the_core_ends_its_runs(tmp_path: Path) -> None:
+    async with open_core() as core:
+        await prepare(core, tmp_path)
+        s = await backend(core, tmp_path)
+        _, pid = await started_run(core, s)
+        assert not runs_no_more(pid)
+    assert runs_no_more(pid)
