@@ -423,9 +423,10 @@ class ProcessTree(metaclass=NoPublicConstructor):
             finally:
                 self._end_done.set()
                 report = self._report
-                if not self._scan_clean and (
-                    self._adopted_seen or report is None or report.terminated or report.killed
-                ):
+                if self._scan_clean:
+                    # Nothing of the tree is left, alive or zombie: no pid to prove ours.
+                    _reaper.forget_ours(self._seen)
+                elif self._adopted_seen or report is None or report.terminated or report.killed:
                     # Orphans of this tree may have turned zombie since the last scan.
                     _reaper.reap_adopted_children()
         assert self._report is not None
@@ -702,7 +703,7 @@ class ProcessTree(metaclass=NoPublicConstructor):
         roots: list[int] = [self.pid] if rc is None and not ancestry_only else []
         # Listing our children costs a few microseconds; reading and reaping them happens
         # only when there are any (the common end, no orphans at all, pays for the list).
-        adopted = _reaper.adopted_stats(reap_exited=self._seen if ancestry_only else ())
+        adopted = _reaper.adopted_stats(reap_exited=self._seen if ancestry_only else None)
         if adopted:
             self._adopted_seen = True
             _reaper.reap_zombies(adopted)
@@ -726,14 +727,18 @@ class ProcessTree(metaclass=NoPublicConstructor):
             visited.add(pid)
             st = read_stat(pid)
             if st is None:
-                self._seen.pop(pid, None)
+                if self._seen.pop(pid, None) is not None:
+                    _reaper.forget_ours((pid,))
                 continue
             known_start = self._seen.get(pid)
             if known_start is not None and known_start != st.starttime:
                 # The pid was reused by an unrelated process.
                 del self._seen[pid]
+                _reaper.forget_ours((pid,))
                 continue
-            self._seen[pid] = st.starttime
+            if known_start is None:
+                self._seen[pid] = st.starttime
+                _reaper.note_ours(pid, st.starttime)
             if st.dead:
                 zombies = True
             else:
@@ -746,10 +751,12 @@ class ProcessTree(metaclass=NoPublicConstructor):
 
     def _belongs(self, st: ProcStat) -> bool:
         if st.pid in self._seen:
-            return True
+            return self._seen[st.pid] == st.starttime
         value = read_env_var(st.pid, SCOPE_ENV)
         if value is not None:
             return value == self.marker
+        if st.pid == self.pid:
+            return False  # the main process's pid, reused: its start time differed above
         return st.sid == self.pid or st.pgid == self.pgid
 
     def _collect_without_procfs(self, *, main_alive: bool) -> dict[int, ProcStat]:
@@ -903,6 +910,7 @@ async def _open_tree(
                 f"could not start {args[0]}: {exc.strerror or exc}", details
             ) from exc
         _reaper.register_managed(process.pid)
+        _watchdog.watch_tree(process.pid)
         _running_mains[0] += 1
     if not threaded and yield_after_spawn:
         # The spawn blocked without yielding: give other tasks their turn (never raises).

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import pathlib
+from typing import TYPE_CHECKING
 
 import pytest
 import trio
@@ -11,6 +11,9 @@ import trio.testing
 from lanes import Job, JobKind, JobRequest, JobState, Lanes, LanesStatistics, open_lanes
 
 from ._sim import CLEANUP_S, Events, SimRunner
+
+if TYPE_CHECKING:
+    import pathlib
 
 
 def req(
