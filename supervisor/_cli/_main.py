@@ -608,7 +608,15 @@ def _chaos(args: argparse.Namespace) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run the command line and return its exit code."""
+    """Run the command line and return its exit code.
+
+    The command line owns its process: no host shares it, so every child the supervisor did
+    not spawn itself is an orphan it adopted, and the reaper collects each one (see
+    ``_reaper.own_whole_process``).
+    """
+    from .._process._reaper import own_whole_process
+
+    own_whole_process()
     try:
         return _main(argv)
     except BrokenPipeError:

@@ -25,7 +25,10 @@ host forked itself:
 A zombie child that is a session leader nobody recorded (it may be the host's own child
 started with ``start_new_session``) is left alone: losing a host's exit status is worse than
 a zombie. Our own such orphans are recorded while alive, by the tree scans and by
-:func:`adopted_stats` reading the marker of every unknown session leader it lists.
+:func:`adopted_stats` reading the marker of every unknown session leader it lists; one that
+died before any of them saw it stays a zombie of the host. The ``supervisor`` command line
+owns its whole process (:func:`own_whole_process`): there every unmanaged child outside our
+session is an adopted orphan.
 
 ``PR_SET_PDEATHSIG`` is never used: Trio spawns from a worker thread, and the
 kernel sends that signal when the *thread* that forked exits, which kills the
@@ -65,6 +68,7 @@ __all__ = (
     "forget_ours",
     "is_managed",
     "note_ours",
+    "own_whole_process",
     "provably_ours",
     "reap_adopted_children",
     "reap_orphans",
@@ -87,6 +91,8 @@ _ours: dict[int, int] = {}
 #: Every session this process has been seen in; a child it forked itself is in one of them
 #: or leads its own.
 _host_sessions: set[int] = set()
+#: Whether no host shares this process (one cell, set by :func:`own_whole_process`).
+_whole_process = [False]
 
 
 def ensure_subreaper() -> bool:
@@ -164,13 +170,24 @@ def _sessions() -> set[int]:
 _sessions()  # the session we started in: what the host forks before any tree inherits it
 
 
+def own_whole_process() -> None:
+    """Declare that no host shares this process (the ``supervisor`` command line).
+
+    Then a child outside our sessions that we did not spawn can only be an orphan we adopted,
+    session leader or not, and every such zombie is reaped. Embedded in a host (``open_core``,
+    ``CoreThread``) the supervisor never assumes it, as such a child may be the host's own.
+    """
+    _whole_process[0] = True
+
+
 def provably_ours(stat: ProcStat) -> bool:
     """Whether our child ``stat`` is one we may reap: recorded as ours, or an adopted orphan.
 
     See the module docstring: a child the host forked is in a session the host has been in,
-    or leads a session of its own; neither is reaped unless recorded.
+    or leads a session of its own; neither is reaped unless recorded (or unless no host
+    shares the process: :func:`own_whole_process`).
     """
-    if _ours.get(stat.pid) == stat.starttime:
+    if _ours.get(stat.pid) == stat.starttime or _whole_process[0]:
         return True
     return stat.sid != stat.pid and stat.sid not in _sessions()
 
