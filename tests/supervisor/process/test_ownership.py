@@ -267,11 +267,11 @@ def _kill(pid: int) -> None:
 
 
 #: A main process that starts two descendants which clear their environment (no marker) and
-#: lead sessions of their own: one whose parent stays alive, one orphaned 0.6 s later (its
+#: lead sessions of their own: one whose parent stays alive, one orphaned 1.5 s later (its
 #: parent exits; the watchdog's ancestry snapshots, every 0.25 s, have seen it by then).
 LEAVERS = (
     "setsid env -i sleep 1000 & echo $! >> {pids}; "
-    "(setsid env -i sleep 1000 & echo $! >> {pids}; sleep 0.6) & "
+    "(setsid env -i sleep 1000 & echo $! >> {pids}; sleep 1.5) & "
     "wait"
 )
 
