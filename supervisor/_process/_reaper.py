@@ -1,10 +1,11 @@
 """Child subreaper, exact reaping of adopted orphans, and the orphan sweep.
 
 Strategy. On Linux the supervisor makes itself a *child subreaper*
-(``prctl(PR_SET_CHILD_SUBREAPER)``, once per process), so a descendant whose
-parent dies -- a double-forked daemon, a grandchild left behind -- is reparented to
-us instead of to init. That keeps every live descendant of a tree reachable by
-ancestry, and makes those orphans our children: we must reap them, or they stay zombies.
+(``prctl(PR_SET_CHILD_SUBREAPER)``) while any process tree is open (:func:`tree_opening`,
+:func:`tree_ended`), so a descendant whose parent dies -- a double-forked daemon, a
+grandchild left behind -- is reparented to us instead of to init. That keeps every live
+descendant of a tree reachable by ancestry, and makes those orphans our children: we must
+reap them, or they stay zombies.
 
 The process may be a host program that embeds the supervisor and starts children of its own
 (``subprocess.Popen``, with or without a new session). Their exit statuses are the host's:
@@ -42,6 +43,7 @@ import ctypes
 import os
 import signal
 import sys
+import threading
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -77,6 +79,8 @@ __all__ = (
     "spawning",
     "subreaper_active",
     "sweep_orphans",
+    "tree_ended",
+    "tree_opening",
     "unregister_managed",
 )
 
@@ -93,6 +97,10 @@ _ours: dict[int, int] = {}
 _host_sessions: set[int] = set()
 #: Whether no host shares this process (one cell, set by :func:`own_whole_process`).
 _whole_process = [False]
+#: Process trees between their spawn and their end (one cell), under ``_trees_lock``: Cores on
+#: several threads of one host share the process's subreaper state.
+_trees_open = [0]
+_trees_lock = threading.Lock()
 
 
 def ensure_subreaper() -> bool:
@@ -116,6 +124,38 @@ def ensure_subreaper() -> bool:
         except (OSError, AttributeError):
             _subreaper_active = False
     return _subreaper_active
+
+
+def tree_opening() -> bool:
+    """Count a process tree about to be spawned, and be a child subreaper from now on.
+
+    Pair every call with one :func:`tree_ended` (the tree's end, or a spawn that failed).
+
+    Returns:
+        What :func:`ensure_subreaper` returns.
+    """
+    with _trees_lock:
+        _trees_open[0] += 1
+        return ensure_subreaper()
+
+
+def tree_ended() -> None:
+    """Count a tree ended; after the last one, stop being a child subreaper.
+
+    A host's own orphans (its grandchildren) then go to init again rather than to a process
+    that would leave their zombies to nobody (the reaping above never takes a child in the
+    host's session nor an unknown session leader). The ``supervisor`` command line owns its
+    whole process (:func:`own_whole_process`) and stays a subreaper.
+    """
+    global _subreaper_pid, _subreaper_active
+    with _trees_lock:
+        _trees_open[0] = max(0, _trees_open[0] - 1)
+        if _trees_open[0] or _whole_process[0] or not subreaper_active():
+            return
+        with contextlib.suppress(OSError, AttributeError):
+            ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_CHILD_SUBREAPER, 0, 0, 0, 0)
+        _subreaper_pid = None
+        _subreaper_active = False
 
 
 def subreaper_active() -> bool:

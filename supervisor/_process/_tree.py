@@ -429,6 +429,7 @@ class ProcessTree(metaclass=NoPublicConstructor):
                 elif self._adopted_seen or report is None or report.terminated or report.killed:
                     # Orphans of this tree may have turned zombie since the last scan.
                     _reaper.reap_adopted_children()
+                _reaper.tree_ended()
         assert self._report is not None
         return self._report
 
@@ -799,7 +800,7 @@ async def open_process_tree(
     variable) and then ``SUPERVISOR_SCOPE`` set to a fresh marker that neither can
     override or remove, so a sweep can always find it. It starts clean whatever we were started
     with: every signal at its default, an empty signal mask, only fds 0-2 (``_spawn``). On
-    Linux the supervisor becomes a child subreaper on first use. Nothing is started when
+    Linux the supervisor is a child subreaper while a tree is open. Nothing is started when
     validation fails.
 
     Args:
@@ -875,9 +876,14 @@ async def _open_tree(
     if pty_slave_fd is not None and not os.isatty(pty_slave_fd):
         raise ValueError("pty_slave_fd must be an open terminal file descriptor")
     _watchdog.ensure_watchdog()  # sweeps our trees if we die, even by SIGKILL
-    _reaper.ensure_subreaper()
-    # A cancelled caller starts nothing; once the spawn has begun nothing cancels it.
-    await trio.lowlevel.checkpoint_if_cancelled()
+    # The process is a child subreaper while a tree is open (released at the last tree end).
+    _reaper.tree_opening()
+    try:
+        # A cancelled caller starts nothing; once the spawn has begun nothing cancels it.
+        await trio.lowlevel.checkpoint_if_cancelled()
+    except BaseException:
+        _reaper.tree_ended()
+        raise
     # posix_spawn in this thread, no worker-thread round trip (_spawn). The spawn
     # blocks its thread until the child has exec'd; when many trees start at once on a busy
     # machine that wait grows (the child queues for a CPU) and would stall every other task,
@@ -902,6 +908,7 @@ async def _open_tree(
             else:
                 process = spawn_call()
         except OSError as exc:
+            _reaper.tree_ended()
             details: JSONObject = {"executable": args[0]}
             if exc.errno is not None:
                 # Resolved, yet not started: the errno tells why (ENOEXEC, E2BIG, ...).

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+import ctypes
 import os
 import signal
 import subprocess
@@ -70,8 +72,10 @@ def _environ(pid: int) -> list[bytes]:
         return []
 
 
-def spawn_host_child(argv: list[str], *, new_session: bool) -> subprocess.Popen[bytes]:
-    return subprocess.Popen(argv, start_new_session=new_session)
+def spawn_host_child(
+    argv: list[str], *, new_session: bool, stdout: int | None = None
+) -> subprocess.Popen[bytes]:
+    return subprocess.Popen(argv, start_new_session=new_session, stdout=stdout)
 
 
 def spawn_plain(argv: list[str]) -> subprocess.Popen[bytes]:
@@ -168,6 +172,38 @@ async def test_reaping_never_touches_children_in_our_session() -> None:
     await wait_for_state(proc.pid, {"Z"})
     assert reap_adopted_children() == []
     assert proc.wait() == 5
+
+
+def is_subreaper() -> bool:
+    value = ctypes.c_int(0)
+    assert ctypes.CDLL(None, use_errno=True).prctl(37, ctypes.byref(value), 0, 0, 0) == 0
+    return bool(value.value)
+
+
+async def test_a_host_is_a_subreaper_only_while_a_tree_is_open() -> None:
+    """After the last tree ends, a host's own orphans go to init again, not to a process that
+    would never reap them (PR_GET_CHILD_SUBREAPER)."""
+    first = await open_process_tree(SLEEPER)
+    second = await open_process_tree(SLEEPER)
+    assert is_subreaper()
+    await first.aclose()
+    assert is_subreaper()
+    await second.aclose()
+    assert not is_subreaper()
+    # A grandchild the host leaves behind is not ours to adopt.
+    proc = spawn_host_child(
+        [PY, "-c", "import subprocess as s; print(s.Popen(['sleep', '5'], stdout=s.DEVNULL).pid)"],
+        new_session=False,
+        stdout=subprocess.PIPE,
+    )
+    out, _ = proc.communicate()
+    orphan = int(out)
+    stat = read_stat(orphan)
+    try:
+        assert stat is None or stat.ppid != os.getpid()
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(orphan, signal.SIGKILL)
 
 
 @pytest.mark.parametrize("new_session", [False, True])
