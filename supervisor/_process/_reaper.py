@@ -15,9 +15,10 @@ host forked itself:
 
 - a main process we spawned is reaped by its own ``SpawnedProcess`` (the *managed*
   registry below), never here;
-- a process a tree scan saw as one of its members, or that carried this instance's marker,
-  is recorded with its start time (:func:`note_ours`); a zombie with that pid and start time
-  is ours;
+- a process a tree scan saw as one of its members, that carried this instance's marker, or
+  that the watchdog's ancestry snapshots saw under one of our trees (``_watchdog``), is
+  recorded with its start time (:func:`note_ours`); a zombie with that pid and start time is
+  ours;
 - any other child is an orphan we adopted, and nobody else may wait for it, when it is not a
   session leader and is not in a session the host process has been in: a child the host forks
   inherits the host's session and can only leave it by ``setsid``, which makes it a session
@@ -47,6 +48,7 @@ import threading
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from . import _watchdog
 from ._marker import SCOPE_ENV, Verdict, instance_id, instance_verdict, parse_marker
 from ._procfs import (
     HAVE_PROCFS,
@@ -100,6 +102,8 @@ _whole_process = [False]
 #: Process trees between their spawn and their end (one cell), under ``_trees_lock``: Cores on
 #: several threads of one host share the process's subreaper state.
 _trees_open = [0]
+#: ``_ours`` is pruned of processes gone (or pids reused) past this many records.
+_OURS_PRUNE_AT = 4096
 _trees_lock = threading.Lock()
 
 
@@ -232,6 +236,20 @@ def provably_ours(stat: ProcStat) -> bool:
     return stat.sid != stat.pid and stat.sid not in _sessions()
 
 
+def _take_watchdog_records() -> None:
+    """Record as ours what the watchdog's ancestry snapshots saw under our trees.
+
+    One non-blocking read when nothing is new. The records of processes gone since are
+    pruned once they pile up (a process reaped by its own parent never comes back to us).
+    """
+    _ours.update(_watchdog.drain_records())
+    if len(_ours) > _OURS_PRUNE_AT:
+        for pid, starttime in list(_ours.items()):
+            stat = read_stat(pid)
+            if stat is None or stat.starttime != starttime:
+                del _ours[pid]
+
+
 def adopted_children() -> list[int]:
     """Our children that are adopted descendants of some tree (live or zombie).
 
@@ -253,6 +271,7 @@ def adopted_stats(*, reap_exited: Mapping[int, int] | None = None) -> list[ProcS
     """
     if not HAVE_PROCFS:
         return []
+    _take_watchdog_records()
     sessions = _sessions()
     found: list[ProcStat] = []
     me = os.getpid()

@@ -73,6 +73,7 @@ __all__ = (
     "SWEEP_BOUND_S",
     "WATCHDOG_ARG",
     "WATCHDOG_ENV",
+    "drain_records",
     "ensure_watchdog",
     "find_watchdogs",
     "sweep_instance",
@@ -102,6 +103,9 @@ class _Watchdog:
     owner_pid: int
     pid: int
     write_fd: int
+    #: The read end of the watchdog's stdout: ``<pid> <starttime>`` per descendant it records.
+    feed_fd: int = -1
+    pending: bytes = b""
 
     def alive(self) -> bool:
         """Whether the watchdog still runs; reaps it when it has exited."""
@@ -120,8 +124,9 @@ def _forget_in_child() -> None:
     # the parent's pipe open, or the parent's watchdog would wait for the copy to exit too.
     global _current
     if _current is not None:
-        with contextlib.suppress(OSError):
-            os.close(_current.write_fd)
+        for fd in (_current.write_fd, _current.feed_fd):
+            with contextlib.suppress(OSError):
+                os.close(fd)
         _current = None
 
 
@@ -160,8 +165,9 @@ def ensure_watchdog() -> int | None:
     if _current is not None and _current.owner_pid == me:
         # Killed behind our back (and reaped just now by alive()): replace it.
         _reaper.unregister_managed(_current.pid)
-        with contextlib.suppress(OSError):
-            os.close(_current.write_fd)
+        for fd in (_current.write_fd, _current.feed_fd):
+            with contextlib.suppress(OSError):
+                os.close(fd)
         _current = None
     instance = instance_id()
     read_fd, write_fd = os.pipe()  # both close-on-exec: no child of ours inherits them
@@ -169,17 +175,23 @@ def ensure_watchdog() -> int | None:
     env[WATCHDOG_ENV] = instance
     argv = [sys.executable, "-I", "-S", os.path.abspath(__file__), WATCHDOG_ARG, instance]
     argv.append(str(os.getpgrp()))
+    feed_fd, feed_write_fd = os.pipe()  # close-on-exec too
     try:
-        pid = spawn(sys.executable, argv, env, stdin=read_fd, stdout=DEVNULL, stderr=DEVNULL).pid
+        pid = spawn(
+            sys.executable, argv, env, stdin=read_fd, stdout=feed_write_fd, stderr=DEVNULL
+        ).pid
     except OSError:
         os.close(write_fd)
+        os.close(feed_fd)
         raise
     finally:
         os.close(read_fd)
+        os.close(feed_write_fd)
     # Its exit status is ours to collect (alive() above), not the orphan reaper's.
     _reaper.register_managed(pid)
     os.set_blocking(write_fd, False)
-    _current = _Watchdog(me, pid, write_fd)
+    os.set_blocking(feed_fd, False)
+    _current = _Watchdog(me, pid, write_fd, feed_fd)
     global _atexit_pid
     if _atexit_pid != me:
         _atexit_pid = me
@@ -204,6 +216,36 @@ def watch_tree(pid: int) -> None:
         os.write(current.write_fd, b"+%d\n" % pid)
 
 
+def drain_records() -> list[tuple[int, int]]:
+    """The descendants the watchdog recorded since the last call, as ``(pid, starttime)``.
+
+    Never blocks (reads what the pipe holds). The reaper asks for them before it judges a
+    zombie it can not otherwise prove its own: one the watchdog saw alive under a tree of ours,
+    with the same start time, is ours (a nested supervisor's child, its watchdog...).
+    """
+    current = _current
+    if current is None or current.owner_pid != os.getpid() or current.feed_fd < 0:
+        return []
+    chunks = [current.pending]
+    while True:
+        try:
+            chunk = os.read(current.feed_fd, 65536)
+        except (BlockingIOError, InterruptedError):
+            break
+        except OSError:
+            break
+        if not chunk:
+            break
+        chunks.append(chunk)
+    *lines, current.pending = b"".join(chunks).split(b"\n")
+    records: list[tuple[int, int]] = []
+    for line in lines:
+        pid_text, _, start_text = line.partition(b" ")
+        if pid_text.isdigit() and start_text.isdigit():
+            records.append((int(pid_text), int(start_text)))
+    return records
+
+
 def _finish_at_exit() -> None:
     # A normal exit: end the watchdog now and collect its status, rather than leave it to
     # init (which, in some containers, never reaps). Its sweep finds nothing, as every scope
@@ -213,8 +255,9 @@ def _finish_at_exit() -> None:
     if current is None or current.owner_pid != os.getpid():
         return
     _current = None
-    with contextlib.suppress(OSError):
-        os.close(current.write_fd)
+    for fd in (current.write_fd, current.feed_fd):
+        with contextlib.suppress(OSError):
+            os.close(fd)
     deadline = time.monotonic() + _EXIT_WAIT_S
     pause = 0.001
     while time.monotonic() < deadline:
@@ -295,9 +338,11 @@ class _Tracker:
     process (another start time).
     """
 
-    def __init__(self, supervisor_pid: int) -> None:
+    def __init__(self, supervisor_pid: int, *, report: bool = False) -> None:
         self.supervisor_pid = supervisor_pid
         self.known: dict[int, int] = {}
+        #: Write each new record to stdout (a pipe the supervisor reads), as ``pid start``.
+        self.report = report
 
     def told(self, pid: int) -> None:
         """Record a tree main, once ``/proc`` shows it is the supervisor's live child."""
@@ -308,6 +353,7 @@ class _Tracker:
     def snapshot(self) -> dict[int, int]:
         """Refresh the records and add the descendants found; return live pid -> pgid."""
         live: dict[int, int] = {}
+        fresh: list[bytes] = []
         stack = list(self.known)
         me = os.getpid()
         while stack:
@@ -320,9 +366,16 @@ class _Tracker:
                 if start is not None:
                     del self.known[pid]
                 continue
+            if start is None:
+                fresh.append(b"%d %d\n" % (pid, stat[3]))
             self.known[pid] = stat[3]
             live[pid] = stat[2]
             stack.extend(_children(pid))
+        if fresh and self.report:
+            # Tell the supervisor (stdout, non-blocking): a record it can not take now is
+            # dropped, never waited for.
+            with contextlib.suppress(OSError):
+                os.write(1, b"".join(fresh))
         return live
 
 
@@ -439,8 +492,11 @@ def _main(argv: list[str]) -> int:
         signal.signal(signum, signal.SIG_IGN)
     with contextlib.suppress(OSError), open("/proc/self/comm", "w") as comm:
         comm.write(WATCHDOG_COMM)
-    tracker = _Tracker(os.getppid())  # the supervisor spawned us: it is our parent
+    tracker = _Tracker(os.getppid(), report=True)  # the supervisor spawned us: our parent
+    with contextlib.suppress(OSError):
+        os.set_blocking(1, False)
     _watch(tracker)
+    tracker.report = False  # the supervisor is gone: nobody reads the records any more
     sweep_instance(instance, protect_pgids=frozenset({supervisor_pgid}), tracked=tracker)
     return 0
 
