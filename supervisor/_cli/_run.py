@@ -922,7 +922,8 @@ def _terminal_size() -> tuple[int, int]:
 
 def _lane_name(project: str, directory: str) -> str:
     """How a lane is shown: its project directory relative to the lanes file, or absolute."""
-    relative = os.path.relpath(project, directory)
+    # The project is a real path (links resolved); so must the directory be to compare them.
+    relative = os.path.relpath(project, os.path.realpath(directory))
     if relative == ".":
         return os.path.basename(project) or project
     if relative.startswith(".."):

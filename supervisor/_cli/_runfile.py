@@ -683,10 +683,14 @@ def _refuse_unknown_job_keys(table: _JobTable) -> None:
 
 
 def _job_project(table: _JobTable, project: str, directory: str) -> str:
-    """The lane's project directory, normalised and resolved against the file's directory."""
+    """The lane's project directory, resolved against the file's directory, links resolved.
+
+    The real path is the lane key (``lanes.normalize_root``): two spellings of one project,
+    one through a symbolic link, are one lane.
+    """
     if path_problem(project, "project") is not None:
         raise table.fail("project", "'project' must be a non-empty path")
-    project_path = os.path.normpath(os.path.join(directory, os.path.expanduser(project)))
+    project_path = os.path.realpath(os.path.join(directory, os.path.expanduser(project)))
     if not os.path.isdir(project_path):
         raise table.fail(
             "project", f"project directory {project_path!r} {_not_a_directory(project_path)}"
