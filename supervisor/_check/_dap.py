@@ -93,6 +93,8 @@ class _Battery:
         )
         if answer is None:
             why = await no_answer(program, self.bounds.initialize)
+            if program.tree.returncode is not None:
+                await self.leftovers.after_exit(program, "after it exited during initialize")
             tail = program.stderr_evidence()
             return None, why + (f"; stderr: {tail}" if tail else "")
         if answer.get("success") is not True:

@@ -60,8 +60,11 @@ async def _run(dap: bool, params: object, argv: list[str]) -> None:
                     break
                 if isinstance(event, Frame):
                     answer = json.loads(event.body)
+                    # A response, not our request echoed back (``cat``).
                     if isinstance(answer, dict) and (
-                        answer.get("request_seq") == 1 if dap else answer.get("id") == 1
+                        answer.get("type") == "response" and answer.get("request_seq") == 1
+                        if dap
+                        else answer.get("id") == 1 and "method" not in answer
                     ):
                         initialized = True
         except (RemoteProtocolError, ValueError, trio.BrokenResourceError):

@@ -146,3 +146,115 @@ def test_options_without_the_separator_still_reach_the_program() -> None:
     done = _cli("lsp", "--only", "initialize", "/nonexistent/server", "--help")
     assert done.returncode == 2
     assert "cannot start '/nonexistent/server'" in done.stderr
+
+
+# -- programs that are no server: the evidence says what really happened ----------------------
+
+#: Answers the first request with ``{"id": 1, "result": RESULT}`` (RESULT from argv), then
+#: sleeps: a server whose initialize result is the wrong JSON type.
+ANSWER_WITH = """
+import json, sys, time
+head = b""
+while not head.endswith(b"\\r\\n\\r\\n"):
+    head += sys.stdin.buffer.read(1)
+size = int(head.split(b":")[1].split(b"\\r")[0])
+sys.stdin.buffer.read(size)
+body = json.dumps({"jsonrpc": "2.0", "id": 1, "result": json.loads(sys.argv[1])}).encode()
+sys.stdout.buffer.write(b"Content-Length: %d\\r\\n\\r\\n" % len(body) + body)
+sys.stdout.flush()
+time.sleep(60)
+"""
+JUNK_FRAME = (
+    "import sys, time\n"
+    "sys.stdout.write('Content-Length: 5\\r\\n\\r\\nhello')\n"
+    "sys.stdout.flush()\n"
+    "time.sleep(60)\n"
+)
+
+
+def _evidence(report: object, check: str) -> str:
+    from supervisor._check._report import ConformanceReport
+
+    assert isinstance(report, ConformanceReport)
+    return next(r.evidence for r in report.results if r.check == check)
+
+
+async def test_a_program_writing_no_frames_is_not_said_to_have_closed_its_stdout() -> None:
+    from supervisor._check._common import Bounds
+    from supervisor._check._lsp import check_language_server
+    from supervisor._check._report import Outcome
+
+    report = await check_language_server(
+        ["yes"], bounds=Bounds(initialize=3.0), only=["initialize"]
+    )
+    evidence = _evidence(report, "initialize")
+    assert report.outcome_of("initialize") is Outcome.FAIL
+    assert evidence.startswith("wrote bytes that are not a Content-Length frame"), evidence
+    assert "its stdout began 'y\\ny\\ny\\n" in evidence
+    assert evidence.endswith("(still running)")
+    assert "closed its stdout" not in evidence
+
+
+async def test_a_frame_that_is_not_json_is_quoted() -> None:
+    from supervisor._check._common import Bounds
+    from supervisor._check._lsp import check_language_server
+
+    report = await check_language_server(
+        [sys.executable, "-c", JUNK_FRAME], bounds=Bounds(initialize=1.0), only=["initialize"]
+    )
+    evidence = _evidence(report, "initialize")
+    assert evidence == "no answer in 1000 ms; it wrote a frame whose body is not JSON: 'hello'"
+    assert "a frame body that is not JSON" not in _evidence(report, "stdout-frames")
+    assert "it wrote a frame whose body is not JSON: 'hello'" in _evidence(report, "stdout-frames")
+
+
+@pytest.mark.parametrize("program", ["true", "false"])
+async def test_a_program_that_exits_at_once_has_its_leftovers_judged(program: str) -> None:
+    from supervisor._check._lsp import check_language_server
+    from supervisor._check._report import Outcome
+
+    report = await check_language_server([program], only=["no-leftovers"])
+    status = 0 if program == "true" else 1
+    assert _evidence(report, "initialize") == f"exited {status} without answering"
+    assert report.outcome_of("no-leftovers") is Outcome.PASS, report.table()
+    assert "never exited on its own" not in _evidence(report, "no-leftovers")
+
+
+@pytest.mark.parametrize("protocol", ["lsp", "dap"])
+async def test_an_echo_of_our_own_messages_is_reported_as_an_echo(protocol: str) -> None:
+    from supervisor._check._common import Bounds
+    from supervisor._check._dap import check_debug_adapter
+    from supervisor._check._lsp import check_language_server
+    from supervisor._check._report import Outcome
+
+    bounds = Bounds(initialize=2.0)
+    check = check_language_server if protocol == "lsp" else check_debug_adapter
+    report = await check(["cat"], bounds=bounds, only=["initialize"])
+    assert report.outcome_of("initialize") is Outcome.FAIL
+    assert _evidence(report, "initialize").startswith(
+        "echoed our request back instead of answering"
+    ), report.table()
+
+
+@pytest.mark.parametrize(
+    ("result", "evidence"),
+    [
+        ("null", "answered with null, not an InitializeResult object"),
+        ("5", "answered with a number (5), not an InitializeResult object"),
+        ('"x"', 'answered with a string ("x"), not an InitializeResult object'),
+        ("[" + ",".join(["1"] * 200) + "]", "answered with an array ([1,1,1,"),
+    ],
+    ids=["null", "number", "string", "long-array"],
+)
+async def test_a_result_of_the_wrong_type_is_named(result: str, evidence: str) -> None:
+    from supervisor._check._common import Bounds
+    from supervisor._check._lsp import check_language_server
+
+    report = await check_language_server(
+        [sys.executable, "-c", ANSWER_WITH, result],
+        bounds=Bounds(initialize=5.0),
+        only=["initialize"],
+    )
+    found = _evidence(report, "initialize")
+    assert found.startswith(evidence), found
+    assert len(found) < 200
