@@ -378,16 +378,18 @@ class _Battery:
 
 async def vanish_check(battery: Any, protocol: str, params: dict[str, Any]) -> None:
     """Start the program under a helper client, SIGKILL the client, watch the program."""
+    bounds: Bounds = battery.bounds
     helper = [
         sys.executable,
         "-m",
         "supervisor._check._vanish",
         protocol,
         json.dumps(params),
+        # Its own bound, so it reports an unanswered initialize before we stop waiting.
+        repr(bounds.initialize),
         "--",
         *battery.argv,
     ]
-    bounds: Bounds = battery.bounds
     tree = await open_process_tree(
         helper, cwd=battery.cwd, stdin=DEVNULL, stdout=PIPE, stderr=DEVNULL
     )

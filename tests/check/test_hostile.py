@@ -258,3 +258,15 @@ async def test_a_result_of_the_wrong_type_is_named(result: str, evidence: str) -
     found = _evidence(report, "initialize")
     assert found.startswith(evidence), found
     assert len(found) < 200
+
+
+async def test_the_vanishing_client_does_not_take_an_echo_for_an_answer() -> None:
+    from supervisor._check._common import Bounds
+    from supervisor._check._lsp import check_language_server
+    from supervisor._check._report import Outcome
+
+    report = await check_language_server(
+        ["cat"], bounds=Bounds(initialize=1.0), only=["client-vanishes"]
+    )
+    assert report.outcome_of("client-vanishes") is Outcome.SKIP, report.table()
+    assert _evidence(report, "client-vanishes") == "initialize failed under the helper"
