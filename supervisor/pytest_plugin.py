@@ -287,8 +287,8 @@ def no_leaked_processes(request: pytest.FixtureRequest) -> Iterator[None]:
     Watched (``supervisor_leak_scope``): every descendant of the test process and every
     marker-tagged process (``descendants``, the default), or marker-tagged processes only
     (``marked``). Leftovers get :data:`SETTLE_SECONDS` to disappear; the survivors are then
-    listed with their command lines, SIGKILLed (so one leak does not cascade into later
-    tests), and the test fails.
+    listed with their command lines, SIGKILLed and (children of the test process) reaped, so
+    one leak does not cascade into later tests, and the test fails.
     """
     if not os.path.isdir("/proc"):
         yield
