@@ -13,7 +13,7 @@ import trio
 
 from protocol import CoreError
 from supervisor._plugin._host import AllowAll, HostEnvironment, HostServices, RouteToClient
-from supervisor._plugin._state import HostRefusal
+from supervisor._plugin._state import HOST_METHODS, HostRefusal
 from supervisor._plugin._subscriptions import (
     DID_CHANGE_CONTEXTS,
     NOTIFY,
@@ -236,3 +236,29 @@ async def test_dispatch_table_and_policies(tmp_path: Path) -> None:
     only = RouteToClient(["lithe/host/terminal/create"])
     assert only.routes_to_client("lithe/host/terminal/create")
     assert not only.routes_to_client("lithe/host/workspace/listContexts")
+
+
+def test_every_method_core_admits_is_served_here_or_forwarded(tmp_path: Path) -> None:
+    # plugin-contract.md "Workspace contexts and capability discovery": a listed method never
+    # fails for want of a handler. What the supervisor serves is fixed; everything else Core
+    # admits becomes a hostRequest for the client that granted it (reference-coverage I15).
+    served = HostEnvironment.default(state_root=tmp_path).table.methods
+    assert served == {
+        "lithe/host/workspace/listContexts",
+        "lithe/host/workspace/getContext",
+        "lithe/host/workspace/getFolders",
+        *(f"lithe/host/terminal/{name}" for name in ("create", "show", "close", "reopen")),
+        "lithe/host/terminal/dispose",
+        "lithe/host/terminal/onExit",
+        "lithe/host/run/start",
+        "lithe/host/run/stop",
+        "lithe/host/debug/start",
+        "lithe/host/languageServer/request",
+        "lithe/host/languageServer/notify",
+        "lithe/host/languageServer/setStatus",
+    }
+    # A handler only for a method Core checks, so nothing served skips Core's checks.
+    assert served <= set(HOST_METHODS)
+    # Credentials, documents, editor, window, file and search methods: the client's.
+    forwarded = set(HOST_METHODS) - served
+    assert {"lithe/host/credentials/get", "lithe/host/window/showError"} <= forwarded
