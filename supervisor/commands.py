@@ -187,6 +187,7 @@ from ._api._run import (
     RunOutput as RunOutput,
     RunRef as RunRef,
     RunRerun as RunRerun,
+    RunSelectedRuntime as RunSelectedRuntime,
     RunStarted as RunStarted,
     RunWaitEvents as RunWaitEvents,
 )
@@ -367,6 +368,7 @@ __all__ = (
     "RunOutput",
     "RunRef",
     "RunRerun",
+    "RunSelectedRuntime",
     "RunStarted",
     "RunWaitEvents",
     "SessionPolicy",

@@ -15,16 +15,27 @@ __all__ = ("COMMANDS", "EVENTS")
 _RunId = Annotated[str, msgspec.Meta(min_length=1)]
 
 
+class RunSelectedRuntime(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
+    """``{kind: runSelectedRuntime, tool}``: start the adapter with the executable the
+    user's runtime selection (``tools``) resolves for ``tool``, one of ``requiresTools``
+    (else ``plugin.runtime.undeclared``); resolved at each ``debug/start``."""
+
+    kind: Literal["runSelectedRuntime"]
+    tool: NonEmpty
+
+
 class RunDebugAdapter(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
     """One debug adapter the plugin declares: ``requests`` it serves (launch, attach), the
-    adapter as ``debug.createSession`` takes it, and default configurations by request
-    (checked by the command)."""
+    adapter as ``debug.createSession`` takes it (without ``executable`` when ``launch``
+    says runSelectedRuntime), and default configurations by request (checked by the
+    command)."""
 
     id: NonEmpty
     adapter_id: NonEmpty | None = msgspec.field(default=None, name="adapterID")
     requests: list[Literal["launch", "attach"]] | None = None
     adapter: JsonObject
     configurations: dict[str, JsonObject] | None = None
+    launch: RunSelectedRuntime | None = None
 
 
 class RunConfigurePlugin(Payload, kw_only=True):

@@ -16,11 +16,12 @@ program, the run or session starts, and the policy is asked to show it.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from ._host import Consent, Show
 from ._run_service import RunService
-from ._run_state import decode_debug_start, decode_run_start, decode_run_stop
+from ._run_state import decode_debug_start, decode_run_start, decode_run_stop, resolve_tool
 from ._state import HostRefusal
 
 if TYPE_CHECKING:
@@ -120,7 +121,14 @@ async def debug_start(call: HostCall) -> JSONValue:
     """``debug/start {context, label, adapter, request, configuration}`` -> ``{sessionID}``."""
     service = _runs(call)
     plugin_id = call.session.plugin_id
-    plan = decode_debug_start(call.params, plugin_id, service.plugin(plugin_id).adapters)
+    plugin = service.plugin(plugin_id)
+    plan = decode_debug_start(call.params, plugin_id, plugin.adapters)
+    tool = plan.adapter.runtime_tool
+    if tool is not None:
+        # Resolved at each start: a tool the host did not list is looked up on PATH now.
+        resolved = resolve_tool(tool, plugin.tools)
+        started = replace(plan.adapter, adapter={**plan.adapter.adapter, "executable": resolved})
+        plan = replace(plan, adapter=started)
     root = _root(call.context)
     debug = _debug(call)
     adapter = plan.adapter.adapter

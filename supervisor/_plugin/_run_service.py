@@ -8,8 +8,10 @@ presents them with these commands:
   what the host knows of one installed plugin for its runs and debug sessions (its package,
   the manifest's ``requiresTools``, its declared debug adapters). ``tools`` maps a required
   tool to its executable (a path, a launch plan's ``{executable, ...}`` entry, or null: it
-  resolves to nothing); a required tool not listed is looked up on PATH by its short ID. A
-  plugin never configured has none of them. Answers ``{pluginId}``.
+  resolves to nothing); a required tool not listed is looked up on PATH by its short ID. An
+  adapter with ``launch {kind: runSelectedRuntime, tool}`` has no ``executable``: it starts
+  with what ``tool`` resolves to at each ``debug/start``. A plugin never configured has none
+  of them. Answers ``{pluginId}``.
 - ``run.list {}`` -> ``[{runId, pluginId, sessionId, label, pid, state, exit?, rerun?}]``;
   ``rerun {function, data}`` is what "Run again" invokes (``lsp.functionRequest`` with the
   current context); a run without it cannot be rerun.
@@ -62,7 +64,12 @@ _LOCAL_ID: Final = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
 _PLUGIN_FIELDS: Final = frozenset(
     {"pluginId", "packageRoot", "requiresTools", "tools", "debugAdapters"}
 )
-_ADAPTER_FIELDS: Final = frozenset({"id", "adapterID", "requests", "adapter", "configurations"})
+_ADAPTER_FIELDS: Final = frozenset(
+    {"id", "adapterID", "requests", "adapter", "configurations", "launch"}
+)
+#: Stands for the executable a runSelectedRuntime tool resolves to when a session starts,
+#: so the rest of the adapter is checked as debug.createSession checks it.
+_RUNTIME_PLACEHOLDER: Final = "/runSelectedRuntime"
 
 
 class RunOwner(Protocol):
@@ -138,11 +145,43 @@ def parse_plugin_runs(payload: JSONObject) -> tuple[str, PluginRuns]:
             raise invalid_field(f"tools.{tool}", f"tools.{tool} must name an absolute path")
         resolved[tool] = entry
     run_tools = RunTools(frozenset(map(str, required)), resolved, package_root)
-    adapters = _parse_adapters(payload.get("debugAdapters", []))
+    adapters = _parse_adapters(payload.get("debugAdapters", []), run_tools)
     return plugin_id, PluginRuns(run_tools, adapters)
 
 
-def _parse_adapters(value: JSONValue) -> dict[str, DebugAdapter]:
+def _runtime_tool(entry: JSONObject, where: str, tools: RunTools) -> str | None:
+    """``launch {kind: runSelectedRuntime, tool}``: the adapter starts with the executable the
+    user's runtime selection resolves for ``tool`` (plugin-contract.md "Debug adapters")."""
+    if "launch" not in entry:
+        return None
+    launch = entry["launch"]
+    if (
+        not isinstance(launch, dict)
+        or set(launch) != {"kind", "tool"}
+        or launch["kind"] != "runSelectedRuntime"
+        or not isinstance(launch["tool"], str)
+    ):
+        raise invalid_field(f"{where}.launch", "launch is {kind: runSelectedRuntime, tool}")
+    tool = launch["tool"]
+    if tool not in tools.required:
+        raise CoreError(
+            "plugin.runtime.undeclared",
+            f"{where}.launch.tool: {tool!r} is not in the plugin's requiresTools",
+            {"field": f"{where}.launch.tool"},
+        )
+    adapter = entry.get("adapter")
+    if isinstance(adapter, dict) and (
+        "executable" in adapter or adapter.get("transport") == "tcpLanguageServer"
+    ):
+        raise invalid_field(
+            f"{where}.adapter",
+            "an adapter started by runSelectedRuntime has no executable of its own and is "
+            "not tcpLanguageServer",
+        )
+    return tool
+
+
+def _parse_adapters(value: JSONValue, tools: RunTools) -> dict[str, DebugAdapter]:
     from .._dap._service import parse_adapter  # the debug service's own adapter check
 
     if not isinstance(value, list) or len(value) > MAX_DEBUG_ADAPTERS:
@@ -165,8 +204,12 @@ def _parse_adapters(value: JSONValue) -> dict[str, DebugAdapter]:
             or not set(map(str, requests)) <= {"launch", "attach"}
         ):
             raise invalid_field(f"{where}.requests", "requests holds launch and/or attach")
+        runtime_tool = _runtime_tool(entry, where, tools)
+        adapter = entry.get("adapter")
+        if runtime_tool is not None and isinstance(adapter, dict):
+            adapter = {**adapter, "executable": _RUNTIME_PLACEHOLDER}
         try:
-            parse_adapter(entry.get("adapter"))
+            parse_adapter(adapter)
         except CoreError as exc:
             raise invalid_field(f"{where}.adapter", exc.message) from None
         configurations = entry.get("configurations", {})
@@ -188,6 +231,7 @@ def _parse_adapters(value: JSONValue) -> dict[str, DebugAdapter]:
             adapter,
             optional_str(entry, "adapterID") or local_id,
             {k: v for k, v in configurations.items() if isinstance(v, dict)},
+            runtime_tool,
         )
     return adapters
 

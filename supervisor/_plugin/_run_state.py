@@ -46,6 +46,7 @@ __all__ = (
     "decode_run_start",
     "decode_run_stop",
     "expand_temporary_files",
+    "resolve_tool",
 )
 
 #: "Run and debug sessions": label 1 to 256 characters without control characters.
@@ -160,6 +161,33 @@ def _normalized_relative(value: str) -> bool:
     )
 
 
+def resolve_tool(tool: str, tools: RunTools) -> str:
+    """The executable the host's runtime selection resolves for a required ``tool``: the
+    host's ``tools`` entry, else its short ID on PATH (as a launch plan's tool).
+
+    Raises:
+        HostRefusal: -32025 ``plugin.host.toolUnresolved`` with ``details {tool, reason:
+            notFound | unusable}``.
+    """
+    if tool in tools.resolved:
+        resolved = tools.resolved[tool]
+    else:
+        resolved = shutil.which(tool.rsplit(":", 1)[-1])
+    if resolved is None:
+        raise _host(
+            "plugin.host.toolUnresolved",
+            f"the tool {tool!r} resolves to no executable",
+            {"tool": tool, "reason": "notFound"},
+        )
+    if not os.path.isfile(resolved) or not os.access(resolved, os.X_OK):
+        raise _host(
+            "plugin.host.toolUnresolved",
+            f"the tool {tool!r} resolves to {resolved!r}, which cannot be run",
+            {"tool": tool, "reason": "unusable"},
+        )
+    return os.path.abspath(resolved)
+
+
 def _executable(value: JSONValue, tools: RunTools) -> str:
     where = "process.executable"
     if not isinstance(value, dict):
@@ -171,24 +199,7 @@ def _executable(value: JSONValue, tools: RunTools) -> str:
         tool = value["tool"]
         if tool not in tools.required:
             raise _run_invalid(f"{where}.tool", f"{tool!r} is not in the plugin's requiresTools")
-        if tool in tools.resolved:
-            resolved = tools.resolved[tool]
-        else:
-            # As a launch plan's tool: the host's table first, else the short ID on PATH.
-            resolved = shutil.which(tool.rsplit(":", 1)[-1])
-        if resolved is None:
-            raise _host(
-                "plugin.host.toolUnresolved",
-                f"the tool {tool!r} resolves to no executable",
-                {"tool": tool, "reason": "notFound"},
-            )
-        if not os.path.isfile(resolved) or not os.access(resolved, os.X_OK):
-            raise _host(
-                "plugin.host.toolUnresolved",
-                f"the tool {tool!r} resolves to {resolved!r}, which cannot be run",
-                {"tool": tool, "reason": "unusable"},
-            )
-        return os.path.abspath(resolved)
+        return resolve_tool(tool, tools)
     if kind == "packaged":
         if set(value) != {"kind", "path"} or not isinstance(value["path"], str):
             raise _run_invalid(where, "a packaged executable is {kind: packaged, path}")
@@ -427,6 +438,9 @@ class DebugAdapter:
         adapter: The ``debug.createSession`` ``adapter`` object that starts it.
         adapter_id: DAP ``initialize.adapterID``.
         defaults: Request -> the declared default DAP arguments.
+        runtime_tool: For ``launch {kind: runSelectedRuntime, tool}``: the tool whose
+            resolved executable starts the adapter (``adapter`` then has no
+            ``executable``); resolved when a session starts.
     """
 
     local_id: str
@@ -434,6 +448,7 @@ class DebugAdapter:
     adapter: JSONObject
     adapter_id: str
     defaults: Mapping[str, JSONObject] = field(default_factory=dict)
+    runtime_tool: str | None = None
 
 
 @dataclass(frozen=True)

@@ -329,6 +329,66 @@ async def test_debug_start_on_the_plugins_own_adapter(core: Core, tmp_path: Path
     await s.stop()
 
 
+REAL_PYTHON = os.path.realpath(sys.executable)
+
+
+def executable_and_arguments(pid: int) -> tuple[str, list[bytes]]:
+    with open(f"/proc/{pid}/cmdline", "rb") as cmdline:
+        return os.readlink(f"/proc/{pid}/exe"), cmdline.read().split(b"\0")[1:-1]
+
+
+async def configure_runtime_adapter(core: Core, python: str | None) -> None:
+    """The plugin's adapter ``py`` started by runSelectedRuntime of the tool ``python``,
+    which the user's runtime selection resolves to ``python`` (None: to nothing)."""
+    await core.call(
+        "run.configurePlugin",
+        {
+            "pluginId": PLUGIN,
+            "requiresTools": ["python"],
+            "tools": {"python": python},
+            "debugAdapters": [
+                {
+                    "id": "py",
+                    "launch": {"kind": "runSelectedRuntime", "tool": "python"},
+                    "adapter": {"arguments": ["-m", "debugpy.adapter"]},
+                }
+            ],
+        },
+    )
+
+
+async def test_debug_start_with_the_selected_runtime(core: Core, tmp_path: Path) -> None:
+    workspace = await prepare(core, tmp_path)
+    (workspace / "app" / "main.py").write_text("import time\ntime.sleep(600)\n")
+    s = await backend(core, tmp_path)
+    launch: JSONObject = {
+        "context": CTX,
+        "label": "Debug app",
+        "adapter": "py",
+        "request": "launch",
+        "configuration": {"program": str(workspace / "app" / "main.py")},
+    }
+    await configure_runtime_adapter(core, None)
+    (unresolved,) = await host_calls(s, ("lithe/host/debug/start", launch))
+    assert data(unresolved) == {
+        "code": "plugin.host.toolUnresolved",
+        "details": {"tool": "python", "reason": "notFound"},
+    }
+    await configure_runtime_adapter(core, sys.executable)
+    (started,) = await host_calls(s, ("lithe/host/debug/start", launch))
+    session_id = as_obj(started["result"])["sessionID"]
+    sessions = as_obj({"s": await core.call("debug.listSessions", {})})["s"]
+    assert isinstance(sessions, list)
+    (listed,) = [as_obj(x) for x in sessions if as_obj(x)["sessionId"] == session_id]
+    adapter_pid = listed["adapterPid"]
+    assert isinstance(adapter_pid, int)
+    # The adapter runs the executable the selection resolved, with the declared arguments.
+    assert executable_and_arguments(adapter_pid) == (REAL_PYTHON, [b"-m", b"debugpy.adapter"])
+    await host_calls(s, ("lithe/host/run/stop", {"sessionID": session_id}))
+    assert runs_no_more(adapter_pid)
+    await s.stop()
+
+
 async def started_run(core: Core, session: Session, code: str = SLEEPER) -> tuple[str, int]:
     """A run of ``code`` started by ``session``'s backend: its runID and main pid."""
     (started,) = await host_calls(session, ("lithe/host/run/start", run_params(code)))

@@ -29,6 +29,7 @@ from supervisor._plugin._run_state import (
     decode_run_start,
     decode_run_stop,
     expand_temporary_files,
+    resolve_tool,
 )
 from supervisor._plugin._state import HostRefusal
 
@@ -411,3 +412,60 @@ def test_configure_plugin_accepts_launch_plan_tool_entries() -> None:
     assert runs.tools.resolved == {"python": sys.executable, "node": None}
     assert runs.adapters["py"].requests == frozenset({"launch"})
     assert runs.adapters["py"].adapter_id == "py"
+
+
+RUNTIME_LAUNCH: JSONObject = {"kind": "runSelectedRuntime", "tool": "python"}
+
+
+def runtime_adapter(**changes: JSONValue) -> JSONObject:
+    entry: JSONObject = {"id": "py", "launch": RUNTIME_LAUNCH, "adapter": {"arguments": ["-m"]}}
+    return {"pluginId": "p", "requiresTools": ["python"], "debugAdapters": [{**entry, **changes}]}
+
+
+def test_configure_plugin_adapter_started_by_the_selected_runtime() -> None:
+    _, runs = parse_plugin_runs(runtime_adapter())
+    assert runs.adapters["py"].runtime_tool == "python"
+    assert runs.adapters["py"].adapter == {"arguments": ["-m"]}  # no executable yet
+    assert resolve_tool("python", RunTools(resolved={"python": sys.executable})) == sys.executable
+    with pytest.raises(HostRefusal) as caught:
+        resolve_tool("python", RunTools(resolved={"python": None}))
+    assert caught.value.details == {"tool": "python", "reason": "notFound"}
+
+
+@pytest.mark.parametrize(
+    ("entry", "code", "field"),
+    [
+        (
+            runtime_adapter(launch={"kind": "runSelectedRuntime", "tool": "node"}),
+            "plugin.runtime.undeclared",
+            "debugAdapters[0].launch.tool",
+        ),
+        (
+            runtime_adapter(launch={"kind": "process", "tool": "python"}),
+            "invalid_request",
+            "debugAdapters[0].launch",
+        ),
+        (
+            runtime_adapter(adapter={"executable": sys.executable}),
+            "invalid_request",
+            "debugAdapters[0].adapter",
+        ),
+        (
+            runtime_adapter(adapter={"transport": "tcpLanguageServer"}),
+            "invalid_request",
+            "debugAdapters[0].adapter",
+        ),
+        (
+            runtime_adapter(adapter={"arguments": "-m"}),
+            "invalid_request",
+            "debugAdapters[0].adapter",
+        ),
+    ],
+)
+def test_configure_plugin_refuses_bad_runtime_adapters(
+    entry: JSONObject, code: str, field: str
+) -> None:
+    with pytest.raises(CoreError) as caught:
+        parse_plugin_runs(entry)
+    assert caught.value.code == code
+    assert caught.value.details == {"field": field}
