@@ -6,6 +6,16 @@ protocol is in :mod:`protocol` and the lane policy in :mod:`lanes`.
 
 from __future__ import annotations
 
+# The error types and codes a caller of the Core meets, importable from here too.
+from protocol import (
+    ERROR_CATALOG as ERROR_CATALOG,
+    CatalogEntry as CatalogEntry,
+    CoreError as CoreError,
+    CoreErrorCode as CoreErrorCode,
+    ErrorCode as ErrorCode,
+    lookup_error as lookup_error,
+)
+
 from ._cli._runfile import RunFileError as RunFileError, load_run_file as load_run_file
 from ._cli._serve import serve as serve
 from ._core._context import current_operation_id as current_operation_id
@@ -67,18 +77,23 @@ __all__ = (
     "DEFAULT_MAX_OUTPUT_BYTES",
     "DEFAULT_SERVICES",
     "DEVNULL",
+    "ERROR_CATALOG",
     "PIPE",
     "PROTOCOL_VERSION",
     "SCOPE_ENV",
     "STDOUT",
+    "CatalogEntry",
     "CommandHandler",
     "Core",
+    "CoreError",
+    "CoreErrorCode",
     "CoreThread",
     "DebugService",
     "DebugState",
     "EndBounds",
     "EndpointClosed",
     "EndpointStatistics",
+    "ErrorCode",
     "EventQueue",
     "EventQueueStatistics",
     "JSONRPCEndpoint",
@@ -100,6 +115,7 @@ __all__ = (
     "current_operation_id",
     "current_request_id",
     "load_run_file",
+    "lookup_error",
     "method_not_found",
     "open_core",
     "open_debug_service",

@@ -249,9 +249,18 @@ def _chaos(args: argparse.Namespace) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run the command line and return its exit code."""
+    """Run the command line and return its exit code.
+
+    An exception no subcommand handles leaves as itself, not wrapped in the exception
+    groups of the nurseries it crossed (a group leaves only when it holds two or more), so
+    its traceback names the error first.
+    """
     try:
         return _main(argv)
+    except BaseExceptionGroup as group:
+        from .._boundary import raise_single
+
+        raise_single(group)
     except BrokenPipeError:
         # The reader of our stdout went away (`supervisor testbed list | head`): not an
         # error of ours. Point stdout at /dev/null so the interpreter's final flush is quiet.

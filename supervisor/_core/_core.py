@@ -41,7 +41,15 @@ from protocol import (
     parse_envelope,
 )
 
-from .._boundary import cut_utf8, fault_point, internal_message, log_failure, split_failure
+from .._boundary import (
+    cut_utf8,
+    fault_point,
+    internal_message,
+    log_failure,
+    raise_single,
+    single_exception,
+    split_failure,
+)
 from .._dap._service import open_debug_service
 from .._lsp._service import open_lsp_service
 from .._process._reaper import reap_adopted_children, reap_orphans
@@ -369,10 +377,26 @@ async def open_core(
     Yields:
         The running :class:`Core`.
 
+    Raises:
+        BaseException: An exception raised in the block leaves it as itself, not wrapped in
+            the exception groups of the nurseries it crossed (Trio's strict exception groups
+            stay on inside); a group leaves only when it holds two or more.
+
     **Cancellation:** leaving the block, normally, by error or by cancellation, cancels every
     operation, ends every lane and waits (shielded, bounded by each process tree's own bounds)
     until every process the Core started is gone.
     """
+    try:
+        async with _open_core(trusted=trusted, max_events=max_events, services=services) as core:
+            yield core
+    except BaseExceptionGroup as group:
+        raise_single(group)
+
+
+@asynccontextmanager
+async def _open_core(
+    *, trusted: bool, max_events: int, services: Sequence[ServiceFactory]
+) -> AsyncIterator[Core]:
     # Invariant 8: processes left by supervisors that died (SIGKILL, crash) end at our start.
     reap_orphans()
     async with trio.open_nursery() as nursery:
@@ -463,7 +487,7 @@ class CoreThread:
         try:
             trio.run(self._main)
         except BaseException as exc:
-            self._error = exc
+            self._error = single_exception(exc)
             logger.exception("the Core thread failed")
         finally:
             self._ready.set()
