@@ -12,8 +12,10 @@ from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Final
 
 from lanes import open_lanes, parse_job_start
-from protocol import MAX_MILLISECONDS, CoreError, read_int
+from protocol import MAX_MILLISECONDS, MAX_OUTPUT_BYTES, CoreError, read_int
+from protocol._json import fit_texts
 
+from .._endpoint import DEFAULT_MAX_BODY_BYTES
 from .._process._oneshot import DEFAULT_MAX_OUTPUT_BYTES, run_process
 from .._session._events import EventQueue
 from ._jobs import ProcessJobRunner, check_job_launch
@@ -37,6 +39,7 @@ if TYPE_CHECKING:
     from ._service import CommandHandler, ServiceContext
 
 __all__ = (
+    "MAX_OUTPUT_ANSWER_BYTES",
     "MAX_OUTPUT_BYTES_LIMIT",
     "JobService",
     "ProcessService",
@@ -48,7 +51,14 @@ __all__ = (
 MAX_WAIT_EVENTS_MS: Final = 600_000
 #: The most output ``process.run`` keeps per stream (ours): 64 MiB, the frame-body limit,
 #: past which the answer could not reach a ``supervisor serve`` client anyway.
-MAX_OUTPUT_BYTES_LIMIT: Final = 64 * 1024 * 1024
+MAX_OUTPUT_BYTES_LIMIT: Final = MAX_OUTPUT_BYTES
+#: The most bytes ``stdout`` and ``stderr`` of a ``process.run`` answer take together once
+#: encoded as JSON: the frame-body limit less 64 KiB for the rest of the answer. Output is
+#: kept as bytes but sent as JSON text, where a control character takes six bytes
+#: (``\u0000``) and an invalid byte three (U+FFFD), so 16 MiB of NUL bytes would make a
+#: 96 MiB frame; past this bound each stream keeps the head that fits its fair share, and
+#: ``truncated`` is true.
+MAX_OUTPUT_ANSWER_BYTES: Final = DEFAULT_MAX_BODY_BYTES - 64 * 1024
 
 _PROCESS_RUN_FIELDS: Final = frozenset(
     {"argv", "cwd", "env", "stdin", "timeoutMilliseconds", "maxOutputBytes"}
@@ -95,7 +105,13 @@ class ProcessService:
             timeout_ms=timeout_ms,
             max_output_bytes=max_output if max_output is not None else DEFAULT_MAX_OUTPUT_BYTES,
         )
-        return result.to_wire()
+        wire = result.to_wire()
+        (wire["stdout"], wire["stderr"]), cut = fit_texts(
+            [result.stdout, result.stderr], MAX_OUTPUT_ANSWER_BYTES
+        )
+        if cut:
+            wire["truncated"] = True
+        return wire
 
 
 @asynccontextmanager

@@ -22,16 +22,20 @@ class _Mine(Exception):
 
 async def test_an_error_in_the_block_arrives_as_itself() -> None:
     cause = KeyError("the cause")
-    with pytest.raises(_Mine) as info:
+
+    async def fail_in_the_block() -> None:
         async with open_core() as core:
             await core.call("core.ping", {})
             raise _Mine("raised by the caller") from cause
+
+    with pytest.raises(_Mine) as info:
+        await fail_in_the_block()
     assert type(info.value) is _Mine
     # Its own chain is kept, and the traceback still reaches the line that raised it.
     assert info.value.__cause__ is cause
     assert "raised by the caller" in "".join(traceback.format_exception(info.value))
     assert any(
-        frame.name == "test_an_error_in_the_block_arrives_as_itself"
+        frame.name == "fail_in_the_block"
         for frame in traceback.extract_tb(info.value.__traceback__)
     )
 
@@ -60,9 +64,8 @@ def test_a_core_thread_that_fails_to_start_names_the_failure_itself(
         raise _Mine("no Core today")
 
     monkeypatch.setattr(Core, "__init__", refuse)
-    with pytest.raises(RuntimeError, match="failed to start") as info:
-        with CoreThread():
-            pass  # pragma: no cover -- never entered
+    with pytest.raises(RuntimeError, match="failed to start") as info, CoreThread():
+        pass  # pragma: no cover -- never entered
     assert type(info.value.__cause__) is _Mine
 
 
