@@ -33,6 +33,7 @@ from ._core._service import (
     ServiceContext as ServiceContext,
     ServiceFactory as ServiceFactory,
 )
+from ._core._subscription import EventSubscription as EventSubscription
 from ._dap._service import DebugService as DebugService, open_debug_service as open_debug_service
 from ._dap._state import DebugState as DebugState
 from ._endpoint import (
@@ -96,6 +97,7 @@ __all__ = (
     "ErrorCode",
     "EventQueue",
     "EventQueueStatistics",
+    "EventSubscription",
     "JSONRPCEndpoint",
     "JSONRPCError",
     "LspService",

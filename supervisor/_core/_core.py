@@ -59,6 +59,7 @@ from ._builtins import JobService, open_job_service, open_process_service
 from ._context import _current_operation_id, current_operation_id
 from ._payload import check_fields
 from ._service import OwnedResources, ServiceContext
+from ._subscription import EVENT_SOURCES, EventSubscription
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Sequence
@@ -529,6 +530,42 @@ class CoreThread:
             return _dumps(
                 envelope_error(request_id if isinstance(request_id, str | int) else None, contained)
             )
+
+    def events(self, kind: str = "job", source_id: str | None = None) -> EventSubscription:
+        """Receive a source's events as a blocking iterator, without a polling loop.
+
+        ``for event in core.events("lsp", session_id): ...`` yields each event of that
+        language-server session as ``lsp.waitEvents`` returns it, in order, blocking while
+        there is none; ``core.events()`` does the same for the job lanes. The iteration ends
+        when the subscription is closed (``close()``, or leaving ``with core.events(...)``),
+        when the session or terminal is gone, or when this CoreThread closes. An iterator
+        rather than a callback: nothing of the caller runs on the Core's thread, and the
+        consumer sets the pace (the Core's queue of the source is bounded and reports
+        dropped events; see :class:`EventSubscription`).
+
+        Args:
+            kind: ``"job"``, ``"lsp"``, ``"debug"`` or ``"terminal"``.
+            source_id: The session id (``lsp``, ``debug``) or terminal id (``terminal``);
+                None for ``job``.
+
+        Returns:
+            An :class:`EventSubscription`.
+
+        Raises:
+            ValueError: An unknown ``kind``, or ``source_id`` missing or given where the
+                kind takes none.
+            RuntimeError: The CoreThread is not running.
+        """
+        if kind not in EVENT_SOURCES:
+            raise ValueError(f"kind must be one of {', '.join(EVENT_SOURCES)}, not {kind!r}")
+        if (EVENT_SOURCES[kind][1] is None) != (source_id is None):
+            raise ValueError(
+                "job events take no source_id"
+                if kind == "job"
+                else f"{kind} events need a source_id"
+            )
+        core, token = self._require()
+        return EventSubscription._create(core, token, kind, source_id)
 
     def cancel_operation(self, operation_id: str) -> int:
         """Cancel an operation from any thread.
