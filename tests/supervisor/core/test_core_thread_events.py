@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 import sys
 import threading
 from typing import TYPE_CHECKING
@@ -13,6 +12,8 @@ import pytest
 from supervisor import CoreThread
 
 if TYPE_CHECKING:
+    import os
+
     from protocol import JSONObject, JSONValue
 
 PY = sys.executable
@@ -52,7 +53,8 @@ def test_job_events_arrive_in_order_until_the_job_finished(tmp_path: os.PathLike
     assert "".join(str(e["text"]) for e in seen if e["event"] == "job.output") == "one\ntwo\n"
     assert seen[-1]["status"] == "ok"
     seqs = [e["seq"] for e in seen]
-    assert seqs == sorted(seqs)
+    assert all(isinstance(seq, int) for seq in seqs)
+    assert seqs == sorted(seqs)  # type: ignore[type-var]
     assert events.gaps == 0
 
 
@@ -79,7 +81,13 @@ def test_leaving_the_core_thread_ends_the_iteration() -> None:
     ended = threading.Event()
     with CoreThread() as core:
         events = core.events()
-        waiter = threading.Thread(target=lambda: (list(events), ended.set()))
+
+        def consume() -> None:
+            for _ in events:
+                pass
+            ended.set()
+
+        waiter = threading.Thread(target=consume)
         waiter.start()
         waiter.join(0.1)
     waiter.join(10)
