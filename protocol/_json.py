@@ -38,11 +38,13 @@ else:
 
 __all__ = (
     "MAX_DEPTH",
+    "NestingTooDeep",
     "check_depth",
     "cut_text_to_size",
     "dumps",
     "encoded_size",
     "fit_texts",
+    "id_of",
     "loads",
     "may_nest_deeper",
     "text_size",
@@ -78,8 +80,26 @@ def may_nest_deeper(data: bytes | str, limit: int = MAX_DEPTH) -> bool:
     return data.count(b"[") + data.count(b"{") > limit
 
 
+class NestingTooDeep(ValueError):
+    """A document nests deeper than the bound; it was read, so its top level is known.
+
+    Attributes:
+        document: The decoded document (a reader may still take its ``id`` from it, so the
+            refusal names the request it refuses).
+    """
+
+    def __init__(self, message: str, document: object) -> None:
+        super().__init__(message)
+        self.document = document
+
+
+def id_of(document: object) -> object:
+    """The top-level ``id`` member of a document that is an object, or None."""
+    return document.get("id") if isinstance(document, dict) else None
+
+
 def check_depth(value: object, limit: int = MAX_DEPTH) -> None:
-    """Raise ValueError when ``value`` nests containers deeper than ``limit`` levels.
+    """Raise :class:`NestingTooDeep` when ``value`` nests containers deeper than ``limit``.
 
     Iterative, so a hostile document can't exhaust the stack checking itself.
     """
@@ -93,7 +113,7 @@ def check_depth(value: object, limit: int = MAX_DEPTH) -> None:
         else:
             continue
         if depth > limit:
-            raise ValueError(f"JSON nests deeper than {limit} levels")
+            raise NestingTooDeep(f"JSON nests deeper than {limit} levels", value)
         stack.extend((child, depth + 1) for child in children if isinstance(child, dict | list))
 
 

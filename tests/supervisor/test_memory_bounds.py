@@ -190,3 +190,21 @@ async def test_request_bytes_in_flight_have_a_budget() -> None:
         assert isinstance(answer, Response)
         assert answer.id == 3
         nursery.cancel_scope.cancel()
+
+
+# -- found by the fuzzer ------------------------------------------------------------------
+
+
+async def test_a_request_nesting_too_deep_is_refused_under_its_own_id() -> None:
+    """Regression (tests/fuzz): a request nesting past 512 levels was answered with id null,
+    so the client could not tell which request it refused."""
+    deep = "[" * 600 + "]" * 600
+    async with open_core() as core:
+        response = await core.execute(
+            f'{{"id": 7, "command": "process.run", "payload": {{"argv": {deep}}}}}'
+        )
+    assert response["id"] == 7
+    error = response["error"]
+    assert isinstance(error, dict)
+    assert error["code"] == "invalid_request"
+    assert "nests deeper than 512" in str(error["message"])
