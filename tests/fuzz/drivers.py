@@ -410,10 +410,8 @@ def reset(driver: Driver, ctx: Context) -> None:
     for session_id in ctx.ids.get("lsp", []):
         _quiet(driver, "lsp.stopServer", {"sessionId": session_id})
         _quiet(driver, "lsp.destroyServer", {"sessionId": session_id})
-    jobs = _quiet(driver, "job.list", {})
-    for item in jobs.data if jobs and isinstance(jobs.data, list) else []:
-        if isinstance(item, dict) and item.get("status") in ("queued", "running", "waiting"):
-            _quiet(driver, "job.cancel", {"jobId": item.get("jobId")})
+    for job_id in _listed(driver, "job.list", "id"):
+        _quiet(driver, "job.cancel", {"jobId": job_id})  # a finished job: cancelled false
     _quiet(driver, "job.pollEvents", {})
     ctx.ids.clear()
     left = _listed(driver, "terminal.list", "terminalID") + _listed(
