@@ -208,3 +208,20 @@ async def test_a_request_nesting_too_deep_is_refused_under_its_own_id() -> None:
     assert isinstance(error, dict)
     assert error["code"] == "invalid_request"
     assert "nests deeper than 512" in str(error["message"])
+
+
+async def test_a_frame_nesting_too_deep_is_refused_under_its_own_id() -> None:
+    """Regression (tests/fuzz), at the endpoint: the refusal names the request's id."""
+
+    async def handler(method: str, params: JSONValue | None) -> JSONValue:
+        return "unreachable"  # pragma: no cover
+
+    async with trio.open_nursery() as nursery:
+        _, peer = await _raw_endpoint(handler, nursery)
+        deep = "[" * 600 + "]" * 600
+        body = f'{{"jsonrpc": "2.0", "id": 5, "method": "m", "params": {deep}}}'.encode()
+        await peer.send(b"Content-Length: %d\r\n\r\n" % len(body) + body)
+        refused = await peer.receive()
+        assert isinstance(refused, ErrorResponse)
+        assert (refused.id, refused.error.code) == (5, -32600)
+        nursery.cancel_scope.cancel()
