@@ -25,7 +25,7 @@ from typing import Any
 import benchmarks
 
 #: Rounds for modules whose own default is a long stand-alone run, so that the whole suite
-#: stays under 10 minutes (issue 8 "Done when"). ``python -m benchmarks.bench_chaos`` runs
+#: stays under 10 minutes. ``python -m benchmarks.bench_chaos`` runs
 #: its full 5 000 rounds (about 0.75 s each on average) on its own.
 _SUITE_ROUNDS = {"bench_chaos": 60}
 

@@ -1,4 +1,4 @@
-"""The long chaos run (issue 7 "Done when": 5 000 seeded rounds with zero violations).
+"""The long chaos run (5 000 seeded rounds with zero violations).
 
 ``python -m benchmarks.bench_chaos [--iterations N] [--seed S]`` runs the chaos runner
 (:func:`supervisor.testbed.run_chaos`) for many rounds and prints its counts (the same run

@@ -1,4 +1,4 @@
-"""Teardown of a debugpy session, ours vs a direct DAP client (issue 4; issue 8 goal 6).
+"""Teardown of a debugpy session, ours vs a direct DAP client (goal 6 of the README's table).
 
 Each round starts ``python -m debugpy.adapter`` over stdio, launches a script that stops at a
 breakpoint, then times "disconnect until the adapter, the debugpy launcher and the debuggee

@@ -1,4 +1,4 @@
-"""Output floods (issue 8 goal 9).
+"""Output floods (goal 9 of the README's table).
 
 A child writes 1 GB to stdout (``head -c 1000000000 /dev/zero``) under ``process.run``'s
 default 16 MiB cap. Two figures:

@@ -1,4 +1,5 @@
-"""JSON-RPC over pipes to the echo peer: our Trio endpoint against plain clients (issue 8 goal 4).
+"""JSON-RPC over pipes to the echo peer: our Trio endpoint against plain clients (goal 4 of
+the README's table).
 
 Figures, each measured interleaved with its peer in the same run, after a warm-up, as medians:
 

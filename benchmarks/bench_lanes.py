@@ -1,4 +1,4 @@
-"""Job lanes at scale (issue 8 goal 8, the lanes half).
+"""Job lanes at scale (goal 8 of the README's table, the lanes half).
 
 2 000 ``/bin/true`` jobs over 200 lanes (one project root each, 10 jobs queued per lane),
 through :func:`lanes.open_lanes` with the supervisor's :class:`ProcessJobRunner` (each job

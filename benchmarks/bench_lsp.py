@@ -1,4 +1,4 @@
-"""Language-server sessions (issue 3 "Measurements"): hover round trip, idle CPU, memory.
+"""Language-server sessions: hover round trip, idle CPU, memory.
 
 - Hover round trip: ``lsp.request`` + ``lsp.waitEvents`` until its ``requestCompleted``,
   through an in-process Core, against the same hover sent by a direct Trio client (hand

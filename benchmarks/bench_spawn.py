@@ -1,12 +1,13 @@
 """Spawn + wait of ``/bin/true``: ``process.run`` against ``subprocess.run`` and
-``trio.run_process`` (issue 2 section 10).
+``trio.run_process``.
 
 Each round runs all three in a rotating order, after a warm-up, inside one Trio run;
 figures are medians in milliseconds (time: a ratio above 1 means we are slower).
 ``process.run`` does more than its peers: a new session and group, the scope marker,
 the executable lookup, a procfs walk for leftovers and the reaping pass. All three
 capture stdout and stderr and give the child ``/dev/null`` as stdin, as
-``process.run`` does. Goal (issue 8 goal 1): at most 1.3x ``subprocess.run``, i.e. faster
+``process.run`` does. Goal 1 of the README's table: at most 1.3x ``subprocess.run``, i.e.
+faster
 than ``trio.run_process`` (the second row, goal 1.0x). Ratios are medians of per-round
 ratios (each round runs the three back to back), which a shared machine's bursts of load
 disturb far less than a ratio of separate medians.

@@ -1,8 +1,8 @@
-"""PTY terminals (issue 5; issue 8 goal 7): keystroke echo and read throughput through the
+"""PTY terminals (goal 7 of the README's table): keystroke echo and read throughput through the
 supervisor's ``terminal.*`` commands, against the peers the goal names, in the same run.
 
-Goal 7 of issue 8: keystroke echo at most 1.2x a ptyprocess loop; read throughput at least
-0.9x a raw ``os.read`` loop on the same PTY.
+Goal 7 of the README's table: keystroke echo at most 1.2x a ptyprocess loop; read throughput
+at least 0.9x a raw ``os.read`` loop on the same PTY.
 
 Which path is ours: ``Core.call`` in the same Trio program, the cheapest way any host
 reaches a terminal (``supervisor serve`` and ``CoreThread`` add their own transport on top;

@@ -1,4 +1,4 @@
-"""Ending a process tree (issue 8 goal 2).
+"""Ending a process tree (goal 2 of the README's table).
 
 Two figures, each on a real three-process tree (``/bin/sh`` with two ``sleep`` children,
 all in one new session), built afresh for every sample and fully formed (both children

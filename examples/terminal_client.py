@@ -1,4 +1,4 @@
-"""A tiny interactive terminal over ``supervisor serve`` (issue 5).
+"""A tiny interactive terminal over ``supervisor serve`` .
 
 Usage::
 

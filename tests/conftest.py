@@ -10,7 +10,13 @@ this run through ``SUPERVISOR_TEST_RUN``.
 
 from __future__ import annotations
 
+import os
 from importlib import metadata
+
+# Every answer is checked against its command's result declaration (supervisor/_api), so a
+# declaration that drifts from what its command answers fails the test that ran it. Set
+# before the supervisor is imported, and inherited by the `supervisor serve` children.
+os.environ.setdefault("SUPERVISOR_CHECK_RESULTS", "1")
 
 import pytest
 

@@ -1,10 +1,14 @@
-"""The ``supervisor`` command line: ``run``, ``exec``, ``serve``, ``reap``, ``testbed``, ``chaos``.
+"""The ``supervisor`` command line: ``run``, ``exec``, ``serve``, ``reap``, ``testbed``,
+``chaos``, ``completion``.
 
-Each subcommand imports its implementation lazily so ``supervisor --help`` stays fast.
+Each subcommand imports its implementation lazily so ``supervisor --help`` stays fast. A
+subcommand is one ``_add_<name>`` function (its parser, with the global options, its
+description, exit codes and example, and its handler) listed in :data:`_SUBCOMMANDS`.
 
 Exit codes:
-    ``run``: 0 when every job ended as expected, 1 otherwise, 2 for a bad lanes file,
-    130/143 when interrupted by SIGINT/SIGTERM.
+    ``run``: 0 when every job ended as expected, 1 otherwise, 2 for a bad lanes file (or an
+    unknown job name, an unusable ``--log-dir``), 130/143 when interrupted by
+    SIGINT/SIGTERM, 141 when the reader of its output went away.
     ``exec``: the command's own exit code; 128+N when a signal N ended it; 124 when it timed
     out; 2 when the request was refused (bad argv, missing executable or cwd); 130/143 when
     interrupted by SIGINT/SIGTERM (the command is cancelled and its processes end first).
@@ -15,6 +19,8 @@ Exit codes:
     first); 2 for a bad scenario or option.
     ``chaos``: 0 when no round had a violation, 1 otherwise (the seed and the shortest
     failing step list are printed).
+    ``completion``: 0.
+    Any subcommand: 2 for a bad option (argparse).
 """
 
 from __future__ import annotations
@@ -25,10 +31,10 @@ import logging
 import os
 import signal
 import sys
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, Final
 
 if TYPE_CHECKING:
-    from collections.abc import Sequence
+    from collections.abc import Callable, Sequence
 
     from protocol import JSONObject, JSONValue
 
@@ -36,43 +42,220 @@ if TYPE_CHECKING:
 __all__ = ("main",)
 
 
-def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="supervisor",
-        description="Trio structured-concurrency process supervisor for IDE backends.",
-    )
+#: The global options: accepted before the subcommand and after it (``supervisor run F
+#: --log-level DEBUG``). On the subcommands their default is SUPPRESS, so a value given
+#: before the subcommand is not overwritten by the subcommand's default.
+_LOG_LEVELS: Final = ("DEBUG", "INFO", "WARNING", "ERROR")
+
+_RUN_HELP: Final = """\
+Run the jobs of a lanes file (TOML): one job at a time per project lane, each
+as its [[job]] table says (README, "supervisor run"). A bad file is refused
+with FILE:LINE: message before anything starts. Progress goes to stderr: a live
+view per lane on a terminal, one line per event otherwise. The summary shows
+the end of the output of each job that did not end as expected and names every
+job that did not run.
+"""
+_RUN_EPILOG: Final = """\
+exit status:
+  0    every job ended as its `expect` says, and no process was left behind
+  1    some job did not (or a process was left behind)
+  2    bad lanes file, unknown job name or unusable --log-dir (nothing started)
+  130  interrupted by SIGINT (every job cancelled, every process ended)
+  143  interrupted by SIGTERM (likewise)
+  141  the reader of stdout or stderr went away (| head): likewise, quietly
+
+examples:
+  supervisor run examples/demo.toml
+  supervisor run ci.toml test --json --log-dir logs > events.jsonl
+"""
+_EXEC_HELP: Final = """\
+Run one command (the Core's process.run) and print its envelope response as
+JSON: {"id": "exec", "ok": true, "data": {exitCode, signal, stdout, stderr,
+timedOut, truncated, durationMs}}, or "ok": false with error {code, message}.
+stdin is passed to the command when it is a pipe or a file (--no-stdin: not).
+"""
+_EXEC_EPILOG: Final = """\
+exit status:
+  N        the command's own exit code
+  128+N    a signal N ended it
+  124      it timed out (--timeout-ms)
+  2        the request was refused (bad argv, missing executable or cwd, bad
+           --env, stdin not UTF-8); "ok": false tells it apart from an exit 2
+  130/143  interrupted by SIGINT/SIGTERM (the command is cancelled first)
+
+example:
+  echo hello | supervisor exec --env LANG=C.UTF-8 --timeout-ms 5000 -- tr a-z A-Z
+"""
+_SERVE_HELP: Final = """\
+Serve the Core as JSON-RPC 2.0 over the LSP base protocol (Content-Length
+framing) on stdin/stdout; logs go to stderr. Send `initialize` first; every
+Core command is a method of the same name (params = payload); job lanes push
+job.started / job.output / job.finished notifications; $/cancelRequest cancels
+a request (-32800). Every request received is answered exactly once.
+At most 128 requests run at once (the in-flight limit); one past it is
+answered at once with -32803 and error.data.code "busy": send it again later.
+"""
+_SERVE_EPILOG: Final = """\
+exit status:
+  0        `shutdown` then `exit`
+  1        `exit` without `shutdown`, end of input, or a broken frame header
+  130/143  SIGINT/SIGTERM (requests cancelled and answered, processes ended)
+
+example:
+  python examples/serve_client.py     # starts `supervisor serve` and drives it
+"""
+_COMPLETION_HELP: Final = """\
+Print a shell completion script for `supervisor` (generated by shtab from this
+command line's own parser, so it never goes stale).
+"""
+_COMPLETION_EPILOG: Final = """\
+exit status:
+  0  the script was printed
+
+examples:
+  supervisor completion bash > ~/.local/share/bash-completion/completions/supervisor
+  supervisor completion zsh > "${fpath[1]}/_supervisor"
+"""
+
+
+#: What shtab completes a file or directory argument with (``shtab.FILE`` and
+#: ``shtab.DIRECTORY``, spelled out so building the parser imports nothing).
+_FILE: Final = {"bash": "_shtab_compgen_files", "zsh": "_files", "tcsh": "f"}
+_DIRECTORY: Final = {"bash": "_shtab_compgen_dirs", "zsh": "_files -/", "tcsh": "d"}
+
+
+def _complete(action: argparse.Action, how: dict[str, str]) -> None:
+    action.complete = how  # type: ignore[attr-defined]  # read by shtab
+
+
+def _log_level_option(parser: argparse.ArgumentParser, *, default: str | None) -> None:
     parser.add_argument(
         "--log-level",
-        default="WARNING",
-        choices=("DEBUG", "INFO", "WARNING", "ERROR"),
-        help="log level of the messages written to stderr (default WARNING)",
+        choices=_LOG_LEVELS,
+        default=argparse.SUPPRESS if default is None else default,
+        help="level of the log messages written to stderr (default WARNING)",
     )
-    sub = parser.add_subparsers(dest="command", required=True)
 
-    run = sub.add_parser("run", help="run the jobs of a lanes file (TOML) and report them")
-    run.add_argument("file", help="the lanes file, e.g. examples/demo.toml")
+
+def _subcommand(
+    sub: Any, name: str, summary: str, description: str | None = None, epilog: str | None = None
+) -> argparse.ArgumentParser:
+    """A subcommand with the global options, its description and its exit codes."""
+    parser: argparse.ArgumentParser = sub.add_parser(
+        name,
+        help=summary,
+        description=description or summary,
+        epilog=epilog,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    _log_level_option(parser, default=None)
+    return parser
+
+
+def _add_run(sub: Any) -> None:
+    run = _subcommand(
+        sub, "run", "run the jobs of a lanes file (TOML) and report them", _RUN_HELP, _RUN_EPILOG
+    )
+    _complete(run.add_argument("file", help="the lanes file, e.g. examples/demo.toml"), _FILE)
+    run.add_argument(
+        "jobs",
+        nargs="*",
+        metavar="JOB",
+        help="run only these jobs (by name) and the jobs they need; default: every job",
+    )
     run.add_argument("--json", action="store_true", help="one JSON object per event on stdout")
-
-    exec_ = sub.add_parser(
-        "exec", help="run one command (process.run) and print its result as JSON"
+    _complete(
+        run.add_argument(
+            "--log-dir",
+            metavar="DIR",
+            default=None,
+            help="keep each job's whole output in DIR/<n>-<name>.log (DIR is created)",
+        ),
+        _DIRECTORY,
     )
-    exec_.add_argument("--timeout-ms", type=int, default=None, help="deadline in milliseconds")
+    run.add_argument(
+        "--color",
+        choices=("auto", "always", "never"),
+        default="auto",
+        help="colour the status words: auto (default) on a terminal unless NO_COLOR is set",
+    )
+    run.set_defaults(handler=_run)
+
+
+def _add_exec(sub: Any) -> None:
+    exec_ = _subcommand(
+        sub,
+        "exec",
+        "run one command (process.run) and print its result as JSON",
+        _EXEC_HELP,
+        _EXEC_EPILOG,
+    )
+    exec_.add_argument(
+        "--timeout-ms",
+        type=int,
+        default=None,
+        metavar="MS",
+        help="deadline in milliseconds, 1 to 2147483647; 0 or absent: none",
+    )
     exec_.add_argument(
         "--max-output-bytes",
         type=int,
         default=None,
-        help="output kept per stream in bytes (default 16 MiB)",
+        metavar="N",
+        help="output kept per stream in bytes (default 16 MiB, at most 64 MiB)",
     )
-    exec_.add_argument("--cwd", default=None, help="working directory of the command")
+    _complete(
+        exec_.add_argument("--cwd", default=None, help="working directory of the command"),
+        _DIRECTORY,
+    )
+    exec_.add_argument(
+        "--env",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="set a variable on top of the inherited environment (repeatable)",
+    )
+    exec_.add_argument(
+        "--no-stdin",
+        action="store_true",
+        help="do not pass stdin to the command (for a pipe that never closes)",
+    )
     exec_.add_argument("argv", nargs=argparse.REMAINDER, help="-- PROGRAM [ARGS...]")
+    exec_.set_defaults(handler=_exec)
 
-    sub.add_parser("serve", help="JSON-RPC 2.0 over the LSP base protocol on stdin/stdout")
-    reap = sub.add_parser(
-        "reap", help="end processes left by supervisors that died (SIGKILL, crash)"
+
+def _add_serve(sub: Any) -> None:
+    serve = _subcommand(
+        sub,
+        "serve",
+        "JSON-RPC 2.0 over the LSP base protocol on stdin/stdout",
+        _SERVE_HELP,
+        _SERVE_EPILOG,
+    )
+    serve.set_defaults(handler=_serve)
+
+
+def _add_reap(sub: Any) -> None:
+    reap = _subcommand(
+        sub,
+        "reap",
+        "end processes left by supervisors that died (SIGKILL, crash)",
+        epilog="exit status:\n  0  always (the pids ended are printed)\n\n"
+        "example:\n  supervisor reap --json\n",
     )
     reap.add_argument("--json", action="store_true", help="print the reaped pids as JSON")
+    reap.set_defaults(handler=_reap)
 
-    testbed = sub.add_parser("testbed", help="misbehaving fixture programs")
+
+def _add_testbed(sub: Any) -> None:
+    testbed = _subcommand(
+        sub,
+        "testbed",
+        "misbehaving fixture programs",
+        epilog="exit status:\n  list: 0\n  run: the program's own status (128+N for a signal N);"
+        " 130/143/129 when\n       interrupted; 2 for a bad scenario or option\n\n"
+        "example:\n  supervisor testbed list\n",
+    )
     testbed_sub = testbed.add_subparsers(dest="testbed_command", required=True)
     testbed_list = testbed_sub.add_parser("list", help="list the scenarios and their handling")
     testbed_list.add_argument("--json", action="store_true", help="print the list as JSON")
@@ -88,8 +271,18 @@ def _parser() -> argparse.ArgumentParser:
         help="--protocol, --bytes, --count, --pid-file, --exit, --no-supervise, ..."
         " (`supervisor testbed run SCENARIO --help`)",
     )
+    testbed.set_defaults(handler=_testbed)
 
-    chaos = sub.add_parser("chaos", help="seeded random mixes of scenarios, checked each round")
+
+def _add_chaos(sub: Any) -> None:
+    chaos = _subcommand(
+        sub,
+        "chaos",
+        "seeded random mixes of scenarios, checked each round",
+        epilog="exit status:\n  0  no round had a violation\n  1  one did (the seed and the"
+        " shortest failing step list are printed)\n\nexample:\n"
+        "  supervisor chaos --iterations 50 --seed 7\n",
+    )
     chaos.add_argument("--iterations", type=int, default=200, help="rounds (default 200)")
     chaos.add_argument("--seed", type=int, default=0, help="the seed (default 0)")
     chaos.add_argument("--max-steps", type=int, default=4, help="most steps per round")
@@ -113,7 +306,88 @@ def _parser() -> argparse.ArgumentParser:
         help="inject one fault per round inside a random step's unit and check it ends alone",
     )
     chaos.add_argument("--json", action="store_true", help="print the report as JSON")
+    chaos.set_defaults(handler=_chaos)
+
+
+def _add_completion(sub: Any) -> None:
+    completion = _subcommand(
+        sub,
+        "completion",
+        "print a shell completion script (bash, zsh, tcsh)",
+        _COMPLETION_HELP,
+        _COMPLETION_EPILOG,
+    )
+    completion.add_argument("shell", choices=("bash", "zsh", "tcsh"), help="the shell")
+    completion.set_defaults(handler=_completion)
+
+
+#: One entry per subcommand, in the order ``--help`` lists them: adding a subcommand is one
+#: ``_add_<name>`` function (its parser, options and handler) and one entry here.
+_SUBCOMMANDS: Final = (
+    _add_run,
+    _add_exec,
+    _add_serve,
+    _add_reap,
+    _add_testbed,
+    _add_chaos,
+    _add_completion,
+)
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="supervisor",
+        description="Trio structured-concurrency process supervisor for IDE backends.",
+        epilog="Each subcommand has its own --help, with its exit codes and an example.",
+    )
+    parser.add_argument(
+        "--version",
+        action=_VersionAction,
+        help="print the version (the one core.ping answers) and exit",
+    )
+    _log_level_option(parser, default="WARNING")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    for add in _SUBCOMMANDS:
+        add(sub)
     return parser
+
+
+class _VersionAction(argparse.Action):
+    """``--version``: read only when asked, so ``--help`` imports nothing of the Core."""
+
+    def __init__(self, option_strings: Sequence[str], dest: str, **kwargs: Any) -> None:
+        super().__init__(option_strings, dest, nargs=0, default=argparse.SUPPRESS, **kwargs)
+
+    def __call__(self, parser: argparse.ArgumentParser, *args: Any, **kwargs: Any) -> None:
+        from .._core._core import _version
+
+        print(f"supervisor {_version()}")
+        parser.exit()
+
+
+def _run(args: argparse.Namespace) -> int:
+    from ._run import run_command
+
+    return run_command(
+        args.file,
+        json_output=args.json,
+        only=args.jobs,
+        log_dir=args.log_dir,
+        color=args.color,
+    )
+
+
+def _serve(args: argparse.Namespace) -> int:
+    from ._serve import serve_stdio
+
+    return serve_stdio()
+
+
+def _completion(args: argparse.Namespace) -> int:
+    import shtab
+
+    print(shtab.complete(_parser(), shell=args.shell))
+    return 0
 
 
 def _exec(args: argparse.Namespace) -> int:
@@ -130,6 +404,21 @@ def _exec(args: argparse.Namespace) -> int:
         payload["maxOutputBytes"] = args.max_output_bytes
     if args.cwd is not None:
         payload["cwd"] = args.cwd
+    if args.env:
+        env: JSONObject = {}
+        for item in args.env:
+            name, sep, value = item.partition("=")
+            if not sep or not name:
+                print(f"supervisor exec: --env {item!r}: expected NAME=VALUE", file=sys.stderr)
+                return 2
+            env[name] = value
+        payload["env"] = env
+    if not args.no_stdin:
+        stdin = _read_stdin()
+        if isinstance(stdin, int):
+            return stdin
+        if stdin is not None:
+            payload["stdin"] = stdin
 
     response, signum = trio.run(_exec_main, payload)
     print(json.dumps(response, ensure_ascii=False, indent=2))
@@ -148,6 +437,31 @@ def _exec(args: argparse.Namespace) -> int:
         return 128 + killed_by
     code = data.get("exitCode")
     return code if isinstance(code, int) and 0 <= code < 256 else 1
+
+
+#: The most stdin ``exec`` passes on (the protocol's bound on a payload's text).
+MAX_STDIN_BYTES: Final = 64 * 1024 * 1024
+
+
+def _read_stdin() -> str | int | None:
+    """Our stdin as text when it is a pipe or a file (None otherwise), or exit status 2."""
+    import stat
+
+    try:
+        mode = os.fstat(0).st_mode
+    except OSError:
+        return None
+    if not (stat.S_ISFIFO(mode) or stat.S_ISREG(mode)):
+        return None  # a terminal, /dev/null, a socket: nothing meant for the command
+    data = sys.stdin.buffer.read(MAX_STDIN_BYTES + 1)
+    if len(data) > MAX_STDIN_BYTES:
+        print(f"supervisor exec: stdin is larger than {MAX_STDIN_BYTES} bytes", file=sys.stderr)
+        return 2
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        print(f"supervisor exec: stdin is not UTF-8 text ({exc.reason})", file=sys.stderr)
+        return 2
 
 
 async def _exec_main(payload: JSONObject) -> tuple[JSONObject, int | None]:
@@ -278,20 +592,5 @@ def _main(argv: Sequence[str] | None) -> int:
         stream=sys.stderr,
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
-    if args.command == "run":
-        from ._run import run_command
-
-        return run_command(args.file, json_output=args.json)
-    if args.command == "exec":
-        return _exec(args)
-    if args.command == "serve":
-        from ._serve import serve_stdio
-
-        return serve_stdio()
-    if args.command == "reap":
-        return _reap(args)
-    if args.command == "testbed":
-        return _testbed(args)
-    if args.command == "chaos":
-        return _chaos(args)
-    raise AssertionError(f"unhandled command {args.command!r}")  # argparse refuses others
+    handler: Callable[[argparse.Namespace], int] = args.handler
+    return handler(args)

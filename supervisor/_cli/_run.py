@@ -1,24 +1,33 @@
-"""``supervisor run FILE.toml [--json]``: run a lanes file headless and check its outcomes.
+"""``supervisor run FILE.toml [JOB...]``: run a lanes file headless and check its outcomes.
 
-Contract: the file is validated completely before anything starts (a
-bad file prints ``FILE:LINE: message`` on stderr and exits 2). The jobs are then submitted
-to job lanes run by :class:`~supervisor._core._jobs.ProcessJobRunner`, each at its
-``start_after_ms``; human progress goes to stderr (a live view per lane when stderr is a
-terminal, one line per event otherwise) and, with ``--json``, one JSON object per event
+Contract: the file is validated completely before anything starts (a bad file prints
+``FILE:LINE: message`` on stderr and exits 2). The jobs are then submitted to one set of
+job lanes run by :class:`~supervisor._core._jobs.ProcessJobRunner` (so every job of the run
+has its own id), each at its ``start_after_ms`` once every job it ``needs`` ended ok (a need
+that did not makes it ``skipped``, never submitted). A lanes file means what it says: a
+``build``/``test`` job is held back while a job of its kind waits on its lane, so it never
+replaces that one, unless it declares ``replace_waiting = true``; per lane, jobs go in the
+order they became ready. Human progress goes to stderr (a live view per lane when stderr is
+a terminal, one line per event otherwise) and, with ``--json``, one JSON object per event
 goes to stdout. When every job has finished the run checks that no process it started is
 left (a sweep by scope marker) and exits 0 when every job ended as its ``expect`` says, 1
-otherwise with a summary naming each job that did not. SIGINT or SIGTERM cancels every job,
-ends every process tree and exits 130 or 143.
+otherwise, with a summary that shows the end of each such job's output and names every job
+that did not run. SIGINT or SIGTERM cancels every job, ends every process tree and exits
+130 or 143; a reader of stdout or stderr that goes away (``| head``) does the same, exit
+141 (128 + SIGPIPE), without a traceback.
 
-Strategy: one Trio nursery owns a signal watcher, the submitter and (on a terminal) a
+Strategy: one Trio nursery owns a signal watcher, the scheduler and (on a terminal) a
 redraw ticker; the lanes sit inside it, so cancelling the nursery (a signal) closes the
 lanes, whose ``aclose`` cancels every job and whose runner ends every tree shielded. Lanes
-report events synchronously through ``on_event``; the reporter only formats them.
+report events synchronously through ``on_event``; the reporter only formats them and wakes
+the scheduler, which decides in its own task what to submit next.
 """
 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
+import difflib
 import json
 import os
 import re
@@ -26,8 +35,9 @@ import shlex
 import signal
 import sys
 import tempfile
+from collections import deque
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Final, TextIO
+from typing import IO, TYPE_CHECKING, Any, Final, TextIO
 
 import trio
 
@@ -39,9 +49,10 @@ from ._runfile import (
     RunFileJob,
     load_run_file,
 )
+from ._screen import Style, cells, cut_cells, is_terminal, visible
 
 if TYPE_CHECKING:
-    from collections.abc import Mapping
+    from collections.abc import Callable, Mapping, Sequence
 
     from lanes import JobRequest, Lanes
     from protocol import JSONObject
@@ -56,11 +67,29 @@ EXIT_BAD_FILE: Final = 2
 LEFTOVER_SETTLE_MS: Final = 1000
 #: How often the live view on a terminal redraws its clocks, in milliseconds.
 REDRAW_INTERVAL_MS: Final = 250
-#: Output lines in the human view are cut to this many characters.
-MAX_LINE_CHARS: Final = 200
+#: Output lines in the line-per-event view are cut to this many display cells.
+MAX_LINE_CELLS: Final = 200
+#: An unfinished output line longer than this is shown as it is (and then forgotten).
+MAX_PARTIAL_CHARS: Final = 64 * 1024
+#: Lines of output kept per job for the summary of a job that did not end as expected.
+TAIL_LINES: Final = 20
+#: Lines of a running job's output the live view shows under its lane.
+LIVE_TAIL_LINES: Final = 3
+#: Output forwarded per job and stream with ``--log-dir`` (the default of the lanes, 1 MiB,
+#: otherwise): past it the log file gets a dropped-bytes notice and the last 64 KiB.
+LOG_MAX_OUTPUT_BYTES: Final = 1024 * 1024 * 1024
+#: The kinds a newer request replaces while they wait on a lane (lanes.LanePolicy).
+_REPLACEABLE_KINDS: Final = frozenset({"build", "test"})
 
 
-def run_command(path: str, *, json_output: bool) -> int:
+def run_command(
+    path: str,
+    *,
+    json_output: bool,
+    only: Sequence[str] = (),
+    log_dir: str | None = None,
+    color: str = "auto",
+) -> int:
     """Run the lanes file at ``path`` and return the process exit code.
 
     Runs its own ``trio.run``; call it from synchronous code only.
@@ -69,16 +98,27 @@ def run_command(path: str, *, json_output: bool) -> int:
         path: the lanes file (format: :mod:`supervisor._cli._runfile`).
         json_output: print one JSON object per event on stdout (``{"event": "job.started",
             "name": ..., "lane": ..., **params}``), then one ``run.finished`` object.
+        only: run only the jobs of these names, and the jobs they need (all when empty).
+        log_dir: write each job's whole output (stdout and stderr as they came) to
+            ``LOG_DIR/<n>-<name>.log``; created if missing.
+        color: ``auto`` (colours on a terminal unless ``NO_COLOR``), ``always`` or ``never``.
 
     Returns:
         0 every job ended as expected, 1 some did not (or a process was left behind), 2 the
-        file is bad (nothing started), 130 / 143 interrupted by SIGINT / SIGTERM.
+        file, a job name or the log directory is bad (nothing started), 130 / 143
+        interrupted by SIGINT / SIGTERM, 141 the reader of stdout or stderr went away.
     """
     try:
-        run_file = load_run_file(path)
+        run_file = _select(load_run_file(path), only)
     except RunFileError as exc:
-        print(str(exc), file=sys.stderr)
+        print(visible(str(exc)), file=sys.stderr)
         return EXIT_BAD_FILE
+    if log_dir is not None:
+        try:
+            os.makedirs(log_dir, exist_ok=True)
+        except OSError as exc:
+            print(f"supervisor run: --log-dir {log_dir}: {exc.strerror}", file=sys.stderr)
+            return EXIT_BAD_FILE
     with tempfile.TemporaryDirectory(prefix="supervisor-run-") as tmpdir:
         placeholders = {
             "{python}": sys.executable,
@@ -88,22 +128,47 @@ def run_command(path: str, *, json_output: bool) -> int:
         try:
             requests = _job_requests(run_file, placeholders)
         except RunFileError as exc:
-            print(str(exc), file=sys.stderr)
+            print(visible(str(exc)), file=sys.stderr)
             return EXIT_BAD_FILE
         reporter = _Reporter(
             run_file,
             human=sys.stderr,
-            live=_is_tty(sys.stderr),
+            live=is_terminal(sys.stderr),
             json_stream=sys.stdout if json_output else None,
+            style=Style.for_stream(sys.stderr, color),
+            log_dir=log_dir,
         )
-        return trio.run(_run, run_file, requests, reporter)
+        try:
+            return trio.run(_run, run_file, requests, reporter)
+        finally:
+            reporter.close_logs()
 
 
-def _is_tty(stream: TextIO) -> bool:
-    try:
-        return stream.isatty() and os.environ.get("TERM") != "dumb"
-    except (AttributeError, ValueError):
-        return False
+def _select(run_file: RunFile, only: Sequence[str]) -> RunFile:
+    """The jobs named in ``only`` and, transitively, the jobs they need (file order kept).
+
+    Raises:
+        RunFileError: a name no job has (``line`` 0), with a close match when there is one.
+    """
+    if not only:
+        return run_file
+    by_name = {job.name: job for job in run_file.jobs}
+    wanted: set[str] = set()
+    pending = list(only)
+    while pending:
+        name = pending.pop()
+        if name in wanted:
+            continue
+        job = by_name.get(name)
+        if job is None:
+            close = difflib.get_close_matches(name, list(by_name), n=1)
+            hint = f" (did you mean {close[0]!r}?)" if close else ""
+            raise RunFileError(run_file.path, 0, f"no job is named {name!r}{hint}")
+        wanted.add(name)
+        pending.extend(job.needs)
+    return dataclasses.replace(
+        run_file, jobs=tuple(job for job in run_file.jobs if job.name in wanted)
+    )
 
 
 def _job_requests(run_file: RunFile, placeholders: Mapping[str, str]) -> list[JobRequest]:
@@ -130,28 +195,29 @@ async def _run(run_file: RunFile, requests: list[JobRequest], reporter: _Reporte
     with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
         async with trio.open_nursery() as nursery:
 
+            def interrupt(signum: int) -> None:
+                if not interrupted:
+                    interrupted.append(signum)
+                    reporter.interrupted(signum)
+                    nursery.cancel_scope.cancel()
+
             async def watch_signals() -> None:
                 async for signum in signals:
-                    if not interrupted:
-                        interrupted.append(signum)
-                        reporter.interrupted(signum)
-                        nursery.cancel_scope.cancel()
+                    interrupt(signum)
 
+            reporter.on_output_closed = lambda: interrupt(signal.SIGPIPE)
             nursery.start_soon(watch_signals)
             if reporter.live:
                 nursery.start_soon(reporter.tick)
             reporter.run_started(trio.current_time())
-            async with contextlib.AsyncExitStack() as stack:
-                lanes_by_trust: dict[bool, Lanes] = {}
-                for trusted in sorted({job.trusted for job in run_file.jobs}, reverse=True):
-                    lanes_by_trust[trusted] = await stack.enter_async_context(
-                        open_lanes(
-                            runner,
-                            on_event=reporter.on_event_for(trusted),
-                            trusted=trusted,
-                        )
-                    )
-                await _submit_all(run_file, requests, lanes_by_trust, reporter)
+            async with open_lanes(
+                runner,
+                on_event=reporter.on_event,
+                max_output_bytes=(
+                    LOG_MAX_OUTPUT_BYTES if reporter.log_dir is not None else 1024 * 1024
+                ),
+            ) as lanes:
+                await _Scheduler(run_file, requests, lanes, reporter).run()
             nursery.cancel_scope.cancel()
         leftovers = await _leftover_processes()
     reporter.close_live()
@@ -165,35 +231,128 @@ async def _run(run_file: RunFile, requests: list[JobRequest], reporter: _Reporte
     return exit_code
 
 
-async def _submit_all(
-    run_file: RunFile,
-    requests: list[JobRequest],
-    lanes_by_trust: Mapping[bool, Lanes],
-    reporter: _Reporter,
-) -> None:
-    """Submit every job at its time, cancel the ones that ask for it, wait for the end."""
-    start = trio.current_time()
-    # Jobs submitted at the same moment go in file order: lane order is submission order.
-    order = sorted(range(len(run_file.jobs)), key=lambda i: run_file.jobs[i].start_after_ms)
-    async with trio.open_nursery() as cancellers:
+class _Scheduler:
+    """Submits each job when its time has come, its needs ended ok and its lane lets it.
+
+    Jobs become *due* at ``start_after_ms``; a due job whose needs all ended ok becomes
+    *ready* and joins its lane's ready list (a need that ended otherwise skips it). The head
+    of a lane's ready list is submitted unless it would replace a waiting job of its kind
+    without saying so (``replace_waiting``); the rest of that list waits behind it, so a
+    lane takes jobs in the order they became ready.
+    """
+
+    def __init__(
+        self,
+        run_file: RunFile,
+        requests: list[JobRequest],
+        lanes: Lanes,
+        reporter: _Reporter,
+    ) -> None:
+        self.jobs = run_file.jobs
+        self.requests = requests
+        self.lanes = lanes
+        self.reporter = reporter
+        self.views = reporter.views
+        self.by_name = {job.name: index for index, job in enumerate(self.jobs)}
+        self.due: list[int] = []
+        self.ready: dict[str, list[int]] = {}
+        self.released_all = False
+        self.handled = 0
+        self.wake = trio.Event()
+        reporter.on_change = self._wake
+
+    def _wake(self) -> None:
+        self.wake.set()
+
+    async def run(self) -> None:
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(self._release)
+            while True:
+                self._pump(nursery)
+                if self.released_all and self.handled == len(self.jobs):
+                    break
+                await self.wake.wait()
+                self.wake = trio.Event()
+            await self.lanes.wait_idle()
+            # A cancel that comes after its job ended has nothing left to do.
+            nursery.cancel_scope.cancel()
+
+    async def _release(self) -> None:
+        start = trio.current_time()
+        # Jobs due at the same moment go in file order.
+        order = sorted(range(len(self.jobs)), key=lambda i: self.jobs[i].start_after_ms)
         for index in order:
-            job = run_file.jobs[index]
-            await trio.sleep_until(start + job.start_after_ms / 1000)
-            lanes = lanes_by_trust[job.trusted]
-            job_id = reporter.submit(job, lambda lanes=lanes, i=index: lanes.start_job(requests[i]))
-            if job.cancel_after_ms is not None:
-                cancellers.start_soon(_cancel_later, lanes, job_id, job, reporter)
-        for lanes in lanes_by_trust.values():
-            await lanes.wait_idle()
-        # A cancel that comes after its job ended has nothing left to do.
-        cancellers.cancel_scope.cancel()
+            await trio.sleep_until(start + self.jobs[index].start_after_ms / 1000)
+            self.due.append(index)
+            self._wake()
+        self.released_all = True
+        self._wake()
 
+    def _pump(self, nursery: trio.Nursery) -> None:
+        progress = True
+        while progress:
+            progress = False
+            for index in list(self.due):
+                verdict = self._needs_verdict(index)
+                if verdict is None:
+                    continue
+                self.due.remove(index)
+                progress = True
+                if verdict:
+                    self.reporter.skip(self.views[index], verdict)
+                    self.handled += 1
+                else:
+                    self.ready.setdefault(self.jobs[index].project, []).append(index)
+            for queue in self.ready.values():
+                while queue and self._may_submit(queue[0]):
+                    self._submit(queue.pop(0), nursery)
+                    progress = True
 
-async def _cancel_later(lanes: Lanes, job_id: str, job: RunFileJob, reporter: _Reporter) -> None:
-    assert job.cancel_after_ms is not None
-    await trio.sleep(job.cancel_after_ms / 1000)
-    if lanes.cancel_job(job_id):
-        reporter.cancel_requested(job)
+    def _needs_verdict(self, index: int) -> str | None:
+        """None: a need has not ended yet; "": every need ended ok; else why it is skipped."""
+        for need in self.jobs[index].needs:
+            finished = self.views[self.by_name[need]].finished
+            if finished is None:
+                return None
+            status = finished.get("status")
+            if status != "ok":
+                return f"needs {need!r}, which ended {status}"
+        return ""
+
+    def _may_submit(self, index: int) -> bool:
+        job = self.jobs[index]
+        if job.replace_waiting or not job.trusted or job.kind not in _REPLACEABLE_KINDS:
+            return True
+        return not any(
+            view.job.project == job.project
+            and view.job.kind == job.kind
+            and view.job_id is not None
+            and view.started_at is None
+            and view.finished is None
+            for view in self.views
+        )
+
+    def _submit(self, index: int, nursery: trio.Nursery) -> None:
+        job = self.jobs[index]
+        request = self.requests[index]
+        lanes = self.lanes
+        self.handled += 1
+
+        def start() -> str:
+            # Read at submission: one set of lanes serves both, so ids stay unique.
+            lanes.trusted = job.trusted
+            return lanes.start_job(request)
+
+        job_id = self.reporter.submit(self.views[index], start)
+        if job.cancel_after_ms is not None:
+            nursery.start_soon(self._cancel_later, job_id, index)
+
+    async def _cancel_later(self, job_id: str, index: int) -> None:
+        job = self.jobs[index]
+        assert job.cancel_after_ms is not None
+        await trio.sleep(job.cancel_after_ms / 1000)
+        if self.lanes.cancel_job(job_id):
+            self.reporter.cancel_requested(self.views[index])
 
 
 async def _leftover_processes() -> list[tuple[int, str]]:
@@ -242,11 +401,14 @@ def _marked_processes() -> list[tuple[int, str]]:
 class _JobView:
     job: RunFileJob
     lane: str
+    index: int
     job_id: str | None = None
     started_at: float | None = None
     finished: JSONObject | None = None
     partial: dict[str, str] = field(default_factory=dict)
-    last_line: str = ""
+    #: The last lines of output, ``(stream, line)``, already made visible.
+    tail: deque[tuple[str, str]] = field(default_factory=lambda: deque(maxlen=TAIL_LINES))
+    log: IO[str] | None = None
 
 
 class _Reporter:
@@ -259,19 +421,28 @@ class _Reporter:
         human: TextIO,
         live: bool,
         json_stream: TextIO | None,
+        style: Style | None = None,
+        log_dir: str | None = None,
     ) -> None:
         self.run_file = run_file
-        self.human = human
+        self.human: TextIO | None = human
         self.live = live
         self.json_stream = json_stream
+        self.style = style or Style(False)
+        self.log_dir = log_dir
         self.views = [
-            _JobView(job, _lane_name(job.project, run_file.directory)) for job in run_file.jobs
+            _JobView(job, visible(_lane_name(job.project, run_file.directory)), index)
+            for index, job in enumerate(run_file.jobs)
         ]
-        self._by_id: dict[tuple[bool, str], _JobView] = {}
+        self._by_id: dict[str, _JobView] = {}
         self._submitting: _JobView | None = None
         self._lanes = sorted({v.lane for v in self.views}, key=[v.lane for v in self.views].index)
         self._live_lines = 0
         self._started_at = 0.0
+        #: Called when a job starts or ends (the scheduler's wake-up).
+        self.on_change: Callable[[], None] = lambda: None
+        #: Called once when the reader of stdout or stderr has gone away.
+        self.on_output_closed: Callable[[], None] = lambda: None
 
     # Event intake ---------------------------------------------------------------------
 
@@ -279,34 +450,32 @@ class _Reporter:
         self._started_at = now
         lanes = ", ".join(self._lanes)
         self._say(
-            f"running {_count(len(self.views), 'job')} from {self.run_file.path}"
+            f"running {_count(len(self.views), 'job')} from {visible(self.run_file.path)}"
             f" on {'lane' if len(self._lanes) == 1 else 'lanes'}: {lanes}"
         )
 
-    def submit(self, job: RunFileJob, start: Any) -> str:
+    def submit(self, view: _JobView, start: Callable[[], str]) -> str:
         """Call ``start()`` (``lanes.start_job``) with events for the new job attributed."""
-        view = next(v for v in self.views if v.job is job)
         # A job can finish inside start_job (denied), before its id is known to us.
         self._submitting = view
         try:
-            job_id: str = start()
+            job_id = start()
         finally:
             self._submitting = None
         view.job_id = job_id
-        self._by_id[(job.trusted, job_id)] = view
+        self._by_id[job_id] = view
         self._redraw()
         return job_id
 
-    def on_event_for(self, trusted: bool) -> Any:
-        def on_event(method: str, params: JSONObject) -> None:
-            job_id = str(params.get("jobId"))
-            view = self._by_id.get((trusted, job_id))
-            if view is None and self._submitting is not None:
-                view = self._submitting
-                self._by_id[(trusted, job_id)] = view
-            self.event(method, params, view)
-
-        return on_event
+    def on_event(self, method: str, params: JSONObject) -> None:
+        job_id = str(params.get("jobId"))
+        view = self._by_id.get(job_id)
+        if view is None and self._submitting is not None:
+            view = self._submitting
+            self._by_id[job_id] = view
+        self.event(method, params, view)
+        if method in ("job.started", "job.finished"):
+            self.on_change()
 
     def event(self, method: str, params: JSONObject, view: _JobView | None) -> None:
         name = view.job.name if view is not None else str(params.get("jobId"))
@@ -315,16 +484,23 @@ class _Reporter:
             self._emit_json({"event": method, "name": name, "lane": lane, **params})
         if view is None:
             return
-        prefix = f"[{lane}] {name}"
+        prefix = self._prefix(view)
         if method == "job.started":
             view.started_at = trio.current_time()
             argv = params.get("argv")
             shown = _show_argv(argv) if isinstance(argv, list) else ""
-            self._say(f"{prefix} started: {shown}")
+            self._say(f"{prefix} {self.style.paint('started', 'running')}: {visible(shown)}")
         elif method == "job.output":
             stream = str(params.get("stream", "stdout"))
-            text = view.partial.get(stream, "") + str(params.get("text", ""))
+            chunk = str(params.get("text", ""))
+            self._log(view, chunk)
+            text = view.partial.get(stream, "") + chunk
             *lines, rest = text.split("\n")
+            if len(rest) > MAX_PARTIAL_CHARS:
+                # A line that never ends (a progress bar, binary output) is shown in pieces
+                # rather than held in memory until it does.
+                lines.append(rest)
+                rest = ""
             view.partial[stream] = rest
             for line in lines:
                 self._output_line(view, prefix, stream, line)
@@ -334,19 +510,36 @@ class _Reporter:
                     self._output_line(view, prefix, stream, rest)
             view.partial.clear()
             view.finished = params
-            outcome = _describe_outcome(params, started=view.started_at is not None)
-            hint = _placeholder_hint(view.job, params)
-            self._say(f"{prefix} finished {outcome}{hint}{self._verdict(view)}")
+            self._close_log(view)
+            self._say(f"{prefix} finished {self._outcome(view)}{self._verdict(view)}")
         else:
             self._redraw()
 
-    def cancel_requested(self, job: RunFileJob) -> None:
-        view = next(v for v in self.views if v.job is job)
-        self._say(f"[{view.lane}] {job.name} cancel requested")
+    def skip(self, view: _JobView, reason: str) -> None:
+        """End a job that will never be submitted: a job it needs did not end ok."""
+        view.finished = {"status": "skipped", "error": reason}
+        if self.json_stream is not None:
+            self._emit_json(
+                {
+                    "event": "job.finished",
+                    "name": view.job.name,
+                    "lane": view.lane,
+                    "jobId": None,
+                    "status": "skipped",
+                    "error": reason,
+                }
+            )
+        self._say(f"{self._prefix(view)} {self._outcome(view)}{self._verdict(view)}")
+
+    def cancel_requested(self, view: _JobView) -> None:
+        self._say(f"{self._prefix(view)} cancel requested")
 
     def interrupted(self, signum: int) -> None:
         name = signal.Signals(signum).name
-        self._say(f"received {name}: cancelling every job and ending their processes")
+        if signum == signal.SIGPIPE:
+            self._say("the reader of our output went away: cancelling every job")
+        else:
+            self._say(f"received {name}: cancelling every job and ending their processes")
         if self.json_stream is not None:
             self._emit_json({"event": "run.interrupted", "signal": name})
 
@@ -374,35 +567,51 @@ class _Reporter:
         tally = ", ".join(f"{s} {n}" for s, n in counts.items() if n)
         unexpected = [v for v in self.views if not self._as_expected(v)]
         lines: list[str] = []
+        for view in unexpected:
+            if view.tail:
+                lines.extend(self._tail_block(view))
+        not_run = [v for v in self.views if v.started_at is None]
+        if not_run:
+            lines.append(f"{_count(len(not_run), 'job')} did not run:")
+            for view in not_run:
+                note = "" if self._as_expected(view) else "  [not expected]"
+                lines.append(f"  {self._where(view)}: {self._never_ran(view)}{note}")
         if leftovers:
             lines.append(f"{len(leftovers)} process(es) left behind:")
-            lines.extend(f"  pid {pid}: {cmd}" for pid, cmd in leftovers)
+            lines.extend(f"  pid {pid}: {visible(cmd)}" for pid, cmd in leftovers)
         else:
             lines.append("no process left behind (swept by scope marker)")
+        if self.log_dir is not None:
+            lines.append(f"the output of each job is in {visible(self.log_dir)}")
         if signum is not None:
             lines.append(
-                f"interrupted by {signal.Signals(signum).name} after {elapsed_ms} ms "
-                f"({tally or 'no job finished'}); exit {exit_code}"
+                self.style.paint(
+                    f"interrupted by {signal.Signals(signum).name} after {elapsed_ms} ms "
+                    f"({tally or 'no job finished'}); exit {exit_code}",
+                    "failed",
+                )
             )
         elif not unexpected:
             every = "as expected" if len(self.views) == 1 else "all as expected"
             lines.append(
-                f"{_count(len(self.views), 'job')}, {every} ({tally}) in {elapsed_ms} ms; exit 0"
+                self.style.paint(
+                    f"{_count(len(self.views), 'job')}, {every} ({tally}) in {elapsed_ms} ms;"
+                    " exit 0",
+                    "ok",
+                )
             )
         else:
             lines.append(
-                f"{len(unexpected)} of {len(self.views)} jobs did not end as expected "
-                f"({tally}) in {elapsed_ms} ms; exit {exit_code}:"
+                self.style.paint(
+                    f"{len(unexpected)} of {len(self.views)} jobs did not end as expected "
+                    f"({tally}) in {elapsed_ms} ms; exit {exit_code}:",
+                    "failed",
+                )
             )
             for view in unexpected:
-                got = (
-                    "no result"
-                    if view.finished is None
-                    else _describe_outcome(view.finished, started=view.started_at is not None)
-                )
+                got = "no result" if view.finished is None else self._outcome(view)
                 lines.append(
-                    f"  {view.job.name} ({self.run_file.path}:{view.job.line}): "
-                    f"expected {view.job.describe_expectation()}, got {got}"
+                    f"  {self._where(view)}: expected {view.job.describe_expectation()}, got {got}"
                 )
         for line in lines:
             self._say(line)
@@ -417,17 +626,56 @@ class _Reporter:
                     "jobs": [
                         {
                             "name": v.job.name,
+                            "jobId": v.job_id,
                             "lane": v.lane,
                             "line": v.job.line,
                             "expected": sorted(v.job.expect),
                             "status": None if v.finished is None else v.finished.get("status"),
                             "timedOut": None if v.finished is None else v.finished.get("timedOut"),
+                            "ran": v.started_at is not None,
                             "asExpected": self._as_expected(v),
                         }
                         for v in self.views
                     ],
                 }
             )
+
+    def _where(self, view: _JobView) -> str:
+        return f"{visible(view.job.name)} ({visible(self.run_file.path)}:{view.job.line})"
+
+    def _never_ran(self, view: _JobView) -> str:
+        """Why a job never started, in words."""
+        if view.finished is None:
+            if view.job_id is None:
+                return "never submitted (the run ended first)"
+            return "no result"
+        status = str(view.finished.get("status"))
+        painted = self.style.paint(status, status)
+        if status == "superseded":
+            return f"{painted}: replaced while waiting by a newer request of its kind"
+        if status == "cancelled":
+            return f"{painted} while waiting"
+        if status == "denied":
+            return f"{painted}: the workspace is not trusted"
+        error = view.finished.get("error")
+        return f"{painted}: {visible(str(error))}" if error else painted
+
+    def _tail_block(self, view: _JobView) -> list[str]:
+        outcome = "no result" if view.finished is None else self._outcome(view)
+        head = (
+            f"--- {self._where(view)} {outcome}: "
+            f"the last {_count(len(view.tail), 'line')} of its output ---"
+        )
+        return [self.style.paint(head, "bold")] + [
+            f"  {self._mark(stream)} {line}" for stream, line in view.tail
+        ]
+
+    def _outcome(self, view: _JobView) -> str:
+        assert view.finished is not None
+        status = str(view.finished.get("status"))
+        text = _describe_outcome(view.finished, started=view.started_at is not None)
+        hint = _placeholder_hint(view.job, view.finished)
+        return self.style.paint(status, status) + visible(text[len(status) :] + hint)
 
     def _verdict(self, view: _JobView) -> str:
         if self._as_expected(view):
@@ -436,34 +684,81 @@ class _Reporter:
 
     # Output -----------------------------------------------------------------------------
 
+    def _prefix(self, view: _JobView) -> str:
+        return f"[{view.lane}] {visible(view.job.name)}"
+
+    def _mark(self, stream: str) -> str:
+        return "|" if stream == "stdout" else self.style.paint("!", "failed")
+
     def _output_line(self, view: _JobView, prefix: str, stream: str, line: str) -> None:
-        line = line.rstrip("\r")
-        if len(line) > MAX_LINE_CHARS:
-            line = line[: MAX_LINE_CHARS - 3] + "..."
-        view.last_line = line
+        # A carriage return inside a line redraws it (a progress bar): keep what shows last.
+        line = cut_cells(visible(line.rstrip("\r").rpartition("\r")[2]), MAX_LINE_CELLS)
+        view.tail.append((stream, line))
         if self.live:
-            # On a terminal the output shows in the lane's live line, not in the log.
+            # On a terminal the output shows under the lane's live line, not in the log.
             self._redraw()
             return
-        mark = "|" if stream == "stdout" else "!"
-        self._say(f"{prefix} {mark} {line}")
+        self._say(f"{prefix} {self._mark(stream)} {line}")
+
+    def _log(self, view: _JobView, text: str) -> None:
+        if self.log_dir is None:
+            return
+        if view.log is None:
+            slug = re.sub(r"[^A-Za-z0-9._-]+", "_", view.job.name).strip("_.") or "job"
+            name = os.path.join(self.log_dir, f"{view.index + 1:02d}-{slug}.log")
+            try:
+                view.log = open(name, "w", encoding="utf-8", errors="replace")  # noqa: SIM115
+            except OSError as exc:
+                self._say(f"{self._prefix(view)}: cannot write {visible(name)}: {exc.strerror}")
+                self.log_dir = None
+                return
+        view.log.write(text)
+
+    def _close_log(self, view: _JobView) -> None:
+        if view.log is not None:
+            view.log.close()
+            view.log = None
+
+    def close_logs(self) -> None:
+        for view in self.views:
+            self._close_log(view)
 
     def _emit_json(self, obj: dict[str, Any]) -> None:
-        assert self.json_stream is not None
-        self.json_stream.write(json.dumps(obj, ensure_ascii=False, separators=(",", ":")) + "\n")
-        self.json_stream.flush()
+        stream = self.json_stream
+        assert stream is not None
+        try:
+            stream.write(json.dumps(obj, ensure_ascii=False, separators=(",", ":")) + "\n")
+            stream.flush()
+        except BrokenPipeError:
+            self.json_stream = None
+            self._output_closed(stream)
+
+    def _output_closed(self, stream: TextIO) -> None:
+        """The reader went away (``| head``): write nowhere from now on, end the run."""
+        with contextlib.suppress(OSError, ValueError):
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, stream.fileno())
+            os.close(devnull)
+        self.on_output_closed()
+
+    def _write(self, text: str) -> None:
+        human = self.human
+        if human is None:
+            return
+        try:
+            human.write(text)
+            human.flush()
+        except BrokenPipeError:
+            self.human = None
+            self.live = False
+            self._output_closed(human)
 
     def _say(self, line: str) -> None:
-        self._clear_live()
-        self.human.write(line + "\n")
-        self._draw_live()
-        self.human.flush()
+        self._write(self._clear_live() + line + "\n" + self._draw_live())
 
     def _redraw(self) -> None:
         if self.live:
-            self._clear_live()
-            self._draw_live()
-            self.human.flush()
+            self._write(self._clear_live() + self._draw_live())
 
     async def tick(self) -> None:
         """Redraw the live view's clocks until cancelled."""
@@ -473,21 +768,25 @@ class _Reporter:
 
     def close_live(self) -> None:
         if self.live:
-            self._clear_live()
+            self._write(self._clear_live())
             self.live = False
-            self.human.flush()
 
-    def _clear_live(self) -> None:
-        if self._live_lines:
-            # Up to the first live line, then erase to the end of the screen.
-            self.human.write(f"\x1b[{self._live_lines}F\x1b[J")
-            self._live_lines = 0
+    def _clear_live(self) -> str:
+        if not self._live_lines:
+            return ""
+        # Up to the first live line, then erase to the end of the screen.
+        text = f"\x1b[{self._live_lines}F\x1b[J"
+        self._live_lines = 0
+        return text
 
-    def _draw_live(self) -> None:
+    def _draw_live(self) -> str:
         if not self.live:
-            return
+            return ""
+        columns, rows = _terminal_size()
         now = trio.current_time()
-        width = max(self._lane_width(), 4)
+        width = max(max((cells(lane) for lane in self._lanes), default=0), 4)
+        heads: list[str] = []
+        tails: list[list[str]] = []
         for lane in self._lanes:
             views = [v for v in self.views if v.lane == lane]
             running = [v for v in views if v.started_at is not None and v.finished is None]
@@ -496,31 +795,59 @@ class _Reporter:
                 for v in views
                 if v.job_id is not None and v.started_at is None and v.finished is None
             ]
+            tail: list[str] = []
             if running:
                 v = running[0]
                 assert v.started_at is not None
-                text = f"running {v.job.name} ({now - v.started_at:.1f} s)"
-                if v.last_line:
-                    text += f"  {v.last_line}"
+                text = (
+                    f"{self.style.paint('running', 'running')} {visible(v.job.name)}"
+                    f" ({now - v.started_at:.1f} s)"
+                )
+                tail = [
+                    f"      {self._mark(stream)} {line}"
+                    for stream, line in list(v.tail)[-LIVE_TAIL_LINES:]
+                ]
             else:
                 done = sum(1 for v in views if v.finished is not None)
                 text = f"idle ({done}/{len(views)} done)"
             if waiting:
                 text += f"  [+{len(waiting)} waiting]"
-            self.human.write(f"  {lane:<{width}}  {text}"[: _terminal_columns()] + "\n")
-        self._live_lines = len(self._lanes)
+            heads.append(f"  {lane}{' ' * (width - cells(lane))}  {text}")
+            tails.append(tail)
+        # The whole block must fit on the screen, or moving up to redraw it would miss lines.
+        room = max(rows - 1 - len(heads), 0)
+        lines: list[str] = []
+        for head, tail in zip(heads, tails, strict=True):
+            lines.append(head)
+            take = min(len(tail), room)
+            lines.extend(tail[len(tail) - take :])
+            room -= take
+        self._live_lines = len(lines)
+        # Cut by display cells, colours aside, so that no line wraps.
+        return "".join(_cut_painted(line, columns) + "\n" for line in lines)
 
-    def _lane_width(self) -> int:
-        return max((len(lane) for lane in self._lanes), default=0)
+
+_SGR: Final = re.compile(r"\x1b\[[0-9;]*m")
 
 
-def _terminal_columns() -> int:
+def _cut_painted(line: str, width: int) -> str:
+    """``line`` (text and our own SGR sequences) cut to ``width`` display cells."""
+    plain = _SGR.sub("", line)
+    if cells(plain) <= width:
+        return line
+    # Rare (a line wider than the terminal): give up the colours rather than cut inside one.
+    return cut_cells(plain, width)
+
+
+def _terminal_size() -> tuple[int, int]:
+    """``(columns - 1, rows)`` of the terminal on stderr; (120, 24) when it has no size."""
     try:
-        columns = os.get_terminal_size(2).columns
+        size = os.get_terminal_size(2)
+        columns, rows = size.columns, size.lines
     except OSError:
-        columns = 0
+        columns, rows = 0, 0
     # A pseudo-terminal without a size (script, CI) reports 0 columns.
-    return max(columns - 1, 20) if columns > 0 else 120
+    return (max(columns - 1, 20) if columns > 0 else 120), (rows if rows > 0 else 24)
 
 
 def _lane_name(project: str, directory: str) -> str:

@@ -4,12 +4,15 @@ Strategy: the stdlib ``tomllib`` (strict TOML 1.0) checks the syntax first and i
 names the line; only then does tomlkit parse the text. tomlkit alone is not enough: it
 accepts some text TOML 1.0 refuses (an inline table spread over several lines), and the
 locator below, which follows TOML 1.0, would lose its place in such text and report wrong
-lines. The plain values are then validated key by key. tomlkit keeps no source positions
-on its items, so a small locator (:func:`_locate`) walks the same, already valid, text
-once and records the line of every table header, every key and every element of a
-top-level array value (so ``argv[3]`` of a multi-line ``argv = [...]`` is reported at its
-own line); a validation error asks it for the line of the key it is about. Nothing here
-starts a process or touches Trio: a bad file is refused before anything runs, so
+lines. Each job table is then converted (msgspec) to :class:`JobTable`, the one
+declaration of its keys, types, required keys and bounds; the rules a type can not say
+(directories that exist, argv and env text the OS can take, the shared checks of
+:mod:`protocol`; placeholders; ``needs``) follow on the converted values. tomlkit keeps
+no source positions on its items, so a small locator (:func:`_locate`) walks the same,
+already valid, text once and records the line of every table header, every key and every
+element of a top-level array value (so ``argv[3]`` of a multi-line ``argv = [...]`` is
+reported at its own line); a validation error asks it for the line of the key it is about.
+Nothing here starts a process or touches Trio: a bad file is refused before anything runs, so
 nothing is left half-started.
 
 Jobs must be written as ``[[job]]`` tables. The equivalent inline form
@@ -17,7 +20,8 @@ Jobs must be written as ``[[job]]`` tables. The equivalent inline form
 all sit inside one value, where errors could not name their own line, and one form keeps
 files uniform.
 
-The file is an array of tables, one ``[[job]]`` per job, in submission order::
+The file is an array of tables, one ``[[job]]`` per job, in submission order (keys marked
+"required" must be given; every other key has the default shown)::
 
     [[job]]
     name = "build"                  # optional, unique; default "<kind>#<n>"
@@ -26,22 +30,34 @@ The file is an array of tables, one ``[[job]]`` per job, in submission order::
     argv = ["{python}", "-m", "compileall", "-q", "calc"]   # required, non-empty
     cwd = "calc"                    # optional, relative to the project; default: the project
     env = { PYTHONHASHSEED = "0" }  # optional, strings only; added to the inherited env
-    timeout_ms = 60000              # optional, > 0: the job's deadline (failed + timedOut)
+    timeout_ms = 60000              # optional: the job's deadline (failed + timedOut); 0 or
+                                    # absent: none (as ``exec --timeout-ms 0``)
+    needs = ["build"]               # optional: jobs (by name) that must end ok first; if one
+                                    # does not, this job ends "skipped" without starting
     supersede = false               # optional: cancel the lane's running job (superseded)
+    replace_waiting = false         # optional: true replaces a waiting job of the same kind
+                                    # on the lane (build, test: it ends superseded); false
+                                    # waits until no such job waits, so every job runs
     start_after_ms = 0              # optional, >= 0: submit this long after the run started
     cancel_after_ms = 500           # optional, >= 0: cancel it this long after submitting
     trusted = true                  # optional: false submits it to an untrusted workspace
-    expect = "ok"                   # optional: a status or a list; default ["ok", "superseded"]
+    expect = "ok"                   # optional: a status or a list; default "ok"
     expect_timed_out = false        # optional: also require timedOut to be this value (true
                                     # needs "failed" in expect: a timed-out job ends failed)
+
+Durations are integers of milliseconds: ``timeout_ms`` at most :data:`MAX_TIMEOUT_MS`
+(``2**31 - 1``, about 24.8 days: the protocol's bound), ``start_after_ms`` and
+``cancel_after_ms`` at most :data:`MAX_DELAY_MS` (one hour: a run is not a scheduler, and a
+longer delay is a typo that would hold the run for ever).
 
 Placeholders, replaced in ``argv``, ``cwd`` and ``env`` values when a job is submitted
 (only these exact tokens; other braces are left alone): ``{python}`` is the interpreter
 that runs the supervisor (``sys.executable``: no PATH search and no pyenv shim, which
 costs about 185 ms a launch), ``{here}`` the directory of the lanes file, and
-``{tmpdir}`` a scratch directory created for the run and removed after it. Any other
-``{word}`` is passed as is (``find -exec {} ;`` needs its braces); when such a job fails to
-launch, ``supervisor run`` names the known placeholders on its ``finished`` line.
+``{tmpdir}`` a scratch directory created for the run and removed after it. A ``{word}``
+close to one of them (``{pyhton}``, ``{PYTHON}``) is refused at its line with a
+did-you-mean; any other ``{word}`` is passed as is (``find -exec {} ;`` and format strings
+need their braces).
 """
 
 from __future__ import annotations
@@ -52,12 +68,16 @@ import difflib
 import os
 import re
 import tomllib
+import typing
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Final
+from types import UnionType
+from typing import TYPE_CHECKING, Annotated, Any, Final, Union
 
+import msgspec
 import tomlkit
 import tomlkit.exceptions
 import tomlkit.items
+from msgspec import Meta
 
 from protocol import (
     MAX_MILLISECONDS,
@@ -75,7 +95,10 @@ if TYPE_CHECKING:
 __all__ = (
     "DEFAULT_EXPECT",
     "JOB_STATUSES",
+    "MAX_DELAY_MS",
+    "MAX_TIMEOUT_MS",
     "PLACEHOLDERS",
+    "JobTable",
     "RunFile",
     "RunFileError",
     "RunFileJob",
@@ -83,30 +106,89 @@ __all__ = (
     "parse_run_file",
 )
 
-#: The statuses of ``job.finished`` (those the lanes report).
-JOB_STATUSES: Final = ("ok", "failed", "cancelled", "denied", "superseded")
-#: What a job is expected to end with when its ``expect`` key is absent.
-DEFAULT_EXPECT: Final = frozenset({"ok", "superseded"})
+#: The statuses of ``job.finished`` (those the lanes report), and ``skipped``: a job whose
+#: ``needs`` did not all end ok, never submitted.
+JOB_STATUSES: Final = ("ok", "failed", "cancelled", "denied", "superseded", "skipped")
+#: What a job is expected to end with when its ``expect`` key is absent: a job replaced or
+#: superseded did not run, so that counts as expected only where the file says so.
+DEFAULT_EXPECT: Final = frozenset({"ok"})
+#: The largest ``timeout_ms``: the protocol's bound on every duration (about 24.8 days).
+MAX_TIMEOUT_MS: Final = MAX_MILLISECONDS
+#: The largest ``start_after_ms`` and ``cancel_after_ms``: one hour.
+MAX_DELAY_MS: Final = 3_600_000
 #: The placeholder tokens a job's argv, cwd and env values may hold.
 PLACEHOLDERS: Final = ("{python}", "{here}", "{tmpdir}")
 #: Used when the lanes package does not publish its own list of kinds.
 _FALLBACK_KINDS: Final = ("build", "test", "pack", "toolchain", "add", "command")
 
-_JOB_KEYS: Final = (
-    "name",
-    "project",
-    "kind",
-    "argv",
-    "cwd",
-    "env",
-    "timeout_ms",
-    "supersede",
-    "start_after_ms",
-    "cancel_after_ms",
-    "trusted",
-    "expect",
-    "expect_timed_out",
-)
+#: A token that looks like a placeholder: ``{word}``.
+_PLACEHOLDER_LIKE: Final = re.compile(r"\{[A-Za-z_][A-Za-z0-9_]*\}")
+
+
+def _what(what: str, **more: str) -> Meta:
+    """A key's metadata: ``what`` it must be (for messages), and ``item`` / ``empty`` texts."""
+    return Meta(extra={"what": what, **more})
+
+
+class JobTable(msgspec.Struct, kw_only=True, forbid_unknown_fields=True, frozen=True):
+    """One ``[[job]]`` table as written: the one declaration of its keys, types and bounds.
+
+    The parser derives from it the known keys (and the did-you-mean of an unknown one), the
+    required keys, each value's type and each duration's bounds; every message names the
+    key's line. The rules no type can say (a directory that exists, a kind the lanes know,
+    argv and env text the OS can take, placeholders, statuses, ``needs``) are checked on
+    the converted table. The defaults here are the documented defaults.
+    """
+
+    project: Annotated[
+        str, Meta(description="the lane: a project directory"), _what("a string (a directory)")
+    ]
+    kind: Annotated[str, Meta(description="the job kind"), _what("a string")]
+    argv: Annotated[
+        list[str],
+        Meta(min_length=1, description="the program and its arguments"),
+        _what("an array of strings", item="argv[{i}] must be a string"),
+    ]
+    name: Annotated[str, _what("a string")] | None = None
+    cwd: Annotated[str, _what("a string (a directory)")] | None = None
+    env: (
+        Annotated[dict[str, str], _what("a table of strings", item="env.{k} must be a string")]
+        | None
+    ) = None
+    timeout_ms: (
+        Annotated[int, Meta(ge=0, le=MAX_TIMEOUT_MS), _what("an integer (milliseconds)")] | None
+    ) = None
+    needs: Annotated[
+        list[str],
+        _what("an array of job names", item="needs[{i}] must be a job name (a string)"),
+    ] = msgspec.field(default_factory=list)
+    supersede: Annotated[bool, _what("a boolean")] = False
+    replace_waiting: Annotated[bool, _what("a boolean")] = False
+    start_after_ms: Annotated[
+        int, Meta(ge=0, le=MAX_DELAY_MS), _what("an integer (milliseconds)")
+    ] = 0
+    cancel_after_ms: (
+        Annotated[int, Meta(ge=0, le=MAX_DELAY_MS), _what("an integer (milliseconds)")] | None
+    ) = None
+    trusted: Annotated[bool, _what("a boolean")] = True
+    expect: (
+        Annotated[str, _what("a status or an array of statuses")]
+        | Annotated[
+            list[str],
+            Meta(min_length=1),
+            _what(
+                "a status or an array of statuses",
+                item="'expect' values must be strings",
+                empty="'expect' must name at least one status",
+            ),
+        ]
+        | None
+    ) = None
+    expect_timed_out: Annotated[bool, _what("a boolean")] | None = None
+
+
+#: The keys of a ``[[job]]`` table, in declaration order.
+_JOB_KEYS: Final = tuple(f.name for f in msgspec.structs.fields(JobTable))
 
 
 class RunFileError(Exception):
@@ -146,7 +228,9 @@ class RunFileJob:
     cwd: str
     env: Mapping[str, str] | None = None
     timeout_ms: int | None = None
+    needs: tuple[str, ...] = ()
     supersede: bool = False
+    replace_waiting: bool = False
     start_after_ms: int = 0
     cancel_after_ms: int | None = None
     trusted: bool = True
@@ -291,7 +375,51 @@ def parse_run_file(text: str, *, path: str, directory: str) -> RunFile:
             )
         names[job.name] = job.line
         jobs.append(job)
+    _check_needs(jobs, path=path, where=where)
     return RunFile(path=path, directory=directory, jobs=tuple(jobs))
+
+
+def _check_needs(jobs: list[RunFileJob], *, path: str, where: _Locations) -> None:
+    """Refuse a ``needs`` entry naming no job (with a did-you-mean), itself, or a cycle."""
+    by_name = {job.name: index for index, job in enumerate(jobs)}
+    names = tuple(by_name)
+    for index, job in enumerate(jobs):
+        for position, need in enumerate(job.needs):
+            line = where.job_key_line(index, "needs", element=position)
+            if need == job.name:
+                raise RunFileError(path, line, f"job {job.name!r} needs itself")
+            if need not in by_name:
+                raise RunFileError(
+                    path, line, f"needs[{position}]: no job is named {need!r}{_hint(need, names)}"
+                )
+    # Depth-first search; a job met again while on the current path closes a cycle.
+    state: dict[int, int] = {}  # 1: on the path, 2: done
+    for first in range(len(jobs)):
+        if state.get(first):
+            continue
+        stack: list[tuple[int, int]] = [(first, 0)]
+        state[first] = 1
+        while stack:
+            index, position = stack[-1]
+            needs = jobs[index].needs
+            if position == len(needs):
+                state[index] = 2
+                stack.pop()
+                continue
+            stack[-1] = (index, position + 1)
+            target = by_name[needs[position]]
+            if state.get(target) == 1:
+                cycle = [i for i, _ in stack]
+                cycle = cycle[cycle.index(target) :]
+                chain = " -> ".join(repr(jobs[i].name) for i in [*cycle, target])
+                raise RunFileError(
+                    path,
+                    where.job_key_line(index, "needs", element=position),
+                    f"the needs form a cycle: {chain}",
+                )
+            if not state.get(target):
+                state[target] = 1
+                stack.append((target, 0))
 
 
 #: tomllib ends its messages with the position: "(at line 3, column 7)".
@@ -381,17 +509,86 @@ class _JobTable:
             line = self.where.job_key_line(self.index, key, subkey, element)
         return RunFileError(self.path, line, message)
 
-    def typed(self, key: str, kind: type | tuple[type, ...], what: str) -> Any:
-        """The value of ``key`` (None when absent); raises when it is not a ``kind``."""
-        value = self.raw.get(key)
-        # bool is an int subclass: `timeout_ms = true` must not pass as 1.
-        if value is None:
-            return None
-        if isinstance(value, bool) and bool not in (kind if isinstance(kind, tuple) else (kind,)):
-            raise self.fail(key, f"{key!r} must be {what}, not a boolean")
-        if not isinstance(value, kind):
-            raise self.fail(key, f"{key!r} must be {what}, not {_toml_type(value)}")
-        return value
+    def declared(self) -> JobTable:
+        """The table converted to its declaration; a value it refuses names its own line."""
+        try:
+            return msgspec.convert(self.raw, JobTable, strict=True)
+        except msgspec.ValidationError as exc:
+            raise self._declaration_error(str(exc)) from None
+
+    def _declaration_error(self, message: str) -> RunFileError:
+        """Our message for msgspec's, at the line of the key (or element) it is about."""
+        at = _AT.search(message)
+        if at is None:
+            missing = _MISSING.search(message)
+            if missing is None:  # pragma: no cover - msgspec names a path or a missing field
+                return self.fail(None, message)
+            key = missing.group(1)
+            return self.fail(None, f"missing required key {key!r} ({_key_hint(key)})")
+        parts = _PATH_PART.findall(at.group(1))
+        key = parts[0][0]
+        value = self.raw[key]
+        extra = _key_extra(key, value)
+        if len(parts) > 1:
+            index = parts[1][1]
+            if isinstance(value, dict):  # msgspec says `[...]`: find the bad entry
+                sub, item = next((k, v) for k, v in value.items() if not isinstance(v, str))
+                text = extra["item"].format(k=sub)
+                return self.fail(key, f"{text}, not {_toml_type(item)}", subkey=sub)
+            position = int(index)
+            text = extra["item"].format(i=position)
+            return self.fail(key, f"{text}, not {_toml_type(value[position])}", element=position)
+        body = message[: at.start()]
+        if "of length >= 1" in body:
+            return self.fail(key, extra.get("empty", f"{key!r} must not be empty"))
+        bound = _BOUND.search(body)
+        if bound is not None:
+            unit = " (milliseconds)" if key.endswith("_ms") else ""
+            relation = ">=" if bound.group(1) == ">=" else "at most"
+            return self.fail(key, f"{key!r} must be {relation} {bound.group(2)}{unit}")
+        return self.fail(key, f"{key!r} must be {extra['what']}, not {_toml_type(value)}")
+
+
+#: Where msgspec says the error is (``$.argv[1]``), and what its path is made of.
+_AT: Final = re.compile(r" - at `\$((?:\.\w+|\[[^\]]*\])*)`$")
+_PATH_PART: Final = re.compile(r"\.(\w+)|\[([^\]]*)\]")
+_MISSING: Final = re.compile(r"missing required field `(\w+)`")
+_BOUND: Final = re.compile(r"([<>]=) (-?\d+)$")
+
+
+def _field_metas(key: str) -> list[tuple[Meta, ...]]:
+    """The ``Meta`` groups of ``key``'s declared type, one per member of a union."""
+    hints = typing.get_type_hints(JobTable, include_extras=True)
+    hint = hints[key]
+    members = typing.get_args(hint) if typing.get_origin(hint) in (Union, UnionType) else (hint,)
+    return [
+        tuple(m for m in typing.get_args(member)[1:] if isinstance(m, Meta))
+        for member in members
+        if typing.get_origin(member) is Annotated
+    ]
+
+
+def _key_extra(key: str, value: object) -> dict[str, str]:
+    """The message texts of ``key`` (for an array value, those of its array member)."""
+    found: dict[str, str] = {}
+    for metas in _field_metas(key):
+        extra: dict[str, str] = {}
+        for meta in metas:
+            extra.update(meta.extra or {})
+        if not found or ("item" in extra and isinstance(value, list | dict)):
+            found = extra
+    return found
+
+
+def _key_hint(key: str) -> str:
+    """The description of a required key, for "missing required key" messages."""
+    if key == "kind":
+        return f"one of: {', '.join(_job_kinds())}"
+    for metas in _field_metas(key):
+        for meta in metas:
+            if meta.description:
+                return meta.description
+    return key  # pragma: no cover - every required key is described
 
 
 def _parse_job(
@@ -405,33 +602,35 @@ def _parse_job(
 ) -> RunFileJob:
     table = _JobTable(raw, index, path=path, where=where)
     _refuse_unknown_job_keys(table)
-    name = _job_name(table)
-    project_path = _job_project(table, directory)
-    kind = _job_kind(table, kinds)
-    argv = _job_argv(table)
-    cwd_path = _job_cwd(table, project_path)
-    env = _job_env(table)
-    timeout_ms, start_after_ms, cancel_after_ms = _job_times(table)
-    supersede = table.typed("supersede", bool, "a boolean")
-    trusted = table.typed("trusted", bool, "a boolean")
-    expect_timed_out = table.typed("expect_timed_out", bool, "a boolean")
-    expect = _job_expect(table)
-    _check_timed_out_expectation(table, expect, expect_timed_out)
+    declared = table.declared()
+    if declared.name is not None and not declared.name.strip():
+        raise table.fail("name", "'name' must not be empty")
+    project_path = _job_project(table, declared.project, directory)
+    if declared.kind not in kinds:
+        raise table.fail("kind", f"unknown kind {declared.kind!r} (one of: {', '.join(kinds)})")
+    _check_argv(table, declared.argv)
+    cwd_path = _job_cwd(table, declared.cwd, project_path)
+    _check_env(table, declared.env)
+    expect = _job_expect(table, declared.expect)
+    _check_timed_out_expectation(table, expect, declared.expect_timed_out)
     return RunFileJob(
-        name=name,
+        name=declared.name or "",
         line=table.header_line,
         project=project_path,
-        kind=kind,
-        argv=tuple(argv),
+        kind=declared.kind,
+        argv=tuple(declared.argv),
         cwd=cwd_path,
-        env=None if env is None else dict(env),
-        timeout_ms=timeout_ms,
-        supersede=bool(supersede),
-        start_after_ms=start_after_ms,
-        cancel_after_ms=cancel_after_ms,
-        trusted=True if trusted is None else trusted,
+        env=declared.env,
+        # 0 means no deadline, as ``timeoutMilliseconds: 0`` does on the wire.
+        timeout_ms=declared.timeout_ms or None,
+        needs=tuple(declared.needs),
+        supersede=declared.supersede,
+        replace_waiting=declared.replace_waiting,
+        start_after_ms=declared.start_after_ms,
+        cancel_after_ms=declared.cancel_after_ms,
+        trusted=declared.trusted,
         expect=expect,
-        expect_timed_out=expect_timed_out,
+        expect_timed_out=declared.expect_timed_out,
     )
 
 
@@ -442,19 +641,8 @@ def _refuse_unknown_job_keys(table: _JobTable) -> None:
             raise table.fail(key, f"unknown key {key!r} in [[job]]{_hint(key, _JOB_KEYS)}")
 
 
-def _job_name(table: _JobTable) -> str:
-    """The job's ``name``: "" when absent; raises when given but blank."""
-    name: str = table.typed("name", str, "a string") or ""
-    if "name" in table.raw and not name.strip():
-        raise table.fail("name", "'name' must not be empty")
-    return name
-
-
-def _job_project(table: _JobTable, directory: str) -> str:
+def _job_project(table: _JobTable, project: str, directory: str) -> str:
     """The lane's project directory, normalised and resolved against the file's directory."""
-    project = table.typed("project", str, "a string (a directory)")
-    if project is None:
-        raise table.fail(None, "missing required key 'project' (the lane: a project directory)")
     if path_problem(project, "project") is not None:
         raise table.fail("project", "'project' must be a non-empty path")
     project_path = os.path.normpath(os.path.join(directory, os.path.expanduser(project)))
@@ -465,40 +653,20 @@ def _job_project(table: _JobTable, directory: str) -> str:
     return project_path
 
 
-def _job_kind(table: _JobTable, kinds: tuple[str, ...]) -> str:
-    """The job's ``kind``, one of ``kinds``."""
-    kind: str | None = table.typed("kind", str, "a string")
-    if kind is None:
-        raise table.fail(None, f"missing required key 'kind' (one of: {', '.join(kinds)})")
-    if kind not in kinds:
-        raise table.fail("kind", f"unknown kind {kind!r} (one of: {', '.join(kinds)})")
-    return kind
-
-
-def _job_argv(table: _JobTable) -> list[str]:
-    """The job's ``argv``: a non-empty array of strings the OS can take, reported per element."""
-    argv: list[Any] | None = table.typed("argv", list, "an array of strings")
-    if argv is None:
-        raise table.fail(None, "missing required key 'argv' (the program and its arguments)")
-    if not argv:
-        raise table.fail("argv", "'argv' must not be empty")
+def _check_argv(table: _JobTable, argv: list[str]) -> None:
+    """Every argument the OS can take (no NUL, a program), reported at its own line."""
     for position, arg in enumerate(argv):
-        if not isinstance(arg, str):
-            raise table.fail(
-                "argv",
-                f"argv[{position}] must be a string, not {_toml_type(arg)}",
-                element=position,
-            )
         if (problem := argv_item_problem(position, arg)) is not None:
             raise table.fail("argv", problem, element=position)
-    return argv
+        _check_placeholders(table, "argv", arg, element=position)
 
 
-def _job_cwd(table: _JobTable, project_path: str) -> str:
+def _job_cwd(table: _JobTable, cwd: str | None, project_path: str) -> str:
     """The working directory, under the project; checked now unless it holds a placeholder."""
-    cwd = table.typed("cwd", str, "a string (a directory)")
     if cwd is not None and path_problem(cwd, "cwd") is not None:
         raise table.fail("cwd", "'cwd' must be a non-empty path")
+    if cwd is not None:
+        _check_placeholders(table, "cwd", cwd)
     cwd_path: str = project_path if cwd is None else os.path.join(project_path, cwd)
     if not any(p in cwd_path for p in PLACEHOLDERS):
         cwd_path = os.path.normpath(cwd_path)
@@ -507,59 +675,38 @@ def _job_cwd(table: _JobTable, project_path: str) -> str:
     return cwd_path
 
 
-def _job_env(table: _JobTable) -> dict[str, str] | None:
-    """The ``env`` table (None when absent); every name and value must be OS-encodable."""
-    env: dict[str, Any] | None = table.typed("env", dict, "a table of strings")
-    if env is not None:
-        for var, value in env.items():
-            if not isinstance(value, str):
-                raise table.fail(
-                    "env",
-                    f"env.{var} must be a string, not {_toml_type(value)}",
-                    subkey=var,
-                )
-            if env_item_problem(var, value) is not None:
-                raise table.fail("env", f"invalid environment variable {echo(var)}", subkey=var)
-    return env
+def _check_env(table: _JobTable, env: dict[str, str] | None) -> None:
+    """Every name and value must be OS-encodable (no NUL, no ``=`` in a name)."""
+    for var, value in (env or {}).items():
+        if env_item_problem(var, value) is not None:
+            raise table.fail("env", f"invalid environment variable {echo(var)}", subkey=var)
+        _check_placeholders(table, "env", value, subkey=var)
 
 
-def _job_times(table: _JobTable) -> tuple[int | None, int, int | None]:
-    """``(timeout_ms, start_after_ms, cancel_after_ms)``, each within its range, in ms."""
-    timeout_ms = table.typed("timeout_ms", int, "an integer (milliseconds)")
-    if timeout_ms is not None and timeout_ms <= 0:
-        raise table.fail("timeout_ms", "'timeout_ms' must be > 0 (milliseconds)")
-    start_after_ms = table.typed("start_after_ms", int, "an integer (milliseconds)") or 0
-    if start_after_ms < 0:
-        raise table.fail("start_after_ms", "'start_after_ms' must be >= 0 (milliseconds)")
-    cancel_after_ms = table.typed("cancel_after_ms", int, "an integer (milliseconds)")
-    if cancel_after_ms is not None and cancel_after_ms < 0:
-        raise table.fail("cancel_after_ms", "'cancel_after_ms' must be >= 0 (milliseconds)")
-    for key, ms in (
-        ("timeout_ms", timeout_ms),
-        ("start_after_ms", start_after_ms),
-        ("cancel_after_ms", cancel_after_ms),
-    ):
-        if ms is not None and ms > MAX_MILLISECONDS:
-            raise table.fail(key, f"{key!r} must be at most {MAX_MILLISECONDS} (milliseconds)")
-    return timeout_ms, start_after_ms, cancel_after_ms
+def _check_placeholders(table: _JobTable, key: str, text: str, **where: Any) -> None:
+    """Refuse a ``{word}`` that is a misspelt placeholder (``{pyhton}``), with a did-you-mean."""
+    known = [p[1:-1] for p in PLACEHOLDERS]
+    for token in _PLACEHOLDER_LIKE.findall(text):
+        word = token[1:-1]
+        if token in PLACEHOLDERS:
+            continue
+        close = difflib.get_close_matches(word.lower(), known, n=1, cutoff=0.6)
+        if close:
+            raise table.fail(
+                key,
+                f"unknown placeholder {token} in {key!r} (did you mean {{{close[0]}}}?"
+                f" the placeholders are {', '.join(PLACEHOLDERS)})",
+                **where,
+            )
 
 
-def _job_expect(table: _JobTable) -> frozenset[str]:
+def _job_expect(table: _JobTable, expect_value: str | list[str] | None) -> frozenset[str]:
     """The statuses ``expect`` accepts (a status or an array of them), or the default."""
-    expect_value = table.typed("expect", (str, list), "a status or an array of statuses")
     if expect_value is None:
         return DEFAULT_EXPECT
     values = [expect_value] if isinstance(expect_value, str) else expect_value
-    if not values:
-        raise table.fail("expect", "'expect' must name at least one status")
     for position, value in enumerate(values):
         element = position if isinstance(expect_value, list) else None
-        if not isinstance(value, str):
-            raise table.fail(
-                "expect",
-                f"'expect' values must be strings, not {_toml_type(value)}",
-                element=element,
-            )
         if value not in JOB_STATUSES:
             raise table.fail(
                 "expect",

@@ -8,34 +8,29 @@ queue their ``job.started`` / ``job.output`` / ``job.finished`` events, which ``
 
 from __future__ import annotations
 
+import os
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Final
 
-from lanes import open_lanes, parse_job_start
-from protocol import MAX_MILLISECONDS, MAX_OUTPUT_BYTES, CoreError, read_int
+from lanes import JobKind, JobRequest, open_lanes
+from protocol import invalid_field
 from protocol._json import fit_texts
 
+from .._api._process import MAX_OUTPUT_BYTES_LIMIT
 from .._endpoint import DEFAULT_MAX_BODY_BYTES
 from .._process._oneshot import DEFAULT_MAX_OUTPUT_BYTES, run_process
 from .._session._events import EventQueue
 from ._jobs import ProcessJobRunner, check_job_launch
-from ._payload import (
-    check_fields,
-    optional_env,
-    optional_path,
-    optional_positive_int,
-    optional_text,
-    optional_timeout_ms,
-    require_argv,
-    require_str,
-)
+from ._service import declared
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Mapping
 
     from lanes import Lanes
-    from protocol import JSONObject, JSONValue
+    from protocol import JSONValue
 
+    from .._api._job import JobCancel, JobList, JobPollEvents, JobStart, JobWaitEvents
+    from .._api._process import ProcessRun
     from ._service import CommandHandler, ServiceContext
 
 __all__ = (
@@ -49,9 +44,6 @@ __all__ = (
 
 #: The longest a ``*.waitEvents`` call may block (ours): 10 minutes.
 MAX_WAIT_EVENTS_MS: Final = 600_000
-#: The most output ``process.run`` keeps per stream (ours): 64 MiB, the frame-body limit,
-#: past which the answer could not reach a ``supervisor serve`` client anyway.
-MAX_OUTPUT_BYTES_LIMIT: Final = MAX_OUTPUT_BYTES
 #: The most bytes ``stdout`` and ``stderr`` of a ``process.run`` answer take together once
 #: encoded as JSON: the frame-body limit less 64 KiB for the rest of the answer. Output is
 #: kept as bytes but sent as JSON text, where a control character takes six bytes
@@ -59,23 +51,6 @@ MAX_OUTPUT_BYTES_LIMIT: Final = MAX_OUTPUT_BYTES
 #: 96 MiB frame; past this bound each stream keeps the head that fits its fair share, and
 #: ``truncated`` is true.
 MAX_OUTPUT_ANSWER_BYTES: Final = DEFAULT_MAX_BODY_BYTES - 64 * 1024
-
-_PROCESS_RUN_FIELDS: Final = frozenset(
-    {"argv", "cwd", "env", "stdin", "timeoutMilliseconds", "maxOutputBytes"}
-)
-
-
-def read_wait_timeout(payload: JSONObject, command: str) -> int:
-    """Read ``timeoutMilliseconds`` of a ``*.waitEvents`` call: an integer from 0 to
-    :data:`protocol.MAX_MILLISECONDS`, capped at :data:`MAX_WAIT_EVENTS_MS` (absent: 0)."""
-    try:
-        value = read_int(
-            payload, "timeoutMilliseconds", minimum=0, maximum=MAX_MILLISECONDS, default=0
-        )
-    except CoreError as exc:
-        raise CoreError(exc.code, f"{command}: {exc.message}", exc.details) from None
-    assert value is not None  # the default
-    return min(value, MAX_WAIT_EVENTS_MS)
 
 
 class ProcessService:
@@ -87,23 +62,15 @@ class ProcessService:
     async def aclose(self) -> None:
         """Nothing to do: each ``process.run`` ends with its own operation."""
 
-    async def _process_run(self, payload: JSONObject) -> JSONValue:
-        check_fields(payload, _PROCESS_RUN_FIELDS, "process.run")
-        argv = require_argv(payload)
-        cwd = optional_path(payload, "cwd")
-        env = optional_env(payload)
-        stdin = optional_text(payload, "stdin")
-        timeout_ms = optional_timeout_ms(payload)
-        max_output = optional_positive_int(
-            payload, "maxOutputBytes", maximum=MAX_OUTPUT_BYTES_LIMIT
-        )
+    @declared
+    async def _process_run(self, payload: ProcessRun) -> JSONValue:
         result = await run_process(
-            argv,
-            cwd=cwd,
-            env=env,
-            stdin=stdin.encode() if stdin is not None else None,
-            timeout_ms=timeout_ms,
-            max_output_bytes=max_output if max_output is not None else DEFAULT_MAX_OUTPUT_BYTES,
+            payload.argv,
+            cwd=payload.cwd,
+            env=payload.env,
+            stdin=payload.stdin.encode() if payload.stdin is not None else None,
+            timeout_ms=payload.timeout_milliseconds or None,  # 0 is none (the envelope's rule)
+            max_output_bytes=payload.max_output_bytes or DEFAULT_MAX_OUTPUT_BYTES,
         )
         wire = result.to_wire()
         (wire["stdout"], wire["stderr"]), cut = fit_texts(
@@ -149,25 +116,37 @@ class JobService:
             "job.pollEvents": self._poll_events,
         }
 
-    async def _start(self, payload: JSONObject) -> JSONValue:
-        request = check_job_launch(parse_job_start(payload))
-        return {"jobId": self.lanes.start_job(request)}
+    @declared
+    async def _start(self, payload: JobStart) -> JSONValue:
+        if not os.path.isabs(payload.root):
+            # A relative root would resolve against the supervisor's own working directory.
+            raise invalid_field("root", "job.start: root must be an absolute path")
+        request = JobRequest(
+            kind=JobKind(payload.kind),
+            root=payload.root,
+            argv=tuple(payload.argv),
+            cwd=payload.cwd,
+            env=payload.env,
+            timeout_ms=payload.timeout_milliseconds,
+            supersede=bool(payload.supersede),
+        )
+        return {"jobId": self.lanes.start_job(check_job_launch(request))}
 
-    async def _cancel(self, payload: JSONObject) -> JSONValue:
-        check_fields(payload, frozenset({"jobId"}), "job.cancel")
-        return {"cancelled": self.lanes.cancel_job(require_str(payload, "jobId"))}
+    @declared
+    async def _cancel(self, payload: JobCancel) -> JSONValue:
+        return {"cancelled": self.lanes.cancel_job(payload.job_id)}
 
-    async def _list(self, payload: JSONObject) -> JSONValue:
-        check_fields(payload, frozenset(), "job.list")
+    @declared
+    async def _list(self, payload: JobList) -> JSONValue:
         jobs: list[JSONValue] = list(self.lanes.list_jobs())
         return jobs
 
-    async def _wait_events(self, payload: JSONObject) -> JSONValue:
-        check_fields(payload, frozenset({"timeoutMilliseconds"}), "job.waitEvents")
-        return await self.events.wait(read_wait_timeout(payload, "job.waitEvents"))
+    @declared
+    async def _wait_events(self, payload: JobWaitEvents) -> JSONValue:
+        return await self.events.wait(min(payload.timeout_milliseconds or 0, MAX_WAIT_EVENTS_MS))
 
-    async def _poll_events(self, payload: JSONObject) -> JSONValue:
-        check_fields(payload, frozenset(), "job.pollEvents")
+    @declared
+    async def _poll_events(self, payload: JobPollEvents) -> JSONValue:
         return self.events.poll()
 
 

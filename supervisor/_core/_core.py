@@ -41,6 +41,8 @@ from protocol import (
     parse_envelope,
 )
 
+from .. import _api
+from .._api._helpers import CommandHelpers
 from .._boundary import (
     cut_utf8,
     fault_point,
@@ -57,8 +59,7 @@ from .._session._events import DEFAULT_MAX_EVENTS
 from .._terminal._service import open_terminal_service
 from ._builtins import JobService, open_job_service, open_process_service
 from ._context import _current_operation_id, current_operation_id
-from ._payload import check_fields
-from ._service import OwnedResources, ServiceContext
+from ._service import LanguageServerCommands, OwnedResources, ServiceContext
 from ._subscription import EVENT_SOURCES, EventSubscription
 
 if TYPE_CHECKING:
@@ -114,8 +115,12 @@ class _Operation:
 
 
 @final
-class Core:
-    """A running Core. Made by :func:`open_core`; it has no public constructor."""
+class Core(CommandHelpers):
+    """A running Core. Made by :func:`open_core`; it has no public constructor.
+
+    Besides :meth:`call`, one typed helper per command (``await core.process_run(argv=[...])``
+    returns a ``ProcessResult``; docs/commands.md lists them all).
+    """
 
     def __init__(self, services: Sequence[Service]) -> None:
         self._services = tuple(services)
@@ -185,7 +190,9 @@ class Core:
 
         Raises:
             CoreError: ``not_supported`` for an unknown command; ``invalid_request`` for a bad
-                payload (a non-finite number or a lone surrogate anywhere in it included) or
+                payload (one its declaration in :mod:`supervisor._api` does not decode, with
+                ``details.field`` the path; a non-finite number or a lone surrogate anywhere
+                in it included) or
                 an operation id already active; ``cancelled`` after :meth:`cancel` or while
                 the Core closes; ``timed_out`` after the deadline; ``internal`` when the
                 command failed on something it did not foresee (the request is a supervision
@@ -226,8 +233,19 @@ class Core:
                 token = _current_operation_id.set(operation_id)
                 try:
                     check_request_values(payload)
+                    declared = _api.COMMANDS.get(command)
+                    decoded: object = payload
+                    if declared is not None:
+                        # The payload's declaration is its validation (one error shape).
+                        decoded = _api.decode_payload(command, declared.payload, payload)
                     fault_point("request.dispatch")
-                    return await handler(payload)
+                    if getattr(handler, "takes_declaration", False):
+                        data = await handler(decoded)  # type: ignore[arg-type]
+                    else:
+                        data = await handler(payload)
+                    if _api.CHECK_RESULTS:
+                        _api.check_result(command, data)
+                    return data
                 except BaseException as exc:
                     # The request is a supervision boundary: what its handler did not foresee
                     # ends this request as `internal`, never the Core.
@@ -318,7 +336,6 @@ class Core:
     # -- commands ------------------------------------------------------------------------
 
     async def _ping(self, payload: JSONObject) -> JSONValue:
-        check_fields(payload, frozenset(), "core.ping")
         return {"protocolVersion": PROTOCOL_VERSION, "version": _version()}
 
 
@@ -411,14 +428,29 @@ async def _open_core(
                         for service in owning:
                             await service.dispose_owner(owner)
 
+                commanding: list[LanguageServerCommands] = []
+
+                async def language_server_command(
+                    session_id: str, command: str, arguments: list[JSONValue], timeout_ms: int
+                ) -> JSONValue:
+                    # Services reach each other only through the context: here the debug
+                    # service asks a language server for a debug adapter's port.
+                    if not commanding:
+                        raise CoreError("not_supported", "No language-server service runs")
+                    return await commanding[0].execute_command(
+                        session_id, command, arguments, timeout_ms
+                    )
+
                 context = ServiceContext(
                     nursery=nursery,
                     trusted=trusted,
                     max_events=max_events,
                     owner_ended=owner_ended,
+                    language_server_command=language_server_command,
                 )
                 opened = [await stack.enter_async_context(f(context)) for f in services]
                 owning += [s for s in opened if isinstance(s, OwnedResources)]
+                commanding += [s for s in opened if isinstance(s, LanguageServerCommands)]
                 core = Core(opened)
                 try:
                     yield core

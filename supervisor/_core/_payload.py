@@ -1,11 +1,15 @@
 """Typed readers for command payloads, on the shared readers of :mod:`protocol`.
 
-Every command validates its payload before it starts anything, so bad input starts and loses
-nothing. These readers raise :class:`protocol.CoreError` with code ``invalid_request``, a message
-that names the field and ``details.field``, so every command reports bad input the same way. JSON
-booleans are never accepted where a number is expected (``True`` is an ``int`` in Python). The rules
-for what may reach the OS (argv, environment, paths, stdin: no NUL, no lone surrogate) and for
-durations and sizes (bounded integers) live in :mod:`protocol` (``read_argv``, ``read_env``,
+A payload is validated once, by the Core, which decodes it as its command's declaration
+(:mod:`supervisor._api`) before the handler runs; handlers that still read the JSON object
+(``@declared`` ones get the decoded struct) use these readers to narrow its values, and to
+check what the declaration can not say. Either way bad input starts and loses nothing.
+
+These readers raise :class:`protocol.CoreError` with code ``invalid_request``, a message that
+names the field and ``details.field``, so every command reports bad input the same way. JSON
+booleans are never accepted where a number is expected (``True`` is an ``int`` in Python). The
+rules for what may reach the OS (argv, environment, paths, stdin: no NUL, no lone surrogate) and
+for durations and sizes (bounded integers) live in :mod:`protocol` (``read_argv``, ``read_env``,
 ``read_path``, ``read_text``, ``read_int``, ``read_milliseconds``), shared with the lanes.
 """
 

@@ -11,7 +11,7 @@ the Core's dispatch, operation registry and cancellation stay as they are.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Protocol, TypeAlias, runtime_checkable
+from typing import TYPE_CHECKING, Protocol, TypeAlias, TypeVar, runtime_checkable
 
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable, Mapping
@@ -21,14 +21,47 @@ if TYPE_CHECKING:
 
     from protocol import JSONObject, JSONValue
 
-__all__ = ("CommandHandler", "OwnedResources", "Service", "ServiceContext", "ServiceFactory")
+__all__ = (
+    "CommandHandler",
+    "LanguageServerCommands",
+    "OwnedResources",
+    "Service",
+    "ServiceContext",
+    "ServiceFactory",
+    "declared",
+)
 
 #: ``await handler(payload) -> data``; raises ``protocol.CoreError`` for a refusal.
 CommandHandler: TypeAlias = "Callable[[JSONObject], Awaitable[JSONValue]]"
 
+S = TypeVar("S")
+P = TypeVar("P")
+
+
+def declared(
+    handler: Callable[[S, P], Awaitable[JSONValue]],
+) -> Callable[[S, JSONObject], Awaitable[JSONValue]]:
+    """Mark the method ``handler`` as taking its payload declaration (supervisor/_api), not the
+    JSON object: the Core decodes the payload (which is its validation) and passes the
+    decoded struct, so the handler checks nothing a declaration says.
+
+    The returned handler is typed as any other for ``commands()``; only the Core calls it.
+    """
+    handler.__dict__["takes_declaration"] = True
+    return handler  # type: ignore[return-value]
+
 
 async def _no_owned_resources(owner: str) -> None:
     """The default :attr:`ServiceContext.owner_ended`: a context outside a Core owns nothing."""
+
+
+async def _no_language_servers(
+    session_id: str, command: str, arguments: list[JSONValue], timeout_ms: int
+) -> JSONValue:
+    """The default :attr:`ServiceContext.language_server_command`: no LSP service."""
+    from protocol import CoreError
+
+    raise CoreError("not_supported", "No language-server service runs in this Core")
 
 
 @dataclass(frozen=True)
@@ -45,12 +78,20 @@ class ServiceContext:
             (:class:`OwnedResources`) releases that owner's. Services reach each other only
             through this: the Core calls ``dispose_owner`` of each such service in turn.
             Shielded and bounded by each service's own bounds.
+        language_server_command: ``await language_server_command(sessionId, command,
+            arguments, timeout_ms)``: a ``workspace/executeCommand`` on a running language
+            server session, answered with its result (a debug adapter hosted by a language
+            server, plugin-contract.md ``tcpLanguageServer``). The Core routes it to the
+            service implementing :class:`LanguageServerCommands`.
     """
 
     nursery: trio.Nursery
     trusted: bool
     max_events: int
     owner_ended: Callable[[str], Awaitable[None]] = _no_owned_resources
+    language_server_command: Callable[[str, str, list[JSONValue], int], Awaitable[JSONValue]] = (
+        _no_language_servers
+    )
 
 
 @runtime_checkable
@@ -67,6 +108,17 @@ class OwnedResources(Protocol):
 
         **Cancellation:** shielded and bounded by the service's own bounds.
         """
+        ...
+
+
+@runtime_checkable
+class LanguageServerCommands(Protocol):
+    """A service that runs ``workspace/executeCommand`` for other services (the LSP one)."""
+
+    async def execute_command(
+        self, session_id: str, command: str, arguments: list[JSONValue], timeout_ms: int
+    ) -> JSONValue:
+        """The command's result; raises ``CoreError`` (``not_found``, ``launch_failed``)."""
         ...
 
 

@@ -9,8 +9,9 @@ ends that session only (state ``failed``, ``terminated`` with ``reason: "interna
 stops every live session with the DAP stop sequence, concurrently, shielded and bounded.
 
 Operation commands (``debug.launch``, ``debug.attach``, ``debug.set*Breakpoints``,
-``debug.execute``, ``debug.inspect``) take an optional ``operationId`` and an optional
-``timeoutMilliseconds`` (default 60 000, at most 300 000), wait for the adapter, and return
+``debug.dataBreakpointInfo``, ``debug.setVariable``, ``debug.execute``, ``debug.inspect``)
+take an optional ``operationId`` and an optional ``timeoutMilliseconds`` (default 60 000, at
+most 300 000), wait for the adapter, and return
 ``{operationId, result}``; the same outcome is queued as exactly one ``operationCompleted`` or
 ``operationFailed`` event. A failure's ``details`` and its ``operationFailed`` event carry
 ``reason`` (``refused``, ``adapterError``, ``cancelled``, ``timedOut``, ``sessionEnded`` with
@@ -19,11 +20,15 @@ Operation commands (``debug.launch``, ``debug.attach``, ``debug.set*Breakpoints`
 Events (``debug.waitEvents`` / ``debug.pollEvents``): ``stateChanged``, ``capabilities``,
 ``initialized``, ``output``, ``stopped``, ``continued``, ``thread``, ``breakpoint``,
 ``exited``, ``terminated``, ``runInTerminalRequested``, ``runInTerminalExited``,
-``operationCompleted``, ``operationFailed``.
+``operationCompleted``, ``operationFailed``, ``childSessionStarted`` (``{childSessionId,
+request, name}``: the adapter's ``startDebugging`` made a child session, listed with
+``parentSessionId`` and stopped with its parent), ``adapterEvent`` (``{name, body}``: a DAP
+event outside this list, forwarded as the adapter sent it).
 """
 
 from __future__ import annotations
 
+import re
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Final
 
@@ -55,6 +60,7 @@ from ._session import (
     check_loopback,
 )
 from ._state import (
+    normalize_data_breakpoints,
     normalize_exception_filters,
     normalize_function_breakpoints,
     normalize_source_breakpoints,
@@ -72,7 +78,9 @@ __all__ = ("MAX_DEBUG_SESSIONS", "DebugService", "open_debug_service")
 #: Sessions that may exist at once (terminated ones count until destroyed); then ``busy``.
 MAX_DEBUG_SESSIONS: Final = 32
 
-_TRANSPORTS: Final = ("stdio", "tcpPort", "tcpAnnounced")
+_TRANSPORTS: Final = ("stdio", "tcpPort", "tcpAnnounced", "tcpLanguageServer")
+#: plugin-contract.md ``launch.endpoint.command`` for ``tcpLanguageServer``.
+_COMMAND_RE: Final = re.compile(r"[A-Za-z0-9._:-]{1,128}")
 _ADAPTER_FIELDS: Final = frozenset(
     {
         "executable",
@@ -83,9 +91,16 @@ _ADAPTER_FIELDS: Final = frozenset(
         "host",
         "port",
         "announcePrefix",
+        "announceStream",
         "connectTimeoutMilliseconds",
         "initializeTimeoutMilliseconds",
+        "languageServerSessionId",
+        "command",
+        "commandArguments",
     }
+)
+_LANGUAGE_SERVER_FIELDS: Final = frozenset(
+    {"languageServerSessionId", "command", "commandArguments"}
 )
 _OPERATION_FIELDS: Final = frozenset({"sessionId", "operationId", "timeoutMilliseconds"})
 _INSPECT_FIELDS: Final = {
@@ -95,6 +110,8 @@ _INSPECT_FIELDS: Final = {
     "variables": frozenset({"variablesReference", "variableFilter", "start", "count"}),
     "evaluate": frozenset({"expression", "frameId", "context"}),
     "exceptionInfo": frozenset({"threadId"}),
+    "stepInTargets": frozenset({"frameId"}),
+    "gotoTargets": frozenset({"path", "line", "column"}),
 }
 _ALL_INSPECT_FIELDS: Final = frozenset().union(*_INSPECT_FIELDS.values())
 _EVALUATE_CONTEXTS: Final = ("watch", "repl", "hover", "clipboard", "variables")
@@ -117,6 +134,14 @@ def _require_int(payload: JSONObject, name: str, *, minimum: int) -> int:
     return value
 
 
+def _require_text(payload: JSONObject, name: str) -> str:
+    # A replacement value may be empty (an empty string literal is typed as ""), unlike ids.
+    value = payload.get(name)
+    if not isinstance(value, str):
+        raise invalid_field(name, f"{name} must be a string")
+    return value
+
+
 def parse_adapter(value: JSONValue) -> AdapterSpec:
     """Validate ``debug.createSession``'s ``adapter`` object.
 
@@ -133,9 +158,11 @@ def parse_adapter(value: JSONValue) -> AdapterSpec:
     transport = value.get("transport", "stdio")
     if transport not in _TRANSPORTS:
         raise _invalid(
-            "adapter.transport must be stdio, tcpPort or tcpAnnounced", "adapter.transport"
+            "adapter.transport must be stdio, tcpPort, tcpAnnounced or tcpLanguageServer",
+            "adapter.transport",
         )
     assert isinstance(transport, str)
+    language_server = _language_server_endpoint(value, transport)
     host = optional_str(value, "host") or "127.0.0.1"
     if transport != "stdio":
         host = check_loopback(host)
@@ -147,7 +174,14 @@ def parse_adapter(value: JSONValue) -> AdapterSpec:
     if transport == "tcpPort" and port is None:
         raise _invalid("adapter.port is required for tcpPort", "adapter.port")
     argv: list[str] | None = None
-    if value.get("executable") is not None or transport != "tcpPort":
+    if transport == "tcpLanguageServer":
+        # The adapter lives inside the language server: no process of its own.
+        if "executable" in value or "port" in value or "announcePrefix" in value:
+            raise _invalid(
+                "adapter.executable, port and announcePrefix are not for tcpLanguageServer",
+                "adapter.transport",
+            )
+    elif value.get("executable") is not None or transport != "tcpPort":
         executable = require_path(value, "executable")
         arguments = value.get("arguments", [])
         argv = (
@@ -162,6 +196,13 @@ def parse_adapter(value: JSONValue) -> AdapterSpec:
     prefix = optional_str(value, "announcePrefix")
     if prefix is not None and transport != "tcpAnnounced":
         raise _invalid("adapter.announcePrefix is for tcpAnnounced", "adapter.announcePrefix")
+    stream = value.get("announceStream", "stdout")
+    if stream not in ("stdout", "stderr") or ("announceStream" in value and prefix is None):
+        raise _invalid(
+            "adapter.announceStream must be stdout or stderr, with tcpAnnounced",
+            "adapter.announceStream",
+        )
+    assert isinstance(stream, str)
     connect_timeout = optional_positive_int(
         value, "connectTimeoutMilliseconds", maximum=MAX_OPERATION_TIMEOUT_MS
     )
@@ -176,9 +217,33 @@ def parse_adapter(value: JSONValue) -> AdapterSpec:
         host=host,
         port=port,
         announce_prefix=prefix or "",
+        announce_stream=stream,
         connect_timeout_ms=connect_timeout or DEFAULT_CONNECT_TIMEOUT_MS,
         initialize_timeout_ms=initialize_timeout or DEFAULT_INITIALIZE_TIMEOUT_MS,
+        language_server=language_server,
     )
+
+
+def _language_server_endpoint(
+    value: JSONObject, transport: str
+) -> tuple[str, str, tuple[JSONValue, ...]] | None:
+    """``tcpLanguageServer``'s ``{languageServerSessionId, command, commandArguments?}``."""
+    if transport != "tcpLanguageServer":
+        extra = sorted(set(value) & _LANGUAGE_SERVER_FIELDS)
+        if extra:
+            raise _invalid(f"adapter.{extra[0]} is for tcpLanguageServer", f"adapter.{extra[0]}")
+        return None
+    session_id = require_str(value, "languageServerSessionId")
+    command = require_str(value, "command")
+    if not _COMMAND_RE.fullmatch(command):
+        raise _invalid(
+            "adapter.command must be 1-128 letters, digits, '.', '_', ':' or '-'",
+            "adapter.command",
+        )
+    arguments = value.get("commandArguments", [])
+    if not isinstance(arguments, list) or len(arguments) > MAX_COUNT:
+        raise _invalid("adapter.commandArguments must be an array", "adapter.commandArguments")
+    return session_id, command, tuple(arguments)
 
 
 class DebugService:
@@ -198,6 +263,9 @@ class DebugService:
             "debug.setBreakpoints": self._set_breakpoints,
             "debug.setExceptionBreakpoints": self._set_exception_breakpoints,
             "debug.setFunctionBreakpoints": self._set_function_breakpoints,
+            "debug.dataBreakpointInfo": self._data_breakpoint_info,
+            "debug.setDataBreakpoints": self._set_data_breakpoints,
+            "debug.setVariable": self._set_variable,
             "debug.execute": self._execute,
             "debug.inspect": self._inspect,
             "debug.cancelOperation": self._cancel_operation,
@@ -258,6 +326,8 @@ class DebugService:
             supports_run_in_terminal=supports_rit,
             run_in_terminal_handler=handler,
             events=EventQueue(self._context.max_events),
+            start_child=self._start_child,
+            language_server_command=self._context.language_server_command,
         )
         # Reserved before the start so a concurrent create with the same id is refused.
         self._sessions.add(session_id, session)
@@ -271,6 +341,38 @@ class DebugService:
             "state": session.state.value,
             "adapterPid": session.adapter_pid,
         }
+
+    async def _start_child(
+        self, parent: DebugSession, spec: AdapterSpec, nursery: trio.Nursery
+    ) -> DebugSession:
+        """A child session for ``parent``'s DAP ``startDebugging``: registered under a new id
+        and started in ``nursery`` (the parent's), so it can not outlive the parent.
+
+        Raises:
+            CoreError: ``busy`` past :data:`MAX_DEBUG_SESSIONS`; ``launch_failed`` when its
+                adapter can not be started or reached (nothing stays registered).
+        """
+        if len(self._sessions) >= MAX_DEBUG_SESSIONS:
+            raise CoreError("busy", f"At most {MAX_DEBUG_SESSIONS} debug sessions may exist")
+        child = DebugSession(
+            session_id=self._sessions.new_id(),
+            adapter_id=parent.adapter_id,
+            spec=spec,
+            root_path=parent.root_path,
+            supports_run_in_terminal=parent.supports_run_in_terminal,
+            run_in_terminal_handler=parent.run_in_terminal_handler,
+            events=EventQueue(self._context.max_events),
+            parent=parent,
+            start_child=self._start_child,
+            language_server_command=self._context.language_server_command,
+        )
+        self._sessions.add(child.session_id, child)
+        try:
+            await nursery.start(child.run)
+        except BaseException:
+            self._sessions.remove(child.session_id)
+            raise
+        return child
 
     async def _disconnect(self, payload: JSONObject) -> JSONValue:
         check_fields(payload, frozenset({"sessionId"}), "debug.disconnect")
@@ -366,18 +468,73 @@ class DebugService:
 
     async def _execute(self, payload: JSONObject) -> JSONValue:
         check_fields(
-            payload, _OPERATION_FIELDS | {"command", "threadId", "singleThread"}, "debug.execute"
+            payload,
+            _OPERATION_FIELDS | {"command", "threadId", "singleThread", "targetId"},
+            "debug.execute",
         )
         session = self._session(payload)
         operation_id, timeout = self._operation_fields(payload)
         command = require_str(payload, "command")
         thread_id = _optional_int(payload, "threadId", minimum=0)
         single = optional_bool(payload, "singleThread", False)
+        target_id = _optional_int(payload, "targetId", minimum=0)
         return await session.run_operation(
             "debug.execute",
             operation_id,
             timeout,
-            lambda op: session.execute(command, thread_id, single, op),
+            lambda op: session.execute(command, thread_id, single, op, target_id),
+        )
+
+    async def _set_variable(self, payload: JSONObject) -> JSONValue:
+        """``debug.setVariable {variablesReference, name, value}`` -> ``{operationId, result:
+        {value, type, variablesReference, namedVariables, indexedVariables}}``."""
+        fields = frozenset({"variablesReference", "name", "value"})
+        check_fields(payload, _OPERATION_FIELDS | fields, "debug.setVariable")
+        session = self._session(payload)
+        operation_id, timeout = self._operation_fields(payload)
+        arguments: JSONObject = {
+            "variablesReference": _require_int(payload, "variablesReference", minimum=1),
+            "name": require_str(payload, "name"),
+            "value": _require_text(payload, "value"),
+        }
+        return await session.run_operation(
+            "debug.setVariable",
+            operation_id,
+            timeout,
+            lambda op: session.set_variable(arguments, op),
+        )
+
+    async def _data_breakpoint_info(self, payload: JSONObject) -> JSONValue:
+        """``debug.dataBreakpointInfo {name, variablesReference?, frameId?}`` ->
+        ``{operationId, result: {dataId, description, accessTypes, canPersist}}``."""
+        fields = frozenset({"name", "variablesReference", "frameId"})
+        check_fields(payload, _OPERATION_FIELDS | fields, "debug.dataBreakpointInfo")
+        session = self._session(payload)
+        operation_id, timeout = self._operation_fields(payload)
+        arguments: JSONObject = {"name": require_str(payload, "name")}
+        for name, minimum in (("variablesReference", 1), ("frameId", 0)):
+            value = _optional_int(payload, name, minimum=minimum)
+            if value is not None:
+                arguments[name] = value
+        return await session.run_operation(
+            "debug.dataBreakpointInfo",
+            operation_id,
+            timeout,
+            lambda op: session.data_breakpoint_info(arguments, op),
+        )
+
+    async def _set_data_breakpoints(self, payload: JSONObject) -> JSONValue:
+        """``debug.setDataBreakpoints {breakpoints: [{dataId, accessType?, condition?,
+        hitCondition?, enabled?}]}`` -> ``{operationId, result: {breakpoints, sent}}``."""
+        check_fields(payload, _OPERATION_FIELDS | {"breakpoints"}, "debug.setDataBreakpoints")
+        session = self._session(payload)
+        operation_id, timeout = self._operation_fields(payload)
+        breakpoints = normalize_data_breakpoints(payload.get("breakpoints", []))
+        return await session.run_operation(
+            "debug.setDataBreakpoints",
+            operation_id,
+            timeout,
+            lambda op: session.set_data_breakpoints(breakpoints, op),
         )
 
     async def _inspect(self, payload: JSONObject) -> JSONValue:
@@ -387,10 +544,7 @@ class DebugService:
         kind = require_str(payload, "kind")
         allowed = _INSPECT_FIELDS.get(kind)
         if allowed is None:
-            raise _invalid(
-                "kind must be threads, stackTrace, scopes, variables, evaluate or exceptionInfo",
-                "kind",
-            )
+            raise _invalid(f"kind must be one of {', '.join(_INSPECT_FIELDS)}", "kind")
         extra = sorted((set(payload) & _ALL_INSPECT_FIELDS) - allowed)
         if extra:
             raise _invalid(f"debug.inspect {kind}: field {echo(extra[0])} is not allowed")
@@ -468,8 +622,17 @@ def _inspect_arguments(kind: str, payload: JSONObject) -> JSONObject:
                 if value is not None:
                     arguments[name] = value
         return arguments
-    if kind == "scopes":
+    if kind in ("scopes", "stepInTargets"):
         return {"frameId": _require_int(payload, "frameId", minimum=0)}
+    if kind == "gotoTargets":
+        arguments = {
+            "source": {"path": require_str(payload, "path")},
+            "line": _require_int(payload, "line", minimum=1),
+        }
+        column = _optional_int(payload, "column", minimum=1)
+        if column is not None:
+            arguments["column"] = column
+        return arguments
     if kind == "variables":
         arguments = {"variablesReference": _require_int(payload, "variablesReference", minimum=1)}
         variable_filter = payload.get("variableFilter")

@@ -37,6 +37,14 @@ it with the session. With ``runInTerminal: "host"`` the host runs it and answers
 ``debug.runInTerminalResponse``; a request still unanswered when the session disconnects is
 failed toward the adapter, and any later answer is ignored.
 
+startDebugging (DAP reverse request; debugpy's Python subprocesses): ``initialize`` declares
+``supportsStartDebuggingRequest``; each request makes a child session (its own id, events and
+operations; listed with ``parentSessionId``; the parent's breakpoints and ``terminateDebuggee``
+policy) that runs in the parent's nursery and is stopped first when the parent stops. Its
+adapter is the ``connect`` endpoint the configuration names, else the parent's TCP endpoint,
+else a new adapter process from the parent's spec. Other reverse requests are refused; DAP
+events outside the contract are forwarded as ``adapterEvent``.
+
 Boundary: each session is a supervision boundary. An unexpected exception in one of its tasks
 (reader, writer, stderr drain, exit watcher, ``initialize``, configuration, the stop after
 ``terminated``) ends that session only: it is logged with its traceback, the session's
@@ -64,6 +72,7 @@ stop joins the first.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import functools
 import ipaddress
 import itertools
@@ -90,6 +99,8 @@ from .._session._resource import SessionResource
 from .._terminal._pty import EndBounds, TerminalProcess
 from .._terminal._render import RetainedDisplay
 from ._state import (
+    RESUMING,
+    DataBreakpoint,
     DebugInput,
     DebugLifecycle,
     DebugState,
@@ -97,6 +108,7 @@ from ._state import (
     FunctionBreakpoint,
     SourceBreakpoint,
     check_execute,
+    data_breakpoints_arguments,
     default_exception_filters,
     exception_breakpoints_arguments,
     function_breakpoints_arguments,
@@ -109,6 +121,12 @@ if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable
 
     from protocol import JSONValue
+
+    #: Registers and starts a child session (DAP ``startDebugging``) in the given
+    #: nursery; raises :class:`CoreError` (``busy``, ``launch_failed``) when it can not.
+    StartChild = Callable[["DebugSession", "AdapterSpec", trio.Nursery], Awaitable["DebugSession"]]
+    #: ``workspace/executeCommand`` on a language-server session (ServiceContext's).
+    LanguageServerCommand = Callable[[str, str, list[JSONValue], int], Awaitable[JSONValue]]
 
     from .._process._tree import ProcessTree
     from .._session._events import EventQueue
@@ -215,14 +233,19 @@ class AdapterSpec:
             the session then neither starts nor ends.
         env: Environment changes (None removes a variable).
         cwd: Working directory, or None for ours.
-        transport: ``"stdio"``, ``"tcpPort"`` or ``"tcpAnnounced"``.
+        transport: ``"stdio"``, ``"tcpPort"``, ``"tcpAnnounced"`` or ``"tcpLanguageServer"``
+            (the adapter lives in a language server, which answers a command with its port).
         host: The loopback host to connect to (TCP transports).
         port: The port (``tcpPort``).
-        announce_prefix: What the first stdout line starts with before the port or
+        announce_prefix: What the first line starts with before the port or
             ``host:port`` (``tcpAnnounced``).
+        announce_stream: Where that line comes: ``"stdout"`` or ``"stderr"``
+            (plugin-contract.md ``launch.endpoint.stream``).
         connect_timeout_ms: Bound on reaching the endpoint (or reading the announcement).
         initialize_timeout_ms: Bound on the adapter's answer to ``initialize``; past it the
             session ends with reason ``initializeTimeout``.
+        language_server: ``tcpLanguageServer``: ``(sessionId, command, arguments)`` -- the
+            language-server session whose ``workspace/executeCommand`` answers the port.
     """
 
     argv: list[str] | None
@@ -232,8 +255,18 @@ class AdapterSpec:
     host: str = "127.0.0.1"
     port: int | None = None
     announce_prefix: str = ""
+    announce_stream: str = "stdout"
     connect_timeout_ms: int = DEFAULT_CONNECT_TIMEOUT_MS
     initialize_timeout_ms: int = DEFAULT_INITIALIZE_TIMEOUT_MS
+    language_server: tuple[str, str, tuple[JSONValue, ...]] | None = None
+
+
+#: ``debug.inspect`` kinds the adapter must have advertised.
+_INSPECT_CAPABILITY: Final = {
+    "exceptionInfo": "supportsExceptionInfoRequest",
+    "stepInTargets": "supportsStepInTargetsRequest",
+    "gotoTargets": "supportsGotoTargetsRequest",
+}
 
 
 class _SessionEnded(Exception):
@@ -295,6 +328,9 @@ class DebugSession(SessionResource[JSONObject]):
         supports_run_in_terminal: bool,
         run_in_terminal_handler: str,
         events: EventQueue,
+        parent: DebugSession | None = None,
+        start_child: StartChild | None = None,
+        language_server_command: LanguageServerCommand | None = None,
     ) -> None:
         super().__init__()
         self.session_id = session_id
@@ -335,6 +371,22 @@ class DebugSession(SessionResource[JSONObject]):
         self.source_breakpoints: dict[str, tuple[SourceBreakpoint, ...]] = {}
         self.function_breakpoints: tuple[FunctionBreakpoint, ...] = ()
         self.exception_filters: tuple[ExceptionFilter, ...] | None = None
+        self.data_breakpoints: tuple[DataBreakpoint, ...] = ()
+        #: The session whose adapter asked for this one (DAP ``startDebugging``), or None.
+        self.parent = parent
+        #: Sessions started for this one's ``startDebugging`` requests; they end with it.
+        self.children: list[DebugSession] = []
+        self._start_child = start_child
+        self._language_server_command = language_server_command
+        #: The endpoint a TCP transport reached (a child session reaches the same one).
+        self._endpoint: tuple[str, int] | None = None
+        if parent is not None:
+            # A child debugs part of the same program: it starts with the parent's
+            # breakpoints, and ends its debuggee when the parent would end its own.
+            self.source_breakpoints = dict(parent.source_breakpoints)
+            self.function_breakpoints = parent.function_breakpoints
+            self.exception_filters = parent.exception_filters
+            self.lifecycle.terminate_override = parent.lifecycle.terminate_debuggee
 
     # -- public state --------------------------------------------------------------------
 
@@ -349,9 +401,12 @@ class DebugSession(SessionResource[JSONObject]):
         return self._tree.pid if self._tree is not None else None
 
     def describe(self) -> JSONObject:
-        """``{sessionId, adapterId, state, requestKind, adapterPid, reason?, crashReport?}``.
+        """``{sessionId, adapterId, state, requestKind, adapterPid, parentSessionId?,
+        childSessionIds?, reason?, crashReport?}``.
 
-        ``reason: "internal"`` and ``crashReport`` only in state ``failed``.
+        ``parentSessionId`` only for a session started by an adapter's ``startDebugging``,
+        ``childSessionIds`` only once such a session exists; ``reason: "internal"`` and
+        ``crashReport`` only in state ``failed``.
         """
         data: JSONObject = {
             "sessionId": self.session_id,
@@ -360,6 +415,10 @@ class DebugSession(SessionResource[JSONObject]):
             "requestKind": self.lifecycle.request_kind,
             "adapterPid": self.adapter_pid,
         }
+        if self.parent is not None:
+            data["parentSessionId"] = self.parent.session_id
+        if self.children:
+            data["childSessionIds"] = [child.session_id for child in self.children]
         if self.failure is not None:
             data["reason"] = "internal"
             data["crashReport"] = self._crash_report()
@@ -486,8 +545,11 @@ class DebugSession(SessionResource[JSONObject]):
                 host, port = spec.host, spec.port
                 if spec.transport == "tcpAnnounced":
                     host, port = await self._read_announcement()
+                elif spec.transport == "tcpLanguageServer":
+                    port = await self._ask_language_server()
                 assert port is not None
                 self._socket = await self._connect(host, port)
+                self._endpoint = (host, port)
         except BaseException as exc:
             with trio.CancelScope(shield=True):
                 await self._close_tree()
@@ -501,13 +563,33 @@ class DebugSession(SessionResource[JSONObject]):
         self._send_stream = self._socket
         self._receive_stream = self._socket
 
+    async def _ask_language_server(self) -> int:
+        """``tcpLanguageServer``: the port the language server answers its command with (an
+        integer or a numeric string from 1 to 65535; plugin-contract.md "Debug adapters")."""
+        assert self.spec.language_server is not None
+        assert self._language_server_command is not None
+        session_id, command, arguments = self.spec.language_server
+        answer = await self._language_server_command(
+            session_id, command, list(arguments), self.spec.connect_timeout_ms
+        )
+        if isinstance(answer, str) and answer.isascii() and answer.isdigit():
+            answer = int(answer)
+        if isinstance(answer, bool) or not isinstance(answer, int) or not 0 < answer < 65536:
+            raise CoreError(
+                "launch_failed",
+                f"The language server answered {command} with no port (1-65535)",
+                {"answer": str(answer)[:64]},
+            )
+        return answer
+
     async def _read_announcement(self) -> tuple[str, int]:
         tree = self._tree
         assert tree is not None
-        assert tree.stdout is not None
+        stream = tree.stderr if self.spec.announce_stream == "stderr" else tree.stdout
+        assert stream is not None
         line = bytearray()
         while b"\n" not in line:
-            chunk = await tree.stdout.receive_some(_MAX_ANNOUNCE_LINE)
+            chunk = await stream.receive_some(_MAX_ANNOUNCE_LINE)
             if not chunk:
                 raise CoreError(
                     "launch_failed",
@@ -523,7 +605,8 @@ class DebugSession(SessionResource[JSONObject]):
         if not text.startswith(prefix):
             raise CoreError(
                 "launch_failed",
-                "The debug adapter's first stdout line does not start with the announce prefix",
+                f"The debug adapter's first {self.spec.announce_stream} line does not start "
+                "with the announce prefix",
                 {"announcePrefix": prefix},
             )
         value = text[len(prefix) :].strip()
@@ -889,6 +972,7 @@ class DebugSession(SessionResource[JSONObject]):
             "supportsVariableType": True,
             "supportsVariablePaging": True,
             "supportsRunInTerminalRequest": self.supports_run_in_terminal,
+            "supportsStartDebuggingRequest": self._start_child is not None,
             "locale": "en",
         }
         fault_point("dap.initialize")
@@ -972,6 +1056,11 @@ class DebugSession(SessionResource[JSONObject]):
                 await self._request(
                     "setFunctionBreakpoints",
                     function_breakpoints_arguments(self.function_breakpoints, caps),
+                )
+            if caps.get("supportsDataBreakpoints") and self.data_breakpoints:
+                await self._request(
+                    "setDataBreakpoints",
+                    data_breakpoints_arguments(self.data_breakpoints, caps),
                 )
             for path in sorted(self.source_breakpoints):
                 await self._request(
@@ -1065,35 +1154,96 @@ class DebugSession(SessionResource[JSONObject]):
     # -- execute and inspect -------------------------------------------------------------
 
     async def execute(
-        self, command: str, thread_id: int | None, single_thread: bool, operation: _Operation
+        self,
+        command: str,
+        thread_id: int | None,
+        single_thread: bool,
+        operation: _Operation,
+        target_id: int | None = None,
     ) -> JSONValue:
-        """``debug.execute``: refused before sending unless the state and capabilities allow."""
-        plan = check_execute(self.lifecycle, self.capabilities, command, thread_id, single_thread)
+        """``debug.execute``: refused before sending unless the state and capabilities allow.
+
+        After a resuming command the session is running -- unless only one thread resumed
+        (``singleThread``, or ``allThreadsContinued: false`` in the adapter's answer): the
+        other threads stay stopped, so the session stays paused (core-api.md).
+        """
+        plan = check_execute(
+            self.lifecycle, self.capabilities, command, thread_id, single_thread, target_id
+        )
         stops_before = self._stop_count
         response = await self._request(plan.command, plan.arguments, operation)
         if not response.success:
             raise self._adapter_refused(response)
         # debugpy may report the step's `stopped` before it answers the step: the answer
         # then means nothing about the current state.
-        resumed = plan.command in ("continue", "next", "stepIn", "stepOut")
-        if resumed and self._stop_count == stops_before:
-            all_threads = True
-            if plan.command == "continue" and isinstance(response.body, dict):
-                all_threads = response.body.get("allThreadsContinued") is not False
-            if self.lifecycle.handle(DebugInput.RECV_CONTINUED):
-                self._emit(
-                    "continued",
-                    {
-                        "threadId": plan.arguments.get("threadId"),
-                        "allThreadsContinued": all_threads,
-                    },
-                )
-                self._emit("stateChanged", {"state": self.state.value})
+        if plan.command in RESUMING and self._stop_count == stops_before:
+            all_threads = not single_thread
+            body = response.body
+            if plan.command == "continue" and isinstance(body, dict):
+                all_threads = all_threads and body.get("allThreadsContinued") is not False
+            thread = plan.arguments.get("threadId")
+            self._resumed(thread if isinstance(thread, int) else None, all_threads)
         return {}
+
+    def _resumed(self, thread_id: int | None, all_threads: bool) -> None:
+        """One ``continued`` event; the state leaves paused only when every thread runs."""
+        if not all_threads:
+            if self.state is DebugState.PAUSED:
+                self._emit("continued", {"threadId": thread_id, "allThreadsContinued": False})
+            return
+        if self.lifecycle.handle(DebugInput.RECV_CONTINUED):
+            self._emit("continued", {"threadId": thread_id, "allThreadsContinued": True})
+            self._emit("stateChanged", {"state": self.state.value})
+
+    async def set_variable(self, arguments: JSONObject, operation: _Operation) -> JSONValue:
+        """``debug.setVariable``: only while paused, after ``supportsSetVariable``."""
+        self._require_paused("debug.setVariable", "supportsSetVariable")
+        response = await self._request("setVariable", arguments, operation)
+        if not response.success:
+            raise self._adapter_refused(response)
+        return normalize_result("setVariable", response.body)
+
+    async def data_breakpoint_info(self, arguments: JSONObject, operation: _Operation) -> JSONValue:
+        """``debug.dataBreakpointInfo``: only while paused, after ``supportsDataBreakpoints``."""
+        self._require_paused("debug.dataBreakpointInfo", "supportsDataBreakpoints")
+        response = await self._request("dataBreakpointInfo", arguments, operation)
+        if not response.success:
+            raise self._adapter_refused(response)
+        return normalize_result("dataBreakpointInfo", response.body)
+
+    async def set_data_breakpoints(
+        self, breakpoints: tuple[DataBreakpoint, ...], operation: _Operation
+    ) -> JSONValue:
+        """Replace the data breakpoint set; sent only with ``supportsDataBreakpoints``."""
+        self.data_breakpoints = breakpoints
+        caps = self.capabilities or {}
+        return await self._send_set(
+            "breakpoints",
+            [bp.to_wire() for bp in breakpoints],
+            bool(caps.get("supportsDataBreakpoints")),
+            "setDataBreakpoints",
+            lambda: data_breakpoints_arguments(breakpoints, caps),
+            operation,
+        )
+
+    def _require_paused(self, command: str, capability: str) -> None:
+        if not (self.capabilities or {}).get(capability):
+            raise CoreError("not_supported", f"{command}: the debug adapter lacks {capability}")
+        if self.state is not DebugState.PAUSED:
+            raise CoreError(
+                "invalid_request", f"{command}: the session is {self.state.value}, not paused"
+            )
 
     async def inspect(self, kind: str, arguments: JSONObject, operation: _Operation) -> JSONValue:
         """``debug.inspect``: ``arguments`` were validated by the service."""
-        paused_only = kind in ("stackTrace", "scopes", "variables", "exceptionInfo")
+        paused_only = kind in (
+            "stackTrace",
+            "scopes",
+            "variables",
+            "exceptionInfo",
+            "stepInTargets",
+            "gotoTargets",
+        )
         state = self.state
         if paused_only and state is not DebugState.PAUSED:
             raise CoreError(
@@ -1103,10 +1253,9 @@ class DebugSession(SessionResource[JSONObject]):
             raise CoreError(
                 "invalid_request", f"debug.inspect {kind}: the session is {state.value}"
             )
-        if kind == "exceptionInfo" and not (self.capabilities or {}).get(
-            "supportsExceptionInfoRequest"
-        ):
-            raise CoreError("not_supported", "The debug adapter does not support exceptionInfo")
+        capability = _INSPECT_CAPABILITY.get(kind)
+        if capability is not None and not (self.capabilities or {}).get(capability):
+            raise CoreError("not_supported", f"The debug adapter does not support {kind}")
         response = await self._request(kind, arguments, operation)
         if not response.success:
             raise self._adapter_refused(response)
@@ -1161,15 +1310,7 @@ class DebugSession(SessionResource[JSONObject]):
             if changed:
                 self._emit("stateChanged", {"state": self.state.value})
         elif name == "continued":
-            if self.lifecycle.handle(DebugInput.RECV_CONTINUED):
-                self._emit(
-                    "continued",
-                    {
-                        "threadId": _int(body.get("threadId")),
-                        "allThreadsContinued": body.get("allThreadsContinued") is not False,
-                    },
-                )
-                self._emit("stateChanged", {"state": self.state.value})
+            self._resumed(_int(body.get("threadId")), body.get("allThreadsContinued") is not False)
         elif name == "output":
             text = body.get("output")
             if isinstance(text, str):
@@ -1204,7 +1345,10 @@ class DebugSession(SessionResource[JSONObject]):
             # The debuggee is over: end the session as an IDE does (disconnect, then the
             # adapter). Our `terminated` event follows once everything is gone.
             self._nursery.start_soon(self._contained, self._stop_after_terminated)
-        # Other events (module, process, loadedSource, ...) are not part of our contract.
+        elif name not in ("initialized", "stopped", "continued", "terminated"):
+            # Events outside our contract (process, module, loadedSource, an adapter's own
+            # extensions) reach the client as they came: it may know what to do with them.
+            self._emit("adapterEvent", {"name": name, "body": message.body})
 
     async def _stop_after_terminated(self) -> None:
         await self.stop(reason="debuggeeTerminated")
@@ -1219,6 +1363,9 @@ class DebugSession(SessionResource[JSONObject]):
             await self._respond(request, success=False, message=internal_message(exc))
 
     async def _serve_reverse_request(self, request: DAPRequest) -> None:
+        if request.command == "startDebugging" and self._start_child is not None:
+            await self._start_debugging(request)
+            return
         if request.command != "runInTerminal" or not self.supports_run_in_terminal:
             # Also a runInTerminal the client never advertised (initialize's
             # supportsRunInTerminalRequest): refused, nothing starts.
@@ -1295,6 +1442,105 @@ class DebugSession(SessionResource[JSONObject]):
         event["processId"] = process.pid
         self._emit("runInTerminalRequested", event)
         await self._respond(request, success=True, body={"processId": process.pid})
+
+    async def _start_debugging(self, request: DAPRequest) -> None:
+        """DAP ``startDebugging``: a child session of the same adapter, owned by this one.
+
+        The child runs in this session's nursery, is listed by ``debug.listSessions`` (with
+        ``parentSessionId``), has its own events, starts with this session's breakpoints and
+        is stopped with it. The answer goes back once the child's adapter is reached; the
+        child's ``launch``/``attach`` (with the adapter's ``configuration``) follows as an
+        operation of the child.
+        """
+        arguments = request.arguments if isinstance(request.arguments, dict) else {}
+        kind = arguments.get("request")
+        configuration = arguments.get("configuration")
+        if kind not in ("launch", "attach") or not isinstance(configuration, dict):
+            await self._respond(request, success=False, message="startDebugging: invalid arguments")
+            return
+        assert isinstance(kind, str)
+        assert self._start_child is not None
+        assert self._nursery is not None
+        if self._ending():
+            await self._respond(request, success=False, message="The debug session is ending")
+            return
+        try:
+            child = await self._start_child(self, self._child_spec(configuration), self._nursery)
+        except CoreError as exc:
+            await self._respond(request, success=False, message=exc.message)
+            return
+        self.children.append(child)
+        name = configuration.get("name")
+        self._emit(
+            "childSessionStarted",
+            {
+                "childSessionId": child.session_id,
+                "request": kind,
+                "name": name if isinstance(name, str) else None,
+            },
+        )
+        if self._ending():
+            # This session began to end while the child started: the child ends too.
+            await child.stop(reason="parentStopped")
+            await self._respond(request, success=False, message="The debug session is ending")
+            return
+        await self._respond(request, success=True)
+        try:
+            await self._start_child_request(child, kind, configuration)
+        except Exception as exc:
+            # Answered already: a bug here is the child's (logged), not a second answer.
+            log_failure(f"debug session {child.session_id} {kind}", exc)
+
+    def _ending(self) -> bool:
+        return self.stop_started or self._disconnect_started
+
+    def _child_spec(self, configuration: JSONObject) -> AdapterSpec:
+        """Where a child session's adapter is: a loopback ``connect`` endpoint named by the
+        configuration (debugpy hands out its own client endpoint this way, as VS Code's
+        Python extension expects), else this session's TCP endpoint (an adapter serving
+        several clients), else a new adapter process from this session's spec."""
+        spec = self.spec
+        connect = configuration.get("connect")
+        if isinstance(connect, dict) and _int(connect.get("port")) is not None:
+            host = connect.get("host", "127.0.0.1")
+            port = _int(connect.get("port"))
+            if not isinstance(host, str) or port is None or not 0 < port < 65536:
+                raise CoreError("invalid_request", "startDebugging: invalid connect endpoint")
+            return AdapterSpec(
+                argv=None,
+                transport="tcpPort",
+                host=check_loopback(host),
+                port=port,
+                connect_timeout_ms=spec.connect_timeout_ms,
+                initialize_timeout_ms=spec.initialize_timeout_ms,
+            )
+        if self._endpoint is not None:
+            host, port = self._endpoint
+            return dataclasses.replace(spec, argv=None, transport="tcpPort", host=host, port=port)
+        return spec
+
+    async def _start_child_request(
+        self, child: DebugSession, kind: str, configuration: JSONObject
+    ) -> None:
+        try:
+            await child.run_operation(
+                f"debug.{kind}", None, None, lambda op: child.start(kind, configuration, op)
+            )
+        except CoreError as exc:
+            # The child's own operationFailed event reports it; the child stays listed.
+            logger.warning(
+                "debug session %s: child %s %s failed: %s",
+                self.session_id,
+                child.session_id,
+                kind,
+                exc.message,
+            )
+
+    async def _stop_children(self) -> None:
+        """Stop every child session, concurrently; each stop is bounded and joinable."""
+        async with trio.open_nursery() as nursery:
+            for child in list(self.children):
+                nursery.start_soon(functools.partial(child.stop, reason="parentStopped"))
 
     def _terminal_output(self, request_id: str, text: str) -> None:
         # A PTY merges stdout and stderr; the requestId tells which terminal wrote it.
@@ -1422,6 +1668,8 @@ class DebugSession(SessionResource[JSONObject]):
         self._end_reason = reason
         if self.lifecycle.live:
             self._move(DebugInput.SEND_DISCONNECT)
+        # Children first: their adapters (or connections) may belong to this one.
+        await self._stop_children()
         # core-api.md: pending terminal requests fail when the session disconnects;
         # a host answer after this point is late and ignored.
         for request_id in list(self._terminal_requests):
@@ -1500,6 +1748,7 @@ class DebugSession(SessionResource[JSONObject]):
 
         async with trio.open_nursery() as nursery:
             nursery.start_soon(close_adapter)
+            nursery.start_soon(self._stop_children)
             for process in self._terminals:
                 nursery.start_soon(process.end, _TERMINAL_END_BOUNDS)
         self._terminal_requests.clear()
@@ -1508,6 +1757,7 @@ class DebugSession(SessionResource[JSONObject]):
             "disconnected",
             "debuggeeTerminated",
             "supervisorClosing",
+            "parentStopped",
         ):
             crash = self._crash_details()
             if "stderrTail" in crash:

@@ -34,6 +34,7 @@ if TYPE_CHECKING:
 
 __all__ = (
     "CAPABILITY_FLAGS",
+    "DataBreakpoint",
     "DebugInput",
     "DebugLifecycle",
     "DebugState",
@@ -41,9 +42,11 @@ __all__ = (
     "FunctionBreakpoint",
     "SourceBreakpoint",
     "check_execute",
+    "data_breakpoints_arguments",
     "exception_breakpoints_arguments",
     "function_breakpoints_arguments",
     "normalize_capabilities",
+    "normalize_data_breakpoints",
     "normalize_exception_filters",
     "normalize_function_breakpoints",
     "normalize_result",
@@ -135,6 +138,8 @@ class DebugLifecycle:
         request_kind: ``"launch"`` or ``"attach"`` once one was accepted, else None.
         selected_thread: The thread of the last ``stopped`` event (None before any stop and
             after ``continued`` for all threads); stepping needs one.
+        terminate_override: The ``terminateDebuggee`` a child session (DAP
+            ``startDebugging``) inherits from its parent, or None to derive it here.
     """
 
     def __init__(self) -> None:
@@ -147,6 +152,7 @@ class DebugLifecycle:
         )
         self.request_kind: str | None = None
         self.selected_thread: int | None = None
+        self.terminate_override: bool | None = None
 
     @property
     def state(self) -> DebugState:
@@ -175,7 +181,10 @@ class DebugLifecycle:
 
     @property
     def terminate_debuggee(self) -> bool:
-        """DAP ``disconnect.terminateDebuggee``: launch True; attach or never started False."""
+        """DAP ``disconnect.terminateDebuggee``: launch True; attach or never started False;
+        a child session's is its parent's (a launched program's subprocess is ours too)."""
+        if self.terminate_override is not None and self.request_kind is not None:
+            return self.terminate_override
         return self.request_kind == "launch"
 
     @property
@@ -493,6 +502,81 @@ def exception_breakpoints_arguments(
     return {"filters": [f.filter_id for f in enabled]}
 
 
+_ACCESS_TYPES: Final = ("read", "write", "readWrite")
+
+
+@dataclass(frozen=True, order=True)
+class DataBreakpoint:
+    """One data breakpoint (an adapter-owned ``dataId`` from ``debug.dataBreakpointInfo``),
+    keyed and ordered by ``data_id``."""
+
+    data_id: str
+    enabled: bool = True
+    access_type: str | None = None
+    condition: str | None = None
+    hit_condition: str | None = None
+
+    def to_wire(self) -> JSONObject:
+        """The normalized wire form."""
+        out: JSONObject = {"dataId": self.data_id, "enabled": self.enabled}
+        for name, value in (
+            ("accessType", self.access_type),
+            ("condition", self.condition),
+            ("hitCondition", self.hit_condition),
+        ):
+            if value is not None:
+                out[name] = value
+        return out
+
+
+def normalize_data_breakpoints(items: JSONValue) -> tuple[DataBreakpoint, ...]:
+    """Validate, trim, sort by ``dataId`` and de-duplicate (last entry of an id wins).
+
+    Raises:
+        CoreError: ``invalid_request`` naming the first bad entry.
+    """
+    if not isinstance(items, list):
+        raise _invalid("breakpoints must be an array")
+    by_id: dict[str, DataBreakpoint] = {}
+    allowed = frozenset({"dataId", "enabled", "accessType", "condition", "hitCondition"})
+    for index, raw in enumerate(items):
+        where = f"breakpoints[{index}]"
+        item = _check_keys(raw, allowed, where)
+        data_id = _opt_text(item, "dataId", where)
+        if data_id is None:
+            raise _invalid(f"{where}.dataId must be a non-empty string")
+        access = item.get("accessType")
+        if access is not None and access not in _ACCESS_TYPES:
+            raise _invalid(f"{where}.accessType must be read, write or readWrite")
+        by_id[data_id] = DataBreakpoint(
+            data_id,
+            _enabled(item, where),
+            access if isinstance(access, str) else None,
+            _opt_text(item, "condition", where),
+            _opt_text(item, "hitCondition", where),
+        )
+    return tuple(by_id[key] for key in sorted(by_id))
+
+
+def data_breakpoints_arguments(
+    breakpoints: tuple[DataBreakpoint, ...], capabilities: JSONObject
+) -> JSONObject:
+    """DAP ``setDataBreakpoints`` arguments: enabled entries; conditions only when allowed."""
+    sent: list[JSONValue] = []
+    for bp in breakpoints:
+        if not bp.enabled:
+            continue
+        out: JSONObject = {"dataId": bp.data_id}
+        if bp.access_type is not None:
+            out["accessType"] = bp.access_type
+        if bp.condition is not None and capabilities.get("supportsConditionalBreakpoints"):
+            out["condition"] = bp.condition
+        if bp.hit_condition is not None and capabilities.get("supportsHitConditionalBreakpoints"):
+            out["hitCondition"] = bp.hit_condition
+        sent.append(out)
+    return {"breakpoints": sent}
+
+
 # -- execute ---------------------------------------------------------------------------------
 
 #: ``debug.execute`` commands and the DAP request each becomes.
@@ -502,13 +586,19 @@ EXECUTE_COMMANDS: Final = {
     "next": "next",
     "stepIn": "stepIn",
     "stepOut": "stepOut",
+    "stepBack": "stepBack",
+    "goto": "goto",
     "restart": "restart",
     "terminate": "terminate",
 }
-_STEPPING: Final = frozenset({"next", "stepIn", "stepOut"})
+#: Commands after which the debuggee runs until the next ``stopped``.
+RESUMING: Final = frozenset({"continue", "next", "stepIn", "stepOut", "stepBack", "goto"})
+_SESSION_LEVEL: Final = frozenset({"restart", "terminate"})
 _CAPABILITY_OF: Final = {
     "restart": "supportsRestartRequest",
     "terminate": "supportsTerminateRequest",
+    "stepBack": "supportsStepBack",
+    "goto": "supportsGotoTargetsRequest",
 }
 
 
@@ -526,26 +616,42 @@ def check_execute(
     command: str,
     thread_id: int | None,
     single_thread: bool,
+    target_id: int | None = None,
 ) -> ExecutePlan:
     """Decide what a ``debug.execute`` sends, or refuse it before anything is sent.
 
-    Rules (core-api.md ``debug.execute``): ``next``/``stepIn``/``stepOut``/``continue`` only
-    while paused with a thread (the given one, else the last stopped thread); ``pause`` only
-    while running; ``restart``/``terminate`` only when the adapter advertised them, as
-    session-level requests without a thread; ``singleThread`` only with
+    Rules (core-api.md ``debug.execute``, "Smart step into and run to cursor"):
+    ``next``/``stepIn``/``stepOut``/``stepBack``/``goto``/``continue`` only while paused
+    with a thread (the given one, else the last stopped thread); ``pause`` only while
+    running; ``stepBack`` only with ``supportsStepBack``; ``goto`` needs ``targetId`` (from
+    ``debug.inspect`` ``gotoTargets``) and ``supportsGotoTargetsRequest``; ``stepIn`` takes
+    an optional ``targetId`` (from ``stepInTargets``) with ``supportsStepInTargetsRequest``;
+    ``restart``/``terminate`` only when the adapter advertised them, as session-level
+    requests without a thread; ``singleThread`` only with
     ``supportsSingleThreadExecutionRequests``.
 
     Raises:
-        CoreError: ``invalid_request`` for an unknown command or a wrong state;
-            ``not_supported`` for a capability the adapter did not advertise.
+        CoreError: ``invalid_request`` for an unknown command, a wrong state, or a
+            ``targetId`` missing (goto) or not allowed; ``not_supported`` for a capability
+            the adapter did not advertise.
     """
     if command not in EXECUTE_COMMANDS:
         raise _invalid(f"debug.execute: unknown command {command!r}")
     caps = capabilities or {}
     state = lifecycle.state
-    if command in _CAPABILITY_OF:
-        if not caps.get(_CAPABILITY_OF[command]):
-            raise CoreError("not_supported", f"The debug adapter does not support {command}")
+    if target_id is not None and command not in ("goto", "stepIn"):
+        raise _invalid(f"debug.execute {command}: targetId is for goto and stepIn")
+    if command == "goto" and target_id is None:
+        raise _invalid("debug.execute goto: targetId is required (debug.inspect gotoTargets)")
+    if command in _CAPABILITY_OF and not caps.get(_CAPABILITY_OF[command]):
+        raise CoreError("not_supported", f"The debug adapter does not support {command}")
+    if (
+        target_id is not None
+        and command == "stepIn"
+        and not caps.get("supportsStepInTargetsRequest")
+    ):
+        raise CoreError("not_supported", "The debug adapter does not support stepInTargets")
+    if command in _SESSION_LEVEL:
         if state not in (DebugState.RUNNING, DebugState.PAUSED):
             raise _invalid(f"debug.execute {command}: the session is {state.value}")
         return ExecutePlan(EXECUTE_COMMANDS[command])
@@ -563,6 +669,8 @@ def check_execute(
         if thread is None:
             raise _invalid(f"debug.execute {command}: no thread is selected")
         arguments = {"threadId": thread}
+        if target_id is not None:
+            arguments["targetId"] = target_id
     if single_thread:
         arguments["singleThread"] = True
     return ExecutePlan(EXECUTE_COMMANDS[command], arguments)
@@ -612,8 +720,13 @@ def normalize_result(kind: str, body: JSONValue) -> JSONObject:
     expensive}]}``; ``variables`` ``{variables: [{name, value, type, evaluateName,
     variablesReference, namedVariables, indexedVariables}]}``; ``evaluate`` ``{result, type,
     variablesReference, namedVariables, indexedVariables}``; ``exceptionInfo``
-    ``{exceptionId, description, breakMode, details}``. Counts and references are never
-    negative (0 when absent or invalid); lines and columns are one-based as DAP sends them.
+    ``{exceptionId, description, breakMode, details: {message, typeName, fullTypeName,
+    evaluateName, stackTrace, innerException: [...]} | null}``; ``stepInTargets`` /
+    ``gotoTargets`` ``{targets: [{id, label, line, column, endLine, endColumn}]}``;
+    ``setVariable`` ``{value, type, variablesReference, namedVariables, indexedVariables}``;
+    ``dataBreakpointInfo`` ``{dataId, description, accessTypes, canPersist}``. Stack frames
+    carry ``isFiltered``. Counts and references are never negative (0 when absent or
+    invalid); lines and columns are one-based as DAP sends them.
     """
     source = body if isinstance(body, dict) else {}
     if kind == "threads":
@@ -632,6 +745,7 @@ def normalize_result(kind: str, body: JSONValue) -> JSONObject:
                 "column": _int_or_none(f.get("column")),
                 "source": _source(f.get("source")),
                 "presentationHint": _text(f.get("presentationHint")),
+                "isFiltered": _is_filtered(f),
             }
             for f in _objects(body, "stackFrames")
         ]
@@ -674,11 +788,81 @@ def normalize_result(kind: str, body: JSONValue) -> JSONObject:
             "indexedVariables": _count(source.get("indexedVariables")),
         }
     if kind == "exceptionInfo":
-        details = source.get("details")
+        mode = source.get("breakMode")
         return {
             "exceptionId": _text(source.get("exceptionId")) or "",
             "description": _text(source.get("description")),
-            "breakMode": _text(source.get("breakMode")) or "never",
-            "details": details if isinstance(details, dict) else None,
+            "breakMode": mode if mode in _BREAK_MODES else "never",
+            "details": _exception_details(source.get("details"), _MAX_INNER_DEPTH),
+        }
+    if kind in ("stepInTargets", "gotoTargets"):
+        return {
+            "targets": [
+                {
+                    "id": _int_or_none(t.get("id")),
+                    "label": _text(t.get("label")) or "",
+                    "line": _int_or_none(t.get("line")),
+                    "column": _int_or_none(t.get("column")),
+                    "endLine": _int_or_none(t.get("endLine")),
+                    "endColumn": _int_or_none(t.get("endColumn")),
+                }
+                for t in _objects(body, "targets")
+                if _int_or_none(t.get("id")) is not None
+            ]
+        }
+    if kind == "setVariable":
+        return {
+            "value": _text(source.get("value")) or "",
+            "type": _text(source.get("type")),
+            "variablesReference": _ref(source.get("variablesReference")),
+            "namedVariables": _count(source.get("namedVariables")),
+            "indexedVariables": _count(source.get("indexedVariables")),
+        }
+    if kind == "dataBreakpointInfo":
+        access = source.get("accessTypes")
+        return {
+            "dataId": _text(source.get("dataId")),
+            "description": _text(source.get("description")) or "",
+            "accessTypes": [a for a in access if a in _ACCESS_TYPES]
+            if isinstance(access, list)
+            else [],
+            "canPersist": source.get("canPersist") is True,
         }
     raise ValueError(f"unknown inspect kind {kind!r}")
+
+
+_BREAK_MODES: Final = ("never", "always", "unhandled", "userUnhandled")
+#: Nested ``innerException`` levels kept; deeper ones are cut (the result says so).
+_MAX_INNER_DEPTH: Final = 8
+
+
+def _is_filtered(frame: JSONObject) -> bool:
+    """core-api.md "isFiltered": presentation metadata only. Without class filters (only
+    Java defines them) a frame is filtered when the adapter itself marks it as not the
+    user's code: frame hint ``subtle``, or source hint ``deemphasize``."""
+    source = frame.get("source")
+    source_hint = source.get("presentationHint") if isinstance(source, dict) else None
+    return frame.get("presentationHint") == "subtle" or source_hint == "deemphasize"
+
+
+def _exception_details(value: JSONValue, depth: int) -> JSONObject | None:
+    """DAP ``ExceptionDetails`` normalized: ``{message, typeName, fullTypeName,
+    evaluateName, stackTrace, innerException: [...]}`` (absent texts are null, nested
+    details normalized alike, at most :data:`_MAX_INNER_DEPTH` levels)."""
+    if not isinstance(value, dict):
+        return None
+    inner = value.get("innerException")
+    nested: list[JSONValue] = []
+    if depth > 0 and isinstance(inner, list):
+        for item in inner:
+            normalized = _exception_details(item, depth - 1)
+            if normalized is not None:
+                nested.append(normalized)
+    out: JSONObject = {
+        name: _text(value.get(name))
+        for name in ("message", "typeName", "fullTypeName", "evaluateName", "stackTrace")
+    }
+    out["innerException"] = nested
+    if depth == 0 and isinstance(inner, list) and inner:
+        out["innerExceptionCut"] = True
+    return out

@@ -12,7 +12,8 @@ Commands: ``lsp.startServer``, ``lsp.stopServer``, ``lsp.restartServer``,
 ``lsp.request``, ``lsp.cancelOperation``, ``lsp.waitEvents``, ``lsp.pollEvents``,
 ``lsp.pluginServerRequest``, ``lsp.pluginServerNotify``; for plugin-owned sessions
 (plugin-contract.md "Plugin functions"): ``lsp.functionRequest``, ``lsp.hostResponse``,
-``lsp.hostNotify``; the cross-plugin relay's snapshot (plugin-contract.md "Cross-plugin
+``lsp.hostNotify``; for server requests the host answers itself (``hostRequests``):
+``lsp.serverRequestResponse``; the cross-plugin relay's snapshot (plugin-contract.md "Cross-plugin
 calls"): ``lsp.configureFunctionRelay``.
 """
 
@@ -36,11 +37,13 @@ from .._core._payload import (
     require_path,
     require_str,
 )
+from .._endpoint import JSONRPCError
 from .._plugin._relay import FunctionRelay, ProviderHandle
 from .._plugin._state import check_function_request, check_host_services, function_timeout_ms
 from .._process._tree import open_process_tree
 from .._session._events import EventQueue
 from .._session._registry import SessionRegistry
+from ._client import check_client_policy
 from ._session import (
     DEFAULT_REQUEST_TIMEOUT_MS,
     MAX_REQUEST_TIMEOUT_MS,
@@ -109,6 +112,8 @@ _START_FIELDS: Final = frozenset(
         "restart",
         "pluginId",
         "hostServices",
+        "clientCapabilities",
+        "hostRequests",
     }
 )
 
@@ -247,6 +252,8 @@ def parse_start(payload: JSONObject) -> LspServerSpec:
             raise _invalid("hostServices needs pluginId", "hostServices")
         host_services = check_host_services(payload["hostServices"])
 
+    client = check_client_policy(payload.get("clientCapabilities"), payload.get("hostRequests"))
+
     def ms(name: str, default: int, maximum: int = _MAX_TIMEOUT_MS) -> int:
         value = optional_positive_int(payload, name, maximum=maximum)
         return default if value is None else value
@@ -265,6 +272,7 @@ def parse_start(payload: JSONObject) -> LspServerSpec:
         budget=budget,
         plugin_id=plugin_id,
         host_services=host_services,
+        client=client,
     )
     return LspServerSpec(
         **{
@@ -341,6 +349,7 @@ class LspService:
             "lsp.pluginServerNotify": self._plugin_notify,
             "lsp.functionRequest": self._function_request,
             "lsp.hostResponse": self._host_response,
+            "lsp.serverRequestResponse": self._server_request_response,
             "lsp.hostNotify": self._host_notify,
             "lsp.configureFunctionRelay": self._configure_relay,
         }
@@ -617,6 +626,85 @@ class LspService:
             raise _invalid(f"no pending host request {echo(host_request_id)}")
         session.plugin.host_response(host_request_id, payload)
         return {"hostRequestID": host_request_id}
+
+    async def execute_command(
+        self, session_id: str, command: str, arguments: list[JSONValue], timeout_ms: int
+    ) -> JSONValue:
+        """``workspace/executeCommand`` on a session for another service (a debug adapter
+        that lives inside a language server: plugin-contract.md ``tcpLanguageServer``).
+
+        Waits for readiness like any request; no ``requestCompleted`` event is queued.
+
+        Returns:
+            The command's result.
+
+        Raises:
+            CoreError: ``not_found`` for an unknown session; ``launch_failed`` when the
+                server answered with an error, was not running, or did not answer within
+                ``timeout_ms`` (``details.languageServerError`` holds the structured error).
+
+        **Cancellation:** cancelling the caller cancels the server request.
+        """
+        session = self._sessions.find(session_id)
+        params: JSONObject = {"command": command, "arguments": arguments}
+        req = session.submit(
+            "workspace/executeCommand",
+            params,
+            operation_id=session.new_operation_id(),
+            timeout_ms=timeout_ms,
+            emit_event=False,
+        )
+        try:
+            await req.finished.wait()
+        finally:
+            if req.outcome is None:
+                session.cancel(req.operation_id)
+        outcome = req.outcome or {}
+        error = outcome.get("error")
+        if error is not None:
+            message = error.get("message") if isinstance(error, dict) else None
+            raise CoreError(
+                "launch_failed",
+                f"The language server could not run {echo(command)}: {message}",
+                {"languageServerError": error},
+            )
+        return outcome.get("result")
+
+    async def _server_request_response(self, payload: JSONObject) -> JSONValue:
+        """``lsp.serverRequestResponse {sessionId, requestId, result? | error?}``: the host's
+        answer to a ``serverRequest`` event (a server request named in ``hostRequests``).
+
+        ``error`` is ``{code: integer, message: string, data?}`` (a JSON-RPC error object).
+
+        Returns:
+            ``{accepted}``: False for an unknown, late or repeated ``requestId``.
+        """
+        check_fields(
+            payload,
+            frozenset({"sessionId", "requestId", "result", "error"}),
+            "lsp.serverRequestResponse",
+        )
+        session = self._session(payload)
+        request_id = require_str(payload, "requestId")
+        raw_error = payload.get("error")
+        error: JSONRPCError | None = None
+        if raw_error is not None:
+            code = raw_error.get("code") if isinstance(raw_error, dict) else None
+            message = raw_error.get("message") if isinstance(raw_error, dict) else None
+            if (
+                not isinstance(raw_error, dict)
+                or not isinstance(code, int)
+                or isinstance(code, bool)
+                or not isinstance(message, str)
+                or "result" in payload
+            ):
+                raise _invalid(
+                    "error must be {code: integer, message: string, data?}, without result",
+                    "error",
+                )
+            error = JSONRPCError(code, message, raw_error.get("data"))
+        accepted = session.answer_server_request(request_id, payload.get("result"), error)
+        return {"accepted": accepted}
 
     async def _host_notify(self, payload: JSONObject) -> JSONValue:
         """``lsp.hostNotify {sessionId, method, params}`` -> ``{delivered}``.

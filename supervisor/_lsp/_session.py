@@ -86,6 +86,7 @@ from .._session._events import DEFAULT_MAX_EVENTS
 from .._session._operations import Operation, OperationTable
 from .._session._resource import SessionResource
 from .._session._stderr import DEFAULT_STDERR_LINE_BYTES, DEFAULT_STDERR_LINES
+from ._client import DEFAULT_CLIENT_CAPABILITIES, ClientPolicy
 from ._documents import DocumentStore
 from ._state import (
     FACT_WINDOW_MS,
@@ -148,32 +149,17 @@ STDERR_RING_LINES: Final = DEFAULT_STDERR_LINES
 STDERR_LINE_BYTES: Final = DEFAULT_STDERR_LINE_BYTES
 #: Longest ``log`` event message (bytes, cut on a character boundary).
 LOG_MESSAGE_BYTES: Final = 8192
+#: Server requests that may wait for the host's answer at once (``serverRequest`` events are
+#: never dropped, so they are bounded here); the next one fails at once.
+MAX_HOST_ANSWERS: Final = 16
 #: How long the ``exit`` notification may wait for room in a full write queue.
 _EXIT_NOTIFY_MS: Final = 200
 
 #: ``window/logMessage`` / ``window/showMessage`` ``MessageType`` (LSP 3.17) to our levels.
 _MESSAGE_LEVELS: Final = {1: "error", 2: "warning", 3: "info", 4: "log", 5: "debug"}
 
-#: What we tell servers we support (LSP 3.17 ``ClientCapabilities``): enough that real
-#: servers send diagnostics, progress and configuration requests.
-CLIENT_CAPABILITIES: Final[JSONObject] = {
-    "workspace": {
-        "configuration": True,
-        "didChangeConfiguration": {"dynamicRegistration": True},
-        "didChangeWatchedFiles": {"dynamicRegistration": True},
-        "workspaceFolders": True,
-        "executeCommand": {"dynamicRegistration": False},
-    },
-    "textDocument": {
-        "synchronization": {"dynamicRegistration": False, "didSave": False},
-        "publishDiagnostics": {"relatedInformation": True, "versionSupport": True},
-        "hover": {"contentFormat": ["markdown", "plaintext"]},
-        "documentSymbol": {"hierarchicalDocumentSymbolSupport": True},
-        "completion": {"completionItem": {"snippetSupport": False}},
-    },
-    "window": {"workDoneProgress": True, "showMessage": {}},
-    "general": {"positionEncodings": ["utf-16"]},
-}
+#: The default declared client capabilities (:mod:`supervisor._lsp._client`).
+CLIENT_CAPABILITIES: Final[JSONObject] = DEFAULT_CLIENT_CAPABILITIES
 
 
 def _now_ms() -> float:
@@ -228,6 +214,18 @@ class LspServerSpec:
     #: ``hostServices``: the host services a plugin-owned session is granted
     #: (plugin-contract.md "Plugin functions").
     host_services: frozenset[str] = frozenset()
+    #: The declared client capabilities and the server requests the host answers.
+    client: ClientPolicy = field(default_factory=ClientPolicy)
+
+
+@dataclass(eq=False)
+class _HostAnswer:
+    """A server request the host answers (``serverRequest`` / ``lsp.serverRequestResponse``)."""
+
+    method: str
+    done: trio.Event = field(default_factory=trio.Event)
+    result: JSONValue = None
+    error: JSONRPCError | None = None
 
 
 @dataclass(eq=False)
@@ -266,6 +264,8 @@ class _Generation:
     #: Set when the main process was seen exited, and when its stderr ended.
     exited: trio.Event = field(default_factory=trio.Event)
     stderr_done: trio.Event = field(default_factory=trio.Event)
+    #: The server's last progress, log or show message text (a failure's underlyingMessage).
+    last_message: str | None = None
 
 
 class LspSession(SessionResource[JSONObject]):
@@ -328,6 +328,8 @@ class LspSession(SessionResource[JSONObject]):
         self._nursery: trio.Nursery | None = None
         self._requests: OperationTable[_Request] = OperationTable(self._request_completed)
         self._serialized: dict[str, _Request] = {}
+        self._host_answers: dict[str, _HostAnswer] = {}
+        self._host_answer_count = 0
         self._waiting_for_ready = 0
         self._anonymous = 0
         self._stop_started_ms = 0.0
@@ -554,6 +556,7 @@ class LspSession(SessionResource[JSONObject]):
         # Final from here on: a stop() that comes now joins the end instead of adding steps.
         self._final = True
         failure: JSONObject = {
+            **self._provider(),
             "code": "internal",
             "message": internal_message(exc),
             "stage": self._crash_stage,
@@ -710,21 +713,22 @@ class LspSession(SessionResource[JSONObject]):
             "clientInfo": {"name": "trio-process-supervisor"},
             "rootUri": self.spec.root_uri,
             "rootPath": self.spec.cwd,
-            "workspaceFolders": [
-                {"uri": self.spec.root_uri, "name": os.path.basename(self.spec.cwd) or "root"}
-            ],
-            "capabilities": CLIENT_CAPABILITIES,
+            "workspaceFolders": self._workspace_folders(),
+            "capabilities": self.spec.client.capabilities,
             "trace": "off",
         }
         if self.plugin is not None:
             # Negotiation: only a plugin-owned session offers litheFunctions/litheLogging.
             params["capabilities"] = {
-                **CLIENT_CAPABILITIES,
+                **self.spec.client.capabilities,
                 "experimental": experimental_offer(),
             }
         if self.spec.initialization_options is not None:
             params["initializationOptions"] = self.spec.initialization_options
         return params
+
+    def _workspace_folders(self) -> list[JSONValue]:
+        return [{"uri": self.spec.root_uri, "name": os.path.basename(self.spec.cwd) or "root"}]
 
     async def _handshake(self, gen: _Generation, endpoint: JSONRPCEndpoint) -> None:
         """``initialize``, its follow-ups and the readiness gates; any failure is recorded."""
@@ -776,6 +780,7 @@ class LspSession(SessionResource[JSONObject]):
             )
             return None
         except JSONRPCError as exc:
+            gen.last_message = _cut(exc.message, LOG_MESSAGE_BYTES)
             self._record_failure(
                 gen,
                 "initializeFailed",
@@ -858,12 +863,28 @@ class LspSession(SessionResource[JSONObject]):
                 await endpoint.notify("textDocument/didOpen", document.did_open())
         gen.documents_sent = True
 
+    def _provider(self) -> JSONObject:
+        """Who failed, in every structured runtime error (core-api.md ``lsp.pollEvents``)."""
+        return {"provider": self.spec.server_id, "sessionId": self.session_id}
+
+    def _underlying_message(self, gen: _Generation) -> str | None:
+        """The server's own last word before a failure (core-api.md: readiness failures
+        keep "the final diagnostic snapshot in underlyingMessage"): its last progress,
+        log or show message of this generation, else its last stderr line."""
+        if gen.last_message is not None:
+            return gen.last_message
+        tail = self.stderr.tail(1) if gen is self._stderr_gen else []
+        return tail[-1] if tail else None
+
     def _record_failure(
         self, gen: _Generation, code: str, message: str, stage: str, *, fact: str | None = None
     ) -> None:
         """Note why ``gen`` failed (the first reason wins) and end its drive scope."""
         if gen.failure is None:
-            gen.failure = {"code": code, "message": message, "stage": stage}
+            gen.failure = {**self._provider(), "code": code, "message": message, "stage": stage}
+            underlying = self._underlying_message(gen)
+            if underlying is not None:
+                gen.failure["underlyingMessage"] = underlying
             if fact is not None:
                 gen.failure["fact"] = fact
         gen.scope.cancel()
@@ -1023,7 +1044,12 @@ class LspSession(SessionResource[JSONObject]):
         self._transition(LspInput.FAILED, error=failure)
 
     def _fail_without_process(self, gen: _Generation, exc: CoreError) -> None:
-        failure: JSONObject = {"code": "launchFailed", "message": exc.message, "stage": "starting"}
+        failure: JSONObject = {
+            **self._provider(),
+            "code": "launchFailed",
+            "message": exc.message,
+            "stage": "starting",
+        }
         self.last_exit = {"generation": gen.number, "reason": "failed", **failure}
         self._emit_fact(gen, "operationFailed", "host.launchFailed")
         self._transition(LspInput.FAILED, error=failure)
@@ -1282,6 +1308,7 @@ class LspSession(SessionResource[JSONObject]):
 
     def _error(self, req: _Request, code: str, message: str, **extra: JSONValue) -> JSONObject:
         error: JSONObject = {
+            **self._provider(),
             "code": code,
             "message": message,
             "stage": "request",
@@ -1479,6 +1506,9 @@ class LspSession(SessionResource[JSONObject]):
             before = tracker.deadline_ms()
             if tracker.notification(method, params, _now_ms()) or tracker.deadline_ms() != before:
                 gen.readiness_changed.set()
+        text = _message_text(method, params)
+        if text is not None:
+            gen.last_message = _cut(text, LOG_MESSAGE_BYTES)
         if method == "textDocument/publishDiagnostics":
             document = self.documents.accept_diagnostics(params)
             if document is not None:
@@ -1489,22 +1519,72 @@ class LspSession(SessionResource[JSONObject]):
                     list(document.diagnostics),
                 )
         elif method in ("window/logMessage", "window/showMessage"):
-            kind = params.get("type") if isinstance(params, dict) else None
-            message = params.get("message") if isinstance(params, dict) else None
-            self._emit(
-                "log",
-                {
-                    "level": _MESSAGE_LEVELS.get(kind, "info") if isinstance(kind, int) else "info",
-                    "source": method,
-                    "message": _cut(message if isinstance(message, str) else "", LOG_MESSAGE_BYTES),
-                },
-            )
+            self._log_message(method, params)
         elif method == "$/progress" and isinstance(params, dict):
             self._emit("progress", {"token": params.get("token"), "value": params.get("value")})
         if method in self.spec.policy.forward_notifications:
             self._emit("serverNotification", {"method": method, "params": params})
         if self.plugin is not None and method.startswith("lithe/"):
             self.plugin.on_notification(method, params)
+
+    def _log_message(self, method: str, params: JSONValue | None) -> None:
+        kind = params.get("type") if isinstance(params, dict) else None
+        message = params.get("message") if isinstance(params, dict) else None
+        self._emit(
+            "log",
+            {
+                "level": _MESSAGE_LEVELS.get(kind, "info") if isinstance(kind, int) else "info",
+                "source": method,
+                "message": _cut(message if isinstance(message, str) else "", LOG_MESSAGE_BYTES),
+            },
+        )
+
+    async def _ask_host(self, method: str, params: JSONValue | None) -> JSONValue:
+        """Forward a server request the host answers: a ``serverRequest {requestId, method,
+        params}`` event, then wait for ``lsp.serverRequestResponse`` (at most the session's
+        request timeout; past it the server gets -32803 RequestFailed)."""
+        if len(self._host_answers) >= MAX_HOST_ANSWERS:
+            # Never-dropped events must stay bounded: the server learns at once.
+            raise JSONRPCError(
+                ErrorCode.REQUEST_FAILED,
+                f"{MAX_HOST_ANSWERS} requests already wait for the host's answer",
+            )
+        self._host_answer_count += 1
+        request_id = f"sr-{self._host_answer_count}"
+        pending = _HostAnswer(method)
+        self._host_answers[request_id] = pending
+        try:
+            self._emit(
+                "serverRequest", {"requestId": request_id, "method": method, "params": params}
+            )
+            with trio.move_on_after(self.spec.request_timeout_ms / 1000):
+                await pending.done.wait()
+        finally:
+            del self._host_answers[request_id]
+        if not pending.done.is_set():
+            raise JSONRPCError(
+                ErrorCode.REQUEST_FAILED,
+                f"The host did not answer {method} within {self.spec.request_timeout_ms} ms",
+            )
+        if pending.error is not None:
+            raise pending.error
+        return pending.result
+
+    def answer_server_request(
+        self, request_id: str, result: JSONValue, error: JSONRPCError | None
+    ) -> bool:
+        """``lsp.serverRequestResponse``: the host's answer to a ``serverRequest`` event.
+
+        Returns:
+            True when the request was waiting; False for an unknown, late or second answer.
+        """
+        pending = self._host_answers.get(request_id)
+        if pending is None or pending.done.is_set():
+            return False
+        pending.result = result
+        pending.error = error
+        pending.done.set()
+        return True
 
     async def _on_server_request(
         self, gen: _Generation, method: str, params: JSONValue | None
@@ -1532,6 +1612,15 @@ class LspSession(SessionResource[JSONObject]):
             raise JSONRPCError(ErrorCode.REQUEST_FAILED, "The client session is stopping")
         if self.plugin is not None and method.startswith("lithe/"):
             return await self.plugin.on_request(method, params)
+        if method in self.spec.client.host_requests:
+            return await self._ask_host(method, params)
+        if method == "workspace/workspaceFolders":
+            return self._workspace_folders()
+        if method == "window/showMessageRequest":
+            # No user to choose an action: LSP's answer for "none chosen" is null; the
+            # message itself still reaches the host.
+            self._log_message(method, params)
+            return None
         if method == "workspace/configuration":
             items = params.get("items") if isinstance(params, dict) else None
             if not isinstance(items, list):
@@ -1552,6 +1641,15 @@ class LspSession(SessionResource[JSONObject]):
             "client/unregisterCapability",
         ):
             return None
+        # Said where the host sees it: a server that asks this believes we declared it.
+        self._emit(
+            "log",
+            {
+                "level": "warning",
+                "source": "serverRequest",
+                "message": _cut(f"{method} is not served (-32601)", LOG_MESSAGE_BYTES),
+            },
+        )
         raise method_not_found(method)
 
     async def _drain_stderr(self, gen: _Generation, stream: trio.abc.ReceiveStream) -> None:
@@ -1605,6 +1703,22 @@ class LspSession(SessionResource[JSONObject]):
             self._stderr_unreported = 0
         self._stderr_share.add(self.events.statistics().next_seq)
         self._emit("log", params)
+
+
+def _message_text(method: str, params: JSONValue | None) -> str | None:
+    """The human text of a progress, log or show message notification, if it has one."""
+    if not isinstance(params, dict):
+        return None
+    if method in ("window/logMessage", "window/showMessage"):
+        message = params.get("message")
+        return message if isinstance(message, str) and message else None
+    if method == "$/progress":
+        value = params.get("value")
+        if isinstance(value, dict):
+            parts = [value.get("title"), value.get("message")]
+            text = ": ".join(p for p in parts if isinstance(p, str) and p)
+            return text or None
+    return None
 
 
 def describe_exit(returncode: int) -> str:

@@ -14,7 +14,6 @@ from typing import TYPE_CHECKING, Final
 
 from protocol import CoreError, lookup_error
 
-from .._core._payload import check_fields
 from ._state import is_function_id, json_size
 from ._wire import is_parent_operation_id
 
@@ -182,7 +181,6 @@ def parse_snapshot(payload: JSONObject) -> RelaySnapshot:
     Raises:
         CoreError: ``invalid_request`` for a malformed snapshot or an unknown field.
     """
-    check_fields(payload, frozenset({"plugins", "contexts"}), "lsp.configureFunctionRelay")
     raw_plugins = payload.get("plugins", [])
     raw_contexts = payload.get("contexts", [])
     if not isinstance(raw_plugins, list) or not isinstance(raw_contexts, list):

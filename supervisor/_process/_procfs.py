@@ -72,8 +72,13 @@ class ProcStat:
 
     @property
     def dead(self) -> bool:
-        """True for a zombie (exited, not yet reaped) or a process being torn down."""
-        return self.state in ("Z", "X")
+        """True for a zombie (exited, not yet reaped) or a process being torn down.
+
+        A thread-group leader that exited while its other threads run shows ``Z`` too, but
+        the process lives on (Node's workers, tsserver among them, do this): with more than
+        one thread it counts as alive, to be waited for and signalled like any member.
+        """
+        return self.state in ("Z", "X") and self.threads <= 1
 
 
 def _read(path: str) -> bytes | None:

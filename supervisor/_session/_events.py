@@ -10,12 +10,13 @@ something (``requestCompleted``, ``stateChanged``, ``operationFailed``, ``termin
 those go, oldest first, only when nothing informational is left to drop.
 
 Events that ask the client for an answer (:data:`ANSWER_EVENTS`: a backend's ``hostRequest``,
-a debug adapter's ``runInTerminalRequested``) are never dropped: a peer waits for that answer,
-and losing the event would leave it waiting forever. They are bounded where they are made
-(plugin-contract.md "Plugin functions": 16 pending host requests per session; one
-``runInTerminal`` at a time per adapter request), so the queue holds at most ``max_events``
-plus those. A waiter blocks on a :class:`trio.Event` that ``put`` sets: an idle queue costs
-no CPU, there is no polling loop.
+a debug adapter's ``runInTerminalRequested``, a language server's ``serverRequest`` the host
+owns) are never dropped: a peer waits for that answer, and losing the event would leave it
+waiting forever. They are bounded where they are made (plugin-contract.md "Plugin functions":
+16 pending host requests per session; one ``runInTerminal`` at a time per adapter request; 16
+pending ``serverRequest`` per session), so the queue holds at most ``max_events`` plus those.
+A waiter blocks on a :class:`trio.Event` that ``put`` sets: an idle queue costs no CPU, there
+is no polling loop.
 
 A drain returns at most :data:`DEFAULT_MAX_BATCH_BYTES` of events (measured as the JSON they
 are sent as), oldest first, and leaves the rest queued for the next drain, which then returns
@@ -51,10 +52,19 @@ DEFAULT_MAX_EVENTS = 4096
 #: a drain of a full queue of large events is spread over a few answers instead of one.
 DEFAULT_MAX_BATCH_BYTES: Final = 16 * 1024 * 1024
 #: Event names that ask the client for an answer: never dropped (see the module docstring).
-ANSWER_EVENTS: Final = frozenset({"hostRequest", "runInTerminalRequested"})
+ANSWER_EVENTS: Final = frozenset({"hostRequest", "runInTerminalRequested", "serverRequest"})
 #: Event names that only inform: dropped first when the queue is full.
 INFORMATIONAL_EVENTS: Final = frozenset(
-    {"log", "output", "progress", "diagnostics", "fact", "serverNotification", "job.output"}
+    {
+        "log",
+        "output",
+        "progress",
+        "diagnostics",
+        "fact",
+        "serverNotification",
+        "adapterEvent",
+        "job.output",
+    }
 )
 
 

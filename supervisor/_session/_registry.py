@@ -20,8 +20,8 @@ import trio
 
 from protocol import MAX_ECHO_BYTES, CoreError, cut_utf8, echo
 
-from .._core._builtins import read_wait_timeout
-from .._core._payload import check_fields, require_str
+from .._core._builtins import MAX_WAIT_EVENTS_MS
+from .._core._payload import require_str
 
 if TYPE_CHECKING:
     from protocol import JSONObject, JSONValue
@@ -158,14 +158,13 @@ class SessionRegistry(Mapping[str, S], Generic[S]):
         """
         wait_name = f"{kind}.waitEvents"
         poll_name = f"{kind}.pollEvents"
-        wait_fields = frozenset({self._id_field, "timeoutMilliseconds"})
-        poll_fields = frozenset({self._id_field})
 
         async def wait_events(payload: JSONObject) -> JSONValue:
-            check_fields(payload, wait_fields, wait_name)
             session_id = self._read_id(payload)
             session = self.find(session_id)
-            timeout_ms = read_wait_timeout(payload, wait_name)
+            # Validated by the command's declaration: 0 to 2**31 - 1, or absent.
+            timeout = payload.get("timeoutMilliseconds")
+            timeout_ms = min(timeout, MAX_WAIT_EVENTS_MS) if isinstance(timeout, int) else 0
             try:
                 return await self._events_of(session).wait(timeout_ms)
             except trio.ClosedResourceError:
@@ -177,7 +176,6 @@ class SessionRegistry(Mapping[str, S], Generic[S]):
                 ) from None
 
         async def poll_events(payload: JSONObject) -> JSONValue:
-            check_fields(payload, poll_fields, poll_name)
             return self._events_of(self.lookup(payload)).poll()
 
         return {wait_name: wait_events, poll_name: poll_events}

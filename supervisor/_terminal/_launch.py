@@ -21,7 +21,6 @@ from typing import TYPE_CHECKING, Final
 
 from protocol import CoreError, invalid_field, read_int, text_problem
 
-from .._core._payload import check_fields
 from .._process._marker import SCOPE_ENV
 
 if TYPE_CHECKING:
@@ -45,7 +44,6 @@ __all__ = (
     "read_retained_bytes",
     "read_size",
     "read_terminal_id",
-    "read_write_data",
 )
 
 MAX_ARGUMENTS: Final = 256
@@ -65,20 +63,6 @@ MAX_WRITE_BYTES: Final = 64 * 1024
 #: The terminal type programs see unless ``environment`` sets ``TERM`` (ours): what the
 #: retained-context emulator understands best.
 DEFAULT_TERM: Final = "xterm-256color"
-
-_CREATE_FIELDS: Final = frozenset(
-    {
-        "owner",
-        "executable",
-        "arguments",
-        "cwd",
-        "environment",
-        "title",
-        "rows",
-        "cols",
-        "retainedContextBytes",
-    }
-)
 
 
 def _invalid(message: str, field: str) -> CoreError:
@@ -167,20 +151,6 @@ def read_terminal_id(payload: JSONObject) -> str:
     return value
 
 
-def read_write_data(payload: JSONObject) -> bytes:
-    """Read ``data`` of ``terminal.write``: text, at most 64 KiB as UTF-8."""
-    value = payload.get("data")
-    if not isinstance(value, str):
-        raise _invalid("data must be a string", "data")
-    try:
-        data = value.encode("utf-8")
-    except UnicodeEncodeError:
-        raise _invalid("data is not valid Unicode text", "data") from None
-    if len(data) > MAX_WRITE_BYTES:
-        raise _invalid(f"data is longer than {MAX_WRITE_BYTES} bytes", "data")
-    return data
-
-
 def parse_create(
     payload: JSONObject,
 ) -> tuple[str | None, TerminalLaunch, str | None, tuple[int, int], int]:
@@ -192,7 +162,6 @@ def parse_create(
     Raises:
         CoreError: ``invalid_request`` with ``details.field`` for the first bad field.
     """
-    check_fields(payload, _CREATE_FIELDS, "terminal.create")
     owner_value = payload.get("owner")
     owner: str | None = None
     if owner_value is not None:

@@ -82,18 +82,12 @@ import trio
 from protocol import MAX_ECHO_BYTES, CoreError, cut_utf8, echo
 
 from .._boundary import crash_report, fault_point, log_failure, run_contained
-from .._core._payload import check_fields, require_str
+from .._core._payload import require_str
+from .._core._service import declared
 from .._session import exit_detail
 from .._session._registry import SessionRegistry
 from ._events import TerminalEvents
-from ._launch import (
-    TerminalLaunch,
-    parse_create,
-    read_retained_bytes,
-    read_size,
-    read_terminal_id,
-    read_write_data,
-)
+from ._launch import MAX_WRITE_BYTES, TerminalLaunch, parse_create, read_terminal_id
 from ._pty import EndBounds, TerminalProcess
 from ._render import RetainedDisplay, pending_bound, utf8_suffix
 from ._state import PRECONDITION_FAILED, TerminalInput, TerminalLifecycle, TerminalState
@@ -103,6 +97,7 @@ if TYPE_CHECKING:
 
     from protocol import JSONObject, JSONValue
 
+    from .._api._terminal import TerminalClose, TerminalResize, TerminalWrite
     from .._core._service import CommandHandler, ServiceContext
 
 __all__ = (
@@ -508,29 +503,37 @@ class TerminalService:
         await self._end_if_cancelled(handle, forget=True)
         return {"terminalID": terminal_id, "generation": 1}
 
-    async def _write(self, payload: JSONObject) -> JSONValue:
-        check_fields(payload, frozenset({"terminalID", "data"}), "terminal.write")
-        data = read_write_data(payload)
-        handle = self._get(payload)
+    @declared
+    async def _write(self, payload: TerminalWrite) -> JSONValue:
+        data = payload.data.encode("utf-8")  # the declaration refused lone surrogates
+        if len(data) > MAX_WRITE_BYTES:
+            raise CoreError(
+                "invalid_request",
+                f"terminal.write: data is longer than {MAX_WRITE_BYTES} bytes",
+                {"field": "data"},
+            )
+        handle = self._handles.find(payload.terminal_id)
         handle.lifecycle.check(_In.USE)
         assert handle.process is not None
         await handle.process.write(data)
         return None
 
-    async def _resize(self, payload: JSONObject) -> JSONValue:
-        check_fields(payload, frozenset({"terminalID", "rows", "cols"}), "terminal.resize")
-        rows, cols = read_size(payload, required=True)
-        handle = self._get(payload)
+    @declared
+    async def _resize(self, payload: TerminalResize) -> JSONValue:
+        rows, cols = payload.rows, payload.cols
+        handle = self._handles.find(payload.terminal_id)
         handle.lifecycle.check(_In.USE)
         assert handle.process is not None
         handle.process.resize(rows, cols)
         handle.rows, handle.cols = rows, cols
         return None
 
-    async def _close(self, payload: JSONObject) -> JSONValue:
-        check_fields(payload, frozenset({"terminalID", "retainedContextBytes"}), "terminal.close")
-        handle = self._get(payload)
-        budget = read_retained_bytes(payload, handle.retained_budget)
+    @declared
+    async def _close(self, payload: TerminalClose) -> JSONValue:
+        handle = self._handles.find(payload.terminal_id)
+        budget = payload.retained_context_bytes
+        if budget is None:
+            budget = handle.retained_budget
         # A failed terminal is closed too (its process already ended): nothing to end.
         was_closed = handle.lifecycle.state in (TerminalState.CLOSED, TerminalState.FAILED)
         handle.lifecycle.apply(_In.CLOSE)
@@ -545,7 +548,6 @@ class TerminalService:
         return {"retainedContextBytes": len(handle.retained_text.encode("utf-8"))}
 
     async def _reopen(self, payload: JSONObject) -> JSONValue:
-        check_fields(payload, frozenset({"terminalID"}), "terminal.reopen")
         handle = self._get(payload)
         handle.lifecycle.apply(_In.REOPEN)
         handle.idle = trio.Event()
@@ -582,7 +584,6 @@ class TerminalService:
         }
 
     async def _dispose(self, payload: JSONObject) -> JSONValue:
-        check_fields(payload, frozenset({"terminalID"}), "terminal.dispose")
         handle = self._get(payload)
         handle.lifecycle.apply(_In.DISPOSE)
         handle.idle = trio.Event()
@@ -590,7 +591,6 @@ class TerminalService:
         return None
 
     async def _on_exit(self, payload: JSONObject) -> JSONValue:
-        check_fields(payload, frozenset({"terminalID"}), "terminal.onExit")
         handle = self._get(payload)
         if handle.subscription is not None:
             raise CoreError(
@@ -605,7 +605,6 @@ class TerminalService:
         return {"subscriptionID": handle.subscription}
 
     async def _dispose_subscription(self, payload: JSONObject) -> JSONValue:
-        check_fields(payload, frozenset({"subscriptionID"}), "terminal.disposeSubscription")
         subscription = require_str(payload, "subscriptionID")
         for handle in self._handles.values():
             if handle.subscription == subscription:
@@ -618,7 +617,6 @@ class TerminalService:
         )
 
     async def _list(self, payload: JSONObject) -> JSONValue:
-        check_fields(payload, frozenset(), "terminal.list")
         return [handle.wire() for handle in self._handles.values()]
 
 

@@ -396,7 +396,8 @@ class Host:
 
         Raises:
             PluginSdkError: ``sdk.host.invalidMethod`` for a method outside ``lithe/host/``
-                (rule 2: a backend never asks Lithe to dispatch a function or a build).
+                (plugin-sdk-node.md, "No calls back into Lithe's dispatch": a backend never
+                asks Lithe to dispatch a function or a build).
             HostError: ``plugin.host.unavailable`` without litheFunctions (nothing sent);
                 the host's refusal or failure; ``plugin.host.cancelled`` when the session
                 ended before the answer.
@@ -815,8 +816,8 @@ class Backend:
 
         Raises:
             PluginSdkError: ``sdk.reservedMethod`` for ``lithe/*`` and lifecycle methods
-                (rule 2: host services go through :attr:`host`); ``sdk.notListening``
-                without a session.
+                (plugin-sdk-node.md, "No calls back into Lithe's dispatch": host services go
+                through :attr:`host`); ``sdk.notListening`` without a session.
             supervisor.JSONRPCError: The host answered with an error.
         """
         self._check_ordinary(method)
@@ -1082,7 +1083,8 @@ class Backend:
                         value = await request.handler(request.params, context)
                     except Exception as exc:
                         failure = exc
-                    # Work the handler left running ends with its call (rule 5).
+                    # Work the handler left running ends with its call (plugin-sdk-node.md,
+                    # "Work ends with its call").
                     nursery.cancel_scope.cancel()
             except BaseExceptionGroup as group:
                 _cancelled, rest = group.split(trio.Cancelled)

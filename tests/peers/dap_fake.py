@@ -16,12 +16,18 @@ Modes:
   ``request_seq``) to run ``ARG`` (a Python file; with more arguments, ``ARG ARGS...`` is the
   whole argv) and answers launch with the process id it got in an ``output`` event.
 - ``tcp-announced``: as normal, over TCP.
+- ``tcp-announced-stderr``: the same, announcing on stderr.
 - ``stop-reading``: answers launch, then never reads its stdin again (and never exits by
   itself), so the supervisor's writes to it block once the pipe is full.
 - ``broken-header``: on launch, writes a header whose Content-Length is not a number.
 - ``exit-leaving-child``: on initialize, starts a child that keeps its stdout open (so
   the end of the adapter's output comes only with the child's end) and exits 3.
 - ``stderr``: as normal, and writes a line to stderr at start-up.
+- ``threads``: advertises data breakpoints and single-thread execution; after
+  ``configurationDone`` threads 1 and 2 are stopped (``stopped`` for thread 1, all threads);
+  ``dataBreakpointInfo`` answers ``dataId`` ``<variablesReference>/<name>``; ``continue``
+  with ``singleThread`` answers ``allThreadsContinued: false``; ``evaluate`` of
+  ``received`` answers the ``setDataBreakpoints`` requests so far as JSON text.
 - ``say-and-exit``: on launch, answers it, writes an ``output`` event ("last words") and a
   stderr line ("last stderr line"), and exits 0 at once: nothing it wrote may be lost.
 """
@@ -98,8 +104,17 @@ CAPABILITIES = {
 }
 
 
+THREAD_CAPABILITIES = {
+    **CAPABILITIES,
+    "supportsDataBreakpoints": True,
+    "supportsSingleThreadExecutionRequests": True,
+    "supportsConditionalBreakpoints": True,
+}
+
+
 def serve(peer: Peer, mode: str, arg: str) -> None:
     held_evaluate: dict[str, Any] | None = None
+    received: list[dict[str, Any]] = []
     while True:
         message = peer.read()
         if message is None:
@@ -118,7 +133,25 @@ def serve(peer: Peer, mode: str, arg: str) -> None:
             if mode == "exit-leaving-child":
                 subprocess.Popen(["sleep", "60"])  # inherits stdout and stderr
                 os._exit(3)
-            peer.respond(message, CAPABILITIES)
+            peer.respond(message, THREAD_CAPABILITIES if mode == "threads" else CAPABILITIES)
+        elif mode == "threads" and command == "configurationDone":
+            peer.respond(message)
+            peer.event("stopped", {"reason": "pause", "threadId": 1, "allThreadsStopped": True})
+        elif mode == "threads" and command == "dataBreakpointInfo":
+            arguments = message.get("arguments") or {}
+            name = arguments.get("name")
+            data_id = f"{arguments.get('variablesReference')}/{name}"
+            body = {"dataId": data_id, "description": name, "accessTypes": ["write", "readWrite"]}
+            peer.respond(message, body)
+        elif mode == "threads" and command == "setDataBreakpoints":
+            received.append(message)
+            count = len((message.get("arguments") or {}).get("breakpoints", []))
+            peer.respond(message, {"breakpoints": [{"verified": True}] * count})
+        elif mode == "threads" and command == "continue":
+            single = (message.get("arguments") or {}).get("singleThread") is True
+            peer.respond(message, {"allThreadsContinued": not single})
+        elif mode == "threads" and command == "evaluate":
+            peer.respond(message, {"result": json.dumps(received), "variablesReference": 0})
         elif command in ("launch", "attach"):
             if mode == "broken-header":
                 peer.writer.write(b"Content-Length: many\r\n\r\n{}")
@@ -201,9 +234,10 @@ def main() -> None:
     if mode == "stderr":
         sys.stderr.write("fake adapter: started\n")
         sys.stderr.flush()
-    if mode == "tcp-announced":
+    if mode in ("tcp-announced", "tcp-announced-stderr"):
         server = socket.create_server(("127.0.0.1", 0))
-        print(f"{arg}{server.getsockname()[1]}", flush=True)
+        out = sys.stderr if mode == "tcp-announced-stderr" else sys.stdout
+        print(f"{arg}{server.getsockname()[1]}", file=out, flush=True)
         conn, _ = server.accept()
         server.close()
         stream = conn.makefile("rwb")

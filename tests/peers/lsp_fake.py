@@ -36,7 +36,11 @@ Requests (answered concurrently where they wait):
     ``test/stopReading``: answers null, then never reads stdin again while it writes a
         ``window/logMessage`` every 20 ms.
     ``workspace/executeCommand {command, arguments: [ms]}``: answered after ``ms`` with
-        ``{command, count}``, ``count`` being how many executeCommand requests arrived.
+        ``{command, count}``, ``count`` being how many executeCommand requests arrived;
+        command ``test.startDebugServer`` starts ``dap_fake.py tcp-announced`` (a debug
+        adapter living in this server, as the Java Debug Server lives in JDT LS) and answers
+        its port as a numeric string.
+    ``test/initializeParams``: the params ``initialize`` arrived with.
     ``shutdown``: null (see flags). Anything else: -32601.
 Notification ``exit``: exits 0 after ``shutdown``, 1 otherwise (see flags).
 """
@@ -46,6 +50,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import subprocess
 import sys
 import threading
 import time
@@ -129,7 +134,8 @@ def _answer_after(request_id: object, ms: int) -> None:
 
 def _ready_later(ms: int) -> None:
     time.sleep(ms / 1000)
-    progress = {"token": "load", "value": {"kind": "report", "percentage": 50}}
+    value = {"kind": "report", "percentage": 50, "message": "Importing 3 projects"}
+    progress = {"token": "load", "value": value}
     _write({"jsonrpc": "2.0", "method": "$/progress", "params": progress})
     _write({"jsonrpc": "2.0", "method": "custom/ready", "params": {"ok": True, "extra": 1}})
 
@@ -199,6 +205,7 @@ def main() -> int:
             f.write(str(os.getpid()))
     shutdown = False
     executed = 0
+    initialize_params: object = None
     for message in _read_messages():
         if not isinstance(message, dict):
             continue
@@ -230,6 +237,7 @@ def main() -> int:
             continue
         _methods[json.dumps(request_id)] = method
         if method == "initialize":
+            initialize_params = params
             if "--crash-in-initialize" in opts:
                 os.write(2, b"fatal: cannot initialize\n")
                 return 3
@@ -258,6 +266,8 @@ def main() -> int:
                 _later(_answer_after, request_id, int(opts["--slow-shutdown"]))
                 continue
             _answer(request_id, None)
+        elif method == "test/initializeParams":
+            _answer(request_id, initialize_params)
         elif method == "test/sleep":
             _later(_sleep_then_answer, request_id, int(p.get("ms", 0)))
         elif method == "test/hang":
@@ -274,6 +284,18 @@ def main() -> int:
         elif method == "test/exit":
             os.write(2, b"crashing on purpose\n")
             os._exit(int(p.get("code", 7)))
+        elif method == "workspace/executeCommand" and p.get("command") == "test.startDebugServer":
+            adapter = subprocess.Popen(
+                [
+                    sys.executable,
+                    os.path.join(os.path.dirname(__file__), "dap_fake.py"),
+                    "tcp-announced",
+                    "PORT=",
+                ],
+                stdout=subprocess.PIPE,
+            )
+            assert adapter.stdout is not None
+            _answer(request_id, adapter.stdout.readline().decode().strip().removeprefix("PORT="))
         elif method == "workspace/executeCommand":
             executed += 1
             arguments = p.get("arguments")

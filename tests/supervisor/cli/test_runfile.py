@@ -49,7 +49,8 @@ def test_minimal_job_gets_defaults(tmp_path: Path) -> None:
     assert job.trusted is True
     assert job.expect == DEFAULT_EXPECT
     assert job.is_expected("ok", False)
-    assert job.is_expected("superseded", False)
+    # A job that did not run is not what a file means unless it says so.
+    assert not job.is_expected("superseded", False)
     assert not job.is_expected("failed", False)
 
 
@@ -172,7 +173,7 @@ BAD_FILES = [
     ),
     (HEAD + 'argv = ["a"]\ntimeout_ms = true\n', 5, "not a boolean"),
     (HEAD + 'argv = ["a"]\ntimeout_ms = 1.5\n', 5, "not a float"),
-    (HEAD + 'argv = ["a"]\ntimeout_ms = 0\n', 5, "'timeout_ms' must be > 0"),
+    (HEAD + 'argv = ["a"]\ntimeout_ms = -1\n', 5, "'timeout_ms' must be >= 0"),
     (
         HEAD + 'argv = ["a"]\ntimeout_ms = 9223372036854775807\n',
         5,
@@ -202,7 +203,7 @@ BAD_FILES = [
     (
         HEAD + 'argv = ["a"]\nexpect_timed_out = true\n',
         5,
-        'can never be met with expect = ["ok", "superseded"] (the default):',
+        'can never be met with expect = "ok" (the default):',
     ),
     (HEAD + 'argv = ["a"]\nname = ""\n', 5, "'name' must not be empty"),
     (
@@ -216,6 +217,58 @@ BAD_FILES = [
         8,
         "unknown status 'nope'",
     ),
+    # Placeholder typos are refused at their line, with a did-you-mean (issue 15).
+    (
+        HEAD + 'argv = [\n  "{pyhton}",\n]\n',
+        5,
+        "unknown placeholder {pyhton} in 'argv' (did you mean {python}?",
+    ),
+    (
+        HEAD + 'argv = ["a"]\ncwd = "{hree}/x"\n',
+        5,
+        "unknown placeholder {hree} in 'cwd' (did you mean {here}?",
+    ),
+    (HEAD + 'argv = ["a"]\n[job.env]\nA = "1"\nB = "{TMPDIR}/b"\n', 7, "did you mean {tmpdir}?"),
+    # Every duration has a documented maximum.
+    (
+        HEAD + 'argv = ["a"]\nstart_after_ms = 3600001\n',
+        5,
+        "'start_after_ms' must be at most 3600000",
+    ),
+    (
+        HEAD + 'argv = ["a"]\ncancel_after_ms = 99999999999\n',
+        5,
+        "'cancel_after_ms' must be at most 3600000",
+    ),
+    # needs: names of other jobs, no cycle.
+    (
+        HEAD + 'argv = ["a"]\nneeds = "build"\n',
+        5,
+        "'needs' must be an array of job names, not a string",
+    ),
+    (
+        HEAD + 'argv = ["a"]\nneeds = [1]\n',
+        5,
+        "needs[0] must be a job name (a string), not an integer",
+    ),
+    (HEAD + 'argv = ["a"]\nname = "t"\nneeds = [\n  "t",\n]\n', 7, "job 't' needs itself"),
+    (
+        HEAD
+        + 'argv = ["a"]\nname = "test"\n\n'
+        + HEAD
+        + 'argv = ["b"]\nname = "lint"\nneeds = ["tset"]\n',
+        12,
+        "needs[0]: no job is named 'tset' (did you mean 'test'?)",
+    ),
+    (
+        HEAD
+        + 'argv = ["a"]\nname = "a"\nneeds = ["b"]\n\n'
+        + HEAD
+        + 'argv = ["b"]\nname = "b"\nneeds = ["a"]\n',
+        13,
+        "the needs form a cycle: 'a' -> 'b' -> 'a'",
+    ),
+    (HEAD + 'argv = ["a"]\nreplace_waiting = "yes"\n', 5, "'replace_waiting' must be a boolean"),
     # The second job's error names the second job's line.
     (HEAD + 'argv = ["a"]\n\n' + HEAD + 'argv = ["b"]\nsupersede = 1\n', 10, "'supersede' must be"),
 ]
@@ -230,6 +283,17 @@ def test_bad_file_names_its_line(tmp_path: Path, text: str, line: int, fragment:
     assert fragment in error.message
     assert error.line == line, str(error)
     assert str(error) == f"lanes.toml:{line}: {error.message}"
+
+
+def test_timeout_0_means_no_deadline_and_new_keys_are_read(tmp_path: Path) -> None:
+    (tmp_path / "proj").mkdir()
+    text = HEAD + 'argv = ["a"]\ntimeout_ms = 0\nname = "b"\n\n'
+    text += HEAD + 'argv = ["{python}", "{x}"]\nneeds = ["b"]\nreplace_waiting = true\n'
+    first, second = parse_run_file(text, path="f.toml", directory=str(tmp_path)).jobs
+    assert first.timeout_ms is None
+    assert second.needs == ("b",)
+    assert second.replace_waiting is True
+    assert second.argv == ("{python}", "{x}")  # far from any placeholder: passed as is
 
 
 def test_unreadable_file(tmp_path: Path) -> None:
@@ -318,3 +382,27 @@ def test_bad_array_element_is_reported_at_its_own_line(tmp_path: Path) -> None:
         parse_run_file(HEAD + expect, path="lanes.toml", directory=str(tmp_path))
     assert info.value.line == 7
     assert "unknown status 'nope'" in info.value.message
+
+
+def test_the_readme_lists_every_declared_key_and_marks_the_required_ones() -> None:
+    """The job table is declared once (JobTable); the README's key list follows it."""
+    import msgspec
+
+    from supervisor._cli._runfile import JobTable
+
+    with open(os.path.join(EXAMPLES, os.pardir, "README.md"), encoding="utf-8") as f:
+        readme = f.read()
+    section = readme[readme.index("### `supervisor run FILE.toml") :]
+    block = section[section.index("```toml\n") : section.index("```\n", 10)]
+    keys = {
+        line.split("=")[0].strip(): "# REQUIRED" in line
+        for line in block.splitlines()
+        if "=" in line and not line.startswith("#")
+    }
+    declared = {f.name: f.required for f in msgspec.structs.fields(JobTable)}
+    assert keys == declared
+    assert [f.name for f in msgspec.structs.fields(JobTable) if f.required] == [
+        "project",
+        "kind",
+        "argv",
+    ]

@@ -477,14 +477,17 @@ async def test_fake_run_in_terminal_answered_by_host_once(core: Core, tmp_path: 
     await core.call("debug.disconnect", sid)
 
 
-async def test_fake_tcp_announced(core: Core) -> None:
+@pytest.mark.parametrize("stream", ["stdout", "stderr"])
+async def test_fake_tcp_announced(core: Core, stream: str) -> None:
+    mode = "tcp-announced" if stream == "stdout" else "tcp-announced-stderr"
     session_id, adapter_pid = await create(
         core,
         {
             "executable": PY,
-            "arguments": [FAKE, "tcp-announced", "PORT="],
+            "arguments": [FAKE, mode, "PORT="],
             "transport": "tcpAnnounced",
             "announcePrefix": "PORT=",
+            "announceStream": stream,
         },
     )
     sid: JSONObject = {"sessionId": session_id}

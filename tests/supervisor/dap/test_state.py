@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import pytest
 from hypothesis import given, strategies as st
@@ -15,10 +15,12 @@ from supervisor._dap._state import (
     DebugState,
     ExceptionFilter,
     check_execute,
+    data_breakpoints_arguments,
     default_exception_filters,
     exception_breakpoints_arguments,
     function_breakpoints_arguments,
     normalize_capabilities,
+    normalize_data_breakpoints,
     normalize_exception_filters,
     normalize_function_breakpoints,
     normalize_result,
@@ -27,7 +29,7 @@ from supervisor._dap._state import (
 )
 
 if TYPE_CHECKING:
-    from protocol import JSONObject
+    from protocol import JSONObject, JSONValue
 
 
 def state_of(lifecycle: DebugLifecycle) -> str:
@@ -276,3 +278,129 @@ def test_an_internal_failure_ends_every_state_but_the_ended_ones(state: DebugSta
     else:
         assert lc.state is DebugState.FAILED
         assert not lc.live
+
+
+# -- issue 16: targets, step back, data breakpoints, normalizations --------------------------
+
+
+def test_execute_targets_and_step_back_are_capability_gated() -> None:
+    paused = at(DebugState.PAUSED, kind="launch", thread=3)
+    caps: JSONObject = {"supportsGotoTargetsRequest": True, "supportsStepInTargetsRequest": True}
+    plan = check_execute(paused, caps, "goto", None, False, 7)
+    assert (plan.command, plan.arguments) == ("goto", {"threadId": 3, "targetId": 7})
+    plan = check_execute(paused, caps, "stepIn", 4, False, 9)
+    assert plan.arguments == {"threadId": 4, "targetId": 9}
+    for command, target, code in (
+        ("goto", None, "invalid_request"),  # goto needs a target
+        ("next", 1, "invalid_request"),  # only goto and stepIn take one
+        ("stepBack", None, "not_supported"),
+    ):
+        with pytest.raises(CoreError) as info:
+            check_execute(paused, caps, command, None, False, target)
+        assert info.value.code == code, command
+    with pytest.raises(CoreError) as info:
+        check_execute(paused, {}, "stepIn", None, False, 1)
+    assert info.value.code == "not_supported"
+    with pytest.raises(CoreError) as info:
+        check_execute(paused, {}, "goto", None, False, 1)
+    assert info.value.code == "not_supported"
+    plan = check_execute(paused, {"supportsStepBack": True}, "stepBack", None, False)
+    assert plan.arguments == {"threadId": 3}
+    with pytest.raises(CoreError):
+        check_execute(at(DebugState.RUNNING), {"supportsStepBack": True}, "stepBack", 1, False)
+
+
+def test_data_breakpoints_sorted_deduplicated_disabled_kept() -> None:
+    items: list[JSONValue] = [
+        {"dataId": "b", "accessType": "write", "condition": " x ", "hitCondition": "2"},
+        {"dataId": "a", "enabled": False},
+        {"dataId": "b", "accessType": "read"},
+    ]
+    bps = normalize_data_breakpoints(items)
+    assert [bp.to_wire() for bp in bps] == [
+        {"dataId": "a", "enabled": False},
+        {"dataId": "b", "enabled": True, "accessType": "read"},
+    ]
+    bps = normalize_data_breakpoints([{"dataId": "d", "condition": "x", "hitCondition": "3"}])
+    assert data_breakpoints_arguments(bps, {}) == {"breakpoints": [{"dataId": "d"}]}
+    full: JSONObject = {
+        "supportsConditionalBreakpoints": True,
+        "supportsHitConditionalBreakpoints": True,
+    }
+    assert data_breakpoints_arguments(bps, full) == {
+        "breakpoints": [{"dataId": "d", "condition": "x", "hitCondition": "3"}]
+    }
+    bad_sets: list[JSONValue] = [
+        "x",
+        [{"dataId": ""}],
+        [{"dataId": "a", "accessType": "exec"}],
+        [{"id": "a"}],
+    ]
+    for bad in bad_sets:
+        with pytest.raises(CoreError):
+            normalize_data_breakpoints(bad)
+
+
+def test_exception_details_and_filtered_frames_normalized() -> None:
+    body: JSONObject = {
+        "exceptionId": "E",
+        "breakMode": "sometimes",
+        "details": {
+            "message": "outer",
+            "typeName": 3,
+            "innerException": [{"message": "inner", "innerException": "no"}, "junk"],
+        },
+    }
+    info = normalize_result("exceptionInfo", body)
+    assert info["breakMode"] == "never"  # not a DAP break mode
+    assert info["details"] == {
+        "message": "outer",
+        "typeName": None,
+        "fullTypeName": None,
+        "evaluateName": None,
+        "stackTrace": None,
+        "innerException": [
+            {
+                "message": "inner",
+                "typeName": None,
+                "fullTypeName": None,
+                "evaluateName": None,
+                "stackTrace": None,
+                "innerException": [],
+            }
+        ],
+    }
+    deep: JSONObject = {"message": "0"}
+    for level in range(1, 20):
+        deep = {"message": str(level), "innerException": [deep]}
+    cut: JSONValue = normalize_result("exceptionInfo", {"details": deep})["details"]
+    depth = 0
+    while isinstance(cut, dict) and cut["innerException"]:
+        inner = cut["innerException"]
+        assert isinstance(inner, list)
+        cut = inner[0]
+        depth += 1
+    assert depth == 8
+    assert isinstance(cut, dict)
+    assert cut["innerExceptionCut"] is True
+    frames: Any = normalize_result(
+        "stackTrace",
+        {
+            "stackFrames": [
+                {"id": 1, "name": "mine"},
+                {"id": 2, "name": "lib", "presentationHint": "subtle"},
+                {
+                    "id": 3,
+                    "name": "dep",
+                    "source": {"path": "/x", "presentationHint": "deemphasize"},
+                },
+            ]
+        },
+    )["stackFrames"]
+    assert [f["isFiltered"] for f in frames] == [False, True, True]
+    targets = normalize_result("gotoTargets", {"targets": [{"id": 1, "label": "L", "line": 3}, {}]})
+    assert targets == {
+        "targets": [
+            {"id": 1, "label": "L", "line": 3, "column": None, "endLine": None, "endColumn": None}
+        ]
+    }

@@ -479,3 +479,52 @@ async def test_debugpy_attach_through_serve_leaves_debuggee_running(
     finally:
         with trio.CancelScope(shield=True):
             await debuggee.aclose()
+
+
+LSP_FAKE = os.path.join(os.path.dirname(FAKE), "lsp_fake.py")
+
+
+async def test_tcp_language_server_adapter_lives_in_the_language_server(
+    core: Core, tmp_path: Path
+) -> None:
+    """plugin-contract.md ``tcpLanguageServer`` (issue 16): the language server answers a
+    command with the port of the debug adapter it hosts (as JDT LS hosts the Java Debug Server)."""
+    started = await core.call(
+        "lsp.startServer",
+        {
+            "serverId": "fake",
+            "executable": PY,
+            "arguments": [LSP_FAKE],
+            "workingDirectory": str(tmp_path),
+            "rootUri": "file://" + str(tmp_path),
+        },
+    )
+    assert isinstance(started, dict)
+    lsp_id = started["sessionId"]
+    adapter: JSONObject = {
+        "transport": "tcpLanguageServer",
+        "languageServerSessionId": lsp_id,
+        "command": "test.startDebugServer",
+    }
+    session_id, adapter_pid = await create(core, adapter)
+    assert adapter_pid is None  # the language server owns the adapter
+    sid: JSONObject = {"sessionId": session_id}
+    await core.call("debug.launch", sid)
+    evaluated = result_of(
+        await core.call("debug.inspect", {**sid, "kind": "evaluate", "expression": "x"})
+    )
+    assert evaluated["result"] == "42"
+    await core.call("debug.disconnect", sid)
+    # Bad endpoints start nothing.
+    refused: list[tuple[JSONObject, str]] = [
+        ({**adapter, "languageServerSessionId": "lsp-99"}, "not_found"),
+        ({**adapter, "command": "has space"}, "invalid_request"),
+        ({**adapter, "executable": PY}, "invalid_request"),
+        ({"executable": PY, "command": "x"}, "invalid_request"),
+        ({**adapter, "command": "test.unknown"}, "launch_failed"),
+    ]
+    for bad, code in refused:
+        with pytest.raises(CoreError) as info:
+            await create(core, bad)
+        assert info.value.code == code, bad
+    await core.call("lsp.stopServer", {"sessionId": lsp_id})

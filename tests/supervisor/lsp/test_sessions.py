@@ -45,6 +45,8 @@ async def test_requests_complete_exactly_once_with_each_outcome(core: Core, tmp_
     assert error["details"] == {"code": -32099, "message": "nope"}
     assert error["stage"] == "request"
     assert error["method"] == "test/fail"
+    # core-api.md: a structured runtime error names its provider and session.
+    assert (error["provider"], error["sessionId"]) == (os.path.basename(PY), session.id)
     # A cancel ends the request at once; the reply the server sends later is ignored.
     late = await session.request("test/late", {}, operationId="mine")
     assert late == "mine"
@@ -388,6 +390,26 @@ async def test_gate_that_never_opens_fails_at_the_idle_deadline(core: Core, tmp_
     failed = await session.wait_state("failed")
     error = as_obj(failed["error"])
     assert (error["code"], error["stage"]) == ("serviceReadyTimeout", "serviceReady")
+    # Issue 16: who failed, and the server's own last word (here: none yet).
+    assert (error["provider"], error["sessionId"]) == (os.path.basename(PY), session.id)
+    assert "underlyingMessage" not in error
+
+
+async def test_readiness_failure_keeps_the_servers_last_message(core: Core, tmp_path: str) -> None:
+    gates: JSONValue = [
+        {"id": "never", "until": "notification", "method": "custom/never", "match": {}}
+    ]
+    session = await start(
+        core,
+        fake("--ready-after=10"),
+        str(tmp_path),
+        gates=gates,
+        serviceReadyIdleTimeoutMilliseconds=300,
+    )
+    failed = await session.wait_state("failed")
+    error = as_obj(failed["error"])
+    assert error["code"] == "serviceReadyTimeout"
+    assert error["underlyingMessage"] == "Importing 3 projects"
 
 
 async def test_waiting_requests_are_bounded(core: Core, tmp_path: str) -> None:

@@ -14,6 +14,7 @@ import trio
 import trio.testing
 
 from protocol import CoreError
+from supervisor._api import validate_payload
 from supervisor._plugin._relay import FunctionRelay, ProviderHandle
 from supervisor._plugin._relay_state import (
     MAX_TIMEOUT_MS,
@@ -194,8 +195,10 @@ def test_providers_and_snapshot() -> None:
     with pytest.raises(RelayRefusal) as info:
         parse_providers({"functionID": "f.g", "x": 1})
     assert info.value.code == "plugin.host.unsupportedOption"
+    with pytest.raises(CoreError):
+        # An unknown field is refused by the command's declaration, before parse_snapshot.
+        validate_payload("lsp.configureFunctionRelay", {"bogus": 1})
     for bad in (
-        {"bogus": 1},
         snapshot(plugins=[{"pluginID": "a", "exports": [{"id": "f.g", "version": 0}]}]),
         snapshot(
             plugins=[{"pluginID": "a", "exports": [{"id": "f.g", "version": 1, "context": "x"}]}]

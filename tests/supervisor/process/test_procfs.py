@@ -78,3 +78,11 @@ def test_a_gone_process_reads_as_gone(backend: str) -> None:
     assert _procfs.read_stat(process.pid) is None
     assert _procfs.children_of(process.pid) == []
     assert _procfs.read_env_var(process.pid, "PATH") is None
+
+
+def test_a_zombie_leader_with_live_threads_is_alive() -> None:
+    """Issue 16: a Node worker whose main thread exited shows ``Z`` while its threads run."""
+    leader = _procfs.ProcStat(10, "Z", 1, 10, 10, 0, threads=2)
+    assert not leader.dead
+    assert _procfs.ProcStat(10, "Z", 1, 10, 10, 0, threads=1).dead
+    assert _procfs.ProcStat(10, "X", 1, 10, 10, 0).dead

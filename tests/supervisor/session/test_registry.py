@@ -8,6 +8,7 @@ import pytest
 import trio
 
 from protocol import MAX_ECHO_BYTES, CoreError
+from supervisor._api import validate_payload
 from supervisor._session._events import EventQueue
 from supervisor._session._registry import SessionRegistry
 
@@ -111,19 +112,16 @@ async def test_poll_and_wait_drain_the_named_session(autojump_clock: trio.abc.Cl
 
 
 async def test_event_commands_check_fields_ids_and_timeouts() -> None:
-    commands = _registry().event_commands("lsp")
+    # Fields and ranges are the declarations' (checked by the Core before the handler).
     with pytest.raises(CoreError) as extra:
-        await commands["lsp.pollEvents"]({"sessionId": "lsp-1", "timeoutMilliseconds": 1})
+        validate_payload("lsp.pollEvents", {"sessionId": "lsp-1", "timeoutMilliseconds": 1})
     assert extra.value.code == "invalid_request"
+    commands = _registry().event_commands("lsp")
     with pytest.raises(CoreError) as missing:
         await commands["lsp.waitEvents"]({"sessionId": "lsp-9"})
     assert missing.value.code == "not_found"
-    registry = _registry()
-    registry.add("lsp-1", _Session("a"))
     with pytest.raises(CoreError) as bad:
-        await registry.event_commands("lsp")["lsp.waitEvents"](
-            {"sessionId": "lsp-1", "timeoutMilliseconds": -1}
-        )
+        validate_payload("lsp.waitEvents", {"sessionId": "lsp-1", "timeoutMilliseconds": -1})
     assert bad.value.code == "invalid_request"
     assert bad.value.message.startswith("lsp.waitEvents: ")
 

@@ -10,6 +10,7 @@ import trio.testing
 from hypothesis import given, strategies as st
 
 from protocol import CoreError, lookup_error
+from supervisor._api import validate_payload
 from supervisor._process._marker import SCOPE_ENV
 from supervisor._terminal._events import TerminalEvents
 from supervisor._terminal._launch import (
@@ -197,7 +198,7 @@ def test_parse_create_refuses(payload: dict[str, object], field: str) -> None:
 
 def test_unknown_field_is_refused() -> None:
     with pytest.raises(CoreError) as info:
-        parse_create({"executable": "sh", "shell": True})
+        validate_payload("terminal.create", {"executable": "sh", "shell": True})
     assert info.value.code == "invalid_request"
     assert info.value.details == {"field": "shell"}
 
@@ -205,7 +206,7 @@ def test_unknown_field_is_refused() -> None:
 def test_unknown_field_names_the_known_ones() -> None:
     """A guessed name (``argv``) is answered with the names to use instead."""
     with pytest.raises(CoreError) as info:
-        parse_create({"executable": "sh", "argv": ["-c", "true"]})
+        validate_payload("terminal.create", {"executable": "sh", "argv": ["-c", "true"]})
     message = info.value.message
     assert message.startswith("terminal.create: unknown field 'argv' (known: arguments, ")
     known = message.split("(known: ", 1)[1].rstrip(")").split(", ")

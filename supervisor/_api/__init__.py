@@ -1,0 +1,105 @@
+"""The declarations of the Core's edge: every command's payload and result, every event.
+
+Each service has its module (``_core``, ``_process``, ``_job``, ``_lsp``, ``_plugin``,
+``_debug``, ``_terminal``) with a ``COMMANDS`` table ``{name: (payload, result)}`` and, for a
+kind with events, ``EVENTS``. Declaring a new command is a payload struct, a result struct
+and one row in its module's table; the Core refuses to open with a command that has none
+(:func:`declaration`), and ``docs/commands.md`` and ``docs/schema/`` are generated from
+these tables (``python -m supervisor._api.docgen``).
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import Any, Final
+
+import msgspec
+
+from . import _core, _debug, _job, _lsp, _plugin, _process, _terminal
+from ._base import decode_payload
+
+__all__ = (
+    "CHECK_RESULTS",
+    "COMMANDS",
+    "EVENTS",
+    "Command",
+    "check_result",
+    "declaration",
+    "decode_payload",
+    "validate_payload",
+)
+
+#: Check every answer against its result declaration too (``SUPERVISOR_CHECK_RESULTS=1``;
+#: the test suite sets it, so a declaration that drifts from its command fails a test).
+CHECK_RESULTS: Final = os.environ.get("SUPERVISOR_CHECK_RESULTS") == "1"
+
+
+@dataclass(frozen=True)
+class Command:
+    """One command's declaration.
+
+    Attributes:
+        name: ``"process.run"``.
+        payload: Its payload type (a struct, or a tagged union of structs).
+        result: Its result type (``None``: the command answers ``null``).
+        service: The module that declares it (``"process"``).
+    """
+
+    name: str
+    payload: Any
+    result: Any
+    service: str
+
+
+def _table() -> dict[str, Command]:
+    table: dict[str, Command] = {}
+    for module in (_core, _process, _job, _lsp, _plugin, _debug, _terminal):
+        service = module.__name__.rpartition("._")[2]
+        for name, (payload, result) in module.COMMANDS.items():
+            if name in table:
+                raise RuntimeError(f"{name} is declared twice")
+            table[name] = Command(name, payload, result, service)
+    return table
+
+
+#: Every declared command by name.
+COMMANDS: Final = _table()
+#: The event union of each kind that has events (``"job"``, ``"lsp"``, ...).
+EVENTS: Final[dict[str, Any]] = {
+    **_job.EVENTS,
+    **_lsp.EVENTS,
+    **_debug.EVENTS,
+    **_terminal.EVENTS,
+}
+
+
+def declaration(name: str) -> Command:
+    """The declaration of command ``name``.
+
+    Raises:
+        KeyError: ``name`` is not declared.
+    """
+    return COMMANDS[name]
+
+
+def validate_payload(name: str, payload: object) -> Any:
+    """Decode ``payload`` as command ``name``'s declaration (see :func:`decode_payload`)."""
+    return decode_payload(name, COMMANDS[name].payload, payload)
+
+
+def check_result(name: str, data: object) -> None:
+    """Check ``data`` against command ``name``'s result declaration.
+
+    Raises:
+        msgspec.ValidationError: It does not match (a bug of ours: the declaration or the
+            command drifted).
+    """
+    command = COMMANDS.get(name)
+    if command is None:
+        return
+    if command.result is None:
+        if data is not None:
+            raise msgspec.ValidationError(f"{name} answers null, not {type(data).__name__}")
+        return
+    msgspec.convert(data, command.result, strict=True)

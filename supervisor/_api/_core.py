@@ -1,0 +1,63 @@
+"""``core.*``: the Core's own commands."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import msgspec
+
+from ._base import MAX_MILLISECONDS, JsonObject, JsonValue, NonEmpty, Payload, Result
+
+__all__ = ("COMMANDS", "CorePing", "CorePingResult", "Envelope", "ErrorBody", "Response")
+
+
+class Envelope(msgspec.Struct, rename="camel", kw_only=True):
+    """A request (core-api.md "Envelope"); other fields are ignored.
+
+    Attributes:
+        id: The request's id, echoed in its response (a non-empty string or an integer).
+        operation_id: The id ``cancel`` knows the operation by; default: ``id``.
+        timeout_milliseconds: A positive value starts a cooperative deadline (``timed_out``);
+            0 or absent: none.
+        command: The command's name.
+        payload: Its payload (absent or null: ``{}``).
+    """
+
+    id: NonEmpty | int | None = None
+    operation_id: NonEmpty | None = None
+    timeout_milliseconds: Annotated[int, msgspec.Meta(ge=0, le=MAX_MILLISECONDS)] | None = None
+    command: NonEmpty
+    payload: JsonObject | None = None
+
+
+class ErrorBody(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
+    """A failure: a ``code`` from the catalog (see "Error codes"), a message of at most 1024
+    UTF-8 bytes, and ``details`` (``field`` for ``invalid_request``)."""
+
+    code: str
+    message: str
+    details: JsonObject | None = None
+
+
+class Response(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
+    """A response: ``{id, ok: true, data}`` or ``{id, ok: false, error}``, exactly once per
+    request."""
+
+    id: str | int | None
+    ok: bool
+    data: JsonValue = None
+    error: ErrorBody | None = None
+
+
+class CorePing(Payload, kw_only=True):
+    """``core.ping {}``: no fields."""
+
+
+class CorePingResult(Result, kw_only=True):
+    """``core.ping``: the protocol version (1) and the package version."""
+
+    protocol_version: int
+    version: str
+
+
+COMMANDS = {"core.ping": (CorePing, CorePingResult)}

@@ -1,0 +1,463 @@
+"""``debug.*``: debug sessions (DAP), their operations and events."""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal, TypeAlias
+
+import msgspec
+
+from ._base import (
+    MAX_COUNT,
+    AcceptedResult,
+    CancelledResult,
+    Env,
+    Event,
+    JsonObject,
+    JsonValue,
+    NonEmpty,
+    OsText,
+    Path,
+    Payload,
+    Result,
+    WaitMilliseconds,
+)
+
+__all__ = ("COMMANDS", "DEBUG_STATES", "EVENTS", "DebugEvent", "DebugInspect", "DebugState")
+
+DebugState: TypeAlias = Literal[
+    "initializing",
+    "ready",
+    "starting",
+    "running",
+    "paused",
+    "terminating",
+    "terminated",
+    "error",
+    "failed",
+]
+DEBUG_STATES: dict[str, str] = {
+    "initializing": "the adapter runs and initialize was sent; capabilities are unknown",
+    "ready": "initialize was answered; no launch or attach sent yet",
+    "starting": "launch or attach was sent and is not answered yet",
+    "running": "the debuggee runs",
+    "paused": "a thread stopped (breakpoint, step, pause, exception)",
+    "terminating": "disconnect was begun; the adapter is being ended",
+    "terminated": "the adapter is gone; only debug.destroySession is left",
+    "error": "the session broke its own state table (a bug); ended like terminated",
+    "failed": "an unexpected exception inside the session; ended like terminated, its "
+    "terminated event says reason internal with a crashReport",
+}
+
+#: An operation's bound (ours): 1 ms to 5 minutes.
+_OperationTimeout = Annotated[int, msgspec.Meta(ge=1, le=300_000)]
+_Id = Annotated[int, msgspec.Meta(ge=0, le=MAX_COUNT)]
+_OneBased = Annotated[int, msgspec.Meta(ge=1, le=MAX_COUNT)]
+
+
+class Adapter(msgspec.Struct, rename="camel", forbid_unknown_fields=True, kw_only=True):
+    """How to reach the adapter: start ``executable`` and speak over stdio, or connect to a
+    loopback TCP port (``tcpPort``; ``executable`` optional) or the port it announces
+    (``tcpAnnounced``, on a line of ``announceStream`` starting with ``announcePrefix``), or
+    ask a language-server session for the port of the adapter it hosts (``tcpLanguageServer``:
+    ``workspace/executeCommand`` ``command`` with ``commandArguments``)."""
+
+    executable: Path | None = None
+    arguments: Annotated[list[OsText], msgspec.Meta(max_length=4096)] | None = None
+    environment: Env | None = None
+    working_directory: Path | None = None
+    transport: Literal["stdio", "tcpPort", "tcpAnnounced", "tcpLanguageServer"] | None = None
+    host: NonEmpty | None = None
+    port: Annotated[int, msgspec.Meta(ge=1, le=65535)] | None = None
+    announce_prefix: str | None = None
+    announce_stream: Literal["stdout", "stderr"] | None = None
+    connect_timeout_milliseconds: _OperationTimeout | None = None
+    initialize_timeout_milliseconds: _OperationTimeout | None = None
+    language_server_session_id: NonEmpty | None = None
+    command: NonEmpty | None = None
+    command_arguments: list[JsonValue] | None = None
+
+
+class DebugCreateSession(Payload, kw_only=True):
+    """``debug.createSession``: start (or connect to) an adapter and send ``initialize``."""
+
+    session_id: NonEmpty | None = None
+    adapter_id: NonEmpty
+    adapter: Adapter
+    root_path: Path
+    supports_run_in_terminal_request: bool | None = None
+    run_in_terminal: Literal["supervisor", "host"] | None = None
+
+
+class DebugCreateSessionResult(Result, kw_only=True):
+    session_id: str
+    state: DebugState
+    adapter_pid: int | None
+
+
+class DebugSessionRef(Payload, kw_only=True):
+    session_id: NonEmpty
+
+
+class _Operation(Payload, kw_only=True):
+    """The fields of every debug operation: it ends in one ``operationCompleted`` or
+    ``operationFailed`` event and its result."""
+
+    session_id: NonEmpty
+    operation_id: NonEmpty | None = None
+    timeout_milliseconds: _OperationTimeout | None = None
+
+
+class DebugStart(_Operation, kw_only=True):
+    """``debug.launch`` / ``debug.attach``: the adapter's launch configuration."""
+
+    configuration: JsonObject | None = None
+
+
+class SourceBreakpoint(msgspec.Struct, rename="camel", forbid_unknown_fields=True, kw_only=True):
+    line: _OneBased
+    column: _OneBased | None = None
+    enabled: bool | None = None
+    condition: str | None = None
+    hit_condition: str | None = None
+    log_message: str | None = None
+
+
+class DebugSetBreakpoints(_Operation, kw_only=True):
+    """``debug.setBreakpoints``: replace one source's breakpoints."""
+
+    path: NonEmpty
+    breakpoints: list[SourceBreakpoint] | None = None
+
+
+class ExceptionFilter(msgspec.Struct, rename="camel", forbid_unknown_fields=True, kw_only=True):
+    filter_id: NonEmpty
+    enabled: bool | None = None
+    condition: str | None = None
+
+
+class DebugSetExceptionBreakpoints(_Operation, kw_only=True):
+    filters: list[ExceptionFilter] | None = None
+
+
+class FunctionBreakpoint(msgspec.Struct, rename="camel", forbid_unknown_fields=True, kw_only=True):
+    name: NonEmpty
+    enabled: bool | None = None
+    condition: str | None = None
+    hit_condition: str | None = None
+
+
+class DebugSetFunctionBreakpoints(_Operation, kw_only=True):
+    breakpoints: list[FunctionBreakpoint] | None = None
+
+
+class DebugExecute(_Operation, kw_only=True):
+    """``debug.execute``: run control."""
+
+    command: Literal[
+        "continue", "pause", "next", "stepIn", "stepOut", "stepBack", "goto", "restart", "terminate"
+    ]
+    thread_id: _Id | None = None
+    single_thread: bool | None = None
+    target_id: _Id | None = None
+
+
+class _Inspect(_Operation, tag_field="kind", kw_only=True):
+    pass
+
+
+class InspectThreads(_Inspect, tag="threads", kw_only=True):
+    pass
+
+
+class InspectStackTrace(_Inspect, tag="stackTrace", kw_only=True):
+    thread_id: _Id
+    start_frame: _Id | None = None
+    levels: _Id | None = None
+
+
+class InspectScopes(_Inspect, tag="scopes", kw_only=True):
+    frame_id: _Id
+
+
+class InspectVariables(_Inspect, tag="variables", kw_only=True):
+    variables_reference: _OneBased
+    variable_filter: Literal["named", "indexed"] | None = None
+    start: _Id | None = None
+    count: _OneBased | None = None
+
+
+class InspectEvaluate(_Inspect, tag="evaluate", kw_only=True):
+    expression: str
+    frame_id: _Id | None = None
+    context: Literal["watch", "repl", "hover", "clipboard", "variables"] | None = None
+
+
+class InspectExceptionInfo(_Inspect, tag="exceptionInfo", kw_only=True):
+    thread_id: _Id
+
+
+class InspectStepInTargets(_Inspect, tag="stepInTargets", kw_only=True):
+    frame_id: _Id
+
+
+class InspectGotoTargets(_Inspect, tag="gotoTargets", kw_only=True):
+    path: NonEmpty
+    line: _OneBased
+    column: _OneBased | None = None
+
+
+#: ``debug.inspect``: one of its kinds, told by ``kind``.
+DebugInspect: TypeAlias = (
+    InspectThreads
+    | InspectStackTrace
+    | InspectScopes
+    | InspectVariables
+    | InspectEvaluate
+    | InspectExceptionInfo
+    | InspectStepInTargets
+    | InspectGotoTargets
+)
+
+
+class DebugSetVariable(_Operation, kw_only=True):
+    """``debug.setVariable``: replace one visible variable's value in its container."""
+
+    variables_reference: _OneBased
+    name: NonEmpty
+    value: str
+
+
+class DebugDataBreakpointInfo(_Operation, kw_only=True):
+    """``debug.dataBreakpointInfo``: the adapter's data breakpoint identity of a variable."""
+
+    name: NonEmpty
+    variables_reference: _OneBased | None = None
+    frame_id: _Id | None = None
+
+
+class DataBreakpoint(msgspec.Struct, rename="camel", forbid_unknown_fields=True, kw_only=True):
+    data_id: NonEmpty
+    enabled: bool | None = None
+    access_type: Literal["read", "write", "readWrite"] | None = None
+    condition: str | None = None
+    hit_condition: str | None = None
+
+
+class DebugSetDataBreakpoints(_Operation, kw_only=True):
+    """``debug.setDataBreakpoints``: replace the session's data breakpoints."""
+
+    breakpoints: list[DataBreakpoint] | None = None
+
+
+class OperationOutcome(Result, kw_only=True):
+    """A debug operation's result: its id and the normalized adapter result."""
+
+    operation_id: str
+    result: JsonValue = None
+
+
+class DebugCancelOperation(Payload, kw_only=True):
+    session_id: NonEmpty
+    operation_id: NonEmpty
+    reason: Literal["cancelled", "timedOut"] | None = None
+
+
+class DebugRunInTerminalResponse(Payload, kw_only=True):
+    """``debug.runInTerminalResponse``: the host's answer to ``runInTerminalRequested``."""
+
+    session_id: NonEmpty
+    request_id: NonEmpty
+    success: bool
+    process_id: _OneBased | None = None
+    shell_process_id: _OneBased | None = None
+    message: str | None = None
+
+
+class DebugDisconnectResult(Result, kw_only=True):
+    session_id: str
+    state: DebugState
+    terminated: JsonObject
+
+
+class DebugDestroyResult(Result, kw_only=True):
+    session_id: str
+    destroyed: bool
+
+
+class DebugSessionInfo(Result, kw_only=True):
+    session_id: str
+    adapter_id: str
+    state: DebugState
+    request_kind: str | None
+    adapter_pid: int | None
+    reason: str | None = None
+    crash_report: JsonObject | None = None
+
+
+class DebugListSessions(Payload, kw_only=True):
+    """``debug.listSessions {}``."""
+
+
+class DebugWaitEvents(Payload, kw_only=True):
+    session_id: NonEmpty
+    timeout_milliseconds: WaitMilliseconds | None = None
+
+
+# -- events ------------------------------------------------------------------------------
+
+
+class _DebugEvent(Event, kw_only=True):
+    session_id: str
+
+
+class DebugStateChanged(_DebugEvent, tag="stateChanged", kw_only=True):
+    state: DebugState
+
+
+class DebugCapabilities(_DebugEvent, tag="capabilities", kw_only=True):
+    capabilities: JsonObject
+
+
+class DebugInitialized(_DebugEvent, tag="initialized", kw_only=True):
+    pass
+
+
+class DebugStopped(_DebugEvent, tag="stopped", kw_only=True):
+    reason: str
+    thread_id: int | None
+    all_threads_stopped: bool
+    description: str | None
+    text: str | None
+    hit_breakpoint_ids: list[int]
+
+
+class DebugContinued(_DebugEvent, tag="continued", kw_only=True):
+    thread_id: int | None
+    all_threads_continued: bool
+
+
+class DebugOutput(_DebugEvent, tag="output", kw_only=True):
+    category: str
+    output: str
+    truncated: bool | None = None
+    request_id: str | None = None
+
+
+class DebugThread(_DebugEvent, tag="thread", kw_only=True):
+    reason: str
+    thread_id: int | None
+
+
+class DebugBreakpoint(_DebugEvent, tag="breakpoint", kw_only=True):
+    reason: str
+    breakpoint: JsonValue
+
+
+class DebugExited(_DebugEvent, tag="exited", kw_only=True):
+    exit_code: int | None
+
+
+class DebugTerminated(_DebugEvent, tag="terminated", forbid_unknown_fields=False, kw_only=True):
+    """The session ended: ``reason`` and the adapter's exit (``exitCode``, ``signal``...)."""
+
+    reason: str
+
+
+class DebugRunInTerminalRequested(_DebugEvent, tag="runInTerminalRequested", kw_only=True):
+    request_id: str
+    kind: str | None
+    title: str
+    cwd: str | None
+    args: list[str]
+    env: dict[str, str | None]
+    args_can_be_interpreted_by_shell: bool
+    handled_by: str
+
+
+class DebugRunInTerminalExited(_DebugEvent, tag="runInTerminalExited", kw_only=True):
+    request_id: str
+    process_id: int | None
+    exit_code: int | None
+    signal: int | None
+    signal_name: str | None
+
+
+class DebugOperationCompleted(_DebugEvent, tag="operationCompleted", kw_only=True):
+    operation_id: str
+    command: str
+    result: JsonValue = None
+
+
+class DebugOperationFailed(
+    _DebugEvent, tag="operationFailed", forbid_unknown_fields=False, kw_only=True
+):
+    """An operation failed: ``reason`` and the catalog ``code``."""
+
+    operation_id: str
+    command: str
+    message: str
+    reason: str
+    code: str
+
+
+class DebugAdapterEvent(_DebugEvent, tag="adapterEvent", kw_only=True):
+    """An adapter event the session does not interpret, passed on (informational)."""
+
+    name: str
+    body: JsonValue = None
+
+
+class DebugChildSessionStarted(_DebugEvent, tag="childSessionStarted", kw_only=True):
+    """The adapter's ``startDebugging`` started a child session (ended with this one)."""
+
+    child_session_id: str
+    request: str
+    name: str | None
+
+
+DebugEvent: TypeAlias = (
+    DebugStateChanged
+    | DebugCapabilities
+    | DebugInitialized
+    | DebugStopped
+    | DebugContinued
+    | DebugOutput
+    | DebugThread
+    | DebugBreakpoint
+    | DebugExited
+    | DebugTerminated
+    | DebugRunInTerminalRequested
+    | DebugRunInTerminalExited
+    | DebugOperationCompleted
+    | DebugOperationFailed
+    | DebugAdapterEvent
+    | DebugChildSessionStarted
+)
+
+
+class DebugEvents(Result, kw_only=True):
+    events: list[DebugEvent]
+    gap: bool
+
+
+COMMANDS = {
+    "debug.createSession": (DebugCreateSession, DebugCreateSessionResult),
+    "debug.launch": (DebugStart, OperationOutcome),
+    "debug.attach": (DebugStart, OperationOutcome),
+    "debug.setBreakpoints": (DebugSetBreakpoints, OperationOutcome),
+    "debug.setExceptionBreakpoints": (DebugSetExceptionBreakpoints, OperationOutcome),
+    "debug.setFunctionBreakpoints": (DebugSetFunctionBreakpoints, OperationOutcome),
+    "debug.execute": (DebugExecute, OperationOutcome),
+    "debug.inspect": (DebugInspect, OperationOutcome),
+    "debug.setVariable": (DebugSetVariable, OperationOutcome),
+    "debug.dataBreakpointInfo": (DebugDataBreakpointInfo, OperationOutcome),
+    "debug.setDataBreakpoints": (DebugSetDataBreakpoints, OperationOutcome),
+    "debug.cancelOperation": (DebugCancelOperation, CancelledResult),
+    "debug.runInTerminalResponse": (DebugRunInTerminalResponse, AcceptedResult),
+    "debug.waitEvents": (DebugWaitEvents, DebugEvents),
+    "debug.pollEvents": (DebugSessionRef, DebugEvents),
+    "debug.disconnect": (DebugSessionRef, DebugDisconnectResult),
+    "debug.destroySession": (DebugSessionRef, DebugDestroyResult),
+    "debug.listSessions": (DebugListSessions, list[DebugSessionInfo]),
+}
+EVENTS = {"debug": DebugEvent}

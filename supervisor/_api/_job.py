@@ -1,0 +1,160 @@
+"""``job.*``: the job lanes, and their events."""
+
+from __future__ import annotations
+
+from typing import Literal, TypeAlias
+
+from ._base import (
+    Argv,
+    Env,
+    Event,
+    Milliseconds,
+    NonEmpty,
+    Path,
+    Payload,
+    Result,
+    WaitMilliseconds,
+)
+
+__all__ = (
+    "COMMANDS",
+    "EVENTS",
+    "JobCancel",
+    "JobCancelResult",
+    "JobEvent",
+    "JobEvents",
+    "JobFinished",
+    "JobInfo",
+    "JobKind",
+    "JobList",
+    "JobOutput",
+    "JobPollEvents",
+    "JobStart",
+    "JobStartResult",
+    "JobStarted",
+    "JobWaitEvents",
+)
+
+#: A job's kind (ide-backend-protocol ``mcpp-ide/job/start``).
+JobKind: TypeAlias = Literal["build", "test", "pack", "toolchain", "add", "command"]
+#: How a job ended.
+JobStatus: TypeAlias = Literal["ok", "failed", "cancelled", "denied", "superseded"]
+
+
+class JobStart(Payload, kw_only=True):
+    """``job.start``: queue a job on its kind's lane.
+
+    Attributes:
+        kind: The lane.
+        root: The workspace root, absolute.
+        argv: The program and its arguments.
+        cwd: The working directory, relative to ``root`` (default: ``root``).
+        env: Environment changes (null removes a variable).
+        timeout_milliseconds: Ends the job ``failed`` (``timedOut``) after this long.
+        supersede: Cancel a running job of the same kind first.
+    """
+
+    kind: JobKind
+    root: Path
+    argv: Argv
+    cwd: Path | None = None
+    env: Env | None = None
+    timeout_milliseconds: Milliseconds | None = None
+    supersede: bool | None = None
+
+
+class JobStartResult(Result, kw_only=True):
+    """``job.start``: the new job's id."""
+
+    job_id: str
+
+
+class JobCancel(Payload, kw_only=True):
+    """``job.cancel``: cancel a queued or running job."""
+
+    job_id: NonEmpty
+
+
+class JobCancelResult(Result, kw_only=True):
+    """``job.cancel``: false when the job was unknown or already finished."""
+
+    cancelled: bool
+
+
+class JobList(Payload, kw_only=True):
+    """``job.list {}``."""
+
+
+class JobInfo(Result, kw_only=True):
+    """One job of ``job.list``: unfinished ones and the last finished ones."""
+
+    id: str
+    kind: JobKind
+    root: str
+    state: Literal["queued", "running", "finished"]
+    status: JobStatus | None = None
+
+
+class JobWaitEvents(Payload, kw_only=True):
+    """``job.waitEvents``: block until events are queued or the timeout passes."""
+
+    timeout_milliseconds: WaitMilliseconds | None = None
+
+
+class JobPollEvents(Payload, kw_only=True):
+    """``job.pollEvents {}``: drain without waiting."""
+
+
+class JobStarted(Event, tag="job.started", kw_only=True):
+    """A job left its queue and its process started."""
+
+    job_id: str
+    kind: JobKind
+    root: str
+    argv: list[str]
+
+
+class JobOutput(Event, tag="job.output", kw_only=True):
+    """A piece of a job's output (UTF-8, invalid bytes replaced); past the output cap one
+    notice with ``droppedBytes``."""
+
+    job_id: str
+    stream: Literal["stdout", "stderr"]
+    text: str
+    dropped_bytes: int | None = None
+
+
+class JobFinished(Event, tag="job.finished", kw_only=True):
+    """A job ended; ``errorCode``/``error`` when it could not run (``launch_failed``)."""
+
+    job_id: str
+    kind: JobKind
+    root: str
+    status: JobStatus
+    exit_code: int | None
+    signal: int | None
+    timed_out: bool
+    duration_ms: int | None
+    error_code: str | None = None
+    error: str | None = None
+
+
+JobEvent: TypeAlias = JobStarted | JobOutput | JobFinished
+
+
+class JobEvents(Result, kw_only=True):
+    """``job.waitEvents`` / ``job.pollEvents``: events in order; ``gap`` when some were
+    dropped since the last drain."""
+
+    events: list[JobEvent]
+    gap: bool
+
+
+COMMANDS = {
+    "job.start": (JobStart, JobStartResult),
+    "job.cancel": (JobCancel, JobCancelResult),
+    "job.list": (JobList, list[JobInfo]),
+    "job.waitEvents": (JobWaitEvents, JobEvents),
+    "job.pollEvents": (JobPollEvents, JobEvents),
+}
+EVENTS = {"job": JobEvent}

@@ -1,0 +1,445 @@
+"""``lsp.*``: language-server sessions, their documents, requests and events."""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal, TypeAlias
+
+import msgspec
+
+from ._base import (
+    AcceptedResult,
+    CancelledResult,
+    Env,
+    Event,
+    JsonObject,
+    JsonValue,
+    NonEmpty,
+    OsText,
+    Path,
+    Payload,
+    Result,
+    WaitMilliseconds,
+)
+
+__all__ = (
+    "COMMANDS",
+    "EVENTS",
+    "LSP_STATES",
+    "LSP_STOP_STEPS",
+    "LspEvent",
+    "LspStartServer",
+    "LspState",
+)
+
+#: The states of a session (``stateChanged``'s ``state``).
+LspState: TypeAlias = Literal["starting", "initializing", "ready", "stopping", "stopped", "failed"]
+LSP_STATES: dict[str, str] = {
+    "starting": "the process is being started",
+    "initializing": "initialize was sent; or the handshake is done and gates are still closed",
+    "ready": "initialized was sent and every readiness gate opened",
+    "stopping": "a stop runs: shutdown, exit, then the process-tree cleanup",
+    "stopped": "stopped on request; terminal",
+    "failed": "crashed, failed its handshake or readiness; terminal unless a restart follows",
+}
+#: The steps of ``lsp.stopServer``'s ``timeline``, in the order they can happen.
+LSP_STOP_STEPS: dict[str, str] = {
+    "stopRequested": "the stop began (``state``: the state it began in)",
+    "initializeCancelled": "the server was still initializing: its initialize was cancelled",
+    "shutdownSent": "the shutdown request was sent",
+    "shutdownAnswered": "the server answered shutdown",
+    "shutdownFailed": "the server answered shutdown with an error",
+    "shutdownUnanswered": "the connection ended before the answer",
+    "shutdownTimedOut": "no answer within shutdownTimeoutMilliseconds",
+    "exitSent": "the exit notification was sent",
+    "exited": "the server process exited (exitCode, signal)",
+    "terminated": "the process tree was sent SIGTERM after the exit wait",
+    "killed": "the process tree was sent SIGKILL after the TERM grace",
+    "unkillable": "a process of the tree outlived SIGKILL (reported, not waited for)",
+    "internalFailure": "the session failed inside (a supervisor bug); cleanup still ran",
+}
+
+_Timeout = Annotated[int, msgspec.Meta(ge=1, le=3_600_000)]
+_Backoff = Annotated[int, msgspec.Meta(ge=1, le=600_000)]
+_Method = Annotated[str, msgspec.Meta(min_length=1)]
+
+
+class Gate(msgspec.Struct, rename="camel", forbid_unknown_fields=True, kw_only=True):
+    """A readiness gate: the session is ready once ``method`` arrived with ``match``."""
+
+    id: NonEmpty
+    until: Literal["notification"]
+    method: _Method
+    match: JsonObject | None = None
+
+
+class SessionPolicy(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
+    """What a plugin-owned session's backend may ask of its server (plugin-contract.md)."""
+
+    request_methods: Annotated[list[NonEmpty], msgspec.Meta(max_length=64)] | None = msgspec.field(
+        default=None, name="requestMethods"
+    )
+    commands: Annotated[list[NonEmpty], msgspec.Meta(max_length=128)] | None = None
+    serialized_commands: Annotated[list[NonEmpty], msgspec.Meta(max_length=128)] | None = (
+        msgspec.field(default=None, name="serializedCommands")
+    )
+    forward_notifications: Annotated[list[NonEmpty], msgspec.Meta(max_length=32)] | None = (
+        msgspec.field(default=None, name="forwardNotifications")
+    )
+    server_id: str | None = msgspec.field(default=None, name="serverID")
+    gates: Annotated[list[Gate], msgspec.Meta(max_length=8)] | None = None
+
+
+class RestartBudget(msgspec.Struct, rename="camel", forbid_unknown_fields=True, kw_only=True):
+    """Restarts after crashes: at most ``maxCrashes`` per window, with backoff."""
+
+    max_crashes: Annotated[int, msgspec.Meta(ge=1, le=100)] | None = None
+    window_milliseconds: _Timeout | None = None
+    initial_backoff_milliseconds: _Backoff | None = None
+    max_backoff_milliseconds: _Backoff | None = None
+
+
+class LspStartServer(Payload, kw_only=True):
+    """``lsp.startServer``: start a server process and begin ``initialize``.
+
+    Attributes:
+        server_id: The caller's name for the server (echoed in events).
+        executable: The program; ``arguments`` follow it.
+        working_directory: Absolute.
+        root_uri: The workspace root URI sent in ``initialize``.
+        initialization_options: Pass-through JSON for ``initialize``.
+        workspace_configuration: What ``workspace/configuration`` answers.
+        restart: true, or a restart budget: restart after crashes.
+        plugin_id: The plugin that owns the session (plugin-contract.md).
+        host_services: Host services granted to the plugin (needs ``pluginId``).
+        client_capabilities: The client capabilities sent in ``initialize`` (checked by
+            the command).
+        host_requests: Server requests the host answers itself (``serverRequest`` events,
+            answered with ``lsp.serverRequestResponse``).
+    """
+
+    server_id: NonEmpty
+    executable: Path
+    arguments: Annotated[list[OsText], msgspec.Meta(max_length=4096)] | None = None
+    environment: Env | None = None
+    working_directory: Path
+    root_uri: NonEmpty
+    initialization_options: JsonValue = None
+    workspace_configuration: JsonObject | None = None
+    initialize_timeout_milliseconds: _Timeout | None = None
+    request_timeout_milliseconds: _Timeout | None = None
+    shutdown_timeout_milliseconds: Annotated[int, msgspec.Meta(ge=1, le=60_000)] | None = None
+    service_ready_idle_timeout_milliseconds: _Timeout | None = None
+    service_ready_absolute_timeout_milliseconds: _Timeout | None = None
+    gates: Annotated[list[Gate], msgspec.Meta(max_length=8)] | None = None
+    session_policy: SessionPolicy | None = None
+    restart: bool | RestartBudget | None = None
+    plugin_id: NonEmpty | None = None
+    host_services: JsonValue = None
+    client_capabilities: JsonValue = None
+    host_requests: JsonValue = None
+
+
+class LspStartServerResult(Result, kw_only=True):
+    session_id: str
+
+
+class LspSessionRef(Payload, kw_only=True):
+    """A command naming one session."""
+
+    session_id: NonEmpty
+
+
+class StopStep(msgspec.Struct, rename="camel", kw_only=True):
+    """One step of a stop's timeline (see :data:`LSP_STOP_STEPS`); some carry details."""
+
+    step: str
+    at_milliseconds: int
+    state: str | None = None
+    exit_code: int | None = None
+    signal: int | None = None
+    signal_name: str | None = None
+
+
+class LspStopResult(Result, kw_only=True):
+    """``lsp.stopServer``: every caller of one stop gets the same result."""
+
+    session_id: str
+    state: LspState
+    generation: int
+    timeline: list[StopStep]
+    last_exit: JsonObject | None
+
+
+class LspRestartResult(Result, kw_only=True):
+    generation: int
+
+
+class LspDestroyResult(Result, kw_only=True):
+    destroyed: bool
+
+
+class LspSnapshotResult(Result, kw_only=True):
+    """``lsp.snapshot``: the session's runtime state."""
+
+    session_id: str
+    server_id: str
+    state: LspState
+    generation: int
+    pid: int | None
+    documents: list[JsonObject]
+    pending_requests: list[JsonObject]
+    capabilities: JsonObject
+    server_info: JsonValue
+    closed_gates: list[str]
+    last_exit: JsonObject | None
+    stderr_tail: list[str]
+    restart: JsonObject
+    stderr: JsonObject
+    facts: JsonObject
+    events: JsonObject
+    plugin: JsonObject | None = None
+
+
+class LspSyncDocument(Payload, kw_only=True):
+    """``lsp.syncDocument``: open a document, or change it (full text or LSP ranges)."""
+
+    session_id: NonEmpty
+    uri: NonEmpty
+    language_id: NonEmpty
+    text: str | None = None
+    content_changes: list[JsonObject] | None = None
+
+
+class LspSyncDocumentResult(Result, kw_only=True):
+    document_version: int
+    changed: bool
+
+
+class LspCloseDocument(Payload, kw_only=True):
+    session_id: NonEmpty
+    uri: NonEmpty
+
+
+class LspCloseDocumentResult(Result, kw_only=True):
+    closed: bool
+
+
+class FileChange(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
+    uri: NonEmpty
+    kind: Literal["created", "changed", "deleted"]
+
+
+class LspWorkspaceFilesChanged(Payload, kw_only=True):
+    session_id: NonEmpty
+    changes: Annotated[list[FileChange], msgspec.Meta(min_length=1)]
+
+
+class LspWorkspaceFilesChangedResult(Result, kw_only=True):
+    sent: int
+
+
+class LspClearDiagnosticsResult(Result, kw_only=True):
+    cleared: int
+
+
+class LspUpdateWorkspaceConfiguration(Payload, kw_only=True):
+    session_id: NonEmpty
+    workspace_configuration: JsonObject
+
+
+class DeliveredResult(Result, kw_only=True):
+    """Whether the server got it now (false: it gets it when it is initialized)."""
+
+    delivered: bool
+
+
+class LspRequest(Payload, kw_only=True):
+    """``lsp.request``: send a request; it ends in one ``requestCompleted`` event."""
+
+    session_id: NonEmpty
+    operation_id: NonEmpty | None = None
+    method: _Method
+    params: JsonObject | list[JsonValue] | None = None
+    timeout_milliseconds: _Timeout | None = None
+
+
+class OperationResult(Result, kw_only=True):
+    operation_id: str
+
+
+class LspCancelOperation(Payload, kw_only=True):
+    session_id: NonEmpty
+    operation_id: str
+
+
+class LspServerRequestResponse(Payload, kw_only=True):
+    """``lsp.serverRequestResponse``: the host's answer to a ``serverRequest`` event:
+    ``result``, or ``error {code: integer, message, data?}`` (checked by the command)."""
+
+    session_id: NonEmpty
+    request_id: NonEmpty
+    result: JsonValue = None
+    error: JsonValue = None
+
+
+class LspWaitEvents(Payload, kw_only=True):
+    session_id: NonEmpty
+    timeout_milliseconds: WaitMilliseconds | None = None
+
+
+# -- events ------------------------------------------------------------------------------
+
+
+class _LspEvent(Event, kw_only=True):
+    session_id: str
+    generation: int
+
+
+class LspStateChanged(_LspEvent, tag="stateChanged", kw_only=True):
+    """The session moved; ``reason`` says why a generation ended or a restart came."""
+
+    state: LspState
+    previous_state: LspState | None
+    reason: str | None = None
+    error: JsonObject | None = None
+    pid: int | None = None
+    backoff_milliseconds: int | None = None
+    exit_code: int | None = None
+    signal: int | None = None
+    signal_name: str | None = None
+
+
+class LspFeaturesChanged(_LspEvent, tag="featuresChanged", kw_only=True):
+    capabilities: JsonObject
+
+
+class LspServerInfoChanged(_LspEvent, tag="serverInfoChanged", kw_only=True):
+    server_info: JsonValue
+
+
+class LspDiagnostics(_LspEvent, tag="diagnostics", kw_only=True):
+    uri: str
+    diagnostics: list[JsonValue]
+    version: int | None = None
+
+
+class LspRequestCompleted(_LspEvent, tag="requestCompleted", kw_only=True):
+    """A request ended: ``result``, or ``error {code, message, details?}``."""
+
+    operation_id: str
+    method: str
+    result: JsonValue = None
+    error: JsonObject | None = None
+    function: JsonObject | None = None
+
+
+class LspRequestProgress(_LspEvent, tag="requestProgress", kw_only=True):
+    """A plugin function call reported progress (plugin-contract.md)."""
+
+    operation_id: str
+    result: JsonObject
+
+
+class LspLog(_LspEvent, tag="log", kw_only=True):
+    level: str
+    source: str
+    message: str
+    dropped_lines: int | None = None
+
+
+class LspProgress(_LspEvent, tag="progress", kw_only=True):
+    token: JsonValue
+    value: JsonValue
+
+
+class LspServerNotification(_LspEvent, tag="serverNotification", kw_only=True):
+    method: str
+    params: JsonValue = None
+
+
+class LspServerRequest(_LspEvent, tag="serverRequest", kw_only=True):
+    """The server sent a request named in ``hostRequests``; answer with
+    ``lsp.serverRequestResponse``."""
+
+    request_id: str
+    method: str
+    params: JsonValue = None
+
+
+class LspFact(_LspEvent, tag="fact", forbid_unknown_fields=False, kw_only=True):
+    """A structured plugin diagnostic (plugin-contract.md); a fact carries its own fields."""
+
+    catalog_event: str
+
+
+class LspFunctionsChanged(_LspEvent, tag="functionsChanged", kw_only=True):
+    functions: list[JsonValue]
+    removed: list[JsonValue]
+
+
+class LspSubscriptionDisposed(_LspEvent, tag="subscriptionDisposed", kw_only=True):
+    subscription_id: str = msgspec.field(name="subscriptionID")
+
+
+class LspHostRequest(_LspEvent, tag="hostRequest", kw_only=True):
+    """A plugin backend asks the host; answer with ``lsp.hostResponse``."""
+
+    method: str
+    result: JsonObject
+
+
+class LspHostRequestCancelled(_LspEvent, tag="hostRequestCancelled", kw_only=True):
+    host_request_id: str = msgspec.field(name="hostRequestID")
+
+
+class LspFunctionProviderStartRequired(
+    _LspEvent, tag="functionProviderStartRequired", kw_only=True
+):
+    result: JsonObject
+
+
+LspEvent: TypeAlias = (
+    LspStateChanged
+    | LspFeaturesChanged
+    | LspServerInfoChanged
+    | LspDiagnostics
+    | LspRequestCompleted
+    | LspRequestProgress
+    | LspLog
+    | LspProgress
+    | LspServerNotification
+    | LspServerRequest
+    | LspFact
+    | LspFunctionsChanged
+    | LspSubscriptionDisposed
+    | LspHostRequest
+    | LspHostRequestCancelled
+    | LspFunctionProviderStartRequired
+)
+
+
+class LspEvents(Result, kw_only=True):
+    """``lsp.waitEvents`` / ``lsp.pollEvents``."""
+
+    events: list[LspEvent]
+    gap: bool
+
+
+COMMANDS = {
+    "lsp.startServer": (LspStartServer, LspStartServerResult),
+    "lsp.stopServer": (LspSessionRef, LspStopResult),
+    "lsp.restartServer": (LspSessionRef, LspRestartResult),
+    "lsp.destroyServer": (LspSessionRef, LspDestroyResult),
+    "lsp.snapshot": (LspSessionRef, LspSnapshotResult),
+    "lsp.syncDocument": (LspSyncDocument, LspSyncDocumentResult),
+    "lsp.closeDocument": (LspCloseDocument, LspCloseDocumentResult),
+    "lsp.workspaceFilesChanged": (LspWorkspaceFilesChanged, LspWorkspaceFilesChangedResult),
+    "lsp.clearDiagnostics": (LspSessionRef, LspClearDiagnosticsResult),
+    "lsp.updateWorkspaceConfiguration": (LspUpdateWorkspaceConfiguration, DeliveredResult),
+    "lsp.request": (LspRequest, OperationResult),
+    "lsp.cancelOperation": (LspCancelOperation, CancelledResult),
+    "lsp.serverRequestResponse": (LspServerRequestResponse, AcceptedResult),
+    "lsp.waitEvents": (LspWaitEvents, LspEvents),
+    "lsp.pollEvents": (LspSessionRef, LspEvents),
+}
+EVENTS = {"lsp": LspEvent}

@@ -1,0 +1,115 @@
+"""Plugin-owned language servers: functions, host requests, the cross-plugin relay
+(plugin-contract.md); these commands live under ``lsp.*``."""
+
+from __future__ import annotations
+
+import msgspec
+
+from ._base import Count, JsonObject, JsonValue, Milliseconds, NonEmpty, Payload, Result
+from ._lsp import DeliveredResult, OperationResult
+
+__all__ = ("COMMANDS",)
+
+
+class LspFunctionRequest(Payload, kw_only=True):
+    """``lsp.functionRequest``: call a plugin function; it ends in one ``requestCompleted``.
+
+    ``function``, ``params`` and ``context`` are checked by the plugin contract's own
+    refusals (plugin-contract.md "Invocation"); ``timeoutMilliseconds`` is capped at one
+    hour and defaults to the session's request timeout.
+    """
+
+    session_id: NonEmpty
+    operation_id: NonEmpty | None = None
+    function: JsonValue = None
+    params: JsonValue = None
+    timeout_milliseconds: Milliseconds | None = None
+    context: JsonValue = None
+
+
+class LspHostResponse(Payload, kw_only=True):
+    """``lsp.hostResponse``: answer a ``hostRequest`` event with ``result`` or ``error``."""
+
+    session_id: NonEmpty
+    host_request_id: NonEmpty = msgspec.field(name="hostRequestID")
+    result: JsonValue = None
+    error: JsonObject | None = None
+
+
+class HostRequestResult(Result, kw_only=True):
+    host_request_id: str = msgspec.field(name="hostRequestID")
+
+
+class LspHostNotify(Payload, kw_only=True):
+    """``lsp.hostNotify``: a host notification to a plugin backend (plugin-contract.md
+    "Host notifications")."""
+
+    session_id: NonEmpty
+    method: NonEmpty
+    params: JsonValue = None
+
+
+class RelayPlugin(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
+    plugin_id: NonEmpty = msgspec.field(name="pluginID")
+    enabled: bool = True
+    exports: JsonValue = None
+    calls: JsonValue = None
+
+
+class RelayContext(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
+    context_id: NonEmpty = msgspec.field(name="contextID")
+    generation: Count
+    authority: str = "local"
+
+
+class LspConfigureFunctionRelay(Payload, kw_only=True):
+    """``lsp.configureFunctionRelay``: the relay's snapshot, effective at once."""
+
+    plugins: list[RelayPlugin] | None = None
+    contexts: list[RelayContext] | None = None
+
+
+class RelayResult(Result, kw_only=True):
+    """Counts: plugins and contexts in the snapshot, relayed calls it ended."""
+
+    plugins: int
+    contexts: int
+    ended_calls: int
+
+
+class LspPluginServerRequest(Payload, kw_only=True):
+    """``lsp.pluginServerRequest``: a plugin backend's request to its language server.
+
+    A bad ``params``/``timeoutMilliseconds`` is ``plugin.host.invalidParams`` and an
+    unknown session ``plugin.host.languageServerUnavailable`` (the plugin contract's codes),
+    so those fields are checked by the command.
+    """
+
+    session_id: JsonValue = None
+    plugin_id: str | None = None
+    method: NonEmpty
+    params: JsonValue = None
+    timeout_milliseconds: JsonValue = None
+
+
+class PluginValueResult(Result, kw_only=True):
+    value: JsonValue
+
+
+class LspPluginServerNotify(Payload, kw_only=True):
+    """``lsp.pluginServerNotify``: a plugin backend's notification to its language server."""
+
+    session_id: JsonValue = None
+    plugin_id: str | None = None
+    method: NonEmpty
+    params: JsonValue = None
+
+
+COMMANDS = {
+    "lsp.functionRequest": (LspFunctionRequest, OperationResult),
+    "lsp.hostResponse": (LspHostResponse, HostRequestResult),
+    "lsp.hostNotify": (LspHostNotify, DeliveredResult),
+    "lsp.configureFunctionRelay": (LspConfigureFunctionRelay, RelayResult),
+    "lsp.pluginServerRequest": (LspPluginServerRequest, PluginValueResult),
+    "lsp.pluginServerNotify": (LspPluginServerNotify, DeliveredResult),
+}

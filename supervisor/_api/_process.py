@@ -1,0 +1,61 @@
+"""``process.*``: one-shot processes."""
+
+from __future__ import annotations
+
+from typing import Annotated, Final
+
+import msgspec
+
+from ._base import Argv, Env, Path, Payload, Result, StreamText
+
+__all__ = ("COMMANDS", "MAX_OUTPUT_BYTES_LIMIT", "ProcessResult", "ProcessRun")
+
+#: The most output ``process.run`` keeps per stream: 64 MiB, the frame-body limit.
+MAX_OUTPUT_BYTES_LIMIT: Final = 64 * 1024 * 1024
+
+
+class ProcessRun(Payload, kw_only=True):
+    """``process.run``: run one command as a process tree and collect its output.
+
+    Attributes:
+        argv: The program and its arguments (no shell).
+        cwd: The working directory (default: the supervisor's).
+        env: Changes to the supervisor's environment (null removes a variable).
+        stdin: Text written to stdin, then closed (default: empty stdin).
+        timeout_milliseconds: Ends the whole tree after this long (``timedOut``); 0 or
+            absent: none.
+        max_output_bytes: Bytes kept per stream (default 16 MiB, at most 64 MiB); the rest
+            is read and dropped (``truncated``).
+    """
+
+    argv: Argv
+    cwd: Path | None = None
+    env: Env | None = None
+    stdin: StreamText | None = None
+    timeout_milliseconds: Annotated[int, msgspec.Meta(ge=0, le=2**31 - 1)] | None = None
+    max_output_bytes: Annotated[int, msgspec.Meta(ge=1, le=MAX_OUTPUT_BYTES_LIMIT)] | None = None
+
+
+class ProcessResult(Result, kw_only=True):
+    """``process.run``'s result.
+
+    Attributes:
+        exit_code: The main process's exit status; null when a signal ended it.
+        signal: The signal that ended it, or null.
+        stdout: Kept stdout (UTF-8, invalid bytes replaced).
+        stderr: Kept stderr.
+        timed_out: The deadline passed and the tree was ended.
+        truncated: A stream wrote more than ``maxOutputBytes``.
+        duration_ms: From spawn to the end of the call.
+    """
+
+    exit_code: int | None
+    signal: int | None
+    stdout: str
+    stderr: str
+    timed_out: bool
+    truncated: bool
+    duration_ms: int
+
+
+COMMANDS = {"process.run": (ProcessRun, ProcessResult)}

@@ -1,0 +1,173 @@
+"""``terminal.*``: PTY terminals, their lifecycle and events."""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal, TypeAlias
+
+import msgspec
+
+from ._base import Event, JsonObject, NonEmpty, Payload, Result, StreamText, WaitMilliseconds
+
+__all__ = ("COMMANDS", "EVENTS", "TERMINAL_STATES", "TerminalEvent", "TerminalState")
+
+TerminalState: TypeAlias = Literal[
+    "starting", "running", "closing", "closed", "failed", "disposing", "disposed"
+]
+TERMINAL_STATES: dict[str, str] = {
+    "starting": "a PTY process is being started (create or reopen); busy",
+    "running": "the PTY process runs; write and resize work",
+    "closing": "the bounded cleanup of a close or of a natural exit runs; busy",
+    "closed": "no process; the launch settings and the retained text are kept; reopenable",
+    "failed": "as closed, after an unexpected exception inside the terminal ended it "
+    "(reason internal, with a crash report)",
+    "disposing": "a dispose runs; busy",
+    "disposed": "forgotten; no further events",
+}
+
+_Rows = Annotated[int, msgspec.Meta(ge=1, le=300)]
+_Cols = Annotated[int, msgspec.Meta(ge=1, le=500)]
+_Retained = Annotated[int, msgspec.Meta(ge=0, le=262_144)]
+_TerminalId = Annotated[str, msgspec.Meta(min_length=1)]
+
+
+class TerminalCreate(Payload, kw_only=True):
+    """``terminal.create``: start a program on a PTY.
+
+    Attributes:
+        owner: The plugin session that owns it (ended with that session).
+        executable: An absolute path or a bare command name.
+        arguments: At most 256.
+        cwd: Absolute.
+        environment: At most 64 changes; null removes a variable.
+        title: One line, at most 128 bytes.
+        rows: 1 to 300 (24).
+        cols: 1 to 500 (80).
+        retained_context_bytes: Output kept across close/reopen: 0 to 262 144 (16 384).
+
+    Every string is at most 16 KiB and the launch data at most 64 KiB in all.
+    """
+
+    owner: NonEmpty | None = None
+    executable: NonEmpty
+    arguments: Annotated[list[str], msgspec.Meta(max_length=256)] | None = None
+    cwd: NonEmpty | None = None
+    environment: Annotated[dict[str, str | None], msgspec.Meta(max_length=64)] | None = None
+    title: NonEmpty | None = None
+    rows: _Rows | None = None
+    cols: _Cols | None = None
+    retained_context_bytes: _Retained | None = None
+
+
+class TerminalCreateResult(Result, kw_only=True):
+    terminal_id: str = msgspec.field(name="terminalID")
+    generation: int
+
+
+class TerminalRef(Payload, kw_only=True):
+    terminal_id: _TerminalId = msgspec.field(name="terminalID")
+
+
+class TerminalWrite(Payload, kw_only=True):
+    """``terminal.write``: text to the program's input, at most 64 KiB as UTF-8."""
+
+    terminal_id: _TerminalId = msgspec.field(name="terminalID")
+    data: StreamText
+
+
+class TerminalResize(Payload, kw_only=True):
+    terminal_id: _TerminalId = msgspec.field(name="terminalID")
+    rows: _Rows
+    cols: _Cols
+
+
+class TerminalClose(Payload, kw_only=True):
+    """``terminal.close``: end the process, keep the handle (reopenable)."""
+
+    terminal_id: _TerminalId = msgspec.field(name="terminalID")
+    retained_context_bytes: _Retained | None = None
+
+
+class TerminalCloseResult(Result, kw_only=True):
+    retained_context_bytes: int
+
+
+class TerminalReopenResult(Result, kw_only=True):
+    terminal_id: str = msgspec.field(name="terminalID")
+    generation: int
+    restored_context_bytes: int
+
+
+class TerminalSubscription(Result, kw_only=True):
+    subscription_id: str = msgspec.field(name="subscriptionID")
+
+
+class TerminalDisposeSubscription(Payload, kw_only=True):
+    subscription_id: NonEmpty = msgspec.field(name="subscriptionID")
+
+
+class TerminalList(Payload, kw_only=True):
+    """``terminal.list {}``."""
+
+
+class TerminalInfo(Result, kw_only=True):
+    terminal_id: str = msgspec.field(name="terminalID")
+    owner: str | None
+    title: str | None
+    state: TerminalState
+    generation: int
+    rows: int
+    cols: int
+    pid: int | None = None
+    reason: str | None = None
+    crash_report: JsonObject | None = None
+    render_fallback: str | None = None
+
+
+class TerminalWaitEvents(Payload, kw_only=True):
+    terminal_id: _TerminalId = msgspec.field(name="terminalID")
+    timeout_milliseconds: WaitMilliseconds | None = None
+
+
+class TerminalOutput(Event, tag="output", kw_only=True):
+    terminal_id: str = msgspec.field(name="terminalID")
+    generation: int
+    data: str
+
+
+class TerminalExit(Event, tag="exit", kw_only=True):
+    """A generation's process ended; ``reason`` says why (``exited``, ``closed``,
+    ``internal`` with a ``crashReport``)."""
+
+    type: Literal["exit"]
+    terminal_id: str = msgspec.field(name="terminalID")
+    generation: int
+    exit_code: int | None
+    signal: int | None
+    signal_name: str | None
+    reason: str
+    crash_report: JsonObject | None = None
+    subscription_id: str | None = msgspec.field(default=None, name="subscriptionID")
+
+
+TerminalEvent: TypeAlias = TerminalOutput | TerminalExit
+
+
+class TerminalEvents(Result, kw_only=True):
+    events: list[TerminalEvent]
+    gap: bool
+
+
+COMMANDS = {
+    "terminal.create": (TerminalCreate, TerminalCreateResult),
+    "terminal.write": (TerminalWrite, None),
+    "terminal.resize": (TerminalResize, None),
+    "terminal.close": (TerminalClose, TerminalCloseResult),
+    "terminal.reopen": (TerminalRef, TerminalReopenResult),
+    "terminal.dispose": (TerminalRef, None),
+    "terminal.onExit": (TerminalRef, TerminalSubscription),
+    "terminal.disposeSubscription": (TerminalDisposeSubscription, None),
+    "terminal.waitEvents": (TerminalWaitEvents, TerminalEvents),
+    "terminal.pollEvents": (TerminalRef, TerminalEvents),
+    "terminal.list": (TerminalList, list[TerminalInfo]),
+}
+EVENTS = {"terminal": TerminalEvent}
