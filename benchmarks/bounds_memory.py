@@ -22,6 +22,7 @@ import subprocess
 import sys
 import threading
 import time
+from typing import Any
 
 import trio
 
@@ -69,7 +70,7 @@ class _Serve:
             stdout=subprocess.PIPE,
             stderr=subprocess.DEVNULL,
         )
-        self.frames: list[tuple[int, dict[str, object]]] = []
+        self.frames: list[tuple[int, dict[str, Any]]] = []
         self.ready = threading.Condition()
         threading.Thread(target=self._read, daemon=True).start()
         self.send(0, "initialize", {"capabilities": {}})

@@ -1,6 +1,6 @@
 """Hypothesis strategies for every Core command: valid, near-valid and hostile values.
 
-The table :data:`COMMANDS` gives each command's fields as *kinds* (a program's argv, a
+The table (:func:`table`) gives each command's fields as *kinds* (a program's argv, a
 directory, milliseconds, pass-through JSON, the id of a live session, ...). A kind knows
 three sets of values: valid ones (what a careful client sends), near-valid ones (bounds and
 their neighbours, empty and wrong-but-plausible values) and hostile ones (lone surrogates,
@@ -8,10 +8,11 @@ NUL, integers far beyond 64 bits, ``1e400`` and ``NaN`` tokens, megabyte strings
 nesting, wrong JSON types). A request is drawn as a whole: a command (or an unknown name),
 a mode (valid, near-valid in one field, hostile in some, garbage payload) and its fields.
 
-Switching to the declarations: when the Core's payloads are declared as msgspec structs
-(``supervisor._api.COMMANDS``), :data:`COMMANDS` can be built from them, field by field,
-with :func:`kind_of_type` mapping a declared type to a kind; the test
-``test_every_command_has_a_row`` already fails when a command has no row.
+From the declarations: the Core's payloads are declared as msgspec structs
+(``supervisor._api``); :func:`table` derives every command's fields, types, bounds and
+required flags from them (:mod:`tests.fuzz.declared`) and keeps the rows of :data:`HAND`
+only for what a type can not say. ``test_every_command_has_a_row`` fails when a command
+the Core answers has no row.
 
 Values travel as JSON text (:func:`to_json_text`): :class:`Raw` holds a token Python's
 encoder would refuse or change (``1e400``, ``NaN``, a 5 000-digit integer, brackets nested
@@ -37,12 +38,14 @@ if TYPE_CHECKING:
 PY = sys.executable
 
 __all__ = (
-    "COMMANDS",
+    "HAND",
     "Context",
     "Kind",
     "Raw",
     "Request",
     "requests",
+    "table",
+    "targets",
     "to_json_text",
 )
 
@@ -370,9 +373,10 @@ FUNCTION = Kind(
     ),
     _const({}, {"pluginID": "", "functionID": ""}, {"pluginID": 1}, "f"),
 )
-#: Every command's fields. Payload fields a command does not list here are refused as
-#: unknown; the strategy adds one now and then.
-COMMANDS: dict[str, dict[str, Kind]] = {
+#: Every command's fields, by hand: what a field names (a program, a directory, a live id)
+#: where its declared type can not say it. :func:`table` uses these rows over the fields
+#: derived from the declarations, and the whole table when a tree has no declarations.
+HAND: dict[str, dict[str, Kind]] = {
     "core.ping": {},
     "process.run": {
         "argv": ARGV.req(),
@@ -587,13 +591,28 @@ COMMANDS: dict[str, dict[str, Kind]] = {
     "terminal.waitEvents": {"terminalID": _id("terminal").req(), "timeoutMilliseconds": WAIT_MS},
 }
 
-#: For each kind of live id, the commands whose required fields name one: once an example
-#: started a session, terminal or job, its next requests often go to it (deeper code).
-TARGETS: dict[str, list[str]] = {}
-for _command, _fields in COMMANDS.items():
-    for _kind in _fields.values():
-        if _kind.required and _kind.ref is not None:
-            TARGETS.setdefault(_kind.ref, []).append(_command)
+
+@functools.cache
+def table() -> dict[str, list[dict[str, Kind]]]:
+    """``{command: [fields of each payload variant]}``: from the declarations when the tree
+    has them (:mod:`tests.fuzz.declared`), else from :data:`HAND`."""
+    from .declared import declared_table
+
+    return declared_table() or {name: [fields] for name, fields in HAND.items()}
+
+
+@functools.cache
+def targets() -> dict[str, list[str]]:
+    """For each kind of live id, the commands whose required fields name one: once an
+    example started a session, terminal or job, its next requests often go to it."""
+    found: dict[str, list[str]] = {}
+    for command, variants in table().items():
+        kinds = {k.ref for fields in variants for k in fields.values() if k.required and k.ref}
+        for kind in kinds:
+            assert kind is not None
+            found.setdefault(kind, []).append(command)
+    return found
+
 
 #: Command names that exist nowhere, hostile ones included.
 UNKNOWN_COMMANDS = ["no.such", "", "process.run ", "PROCESS.RUN", "\ud800", "a\x00b", _MEGABYTE]
@@ -634,19 +653,19 @@ def requests(draw: st.DrawFn, ctx: Context) -> Request:
     )
     if mode == "garbage":
         command = draw(
-            st.one_of(st.sampled_from(sorted(COMMANDS)), st.sampled_from(UNKNOWN_COMMANDS))
+            st.one_of(st.sampled_from(sorted(table())), st.sampled_from(UNKNOWN_COMMANDS))
         )
         payload = draw(st.one_of(hostile(), st.just({"unknownField": 1})))
         return Request(command, payload, mode)
-    live = sorted(kind for kind, ids in ctx.ids.items() if ids and kind in TARGETS)
+    live = sorted(kind for kind, ids in ctx.ids.items() if ids and kind in targets())
     target = draw(st.booleans()) if live else False
     if target:
-        command = draw(st.sampled_from(TARGETS[draw(st.sampled_from(live))]))
+        command = draw(st.sampled_from(targets()[draw(st.sampled_from(live))]))
         # Mostly valid: a live session's deeper code is what these requests are for.
         mode = draw(st.sampled_from(["valid", "valid", "valid", "near", "hostile"]))
     else:
-        command = draw(st.one_of(st.sampled_from(sorted(COMMANDS)), st.sampled_from(STARTERS)))
-    payload = _payload(draw, ctx, COMMANDS[command], mode)
+        command = draw(st.one_of(st.sampled_from(sorted(table())), st.sampled_from(STARTERS)))
+    payload = _payload(draw, ctx, draw(st.sampled_from(table()[command])), mode)
     if mode != "valid" and draw(st.integers(0, 9)) == 0:
         payload[draw(st.sampled_from(["unknownField", "\ud800", "", _MEGABYTE[:300]]))] = 1
     return Request(command, payload, mode)
@@ -689,18 +708,3 @@ def strict_json(text: str) -> bool:
     except (ValueError, RecursionError):
         return False
     return True
-
-
-def kind_of_type(declared: Any) -> Kind | None:  # pragma: no cover -- for the declarations
-    """A kind for a declared field type, once payloads are msgspec structs (see above).
-
-    Only the plain types map on their own; fields whose values name something that must
-    exist (a program, a directory, a live id) keep their rows in :data:`COMMANDS`.
-    """
-    if declared is bool:
-        return BOOL
-    if declared is int:
-        return SMALL
-    if declared is str:
-        return TEXT
-    return None

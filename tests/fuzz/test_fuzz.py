@@ -13,7 +13,7 @@ import os
 
 from supervisor import CoreThread, open_core
 from tests.fuzz.drivers import CoreDriver, ServeDriver, run_fuzz, serve_leftovers, workdir
-from tests.fuzz.strategies import COMMANDS
+from tests.fuzz.strategies import table
 
 #: Examples per driver in the suite (a few hundred requests in all, under a minute).
 SUITE_EXAMPLES = int(os.environ.get("SUPERVISOR_FUZZ_EXAMPLES", "200"))
@@ -21,7 +21,7 @@ SUITE_EXAMPLES = int(os.environ.get("SUPERVISOR_FUZZ_EXAMPLES", "200"))
 
 async def test_every_command_has_a_row() -> None:
     async with open_core() as core:
-        assert set(core.commands) == set(COMMANDS)
+        assert set(core.commands) == set(table())
 
 
 def test_fuzz_through_the_core(tmp_path: os.PathLike[str]) -> None:
