@@ -440,8 +440,8 @@ class Lanes(trio.abc.AsyncResource):
         max_output_bytes: Output forwarded per job and stream as it arrives, in bytes (>= 0,
             default 1 MiB).
         max_output_tail_bytes: The tail kept past that cap per job and stream and sent at
-            job end, in bytes (>= 0, default 64 KiB; 0 keeps no tail). These three sizes are
-            at most :data:`protocol.MAX_OUTPUT_BYTES` (64 MiB).
+            job end, in bytes (>= 0, default 64 KiB; 0 keeps no tail). This and
+            ``max_output_event_bytes`` are at most :data:`protocol.MAX_OUTPUT_BYTES` (64 MiB).
         output_flush_ms: Delay in milliseconds before pending output is sent (>= 0, default
             50).
         keep_finished: How many finished jobs :meth:`list_jobs` still reports (>= 0, default
@@ -466,10 +466,10 @@ class Lanes(trio.abc.AsyncResource):
         if max_output_event_bytes < 4:
             # Below 4 bytes a single UTF-8 character might not fit in an event.
             raise ValueError("max_output_event_bytes must be at least 4")
-        # The callers' bound on kept output (protocol.MAX_OUTPUT_BYTES) holds here too: the
-        # pending output and the tail of every job and stream are held in memory.
+        # The bound on kept output (protocol.MAX_OUTPUT_BYTES) holds for what is kept: the
+        # tail of every job and stream, and one event's text. ``max_output_bytes`` is output
+        # passed on as it arrives, never kept whole (`supervisor run --log-dir` forwards 1 GiB).
         for name, value in (
-            ("max_output_bytes", max_output_bytes),
             ("max_output_tail_bytes", max_output_tail_bytes),
             ("max_output_event_bytes", max_output_event_bytes),
         ):

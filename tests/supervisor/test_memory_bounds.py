@@ -19,7 +19,7 @@ import trio
 import trio.testing
 
 import supervisor._core._builtins as builtins
-from lanes import open_lanes
+from lanes import Lanes
 from protocol import MAX_OUTPUT_BYTES, CoreError, ErrorResponse, Request, Response
 from protocol._json import cut_text_to_size, dumps, encoded_size, fit_texts, text_size
 from supervisor import EventQueue, ProcessJobRunner, open_core, run_process
@@ -49,8 +49,7 @@ async def test_max_output_bytes_is_bounded_on_every_path() -> None:
     with pytest.raises(CoreError, match="at most"):
         await run_process([PY, "-c", "pass"], max_output_bytes=MAX_OUTPUT_BYTES + 1)
     with pytest.raises(ValueError, match="at most"):
-        async with open_lanes(ProcessJobRunner(), on_event=lambda *_: None, max_output_bytes=2**40):
-            pass  # pragma: no cover -- refused before the block
+        Lanes(ProcessJobRunner(), on_event=lambda *_: None, max_output_tail_bytes=2**40)
 
 
 # -- the size of an answer as JSON -----------------------------------------------------------
