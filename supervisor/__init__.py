@@ -6,7 +6,11 @@ protocol is in :mod:`protocol` and the lane policy in :mod:`lanes`.
 
 from __future__ import annotations
 
-# The error types and codes a caller of the Core meets, importable from here too.
+import importlib
+from typing import TYPE_CHECKING
+
+# The error types and codes a caller of the Core meets, importable from here too (protocol
+# is sans-I/O: importing it costs no Trio).
 from protocol import (
     ERROR_CATALOG as ERROR_CATALOG,
     CatalogEntry as CatalogEntry,
@@ -16,63 +20,141 @@ from protocol import (
     lookup_error as lookup_error,
 )
 
-from ._cli._runfile import RunFileError as RunFileError, load_run_file as load_run_file
-from ._cli._serve import serve as serve
-from ._core._context import current_operation_id as current_operation_id
-from ._core._core import (
-    DEFAULT_SERVICES as DEFAULT_SERVICES,
-    PROTOCOL_VERSION as PROTOCOL_VERSION,
-    Core as Core,
-    CoreThread as CoreThread,
-    open_core as open_core,
-)
-from ._core._jobs import ProcessJobRunner as ProcessJobRunner
-from ._core._service import (
-    CommandHandler as CommandHandler,
-    Service as Service,
-    ServiceContext as ServiceContext,
-    ServiceFactory as ServiceFactory,
-)
-from ._core._subscription import EventSubscription as EventSubscription
-from ._dap._service import DebugService as DebugService, open_debug_service as open_debug_service
-from ._dap._state import DebugState as DebugState
-from ._endpoint import (
-    EndpointClosed as EndpointClosed,
-    EndpointStatistics as EndpointStatistics,
-    JSONRPCEndpoint as JSONRPCEndpoint,
-    JSONRPCError as JSONRPCError,
-    NotificationHandler as NotificationHandler,
-    RequestHandler as RequestHandler,
-    current_request_id as current_request_id,
-    method_not_found as method_not_found,
-    open_jsonrpc_endpoint as open_jsonrpc_endpoint,
-)
-from ._lsp._service import LspService as LspService, open_lsp_service as open_lsp_service
-from ._lsp._state import LspState as LspState, RestartBudget as RestartBudget
-from ._process._marker import SCOPE_ENV as SCOPE_ENV
-from ._process._oneshot import (
-    DEFAULT_MAX_OUTPUT_BYTES as DEFAULT_MAX_OUTPUT_BYTES,
-    ProcessResult as ProcessResult,
-    run_process as run_process,
-)
-from ._process._reaper import (
-    reap_adopted_children as reap_adopted_children,
-    reap_orphans as reap_orphans,
-)
-from ._process._tree import (
-    DEVNULL as DEVNULL,
-    PIPE as PIPE,
-    STDOUT as STDOUT,
-    ProcessTree as ProcessTree,
-    TreeEndReport as TreeEndReport,
-    open_process_tree as open_process_tree,
-)
-from ._session._events import EventQueue as EventQueue, EventQueueStatistics as EventQueueStatistics
-from ._terminal._pty import EndBounds as EndBounds
-from ._terminal._service import (
-    TerminalService as TerminalService,
-    open_terminal_service as open_terminal_service,
-)
+# The names load on first use (PEP 562), so importing a submodule -- the pytest plugin,
+# ``supervisor.testbed``'s programs, the CLI -- does not pay for Trio and every service.
+if TYPE_CHECKING:
+    from ._cli._runfile import RunFileError as RunFileError, load_run_file as load_run_file
+    from ._cli._serve import serve as serve
+    from ._core._context import current_operation_id as current_operation_id
+    from ._core._core import (
+        DEFAULT_SERVICES as DEFAULT_SERVICES,
+        PROTOCOL_VERSION as PROTOCOL_VERSION,
+        Core as Core,
+        CoreThread as CoreThread,
+        open_core as open_core,
+    )
+    from ._core._jobs import ProcessJobRunner as ProcessJobRunner
+    from ._core._service import (
+        CommandHandler as CommandHandler,
+        Service as Service,
+        ServiceContext as ServiceContext,
+        ServiceFactory as ServiceFactory,
+    )
+    from ._core._subscription import EventSubscription as EventSubscription
+    from ._dap._service import (
+        DebugService as DebugService,
+        open_debug_service as open_debug_service,
+    )
+    from ._dap._state import DebugState as DebugState
+    from ._endpoint import (
+        EndpointClosed as EndpointClosed,
+        EndpointStatistics as EndpointStatistics,
+        JSONRPCEndpoint as JSONRPCEndpoint,
+        JSONRPCError as JSONRPCError,
+        NotificationHandler as NotificationHandler,
+        RequestHandler as RequestHandler,
+        current_request_id as current_request_id,
+        method_not_found as method_not_found,
+        open_jsonrpc_endpoint as open_jsonrpc_endpoint,
+    )
+    from ._lsp._service import LspService as LspService, open_lsp_service as open_lsp_service
+    from ._lsp._state import LspState as LspState, RestartBudget as RestartBudget
+    from ._process._marker import SCOPE_ENV as SCOPE_ENV
+    from ._process._oneshot import (
+        DEFAULT_MAX_OUTPUT_BYTES as DEFAULT_MAX_OUTPUT_BYTES,
+        ProcessResult as ProcessResult,
+        run_process as run_process,
+    )
+    from ._process._reaper import (
+        reap_adopted_children as reap_adopted_children,
+        reap_orphans as reap_orphans,
+    )
+    from ._process._tree import (
+        DEVNULL as DEVNULL,
+        PIPE as PIPE,
+        STDOUT as STDOUT,
+        ProcessTree as ProcessTree,
+        TreeEndReport as TreeEndReport,
+        open_process_tree as open_process_tree,
+    )
+    from ._ray import open_ray_lanes as open_ray_lanes
+    from ._session._events import (
+        EventQueue as EventQueue,
+        EventQueueStatistics as EventQueueStatistics,
+    )
+    from ._terminal._pty import EndBounds as EndBounds
+    from ._terminal._service import (
+        TerminalService as TerminalService,
+        open_terminal_service as open_terminal_service,
+    )
+
+#: ``{public name: (submodule, name in it)}``.
+_LAZY: dict[str, tuple[str, str]] = {
+    "RunFileError": ("_cli._runfile", "RunFileError"),
+    "load_run_file": ("_cli._runfile", "load_run_file"),
+    "serve": ("_cli._serve", "serve"),
+    "current_operation_id": ("_core._context", "current_operation_id"),
+    "DEFAULT_SERVICES": ("_core._core", "DEFAULT_SERVICES"),
+    "PROTOCOL_VERSION": ("_core._core", "PROTOCOL_VERSION"),
+    "Core": ("_core._core", "Core"),
+    "CoreThread": ("_core._core", "CoreThread"),
+    "open_core": ("_core._core", "open_core"),
+    "ProcessJobRunner": ("_core._jobs", "ProcessJobRunner"),
+    "EventSubscription": ("_core._subscription", "EventSubscription"),
+    "CommandHandler": ("_core._service", "CommandHandler"),
+    "Service": ("_core._service", "Service"),
+    "ServiceContext": ("_core._service", "ServiceContext"),
+    "ServiceFactory": ("_core._service", "ServiceFactory"),
+    "DebugService": ("_dap._service", "DebugService"),
+    "open_debug_service": ("_dap._service", "open_debug_service"),
+    "DebugState": ("_dap._state", "DebugState"),
+    "EndpointClosed": ("_endpoint", "EndpointClosed"),
+    "EndpointStatistics": ("_endpoint", "EndpointStatistics"),
+    "JSONRPCEndpoint": ("_endpoint", "JSONRPCEndpoint"),
+    "JSONRPCError": ("_endpoint", "JSONRPCError"),
+    "NotificationHandler": ("_endpoint", "NotificationHandler"),
+    "RequestHandler": ("_endpoint", "RequestHandler"),
+    "current_request_id": ("_endpoint", "current_request_id"),
+    "method_not_found": ("_endpoint", "method_not_found"),
+    "open_jsonrpc_endpoint": ("_endpoint", "open_jsonrpc_endpoint"),
+    "LspService": ("_lsp._service", "LspService"),
+    "open_lsp_service": ("_lsp._service", "open_lsp_service"),
+    "LspState": ("_lsp._state", "LspState"),
+    "RestartBudget": ("_lsp._state", "RestartBudget"),
+    "SCOPE_ENV": ("_process._marker", "SCOPE_ENV"),
+    "DEFAULT_MAX_OUTPUT_BYTES": ("_process._oneshot", "DEFAULT_MAX_OUTPUT_BYTES"),
+    "ProcessResult": ("_process._oneshot", "ProcessResult"),
+    "run_process": ("_process._oneshot", "run_process"),
+    "reap_adopted_children": ("_process._reaper", "reap_adopted_children"),
+    "reap_orphans": ("_process._reaper", "reap_orphans"),
+    "open_ray_lanes": ("_ray", "open_ray_lanes"),
+    "DEVNULL": ("_process._tree", "DEVNULL"),
+    "PIPE": ("_process._tree", "PIPE"),
+    "STDOUT": ("_process._tree", "STDOUT"),
+    "ProcessTree": ("_process._tree", "ProcessTree"),
+    "TreeEndReport": ("_process._tree", "TreeEndReport"),
+    "open_process_tree": ("_process._tree", "open_process_tree"),
+    "EventQueue": ("_session._events", "EventQueue"),
+    "EventQueueStatistics": ("_session._events", "EventQueueStatistics"),
+    "EndBounds": ("_terminal._pty", "EndBounds"),
+    "TerminalService": ("_terminal._service", "TerminalService"),
+    "open_terminal_service": ("_terminal._service", "open_terminal_service"),
+}
+
+
+def __getattr__(name: str) -> object:
+    try:
+        module, attribute = _LAZY[name]
+    except KeyError:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}") from None
+    value = getattr(importlib.import_module(f".{module}", __name__), attribute)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_LAZY})
+
 
 __all__ = (
     "DEFAULT_MAX_OUTPUT_BYTES",
@@ -124,6 +206,7 @@ __all__ = (
     "open_jsonrpc_endpoint",
     "open_lsp_service",
     "open_process_tree",
+    "open_ray_lanes",
     "open_terminal_service",
     "reap_adopted_children",
     "reap_orphans",

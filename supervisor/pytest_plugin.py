@@ -2,25 +2,40 @@
 
 Fixtures:
 
-- ``no_leaked_processes``: fails the test when a process carrying the scope marker
-  (``SUPERVISOR_SCOPE``) that appeared during the test outlives it, listing each with its
-  command line, or when the test process holds an unreaped (zombie) child. Only processes
-  of this pytest run are looked at: the plugin puts ``SUPERVISOR_TEST_RUN=<uuid>`` into the
-  environment at start, and every process the run starts inherits it, so another test run
-  on the same machine never trips the guard. Request it (or make it autouse in a
-  ``conftest.py``) where you want it.
-- ``supervisor_core``: a running :class:`supervisor.Core` (Trio, via pytest-trio), closed,
-  with everything it started, when the test ends.
+- ``no_leaked_processes``: fails the test when a process that appeared during the test
+  outlives it, listing each with its command line, or when the test process holds an
+  unreaped (zombie) child. It looks at every descendant of the test process, marked or not
+  (by ancestry, each remembered with its start time; an orphan re-parents to the test
+  process when that is a child subreaper, as it is once the supervisor ran), and at every
+  process carrying the scope marker (``SUPERVISOR_SCOPE``) even when it escaped. Only
+  processes of this pytest run are looked at: the plugin puts ``SUPERVISOR_TEST_RUN=<uuid>``
+  into the environment at start, and every process the run starts inherits it, so another
+  test run on the same machine never trips the guard. ``supervisor_leak_scope = marked``
+  (ini) or ``@pytest.mark.supervisor_leak_scope("marked")`` keeps the older marker-only
+  guard. Request it (or make it autouse in a ``conftest.py``) where you want it.
+- ``lsp_server_under_test`` / ``dap_adapter_under_test``: run the lifecycle conformance
+  battery of ``supervisor check lsp|dap`` against your own program:
+  ``lsp_server_under_test(["my-server", "--stdio"], client="vscode")`` fails the test with the
+  conformance table when a check fails and returns the report. Works in a plain test, in a
+  Trio test (``@pytest.mark.trio`` or Trio mode: ``await lsp_server_under_test.check(...)``)
+  and beside pytest-lsp or pytest-asyncio tests in the same suite.
+- ``supervisor_core``: a running :class:`supervisor.Core` (an async Trio fixture: mark the
+  test ``@pytest.mark.trio``, or use Trio mode), closed, with everything it started, when
+  the test ends.
 - ``supervisor_scenario`` / ``supervisor_scenario_session``:
   :func:`supervisor.testbed.open_scenario` and :func:`supervisor.testbed.open_scenario_session`,
   to start a misbehaving program under a chosen scenario.
 
+Nothing heavy is imported until a fixture runs: loading the plugin costs a few
+milliseconds of pytest start-up.
+
 Example (a language-server author checks that a server which never answers ``shutdown`` is
 still stopped within the bounds)::
 
+    import pytest
     import trio
-    from supervisor.testbed import SCENARIOS
 
+    @pytest.mark.trio
     async def test_stop_is_bounded(supervisor_scenario_session, no_leaked_processes):
         async with supervisor_scenario_session("no-shutdown-reply") as session:
             await session.endpoint.request("initialize", {"capabilities": {}})
@@ -41,13 +56,18 @@ from typing import TYPE_CHECKING, Final
 import pytest
 
 if TYPE_CHECKING:
-    from collections.abc import AsyncIterator, Callable, Iterator
+    from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 
+    from ._check._report import ConformanceReport
     from ._core._core import Core
 
 __all__ = (
     "RUN_VARIABLE",
     "SETTLE_SECONDS",
+    "ConformanceCheck",
+    "dap_adapter_under_test",
+    "descendants",
+    "lsp_server_under_test",
     "marked_live_processes",
     "no_leaked_processes",
     "supervisor_core",
@@ -68,9 +88,27 @@ SETTLE_SECONDS: Final = 3.0
 _WATCHDOG_COMM: Final = "sv-watchdog"
 
 
+#: ``supervisor_leak_scope`` values: every descendant and marked process, or marked only.
+_LEAK_SCOPES: Final = ("descendants", "marked")
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addini(
+        "supervisor_leak_scope",
+        "what no_leaked_processes watches: 'descendants' (every descendant of the test"
+        " process and every marked process; default) or 'marked' (marked processes only)",
+        default="descendants",
+    )
+
+
 def pytest_configure(config: pytest.Config) -> None:
     """Give this run its own id (inherited by every process it starts)."""
     os.environ[RUN_VARIABLE] = uuid.uuid4().hex
+    config.addinivalue_line(
+        "markers",
+        "supervisor_leak_scope(scope): 'descendants' or 'marked' for this test's"
+        " no_leaked_processes guard",
+    )
 
 
 def _stat(pid: int) -> tuple[str, str] | None:
@@ -126,15 +164,66 @@ def marked_live_processes(run_id: str | None = None) -> dict[int, str]:
     return found
 
 
-def _children() -> list[int]:
+def _children(pid: int | str = "self") -> list[int]:
     pids: list[int] = []
-    for tid in os.listdir("/proc/self/task"):
+    try:
+        tids = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return pids
+    for tid in tids:
         try:
-            with open(f"/proc/self/task/{tid}/children") as f:
+            with open(f"/proc/{pid}/task/{tid}/children") as f:
                 pids.extend(int(p) for p in f.read().split())
         except OSError:
             continue
     return pids
+
+
+def _starttime(pid: int) -> int | None:
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            data = f.read()
+    except OSError:
+        return None
+    try:
+        return int(data[data.rfind(b")") + 2 :].split()[19])
+    except (IndexError, ValueError):
+        return None
+
+
+def descendants() -> dict[tuple[int, int], str]:
+    """Live (non-zombie) descendants of this process, by ancestry in /proc.
+
+    The supervisor's own watchdog (``sv-watchdog``, one per process, it lives as long as the
+    process does) does not count.
+
+    Returns:
+        ``{(pid, start time in clock ticks): command line}``; the start time tells a
+        reused pid from the process seen before.
+    """
+    found: dict[tuple[int, int], str] = {}
+    stack = _children()
+    seen: set[int] = set()
+    while stack:
+        pid = stack.pop()
+        if pid in seen:
+            continue
+        seen.add(pid)
+        stack.extend(_children(pid))
+        stat = _stat(pid)
+        start = _starttime(pid)
+        if stat is None or start is None or stat[1] in ("Z", "X") or stat[0] == _WATCHDOG_COMM:
+            continue
+        found[(pid, start)] = _cmdline(pid)
+    return found
+
+
+def _cmdline(pid: int) -> str:
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            return f.read().replace(b"\0", b" ").decode(errors="replace").strip() or "?"
+    except OSError:
+        return "?"
 
 
 def _reap_adopted_watchdogs() -> None:
@@ -181,23 +270,40 @@ def _children_in_exec() -> list[int]:
     return found
 
 
-@pytest.fixture
-def no_leaked_processes() -> Iterator[None]:
-    """Fail the test if a marker-tagged process or an unreaped child outlives it.
+def _leak_scope(request: pytest.FixtureRequest) -> str:
+    marker = request.node.get_closest_marker("supervisor_leak_scope")
+    scope = str(marker.args[0]) if marker and marker.args else None
+    scope = scope or str(request.config.getini("supervisor_leak_scope"))
+    if scope not in _LEAK_SCOPES:
+        raise pytest.UsageError(f"supervisor_leak_scope must be one of {_LEAK_SCOPES}: {scope!r}")
+    return scope
 
-    Leftovers get :data:`SETTLE_SECONDS` to disappear; the survivors are then listed with
-    their command lines, SIGKILLed (so one leak does not cascade into later tests), and the
-    test fails.
+
+@pytest.fixture
+def no_leaked_processes(request: pytest.FixtureRequest) -> Iterator[None]:
+    """Fail the test if a process it started, or an unreaped child, outlives it.
+
+    Watched (``supervisor_leak_scope``): every descendant of the test process and every
+    marker-tagged process (``descendants``, the default), or marker-tagged processes only
+    (``marked``). Leftovers get :data:`SETTLE_SECONDS` to disappear; the survivors are then
+    listed with their command lines, SIGKILLed (so one leak does not cascade into later
+    tests), and the test fails.
     """
     if not os.path.isdir("/proc"):
         yield
         return
+    by_ancestry = _leak_scope(request) == "descendants"
     before = set(marked_live_processes())
+    before_descendants = set(descendants()) if by_ancestry else set()
     yield
     deadline = time.monotonic() + SETTLE_SECONDS
     while True:
         starting = _children_in_exec()  # scanned again once their marker shows
         leaked = {p: c for p, c in marked_live_processes().items() if p not in before}
+        if by_ancestry:
+            for (pid, start), cmd in descendants().items():
+                if (pid, start) not in before_descendants and pid not in starting:
+                    leaked.setdefault(pid, cmd)
         zombies = unreaped_children()
         if (not leaked and not zombies and not starting) or time.monotonic() > deadline:
             break
@@ -216,12 +322,137 @@ def no_leaked_processes() -> Iterator[None]:
         pytest.fail("processes outlived the test:\n  " + "\n  ".join(problems), pytrace=False)
 
 
+class ConformanceCheck:
+    """The callable behind ``lsp_server_under_test`` / ``dap_adapter_under_test``.
+
+    ``check(argv, client="vscode", ...)`` runs the battery and returns the
+    :class:`~supervisor._check._report.ConformanceReport`; it fails the test (with the
+    table) when a check failed, unless ``expect_ok=False``. Called plainly it runs its own
+    Trio loop (in a worker thread when an event loop already runs in this one, as in an
+    asyncio test); in a Trio test ``await check.check(argv, ...)`` runs on the test's loop.
+    """
+
+    def __init__(self, protocol: str) -> None:
+        self.protocol = protocol
+
+    async def check(
+        self,
+        argv: Sequence[str],
+        client: str = "vscode",
+        *,
+        only: Sequence[str] | None = None,
+        cwd: str | None = None,
+        time_scale: float = 1.0,
+        launch: dict[str, object] | None = None,
+        expect_ok: bool = True,
+    ) -> ConformanceReport:
+        """Run the battery on the current Trio loop (see the class docstring)."""
+        from ._check._common import Bounds
+
+        if self.protocol == "lsp":
+            from ._check._lsp import check_language_server
+
+            report = await check_language_server(
+                list(argv), client=client, cwd=cwd, bounds=Bounds().scaled(time_scale), only=only
+            )
+        else:
+            from ._check._dap import check_debug_adapter
+
+            report = await check_debug_adapter(
+                list(argv),
+                client=client,
+                cwd=cwd,
+                launch=launch,
+                bounds=Bounds.for_dap().scaled(time_scale),
+                only=only,
+            )
+        if expect_ok and not report.ok:
+            pytest.fail(report.table(), pytrace=False)
+        return report
+
+    def __call__(
+        self,
+        argv: Sequence[str],
+        client: str = "vscode",
+        *,
+        only: Sequence[str] | None = None,
+        cwd: str | None = None,
+        time_scale: float = 1.0,
+        launch: dict[str, object] | None = None,
+        expect_ok: bool = True,
+    ) -> ConformanceReport:
+        import functools
+
+        import trio
+
+        run = functools.partial(
+            trio.run,
+            functools.partial(
+                self.check,
+                argv,
+                client,
+                only=only,
+                cwd=cwd,
+                time_scale=time_scale,
+                launch=launch,
+                expect_ok=False,
+            ),
+        )
+        if _loop_running():
+            # trio.run refuses to nest in a running loop: give it a thread of its own.
+            import concurrent.futures
+
+            with concurrent.futures.ThreadPoolExecutor(1) as pool:
+                report = pool.submit(run).result()
+        else:
+            report = run()
+        if expect_ok and not report.ok:
+            pytest.fail(report.table(), pytrace=False)
+        return report
+
+
+def _loop_running() -> bool:
+    import sys
+
+    trio = sys.modules.get("trio")
+    if trio is not None:
+        try:
+            trio.lowlevel.current_trio_token()
+            return True
+        except RuntimeError:
+            pass
+    asyncio = sys.modules.get("asyncio")
+    if asyncio is not None:
+        try:
+            asyncio.get_running_loop()
+            return True
+        except RuntimeError:
+            pass
+    return False
+
+
+@pytest.fixture
+def lsp_server_under_test() -> ConformanceCheck:
+    """Check a language server's lifecycle: ``lsp_server_under_test(argv, client="vscode")``.
+
+    Fails the test with the conformance table when a check fails (see
+    :class:`ConformanceCheck`; ``supervisor check lsp`` runs the same battery).
+    """
+    return ConformanceCheck("lsp")
+
+
+@pytest.fixture
+def dap_adapter_under_test() -> ConformanceCheck:
+    """Check a debug adapter's lifecycle: ``dap_adapter_under_test(argv, launch={...})``."""
+    return ConformanceCheck("dap")
+
+
 @pytest.fixture
 async def supervisor_core() -> AsyncIterator[Core]:
     """A running Core with the default services; closed (everything ended) after the test.
 
-    An async fixture: pytest-trio runs it for Trio tests (``trio_mode = true`` or
-    ``@pytest.mark.trio``).
+    An async fixture: pytest-trio runs it for Trio tests (``@pytest.mark.trio``, or Trio
+    mode).
     """
     from ._core._core import open_core
 

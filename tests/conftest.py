@@ -2,10 +2,11 @@
 
 Every process the supervisor starts carries ``SUPERVISOR_SCOPE`` in its environment (DESIGN.md
 invariant 1). A test passes only if every such process of this run that appeared while it ran
-is gone (exited, not a zombie) shortly after it ends, and if the test process itself holds no
-unreaped child (invariant 3). The guard is the ``no_leaked_processes`` fixture of our own pytest
-plugin (``supervisor.pytest_plugin``), made autouse here; the plugin also scopes the check to
-this run through ``SUPERVISOR_TEST_RUN``.
+is gone (exited, not a zombie) shortly after it ends, and so is every descendant of the test
+process, marked or not, and if the test process itself holds no unreaped child (invariant 3).
+The guard is the ``no_leaked_processes`` fixture of our own pytest plugin
+(``supervisor.pytest_plugin``), made autouse here; the plugin also scopes the check to this
+run through ``SUPERVISOR_TEST_RUN``.
 """
 
 from __future__ import annotations

@@ -3,8 +3,8 @@
 It is created with ``functions=False``, so it never answers ``litheFunctions`` even when the
 host offers it (plugin-contract.md "Plugin functions": "A backend that does not answer
 litheFunctions (a build-only backend) keeps serving its language ... and receives no
-function calls"). The host refuses function calls for its session with
-``plugin.function.unavailable``; ordinary requests still work:
+function calls"). The host refuses function calls for its session with ``not_supported``
+(``details.code``: ``plugin.function.unavailable``); ordinary requests still work:
 
 - ``workspace/executeCommand {command: "builder.compile", arguments: [root]}``: byte-compiles
   ``root`` with the real ``python -m compileall -q`` as a process tree bound to the request

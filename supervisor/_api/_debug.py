@@ -290,6 +290,8 @@ class DebugSessionInfo(Result, kw_only=True):
     state: DebugState
     request_kind: str | None
     adapter_pid: int | None
+    parent_session_id: str | None = None
+    child_session_ids: list[str] | None = None
     reason: str | None = None
     crash_report: JsonObject | None = None
 
@@ -372,6 +374,8 @@ class DebugRunInTerminalRequested(_DebugEvent, tag="runInTerminalRequested", kw_
     env: dict[str, str | None]
     args_can_be_interpreted_by_shell: bool
     handled_by: str
+    process_id: int | None = None
+    error: str | None = None
 
 
 class DebugRunInTerminalExited(_DebugEvent, tag="runInTerminalExited", kw_only=True):
@@ -380,6 +384,8 @@ class DebugRunInTerminalExited(_DebugEvent, tag="runInTerminalExited", kw_only=T
     exit_code: int | None
     signal: int | None
     signal_name: str | None
+    reason: str | None = None
+    crash_report: JsonObject | None = None
 
 
 class DebugOperationCompleted(_DebugEvent, tag="operationCompleted", kw_only=True):
@@ -407,6 +413,13 @@ class DebugAdapterEvent(_DebugEvent, tag="adapterEvent", kw_only=True):
     body: JsonValue = None
 
 
+class DebugFact(_DebugEvent, tag="fact", forbid_unknown_fields=False, kw_only=True):
+    """A structured diagnostic fact of the adapter's start (plugin-contract.md "Structured
+    plugin diagnostics": ``debugAdapter/start``); a fact carries its own fields."""
+
+    catalog_event: str
+
+
 class DebugChildSessionStarted(_DebugEvent, tag="childSessionStarted", kw_only=True):
     """The adapter's ``startDebugging`` started a child session (ended with this one)."""
 
@@ -432,6 +445,7 @@ DebugEvent: TypeAlias = (
     | DebugOperationFailed
     | DebugAdapterEvent
     | DebugChildSessionStarted
+    | DebugFact
 )
 
 

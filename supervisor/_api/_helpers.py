@@ -100,8 +100,10 @@ from ._lsp import (
     LspWorkspaceFilesChanged as lsp_LspWorkspaceFilesChanged,
     LspWorkspaceFilesChangedResult as lsp_LspWorkspaceFilesChangedResult,
     OperationResult as lsp_OperationResult,
+    ResponseError as lsp_ResponseError,
     RestartBudget as lsp_RestartBudget,
     SessionPolicy as lsp_SessionPolicy,
+    WorkspaceStateSpec as lsp_WorkspaceStateSpec,
     _Method as lsp_Method,
     _Timeout as lsp_Timeout,
 )
@@ -777,7 +779,7 @@ class CommandHelpers:
         session_id: base_NonEmpty,
         request_id: base_NonEmpty,
         result: base_JsonValue = None,
-        error: base_JsonValue = None,
+        error: lsp_ResponseError | None = None,
     ) -> base_AcceptedResult:
         """``lsp.serverRequestResponse``; see docs/commands.md."""
         data = await self.call(
@@ -817,6 +819,8 @@ class CommandHelpers:
         restart: bool | lsp_RestartBudget | None = None,
         plugin_id: base_NonEmpty | None = None,
         host_services: base_JsonValue = None,
+        workspace_authority: typing.Literal["local", "remote"] | None = None,
+        workspace_state: lsp_WorkspaceStateSpec | None = None,
         client_capabilities: base_JsonValue = None,
         host_requests: base_JsonValue = None,
     ) -> lsp_LspStartServerResult:
@@ -843,6 +847,8 @@ class CommandHelpers:
                     restart=restart,
                     plugin_id=plugin_id,
                     host_services=host_services,
+                    workspace_authority=workspace_authority,
+                    workspace_state=workspace_state,
                     client_capabilities=client_capabilities,
                     host_requests=host_requests,
                 )
@@ -928,7 +934,8 @@ class CommandHelpers:
         cwd: base_Path | None = None,
         env: base_Env | None = None,
         stdin: base_StreamText | None = None,
-        timeout_milliseconds: typing.Annotated[int, msgspec.Meta(ge=0, le=2**31 - 1)] | None = None,
+        timeout_milliseconds: typing.Annotated[int, msgspec.Meta(ge=0, le=2**31 - 1)]
+        | None = 86400000,
         max_output_bytes: typing.Annotated[
             int, msgspec.Meta(ge=1, le=process_MAX_OUTPUT_BYTES_LIMIT)
         ]

@@ -87,6 +87,24 @@ class SessionPolicy(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
     )
     server_id: str | None = msgspec.field(default=None, name="serverID")
     gates: Annotated[list[Gate], msgspec.Meta(max_length=8)] | None = None
+    remote: Literal["supported", "unsupported"] | None = None
+
+
+class StateRetention(msgspec.Struct, rename="camel", forbid_unknown_fields=True, kw_only=True):
+    """How many per-workspace state directories to keep, and for how long."""
+
+    max_entries: Annotated[int, msgspec.Meta(ge=1, le=64)]
+    max_age_days: Annotated[int, msgspec.Meta(ge=1, le=365)]
+
+
+class WorkspaceStateSpec(msgspec.Struct, rename="camel", forbid_unknown_fields=True, kw_only=True):
+    """A per-workspace state directory ``root/name`` (plugin-contract.md "Plugin-owned
+    sessions"); ``root`` absolute, ``name`` one path component (checked by the command)."""
+
+    root: Path
+    name: Path
+    retention: StateRetention | None = None
+    active_names: list[NonEmpty] | None = None
 
 
 class RestartBudget(msgspec.Struct, rename="camel", forbid_unknown_fields=True, kw_only=True):
@@ -111,6 +129,11 @@ class LspStartServer(Payload, kw_only=True):
         restart: true, or a restart budget: restart after crashes.
         plugin_id: The plugin that owns the session (plugin-contract.md).
         host_services: Host services granted to the plugin (needs ``pluginId``).
+        workspace_authority: ``"local"`` (default) or ``"remote"``: a server whose policy
+            says ``remote: "unsupported"`` is refused (``not_supported``) for a remote one.
+        workspace_state: ``{root, name, retention?: {maxEntries, maxAgeDays}, activeNames?}``:
+            a per-workspace state directory made before the start, old ones pruned after
+            (checked by the command).
         client_capabilities: The client capabilities sent in ``initialize`` (checked by
             the command).
         host_requests: Server requests the host answers itself (``serverRequest`` events,
@@ -135,6 +158,8 @@ class LspStartServer(Payload, kw_only=True):
     restart: bool | RestartBudget | None = None
     plugin_id: NonEmpty | None = None
     host_services: JsonValue = None
+    workspace_authority: Literal["local", "remote"] | None = None
+    workspace_state: WorkspaceStateSpec | None = None
     client_capabilities: JsonValue = None
     host_requests: JsonValue = None
 
@@ -272,14 +297,23 @@ class LspCancelOperation(Payload, kw_only=True):
     operation_id: str
 
 
+class ResponseError(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
+    """A JSON-RPC error object sent on to a language server: ``code`` is an LSP
+    ``integer`` (32-bit signed)."""
+
+    code: Annotated[int, msgspec.Meta(ge=-(2**31), le=2**31 - 1)]
+    message: str
+    data: JsonValue = None
+
+
 class LspServerRequestResponse(Payload, kw_only=True):
     """``lsp.serverRequestResponse``: the host's answer to a ``serverRequest`` event:
-    ``result``, or ``error {code: integer, message, data?}`` (checked by the command)."""
+    ``result``, or ``error {code, message, data?}`` (not both: checked by the command)."""
 
     session_id: NonEmpty
     request_id: NonEmpty
     result: JsonValue = None
-    error: JsonValue = None
+    error: ResponseError | None = None
 
 
 class LspWaitEvents(Payload, kw_only=True):
@@ -381,6 +415,12 @@ class LspSubscriptionDisposed(_LspEvent, tag="subscriptionDisposed", kw_only=Tru
     subscription_id: str = msgspec.field(name="subscriptionID")
 
 
+class LspWorkspaceStatePruned(_LspEvent, tag="workspaceStatePruned", kw_only=True):
+    """The per-workspace state directories a sweep deleted (after the start)."""
+
+    names: list[str]
+
+
 class LspHostRequest(_LspEvent, tag="hostRequest", kw_only=True):
     """A plugin backend asks the host; answer with ``lsp.hostResponse``."""
 
@@ -412,6 +452,7 @@ LspEvent: TypeAlias = (
     | LspFact
     | LspFunctionsChanged
     | LspSubscriptionDisposed
+    | LspWorkspaceStatePruned
     | LspHostRequest
     | LspHostRequestCancelled
     | LspFunctionProviderStartRequired

@@ -8,10 +8,19 @@ import msgspec
 
 from ._base import Argv, Env, Path, Payload, Result, StreamText
 
-__all__ = ("COMMANDS", "MAX_OUTPUT_BYTES_LIMIT", "ProcessResult", "ProcessRun")
+__all__ = (
+    "COMMANDS",
+    "DEFAULT_PROCESS_RUN_TIMEOUT_MS",
+    "MAX_OUTPUT_BYTES_LIMIT",
+    "ProcessResult",
+    "ProcessRun",
+)
 
 #: The most output ``process.run`` keeps per stream: 64 MiB, the frame-body limit.
 MAX_OUTPUT_BYTES_LIMIT: Final = 64 * 1024 * 1024
+#: ``process.run`` without ``timeoutMilliseconds`` ends after a day, the deadline
+#: ide-backend-protocol.schema.json gives ``*/exec`` without ``timeoutMs``.
+DEFAULT_PROCESS_RUN_TIMEOUT_MS: Final = 86_400_000
 
 
 class ProcessRun(Payload, kw_only=True):
@@ -22,8 +31,8 @@ class ProcessRun(Payload, kw_only=True):
         cwd: The working directory (default: the supervisor's).
         env: Changes to the supervisor's environment (null removes a variable).
         stdin: Text written to stdin, then closed (default: empty stdin).
-        timeout_milliseconds: Ends the whole tree after this long (``timedOut``); 0 or
-            absent: none.
+        timeout_milliseconds: Ends the whole tree after this long (``timedOut``); absent:
+            a day (the schema's ``*/exec`` default); 0 or null: none.
         max_output_bytes: Bytes kept per stream (default 16 MiB, at most 64 MiB); the rest
             is read and dropped (``truncated``).
     """
@@ -32,7 +41,9 @@ class ProcessRun(Payload, kw_only=True):
     cwd: Path | None = None
     env: Env | None = None
     stdin: StreamText | None = None
-    timeout_milliseconds: Annotated[int, msgspec.Meta(ge=0, le=2**31 - 1)] | None = None
+    timeout_milliseconds: Annotated[int, msgspec.Meta(ge=0, le=2**31 - 1)] | None = (
+        DEFAULT_PROCESS_RUN_TIMEOUT_MS
+    )
     max_output_bytes: Annotated[int, msgspec.Meta(ge=1, le=MAX_OUTPUT_BYTES_LIMIT)] | None = None
 
 

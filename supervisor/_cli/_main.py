@@ -1,5 +1,5 @@
 """The ``supervisor`` command line: ``run``, ``exec``, ``serve``, ``reap``, ``testbed``,
-``chaos``, ``completion``.
+``chaos``, ``check``, ``completion``.
 
 Each subcommand imports its implementation lazily so ``supervisor --help`` stays fast. A
 subcommand is one ``_add_<name>`` function (its parser, with the global options, its
@@ -19,6 +19,8 @@ Exit codes:
     first); 2 for a bad scenario or option.
     ``chaos``: 0 when no round had a violation, 1 otherwise (the seed and the shortest
     failing step list are printed).
+    ``check``: 0 when every conformance check passed or was skipped, 1 when one failed, 2
+    for bad usage or a program that cannot start.
     ``completion``: 0.
     Any subcommand: 2 for a bad option (argparse).
 """
@@ -59,7 +61,8 @@ _RUN_EPILOG: Final = """\
 exit status:
   0    every job ended as its `expect` says, and no process was left behind
   1    some job did not (or a process was left behind)
-  2    bad lanes file, unknown job name or unusable --log-dir (nothing started)
+  2    bad lanes file, unknown job name, unusable --log-dir, or a --ray cluster
+       that can not run the file (nothing started)
   130  interrupted by SIGINT (every job cancelled, every process ended)
   143  interrupted by SIGTERM (likewise)
   141  the reader of stdout or stderr went away (| head): likewise, quietly
@@ -67,6 +70,7 @@ exit status:
 examples:
   supervisor run examples/demo.toml
   supervisor run ci.toml test --json --log-dir logs > events.jsonl
+  supervisor run examples/demo.toml --ray auto
 """
 _EXEC_HELP: Final = """\
 Run one command (the Core's process.run) and print its envelope response as
@@ -178,6 +182,13 @@ def _add_run(sub: Any) -> None:
         choices=("auto", "always", "never"),
         default="auto",
         help="colour the status words: auto (default) on a terminal unless NO_COLOR is set",
+    )
+    run.add_argument(
+        "--ray",
+        metavar="ADDRESS",
+        default=None,
+        help="run the lanes on a Ray cluster (auto: the running one, else a local one);"
+        " needs the [ray] extra",
     )
     run.set_defaults(handler=_run)
 
@@ -309,6 +320,26 @@ def _add_chaos(sub: Any) -> None:
     chaos.set_defaults(handler=_chaos)
 
 
+def _add_check(sub: Any) -> None:
+    from .._check._cli import CHECK_EPILOG, CHECK_HELP, add_options
+
+    check = _subcommand(
+        sub,
+        "check",
+        "run a language server or debug adapter through lifecycle conformance checks",
+        CHECK_HELP,
+        CHECK_EPILOG,
+    )
+    add_options(check)
+    check.set_defaults(handler=_check)
+
+
+def _check(args: argparse.Namespace) -> int:
+    from .._check._cli import run_check
+
+    return run_check(args)
+
+
 def _add_completion(sub: Any) -> None:
     completion = _subcommand(
         sub,
@@ -330,6 +361,7 @@ _SUBCOMMANDS: Final = (
     _add_reap,
     _add_testbed,
     _add_chaos,
+    _add_check,
     _add_completion,
 )
 
@@ -374,6 +406,7 @@ def _run(args: argparse.Namespace) -> int:
         only=args.jobs,
         log_dir=args.log_dir,
         color=args.color,
+        ray=args.ray,
     )
 
 

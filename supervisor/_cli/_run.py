@@ -14,7 +14,8 @@ left (a sweep by scope marker) and exits 0 when every job ended as its ``expect`
 otherwise, with a summary that shows the end of each such job's output and names every job
 that did not run. SIGINT or SIGTERM cancels every job, ends every process tree and exits
 130 or 143; a reader of stdout or stderr that goes away (``| head``) does the same, exit
-141 (128 + SIGPIPE), without a traceback.
+141 (128 + SIGPIPE), without a traceback. With ``ray`` (``--ray ADDRESS``) the lanes run on
+the nodes of a Ray cluster (:mod:`supervisor._ray`); the reports name each lane's node.
 
 Strategy: one Trio nursery owns a signal watcher, the scheduler and (on a terminal) a
 redraw ticker; the lanes sit inside it, so cancelling the nursery (a signal) closes the
@@ -54,8 +55,11 @@ from ._screen import Style, cells, cut_cells, is_terminal, visible
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping, Sequence
 
-    from lanes import JobRequest, Lanes
+    from lanes import JobRequest
     from protocol import JSONObject
+
+    from .._ray._executor import RayCluster
+    from ._executor import JobExecutor, RunLanes
 
 __all__ = ("run_command",)
 
@@ -89,6 +93,7 @@ def run_command(
     only: Sequence[str] = (),
     log_dir: str | None = None,
     color: str = "auto",
+    ray: str | None = None,
 ) -> int:
     """Run the lanes file at ``path`` and return the process exit code.
 
@@ -102,10 +107,14 @@ def run_command(
         log_dir: write each job's whole output (stdout and stderr as they came) to
             ``LOG_DIR/<n>-<name>.log``; created if missing.
         color: ``auto`` (colours on a terminal unless ``NO_COLOR``), ``always`` or ``never``.
+        ray: run the lanes on the Ray cluster at this address (``auto``: the running
+            cluster, else a local one started for the run); needs the ``[ray]`` extra. The
+            JSON objects that name a lane then also carry its ``"node"``.
 
     Returns:
         0 every job ended as expected, 1 some did not (or a process was left behind), 2 the
-        file, a job name or the log directory is bad (nothing started), 130 / 143
+        file, a job name or the log directory is bad, or the cluster can not run the file
+        (nothing started), 130 / 143
         interrupted by SIGINT / SIGTERM, 141 the reader of stdout or stderr went away.
     """
     try:
@@ -130,18 +139,53 @@ def run_command(
         except RunFileError as exc:
             print(visible(str(exc)), file=sys.stderr)
             return EXIT_BAD_FILE
-        reporter = _Reporter(
-            run_file,
-            human=sys.stderr,
-            live=is_terminal(sys.stderr),
-            json_stream=sys.stdout if json_output else None,
-            style=Style.for_stream(sys.stderr, color),
-            log_dir=log_dir,
+        json_stream = sys.stdout if json_output else None
+        with contextlib.ExitStack() as stack:
+            cluster = None
+            if ray is not None:
+                # Ray prints its own notices (a worker that died, ...) on sys.stdout, which
+                # carries only our JSON: they go to stderr, with the human progress.
+                stack.enter_context(contextlib.redirect_stdout(sys.stderr))
+                cluster = _connect_cluster(ray, run_file)
+                if cluster is None:
+                    return EXIT_BAD_FILE
+                stack.callback(cluster.disconnect)
+            reporter = _Reporter(
+                run_file,
+                human=sys.stderr,
+                live=is_terminal(sys.stderr),
+                json_stream=json_stream,
+                style=Style.for_stream(sys.stderr, color),
+                log_dir=log_dir,
+                node_of=None if cluster is None else cluster.node_name,
+            )
+            try:
+                return trio.run(_run, run_file, requests, reporter, cluster)
+            except KeyboardInterrupt:
+                # SIGINT before the run's own handler was in place (while the node agents
+                # start): what had started was stopped on the way out.
+                print("supervisor run: interrupted while starting", file=sys.stderr)
+                return 128 + signal.SIGINT
+            finally:
+                reporter.close_logs()
+
+
+def _connect_cluster(address: str, run_file: RunFile) -> RayCluster | None:
+    """Join the cluster and place the lanes, or say why not (on stderr) and return None."""
+    try:
+        from .._ray._executor import ClusterError, connect_cluster
+    except ImportError as exc:
+        print(
+            f"supervisor run: --ray needs Ray: pip install 'trio-process-supervisor[ray]' ({exc})",
+            file=sys.stderr,
         )
-        try:
-            return trio.run(_run, run_file, requests, reporter)
-        finally:
-            reporter.close_logs()
+        return None
+    lanes = [(job.project, job.node) for job in run_file.jobs]
+    try:
+        return connect_cluster(address, lanes)
+    except ClusterError as exc:
+        print(f"supervisor run: --ray {address}: {visible(str(exc))}", file=sys.stderr)
+        return None
 
 
 def _select(run_file: RunFile, only: Sequence[str]) -> RunFile:
@@ -185,12 +229,21 @@ def _job_requests(run_file: RunFile, placeholders: Mapping[str, str]) -> list[Jo
     return requests
 
 
-async def _run(run_file: RunFile, requests: list[JobRequest], reporter: _Reporter) -> int:
-    from lanes import open_lanes
+async def _run(
+    run_file: RunFile, requests: list[JobRequest], reporter: _Reporter, cluster: RayCluster | None
+) -> int:
+    from ._executor import open_executor
 
-    from .._core._jobs import ProcessJobRunner
+    max_output_bytes = LOG_MAX_OUTPUT_BYTES if reporter.log_dir is not None else 1024 * 1024
+    # Outside the signal nursery: a remote executor still carries the lanes' last events
+    # while a signal cancels the run.
+    async with open_executor(cluster, max_output_bytes=max_output_bytes) as executor:
+        return await _run_on(executor, run_file, requests, reporter)
 
-    runner = ProcessJobRunner()
+
+async def _run_on(
+    executor: JobExecutor, run_file: RunFile, requests: list[JobRequest], reporter: _Reporter
+) -> int:
     interrupted: list[int] = []
     with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
         async with trio.open_nursery() as nursery:
@@ -210,16 +263,10 @@ async def _run(run_file: RunFile, requests: list[JobRequest], reporter: _Reporte
             if reporter.live:
                 nursery.start_soon(reporter.tick)
             reporter.run_started(trio.current_time())
-            async with open_lanes(
-                runner,
-                on_event=reporter.on_event,
-                max_output_bytes=(
-                    LOG_MAX_OUTPUT_BYTES if reporter.log_dir is not None else 1024 * 1024
-                ),
-            ) as lanes:
+            async with executor.open_lanes(on_event=reporter.on_event) as lanes:
                 await _Scheduler(run_file, requests, lanes, reporter).run()
             nursery.cancel_scope.cancel()
-        leftovers = await _leftover_processes()
+        leftovers = await executor.leftover_processes(LEFTOVER_SETTLE_MS)
     reporter.close_live()
     if interrupted:
         signum = interrupted[0]
@@ -245,7 +292,7 @@ class _Scheduler:
         self,
         run_file: RunFile,
         requests: list[JobRequest],
-        lanes: Lanes,
+        lanes: RunLanes,
         reporter: _Reporter,
     ) -> None:
         self.jobs = run_file.jobs
@@ -355,13 +402,13 @@ class _Scheduler:
             self.reporter.cancel_requested(self.views[index])
 
 
-async def _leftover_processes() -> list[tuple[int, str]]:
+async def _leftover_processes(settle_ms: int = LEFTOVER_SETTLE_MS) -> list[tuple[int, str]]:
     """Live processes that still carry this run's scope marker, after a short settle time.
 
     The runner ends every tree it started; this sweep is the run's own evidence of it
     (a scope's end must leave no process behind), reported rather than trusted.
     """
-    deadline = trio.current_time() + LEFTOVER_SETTLE_MS / 1000
+    deadline = trio.current_time() + settle_ms / 1000
     while True:
         found = _marked_processes()
         if not found or trio.current_time() >= deadline:
@@ -423,6 +470,7 @@ class _Reporter:
         json_stream: TextIO | None,
         style: Style | None = None,
         log_dir: str | None = None,
+        node_of: Callable[[str], str | None] | None = None,
     ) -> None:
         self.run_file = run_file
         self.human: TextIO | None = human
@@ -437,6 +485,12 @@ class _Reporter:
         self._by_id: dict[str, _JobView] = {}
         self._submitting: _JobView | None = None
         self._lanes = sorted({v.lane for v in self.views}, key=[v.lane for v in self.views].index)
+        #: Lane -> the node it runs on (``--ray``); empty when it runs here.
+        self._nodes: dict[str, str] = {}
+        for view in self.views:
+            node = None if node_of is None else node_of(view.job.project)
+            if node is not None:
+                self._nodes[view.lane] = visible(node)
         self._live_lines = 0
         self._started_at = 0.0
         #: Called when a job starts or ends (the scheduler's wake-up).
@@ -448,11 +502,16 @@ class _Reporter:
 
     def run_started(self, now: float) -> None:
         self._started_at = now
-        lanes = ", ".join(self._lanes)
+        lanes = ", ".join(self._lane_label(lane) for lane in self._lanes)
         self._say(
             f"running {_count(len(self.views), 'job')} from {visible(self.run_file.path)}"
             f" on {'lane' if len(self._lanes) == 1 else 'lanes'}: {lanes}"
         )
+
+    def _lane_label(self, lane: str) -> str:
+        """``lane``, or ``lane @ node`` when it runs on a cluster node."""
+        node = self._nodes.get(lane)
+        return lane if node is None else f"{lane} @ {node}"
 
     def submit(self, view: _JobView, start: Callable[[], str]) -> str:
         """Call ``start()`` (``lanes.start_job``) with events for the new job attributed."""
@@ -628,6 +687,7 @@ class _Reporter:
                             "name": v.job.name,
                             "jobId": v.job_id,
                             "lane": v.lane,
+                            **({"node": self._nodes[v.lane]} if v.lane in self._nodes else {}),
                             "line": v.job.line,
                             "expected": sorted(v.job.expect),
                             "status": None if v.finished is None else v.finished.get("status"),
@@ -726,6 +786,9 @@ class _Reporter:
     def _emit_json(self, obj: dict[str, Any]) -> None:
         stream = self.json_stream
         assert stream is not None
+        lane = obj.get("lane")
+        if isinstance(lane, str) and lane in self._nodes:
+            obj = {**obj, "node": self._nodes[lane]}
         try:
             stream.write(json.dumps(obj, ensure_ascii=False, separators=(",", ":")) + "\n")
             stream.flush()
@@ -784,7 +847,7 @@ class _Reporter:
             return ""
         columns, rows = _terminal_size()
         now = trio.current_time()
-        width = max(max((cells(lane) for lane in self._lanes), default=0), 4)
+        width = max(max((cells(self._lane_label(lane)) for lane in self._lanes), default=0), 4)
         heads: list[str] = []
         tails: list[list[str]] = []
         for lane in self._lanes:
@@ -812,7 +875,8 @@ class _Reporter:
                 text = f"idle ({done}/{len(views)} done)"
             if waiting:
                 text += f"  [+{len(waiting)} waiting]"
-            heads.append(f"  {lane}{' ' * (width - cells(lane))}  {text}")
+            label = self._lane_label(lane)
+            heads.append(f"  {label}{' ' * (width - cells(label))}  {text}")
             tails.append(tail)
         # The whole block must fit on the screen, or moving up to redraw it would miss lines.
         room = max(rows - 1 - len(heads), 0)

@@ -44,6 +44,9 @@ The file is an array of tables, one ``[[job]]`` per job, in submission order (ke
     expect = "ok"                   # optional: a status or a list; default "ok"
     expect_timed_out = false        # optional: also require timedOut to be this value (true
                                     # needs "failed" in expect: a timed-out job ends failed)
+    node = "zone=eu"                # optional, with --ray: pin the project's lane to a node
+                                    # with this label ("key=value") or resource ("name");
+                                    # the jobs of one project that give it must agree
 
 Durations are integers of milliseconds: ``timeout_ms`` at most :data:`MAX_TIMEOUT_MS`
 (``2**31 - 1``, about 24.8 days: the protocol's bound), ``start_after_ms`` and
@@ -185,6 +188,7 @@ class JobTable(msgspec.Struct, kw_only=True, forbid_unknown_fields=True, frozen=
         | None
     ) = None
     expect_timed_out: Annotated[bool, _what("a boolean")] | None = None
+    node: Annotated[str, _what('a string ("label=value" or a resource name)')] | None = None
 
 
 #: The keys of a ``[[job]]`` table, in declaration order.
@@ -236,6 +240,7 @@ class RunFileJob:
     trusted: bool = True
     expect: frozenset[str] = DEFAULT_EXPECT
     expect_timed_out: bool | None = None
+    node: str | None = None
 
     def payload(self, placeholders: Mapping[str, str]) -> JSONObject:
         """The ``job.start`` payload of this job, placeholders replaced.
@@ -376,6 +381,7 @@ def parse_run_file(text: str, *, path: str, directory: str) -> RunFile:
         names[job.name] = job.line
         jobs.append(job)
     _check_needs(jobs, path=path, where=where)
+    _check_lane_nodes(jobs, path, where)
     return RunFile(path=path, directory=directory, jobs=tuple(jobs))
 
 
@@ -613,6 +619,7 @@ def _parse_job(
     _check_env(table, declared.env)
     expect = _job_expect(table, declared.expect)
     _check_timed_out_expectation(table, expect, declared.expect_timed_out)
+    _check_node(table, declared.node)
     return RunFileJob(
         name=declared.name or "",
         line=table.header_line,
@@ -631,7 +638,33 @@ def _parse_job(
         trusted=declared.trusted,
         expect=expect,
         expect_timed_out=declared.expect_timed_out,
+        node=declared.node,
     )
+
+
+def _check_node(table: _JobTable, node: str | None) -> None:
+    """The ``node`` pin (``--ray`` only): ``"key=value"`` (a node label) or a resource name."""
+    if node is None:
+        return
+    key, equals, value = node.partition("=")
+    if not node.strip() or "\0" in node or (equals and not (key.strip() and value.strip())):
+        raise table.fail("node", "'node' must be \"label=value\" (a node label) or a resource name")
+
+
+def _check_lane_nodes(jobs: list[RunFileJob], path: str, where: _Locations) -> None:
+    """A lane stays on one node: the jobs of a project that pin it must agree."""
+    pins: dict[str, RunFileJob] = {}
+    for index, job in enumerate(jobs):
+        if job.node is None:
+            continue
+        first = pins.setdefault(job.project, job)
+        if first.node != job.node:
+            raise RunFileError(
+                path,
+                where.job_key_line(index, "node"),
+                f"node {job.node!r} differs from {first.node!r} (line {first.line}): the jobs"
+                " of a project run on one node",
+            )
 
 
 def _refuse_unknown_job_keys(table: _JobTable) -> None:

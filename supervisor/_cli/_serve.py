@@ -11,8 +11,9 @@ Contract (ide-backend-protocol.schema.json):
   Core message as the message.
 - Lanes push their ``job.started`` / ``job.output`` / ``job.finished`` notifications.
 - ``$/cancelRequest`` answers the cancelled request with -32800 (the endpoint does that).
-- ``shutdown`` waits for the requests in flight, ends every lane and process, then answers
-  null; ``exit`` ends the server with 0 after ``shutdown`` and 1 otherwise. End of input
+- ``shutdown`` waits for the requests in flight (a ``*.waitEvents`` long poll answers at once,
+  with an empty batch, as if its timeout had passed), ends every lane and process, then
+  answers null; ``exit`` ends the server with 0 after ``shutdown`` and 1 otherwise. End of input
   without ``exit`` cleans up everything and exits 1, as does a broken frame header.
 - Every request received is answered exactly once, so no client waits forever, however the
   session ends: ``exit`` after ``shutdown`` waits for ``shutdown``'s reply; ``exit`` without
@@ -101,6 +102,10 @@ class _Server:
         self._answered = trio.Event()
         self._answered.set()
         self._request_scopes: set[trio.CancelScope] = set()
+        #: The scopes of ``*.waitEvents`` calls in flight: ``shutdown`` ends them with an
+        #: empty batch instead of waiting out their timeouts.
+        self._long_polls: set[trio.CancelScope] = set()
+        self._polls_ended = False
         #: Why the session is ending early (requests are then cancelled), or None.
         self._ending: str | None = None
         self.exited = trio.Event()
@@ -168,11 +173,22 @@ class _Server:
             try:
                 # The JSON-RPC id is the operation id, so ``$/cancelRequest`` can name it.
                 request_id = current_request_id.get()
-                return await core.call(
-                    method,
-                    params if params is not None else {},
-                    operation_id=None if request_id is None else str(request_id),
-                )
+                operation_id = None if request_id is None else str(request_id)
+                payload = params if params is not None else {}
+                if not method.endswith(".waitEvents"):
+                    return await core.call(method, payload, operation_id=operation_id)
+                with trio.CancelScope() as poll:
+                    if self._polls_ended:
+                        # Admitted before `shutdown`, started after it (tasks start in no
+                        # particular order).
+                        poll.cancel()
+                    self._long_polls.add(poll)
+                    try:
+                        return await core.call(method, payload, operation_id=operation_id)
+                    finally:
+                        self._long_polls.discard(poll)
+                # Ended by `shutdown`: what a timeout with nothing queued answers.
+                return {"events": [], "gap": False}
             except CoreError as exc:
                 raise jsonrpc_error_from(exc) from None
         finally:
@@ -204,6 +220,11 @@ class _Server:
         }
 
     async def _shutdown(self) -> JSONValue:
+        # A long poll would hold `shutdown` for up to its timeout (days, at most): it
+        # answers now, as if its timeout had passed with nothing queued.
+        self._polls_ended = True
+        for poll in self._long_polls:
+            poll.cancel()
         await self._idle.wait()
         await self.close_core()
         return None

@@ -16,7 +16,7 @@ from lanes import JobKind, JobRequest, open_lanes
 from protocol import invalid_field
 from protocol._json import fit_texts
 
-from .._api._process import MAX_OUTPUT_BYTES_LIMIT
+from .._api._process import DEFAULT_PROCESS_RUN_TIMEOUT_MS, MAX_OUTPUT_BYTES_LIMIT
 from .._endpoint import DEFAULT_MAX_BODY_BYTES
 from .._process._oneshot import DEFAULT_MAX_OUTPUT_BYTES, run_process
 from .._session._events import EventQueue
@@ -34,6 +34,7 @@ if TYPE_CHECKING:
     from ._service import CommandHandler, ServiceContext
 
 __all__ = (
+    "DEFAULT_PROCESS_RUN_TIMEOUT_MS",
     "MAX_OUTPUT_ANSWER_BYTES",
     "MAX_OUTPUT_BYTES_LIMIT",
     "JobService",
@@ -53,6 +54,13 @@ MAX_WAIT_EVENTS_MS: Final = 600_000
 MAX_OUTPUT_ANSWER_BYTES: Final = DEFAULT_MAX_BODY_BYTES - 64 * 1024
 
 
+def process_run_timeout_ms(payload: ProcessRun) -> int | None:
+    """``process.run``'s deadline in milliseconds: the given one; absent: one day
+    (:data:`DEFAULT_PROCESS_RUN_TIMEOUT_MS`, the declaration's default); 0 or null: none
+    (the envelope's rule)."""
+    return payload.timeout_milliseconds or None
+
+
 class ProcessService:
     """``process.run``: one command, its result, nothing left behind."""
 
@@ -69,7 +77,7 @@ class ProcessService:
             cwd=payload.cwd,
             env=payload.env,
             stdin=payload.stdin.encode() if payload.stdin is not None else None,
-            timeout_ms=payload.timeout_milliseconds or None,  # 0 is none (the envelope's rule)
+            timeout_ms=process_run_timeout_ms(payload),
             max_output_bytes=payload.max_output_bytes or DEFAULT_MAX_OUTPUT_BYTES,
         )
         wire = result.to_wire()

@@ -39,7 +39,6 @@ from protocol import CoreError, echo, invalid_field, read_int
 from .._core._context import current_operation_id
 from .._core._payload import (
     MAX_COUNT,
-    check_fields,
     optional_bool,
     optional_env,
     optional_path,
@@ -81,28 +80,9 @@ MAX_DEBUG_SESSIONS: Final = 32
 _TRANSPORTS: Final = ("stdio", "tcpPort", "tcpAnnounced", "tcpLanguageServer")
 #: plugin-contract.md ``launch.endpoint.command`` for ``tcpLanguageServer``.
 _COMMAND_RE: Final = re.compile(r"[A-Za-z0-9._:-]{1,128}")
-_ADAPTER_FIELDS: Final = frozenset(
-    {
-        "executable",
-        "arguments",
-        "environment",
-        "workingDirectory",
-        "transport",
-        "host",
-        "port",
-        "announcePrefix",
-        "announceStream",
-        "connectTimeoutMilliseconds",
-        "initializeTimeoutMilliseconds",
-        "languageServerSessionId",
-        "command",
-        "commandArguments",
-    }
-)
 _LANGUAGE_SERVER_FIELDS: Final = frozenset(
     {"languageServerSessionId", "command", "commandArguments"}
 )
-_OPERATION_FIELDS: Final = frozenset({"sessionId", "operationId", "timeoutMilliseconds"})
 _INSPECT_FIELDS: Final = {
     "threads": frozenset(),
     "stackTrace": frozenset({"threadId", "startFrame", "levels"}),
@@ -154,7 +134,6 @@ def parse_adapter(value: JSONValue) -> AdapterSpec:
     """
     if not isinstance(value, dict):
         raise _invalid("adapter must be an object", "adapter")
-    check_fields(value, _ADAPTER_FIELDS, "debug.createSession adapter")
     transport = value.get("transport", "stdio")
     if transport not in _TRANSPORTS:
         raise _invalid(
@@ -287,20 +266,6 @@ class DebugService:
     # -- lifecycle -----------------------------------------------------------------------
 
     async def _create_session(self, payload: JSONObject) -> JSONValue:
-        check_fields(
-            payload,
-            frozenset(
-                {
-                    "sessionId",
-                    "adapterId",
-                    "adapter",
-                    "rootPath",
-                    "supportsRunInTerminalRequest",
-                    "runInTerminal",
-                }
-            ),
-            "debug.createSession",
-        )
         session_id = optional_str(payload, "sessionId")
         if session_id is None:
             session_id = self._sessions.new_id()
@@ -375,13 +340,11 @@ class DebugService:
         return child
 
     async def _disconnect(self, payload: JSONObject) -> JSONValue:
-        check_fields(payload, frozenset({"sessionId"}), "debug.disconnect")
         session = self._session(payload)
         detail = await session.stop()
         return {"sessionId": session.session_id, "state": session.state.value, "terminated": detail}
 
     async def _destroy_session(self, payload: JSONObject) -> JSONValue:
-        check_fields(payload, frozenset({"sessionId"}), "debug.destroySession")
         session = self._session(payload)
         if not session.ended:
             raise _invalid(
@@ -392,7 +355,6 @@ class DebugService:
         return {"sessionId": session.session_id, "destroyed": True}
 
     async def _list_sessions(self, payload: JSONObject) -> JSONValue:
-        check_fields(payload, frozenset(), "debug.listSessions")
         return [s.describe() for s in self._sessions.values()]
 
     # -- operations ----------------------------------------------------------------------
@@ -410,7 +372,6 @@ class DebugService:
 
     async def _start(self, payload: JSONObject, kind: str) -> JSONValue:
         command = f"debug.{kind}"
-        check_fields(payload, _OPERATION_FIELDS | {"configuration"}, command)
         session = self._session(payload)
         operation_id, timeout = self._operation_fields(payload)
         configuration = payload.get("configuration", {})
@@ -430,7 +391,6 @@ class DebugService:
         return await self._start(payload, "attach")
 
     async def _set_breakpoints(self, payload: JSONObject) -> JSONValue:
-        check_fields(payload, _OPERATION_FIELDS | {"path", "breakpoints"}, "debug.setBreakpoints")
         session = self._session(payload)
         operation_id, timeout = self._operation_fields(payload)
         path = require_str(payload, "path")
@@ -443,7 +403,6 @@ class DebugService:
         )
 
     async def _set_exception_breakpoints(self, payload: JSONObject) -> JSONValue:
-        check_fields(payload, _OPERATION_FIELDS | {"filters"}, "debug.setExceptionBreakpoints")
         session = self._session(payload)
         operation_id, timeout = self._operation_fields(payload)
         filters = normalize_exception_filters(payload.get("filters", []))
@@ -455,7 +414,6 @@ class DebugService:
         )
 
     async def _set_function_breakpoints(self, payload: JSONObject) -> JSONValue:
-        check_fields(payload, _OPERATION_FIELDS | {"breakpoints"}, "debug.setFunctionBreakpoints")
         session = self._session(payload)
         operation_id, timeout = self._operation_fields(payload)
         breakpoints = normalize_function_breakpoints(payload.get("breakpoints", []))
@@ -467,11 +425,6 @@ class DebugService:
         )
 
     async def _execute(self, payload: JSONObject) -> JSONValue:
-        check_fields(
-            payload,
-            _OPERATION_FIELDS | {"command", "threadId", "singleThread", "targetId"},
-            "debug.execute",
-        )
         session = self._session(payload)
         operation_id, timeout = self._operation_fields(payload)
         command = require_str(payload, "command")
@@ -488,8 +441,6 @@ class DebugService:
     async def _set_variable(self, payload: JSONObject) -> JSONValue:
         """``debug.setVariable {variablesReference, name, value}`` -> ``{operationId, result:
         {value, type, variablesReference, namedVariables, indexedVariables}}``."""
-        fields = frozenset({"variablesReference", "name", "value"})
-        check_fields(payload, _OPERATION_FIELDS | fields, "debug.setVariable")
         session = self._session(payload)
         operation_id, timeout = self._operation_fields(payload)
         arguments: JSONObject = {
@@ -507,8 +458,6 @@ class DebugService:
     async def _data_breakpoint_info(self, payload: JSONObject) -> JSONValue:
         """``debug.dataBreakpointInfo {name, variablesReference?, frameId?}`` ->
         ``{operationId, result: {dataId, description, accessTypes, canPersist}}``."""
-        fields = frozenset({"name", "variablesReference", "frameId"})
-        check_fields(payload, _OPERATION_FIELDS | fields, "debug.dataBreakpointInfo")
         session = self._session(payload)
         operation_id, timeout = self._operation_fields(payload)
         arguments: JSONObject = {"name": require_str(payload, "name")}
@@ -526,7 +475,6 @@ class DebugService:
     async def _set_data_breakpoints(self, payload: JSONObject) -> JSONValue:
         """``debug.setDataBreakpoints {breakpoints: [{dataId, accessType?, condition?,
         hitCondition?, enabled?}]}`` -> ``{operationId, result: {breakpoints, sent}}``."""
-        check_fields(payload, _OPERATION_FIELDS | {"breakpoints"}, "debug.setDataBreakpoints")
         session = self._session(payload)
         operation_id, timeout = self._operation_fields(payload)
         breakpoints = normalize_data_breakpoints(payload.get("breakpoints", []))
@@ -538,7 +486,6 @@ class DebugService:
         )
 
     async def _inspect(self, payload: JSONObject) -> JSONValue:
-        check_fields(payload, _OPERATION_FIELDS | {"kind"} | _ALL_INSPECT_FIELDS, "debug.inspect")
         session = self._session(payload)
         operation_id, timeout = self._operation_fields(payload)
         kind = require_str(payload, "kind")
@@ -554,9 +501,6 @@ class DebugService:
         )
 
     async def _cancel_operation(self, payload: JSONObject) -> JSONValue:
-        check_fields(
-            payload, frozenset({"sessionId", "operationId", "reason"}), "debug.cancelOperation"
-        )
         session = self._session(payload)
         operation_id = require_str(payload, "operationId")
         reason = payload.get("reason", "cancelled")
@@ -566,13 +510,6 @@ class DebugService:
         return {"cancelled": session.cancel_operation(operation_id, reason)}
 
     async def _run_in_terminal_response(self, payload: JSONObject) -> JSONValue:
-        check_fields(
-            payload,
-            frozenset(
-                {"sessionId", "requestId", "success", "processId", "shellProcessId", "message"}
-            ),
-            "debug.runInTerminalResponse",
-        )
         session = self._session(payload)
         request_id = require_str(payload, "requestId")
         success = payload.get("success")

@@ -77,6 +77,7 @@ import functools
 import ipaddress
 import itertools
 import logging
+import math
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Final, final
 
@@ -387,6 +388,9 @@ class DebugSession(SessionResource[JSONObject]):
             self.function_breakpoints = parent.function_breakpoints
             self.exception_filters = parent.exception_filters
             self.lifecycle.terminate_override = parent.lifecycle.terminate_debuggee
+        #: When the start began (trio clock, ms) and whether its fact was recorded.
+        self._started_at_ms = trio.current_time() * 1000
+        self._start_fact_recorded = False
 
     # -- public state --------------------------------------------------------------------
 
@@ -430,6 +434,29 @@ class DebugSession(SessionResource[JSONObject]):
 
     def _emit(self, event: str, params: JSONObject | None = None) -> None:
         self.events.put(event, {"sessionId": self.session_id, **(params or {})})
+
+    def _start_fact(self, code: str | None) -> None:
+        """Record the adapter's start as one ``debugAdapter/start`` fact, once.
+
+        plugin-contract.md "Structured plugin diagnostics": from launch until
+        ``initialize`` succeeds; ``operationFinished``, or ``operationFailed`` with one
+        ``host.*`` code (``host.timedOut``, ``host.initializeFailed``, ``host.exitedEarly``).
+        A stop before that records nothing. Categories only: no stderr, path or message.
+        """
+        if self._start_fact_recorded:
+            return
+        self._start_fact_recorded = True
+        fact: JSONObject = {
+            "catalogEvent": (
+                "plugins.operation.finished" if code is None else "plugins.operation.failed"
+            ),
+            "kind": "operationFinished" if code is None else "operationFailed",
+            "operation": "debugAdapter/start",
+            "durationMs": max(0, math.floor(trio.current_time() * 1000 - self._started_at_ms)),
+        }
+        if code is not None:
+            fact["code"] = code
+        self._emit("fact", fact)
 
     def _move(self, event: DebugInput) -> None:
         if self.lifecycle.handle(event):
@@ -710,6 +737,8 @@ class DebugSession(SessionResource[JSONObject]):
         # holding the adapter's stdout must not keep the session alive.
         with trio.move_on_after(_DRAIN_AFTER_EXIT_S):
             await self._transport_done.wait()
+        if not self._initialize_answered.is_set() and not self._disconnect_started:
+            self._start_fact("host.exitedEarly")
         self._end_transport("adapterExited")
 
     async def _drain(self, stream: trio.abc.ReceiveStream, keep: bool) -> None:
@@ -987,12 +1016,15 @@ class DebugSession(SessionResource[JSONObject]):
                 self.session_id,
                 self.spec.initialize_timeout_ms,
             )
+            self._start_fact("host.timedOut")
             self._end_transport("initializeTimeout")
             return
         if not response.success:
             logger.warning("debug adapter %s refused initialize", self.session_id)
+            self._start_fact("host.initializeFailed")
             self._end_transport("initializeFailed")
             return
+        self._start_fact(None)
         self.capabilities = normalize_capabilities(response.body)
         self._move(DebugInput.RECV_INITIALIZE_RESPONSE)
         self._emit("capabilities", {"capabilities": self.capabilities})

@@ -19,7 +19,9 @@ calls"): ``lsp.configureFunctionRelay``.
 
 from __future__ import annotations
 
+import logging
 import os
+import time
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Final
 
@@ -29,7 +31,6 @@ from protocol import MAX_ECHO_BYTES, MAX_MILLISECONDS, CoreError, cut_utf8, echo
 
 from .._core._context import current_operation_id
 from .._core._payload import (
-    check_fields,
     optional_env,
     optional_positive_int,
     optional_str,
@@ -51,8 +52,18 @@ from ._session import (
     LspSession,
     SessionPolicy,
     dumps,
+    launch_failure_fact,
 )
 from ._state import Gate, LspState, RestartBudget
+from ._workspace_state import (
+    MAX_AGE_DAYS as MAX_STATE_AGE_DAYS,
+    MAX_ENTRIES as MAX_STATE_ENTRIES,
+    Retention,
+    WorkspaceState,
+    is_state_name,
+    prepare,
+    sweep,
+)
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
@@ -63,6 +74,8 @@ if TYPE_CHECKING:
     from .._process._tree import ProcessTree
 
 __all__ = ("LspService", "open_lsp_service", "parse_start")
+
+logger = logging.getLogger("supervisor.lsp")
 
 #: plugin-contract.md: at most 8 gates; list bounds of a session policy.
 MAX_GATES: Final = 8
@@ -88,34 +101,12 @@ HOST_METHODS: Final = frozenset(
         "workspace/didChangeWorkspaceFolders",
     }
 )
+#: plugin-contract.md "Plugin-owned sessions": a policy name is at most 256 bytes (UTF-8).
+MAX_POLICY_NAME_BYTES: Final = 256
+_EXECUTE_COMMAND: Final = "workspace/executeCommand"
 #: The reference's function-result bound, used for plugin requests' results (bytes).
 MAX_PLUGIN_RESULT_BYTES: Final = 1024 * 1024
 _MAX_TIMEOUT_MS: Final = 3_600_000
-
-_START_FIELDS: Final = frozenset(
-    {
-        "serverId",
-        "executable",
-        "arguments",
-        "environment",
-        "workingDirectory",
-        "rootUri",
-        "initializationOptions",
-        "workspaceConfiguration",
-        "initializeTimeoutMilliseconds",
-        "requestTimeoutMilliseconds",
-        "shutdownTimeoutMilliseconds",
-        "serviceReadyIdleTimeoutMilliseconds",
-        "serviceReadyAbsoluteTimeoutMilliseconds",
-        "gates",
-        "sessionPolicy",
-        "restart",
-        "pluginId",
-        "hostServices",
-        "clientCapabilities",
-        "hostRequests",
-    }
-)
 
 
 def _invalid(message: str, field: str | None = None) -> CoreError:
@@ -136,6 +127,18 @@ def _str_list(value: JSONValue, name: str, limit: int | None = None) -> list[str
     return items
 
 
+def _policy_names(value: JSONValue, name: str, limit: int) -> list[str]:
+    """A session-policy list: names of at most 256 bytes, no whitespace or control character."""
+    items = _str_list(value, name, limit)
+    for index, item in enumerate(items):
+        # str.isspace/isprintable cover Unicode whitespace and control/format characters.
+        if len(item.encode("utf-8", "surrogatepass")) > MAX_POLICY_NAME_BYTES:
+            raise _invalid(f"{name}[{index}] is longer than {MAX_POLICY_NAME_BYTES} bytes", name)
+        if any(char.isspace() or not char.isprintable() for char in item):
+            raise _invalid(f"{name}[{index}] may not hold whitespace or control characters", name)
+    return items
+
+
 def _parse_gates(value: JSONValue) -> tuple[Gate, ...]:
     if value is None:
         return ()
@@ -147,7 +150,6 @@ def _parse_gates(value: JSONValue) -> tuple[Gate, ...]:
     for index, item in enumerate(value):
         if not isinstance(item, dict):
             raise _invalid(f"gates[{index}] must be an object", f"gates[{index}]")
-        check_fields(item, frozenset({"id", "until", "method", "match"}), f"gates[{index}]")
         gate_id = require_str(item, "id")
         if item.get("until") != "notification":
             raise _invalid(f'gates[{index}].until must be "notification"', f"gates[{index}].until")
@@ -161,16 +163,29 @@ def _parse_gates(value: JSONValue) -> tuple[Gate, ...]:
     return tuple(gates)
 
 
-def _parse_policy(value: JSONValue) -> tuple[SessionPolicy, tuple[Gate, ...]]:
+def _parse_policy(value: JSONValue) -> tuple[SessionPolicy, tuple[Gate, ...], bool]:
+    """The policy, its gates, and whether the server may run for a remote workspace."""
     if value is None:
-        return SessionPolicy(), ()
+        return SessionPolicy(), (), True
     if not isinstance(value, dict):
         raise _invalid("sessionPolicy must be an object", "sessionPolicy")
-    check_fields(value, frozenset({*_POLICY_LIMITS, "serverID", "gates"}), "sessionPolicy")
     lists = {
-        name: _str_list(value.get(name), f"sessionPolicy.{name}", limit)
+        name: _policy_names(value.get(name), f"sessionPolicy.{name}", limit)
         for name, limit in _POLICY_LIMITS.items()
     }
+    remote = value.get("remote", "supported")
+    if remote not in ("supported", "unsupported"):
+        raise _invalid(
+            'sessionPolicy.remote must be "supported" or "unsupported"', "sessionPolicy.remote"
+        )
+    # plugin-contract.md: commands are declared exactly when requestMethods lists
+    # workspace/executeCommand, so neither can grant what the other does not.
+    if (_EXECUTE_COMMAND in lists["requestMethods"]) != bool(lists["commands"]):
+        raise _invalid(
+            f"sessionPolicy.commands must be declared exactly when requestMethods lists "
+            f"{_EXECUTE_COMMAND}",
+            "sessionPolicy.commands",
+        )
     for name in ("requestMethods", "forwardNotifications"):
         refused = [m for m in lists[name] if m in HOST_METHODS or m.startswith("$/")]
         if refused:
@@ -186,7 +201,34 @@ def _parse_policy(value: JSONValue) -> tuple[SessionPolicy, tuple[Gate, ...]]:
         serialized_commands=frozenset(lists["serializedCommands"]),
         forward_notifications=frozenset(lists["forwardNotifications"]),
     )
-    return policy, _parse_gates(value.get("gates"))
+    return policy, _parse_gates(value.get("gates")), remote == "supported"
+
+
+def _parse_workspace_state(value: JSONValue) -> WorkspaceState | None:
+    """``workspaceState {root, name, retention?: {maxEntries, maxAgeDays}, activeNames?}``."""
+    if value is None:
+        return None
+    field = "workspaceState"
+    if not isinstance(value, dict):
+        raise _invalid("workspaceState must be an object", field)
+    root = require_path(value, "root")
+    if not os.path.isabs(root) or os.path.normpath(root) == "/":
+        raise _invalid("workspaceState.root must be an absolute directory other than /", field)
+    name = require_path(value, "name")
+    if not is_state_name(name):
+        raise _invalid("workspaceState.name must be a single path component", field)
+    active = _str_list(value.get("activeNames"), "workspaceState.activeNames")
+    retention: Retention | None = None
+    raw = value.get("retention")
+    if raw is not None:
+        if not isinstance(raw, dict):
+            raise _invalid("workspaceState.retention must be an object", field)
+        entries = optional_positive_int(raw, "maxEntries", maximum=MAX_STATE_ENTRIES)
+        days = optional_positive_int(raw, "maxAgeDays", maximum=MAX_STATE_AGE_DAYS)
+        if entries is None or days is None:
+            raise _invalid("workspaceState.retention needs maxEntries and maxAgeDays", field)
+        retention = Retention(entries, days)
+    return WorkspaceState(os.path.normpath(root), name, retention, frozenset(active))
 
 
 def _parse_restart(value: JSONValue) -> tuple[bool, RestartBudget]:
@@ -194,18 +236,6 @@ def _parse_restart(value: JSONValue) -> tuple[bool, RestartBudget]:
         return bool(value), RestartBudget()
     if not isinstance(value, dict):
         raise _invalid("restart must be a boolean or an object", "restart")
-    check_fields(
-        value,
-        frozenset(
-            {
-                "maxCrashes",
-                "windowMilliseconds",
-                "initialBackoffMilliseconds",
-                "maxBackoffMilliseconds",
-            }
-        ),
-        "restart",
-    )
     budget = RestartBudget()
     max_crashes = optional_positive_int(value, "maxCrashes", maximum=100)
     window = optional_positive_int(value, "windowMilliseconds", maximum=_MAX_TIMEOUT_MS)
@@ -225,7 +255,6 @@ def parse_start(payload: JSONObject) -> LspServerSpec:
     Raises:
         CoreError: ``invalid_request`` naming the first bad field.
     """
-    check_fields(payload, _START_FIELDS, "lsp.startServer")
     server_id = require_str(payload, "serverId")
     executable = require_path(payload, "executable")
     arguments = payload.get("arguments", [])
@@ -241,9 +270,21 @@ def parse_start(payload: JSONObject) -> LspServerSpec:
     config = payload.get("workspaceConfiguration")
     if config is not None and not isinstance(config, dict):
         raise _invalid("workspaceConfiguration must be an object", "workspaceConfiguration")
-    policy, policy_gates = _parse_policy(payload.get("sessionPolicy"))
+    policy, policy_gates, remote_supported = _parse_policy(payload.get("sessionPolicy"))
+    authority = payload.get("workspaceAuthority", "local")
+    if authority not in ("local", "remote"):
+        raise _invalid('workspaceAuthority must be "local" or "remote"', "workspaceAuthority")
+    if authority == "remote" and not remote_supported:
+        # plugin-contract.md "Plugin-owned sessions": a server with remote: "unsupported"
+        # is not started for a remote workspace.
+        raise CoreError(
+            "not_supported",
+            "This language server does not support a remote workspace",
+            {"field": "sessionPolicy.remote"},
+        )
     gates = _parse_gates(payload.get("gates")) or policy_gates
     restart, budget = _parse_restart(payload.get("restart"))
+    workspace_state = _parse_workspace_state(payload.get("workspaceState"))
     plugin_id = optional_str(payload, "pluginId")
     host_services: frozenset[str] = frozenset()
     if "hostServices" in payload:
@@ -272,6 +313,7 @@ def parse_start(payload: JSONObject) -> LspServerSpec:
         budget=budget,
         plugin_id=plugin_id,
         host_services=host_services,
+        workspace_state=workspace_state,
         client=client,
     )
     return LspServerSpec(
@@ -329,6 +371,8 @@ class LspService:
         )
         #: Cross-plugin calls between this service's plugin-owned sessions.
         self.relay = FunctionRelay(self._relay_provider)
+        #: Plugins whose backend is being started (between the check and the registration).
+        self._starting_plugins: set[str] = set()
 
     def commands(self) -> Mapping[str, CommandHandler]:
         return {
@@ -378,8 +422,42 @@ class LspService:
 
     # -- lifecycle -----------------------------------------------------------------------
 
+    def _check_one_backend(self, plugin_id: str) -> None:
+        """plugin-contract.md "Plugin backend": at most one backend process per plugin.
+
+        A session of the plugin that has not ended (running, stopping, or failed and waiting
+        to restart) holds the plugin's place; a stopped or finally failed one does not.
+        """
+        holder = next(
+            (
+                session.session_id
+                for session in self._sessions.values()
+                if session.plugin is not None
+                and session.plugin.plugin_id == plugin_id
+                and not session.ended
+            ),
+            None,
+        )
+        if holder is not None or plugin_id in self._starting_plugins:
+            details: JSONObject = {"field": "pluginId"}
+            if holder is not None:
+                details["sessionId"] = holder
+            raise CoreError(
+                "busy", f"plugin {plugin_id} already has a backend session running", details
+            )
+
     async def _start(self, payload: JSONObject) -> JSONValue:
         spec = parse_start(payload)
+        if spec.plugin_id is None:
+            return await self._start_checked(spec)
+        self._check_one_backend(spec.plugin_id)
+        self._starting_plugins.add(spec.plugin_id)
+        try:
+            return await self._start_checked(spec)
+        finally:
+            self._starting_plugins.discard(spec.plugin_id)
+
+    async def _start_checked(self, spec: LspServerSpec) -> JSONValue:
         session_id = self._sessions.new_id()
         session = LspSession(
             session_id,
@@ -392,12 +470,40 @@ class LspService:
         )
         # The first process is started before we answer, so launch_failed is this
         # command's error and a refused start leaves no session behind.
-        tree = await open_process_tree(spec.argv, cwd=spec.cwd, env=spec.env)
+        started_at_ms = trio.current_time() * 1000
+        state = spec.workspace_state
+        if state is not None:
+            try:
+                await prepare(state)
+            except OSError as exc:
+                raise CoreError(
+                    "launch_failed",
+                    f"could not prepare the workspace state directory: {exc.strerror or exc}",
+                    {"field": "workspaceState"},
+                ) from None
+        try:
+            tree = await open_process_tree(spec.argv, cwd=spec.cwd, env=spec.env)
+        except CoreError as exc:
+            if spec.plugin_id is not None and exc.code == "launch_failed":
+                launch_failure_fact(spec.plugin_id, exc, started_at_ms)
+            raise
         if session.plugin is not None:
             session.plugin.relay = self.relay
         await self._nursery.start(self._run_session, session, tree)
         self._sessions.add(session_id, session)
+        if state is not None and state.retention is not None:
+            # "sweeps in the background after a start": the answer does not wait for it.
+            self._nursery.start_soon(self._sweep_states, session, state)
         return {"sessionId": session_id}
+
+    async def _sweep_states(self, session: LspSession, state: WorkspaceState) -> None:
+        try:
+            deleted = await sweep(state, time.time())
+        except OSError as exc:
+            logger.warning("workspace state sweep of %s failed: %s", session.session_id, exc)
+            return
+        if deleted:
+            session.note_states_pruned(deleted)
 
     async def _run_session(
         self,
@@ -409,16 +515,13 @@ class LspService:
         await session.run(tree, task_status=task_status)
 
     async def _stop(self, payload: JSONObject) -> JSONValue:
-        check_fields(payload, frozenset({"sessionId"}), "lsp.stopServer")
         return await self._session(payload).stop()
 
     async def _restart(self, payload: JSONObject) -> JSONValue:
-        check_fields(payload, frozenset({"sessionId"}), "lsp.restartServer")
         session = self._session(payload)
         return {"generation": await session.restart()}
 
     async def _destroy(self, payload: JSONObject) -> JSONValue:
-        check_fields(payload, frozenset({"sessionId"}), "lsp.destroyServer")
         session = self._session(payload)
         if session.state not in (LspState.STOPPED, LspState.FAILED):
             raise _invalid(f"session {session.session_id} is {session.state.value}; stop it first")
@@ -429,17 +532,11 @@ class LspService:
         return {"destroyed": True}
 
     async def _snapshot(self, payload: JSONObject) -> JSONValue:
-        check_fields(payload, frozenset({"sessionId"}), "lsp.snapshot")
         return self._session(payload).snapshot()
 
     # -- documents -----------------------------------------------------------------------
 
     async def _sync(self, payload: JSONObject) -> JSONValue:
-        check_fields(
-            payload,
-            frozenset({"sessionId", "uri", "languageId", "text", "contentChanges"}),
-            "lsp.syncDocument",
-        )
         session = self._session(payload)
         uri = require_str(payload, "uri")
         language_id = require_str(payload, "languageId")
@@ -465,7 +562,6 @@ class LspService:
         return {"documentVersion": plan.version, "changed": plan.changed}
 
     async def _close_document(self, payload: JSONObject) -> JSONValue:
-        check_fields(payload, frozenset({"sessionId", "uri"}), "lsp.closeDocument")
         session = self._session(payload)
         uri = require_str(payload, "uri")
         document = session.documents.close(uri)
@@ -477,7 +573,6 @@ class LspService:
         return {"closed": True}
 
     async def _files_changed(self, payload: JSONObject) -> JSONValue:
-        check_fields(payload, frozenset({"sessionId", "changes"}), "lsp.workspaceFilesChanged")
         session = self._session(payload)
         raw = payload.get("changes")
         if not isinstance(raw, list) or not raw:
@@ -499,7 +594,6 @@ class LspService:
         return {"sent": len(changes)}
 
     async def _clear_diagnostics(self, payload: JSONObject) -> JSONValue:
-        check_fields(payload, frozenset({"sessionId"}), "lsp.clearDiagnostics")
         session = self._session(payload)
         cleared = session.documents.clear_diagnostics()
         for document in cleared:
@@ -507,11 +601,6 @@ class LspService:
         return {"cleared": len(cleared)}
 
     async def _update_configuration(self, payload: JSONObject) -> JSONValue:
-        check_fields(
-            payload,
-            frozenset({"sessionId", "workspaceConfiguration"}),
-            "lsp.updateWorkspaceConfiguration",
-        )
         session = self._session(payload)
         config = payload.get("workspaceConfiguration")
         if not isinstance(config, dict):
@@ -530,11 +619,6 @@ class LspService:
     # -- requests ------------------------------------------------------------------------
 
     async def _request(self, payload: JSONObject) -> JSONValue:
-        check_fields(
-            payload,
-            frozenset({"sessionId", "operationId", "method", "params", "timeoutMilliseconds"}),
-            "lsp.request",
-        )
         session = self._session(payload)
         method = require_str(payload, "method")
         params = payload.get("params")
@@ -563,7 +647,6 @@ class LspService:
         return {"operationId": operation_id}
 
     async def _cancel(self, payload: JSONObject) -> JSONValue:
-        check_fields(payload, frozenset({"sessionId", "operationId"}), "lsp.cancelOperation")
         session = self._session(payload)
         return {"cancelled": session.cancel(require_str(payload, "operationId"))}
 
@@ -576,13 +659,6 @@ class LspService:
         :func:`~supervisor._plugin._state.check_function_request`. ``timeoutMilliseconds``
         is capped at one hour and defaults to the session's request timeout.
         """
-        check_fields(
-            payload,
-            frozenset(
-                {"sessionId", "operationId", "function", "params", "timeoutMilliseconds", "context"}
-            ),
-            "lsp.functionRequest",
-        )
         session = self._session(payload)
         # Capped at one hour below (function_timeout_ms); past MAX_MILLISECONDS, refused.
         timeout = optional_positive_int(payload, "timeoutMilliseconds", maximum=MAX_MILLISECONDS)
@@ -615,11 +691,6 @@ class LspService:
         Returns:
             ``{hostRequestID}``.
         """
-        check_fields(
-            payload,
-            frozenset({"sessionId", "hostRequestID", "result", "error"}),
-            "lsp.hostResponse",
-        )
         session = self._session(payload)
         host_request_id = require_str(payload, "hostRequestID")
         if session.plugin is None:
@@ -679,11 +750,6 @@ class LspService:
         Returns:
             ``{accepted}``: False for an unknown, late or repeated ``requestId``.
         """
-        check_fields(
-            payload,
-            frozenset({"sessionId", "requestId", "result", "error"}),
-            "lsp.serverRequestResponse",
-        )
         session = self._session(payload)
         request_id = require_str(payload, "requestId")
         raw_error = payload.get("error")
@@ -713,7 +779,6 @@ class LspService:
         not granted, malformed params (or over ``notificationBytes``), a session that is not
         plugin-owned or not ready: ``invalid_request``.
         """
-        check_fields(payload, frozenset({"sessionId", "method", "params"}), "lsp.hostNotify")
         session = self._session(payload)
         method = require_str(payload, "method")
         params = payload.get("params")
@@ -773,11 +838,6 @@ class LspService:
         return session
 
     async def _plugin_request(self, payload: JSONObject) -> JSONValue:
-        check_fields(
-            payload,
-            frozenset({"sessionId", "pluginId", "method", "params", "timeoutMilliseconds"}),
-            "lsp.pluginServerRequest",
-        )
         method = require_str(payload, "method")
         params = payload.get("params", {})
         if not isinstance(params, dict):
@@ -834,11 +894,6 @@ class LspService:
         return _plugin_outcome(req.outcome)
 
     async def _plugin_notify(self, payload: JSONObject) -> JSONValue:
-        check_fields(
-            payload,
-            frozenset({"sessionId", "pluginId", "method", "params"}),
-            "lsp.pluginServerNotify",
-        )
         method = require_str(payload, "method")
         params = payload.get("params")
         if params is not None and not isinstance(params, dict):
@@ -872,9 +927,9 @@ def _plugin_outcome(outcome: JSONObject | None) -> JSONValue:
     assert isinstance(error, dict)
     code = error.get("code")
     message = str(error.get("message", ""))
-    if code == "cancelled":
+    if code == "requestCancelled":
         raise _plugin_error("cancelled", message)
-    if code == "timed_out":
+    if code == "requestTimeout":
         raise _plugin_error("timeout", message)
     if code == "languageServerError":
         details = error.get("details")

@@ -58,6 +58,7 @@ plugin-owned session adds ``plugin.*`` sites (:mod:`supervisor._plugin._session`
 
 from __future__ import annotations
 
+import errno
 import json
 import logging
 import math
@@ -73,7 +74,7 @@ from protocol import CoreError, ErrorCode, JSONObject
 
 from .._boundary import crash_report, fault_point, internal_message, log_failure, run_contained
 from .._endpoint import EndpointClosed, JSONRPCError, method_not_found, open_jsonrpc_endpoint
-from .._plugin._session import CANCELLED_DATA, PluginRuntime, experimental_offer
+from .._plugin._session import CANCELLED_DATA, PluginRuntime, experimental_offer, route_fact
 from .._process._tree import open_process_tree
 from .._session import (
     DRAIN_AFTER_EXIT_MS,
@@ -111,6 +112,7 @@ if TYPE_CHECKING:
     from .._process._tree import ProcessTree, TreeEndReport
     from .._session._events import EventQueue
     from ._state import Gate
+    from ._workspace_state import WorkspaceState
 
 __all__ = (
     "DEFAULT_EXIT_WAIT_MS",
@@ -214,6 +216,9 @@ class LspServerSpec:
     #: ``hostServices``: the host services a plugin-owned session is granted
     #: (plugin-contract.md "Plugin functions").
     host_services: frozenset[str] = frozenset()
+    #: The per-workspace state directory of this start and its retention, if the host
+    #: keeps one (plugin-contract.md "State and retention").
+    workspace_state: WorkspaceState | None = None
     #: The declared client capabilities and the server requests the host answers.
     client: ClientPolicy = field(default_factory=ClientPolicy)
 
@@ -241,6 +246,11 @@ class _Request(Operation):
     started_at: float = 0.0
     end_reason: str | None = None
     waiting: bool = False
+    #: The request submitted before this one that was not yet written when this one came:
+    #: this one is written after it (requests that waited for readiness keep their order).
+    after: _Request | None = None
+    #: Set when this request was handed to the endpoint, or ended without that.
+    sent: trio.Event = field(default_factory=trio.Event)
 
 
 @dataclass(eq=False)
@@ -259,6 +269,8 @@ class _Generation:
     restart_requested: bool = False
     tracker: ReadinessTracker | None = None
     readiness_changed: trio.Event = field(default_factory=trio.Event)
+    #: The last request submitted to this generation (see ``_Request.after``).
+    last_request: _Request | None = None
     failure: JSONObject | None = None
     started_at_ms: float = 0.0
     #: Set when the main process was seen exited, and when its stderr ended.
@@ -1051,7 +1063,7 @@ class LspSession(SessionResource[JSONObject]):
             "stage": "starting",
         }
         self.last_exit = {"generation": gen.number, "reason": "failed", **failure}
-        self._emit_fact(gen, "operationFailed", "host.launchFailed")
+        self._emit_fact(gen, "operationFailed", launch_failure_code(exc))
         self._transition(LspInput.FAILED, error=failure)
 
     def _emit_fact(self, gen: _Generation, kind: str, start_code: str | None) -> None:
@@ -1092,7 +1104,9 @@ class LspSession(SessionResource[JSONObject]):
                 params["operation"] = "languageServer/run"
             params["code"] = start_code or "host.crashed"
         if self.spec.plugin_id is not None:
-            params["pluginId"] = self.spec.plugin_id
+            # The host's facts about a plugin's server share the plugin's channel.
+            params["level"] = "info" if kind == "operationFinished" else "error"
+            route_fact(params, self.spec.plugin_id, self.session_id)
         self._emit("fact", params)
 
     # -- stop and restart ---------------------------------------------------------------
@@ -1219,6 +1233,18 @@ class LspSession(SessionResource[JSONObject]):
         if not gen.ready:
             req.waiting = True
             self._waiting_for_ready += 1
+        # plugin-contract.md "Plugin-owned sessions": requests that wait for the gates go
+        # out in the order they were asked for; tasks wake in no set order, so each one
+        # is written after the one before it (as is a request that comes while they are
+        # being written). Requests of a ready server are not held back for each other.
+        previous = gen.last_request
+        if (
+            previous is not None
+            and not previous.sent.is_set()
+            and (req.waiting or previous.waiting)
+        ):
+            req.after = previous
+        gen.last_request = req
         self._nursery.start_soon(self._run_request, req, gen)
         return req
 
@@ -1245,7 +1271,9 @@ class LspSession(SessionResource[JSONObject]):
         req.end_reason = "cancelled"
         req.scope.cancel()
         # Completed now, not when the task gets around to it.
-        self._finish(req, self._error(req, "cancelled", "The request was cancelled"))
+        # The outcome names of plugin-contract.md "Invocation", shared by every
+        # requestCompleted of a session (envelope answers keep cancelled/timed_out).
+        self._finish(req, self._error(req, "requestCancelled", "The request was cancelled"))
         return True
 
     async def _run_request(self, req: _Request, gen: _Generation) -> None:
@@ -1264,15 +1292,24 @@ class LspSession(SessionResource[JSONObject]):
             self._stop_waiting(req)
             if req.outcome is None:
                 if req.scope.cancelled_caught and req.end_reason is None:
-                    self._finish(req, self._error(req, "timed_out", "The request timed out"))
+                    self._finish(req, self._error(req, "requestTimeout", "The request timed out"))
                 else:
                     self._finish(req, self._unavailable(req, "The language-server session ended"))
             self._requests.forget(req)
 
     async def _exchange(self, req: _Request, gen: _Generation) -> None:
+        try:
+            await self._exchange_in_order(req, gen)
+        finally:
+            req.sent.set()
+            req.after = None  # no chain of ended requests is kept alive
+
+    async def _exchange_in_order(self, req: _Request, gen: _Generation) -> None:
         with req.scope:
             if not gen.settled.is_set():
                 await gen.settled.wait()
+            if req.after is not None:
+                await req.after.sent.wait()
             self._stop_waiting(req)
             fault_point("lsp.request")
             endpoint = gen.endpoint
@@ -1280,6 +1317,9 @@ class LspSession(SessionResource[JSONObject]):
                 self._finish(req, self._unavailable(req, "The language server stopped"))
                 return
             params = req.params if isinstance(req.params, (dict, list)) else None
+            # endpoint.request queues the frame before its first checkpoint, so the next
+            # request, woken here, runs only once this one is queued.
+            req.sent.set()
             try:
                 result = await endpoint.request(req.method, params)
             except JSONRPCError as exc:
@@ -1375,7 +1415,8 @@ class LspSession(SessionResource[JSONObject]):
 
         Raises:
             CoreError: ``invalid_request`` for an operation id already pending;
-                ``plugin.function.unavailable`` when no negotiated process runs.
+                ``not_supported`` with ``details.code`` ``plugin.function.unavailable`` when no
+                negotiated process runs.
         """
         gen = self._gen
         plugin = self.plugin
@@ -1391,9 +1432,9 @@ class LspSession(SessionResource[JSONObject]):
             or not plugin.negotiated
         ):
             raise CoreError(
-                "plugin.function.unavailable",
+                "not_supported",
                 "the backend is not running a negotiated process",
-                {"category": "not_supported"},
+                {"code": "plugin.function.unavailable"},
             )
         plugin.start_call(
             self._nursery,
@@ -1679,6 +1720,12 @@ class LspSession(SessionResource[JSONObject]):
             self.stderr.feed(bytes(chunk))
             fault_point("lsp.stderr")
 
+    def note_states_pruned(self, names: list[str]) -> None:
+        """Report the workspace state directories a sweep deleted (``workspaceStatePruned``
+        ``{names}``)."""
+        pruned: list[JSONValue] = [*names]
+        self._emit("workspaceStatePruned", {"names": pruned})
+
     @property
     def stderr_tail(self) -> list[str]:
         """The last stderr lines kept (oldest first), of every generation."""
@@ -1706,6 +1753,42 @@ class LspSession(SessionResource[JSONObject]):
             self._stderr_unreported = 0
         self._stderr_share.add(self.events.statistics().next_seq)
         self._emit("log", params)
+
+
+def launch_failure_code(exc: CoreError) -> str:
+    """The ``host.*`` fact code of a start that made no process (plugin-contract.md
+    "Structured plugin diagnostics"): ``host.executableUnavailable`` when the executable or
+    the working directory could not be resolved, ``host.launchFailed`` when the resolved
+    process could not be started."""
+    details = exc.details or {}
+    spawn_errno = details.get("errno")
+    if isinstance(spawn_errno, int) and spawn_errno not in (
+        errno.ENOENT,
+        errno.EACCES,
+        errno.ENOTDIR,
+    ):
+        return "host.launchFailed"
+    if "executable" in details or "cwd" in details:
+        return "host.executableUnavailable"
+    return "host.launchFailed"
+
+
+def launch_failure_fact(plugin_id: str, exc: CoreError, started_at_ms: float) -> JSONObject:
+    """Route the fact of a plugin server's first start that made no process.
+
+    ``lsp.startServer`` answers ``launch_failed`` and keeps no session, so the fact has no
+    event queue: it goes to the plugin's channel only. Returns the fact.
+    """
+    fact: JSONObject = {
+        "catalogEvent": "plugins.operation.failed",
+        "level": "error",
+        "kind": "operationFailed",
+        "operation": "languageServer/start",
+        "durationMs": max(0, math.floor(_now_ms() - started_at_ms)),
+        "code": launch_failure_code(exc),
+    }
+    route_fact(fact, plugin_id, None)
+    return fact
 
 
 def _message_text(method: str, params: JSONValue | None) -> str | None:

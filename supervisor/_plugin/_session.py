@@ -71,9 +71,40 @@ if TYPE_CHECKING:
     from .._lsp._state import RateLimit
     from ._relay import FunctionRelay
 
-__all__ = ("INVOKE_METHOD", "PluginRuntime", "experimental_offer")
+__all__ = ("INVOKE_METHOD", "PluginRuntime", "experimental_offer", "plugin_channel", "route_fact")
 
 logger = logging.getLogger("supervisor.plugins")
+_LEVELS: Final = {"info": logging.INFO, "warning": logging.WARNING, "error": logging.ERROR}
+
+
+def plugin_channel(plugin_id: str) -> str:
+    """The log channel of a plugin's facts: ``plugins/<id>/host`` (plugin-contract.md
+    "Structured plugin diagnostics")."""
+    return f"plugins/{plugin_id}/host"
+
+
+def route_fact(fact: JSONObject, plugin_id: str, session_id: str | None) -> None:
+    """Add the installed plugin's ID and channel to ``fact`` and write it to the log.
+
+    One writer for every fact of a plugin, the backend's own (``lithe/log``) and the host's
+    (``languageServer/start``): the ``supervisor.plugins`` logger, at the fact's ``level``
+    (info when it has none), with the fact (``pluginId`` and ``channel`` included) in the
+    record's ``plugin_fact`` attribute, so a handler can file it under its channel. One
+    logger for all plugins: a logger per plugin ID would be kept for the process's life.
+    """
+    fact["pluginId"] = plugin_id
+    fact["channel"] = plugin_channel(plugin_id)
+    level = fact.get("level")
+    logger.log(
+        _LEVELS.get(level, logging.INFO) if isinstance(level, str) else logging.INFO,
+        "%s plugin=%s session=%s %s",
+        fact.get("catalogEvent"),
+        plugin_id,
+        session_id,
+        " ".join(f"{k}={v}" for k, v in fact.items() if k not in ("catalogEvent", "channel")),
+        extra={"plugin_fact": dict(fact)},
+    )
+
 
 INVOKE_METHOD: Final = "lithe/function/invoke"
 #: Cross-plugin calls: the relay's methods, answered by :class:`FunctionRelay`.
@@ -579,15 +610,7 @@ class PluginRuntime:
             if call is not None:
                 # Only a still-active wire request correlates (Structured plugin diagnostics).
                 fact["operationId"] = call.operation_id
-        fact["pluginId"] = self.plugin_id
-        logger.info(
-            "%s plugin=%s session=%s %s",
-            fact["catalogEvent"],
-            self.plugin_id,
-            self.session_id,
-            " ".join(f"{k}={v}" for k, v in fact.items() if k != "catalogEvent"),
-            extra={"plugin_fact": dict(fact)},
-        )
+        route_fact(fact, self.plugin_id, self.session_id)
         self._emit("fact", fact)
 
     def check_notify(self, method: str, params: JSONValue) -> None:

@@ -272,8 +272,8 @@ def check_function_request(
     5. protocol not negotiated: ``not_supported`` / ``plugin.function.unavailable``
     6. function not registered: ``not_supported`` / ``plugin.function.unknown``
 
-    The envelope code is the plugin.function.* code (the catalog gives each its Core
-    category); ``details.category`` names the category the reference's table lists.
+    As the reference's table puts them: the envelope ``error.code`` is the Core code, and
+    ``error.details.code`` the ``plugin.function.*`` code.
 
     Returns:
         ``(function ID, params object)`` for the invoke.
@@ -314,8 +314,8 @@ def check_function_request(
     return function_id, params
 
 
-def _function_error(name: str, category: str, message: str) -> CoreError:
-    return CoreError(f"plugin.function.{name}", message, {"category": category})
+def _function_error(name: str, core_code: str, message: str) -> CoreError:
+    return CoreError(core_code, message, {"code": f"plugin.function.{name}"})
 
 
 def _is_context(value: JSONValue) -> bool:

@@ -895,8 +895,12 @@ async def _open_tree(
             else:
                 process = spawn_call()
         except OSError as exc:
+            details: JSONObject = {"executable": args[0]}
+            if exc.errno is not None:
+                # Resolved, yet not started: the errno tells why (ENOEXEC, E2BIG, ...).
+                details["errno"] = exc.errno
             raise _launch_failed(
-                f"could not start {args[0]}: {exc.strerror or exc}", {"executable": args[0]}
+                f"could not start {args[0]}: {exc.strerror or exc}", details
             ) from exc
         _reaper.register_managed(process.pid)
         _running_mains[0] += 1

@@ -177,8 +177,9 @@ class EventQueue:
         gap = self._gap
         self._gap = False
         if not kinds and self._ready.is_set():
-            # Only a set event is replaced: a waiter still blocked on an unset one (a poll
-            # between its wait and the next event) must see that next event.
+            # Only a set event is replaced: a waiter (a long poll, serve's forwarder) still
+            # blocked on an unset one must see the next event, whoever drained in between.
+            # Events left past the batch bound keep it set: the next drain returns at once.
             self._ready = trio.Event()
         return {"events": events, "gap": gap}  # type: ignore[dict-item]
 
@@ -193,9 +194,11 @@ class EventQueue:
 
         **Cancellation:** cancelling the caller leaves the queue untouched.
         """
-        if not self._count() and timeout_ms > 0:
+        if timeout_ms > 0:
             with trio.move_on_after(timeout_ms / 1000):
-                await self._ready.wait()
+                # Another caller may drain what woke us: then wait on, to our own deadline.
+                while not self._count():
+                    await self._ready.wait()
         return self.poll()
 
     def statistics(self) -> EventQueueStatistics:

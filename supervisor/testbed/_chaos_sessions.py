@@ -456,12 +456,14 @@ async def run_plugin(ctx: StepContext, index: int, step: ChaosStep) -> None:
     so they end as "the session ended".
     """
     rng = step_rng(step)
+    # A plugin has at most one backend, and steps run side by side: one plugin per step.
+    plugin_id = f"{CHAOS_PLUGIN_ID}.{ctx.label}-{index}"
     session_id = await _start_server(
         ctx,
         index,
         f"chaos-plugin-{ctx.label}-{index}",
         backend_argv(pid_file=ctx.pid_files[index]),
-        pluginId=CHAOS_PLUGIN_ID,
+        pluginId=plugin_id,
         initializeTimeoutMilliseconds=10_000,
         shutdownTimeoutMilliseconds=2000,
     )
@@ -474,7 +476,7 @@ async def run_plugin(ctx: StepContext, index: int, step: ChaosStep) -> None:
         for _ in range(rng.randint(1, 3)):
             payload: JSONObject = {
                 "sessionId": session_id,
-                "function": {"pluginID": CHAOS_PLUGIN_ID, "functionID": "chaos.work"},
+                "function": {"pluginID": plugin_id, "functionID": "chaos.work"},
                 "params": {"ms": rng.choice((0, 50, 300, 800))},
                 "timeoutMilliseconds": step.at_ms if step.action == "deadline" else 8000,
             }

@@ -8,6 +8,7 @@ Modes:
 - ``normal``: answers initialize (with supportsCancelRequest and supportsTerminateRequest),
   launch/attach (sends ``initialized`` first), configurationDone, disconnect; exits on EOF.
 - ``crash-initialize``: writes a line to stderr and exits 3 when initialize arrives.
+- ``refuse-initialize``: answers initialize with ``success: false``; then as normal.
 - ``no-disconnect``: like normal, but never answers disconnect and ignores stdin EOF
   (it sleeps until it is terminated).
 - ``late-response``: holds the answer to ``evaluate`` until ``cancel`` for it arrives, then
@@ -133,6 +134,9 @@ def serve(peer: Peer, mode: str, arg: str) -> None:
             if mode == "exit-leaving-child":
                 subprocess.Popen(["sleep", "60"])  # inherits stdout and stderr
                 os._exit(3)
+            if mode == "refuse-initialize":
+                peer.respond(message, {"error": {"id": 1, "format": "no"}}, success=False)
+                continue
             peer.respond(message, THREAD_CAPABILITIES if mode == "threads" else CAPABILITIES)
         elif mode == "threads" and command == "configurationDone":
             peer.respond(message)

@@ -14,12 +14,14 @@ Run it as ``sys.executable tests/peers/lsp_fake.py [FLAGS]``. Flags:
     --ready-after=MS          MS after ``initialized``: ``$/progress`` then ``custom/ready {ok}``
     --ask-on-shutdown=PATH    on ``shutdown``, first send ``workspace/configuration`` to the
                               client, write its reply (JSON) to PATH, then answer ``shutdown``
+    --ready-when=PATH         after ``initialized``, send ``custom/ready {ok}`` once PATH exists
 
 Requests (answered concurrently where they wait):
     ``test/sleep {ms}``: answered ``"slept"`` after ``ms``; ``$/cancelRequest`` answers -32800.
     ``test/hang``: never answered, except -32800 on cancel.
     ``test/late``: ignores ``$/cancelRequest``; answered ``"late"`` 300 ms after the cancel.
-    ``test/fail``: answered with the error ``{code: params.code, message: params.message}``.
+    ``test/fail``: answered with the error ``{code: params.code, message: params.message}``
+        (and ``data: params.data`` when given).
     ``test/ask {method, params}``: sends that request to the client, answers with its reply.
     ``test/notify {method, params}``: sends that notification, then answers null.
     ``test/exit {code}``: exits at once with ``code`` (a crash).
@@ -43,6 +45,7 @@ Requests (answered concurrently where they wait):
     ``test/initializeParams``: the params ``initialize`` arrived with.
     ``shutdown``: null (see flags). Anything else: -32601.
 Notification ``exit``: exits 0 after ``shutdown``, 1 otherwise (see flags).
+Notification ``custom/echo {text}``: sends ``window/logMessage {type: 3, message: "echo TEXT"}``.
 """
 
 from __future__ import annotations
@@ -175,6 +178,12 @@ def _ask_then_shut_down(request_id: object, path: str) -> None:
     _answer(request_id, None)
 
 
+def _ready_when_exists(path: str) -> None:
+    while not os.path.exists(path):
+        time.sleep(0.02)
+    _write({"jsonrpc": "2.0", "method": "custom/ready", "params": {"ok": True}})
+
+
 def _answer_when_exists(request_id: object, path: str, result: object) -> None:
     while not os.path.exists(path):
         time.sleep(0.02)
@@ -232,6 +241,11 @@ def main() -> int:
                 continue
             if method == "initialized" and "--ready-after" in opts:
                 _later(_ready_later, int(opts["--ready-after"]))
+            if method == "initialized" and "--ready-when" in opts:
+                _later(_ready_when_exists, opts["--ready-when"])
+            if method == "custom/echo":
+                echo = {"type": 3, "message": f"echo {p.get('text')}"}
+                _write({"jsonrpc": "2.0", "method": "window/logMessage", "params": echo})
             if method.startswith(("textDocument/did", "workspace/didChange")):
                 _received.append({"method": method, "params": params})
             continue
@@ -275,7 +289,10 @@ def main() -> int:
         elif method == "test/late":
             _later(_late_answer, request_id)
         elif method == "test/fail":
-            _error(request_id, int(p.get("code", -32603)), str(p.get("message", "failed")))
+            error = {"code": int(p.get("code", -32603)), "message": str(p.get("message", "failed"))}
+            if "data" in p:
+                error["data"] = p["data"]
+            _write({"jsonrpc": "2.0", "id": request_id, "error": error})
         elif method == "test/ask":
             _later(_ask, request_id, p.get("method"), p.get("params"))
         elif method == "test/notify":

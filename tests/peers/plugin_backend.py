@@ -1,9 +1,10 @@
 """A scripted plugin backend for the host-side plugin-function tests (issue 6).
 
-Usage: plugin_backend.py FUNCTIONS_ANSWER [LOGGING_ANSWER [INITIALIZE_DELAY_MS]]
+Usage: plugin_backend.py FUNCTIONS_ANSWER [LOGGING_ANSWER [INITIALIZE_DELAY_MS [EARLY_FACT]]]
   FUNCTIONS_ANSWER: the JSON of ``capabilities.experimental.litheFunctions`` it answers
   (``null`` answers none); LOGGING_ANSWER likewise for ``litheLogging``;
-  INITIALIZE_DELAY_MS: how long it waits before answering ``initialize`` (default 0).
+  INITIALIZE_DELAY_MS: how long it waits before answering ``initialize`` (default 0);
+  EARLY_FACT: the JSON of a ``lithe/log`` fact it sends before that answer.
 
 It does what real SDK backends rarely do on purpose (malformed negotiation, late progress,
 results over the bound, host-request floods). Functions, by ID: ``echo.value``,
@@ -42,6 +43,8 @@ out = sys.stdout.buffer
 functions_answer = json.loads(sys.argv[1]) if len(sys.argv) > 1 else None
 logging_answer = json.loads(sys.argv[2]) if len(sys.argv) > 2 else None
 initialize_delay_s = int(sys.argv[3]) / 1000 if len(sys.argv) > 3 else 0.0
+#: A ``lithe/log`` fact sent before the ``initialize`` answer (too early: the host rejects it).
+early_fact = json.loads(sys.argv[4]) if len(sys.argv) > 4 else None
 
 next_id = 1000
 waiting: dict[int, Callback] = {}  # our request id -> callback(reply)
@@ -218,6 +221,8 @@ def main() -> None:
         rid = message["id"]
         if method == "initialize":
             time.sleep(initialize_delay_s)
+            if early_fact is not None:
+                send({"jsonrpc": "2.0", "method": "lithe/log", "params": early_fact})
             seen["initialize"] = params["capabilities"].get("experimental")
             experimental: Message = {}
             if functions_answer is not None:

@@ -8,6 +8,7 @@ import pytest
 
 from supervisor.plugin_sdk import HostError, PluginError
 from supervisor.plugin_sdk._wire import (
+    HOST_ERRORS,
     cut_utf8,
     encode_result,
     is_function_id,
@@ -98,3 +99,47 @@ def test_errors() -> None:
     )
     assert error.details == {"option": "x"}
     assert HostError.from_wire(-1, "?", None).code == "plugin.host.failed"
+
+
+#: plugin-contract.md "Outcomes and error codes" (host codes with numbers) and
+#: plugin-sdk-node.md "Calling other plugins" (relay numbers): every one a HostError knows.
+REFERENCE_NUMBERS = {
+    "plugin.host.unavailable": -32601,
+    "plugin.host.invalidParams": -32602,
+    "plugin.host.failed": -32603,
+    "plugin.host.cancelled": -32800,
+    "plugin.host.permissionDenied": -32010,
+    "plugin.host.contextExpired": -32011,
+    "plugin.host.authorityUnsupported": -32012,
+    "plugin.host.versionConflict": -32013,
+    "plugin.host.limitExceeded": -32014,
+    "plugin.host.timeout": -32015,
+    "plugin.host.notFound": -32016,
+    "plugin.host.readOnly": -32017,
+    "plugin.host.unsupportedOption": -32018,
+    "plugin.host.preconditionFailed": -32019,
+    "plugin.host.busy": -32020,
+    "plugin.host.rateLimited": -32021,
+    "plugin.host.languageServerUnavailable": -32022,
+    "plugin.host.languageServerError": -32023,
+    "plugin.host.methodNotDeclared": -32024,
+    "plugin.host.toolUnresolved": -32025,
+    "plugin.host.foreignContribution": -32026,
+    "plugin.function.notDeclared": -32027,
+    "plugin.function.notExported": -32028,
+    "plugin.function.providerDisabled": -32029,
+    "plugin.function.versionMismatch": -32030,
+    "plugin.function.callCycle": -32065,
+    "plugin.function.depthExceeded": -32066,
+    "plugin.function.tooManyCalls": -32067,
+    "plugin.function.payloadTooLarge": -32068,
+    "plugin.function.providerUnavailable": -32069,
+    "plugin.function.failed": -32070,
+    "plugin.function.invalidResult": -32071,
+}
+
+
+@pytest.mark.parametrize(("code", "number"), sorted(REFERENCE_NUMBERS.items()))
+def test_host_errors_map_every_reference_code_to_its_number(code: str, number: int) -> None:
+    assert HOST_ERRORS[code] == number
+    assert HostError(code, "x").rpc_code == number

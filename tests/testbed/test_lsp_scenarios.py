@@ -232,8 +232,8 @@ async def test_answer_after_cancel__late_answers_are_ignored(start: Any) -> None
     cancelled = await server.request("held")
     timed_out = await server.request("held", timeoutMilliseconds=200)
     assert (await server.call("lsp.cancelOperation", operationId=cancelled))["cancelled"] is True
-    assert error_code(await server.completion(cancelled)) == "cancelled"
-    assert error_code(await server.completion(timed_out)) == "timed_out"
+    assert error_code(await server.completion(cancelled)) == "requestCancelled"
+    assert error_code(await server.completion(timed_out)) == "requestTimeout"
     # The program answers both once their $/cancelRequest arrives; the session goes on and
     # still stops politely.
     result = await server.stop()

@@ -126,11 +126,11 @@ async def test_real_server_flow_through_the_python_api(server: str, tmp_path: st
         try:
             params: JSONObject = {"textDocument": {"uri": uri}, "position": POSITION}
             timed = await session.roundtrip(QUERY[server], params, timeoutMilliseconds=300)
-            assert as_obj(timed["error"])["code"] == "timed_out"
+            assert as_obj(timed["error"])["code"] == "requestTimeout"
             operation = await session.request(QUERY[server], params)
             assert (await session.call("lsp.cancelOperation", operationId=operation))["cancelled"]
             cancelled = await session.completed(operation)
-            assert as_obj(cancelled["error"])["code"] == "cancelled"
+            assert as_obj(cancelled["error"])["code"] == "requestCancelled"
         finally:
             os.kill(pid, signal.SIGCONT)
         after = await session.roundtrip(QUERY[server], params)
@@ -238,13 +238,13 @@ async def test_real_server_through_supervisor_serve(server: str, tmp_path: str) 
         os.kill(pid, signal.SIGSTOP)
         try:
             timed = await completed(await request(timeoutMilliseconds=300))
-            assert as_obj(timed["error"])["code"] == "timed_out"
+            assert as_obj(timed["error"])["code"] == "requestTimeout"
             operation = await request(operationId="to-cancel")
             assert operation == "to-cancel"
             cancel: JSONObject = {"sessionId": sid, "operationId": operation}
             assert as_obj(await _serve_call(client, "lsp.cancelOperation", cancel))["cancelled"]
             cancelled = await completed(operation)
-            assert as_obj(cancelled["error"])["code"] == "cancelled"
+            assert as_obj(cancelled["error"])["code"] == "requestCancelled"
         finally:
             os.kill(pid, signal.SIGCONT)
         assert "result" in await completed(await request())

@@ -78,7 +78,8 @@ async def test_backoff_doubles_and_the_budget_is_spent_at_the_fifth_crash(
     assert backoffs == [500, 1000, 2000, 4000]
     assert any("budget spent" in str(e.get("message")) for _, e in seen)
     facts = [e["code"] for _, e in seen if e["event"] == "fact"]
-    assert facts == ["host.launchFailed"] * 5
+    # The executable does not exist: it could not be resolved (not: resolved, not started).
+    assert facts == ["host.executableUnavailable"] * 5
     assert session.snapshot()["state"] == "failed"
 
 

@@ -38,7 +38,7 @@ async def test_requests_complete_exactly_once_with_each_outcome(core: Core, tmp_
     ok = await session.roundtrip("test/sleep", {"ms": 10})
     assert ok["result"] == "slept"
     timed = await session.roundtrip("test/hang", {}, timeoutMilliseconds=300)
-    assert as_obj(timed["error"])["code"] == "timed_out"
+    assert as_obj(timed["error"])["code"] == "requestTimeout"
     failed = await session.roundtrip("test/fail", {"code": -32099, "message": "nope"})
     error = as_obj(failed["error"])
     assert error["code"] == "languageServerError"
@@ -53,7 +53,7 @@ async def test_requests_complete_exactly_once_with_each_outcome(core: Core, tmp_
     assert (await session.call("lsp.cancelOperation", operationId="mine"))["cancelled"] is True
     assert (await session.call("lsp.cancelOperation", operationId="mine"))["cancelled"] is False
     cancelled = await session.completed("mine")
-    assert as_obj(cancelled["error"])["code"] == "cancelled"
+    assert as_obj(cancelled["error"])["code"] == "requestCancelled"
     marker = await session.roundtrip("test/sleep", {"ms": 600})
     assert marker["result"] == "slept"
     completions = [
@@ -437,7 +437,7 @@ async def test_server_that_stops_reading_stalls_only_itself(core: Core, tmp_path
     big = "x" * (4 * 1024 * 1024)
     await session.call("lsp.syncDocument", uri="file:///big.py", languageId="python", text=big)
     timed = await session.roundtrip("test/sleep", {"ms": 1}, timeoutMilliseconds=500)
-    assert as_obj(timed["error"])["code"] == "timed_out"
+    assert as_obj(timed["error"])["code"] == "requestTimeout"
     # Reading goes on: its log notifications keep arriving; the other session is unaffected.
     await session.wait_for(lambda e: e["event"] == "log" and "still here" in str(e["message"]))
     await other.wait_state("ready")
@@ -731,10 +731,10 @@ async def test_cancel_and_deadline_send_cancel_request_to_the_server(
     session = await start(core, fake(), str(tmp_path))
     await session.wait_state("ready")
     timed = await session.roundtrip("test/hang", {}, timeoutMilliseconds=200)
-    assert as_obj(timed["error"])["code"] == "timed_out"
+    assert as_obj(timed["error"])["code"] == "requestTimeout"
     await session.request("test/sleep", {"ms": 600_000}, operationId="c")
     assert (await session.call("lsp.cancelOperation", operationId="c"))["cancelled"] is True
-    assert as_obj((await session.completed("c"))["error"])["code"] == "cancelled"
+    assert as_obj((await session.completed("c"))["error"])["code"] == "requestCancelled"
     with trio.fail_after(WAIT_S):
         # The notes are written by the cancelled requests' tasks: ask until both arrived.
         while (await session.roundtrip("test/cancelled"))["result"] != ["test/hang", "test/sleep"]:

@@ -52,7 +52,8 @@ async def test_a_fault_in_a_backend_session_fails_only_that_session(
     core: Core, tmp_path: Path, faults: None
 ) -> None:
     other = await raw_backend(core, str(tmp_path))
-    victim = await raw_backend(core, str(tmp_path))
+    # One backend per plugin: the victim is another plugin's.
+    victim = await raw_backend(core, str(tmp_path), pluginId="com.example.victim")
     pid = (await victim.wait_state("starting"))["pid"]
     assert isinstance(pid, int)
     await other.wait_state("ready")
@@ -63,7 +64,7 @@ async def test_a_fault_in_a_backend_session_fails_only_that_session(
     op = (
         await victim.call(
             "lsp.functionRequest",
-            function={"pluginID": "com.example.tool", "functionID": "log.send"},
+            function={"pluginID": "com.example.victim", "functionID": "log.send"},
             params={"facts": [fact]},
         )
     )["operationId"]

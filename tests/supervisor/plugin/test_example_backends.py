@@ -241,7 +241,8 @@ async def test_cancel_deadline_and_revocation_end_the_calls_trees(
     await wait_gone(pids)
     with pytest.raises(CoreError) as refused:
         await invoke(s, "tool.extra")
-    assert refused.value.code == "plugin.function.unknown"
+    assert refused.value.code == "not_supported"
+    assert refused.value.details == {"code": "plugin.function.unknown"}
     # Every call completed exactly once, and the backend still serves.
     for event in s.seen:
         if event["event"] == "requestCompleted":
@@ -285,7 +286,8 @@ async def test_build_only_backend_does_not_negotiate(core: Core, tmp_path: Path)
             "lsp.functionRequest",
             function={"pluginID": "dev.example.builder", "functionID": "builder.compile"},
         )
-    assert refused.value.code == "plugin.function.unavailable"
+    assert refused.value.code == "not_supported"
+    assert refused.value.details == {"code": "plugin.function.unavailable"}
     # It keeps serving its ordinary requests.
     built = await s.roundtrip(
         "workspace/executeCommand", {"command": "builder.compile", "arguments": [str(project)]}

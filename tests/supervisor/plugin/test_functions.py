@@ -155,22 +155,24 @@ async def test_negotiation_invocation_outcomes_and_progress(core: Core, tmp_path
     assert len(cancels) == 2
     assert "c1" not in cancels
     # Refusals, before anything is written.
-    refusals: list[tuple[JSONObject, str]] = [
-        ({"pluginID": PLUGIN, "functionID": "Bad"}, "plugin.function.invalidReference"),
-        ({"pluginID": "com.other", "functionID": "echo.value"}, "plugin.function.wrongPlugin"),
-        ({"pluginID": PLUGIN, "functionID": "no.such"}, "plugin.function.unknown"),
+    refusals: list[tuple[JSONObject, str, str]] = [
+        ({"pluginID": PLUGIN, "functionID": "Bad"}, "invalid_request", "invalidReference"),
+        ({"pluginID": "com.other", "functionID": "echo.value"}, "permission_denied", "wrongPlugin"),
+        ({"pluginID": PLUGIN, "functionID": "no.such"}, "not_supported", "unknown"),
     ]
-    for function, code in refusals:
+    for function, code, plugin_code in refusals:
         with pytest.raises(CoreError) as refused:
             await s.call("lsp.functionRequest", function=function)
         assert refused.value.code == code
+        assert refused.value.details == {"code": f"plugin.function.{plugin_code}"}
     with pytest.raises(CoreError) as bad_params:
         await s.call(
             "lsp.functionRequest",
             function={"pluginID": PLUGIN, "functionID": "echo.value"},
             params=[1],
         )
-    assert bad_params.value.code == "plugin.function.invalidParams"
+    assert bad_params.value.code == "invalid_request"
+    assert bad_params.value.details == {"code": "plugin.function.invalidParams"}
     # Revocation: withdrawing a running function ends its call once, with $/cancelRequest.
     await s.call(
         "lsp.functionRequest",
@@ -366,7 +368,8 @@ async def test_not_negotiated(core: Core, tmp_path: str, answer: JSONValue) -> N
     assert not [e for e in s.seen if e["event"] == "functionsChanged"]
     with pytest.raises(CoreError) as refused:
         await s.call("lsp.functionRequest", function={"pluginID": PLUGIN, "functionID": "a"})
-    assert refused.value.code == "plugin.function.unavailable"
+    assert refused.value.code == "not_supported"
+    assert refused.value.details == {"code": "plugin.function.unavailable"}
     await s.stop()
 
 
@@ -378,7 +381,8 @@ async def test_host_owned_session_offers_nothing(core: Core, tmp_path: str) -> N
     await s.wait_state("ready")
     with pytest.raises(CoreError) as unavailable:
         await s.call("lsp.functionRequest", function={"pluginID": PLUGIN, "functionID": "a"})
-    assert unavailable.value.code == "plugin.function.unavailable"
+    assert unavailable.value.code == "not_supported"
+    assert unavailable.value.details == {"code": "plugin.function.unavailable"}
     with pytest.raises(CoreError):
         await s.call(
             "lsp.hostNotify", method="lithe/host/commands/didRun", params={"commandID": "x"}
@@ -523,7 +527,11 @@ async def test_log_facts_reach_the_structured_log_and_unnegotiated_ones_warn_onc
     await s.wait_state("ready")
     await call(s, "log.send", {"facts": [fact]})
     await s.wait_for(lambda e: e["event"] == "fact" and e.get("operation") == "echo.value")
-    logged = [r for r in caplog.records if hasattr(r, "plugin_fact")]
+    logged = [
+        r
+        for r in caplog.records
+        if hasattr(r, "plugin_fact") and r.plugin_fact["operation"] == "echo.value"
+    ]
     assert len(logged) == 1
     assert logged[0].levelno == logging.INFO
     assert logged[0].plugin_fact == {
@@ -533,6 +541,7 @@ async def test_log_facts_reach_the_structured_log_and_unnegotiated_ones_warn_onc
         "operation": "echo.value",
         "durationMs": 5,
         "pluginId": PLUGIN,
+        "channel": f"plugins/{PLUGIN}/host",
     }
     await s.stop()
     caplog.clear()
@@ -558,7 +567,10 @@ async def test_log_facts_reach_the_structured_log_and_unnegotiated_ones_warn_onc
     warnings = [r for r in caplog.records if "plugins.diagnostics.rejected" in r.getMessage()]
     assert len(warnings) == 1
     assert warnings[0].levelno == logging.WARNING
-    assert not [r for r in caplog.records if hasattr(r, "plugin_fact")]
+    # Only the host's own fact about the start reaches the plugin's channel.
+    assert [r.plugin_fact["operation"] for r in caplog.records if hasattr(r, "plugin_fact")] == [
+        "languageServer/start"
+    ]
     await quiet.stop()
 
 
@@ -580,8 +592,9 @@ async def test_at_most_600_facts_per_minute_per_session(
         "admitted": 600,
         "dropped": 610 + host_facts - 600,
     }
+    # The host's own facts share the plugin's channel and its allowance.
     logged = [r for r in caplog.records if hasattr(r, "plugin_fact")]
-    assert len(logged) == 600 - host_facts
+    assert len(logged) == 600
     await s.stop()
 
 

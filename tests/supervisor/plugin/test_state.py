@@ -107,22 +107,36 @@ REF: JSONObject = {"pluginID": "com.example", "functionID": "snapshot.refresh"}
 
 
 @pytest.mark.parametrize(
-    ("function", "params", "owner", "negotiated", "code"),
+    ("function", "params", "owner", "negotiated", "code", "plugin_code"),
     [
         # The first failing check wins, in the reference's order.
-        ({"pluginID": "", "functionID": "x"}, 3, None, False, "plugin.function.invalidReference"),
-        ({**REF, "functionID": "Bad"}, 3, None, False, "plugin.function.invalidReference"),
-        (REF, 3, None, False, "plugin.function.invalidParams"),
-        (REF, [], "com.example", True, "plugin.function.invalidParams"),
-        (REF, {}, None, False, "plugin.function.unavailable"),
-        (REF, {}, "com.other", False, "plugin.function.wrongPlugin"),
-        (REF, {}, "com.example", False, "plugin.function.unavailable"),
-        ({**REF, "functionID": "other"}, {}, "com.example", True, "plugin.function.unknown"),
+        (
+            {"pluginID": "", "functionID": "x"},
+            3,
+            None,
+            False,
+            "invalid_request",
+            "invalidReference",
+        ),
+        ({**REF, "functionID": "Bad"}, 3, None, False, "invalid_request", "invalidReference"),
+        (REF, 3, None, False, "invalid_request", "invalidParams"),
+        (REF, [], "com.example", True, "invalid_request", "invalidParams"),
+        (REF, {}, None, False, "not_supported", "unavailable"),
+        (REF, {}, "com.other", False, "permission_denied", "wrongPlugin"),
+        (REF, {}, "com.example", False, "not_supported", "unavailable"),
+        ({**REF, "functionID": "other"}, {}, "com.example", True, "not_supported", "unknown"),
     ],
 )
 def test_function_request_check_order(
-    function: JSONValue, params: JSONValue, owner: str | None, negotiated: bool, code: str
+    function: JSONValue,
+    params: JSONValue,
+    owner: str | None,
+    negotiated: bool,
+    code: str,
+    plugin_code: str,
 ) -> None:
+    """plugin-contract.md "Invocation": the Core code in ``error.code``, the
+    ``plugin.function.*`` code in ``error.details.code``."""
     with pytest.raises(CoreError) as refused:
         check_function_request(
             function,
@@ -133,6 +147,7 @@ def test_function_request_check_order(
             registry=FunctionRegistry(["snapshot.refresh"]) if negotiated else None,
         )
     assert refused.value.code == code
+    assert refused.value.details == {"code": f"plugin.function.{plugin_code}"}
 
 
 def test_function_request_accepts_and_defaults_params() -> None:
@@ -153,7 +168,8 @@ def test_function_request_accepts_and_defaults_params() -> None:
             negotiated=True,
             registry=FunctionRegistry(["snapshot.refresh"]),
         )
-    assert bad_context.value.code == "plugin.function.invalidParams"
+    assert bad_context.value.code == "invalid_request"
+    assert bad_context.value.details == {"code": "plugin.function.invalidParams"}
 
 
 @pytest.mark.parametrize(

@@ -1,0 +1,487 @@
+"""The LSP lifecycle battery: ``supervisor check lsp -- CMD ARGS...``.
+
+Each group of checks runs against a fresh instance of the program, so one failure does not
+hide the next: the main session (initialize, requests, cancel, the client that stops
+reading, shutdown and exit), an instance whose stdin is closed, an instance whose client is
+SIGKILLed, and a restart. Leftovers and stdout hygiene are judged over every instance.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import sys
+from typing import TYPE_CHECKING, Any, Final
+
+import trio
+
+from .._process._procfs import read_stat
+from .._process._tree import DEVNULL, PIPE, open_process_tree
+from ._common import (
+    Bounds,
+    Leftovers,
+    describe_status,
+    ms,
+    no_answer,
+    record_stdout,
+    workdir_of,
+)
+from ._peer import Program, open_program
+from ._profiles import lsp_initialize_params
+from ._report import ConformanceReport, Outcome
+from ._watch import Descendants
+
+if TYPE_CHECKING:
+    from collections.abc import Collection
+
+__all__ = ("LSP_CHECKS", "check_language_server")
+
+_SPEC: Final = "LSP 3.17"
+RULES: Final = {
+    "initialize": f"{_SPEC} 'initialize': the first request is answered with an"
+    " InitializeResult carrying 'capabilities'",
+    "requests": f"{_SPEC} base protocol / JSON-RPC 2.0 §4: every request gets a response"
+    " (a result or an error; an unknown method: MethodNotFound -32601)",
+    "answers-once": "JSON-RPC 2.0 §5: exactly one response per request, with that request's id",
+    "cancel": f"{_SPEC} '$/cancelRequest': a cancelled request still needs a response"
+    " (RequestCancelled -32800 or its result)",
+    "client-stops-reading": f"{_SPEC} base protocol: a stdio server must wait for a slow"
+    " client (blocking writes), never crash or drop answers",
+    "shutdown-exit": f"{_SPEC} 'shutdown' answered with null, then 'exit': exit code 0"
+    " (1 without shutdown); bounds 3 000 ms / 2 000 ms",
+    "exit-on-eof": f"{_SPEC} 'initialize' processId: a server must not outlive its client;"
+    " a stdio server sees its client go as the end of stdin",
+    "client-vanishes": f"{_SPEC} 'initialize' processId: 'if the parent process is not"
+    " alive then the server should exit'",
+    "restart": "a client restarts a server by shutdown/exit and a new instance: the old"
+    " one and its helpers are gone, the new one initializes",
+    "no-leftovers": "a server's helper processes end with it (every descendant, marked or not)",
+    "stdout-frames": f"{_SPEC} base protocol: stdout carries only Content-Length frames"
+    " (logs go to stderr or window/logMessage)",
+}
+#: Every check, in the order of the report.
+LSP_CHECKS: Final = tuple(RULES)
+
+#: A request every server can answer (an error is an answer): ``workspace/symbol``.
+_ORDINARY: Final = ("workspace/symbol", {"query": ""})
+#: A method no server implements.
+_UNKNOWN: Final = "conformance/unknownMethod"
+#: Requests queued while the client does not read, and the padding of each (bytes).
+#: Enough that even short error answers (about 90 bytes each) overfill a 64 KiB pipe.
+_STALL_REQUESTS: Final = 1000
+_STALL_PAD: Final = 256
+
+
+class _Battery:
+    def __init__(
+        self,
+        argv: list[str],
+        client: str,
+        cwd: str,
+        bounds: Bounds,
+        only: Collection[str] | None,
+    ) -> None:
+        self.argv = argv
+        self.client = client
+        self.cwd = cwd
+        self.bounds = bounds
+        self.only = only
+        self.report = ConformanceReport("lsp", list(argv), client)
+        self.leftovers = Leftovers()
+        self.framed: list[Program] = []
+        self.results: dict[str, tuple[Outcome, str]] = {}
+
+    def wants(self, *checks: str) -> bool:
+        return self.only is None or any(c in self.only for c in checks)
+
+    def note(self, check: str, outcome: Outcome, evidence: str) -> None:
+        self.results[check] = (outcome, evidence)
+
+    def params(self) -> dict[str, Any]:
+        return lsp_initialize_params(self.client, root=self.cwd, pid=os.getpid())
+
+    async def initialize(self, program: Program) -> tuple[bool, str]:
+        answer, waited = await program.request(
+            "initialize", self.params(), timeout_s=self.bounds.initialize
+        )
+        if answer is None:
+            why = await no_answer(program, self.bounds.initialize)
+            tail = program.stderr_evidence()
+            return False, why + (f"; stderr: {tail}" if tail else "")
+        result = answer.get("result")
+        if "error" in answer or not isinstance(result, dict):
+            return False, f"answered with {json.dumps(answer.get('error'))[:200]}"
+        capabilities = result.get("capabilities")
+        if not isinstance(capabilities, dict):
+            return False, "the result has no 'capabilities' object"
+        program.notify("initialized", {})
+        info = result.get("serverInfo")
+        name = info.get("name") if isinstance(info, dict) else None
+        return True, (
+            f"answered in {ms(waited)}; {len(capabilities)} capabilities"
+            + (f"; serverInfo {name!r}" if name else "")
+        )
+
+    # -- the main session ----------------------------------------------------------------
+
+    async def main_session(self) -> None:
+        async with open_program(self.argv, dap=False, cwd=self.cwd) as program:
+            self.framed.append(program)
+            ok, evidence = await self.initialize(program)
+            self.note("initialize", Outcome.PASS if ok else Outcome.FAIL, evidence)
+            if not ok:
+                for check in ("requests", "cancel", "client-stops-reading", "shutdown-exit"):
+                    self.note(check, Outcome.SKIP, "initialize failed")
+                return
+            if self.wants("requests", "answers-once"):
+                await self.requests(program)
+            if self.wants("cancel"):
+                await self.cancel(program)
+            if self.wants("client-stops-reading"):
+                await self.stop_reading(program)
+            if program.tree.returncode is None:
+                await self.shutdown_exit(program)
+            else:
+                self.note("shutdown-exit", Outcome.FAIL, "it had already exited")
+            # Late duplicates and strays have had the whole session to show.
+            if program.duplicate_answers or program.unknown_answers:
+                self.note(
+                    "answers-once",
+                    Outcome.FAIL,
+                    f"{len(program.duplicate_answers)} second answers (ids"
+                    f" {program.duplicate_answers[:5]}), {len(program.unknown_answers)}"
+                    f" answers to ids never sent ({program.unknown_answers[:5]})",
+                )
+            else:
+                self.note(
+                    "answers-once",
+                    Outcome.PASS,
+                    f"{program.requests_sent} requests, one answer each",
+                )
+
+    async def requests(self, program: Program) -> None:
+        start = trio.current_time()
+        ids = {
+            program.send_request(*_ORDINARY): _ORDINARY[0],
+            program.send_request(_UNKNOWN, {}): _UNKNOWN,
+        }
+        parts: list[str] = []
+        failed = False
+        for rid, method in ids.items():
+            left = max(0.0, start + self.bounds.request - trio.current_time())
+            answer = await program.wait_answer(rid, left)
+            if answer is None:
+                failed = True
+                status = program.tree.returncode
+                parts.append(
+                    f"{method}: no answer in {ms(self.bounds.request)}"
+                    + (f" ({describe_status(status)})" if status is not None else "")
+                )
+                continue
+            error = answer.get("error")
+            code = error.get("code") if isinstance(error, dict) else None
+            parts.append(f"{method}: " + ("a result" if code is None else f"error {code}"))
+        parts.append(f"within {ms(trio.current_time() - start)}")
+        self.note("requests", Outcome.FAIL if failed else Outcome.PASS, "; ".join(parts))
+
+    async def cancel(self, program: Program) -> None:
+        # The cancel follows the request at once: it reaches the server while the request
+        # is read or worked on, the case a client's stale-request cancel produces.
+        rid = program.send_request(*_ORDINARY)
+        program.notify("$/cancelRequest", {"id": rid})
+        answer = await program.wait_answer(rid, self.bounds.request)
+        if answer is None:
+            self.note(
+                "cancel",
+                Outcome.FAIL,
+                f"the cancelled request got no response in {ms(self.bounds.request)}"
+                " (dropped: the client waits forever)",
+            )
+            return
+        error = answer.get("error")
+        code = error.get("code") if isinstance(error, dict) else None
+        how = (
+            "its result"
+            if code is None
+            else "RequestCancelled (-32800)"
+            if code == -32800
+            else f"error {code}"
+        )
+        self.note("cancel", Outcome.PASS, f"{_ORDINARY[0]} cancelled at once: answered with {how}")
+
+    async def stop_reading(self, program: Program) -> None:
+        program.pause_reading()
+        pad = "x" * _STALL_PAD
+        ids = [program.send_request(_UNKNOWN, {"pad": pad}) for _ in range(_STALL_REQUESTS)]
+        await trio.sleep(self.bounds.stall)
+        status = program.tree.returncode
+        alive = status is None
+        read_before = program.bytes_read
+        program.resume_reading()
+        start = trio.current_time()
+        missing = 0
+        for rid in ids:
+            left = max(0.0, start + self.bounds.request - trio.current_time())
+            if await program.wait_answer(rid, left) is None:
+                missing += 1
+        took = trio.current_time() - start
+        queued = f"{_STALL_REQUESTS} requests"
+        backlog = (program.bytes_read - read_before) // 1024
+        if not alive:
+            self.note(
+                "client-stops-reading",
+                Outcome.FAIL,
+                f"{describe_status(status)} while the client did not read for"
+                f" {ms(self.bounds.stall)} with {queued} sent"
+                + (f"; stderr: {program.stderr_evidence()}" if program.stderr_tail else ""),
+            )
+        elif missing:
+            self.note(
+                "client-stops-reading",
+                Outcome.FAIL,
+                f"still running, but {missing} of {queued} never answered after reading resumed",
+            )
+        else:
+            self.note(
+                "client-stops-reading",
+                Outcome.PASS,
+                f"waited while not read for {ms(self.bounds.stall)} with {queued} sent;"
+                f" all answered ({backlog} KiB) {ms(took)} after reading resumed",
+            )
+
+    async def shutdown_exit(self, program: Program) -> None:
+        answer, waited = await program.request("shutdown", None, timeout_s=self.bounds.shutdown)
+        parts: list[str] = []
+        ok = True
+        if answer is None:
+            ok = False
+            parts.append(f"no shutdown answer in {ms(self.bounds.shutdown)}")
+        elif "error" in answer:
+            ok = False
+            parts.append(f"shutdown answered with an error {json.dumps(answer['error'])[:150]}")
+        else:
+            parts.append(f"shutdown answered in {ms(waited)}")
+        program.notify("exit")
+        start = trio.current_time()
+        rc = await program.wait_exit(self.bounds.exit)
+        if rc is None:
+            ok = False
+            parts.append(f"still running {ms(self.bounds.exit)} after exit")
+        else:
+            parts.append(f"{describe_status(rc)} {ms(trio.current_time() - start)} after exit")
+            if rc != 0:
+                ok = False
+            await self.leftovers.after_exit(program, "after shutdown/exit")
+        self.note("shutdown-exit", Outcome.PASS if ok else Outcome.FAIL, "; ".join(parts))
+
+    # -- stdin EOF -----------------------------------------------------------------------
+
+    async def eof_session(self) -> None:
+        async with open_program(self.argv, dap=False, cwd=self.cwd) as program:
+            self.framed.append(program)
+            ok, evidence = await self.initialize(program)
+            if not ok:
+                self.note("exit-on-eof", Outcome.SKIP, f"initialize failed: {evidence}")
+                return
+            await program.close_stdin()
+            start = trio.current_time()
+            rc = await program.wait_exit(self.bounds.eof_exit)
+            if rc is None:
+                self.note(
+                    "exit-on-eof",
+                    Outcome.FAIL,
+                    f"still running {ms(self.bounds.eof_exit)} after its stdin closed",
+                )
+                return
+            self.note(
+                "exit-on-eof",
+                Outcome.FAIL if rc < 0 else Outcome.PASS,
+                f"{describe_status(rc)} {ms(trio.current_time() - start)} after its stdin closed",
+            )
+            await self.leftovers.after_exit(program, "after stdin EOF")
+
+    # -- the client vanishes -------------------------------------------------------------
+
+    async def vanish(self) -> None:
+        await vanish_check(self, "lsp", self.params())
+
+    # -- restart -------------------------------------------------------------------------
+
+    async def restart(self) -> None:
+        async with open_program(self.argv, dap=False, cwd=self.cwd) as old:
+            self.framed.append(old)
+            ok, evidence = await self.initialize(old)
+            if not ok:
+                self.note("restart", Outcome.SKIP, f"initialize failed: {evidence}")
+                return
+            await old.request("shutdown", None, timeout_s=self.bounds.shutdown)
+            old.notify("exit")
+            await old.wait_exit(self.bounds.exit)
+            async with open_program(self.argv, dap=False, cwd=self.cwd) as new:
+                self.framed.append(new)
+                ok, evidence = await self.initialize(new)
+                left = old.descendants.alive()
+                if old.descendants.root_alive():
+                    left[old.tree.pid] = "the old instance itself"
+                parts: list[str] = []
+                if left:
+                    parts.append(
+                        "when the new instance was ready the old one still had running: "
+                        + "; ".join(f"pid {p} {c}" for p, c in sorted(left.items()))
+                    )
+                if not ok:
+                    parts.append(f"the new instance did not initialize: {evidence}")
+                if parts:
+                    self.note("restart", Outcome.FAIL, "; ".join(parts))
+                else:
+                    self.note(
+                        "restart",
+                        Outcome.PASS,
+                        f"the old instance was gone when the new one was ready ({evidence})",
+                    )
+                await new.request("shutdown", None, timeout_s=self.bounds.shutdown)
+                new.notify("exit")
+                await new.wait_exit(self.bounds.exit)
+
+    async def run(self) -> ConformanceReport:
+        await self.main_session()
+        if self.wants("exit-on-eof"):
+            await self.eof_session()
+        if self.wants("client-vanishes"):
+            await self.vanish()
+        if self.wants("restart"):
+            await self.restart()
+        for check in LSP_CHECKS:
+            if check in ("no-leftovers", "stdout-frames"):
+                continue
+            if self.only is not None and check not in self.only and check != "initialize":
+                continue
+            outcome, evidence = self.results.get(check, (Outcome.SKIP, "not run"))
+            self.report.add(check, outcome, evidence, RULES[check])
+        self.leftovers.report(self.report, RULES["no-leftovers"])
+        record_stdout(self.report, self.framed, RULES["stdout-frames"])
+        return self.report
+
+
+async def vanish_check(battery: Any, protocol: str, params: dict[str, Any]) -> None:
+    """Start the program under a helper client, SIGKILL the client, watch the program."""
+    helper = [
+        sys.executable,
+        "-m",
+        "supervisor._check._vanish",
+        protocol,
+        json.dumps(params),
+        "--",
+        *battery.argv,
+    ]
+    bounds: Bounds = battery.bounds
+    tree = await open_process_tree(
+        helper, cwd=battery.cwd, stdin=DEVNULL, stdout=PIPE, stderr=DEVNULL
+    )
+    try:
+        assert tree.stdout is not None
+        line = b""
+        with trio.move_on_after(bounds.initialize + 10):
+            while not line.endswith(b"\n"):
+                chunk = await tree.stdout.receive_some(4096)
+                if not chunk:
+                    break
+                line += chunk
+        try:
+            hello = json.loads(line)
+            pid = int(hello["pid"])
+        except (ValueError, KeyError, TypeError):
+            battery.note("client-vanishes", Outcome.SKIP, "the helper client did not start it")
+            return
+        if not hello.get("initialized"):
+            battery.note("client-vanishes", Outcome.SKIP, "initialize failed under the helper")
+            return
+        watch = Descendants(pid, tree.marker, exclude={tree.pid})
+        for _ in range(5):
+            watch.sample()
+            await trio.sleep(0.02)
+        os.kill(tree.pid, signal.SIGKILL)
+        start = trio.current_time()
+        status: int | None = None
+        gone = False
+        while trio.current_time() - start < bounds.vanish_exit:
+            watch.sample()
+            st = read_stat(pid)
+            if st is None or st.dead:
+                gone = True
+                if st is not None:
+                    # Adopted by us (the child subreaper): collect how it ended.
+                    with contextlib.suppress(ChildProcessError, OSError):
+                        wpid, raw = os.waitpid(pid, os.WNOHANG)  # noqa: ASYNC222 - WNOHANG never blocks
+                        if wpid == pid:
+                            status = os.waitstatus_to_exitcode(raw)
+                break
+            await trio.sleep(0.02)
+        took = ms(trio.current_time() - start)
+        if not gone:
+            battery.note(
+                "client-vanishes",
+                Outcome.FAIL,
+                f"still running {ms(bounds.vanish_exit)} after its client was SIGKILLed",
+            )
+            return
+        how = describe_status(status) if status is not None else "exited"
+        leftover_deadline = trio.current_time() + 1.0
+        live = watch.alive()
+        while live and trio.current_time() < leftover_deadline:
+            await trio.sleep(0.05)
+            live = watch.alive()
+        if live:
+            battery.note(
+                "client-vanishes",
+                Outcome.FAIL,
+                f"{how} {took} after its client was SIGKILLed, but left running: "
+                + "; ".join(f"pid {p} {c}" for p, c in sorted(live.items())),
+            )
+            return
+        battery.note(
+            "client-vanishes",
+            Outcome.PASS,
+            f"{how} {took} after its client was SIGKILLed; nothing of it left",
+        )
+    finally:
+        with trio.CancelScope(shield=True):
+            await tree.aclose(term_grace_ms=500)
+
+
+async def check_language_server(
+    argv: list[str],
+    *,
+    client: str = "vscode",
+    cwd: str | None = None,
+    bounds: Bounds | None = None,
+    only: Collection[str] | None = None,
+) -> ConformanceReport:
+    """Run the LSP lifecycle battery against ``argv`` and return the report.
+
+    Args:
+        argv: The server's command line (no shell).
+        client: The client-capability profile (``vscode``, ``neovim``, ``helix``).
+        cwd: The workspace folder and working directory (default: ours).
+        bounds: The time bounds (default :class:`Bounds`).
+        only: Run only these checks (``initialize`` always runs).
+
+    Returns:
+        A :class:`ConformanceReport`; ``report.ok`` is False when a check failed.
+
+    Raises:
+        ValueError: An unknown client profile or check name.
+        CoreError: ``invalid_request``/``launch_failed``: the program cannot be started.
+
+    **Cancellation:** every instance the battery started is ended before this returns or
+    raises (shielded, bounded).
+    """
+    lsp_initialize_params(client, root="/", pid=0)  # refuses an unknown profile up front
+    if only is not None:
+        unknown = set(only) - set(LSP_CHECKS)
+        if unknown:
+            raise ValueError(f"unknown check(s) {sorted(unknown)}; known: {', '.join(LSP_CHECKS)}")
+    workdir = workdir_of(cwd)
+    return await _Battery(list(argv), client, workdir, bounds or Bounds(), only).run()

@@ -1,0 +1,340 @@
+"""The checker's side of the wire: a framed LSP or DAP client on a program under check.
+
+Built on the project's own pieces: the program starts through :func:`open_process_tree`
+(the one spawn path: a new session, the scope marker, a clean signal state), and its stdout
+is cut by :class:`protocol.FrameDecoder`, which reports text outside frames as
+:class:`protocol.StrayText` rather than skipping it silently. Unlike the supervisor's
+endpoint, this client keeps every oddity as evidence -- an answer to an id never sent, a
+second answer, bytes outside frames -- and can stop reading on purpose.
+
+Writes go through one writer task, so a program that stops reading blocks only that task and
+the checker's own timing goes on.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections import deque
+from contextlib import asynccontextmanager
+from typing import TYPE_CHECKING, Any, Final
+
+import trio
+
+from protocol import EOF, NEED_DATA, Frame, FrameDecoder, RemoteProtocolError, encode_frame
+
+from .._process._tree import PIPE, open_process_tree
+from ._watch import Descendants
+
+if TYPE_CHECKING:
+    from collections.abc import AsyncIterator, Mapping
+
+    from .._process._tree import ProcessTree
+
+__all__ = ("Program", "open_program")
+
+#: How often the program's descendants are sampled while it runs, in seconds.
+SAMPLE_EVERY_S: Final = 0.02
+#: stderr lines kept for evidence.
+_STDERR_LINES: Final = 20
+#: Frames whose body is at most this large are kept for evidence (``messages``).
+_KEEP_MESSAGES: Final = 256
+
+
+class Program:
+    """One running instance of the program under check, with a client on its stdio.
+
+    Attributes:
+        tree: Its process tree (``open_process_tree``).
+        dap: DAP framing and message shapes instead of JSON-RPC 2.0.
+        descendants: Every process it started (ancestry, marker, adoption).
+        stray_bytes: Bytes it wrote on stdout outside frames.
+        protocol_error: Why its stdout stopped being a frame stream, or None.
+        duplicate_answers: Ids answered more than once.
+        unknown_answers: Ids answered that we never sent.
+        eof: Its stdout ended.
+        stderr_tail: The last lines of its stderr.
+        reverse_requests: Methods (commands) of the requests it sent us.
+        events: DAP events (or LSP notification methods) it sent, the last 256.
+    """
+
+    def __init__(self, tree: ProcessTree, *, dap: bool) -> None:
+        self.tree = tree
+        self.dap = dap
+        self.descendants = Descendants(tree.pid, tree.marker)
+        self.stray_bytes = 0
+        self.protocol_error: str | None = None
+        self.duplicate_answers: list[object] = []
+        self.unknown_answers: list[object] = []
+        self.eof = False
+        self.stderr_tail: deque[str] = deque(maxlen=_STDERR_LINES)
+        self.reverse_requests: list[str] = []
+        self.events: deque[dict[str, Any]] = deque(maxlen=_KEEP_MESSAGES)
+        self._next_id = 0
+        self._waiting: dict[object, trio.Event] = {}
+        self._answers: dict[object, dict[str, Any]] = {}
+        self._answered: set[object] = set()
+        self._sent: set[object] = set()
+        self._reading = True
+        self._resume = trio.Event()
+        self._send, self._to_write = trio.open_memory_channel[bytes | None](math.inf)
+        self._written = 0
+        #: Bytes read from its stdout so far.
+        self.bytes_read = 0
+        self._queued = 0
+        self._stdin_closed = trio.Event()
+        self._eof_event = trio.Event()
+
+    # -- sending -------------------------------------------------------------------------
+
+    def _queue(self, message: dict[str, Any]) -> None:
+        data = encode_frame(json.dumps(message, ensure_ascii=False).encode())
+        self._queued += len(data)
+        self._send.send_nowait(data)
+
+    def send_request(self, method: str, params: Any = None) -> object:
+        """Queue a request; returns its id (DAP: its ``seq``)."""
+        self._next_id += 1
+        rid = self._next_id
+        self._sent.add(rid)
+        self._waiting[rid] = trio.Event()
+        if self.dap:
+            message: dict[str, Any] = {"seq": rid, "type": "request", "command": method}
+            if params is not None:
+                message["arguments"] = params
+        else:
+            message = {"jsonrpc": "2.0", "id": rid, "method": method}
+            if params is not None:
+                message["params"] = params
+        self._queue(message)
+        return rid
+
+    def notify(self, method: str, params: Any = None) -> None:
+        """Queue an LSP notification."""
+        message: dict[str, Any] = {"jsonrpc": "2.0", "method": method}
+        if params is not None:
+            message["params"] = params
+        self._queue(message)
+
+    async def wait_answer(self, rid: object, timeout_s: float) -> dict[str, Any] | None:
+        """The answer to ``rid``, or None if none came within ``timeout_s`` seconds.
+
+        Returns early, with None, once its stdout has ended: no answer can come any more.
+        """
+        if rid not in self._answers and not self.eof:
+            with trio.move_on_after(timeout_s):
+                async with trio.open_nursery() as nursery:
+
+                    async def first(event: trio.Event) -> None:
+                        await event.wait()
+                        nursery.cancel_scope.cancel()
+
+                    nursery.start_soon(first, self._waiting[rid])
+                    nursery.start_soon(first, self._eof_event)
+        return self._answers.get(rid)
+
+    async def request(
+        self, method: str, params: Any = None, *, timeout_s: float
+    ) -> tuple[dict[str, Any] | None, float]:
+        """Send a request and wait for its answer: ``(answer or None, seconds waited)``."""
+        start = trio.current_time()
+        rid = self.send_request(method, params)
+        answer = await self.wait_answer(rid, timeout_s)
+        return answer, trio.current_time() - start
+
+    async def close_stdin(self, timeout_s: float = 1.0) -> None:
+        """Close the program's stdin after what is queued (at most ``timeout_s`` to flush)."""
+        self._send.send_nowait(None)
+        with trio.move_on_after(timeout_s):
+            await self._stdin_closed.wait()
+        if not self._stdin_closed.is_set() and self.tree.stdin is not None:
+            # It does not read: stop writing and close anyway.
+            await self.tree.stdin.aclose()
+            self._stdin_closed.set()
+
+    # -- reading -------------------------------------------------------------------------
+
+    def pause_reading(self) -> None:
+        """Stop reading its stdout (the pipe fills, its writes block)."""
+        self._reading = False
+        self._resume = trio.Event()
+
+    def resume_reading(self) -> None:
+        self._reading = True
+        self._resume.set()
+
+    async def wait_exit(self, timeout_s: float) -> int | None:
+        """Its exit status (negative: the signal), or None if it still ran after ``timeout_s``."""
+        with trio.move_on_after(timeout_s):
+            return await self.tree.wait()
+        return None
+
+    async def wait_stdout_eof(self, timeout_s: float) -> bool:
+        with trio.move_on_after(timeout_s):
+            await self._eof_event.wait()
+        return self._eof_event.is_set()
+
+    def _take(self, message: dict[str, Any]) -> None:
+        if self.dap:
+            kind = message.get("type")
+            if kind == "response":
+                self._answer(message.get("request_seq"), message)
+            elif kind == "request":
+                command = str(message.get("command"))
+                self.reverse_requests.append(command)
+                self._queue(
+                    {
+                        "seq": 0,
+                        "type": "response",
+                        "request_seq": message.get("seq"),
+                        "command": command,
+                        "success": False,
+                        "message": "not supported by the conformance checker",
+                    }
+                )
+            elif kind == "event":
+                self.events.append(message)
+            return
+        if "method" in message:
+            method = str(message["method"])
+            if "id" in message:
+                self.reverse_requests.append(method)
+                result: Any = None
+                params = message.get("params")
+                if method == "workspace/configuration" and isinstance(params, dict):
+                    items = params.get("items")
+                    result = [None] * (len(items) if isinstance(items, list) else 0)
+                self._queue({"jsonrpc": "2.0", "id": message["id"], "result": result})
+            else:
+                self.events.append({"method": method})
+            return
+        if "id" in message:
+            self._answer(message["id"], message)
+
+    def _answer(self, rid: object, message: dict[str, Any]) -> None:
+        if rid not in self._sent:
+            self.unknown_answers.append(rid)
+        elif rid in self._answered:
+            self.duplicate_answers.append(rid)
+        else:
+            self._answered.add(rid)
+            self._answers[rid] = message
+            self._waiting[rid].set()
+
+    async def _read_stdout(self) -> None:
+        stream = self.tree.stdout
+        assert stream is not None
+        decoder = FrameDecoder()
+        try:
+            while True:
+                if not self._reading:
+                    await self._resume.wait()
+                    continue
+                data = await stream.receive_some(65536)
+                self.bytes_read += len(data)
+                if data:
+                    decoder.receive_data(data)
+                else:
+                    decoder.receive_eof()
+                while True:
+                    event = decoder.next_event()
+                    if event is NEED_DATA:
+                        break
+                    if event is EOF:
+                        self.eof = True
+                        self._eof_event.set()
+                        return
+                    if isinstance(event, Frame):
+                        try:
+                            message = json.loads(event.body)
+                        except ValueError:
+                            self.protocol_error = "a frame body that is not JSON"
+                            continue
+                        if isinstance(message, dict):
+                            self._take(message)
+                    else:  # StrayText
+                        self.stray_bytes += event.byte_count
+        except RemoteProtocolError as exc:
+            self.protocol_error = str(exc)
+        except (trio.ClosedResourceError, trio.BrokenResourceError):
+            pass
+        self.eof = True
+        self._eof_event.set()
+
+    async def _write_stdin(self) -> None:
+        stream = self.tree.stdin
+        assert stream is not None
+        try:
+            async for data in self._to_write:
+                if data is None:
+                    break
+                await stream.send_all(data)
+                self._written += len(data)
+            await stream.aclose()
+        except (trio.ClosedResourceError, trio.BrokenResourceError):
+            pass
+        finally:
+            self._stdin_closed.set()
+
+    async def _drain_stderr(self) -> None:
+        stream = self.tree.stderr
+        assert stream is not None
+        partial = b""
+        try:
+            while chunk := await stream.receive_some(65536):
+                lines = (partial + chunk).split(b"\n")
+                partial = lines.pop()[-4096:]
+                self.stderr_tail.extend(
+                    line.decode("utf-8", "replace")[:300] for line in lines if line.strip()
+                )
+        except (trio.ClosedResourceError, trio.BrokenResourceError):
+            pass
+
+    async def _sample(self) -> None:
+        while True:
+            self.descendants.sample()
+            await trio.sleep(SAMPLE_EVERY_S)
+
+    @property
+    def requests_sent(self) -> int:
+        return self._next_id
+
+    def unread_bytes(self) -> int:
+        """Bytes queued for its stdin that it has not taken yet."""
+        return self._queued - self._written
+
+    def stderr_evidence(self) -> str:
+        return " | ".join(list(self.stderr_tail)[-3:])
+
+
+@asynccontextmanager
+async def open_program(
+    argv: list[str],
+    *,
+    dap: bool,
+    cwd: str | None = None,
+    env: Mapping[str, str | None] | None = None,
+) -> AsyncIterator[Program]:
+    """Start one instance of the program and a client on its stdio for the block.
+
+    Raises:
+        CoreError: ``invalid_request`` / ``launch_failed`` from :func:`open_process_tree`.
+
+    **Cancellation:** leaving the block ends the whole tree (shielded, bounded: 500 ms of
+    TERM grace, then SIGKILL).
+    """
+    tree = await open_process_tree(argv, cwd=cwd, env=env, stdin=PIPE, stdout=PIPE, stderr=PIPE)
+    try:
+        program = Program(tree, dap=dap)
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(program._read_stdout)
+            nursery.start_soon(program._write_stdin)
+            nursery.start_soon(program._drain_stderr)
+            nursery.start_soon(program._sample)
+            try:
+                yield program
+            finally:
+                nursery.cancel_scope.cancel()
+    finally:
+        with trio.CancelScope(shield=True):
+            await tree.aclose(term_grace_ms=500)

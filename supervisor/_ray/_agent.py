@@ -1,0 +1,248 @@
+"""The node agent: job lanes of an embedded Core on one Ray node, driven from the runner.
+
+Contract (README "Job lanes on a Ray cluster"): one agent per node the run uses, a Ray actor
+pinned to that node. It runs a Core (:func:`~supervisor._core._core.open_core`) on a Trio
+thread of its own, so the lanes' policy, deadlines, cancel, supersede, output caps and tree
+ends are the local ones, on the node (each job is submitted trusted or not, as
+``supervisor run`` does on its one set of lanes). The runner sends it ordered command
+batches (:meth:`NodeAgent.commands`) and pulls its job events with
+:meth:`NodeAgent.events`: every event has a sequence number, the agent keeps what was not
+acknowledged and the runner skips what it already has, so events arrive in order and
+exactly once even when a pull is repeated.
+
+Why the agent ends nothing itself on its death: its Core started every tree, so the
+watchdog of the agent's process (``_process._watchdog``) ends them when that process dies,
+however it dies; the runner then reports the agent's unfinished jobs ``failed``.
+
+This module imports no Ray: the runner wraps :class:`NodeAgent` with ``ray.remote`` (so it
+can be tested, and type-checked, without Ray).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import socket
+import threading
+import time
+from contextlib import asynccontextmanager
+from typing import TYPE_CHECKING, Any, Final
+
+import trio
+
+if TYPE_CHECKING:
+    from collections.abc import AsyncIterator
+
+    from lanes import Lanes
+    from protocol import JSONObject
+
+    from .._core._core import Core
+    from .._core._service import ServiceContext
+
+__all__ = ("MAX_EVENTS_PER_PULL", "Command", "Event", "NodeAgent")
+
+#: The most events one :meth:`NodeAgent.events` returns (a bound on one reply's size:
+#: ``job.output`` events carry at most 64 KiB each).
+MAX_EVENTS_PER_PULL: Final = 256
+
+#: ``("start", trusted, job_id, JobRequest fields)``, ``("cancel", job_id)``, ``("close",)``:
+#: what :meth:`NodeAgent.commands` applies, in order.
+Command = tuple[Any, ...]
+#: ``(seq, method, params)``: one lanes event, ``jobId`` the runner's id.
+Event = tuple[int, str, "JSONObject"]
+
+
+class NodeAgent:
+    """Hosts the lanes of one node. Built by Ray on that node (``ray.remote(NodeAgent)``).
+
+    Thread-safe: Ray calls its methods from several threads (a pull waits while commands
+    arrive). Every method returns plain data that Ray can carry.
+
+    Args:
+        name: How the runner names this node in reports (``host/node-id``).
+        max_output_bytes: The lanes' output cap per job and stream, in bytes.
+    """
+
+    def __init__(self, name: str, max_output_bytes: int) -> None:
+        self.name = name
+        self._max_output_bytes = max_output_bytes
+        self._lock = threading.Condition()
+        self._log: list[Event] = []
+        self._seq = 0
+        self._token: trio.lowlevel.TrioToken | None = None
+        self._core: Core | None = None
+        self._stop: trio.Event | None = None
+        self._ready = threading.Event()
+        self._error: BaseException | None = None
+        # The runner's job ids: core job id -> runner id, and the reverse.
+        self._to_runner: dict[str, str] = {}
+        self._to_core: dict[str, str] = {}
+        self._submitting: str | None = None
+        self._submitted_finished = False
+        self._thread = threading.Thread(target=self._run, name="supervisor-node-agent", daemon=True)
+        self._thread.start()
+        self._ready.wait()
+        if self._error is not None:
+            raise RuntimeError(f"the node agent on {name} could not start") from self._error
+
+    # -- what the runner calls -------------------------------------------------------------
+
+    def describe(self) -> JSONObject:
+        """``{name, host, pid}``: where this agent runs (the pid owns the node's trees)."""
+        import os
+
+        return {"name": self.name, "host": socket.gethostname(), "pid": os.getpid()}
+
+    def commands(self, batch: list[Command]) -> list[bool]:
+        """Apply ``batch`` in order; one result per command (``cancel``: was it cancelled).
+
+        Raises:
+            RuntimeError: The agent is stopping (its lanes are closed).
+        """
+        token = self._token
+        if token is None:
+            raise RuntimeError(f"the node agent on {self.name} is stopping")
+        results: list[bool] = trio.from_thread.run_sync(self._apply, batch, trio_token=token)
+        return results
+
+    def events(self, after: int, wait_s: float) -> list[Event]:
+        """Events with a sequence number above ``after``, waiting up to ``wait_s`` for one.
+
+        ``after`` acknowledges every event up to it: those are dropped (the log holds only
+        what the runner has not confirmed, so a repeated pull loses nothing).
+        """
+        deadline = time.monotonic() + wait_s
+        with self._lock:
+            if self._log and self._log[0][0] <= after:
+                self._log = [e for e in self._log if e[0] > after]
+            while not self._log:
+                left = deadline - time.monotonic()
+                if left <= 0 or self._token is None:
+                    return []
+                self._lock.wait(left)
+            return self._log[:MAX_EVENTS_PER_PULL]
+
+    def leftovers(self, settle_s: float) -> list[tuple[int, str]]:
+        """``(pid, command line)`` of live processes this agent's Core started.
+
+        Waits up to ``settle_s`` for killed processes to be reaped (the runner's sweep,
+        done on this node).
+        """
+        from .._cli._run import _marked_processes
+
+        deadline = time.monotonic() + settle_s
+        while True:
+            found = _marked_processes()
+            if not found or time.monotonic() >= deadline:
+                return found
+            time.sleep(0.05)
+
+    def shutdown(self) -> None:
+        """Close the Core (every job ends ``cancelled``, every tree ends), stop the thread."""
+        token = self._token
+        if token is not None and self._stop is not None:
+            with contextlib.suppress(trio.RunFinishedError):
+                trio.from_thread.run_sync(self._stop.set, trio_token=token)
+        self._thread.join()
+
+    # -- the Trio side ---------------------------------------------------------------------
+
+    def _run(self) -> None:
+        try:
+            trio.run(self._main)
+        except BaseException as exc:
+            self._error = exc
+        finally:
+            self._token = None
+            self._ready.set()
+            with self._lock:
+                self._lock.notify_all()
+
+    async def _main(self) -> None:
+        from .._core._core import open_core
+
+        self._stop = trio.Event()
+        async with open_core(services=(self._job_service(),)) as core:
+            self._core = core
+            self._token = trio.lowlevel.current_trio_token()
+            self._ready.set()
+            await self._stop.wait()
+
+    def _job_service(self) -> Any:
+        """A Core service factory: the lanes with this agent's lossless event log.
+
+        The Core's own event queue drops the oldest events when full (a client that does
+        not drain must not grow it); here the runner drains continuously and each job's
+        output is capped by the lanes, so the log is bounded by lanes x output cap.
+        """
+        from lanes import open_lanes
+
+        from .._core._builtins import JobService
+        from .._core._jobs import ProcessJobRunner
+        from .._session._events import EventQueue
+
+        agent = self
+
+        @asynccontextmanager
+        async def open_node_job_service(context: ServiceContext) -> AsyncIterator[JobService]:
+            async with open_lanes(
+                ProcessJobRunner(),
+                on_event=agent._record,
+                trusted=context.trusted,
+                max_output_bytes=agent._max_output_bytes,
+            ) as lanes:
+                # Its queue stays empty: the runner reads the agent's log instead.
+                yield JobService(lanes, EventQueue(1))
+
+        return open_node_job_service
+
+    def _lanes(self) -> Lanes:
+        assert self._core is not None
+        return self._core.lanes
+
+    def _apply(self, batch: list[Command]) -> list[bool]:
+        from lanes import JobRequest
+
+        results: list[bool] = []
+        lanes = self._lanes()
+        for command in batch:
+            kind = command[0]
+            if kind == "start":
+                job_id: str = command[2]
+                request = JobRequest(**command[3])
+                # A job can finish inside start_job (denied): its events name it meanwhile.
+                self._submitting = job_id
+                self._submitted_finished = False
+                try:
+                    lanes.trusted = bool(command[1])
+                    core_id = lanes.start_job(request)
+                finally:
+                    self._submitting = None
+                if not self._submitted_finished:
+                    self._to_runner[core_id] = job_id
+                    self._to_core[job_id] = core_id
+                results.append(True)
+            elif kind == "cancel":
+                core_id_or_none = self._to_core.get(command[1])
+                results.append(core_id_or_none is not None and lanes.cancel_job(core_id_or_none))
+            else:
+                for core_id in list(self._to_core.values()):
+                    lanes.cancel_job(core_id)
+                results.append(True)
+        return results
+
+    def _record(self, method: str, params: JSONObject) -> None:
+        core_id = str(params.get("jobId"))
+        runner_id = self._to_runner.get(core_id)
+        if runner_id is None:
+            # The job being submitted (start_job maps it once it returns).
+            assert self._submitting is not None, (method, params)
+            runner_id = self._submitting
+            if method == "job.finished":
+                self._submitted_finished = True
+        elif method == "job.finished":
+            del self._to_runner[core_id]
+            self._to_core.pop(runner_id, None)
+        with self._lock:
+            self._seq += 1
+            self._log.append((self._seq, method, {**params, "jobId": runner_id}))
+            self._lock.notify_all()

@@ -1,0 +1,589 @@
+"""The runner's side of job lanes on a Ray cluster: placement, links to node agents, lanes.
+
+Contract (README "Job lanes on a Ray cluster"): :func:`connect_cluster` joins (or, for
+``auto`` without a running cluster, starts) a Ray cluster and places every lane on a node;
+:func:`open_ray_executor` starts one :class:`~supervisor._ray._agent.NodeAgent` per node
+used and gives ``supervisor run`` lanes with the local lanes' interface (``start_job``,
+``cancel_job``, ``wait_idle``) whose jobs run on their lane's node.
+
+Failure semantics:
+
+- Cancelling a job or the run sends ``cancel`` / ``close`` to the node, whose lanes end the
+  tree there with the local bounds (TERM grace, then SIGKILL); closing waits at most
+  :data:`CLOSE_BOUND_S` for the last ``job.finished``.
+- An agent that dies (its process killed, its node lost) or answers nothing for
+  :data:`LOST_AFTER_S` is taken for lost: each of its unfinished jobs ends ``failed``
+  (``errorCode: "internal"``, ``error`` naming the node), later jobs of its lanes fail at
+  once, and it is killed, so the watchdog of its process ends its trees on the node. The
+  run goes on with the other nodes: no wait is unbounded.
+- The agents belong to the runner's Ray job (not detached): when the runner dies, Ray ends
+  them, and each node's watchdog ends their trees.
+
+Only this module and the agent import Ray, and only when ``--ray`` is given.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import os
+import socket
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Final
+
+import ray
+import ray.exceptions
+import trio
+from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+from lanes import normalize_root
+from lanes._driver import DEFAULT_MAX_OUTPUT_BYTES
+
+from ._agent import NodeAgent
+
+if TYPE_CHECKING:
+    from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+
+    from lanes import JobRequest
+    from protocol import JSONObject
+
+    from ._agent import Command, Event
+
+__all__ = (
+    "CLOSE_BOUND_S",
+    "LOST_AFTER_S",
+    "RAY_AUTO",
+    "ClusterError",
+    "RayCluster",
+    "RayExecutor",
+    "RayLanes",
+    "connect_cluster",
+    "open_ray_executor",
+)
+
+logger = logging.getLogger("supervisor.ray")
+
+#: ``--ray auto``: the cluster ``RAY_ADDRESS`` or ``ray start`` names, else a local one.
+RAY_AUTO: Final = "auto"
+#: How long one pull waits on an agent for an event, in seconds.
+PULL_WAIT_S: Final = 1.0
+#: An agent that answers nothing for this long (beyond a pull's own wait) is lost, seconds.
+LOST_AFTER_S: Final = 20.0
+#: The longest closing the lanes waits for their last ``job.finished``, in seconds: the
+#: node's TERM grace and kill wait (about 5 s together) plus round trips, with room.
+CLOSE_BOUND_S: Final = 15.0
+#: How long reaching a cluster's address may take before it is refused, in seconds.
+CONNECT_BOUND_S: Final = 5.0
+#: How long an agent may take to start (a Python worker on its node), in seconds.
+START_BOUND_S: Final = 60.0
+
+
+class ClusterError(Exception):
+    """The cluster can not run this file: no connection, or no node for a pinned lane."""
+
+
+@dataclass(frozen=True, slots=True)
+class _Node:
+    node_id: str
+    name: str
+    labels: Mapping[str, str]
+    resources: Mapping[str, float]
+
+    def matches(self, pin: str | None) -> bool:
+        if pin is None:
+            return True
+        key, equals, value = pin.partition("=")
+        if equals:
+            return self.labels.get(key.strip()) == value.strip()
+        return self.resources.get(pin, 0) > 0
+
+
+@dataclass(slots=True)
+class RayCluster:
+    """A connected cluster and where each lane runs (made by :func:`connect_cluster`).
+
+    Attributes:
+        address: What ``--ray`` named.
+        nodes: The live nodes when the run joined (the head first).
+        placement: Lane root -> the node it runs on.
+    """
+
+    address: str
+    nodes: list[_Node] = field(default_factory=list)
+    placement: dict[str, _Node] = field(default_factory=dict)
+
+    def place(self, root: str, pin: str | None) -> _Node:
+        """The node of ``root``'s lane: where it already is, else the node with the fewest
+        lanes among those that satisfy ``pin`` (first such node on a tie).
+
+        Raises:
+            ClusterError: No node satisfies ``pin``.
+        """
+        root = normalize_root(root)
+        node = self.placement.get(root)
+        if node is not None:
+            return node
+        candidates = [n for n in self.nodes if n.matches(pin)]
+        if not candidates:
+            what = f"the label {pin}" if "=" in (pin or "") else f"the resource {pin!r}"
+            raise ClusterError(f"no live node of the cluster has {what} (lane {root})")
+        load = {n.node_id: 0 for n in candidates}
+        for placed in self.placement.values():
+            if placed.node_id in load:
+                load[placed.node_id] += 1
+        node = self.placement[root] = min(candidates, key=lambda n: load[n.node_id])
+        return node
+
+    def node_name(self, root: str) -> str | None:
+        node = self.placement.get(normalize_root(root))
+        return None if node is None else node.name
+
+    def disconnect(self) -> None:
+        """Leave the cluster; one this run started (``auto`` without a cluster) stops."""
+        ray.shutdown()
+
+
+def connect_cluster(address: str, lanes: Sequence[tuple[str, str | None]]) -> RayCluster:
+    """Join the Ray cluster at ``address`` and place each lane on one of its live nodes.
+
+    Blocking (Ray's own start-up); call it before ``trio.run``.
+
+    Args:
+        address: ``auto`` (the running cluster, else a new local one) or a Ray address
+            (``host:port``, ``ray://...``).
+        lanes: ``(root, pin)`` per lane in order of first use; ``pin`` is ``None`` (spread:
+            the node with the fewest lanes so far), ``"key=value"`` (a node with that Ray
+            node label) or ``"name"`` (a node with that custom resource).
+
+    Raises:
+        ClusterError: Ray could not connect, or no live node satisfies a lane's pin (the
+            message names the lane and the pin). Nothing was started on the cluster.
+    """
+    _check_reachable(os.environ.get("RAY_ADDRESS", "") if address == RAY_AUTO else address)
+    try:
+        ray.init(
+            address=None if address == RAY_AUTO else address,
+            include_dashboard=False,
+            log_to_driver=False,
+            logging_level=logging.WARNING,
+            configure_logging=False,
+        )
+    except Exception as exc:
+        raise ClusterError(f"cannot join the Ray cluster: {type(exc).__name__}: {exc}") from None
+    cluster = RayCluster(address=address)
+    try:
+        cluster.nodes = _live_nodes()
+        for root, pin in lanes:
+            cluster.place(root, pin)
+    except BaseException:
+        ray.shutdown()
+        raise
+    return cluster
+
+
+def _check_reachable(address: str) -> None:
+    """Refuse a ``host:port`` nothing answers at, within :data:`CONNECT_BOUND_S`.
+
+    Ray itself retries an unreachable cluster for minutes; a mistyped address should fail
+    at once. Anything that is not ``[ray://]host:port`` is left to Ray.
+
+    Raises:
+        ClusterError: The connection was refused or timed out.
+    """
+    host, colon, port = address.removeprefix("ray://").rpartition(":")
+    if not colon or not host or not port.isdigit():
+        return
+    try:
+        socket.create_connection((host, int(port)), timeout=CONNECT_BOUND_S).close()
+    except OSError as exc:
+        reason = exc.strerror or type(exc).__name__
+        raise ClusterError(f"nothing answers at {address} ({reason})") from None
+
+
+def _live_nodes() -> list[_Node]:
+    nodes: list[_Node] = []
+    for info in ray.nodes():
+        if not info.get("Alive"):
+            continue
+        node_id = str(info["NodeID"])
+        host = str(info.get("NodeManagerHostname") or socket.gethostname())
+        labels = {str(k): str(v) for k, v in (info.get("Labels") or {}).items()}
+        resources = {str(k): float(v) for k, v in (info.get("Resources") or {}).items()}
+        nodes.append(_Node(node_id, f"{host}/{node_id[:8]}", labels, resources))
+    # The head first, then a stable order: spreading starts on the same node every run.
+    nodes.sort(key=lambda n: ("node:__internal_head__" not in n.resources, n.node_id))
+    return nodes
+
+
+async def _ray_get(ref: Any, bound_s: float) -> Any:
+    """``ray.get`` on a worker thread (Ray blocks), at most ``bound_s`` seconds (then Ray's
+    ``GetTimeoutError``); cancelling abandons the wait."""
+    return await trio.to_thread.run_sync(
+        functools.partial(ray.get, ref, timeout=bound_s), abandon_on_cancel=True
+    )
+
+
+def _short(exc: BaseException) -> str:
+    if isinstance(exc, ray.exceptions.GetTimeoutError | TimeoutError):
+        return f"no answer for {LOST_AFTER_S:g} s"
+    return type(exc).__name__
+
+
+@dataclass(slots=True)
+class _RemoteJob:
+    job_id: str
+    request: JobRequest
+    link: _AgentLink
+    trusted: bool = True
+    started_at: float | None = None
+    cancel_sent: bool = False
+
+
+def _request_fields(request: JobRequest) -> dict[str, Any]:
+    """``request`` as plain data Ray can carry (its ``env`` is a read-only mapping proxy)."""
+    return {
+        "kind": request.kind.value,
+        "root": request.root,
+        "argv": list(request.argv),
+        "cwd": request.cwd,
+        "env": None if request.env is None else dict(request.env),
+        "timeout_ms": request.timeout_ms,
+        "supersede": request.supersede,
+    }
+
+
+class _AgentLink:
+    """The runner's end of one node agent: an ordered command pump and an event pump."""
+
+    def __init__(self, executor: RayExecutor, node: _Node) -> None:
+        self.executor = executor
+        self.node = node
+        self.dead: str | None = None
+        self.jobs: dict[str, _RemoteJob] = {}
+        self._pending: list[Command] = []
+        self._wake = trio.Event()
+        self._acked = 0
+        self.handle: Any = (
+            _remote_agent()
+            .options(
+                scheduling_strategy=NodeAffinitySchedulingStrategy(node.node_id, soft=False),
+            )
+            .remote(node.name, executor.max_output_bytes)
+        )
+        self.ready = trio.Event()
+
+    def send(self, command: Command) -> None:
+        self._pending.append(command)
+        self._wake.set()
+
+    async def run(self) -> None:
+        try:
+            await _ray_get(self.handle.describe.remote(), START_BOUND_S)
+        except Exception as exc:
+            self.lost(exc)
+            return
+        finally:
+            self.ready.set()
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(self._pump_commands)
+            nursery.start_soon(self._pump_events)
+
+    async def _pump_commands(self) -> None:
+        # One batch in flight at a time: Ray does not order calls to a threaded actor.
+        while self.dead is None:
+            await self._wake.wait()
+            self._wake = trio.Event()
+            batch, self._pending = self._pending, []
+            try:
+                await _ray_get(self.handle.commands.remote(batch), LOST_AFTER_S)
+            except Exception as exc:
+                self.lost(exc)
+
+    async def _pump_events(self) -> None:
+        while self.dead is None:
+            try:
+                events: list[Event] = await _ray_get(
+                    self.handle.events.remote(self._acked, PULL_WAIT_S),
+                    PULL_WAIT_S + LOST_AFTER_S,
+                )
+            except Exception as exc:
+                self.lost(exc)
+                return
+            for seq, method, params in events:
+                if seq <= self._acked:
+                    continue  # a repeated pull: delivered already
+                self._acked = seq
+                self.executor.deliver(method, params)
+
+    def lost(self, exc: BaseException) -> None:
+        """Take the agent for lost: fail its jobs, kill it (its watchdog ends the trees)."""
+        if self.dead is not None:
+            return
+        self.dead = (
+            f"the node agent on node {self.node.name} was lost ({_short(exc)});"
+            " the node's watchdog ends its processes there"
+        )
+        logger.warning("%s", self.dead)
+        for job_id in list(self.jobs):
+            self.executor.fail(job_id, self.dead)
+        self._wake.set()
+        try:
+            ray.kill(self.handle, no_restart=True)
+        except Exception:
+            logger.debug("ray.kill of a lost agent", exc_info=True)
+
+
+@functools.cache
+def _remote_agent() -> Any:
+    # Threaded: a pull waits while commands arrive. No CPU reserved: the lane's jobs are
+    # the node's work, and an agent must fit on a node that is busy with them.
+    return ray.remote(num_cpus=0, max_concurrency=8, max_restarts=0)(NodeAgent)
+
+
+class RayLanes:
+    """Lanes whose jobs run on their lane's node.
+
+    The interface ``supervisor run`` uses of :class:`lanes.Lanes`: ``start_job`` and
+    ``cancel_job`` return at once (the command reaches the node in order, shortly after),
+    events come through ``on_event`` in order, each job's ``job.finished`` exactly once.
+    """
+
+    def __init__(
+        self,
+        executor: RayExecutor,
+        *,
+        on_event: Callable[[str, JSONObject], None],
+        trusted: bool = True,
+    ) -> None:
+        self._executor = executor
+        #: Whether the next jobs are submitted to a trusted workspace (settable; False:
+        #: ``build`` and ``test`` end ``denied``), as :attr:`lanes.Lanes.trusted`.
+        self.trusted = trusted
+        self._on_event = on_event
+        self._jobs: dict[str, _RemoteJob] = {}
+        self._next_number = 1
+        self._idle = trio.Event()
+        self._idle.set()
+
+    def start_job(self, request: JobRequest) -> str:
+        """Queue ``request`` on its lane's node; return its id (``job-N``).
+
+        Raises:
+            ClusterError: The lane is new and no node satisfies its pin (nothing started).
+        """
+        link = self._executor.link_for(request.root)
+        job_id = f"job-{self._next_number}"
+        self._next_number += 1
+        job = _RemoteJob(job_id, request, link, trusted=self.trusted)
+        self._jobs[job_id] = job
+        link.jobs[job_id] = job
+        if self._idle.is_set():
+            self._idle = trio.Event()
+        if link.dead is not None:
+            self.fail(job_id, link.dead)
+        else:
+            link.send(("start", job.trusted, job_id, _request_fields(request)))
+        return job_id
+
+    def cancel_job(self, job_id: str) -> bool:
+        """Ask the node to cancel ``job_id``; False when it finished or a cancel was sent."""
+        job = self._jobs.get(job_id)
+        if job is None or job.cancel_sent or job.link.dead is not None:
+            return False
+        job.cancel_sent = True
+        job.link.send(("cancel", job_id))
+        return True
+
+    def node_of(self, root: str) -> str | None:
+        """The name (``host/node-id``) of the node ``root``'s lane runs on, or None before
+        its first job."""
+        return self._executor.node_of(root)
+
+    async def wait_idle(self) -> None:
+        """Wait until every job has sent its ``job.finished``."""
+        await trio.lowlevel.checkpoint()
+        while self._jobs:
+            await self._idle.wait()
+
+    async def aclose(self) -> None:
+        """Cancel every job on its node and wait (bounded) for each ``job.finished``.
+
+        Shielded: it also runs while the run is being cancelled. A node that does not
+        answer within :data:`CLOSE_BOUND_S` is taken for lost.
+        """
+        with trio.CancelScope(shield=True):
+            links = {job.link for job in self._jobs.values() if job.link.dead is None}
+            for link in links:
+                link.send(("close",))
+            with trio.move_on_after(CLOSE_BOUND_S):
+                await self.wait_idle()
+            for job in list(self._jobs.values()):
+                job.link.lost(TimeoutError())
+
+    def deliver(self, method: str, params: JSONObject) -> None:
+        job = self._jobs.get(str(params.get("jobId")))
+        if job is None:
+            return  # the job was already failed as lost: its one job.finished was sent
+        if method == "job.started":
+            job.started_at = trio.current_time()
+        self._on_event(method, params)
+        if method == "job.finished":
+            self._forget(job)
+
+    def fail(self, job_id: str, reason: str) -> None:
+        job = self._jobs.get(job_id)
+        if job is None:
+            return
+        duration = 0
+        if job.started_at is not None:
+            duration = round((trio.current_time() - job.started_at) * 1000)
+        self._on_event(
+            "job.finished",
+            {
+                "jobId": job_id,
+                "kind": job.request.kind.value,
+                "root": job.request.root,
+                "status": "failed",
+                "exitCode": None,
+                "signal": None,
+                "timedOut": False,
+                "durationMs": duration,
+                "errorCode": "internal",
+                "error": reason,
+            },
+        )
+        self._forget(job)
+
+    def _forget(self, job: _RemoteJob) -> None:
+        del self._jobs[job.job_id]
+        job.link.jobs.pop(job.job_id, None)
+        if not self._jobs:
+            self._idle.set()
+
+
+class RayExecutor:
+    """Runs ``supervisor run``'s lanes on a cluster; made by :func:`open_ray_executor`."""
+
+    def __init__(
+        self,
+        cluster: RayCluster,
+        nursery: trio.Nursery,
+        *,
+        max_output_bytes: int,
+        pins: Mapping[str, str] | None = None,
+    ) -> None:
+        self.cluster = cluster
+        self.max_output_bytes = max_output_bytes
+        self._pins = {normalize_root(root): pin for root, pin in (pins or {}).items()}
+        self._nursery = nursery
+        self._links: dict[str, _AgentLink] = {}
+        self._lanes: RayLanes | None = None
+
+    def node_of(self, root: str) -> str | None:
+        """The name of the node ``root``'s lane runs on."""
+        return self.cluster.node_name(root)
+
+    def link_for(self, root: str) -> _AgentLink:
+        """The link to the agent of ``root``'s node (placed now if it was not).
+
+        Raises:
+            ClusterError: No node satisfies the lane's pin.
+        """
+        node = self.cluster.place(root, self._pins.get(normalize_root(root)))
+        link = self._links.get(node.node_id)
+        if link is None:
+            link = self._links[node.node_id] = _AgentLink(self, node)
+            self._nursery.start_soon(link.run, name=f"ray agent {node.name}")
+        return link
+
+    async def start_agents(self) -> None:
+        """Start the agent of every node a lane is placed on and wait until each answers."""
+        for root in self.cluster.placement:
+            self.link_for(root)
+        for link in list(self._links.values()):
+            await link.ready.wait()
+
+    @asynccontextmanager
+    async def open_lanes(
+        self, *, on_event: Callable[[str, JSONObject], None], trusted: bool = True
+    ) -> AsyncIterator[RayLanes]:
+        """The lanes (one set per executor); leaving the block cancels and waits, as locally.
+
+        Raises:
+            RuntimeError: The lanes were opened already.
+        """
+        if self._lanes is not None:
+            raise RuntimeError("a Ray executor opens one set of lanes")
+        lanes = self._lanes = RayLanes(self, on_event=on_event, trusted=trusted)
+        try:
+            yield lanes
+        finally:
+            await lanes.aclose()
+
+    def deliver(self, method: str, params: JSONObject) -> None:
+        if self._lanes is not None:
+            self._lanes.deliver(method, params)
+
+    def fail(self, job_id: str, reason: str) -> None:
+        if self._lanes is not None:
+            self._lanes.fail(job_id, reason)
+
+    async def leftover_processes(self, settle_ms: int) -> list[tuple[int, str]]:
+        """Processes the agents' Cores started that are still alive, swept on each node."""
+        found: list[tuple[int, str]] = []
+        for link in self._links.values():
+            if link.dead is not None:
+                continue
+            try:
+                left = await _ray_get(
+                    link.handle.leftovers.remote(settle_ms / 1000), LOST_AFTER_S + settle_ms / 1000
+                )
+            except Exception as exc:
+                link.lost(exc)
+                continue
+            found += [(pid, f"{cmd} [node {link.node.name}]") for pid, cmd in left]
+        return found
+
+    async def _shutdown(self) -> None:
+        async with trio.open_nursery() as nursery:
+            for link in self._links.values():
+                nursery.start_soon(self._stop_agent, link)
+
+    async def _stop_agent(self, link: _AgentLink) -> None:
+        if link.dead is None:
+            # Marked first: the pumps stop, and the calls the stop breaks are not a loss.
+            link.dead = "stopped"
+            try:
+                await _ray_get(link.handle.shutdown.remote(), CLOSE_BOUND_S)
+            except Exception:
+                logger.debug("stopping the agent on %s", link.node.name, exc_info=True)
+        try:
+            ray.kill(link.handle, no_restart=True)
+        except Exception:
+            logger.debug("ray.kill of the agent on %s", link.node.name, exc_info=True)
+
+
+@asynccontextmanager
+async def open_ray_executor(
+    cluster: RayCluster,
+    *,
+    max_output_bytes: int = DEFAULT_MAX_OUTPUT_BYTES,
+    pins: Mapping[str, str] | None = None,
+) -> AsyncIterator[RayExecutor]:
+    """Start the node agents of ``cluster``'s placement; stop them when the block ends.
+
+    ``max_output_bytes`` is the lanes' output cap per job and stream on every node, in bytes.
+    The block ends (also when cancelled) only after each agent closed its Core, so every
+    tree on every node has ended, or after the agent was killed (its watchdog ends them).
+    """
+    async with trio.open_nursery() as nursery:
+        executor = RayExecutor(cluster, nursery, max_output_bytes=max_output_bytes, pins=pins)
+        try:
+            with trio.CancelScope(shield=True):
+                await executor.start_agents()
+            yield executor
+        finally:
+            with trio.CancelScope(shield=True):
+                await executor._shutdown()
+            nursery.cancel_scope.cancel()

@@ -1,0 +1,198 @@
+"""The conformance kit (``supervisor check``) against the testbed, test servers with one flaw
+each, and the real peers (issue 18): each misbehaviour fails exactly the check built for it,
+and the well-behaved programs pass."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from supervisor._check._common import Bounds
+from supervisor._check._dap import check_debug_adapter
+from supervisor._check._lsp import LSP_CHECKS, check_language_server
+from supervisor._check._report import Outcome
+from supervisor.testbed import program_argv
+
+pytestmark = pytest.mark.skipif(not os.path.isdir("/proc/self/task"), reason="needs procfs")
+
+FAKES = str(Path(__file__).resolve().parents[1] / "peers" / "check_fakes.py")
+#: Tight bounds: the testbed answers in milliseconds (the machine may be busy: not tighter).
+FAST = Bounds(
+    initialize=4.0, request=2.0, shutdown=1.5, exit=1.5, eof_exit=1.5, vanish_exit=2.0, stall=0.5
+)
+
+
+def fake(flaw: str, protocol: str = "lsp") -> list[str]:
+    return [sys.executable, FAKES, flaw, "--protocol", protocol]
+
+
+async def test_well_behaved_server_passes_every_lsp_check() -> None:
+    report = await check_language_server(program_argv("well-behaved"), bounds=FAST)
+    assert [r.check for r in report.results] == list(LSP_CHECKS)
+    assert report.ok, report.table()
+    assert report.failed == []
+
+
+@pytest.mark.parametrize(
+    ("argv", "check"),
+    [
+        (program_argv("crash-on-initialize"), "initialize"),
+        (program_argv("char-content-length"), "initialize"),
+        (program_argv("stdin-stall"), "requests"),
+        (program_argv("exit-with-pending"), "requests"),
+        (program_argv("answer-after-cancel"), "requests"),
+        (program_argv("double-answer"), "answers-once"),
+        (program_argv("unknown-id"), "answers-once"),
+        (fake("drop-cancelled"), "cancel"),
+        (fake("quit-when-blocked"), "client-stops-reading"),
+        (program_argv("no-shutdown-reply"), "shutdown-exit"),
+        (program_argv("ignore-sigterm", protocol="lsp"), "exit-on-eof"),
+        (program_argv("ignore-sigterm", protocol="lsp"), "client-vanishes"),
+        (fake("orphan-helper"), "client-vanishes"),
+        (fake("orphan-helper"), "restart"),
+        (fake("orphan-helper"), "no-leftovers"),
+        (program_argv("malformed-header"), "stdout-frames"),
+        (fake("stdout-log"), "stdout-frames"),
+    ],
+    ids=lambda value: value if isinstance(value, str) else Path(value[2]).name + ":" + value[2],
+)
+async def test_each_lsp_misbehaviour_fails_its_check(argv: list[str], check: str) -> None:
+    report = await check_language_server(argv, bounds=FAST, only=[check])
+    assert report.outcome_of(check) is Outcome.FAIL, report.table()
+    assert not report.ok
+    row = next(r for r in report.results if r.check == check)
+    assert row.evidence
+    assert row.rule
+
+
+@pytest.mark.parametrize(
+    ("argv", "check"),
+    [
+        (program_argv("crash-on-initialize", protocol="dap"), "initialize"),
+        (program_argv("no-shutdown-reply", protocol="dap"), "disconnect"),
+        (program_argv("ignore-sigterm", protocol="dap"), "exit-after-disconnect"),
+        (program_argv("ignore-sigterm", protocol="dap"), "exit-on-eof"),
+        (fake("orphan-helper", "dap"), "no-leftovers"),
+    ],
+    ids=lambda value: value if isinstance(value, str) else value[2],
+)
+async def test_each_dap_misbehaviour_fails_its_check(argv: list[str], check: str) -> None:
+    report = await check_debug_adapter(argv, bounds=FAST.scaled(1.0), only=[check])
+    assert report.outcome_of(check) is Outcome.FAIL, report.table()
+
+
+@pytest.mark.parametrize("client", ["vscode", "neovim", "helix"])
+async def test_well_behaved_adapter_passes_and_skips_the_debuggee_checks(client: str) -> None:
+    report = await check_debug_adapter(program_argv("well-behaved", protocol="dap"), client=client)
+    assert report.ok, report.table()
+    skipped = {r.check for r in report.results if r.outcome is Outcome.SKIP}
+    assert skipped == {"launch", "debuggee-terminated", "debuggee-kept"}
+
+
+@pytest.mark.parametrize("client", ["vscode", "neovim", "helix"])
+async def test_ruff_server_passes_with_every_client_profile(client: str) -> None:
+    ruff = Path(sys.executable).with_name("ruff")
+    report = await check_language_server(
+        [str(ruff), "server"], client=client, only=["requests", "cancel", "shutdown-exit"]
+    )
+    assert report.ok, report.table()
+
+
+async def test_pylsp_passes_every_lsp_check() -> None:
+    pylsp = Path(sys.executable).with_name("pylsp")
+    report = await check_language_server([str(pylsp)], bounds=Bounds().scaled(2.0))
+    assert report.ok, report.table()
+
+
+async def test_debugpy_kills_its_debuggee_but_waits_for_stdin_eof_after_disconnect(
+    tmp_path: Path,
+) -> None:
+    # The real finding the README reports: debugpy's adapter answers disconnect and ends
+    # the debuggee at once, but exits only when its stdin closes.
+    target = tmp_path / "target.py"
+    target.write_text("import time\nfor _ in range(300):\n    time.sleep(0.1)\n")
+    report = await check_debug_adapter(
+        [sys.executable, "-m", "debugpy.adapter"],
+        launch={"program": str(target), "console": "internalConsole"},
+        bounds=Bounds.for_dap().scaled(2.0),
+        only=[
+            "launch",
+            "disconnect",
+            "debuggee-terminated",
+            "exit-after-disconnect",
+            "exit-on-eof",
+        ],
+    )
+    outcomes = {r.check: r.outcome for r in report.results}
+    assert outcomes["launch"] is Outcome.PASS, report.table()
+    assert outcomes["disconnect"] is Outcome.PASS, report.table()
+    assert outcomes["debuggee-terminated"] is Outcome.PASS, report.table()
+    assert outcomes["exit-on-eof"] is Outcome.PASS, report.table()
+    assert outcomes["exit-after-disconnect"] is Outcome.FAIL, report.table()
+    assert "only once its stdin was closed" in next(
+        r.evidence for r in report.results if r.check == "exit-after-disconnect"
+    )
+
+
+def _cli(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "supervisor", "check", *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+
+
+def test_cli_prints_json_and_exits_0_when_every_check_passes() -> None:
+    done = _cli("lsp", "--json", "--only", "shutdown-exit", "--", *program_argv("well-behaved"))
+    assert done.returncode == 0, done.stderr
+    report = json.loads(done.stdout)
+    assert report["ok"] is True
+    assert [r["check"] for r in report["results"]] == [
+        "initialize",
+        "shutdown-exit",
+        "no-leftovers",
+        "stdout-frames",
+    ]
+    assert {r["result"] for r in report["results"]} == {"pass"}
+
+
+def test_cli_exits_1_with_a_table_when_a_check_fails() -> None:
+    done = _cli("lsp", "--only", "initialize", "--", *program_argv("crash-on-initialize"))
+    assert done.returncode == 1
+    assert re.search(r"^initialize +fail +exited 70 without answering", done.stdout, re.M)
+    assert "rules:" in done.stdout
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["lsp"], "no program given"),
+        (["lsp", "--", "/nonexistent/server"], "cannot start"),
+        (["lsp", "--launch", "{}", "--", "x"], "--launch is for dap"),
+        (["dap", "--launch", "[", "--", "x"], "--launch is not JSON"),
+        (["lsp", "--only", "nope", "--", sys.executable], "unknown check"),
+        (["lsp", "--time-scale", "0", "--", sys.executable], "--time-scale"),
+    ],
+)
+def test_cli_refuses_bad_usage_with_status_2_and_starts_nothing(
+    args: list[str], message: str
+) -> None:
+    done = _cli(*args)
+    assert done.returncode == 2
+    assert message in done.stderr
+    assert done.stdout == ""
+
+
+def test_the_cli_spells_out_the_profiles_and_status_it_does_not_import() -> None:
+    from supervisor._check import _cli, _profiles, _report
+
+    assert _cli._CLIENTS == _profiles.CLIENTS
+    assert _cli.EXIT_BAD_USAGE == _report.EXIT_BAD_USAGE

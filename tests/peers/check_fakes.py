@@ -1,0 +1,107 @@
+"""Servers built to fail one conformance check each (``supervisor check``), for what the
+testbed's programs do not cover. Each is the testbed's well-behaved server with one flaw.
+
+Run as ``sys.executable tests/peers/check_fakes.py FLAW [--protocol lsp|dap]``:
+
+    drop-cancelled     hold each ordinary request 300 ms; one cancelled meanwhile is dropped
+                       (never answered): fails ``cancel``
+    orphan-helper      at initialize, start a helper in a new session that ignores SIGHUP and
+                       SIGTERM and is never ended: fails ``no-leftovers`` (and ``restart``)
+    quit-when-blocked  stdout non-blocking; exit 1 as soon as a write would block: fails
+                       ``client-stops-reading``
+    stdout-log         print a log line on stdout before each answer: fails ``stdout-frames``
+"""
+
+from __future__ import annotations
+
+import argparse
+import fcntl
+import os
+import signal
+import sys
+import threading
+import time
+from typing import Any
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
+
+from supervisor.testbed import _programs as tb
+
+
+def drop_cancelled(options: argparse.Namespace) -> int:
+    cancelled: set[Any] = set()
+    lock = threading.Lock()
+
+    def later(peer: tb.Peer, request_id: Any, method: str, message: dict[str, Any]) -> None:
+        time.sleep(0.3)
+        with lock:
+            if request_id in cancelled:
+                return  # the flaw: a cancelled request gets no response at all
+        tb._answer(peer, request_id, method, message)
+
+    def hook(peer: tb.Peer, request_id: Any, method: str, message: dict[str, Any]) -> bool:
+        if method in ("initialize", peer.shutdown_method):
+            return False
+        threading.Thread(target=later, args=(peer, request_id, method, message)).start()
+        return True
+
+    def on_notification(peer: tb.Peer, message: dict[str, Any]) -> None:
+        if message.get("method") == "$/cancelRequest":
+            with lock:
+                cancelled.add((message.get("params") or {}).get("id"))
+
+    return tb._serve(options, hook, on_notification)
+
+
+def orphan_helper(options: argparse.Namespace) -> int:
+    def hook(peer: tb.Peer, request_id: Any, method: str, message: dict[str, Any]) -> bool:
+        if method == "initialize" and os.fork() == 0:
+            os.setsid()
+            for signum in (signal.SIGHUP, signal.SIGTERM):
+                signal.signal(signum, signal.SIG_IGN)
+            null = os.open(os.devnull, os.O_RDWR)
+            for fd in (0, 1, 2):
+                os.dup2(null, fd)
+            while True:
+                time.sleep(3600)
+        return False
+
+    return tb._serve(options, hook)
+
+
+def quit_when_blocked(options: argparse.Namespace) -> int:
+    flags = fcntl.fcntl(1, fcntl.F_GETFL)
+    fcntl.fcntl(1, fcntl.F_SETFL, flags | os.O_NONBLOCK)
+    try:
+        return tb._serve(options)
+    except BlockingIOError:
+        os.write(2, b"stdout would block: giving up\n")
+        return 1
+
+
+def stdout_log(options: argparse.Namespace) -> int:
+    def hook(peer: tb.Peer, request_id: Any, method: str, message: dict[str, Any]) -> bool:
+        peer.write_raw(f"handling {method}\n".encode())
+        return False
+
+    return tb._serve(options, hook)
+
+
+FLAWS = {
+    "drop-cancelled": drop_cancelled,
+    "orphan-helper": orphan_helper,
+    "quit-when-blocked": quit_when_blocked,
+    "stdout-log": stdout_log,
+}
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("flaw", choices=sorted(FLAWS))
+    parser.add_argument("--protocol", choices=("lsp", "dap"), default=None)
+    options = parser.parse_args()
+    return FLAWS[options.flaw](options)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,508 @@
+"""``supervisor run --ray``: lanes on a real local Ray cluster of three nodes.
+
+One cluster per module (starting one costs seconds on 2 cores): a head and two workers,
+one with the node label ``zone=b``, one with the custom resource ``bigbox``. Each test runs
+the real CLI as a subprocess (its own Ray driver) against it. Skipped when Ray is not
+installed (the ``[ray]`` extra).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import queue
+import signal
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+from typing import TYPE_CHECKING, Any
+
+import pytest
+
+from tests._procfs import runs_no_more, stat_fields
+
+ray = pytest.importorskip("ray")
+cluster_utils = pytest.importorskip("ray.cluster_utils")
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Iterator
+    from pathlib import Path
+
+    from protocol import JSONObject
+
+pytestmark = pytest.mark.linux
+
+REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), os.pardir, os.pardir, os.pardir))
+DEMO = os.path.join(REPO, "examples", "demo.toml")
+#: Generous bounds for a loaded 2-core machine: they only keep a broken run from hanging.
+RUN_BOUND_S = 180.0
+GONE_BOUND_S = 20.0
+#: Prints its pid, then sleeps: a job whose process the tests can find on its node.
+SLEEPER = "import os, time; print('pid', os.getpid(), flush=True); time.sleep(120)"
+
+
+def _ray_processes() -> dict[int, str]:
+    """Live processes of Ray's on this machine (its daemons and workers), by command."""
+    found: dict[int, str] = {}
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{name}/cmdline", "rb") as f:
+                cmdline = f.read().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            continue
+        if not runs_no_more(int(name)) and (
+            "ray/core/src" in cmdline
+            or "ray/_private" in cmdline
+            or "ray/dashboard" in cmdline
+            or "default_worker.py" in cmdline
+            or cmdline.startswith("ray::")
+        ):
+            found[int(name)] = cmdline
+    return found
+
+
+def _reap_children() -> None:
+    # Ray's daemons are children of this process: collect the ones that have exited.
+    with contextlib.suppress(ChildProcessError):
+        while os.waitpid(-1, os.WNOHANG)[0] > 0:
+            pass
+
+
+@pytest.fixture(scope="module")
+def cluster() -> Iterator[Any]:
+    """A three-node local cluster; afterwards every Ray process must be gone."""
+    before = set(_ray_processes())
+    head_args = {"num_cpus": 1, "include_dashboard": False}
+    c = cluster_utils.Cluster(initialize_head=True, head_node_args=head_args)
+    try:
+        c.zone_b = c.add_node(num_cpus=1, labels={"zone": "b"})
+        c.bigbox = c.add_node(num_cpus=1, resources={"bigbox": 1})
+        c.wait_for_nodes()
+        yield c
+    finally:
+        with contextlib.suppress(Exception):
+            ray.shutdown()
+        c.shutdown()
+        deadline = time.monotonic() + GONE_BOUND_S
+        while True:
+            _reap_children()
+            left = {p: cmd for p, cmd in _ray_processes().items() if p not in before}
+            if not left or time.monotonic() > deadline:
+                break
+            time.sleep(0.1)
+        assert not left, f"Ray processes outlived the cluster: {left}"
+
+
+def _node_name(node: Any) -> str:
+    return str(node.node_id)[:8]
+
+
+def write(path: Path, text: str) -> str:
+    path.write_text(textwrap.dedent(text))
+    return str(path)
+
+
+class Runner:
+    """``supervisor run FILE --ray ADDRESS --json`` as a subprocess, its events read live."""
+
+    def __init__(self, path: str, address: str, *extra: str) -> None:
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "supervisor", "run", path, "--ray", address, "--json", *extra],
+            cwd=REPO,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        self.events: list[dict[str, Any]] = []
+        self._lines: queue.Queue[str | None] = queue.Queue()
+        self._stderr: list[str] = []
+        self._threads = [
+            threading.Thread(target=self._read, daemon=True),
+            threading.Thread(target=self._read_stderr, daemon=True),
+        ]
+        for thread in self._threads:
+            thread.start()
+
+    def _read(self) -> None:
+        assert self.proc.stdout is not None
+        for line in self.proc.stdout:
+            self._lines.put(line)
+        self._lines.put(None)
+
+    def _read_stderr(self) -> None:
+        assert self.proc.stderr is not None
+        self._stderr.extend(self.proc.stderr)
+
+    @property
+    def stderr(self) -> str:
+        return "".join(self._stderr)
+
+    def until(self, wanted: Callable[[dict[str, Any]], bool]) -> dict[str, Any]:
+        """Read events until one satisfies ``wanted``; return it."""
+        deadline = time.monotonic() + RUN_BOUND_S
+        while True:
+            try:
+                line = self._lines.get(timeout=max(deadline - time.monotonic(), 0.01))
+            except queue.Empty:
+                raise AssertionError(f"no such event; stderr:\n{self.stderr}") from None
+            if line is None:
+                raise AssertionError(f"the run ended first; stderr:\n{self.stderr}")
+            event: dict[str, Any] = json.loads(line)
+            self.events.append(event)
+            if wanted(event):
+                return event
+
+    def finish(self) -> int:
+        """Read every event; return the exit code."""
+        with contextlib.suppress(AssertionError):
+            self.until(lambda e: False)
+        return self.proc.wait(timeout=RUN_BOUND_S)
+
+    def job_pid(self, name: str) -> int:
+        """The pid the job ``name`` printed (in an event read already, or a later one)."""
+
+        def wanted(e: dict[str, Any]) -> bool:
+            return e["event"] == "job.output" and e["name"] == name and "pid" in e["text"]
+
+        event = next((e for e in self.events if wanted(e)), None) or self.until(wanted)
+        return int(event["text"].split()[1])
+
+    def finished(self) -> dict[str, dict[str, Any]]:
+        return {e["name"]: e for e in self.events if e["event"] == "job.finished"}
+
+    def kill(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.kill()
+        self.proc.wait()
+        for thread in self._threads:
+            thread.join(timeout=RUN_BOUND_S)
+        for stream in (self.proc.stdout, self.proc.stderr):
+            if stream is not None:
+                stream.close()
+
+
+@pytest.fixture
+def runners() -> Iterator[list[Runner]]:
+    made: list[Runner] = []
+    yield made
+    for runner in made:
+        runner.kill()
+
+
+def _wait_gone(pids: list[int]) -> list[int]:
+    deadline = time.monotonic() + GONE_BOUND_S
+    while True:
+        alive = [p for p in pids if not runs_no_more(p)]
+        if not alive or time.monotonic() > deadline:
+            return alive
+        time.sleep(0.05)
+
+
+def test_demo_on_three_nodes_ends_as_declared(cluster: Any, runners: list[Runner]) -> None:
+    runner = Runner(DEMO, cluster.address)
+    runners.append(runner)
+    assert runner.finish() == 0, runner.stderr
+    finished = runner.finished()
+    assert {n: e["status"] for n, e in finished.items()} == {
+        "build": "ok",
+        "test": "ok",
+        "build (replaced while waiting)": "superseded",
+        "build (again)": "ok",
+        "build (untrusted)": "denied",
+        "deadline": "failed",
+        "escape": "ok",
+        "grandchild gone": "ok",
+        "long test": "superseded",
+        "test (supersede)": "ok",
+        "cancelled": "cancelled",
+    }
+    assert finished["deadline"]["timedOut"] is True
+    # Exactly one job.finished per job, after its other events; one lane, one node.
+    assert len([e for e in runner.events if e["event"] == "job.finished"]) == 11
+    nodes = {e["lane"]: e["node"] for e in runner.events if e["event"] != "run.finished"}
+    assert all(
+        {e["node"] for e in runner.events if e.get("lane") == lane} == {nodes[lane]}
+        for lane in nodes
+    )
+    # Spread: three lanes, three nodes.
+    assert len(set(nodes.values())) == 3
+    summary = runner.events[-1]
+    assert summary["event"] == "run.finished"
+    assert summary["leftovers"] == []
+    assert {j["node"] for j in summary["jobs"]} == set(nodes.values())
+
+
+def test_pinned_lanes_run_on_their_nodes(
+    cluster: Any, runners: list[Runner], tmp_path: Path
+) -> None:
+    path = write(
+        tmp_path / "pinned.toml",
+        """
+        [[job]]
+        name = "on zone b"
+        project = "."
+        kind = "command"
+        argv = ["{python}", "-c", "pass"]
+        node = "zone=b"
+
+        [[job]]
+        name = "on bigbox"
+        project = "sub"
+        kind = "command"
+        argv = ["{python}", "-c", "pass"]
+        node = "bigbox"
+        """,
+    )
+    (tmp_path / "sub").mkdir()
+    runner = Runner(path, cluster.address)
+    runners.append(runner)
+    assert runner.finish() == 0, runner.stderr
+    finished = runner.finished()
+    assert finished["on zone b"]["node"].endswith(_node_name(cluster.zone_b))
+    assert finished["on bigbox"]["node"].endswith(_node_name(cluster.bigbox))
+
+
+def test_a_pin_no_node_satisfies_starts_nothing(
+    cluster: Any, runners: list[Runner], tmp_path: Path
+) -> None:
+    path = write(
+        tmp_path / "nowhere.toml",
+        """
+        [[job]]
+        project = "."
+        kind = "command"
+        argv = ["/bin/true"]
+        node = "zone=mars"
+        """,
+    )
+    runner = Runner(path, cluster.address)
+    runners.append(runner)
+    assert runner.finish() == 2
+    assert "no live node of the cluster has the label zone=mars" in runner.stderr
+    assert runner.events == []
+
+
+def test_sigint_ends_every_remote_tree(cluster: Any, runners: list[Runner], tmp_path: Path) -> None:
+    path = write(
+        tmp_path / "long.toml",
+        f"""
+        [[job]]
+        name = "a"
+        project = "."
+        kind = "command"
+        argv = ["{{python}}", "-c", "{SLEEPER}"]
+        node = "zone=b"
+
+        [[job]]
+        name = "b"
+        project = "sub"
+        kind = "command"
+        argv = ["{{python}}", "-c", "{SLEEPER}"]
+        node = "bigbox"
+        """,
+    )
+    (tmp_path / "sub").mkdir()
+    runner = Runner(path, cluster.address)
+    runners.append(runner)
+    pids = [runner.job_pid("a"), runner.job_pid("b")]
+    runner.proc.send_signal(signal.SIGINT)
+    assert runner.finish() == 130, runner.stderr
+    assert {n: e["status"] for n, e in runner.finished().items()} == {
+        "a": "cancelled",
+        "b": "cancelled",
+    }
+    assert runner.events[-1]["leftovers"] == []
+    assert _wait_gone(pids) == []
+
+
+def test_a_killed_node_agent_fails_its_jobs_and_its_trees_end(
+    cluster: Any, runners: list[Runner], tmp_path: Path
+) -> None:
+    path = write(
+        tmp_path / "agent.toml",
+        f"""
+        [[job]]
+        name = "doomed"
+        project = "."
+        kind = "command"
+        argv = ["{{python}}", "-c", "{SLEEPER}"]
+        node = "zone=b"
+        expect = "failed"
+
+        [[job]]
+        name = "queued behind it"
+        project = "."
+        kind = "command"
+        argv = ["/bin/true"]
+        expect = "failed"
+
+        [[job]]
+        # Submitted (as a rule) after the loss: its lane's node is gone, it fails at once.
+        name = "submitted later"
+        project = "."
+        kind = "command"
+        argv = ["/bin/true"]
+        start_after_ms = 6000
+        expect = "failed"
+
+        [[job]]
+        name = "elsewhere"
+        project = "sub"
+        kind = "command"
+        argv = ["{{python}}", "-c", "import time; time.sleep(1)"]
+        node = "bigbox"
+        """,
+    )
+    (tmp_path / "sub").mkdir()
+    runner = Runner(path, cluster.address)
+    runners.append(runner)
+    pid = runner.job_pid("doomed")
+    fields = stat_fields(pid)
+    assert fields is not None
+    agent = int(fields[1])  # the tree's parent: the agent process that spawned it
+    os.kill(agent, signal.SIGKILL)
+    assert runner.finish() == 0, runner.stderr
+    finished = runner.finished()
+    zone_b = _node_name(cluster.zone_b)
+    for name in ("doomed", "queued behind it", "submitted later"):
+        assert finished[name]["status"] == "failed"
+        assert finished[name]["errorCode"] == "internal"
+        assert f"node agent on node {finished[name]['node']} was lost" in finished[name]["error"]
+        assert zone_b in finished[name]["error"]
+    # The other node's lane went on.
+    assert finished["elsewhere"]["status"] == "ok"
+    # The agent's watchdog ended its tree on the node.
+    assert _wait_gone([pid]) == []
+
+
+def test_the_runners_death_ends_every_remote_tree(
+    cluster: Any, runners: list[Runner], tmp_path: Path
+) -> None:
+    path = write(
+        tmp_path / "orphans.toml",
+        f"""
+        [[job]]
+        name = "a"
+        project = "."
+        kind = "command"
+        argv = ["{{python}}", "-c", "{SLEEPER}"]
+        node = "zone=b"
+        """,
+    )
+    runner = Runner(path, cluster.address)
+    runners.append(runner)
+    pid = runner.job_pid("a")
+    runner.proc.kill()
+    runner.proc.wait()
+    # Ray ends the dead driver's actors; each agent's watchdog ends its trees.
+    assert _wait_gone([pid]) == []
+
+
+def test_a_lost_node_fails_its_lanes_and_never_hangs_the_run(
+    cluster: Any, runners: list[Runner], tmp_path: Path
+) -> None:
+    doomed = cluster.add_node(num_cpus=1, resources={"doomed": 1})
+    cluster.wait_for_nodes()
+    path = write(
+        tmp_path / "lost.toml",
+        f"""
+        [[job]]
+        name = "on the lost node"
+        project = "."
+        kind = "command"
+        argv = ["{{python}}", "-c", "{SLEEPER}"]
+        node = "doomed"
+        expect = "failed"
+
+        [[job]]
+        name = "elsewhere"
+        project = "sub"
+        kind = "command"
+        argv = ["{{python}}", "-c", "import time; time.sleep(1)"]
+        node = "zone=b"
+        """,
+    )
+    (tmp_path / "sub").mkdir()
+    runner = Runner(path, cluster.address)
+    runners.append(runner)
+    pid = runner.job_pid("on the lost node")
+    # Its raylet and workers are killed at once (no drain): the node is simply gone.
+    cluster.remove_node(doomed, allow_graceful=False)
+    assert runner.finish() == 0, runner.stderr
+    finished = runner.finished()
+    lost = finished["on the lost node"]
+    assert lost["status"] == "failed"
+    assert _node_name(doomed) in lost["error"]
+    assert finished["elsewhere"]["status"] == "ok"
+    # The agent's process went with its raylet; its watchdog ended the tree.
+    assert _wait_gone([pid]) == []
+
+
+async def test_open_ray_lanes_streams_each_jobs_events_in_order_exactly_once(
+    cluster: Any, tmp_path: Path
+) -> None:
+    """The Python API: lanes placed at first use (one pinned), a job cancelled on its node."""
+    import trio
+
+    from lanes import JobKind, JobRequest
+    from supervisor import open_ray_lanes
+
+    pinned, spread = tmp_path / "pinned", tmp_path / "spread"
+    pinned.mkdir()
+    spread.mkdir()
+    events: list[tuple[str, dict[str, Any]]] = []
+    sleeper_printed = trio.Event()
+
+    def on_event(method: str, params: JSONObject) -> None:
+        events.append((method, dict(params)))
+        if method == "job.output" and "pid" in str(params.get("text")):
+            sleeper_printed.set()
+
+    printer = "import sys\nfor i in range(200): print('line', i)\nsys.stdout.flush()"
+    async with open_ray_lanes(
+        cluster.address,
+        on_event=on_event,
+        pins={str(pinned): "zone=b"},
+    ) as lanes:
+        sleeper = lanes.start_job(
+            JobRequest(kind=JobKind.COMMAND, root=str(pinned), argv=(sys.executable, "-c", SLEEPER))
+        )
+        # Three jobs on one lane, one at a time: commands queue (they replace nothing).
+        printed = [
+            lanes.start_job(
+                JobRequest(
+                    kind=JobKind.COMMAND, root=str(spread), argv=(sys.executable, "-c", printer)
+                )
+            )
+            for _ in range(3)
+        ]
+        assert str(lanes.node_of(str(pinned))).endswith(_node_name(cluster.zone_b))
+        with trio.fail_after(RUN_BOUND_S):
+            await sleeper_printed.wait()
+        pid = next(
+            int(p["text"].split()[1])
+            for m, p in events
+            if m == "job.output" and p["jobId"] == sleeper
+        )
+        assert lanes.cancel_job(sleeper)
+        with trio.fail_after(RUN_BOUND_S):
+            await lanes.wait_idle()
+    assert runs_no_more(pid)
+    for job_id in [sleeper, *printed]:
+        mine = [(m, p) for m, p in events if p["jobId"] == job_id]
+        methods = [m for m, _ in mine]
+        assert methods[0] == "job.started"
+        assert methods[-1] == "job.finished"
+        assert methods.count("job.finished") == 1
+        assert set(methods[1:-1]) <= {"job.output"}
+    finished = {p["jobId"]: p for m, p in events if m == "job.finished"}
+    assert finished[sleeper]["status"] == "cancelled"
+    for job_id in printed:
+        assert finished[job_id]["status"] == "ok"
+        text = "".join(p["text"] for m, p in events if m == "job.output" and p["jobId"] == job_id)
+        assert text == "".join(f"line {i}\n" for i in range(200))
