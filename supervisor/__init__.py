@@ -9,17 +9,6 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING
 
-# The error types and codes a caller of the Core meets, importable from here too (protocol
-# is sans-I/O: importing it costs no Trio).
-from protocol import (
-    ERROR_CATALOG as ERROR_CATALOG,
-    CatalogEntry as CatalogEntry,
-    CoreError as CoreError,
-    CoreErrorCode as CoreErrorCode,
-    ErrorCode as ErrorCode,
-    lookup_error as lookup_error,
-)
-
 # The names load on first use (PEP 562), so importing a submodule -- the pytest plugin,
 # ``supervisor.testbed``'s programs, the CLI -- does not pay for Trio and every service.
 if TYPE_CHECKING:
@@ -56,6 +45,16 @@ if TYPE_CHECKING:
         current_request_id as current_request_id,
         method_not_found as method_not_found,
         open_jsonrpc_endpoint as open_jsonrpc_endpoint,
+    )
+
+    # The error types and codes a caller of the Core meets (from protocol).
+    from ._errors import (
+        ERROR_CATALOG as ERROR_CATALOG,
+        CatalogEntry as CatalogEntry,
+        CoreError as CoreError,
+        CoreErrorCode as CoreErrorCode,
+        ErrorCode as ErrorCode,
+        lookup_error as lookup_error,
     )
     from ._lsp._service import LspService as LspService, open_lsp_service as open_lsp_service
     from ._lsp._state import LspState as LspState, RestartBudget as RestartBudget
@@ -117,6 +116,12 @@ _LAZY: dict[str, tuple[str, str]] = {
     "current_request_id": ("_endpoint", "current_request_id"),
     "method_not_found": ("_endpoint", "method_not_found"),
     "open_jsonrpc_endpoint": ("_endpoint", "open_jsonrpc_endpoint"),
+    "ERROR_CATALOG": ("_errors", "ERROR_CATALOG"),
+    "CatalogEntry": ("_errors", "CatalogEntry"),
+    "CoreError": ("_errors", "CoreError"),
+    "CoreErrorCode": ("_errors", "CoreErrorCode"),
+    "ErrorCode": ("_errors", "ErrorCode"),
+    "lookup_error": ("_errors", "lookup_error"),
     "LspService": ("_lsp._service", "LspService"),
     "open_lsp_service": ("_lsp._service", "open_lsp_service"),
     "LspState": ("_lsp._state", "LspState"),
