@@ -50,7 +50,7 @@ from typing import TYPE_CHECKING, Protocol, final
 
 import trio
 
-from protocol import CoreError, CoreErrorCode
+from protocol import MAX_OUTPUT_BYTES, CoreError, CoreErrorCode
 
 from ._policy import (
     CancelRunning,
@@ -591,7 +591,8 @@ class Lanes(trio.abc.AsyncResource):
         max_output_bytes: Output forwarded per job and stream as it arrives, in bytes (>= 0,
             default 1 MiB).
         max_output_tail_bytes: The tail kept past that cap per job and stream and sent at
-            job end, in bytes (>= 0, default 64 KiB; 0 keeps no tail).
+            job end, in bytes (>= 0, default 64 KiB; 0 keeps no tail). This and
+            ``max_output_event_bytes`` are at most :data:`protocol.MAX_OUTPUT_BYTES` (64 MiB).
         output_flush_ms: Delay in milliseconds before pending output is sent (>= 0, default
             50).
         keep_finished: How many finished jobs :meth:`list_jobs` still reports (>= 0, default
@@ -622,6 +623,15 @@ class Lanes(trio.abc.AsyncResource):
         if max_output_event_bytes < 4:
             # Below 4 bytes a single UTF-8 character might not fit in an event.
             raise ValueError("max_output_event_bytes must be at least 4")
+        # The bound on kept output (protocol.MAX_OUTPUT_BYTES) holds for what is kept: the
+        # tail of every job and stream, and one event's text. ``max_output_bytes`` is output
+        # passed on as it arrives, never kept whole (`supervisor run --log-dir` forwards 1 GiB).
+        for name, value in (
+            ("max_output_tail_bytes", max_output_tail_bytes),
+            ("max_output_event_bytes", max_output_event_bytes),
+        ):
+            if value > MAX_OUTPUT_BYTES:
+                raise ValueError(f"{name} must be at most {MAX_OUTPUT_BYTES}")
         if max_output_bytes < 0:
             raise ValueError("max_output_bytes must not be negative")
         if max_output_tail_bytes < 0:

@@ -57,6 +57,7 @@ if TYPE_CHECKING:
 
 __all__ = (
     "CANCEL_METHOD",
+    "AnswerTooLarge",
     "CancelReceived",
     "ConnectionEvent",
     "JSONRPCConnection",
@@ -74,9 +75,14 @@ CANCEL_METHOD: Final = "$/cancelRequest"
 @dataclass(frozen=True, slots=True)
 class RequestReceived:
     """The peer sent a request; answer it once with :meth:`JSONRPCConnection.send_result`
-    or :meth:`~JSONRPCConnection.send_error`."""
+    or :meth:`~JSONRPCConnection.send_error`.
+
+    ``body_bytes`` is the size of the frame body it came in (0 when unknown), for a bound on
+    the bytes held by requests in flight.
+    """
 
     request: Request
+    body_bytes: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -163,11 +169,16 @@ def _looks_like_a_reply(body: bytes, exc: RemoteProtocolError) -> bool:
     return body.lstrip()[:1] == b"{" and (b'"result"' in body or b'"error"' in body)
 
 
+class AnswerTooLarge(ValueError):
+    """An answer's body is over the frame-body limit (:meth:`JSONRPCConnection.send_answer`)."""
+
+
 class JSONRPCConnection:
     """Both sides' bookkeeping of one JSON-RPC session; see the module docstring.
 
     Args:
-        max_body_bytes: Largest frame body accepted, in bytes.
+        max_body_bytes: Largest frame body accepted, in bytes; also the largest answer body
+            :meth:`send_answer` frames (a peer with the same limit could not read a larger one).
         max_header_bytes: Largest header section, in bytes.
         max_stray_bytes: Most non-frame bytes tolerated in a row between frames.
         max_inbound: Inbound requests in flight before one is refused as busy.
@@ -187,6 +198,7 @@ class JSONRPCConnection:
         "_error",
         "_finite_only",
         "_inbound",
+        "_max_answer_bytes",
         "_max_inbound",
         "_next_id",
         "_pending",
@@ -209,6 +221,7 @@ class JSONRPCConnection:
             max_stray_bytes=max_stray_bytes,
         )
         self._max_inbound = max_inbound
+        self._max_answer_bytes = max_body_bytes
         self._finite_only = finite_only
         self._next_id = 1
         self._pending: set[int] = set()
@@ -290,7 +303,7 @@ class JSONRPCConnection:
                 return ReplyReceived(request_id, message)
             return ReplyIgnored(request_id, message)
         if isinstance(message, Request):
-            return self._on_request(message)
+            return self._on_request(message, len(body))
         if isinstance(message, Notification):
             if message.method == CANCEL_METHOD:
                 return self._on_cancel(message)
@@ -306,7 +319,7 @@ class JSONRPCConnection:
             return ReplyReceived(request_id, None, exc)
         return MessageRefused(exc, None)
 
-    def _on_request(self, request: Request) -> ConnectionEvent:
+    def _on_request(self, request: Request, body_bytes: int = 0) -> ConnectionEvent:
         key = _id_key(request.id)
         if key in self._inbound:
             error = RemoteProtocolError(
@@ -328,7 +341,7 @@ class JSONRPCConnection:
                 _error_frame(request.id, ErrorCode.REQUEST_FAILED, str(error), {"code": "busy"}),
             )
         self._inbound.add(key)
-        return RequestReceived(request)
+        return RequestReceived(request, body_bytes)
 
     def _on_cancel(self, notification: Notification) -> ConnectionEvent:
         params = notification.params
@@ -407,6 +420,8 @@ class JSONRPCConnection:
             LocalProtocolError: ``answer.id`` is not in flight (answered already, or never
                 received).
             TypeError, ValueError: ``answer`` has no JSON form.
+            AnswerTooLarge: ``answer``'s body is over ``max_body_bytes``; the request stays
+                in flight for a smaller answer (an error saying so).
         """
         request_id = answer.id
         if request_id is None:
@@ -414,7 +429,13 @@ class JSONRPCConnection:
                 "an answer must name its request", error_code=ErrorCode.INTERNAL_ERROR
             )
         key = self._check_in_flight(request_id)
-        frame = encode_frame(encode_message(answer))
+        body = encode_message(answer)
+        if len(body) > self._max_answer_bytes:
+            raise AnswerTooLarge(
+                f"the answer is {len(body)} bytes as JSON, over the frame-body limit of"
+                f" {self._max_answer_bytes} bytes"
+            )
+        frame = encode_frame(body)
         self._inbound.discard(key)
         return frame
 

@@ -29,6 +29,7 @@ if TYPE_CHECKING:
         ServiceContext as ServiceContext,
         ServiceFactory as ServiceFactory,
     )
+    from ._core._subscription import EventSubscription as EventSubscription
     from ._dap._service import (
         DebugService as DebugService,
         open_debug_service as open_debug_service,
@@ -44,6 +45,16 @@ if TYPE_CHECKING:
         current_request_id as current_request_id,
         method_not_found as method_not_found,
         open_jsonrpc_endpoint as open_jsonrpc_endpoint,
+    )
+
+    # The error types and codes a caller of the Core meets (from protocol).
+    from ._errors import (
+        ERROR_CATALOG as ERROR_CATALOG,
+        CatalogEntry as CatalogEntry,
+        CoreError as CoreError,
+        CoreErrorCode as CoreErrorCode,
+        ErrorCode as ErrorCode,
+        lookup_error as lookup_error,
     )
     from ._lsp._service import LspService as LspService, open_lsp_service as open_lsp_service
     from ._lsp._state import LspState as LspState, RestartBudget as RestartBudget
@@ -95,6 +106,7 @@ _LAZY: dict[str, tuple[str, str]] = {
     "CoreThread": ("_core._core", "CoreThread"),
     "open_core": ("_core._core", "open_core"),
     "ProcessJobRunner": ("_core._jobs", "ProcessJobRunner"),
+    "EventSubscription": ("_core._subscription", "EventSubscription"),
     "CommandHandler": ("_core._service", "CommandHandler"),
     "Service": ("_core._service", "Service"),
     "ServiceContext": ("_core._service", "ServiceContext"),
@@ -116,6 +128,12 @@ _LAZY: dict[str, tuple[str, str]] = {
     "current_request_id": ("_endpoint", "current_request_id"),
     "method_not_found": ("_endpoint", "method_not_found"),
     "open_jsonrpc_endpoint": ("_endpoint", "open_jsonrpc_endpoint"),
+    "ERROR_CATALOG": ("_errors", "ERROR_CATALOG"),
+    "CatalogEntry": ("_errors", "CatalogEntry"),
+    "CoreError": ("_errors", "CoreError"),
+    "CoreErrorCode": ("_errors", "CoreErrorCode"),
+    "ErrorCode": ("_errors", "ErrorCode"),
+    "lookup_error": ("_errors", "lookup_error"),
     "LspService": ("_lsp._service", "LspService"),
     "open_lsp_service": ("_lsp._service", "open_lsp_service"),
     "LspState": ("_lsp._state", "LspState"),
@@ -159,22 +177,28 @@ __all__ = (
     "DEFAULT_MAX_OUTPUT_BYTES",
     "DEFAULT_SERVICES",
     "DEVNULL",
+    "ERROR_CATALOG",
     "PIPE",
     "PROTOCOL_VERSION",
     "SCOPE_ENV",
     "STDOUT",
     "AllowAll",
+    "CatalogEntry",
     "CommandHandler",
     "Consent",
     "Core",
+    "CoreError",
+    "CoreErrorCode",
     "CoreThread",
     "DebugService",
     "DebugState",
     "EndBounds",
     "EndpointClosed",
     "EndpointStatistics",
+    "ErrorCode",
     "EventQueue",
     "EventQueueStatistics",
+    "EventSubscription",
     "HostPolicy",
     "JSONRPCEndpoint",
     "JSONRPCError",
@@ -197,6 +221,7 @@ __all__ = (
     "current_operation_id",
     "current_request_id",
     "load_run_file",
+    "lookup_error",
     "method_not_found",
     "open_core",
     "open_debug_service",

@@ -78,6 +78,8 @@ if TYPE_CHECKING:
     from protocol import JSONValue, Params, RequestId
 
 __all__ = (
+    "DEFAULT_MAX_BODY_BYTES",
+    "DEFAULT_MAX_INFLIGHT_BYTES",
     "EndpointClosed",
     "EndpointStatistics",
     "JSONRPCEndpoint",
@@ -107,6 +109,9 @@ DEFAULT_WRITE_TIMEOUT_MS: Final = 10_000
 DEFAULT_MAX_BODY_BYTES: Final = 64 * 1024 * 1024
 #: Default number of inbound requests whose handlers may run at once.
 DEFAULT_MAX_INBOUND_CONCURRENCY: Final = 128
+#: Default budget of frame-body bytes held by inbound requests whose handlers run (256 MiB,
+#: four bodies at the frame limit): without it, 128 requests of 64 MiB could be held at once.
+DEFAULT_MAX_INFLIGHT_BYTES: Final = 256 * 1024 * 1024
 
 #: The most a single ``send_all`` is asked to move; the write timeout applies per chunk, so
 #: a large frame to a slow but live reader is not mistaken for a dead one.
@@ -263,11 +268,12 @@ class _Pending:
 class _Inbound:
     """One inbound request being handled: its cancel scope, and whether the peer cancelled."""
 
-    __slots__ = ("cancelled_by_peer", "scope")
+    __slots__ = ("body_bytes", "cancelled_by_peer", "scope")
 
-    def __init__(self) -> None:
+    def __init__(self, body_bytes: int) -> None:
         self.scope = trio.CancelScope()
         self.cancelled_by_peer = False
+        self.body_bytes = body_bytes
 
 
 def _error_response(
@@ -387,6 +393,7 @@ class JSONRPCEndpoint(metaclass=NoPublicConstructor):
         write_timeout_ms: float,
         max_body_bytes: int,
         max_inbound_concurrency: int,
+        max_inflight_bytes: int = DEFAULT_MAX_INFLIGHT_BYTES,
         admit_request: Callable[[str], None] | None = None,
         cancelled_data: JSONValue = None,
         close_on_input_end: bool = True,
@@ -403,6 +410,9 @@ class JSONRPCEndpoint(metaclass=NoPublicConstructor):
         self._write_timeout_s = write_timeout_ms / 1000
         self._max_body_bytes = max_body_bytes
         self._max_inbound = max_inbound_concurrency
+        self._max_inflight_bytes = max_inflight_bytes
+        #: Frame-body bytes of the inbound requests whose handlers run.
+        self._inflight_bytes = 0
         self._conn = JSONRPCConnection(
             max_body_bytes=max_body_bytes,
             max_inbound=max_inbound_concurrency,
@@ -859,7 +869,7 @@ class JSONRPCEndpoint(metaclass=NoPublicConstructor):
         | ReplyReceived,
     ) -> None:
         if isinstance(event, RequestReceived):
-            await self._start_inbound(event.request)
+            await self._start_inbound(event.request, event.body_bytes)
         elif isinstance(event, NotificationReceived):
             if event.notification.method == CANCEL_METHOD:
                 # Names no request in flight: it raced the answer, or names nothing.
@@ -928,7 +938,20 @@ class JSONRPCEndpoint(metaclass=NoPublicConstructor):
         if self._close_reason is None:
             self._close("peer not reading: no room for an answer while it sends requests")
 
-    async def _start_inbound(self, request: Request) -> None:
+    async def _start_inbound(self, request: Request, body_bytes: int) -> None:
+        if self._inbound and self._inflight_bytes + body_bytes > self._max_inflight_bytes:
+            # Refused before its handler holds it: the body is freed with the refusal. A
+            # request alone in flight is always admitted (it passed the frame limit).
+            await self._answer_from_reader(
+                self._conn.send_error(
+                    request.id,
+                    ErrorCode.REQUEST_FAILED,
+                    f"too many request bytes in flight (the budget is"
+                    f" {self._max_inflight_bytes} bytes)",
+                    {"code": "busy"},
+                )
+            )
+            return
         if self._answers_waiting and (
             len(self._inbound) + self._answers_waiting >= self._max_inbound
         ):
@@ -951,9 +974,10 @@ class JSONRPCEndpoint(metaclass=NoPublicConstructor):
                     self._conn.send_error(request.id, exc.code, exc.message, exc.data)
                 )
                 return
-        inbound = _Inbound()
+        inbound = _Inbound(body_bytes)
         key = _id_key(request.id)
         self._inbound[key] = inbound
+        self._inflight_bytes += body_bytes
         self._spawn(self._handle_request, request, key, inbound)
 
     def _cancel_inbound(self, request_id: RequestId) -> None:
@@ -978,6 +1002,7 @@ class JSONRPCEndpoint(metaclass=NoPublicConstructor):
                 # Removed before any answer is queued: a $/cancelRequest from now on finds
                 # nothing, so a finished request is never answered twice.
                 del self._inbound[key]
+                self._inflight_bytes -= inbound.body_bytes
         except JSONRPCError as exc:
             answer = _error_response(request.id, exc.code, exc.message, exc.data)
         except BaseException as exc:
@@ -1079,6 +1104,7 @@ async def open_jsonrpc_endpoint(
     write_timeout_ms: float = DEFAULT_WRITE_TIMEOUT_MS,
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
     max_inbound_concurrency: int = DEFAULT_MAX_INBOUND_CONCURRENCY,
+    max_inflight_bytes: int = DEFAULT_MAX_INFLIGHT_BYTES,
     admit_request: Callable[[str], None] | None = None,
     cancelled_data: JSONValue = None,
     close_on_input_end: bool = True,
@@ -1094,8 +1120,11 @@ async def open_jsonrpc_endpoint(
     :func:`method_not_found`. Malformed input is answered (-32700 with id null for a body that is
     not JSON, -32600 for an invalid request, with its id when known) and the endpoint goes on.
     Batches are refused with one -32600 (LSP has none). Inbound requests past
-    ``max_inbound_concurrency`` are refused at once with -32803 and ``data: {"code": "busy"}``, so
-    the reader never stops reading replies.
+    ``max_inbound_concurrency``, or whose body would take the bytes held by requests in flight
+    past ``max_inflight_bytes``, are refused at once with -32803 and ``data: {"code": "busy"}``,
+    so the reader never stops reading replies and memory stays bounded. An answer whose body
+    would be over ``max_body_bytes`` (a peer with our limit could not read it) is replaced by
+    a -32603 answer saying so.
 
     Each inbound request and notification is a supervision boundary. A request handler
     that raises any other :class:`Exception` (a bug of ours, a library refusing a value)
@@ -1137,6 +1166,9 @@ async def open_jsonrpc_endpoint(
         max_body_bytes: The largest frame body accepted, in bytes; a larger one is a protocol
             error that closes the endpoint.
         max_inbound_concurrency: Inbound requests that may be handled at once.
+        max_inflight_bytes: The most frame-body bytes the requests being handled may hold
+            together; a request that would take them past it is refused ``busy`` (one alone
+            is always admitted).
         admit_request: ``admit_request(method)``, called synchronously by the reader in
             arrival order before a request's handler task starts (handler tasks start in no
             particular order). Raising :class:`JSONRPCError` refuses the request: it is
@@ -1169,6 +1201,8 @@ async def open_jsonrpc_endpoint(
     still queued; it never hangs.
     """
     _check_bounds(max_pending_writes, write_timeout_ms, max_body_bytes, max_inbound_concurrency)
+    if max_inflight_bytes < 1:
+        raise ValueError("endpoint bounds must be positive")
     endpoint = JSONRPCEndpoint._create(
         send_stream,
         receive_stream,
@@ -1179,6 +1213,7 @@ async def open_jsonrpc_endpoint(
         write_timeout_ms=write_timeout_ms,
         max_body_bytes=max_body_bytes,
         max_inbound_concurrency=max_inbound_concurrency,
+        max_inflight_bytes=max_inflight_bytes,
         admit_request=admit_request,
         cancelled_data=cancelled_data,
         close_on_input_end=close_on_input_end,

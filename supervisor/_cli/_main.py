@@ -613,13 +613,19 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     The command line owns its process: no host shares it, so every child the supervisor did
     not spawn itself is an orphan it adopted, and the reaper collects each one (see
-    ``_reaper.own_whole_process``).
+    ``_reaper.own_whole_process``). An exception no subcommand handles leaves as itself,
+    not wrapped in the exception groups of the nurseries it crossed (a group leaves only
+    when it holds two or more), so its traceback names the error first.
     """
     from .._process._reaper import own_whole_process
 
     own_whole_process()
     try:
         return _main(argv)
+    except BaseExceptionGroup as group:
+        from .._boundary import raise_single
+
+        raise_single(group)
     except BrokenPipeError:
         # The reader of our stdout went away (`supervisor testbed list | head`): not an
         # error of ours. Point stdout at /dev/null so the interpreter's final flush is quiet.

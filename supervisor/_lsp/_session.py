@@ -1202,7 +1202,10 @@ class LspSession(SessionResource[JSONObject]):
         elif not gen.ended:
             gen.restart_requested = True
             gen.scope.cancel()
-        started = self._restart_started = self._restart_started or trio.Event()
+        # A second restart while the first waits joins it (a trio.Event has no truth value).
+        if self._restart_started is None:
+            self._restart_started = trio.Event()
+        started = self._restart_started
         await started.wait()
         return self.generation
 
