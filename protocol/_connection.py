@@ -182,6 +182,8 @@ class JSONRPCConnection:
         max_header_bytes: Largest header section, in bytes.
         max_stray_bytes: Most non-frame bytes tolerated in a row between frames.
         max_inbound: Inbound requests in flight before one is refused as busy.
+        exempt_methods: Requests never refused as busy, however many are in flight: the
+            ones that end the session (LSP ``shutdown``), so a loaded peer can always stop.
         finite_only: Refuse a message holding a number no float holds (``1e400``): a
             request is answered -32600 with its id, a reply ends the request it names. For a
             peer whose values are passed on unchecked (a language server's results, a
@@ -196,6 +198,7 @@ class JSONRPCConnection:
     __slots__ = (
         "_decoder",
         "_error",
+        "_exempt",
         "_finite_only",
         "_inbound",
         "_max_answer_bytes",
@@ -212,6 +215,7 @@ class JSONRPCConnection:
         max_stray_bytes: int = 65536,
         max_inbound: int = 128,
         finite_only: bool = True,
+        exempt_methods: frozenset[str] = frozenset(),
     ) -> None:
         if max_inbound <= 0:
             raise ValueError("max_inbound must be positive")
@@ -221,6 +225,7 @@ class JSONRPCConnection:
             max_stray_bytes=max_stray_bytes,
         )
         self._max_inbound = max_inbound
+        self._exempt = exempt_methods
         self._max_answer_bytes = max_body_bytes
         self._finite_only = finite_only
         self._next_id = 1
@@ -330,7 +335,7 @@ class JSONRPCConnection:
             return MessageRefused(
                 error, _error_frame(request.id, ErrorCode.INVALID_REQUEST, str(error), None)
             )
-        if len(self._inbound) >= self._max_inbound:
+        if len(self._inbound) >= self._max_inbound and request.method not in self._exempt:
             error = RemoteProtocolError(
                 "too many requests in flight",
                 error_code=ErrorCode.REQUEST_FAILED,

@@ -398,8 +398,10 @@ class JSONRPCEndpoint(metaclass=NoPublicConstructor):
         cancelled_data: JSONValue = None,
         close_on_input_end: bool = True,
         finite_only: bool = True,
+        exempt_methods: frozenset[str] = frozenset(),
     ) -> None:
         self.name = name
+        self._exempt = exempt_methods
         self._close_on_input_end = close_on_input_end
         self._admit_request = admit_request
         self._cancelled_data = cancelled_data
@@ -417,6 +419,7 @@ class JSONRPCEndpoint(metaclass=NoPublicConstructor):
             max_body_bytes=max_body_bytes,
             max_inbound=max_inbound_concurrency,
             finite_only=finite_only,
+            exempt_methods=exempt_methods,
         )
         self._pending: dict[int, _Pending] = {}
         #: Handler tasks whose answer waits for room in the write queue.
@@ -939,7 +942,12 @@ class JSONRPCEndpoint(metaclass=NoPublicConstructor):
             self._close("peer not reading: no room for an answer while it sends requests")
 
     async def _start_inbound(self, request: Request, body_bytes: int) -> None:
-        if self._inbound and self._inflight_bytes + body_bytes > self._max_inflight_bytes:
+        exempt = request.method in self._exempt
+        if (
+            not exempt
+            and self._inbound
+            and self._inflight_bytes + body_bytes > self._max_inflight_bytes
+        ):
             # Refused before its handler holds it: the body is freed with the refusal. A
             # request alone in flight is always admitted (it passed the frame limit).
             await self._answer_from_reader(
@@ -952,8 +960,10 @@ class JSONRPCEndpoint(metaclass=NoPublicConstructor):
                 )
             )
             return
-        if self._answers_waiting and (
-            len(self._inbound) + self._answers_waiting >= self._max_inbound
+        if (
+            not exempt
+            and self._answers_waiting
+            and len(self._inbound) + self._answers_waiting >= self._max_inbound
         ):
             # The connection counts a request answered once its answer is framed; answers
             # that wait for room in the write queue still hold a task each, so they count.
@@ -1109,6 +1119,7 @@ async def open_jsonrpc_endpoint(
     cancelled_data: JSONValue = None,
     close_on_input_end: bool = True,
     finite_only: bool = True,
+    exempt_methods: frozenset[str] = frozenset(),
 ) -> AsyncIterator[JSONRPCEndpoint]:
     """Run a JSON-RPC 2.0 endpoint over two byte streams (LSP base-protocol framing).
 
@@ -1190,6 +1201,9 @@ async def open_jsonrpc_endpoint(
             written with): a request is answered -32600 with its id, a reply ends the
             request it names, a notification is dropped. Serve passes False: its Core checks
             every value of a request and refuses it with the field's name.
+        exempt_methods: Requests never refused ``busy`` by either bound: the ones that end
+            the session (serve passes ``shutdown``), so a client can always stop a loaded
+            server.
 
     Yields:
         The :class:`JSONRPCEndpoint`.
@@ -1218,6 +1232,7 @@ async def open_jsonrpc_endpoint(
         cancelled_data=cancelled_data,
         close_on_input_end=close_on_input_end,
         finite_only=finite_only,
+        exempt_methods=exempt_methods,
     )
     try:
         async with trio.open_nursery() as nursery:

@@ -498,6 +498,8 @@ async def serve(
                     close_on_input_end=False,
                     # The Core checks every value and names the field it refuses.
                     finite_only=False,
+                    # However loaded, the client can always end the session.
+                    exempt_methods=frozenset({"shutdown"}),
                 ) as endpoint:
                     server.endpoint = endpoint
                     if not await server.run_session(endpoint, interrupt):
