@@ -16,6 +16,11 @@ the synchronous ``on_event(method, params)`` callback, in order, wire-shaped:
   :class:`Lanes`); past the cap, at job end, one notice ``{jobId, stream, text,
   droppedBytes}`` followed by the stream's last output (its tail, where builds and tests
   print their summary);
+- ``job.progress {jobId, finished, total}`` and ``job.record {jobId, record}``, only for a job
+  started with ``report=True`` whose runner reports them (:meth:`Job.report_progress`,
+  :meth:`Job.report_record`); progress is coalesced (the latest wins, at most one event per
+  ``output_flush_ms``), records are bounded per job (see :class:`Lanes`); past the bound, at
+  job end, one notice ``{jobId, record: null, droppedRecords}``;
 - ``job.finished {jobId, kind, root, status, exitCode, signal, timedOut, durationMs}`` (plus
   ``error`` and ``errorCode`` when the runner raised): exactly once per job, after all of its
   ``job.output``.
@@ -35,6 +40,7 @@ report anything), and an exception in the driver outside a job's task.
 from __future__ import annotations
 
 import enum
+import json
 import logging
 import math
 from collections import deque
@@ -44,7 +50,7 @@ from typing import TYPE_CHECKING, Protocol, final
 
 import trio
 
-from protocol import CoreError, CoreErrorCode
+from protocol import MAX_OUTPUT_BYTES, CoreError, CoreErrorCode
 
 from ._policy import (
     CancelRunning,
@@ -60,7 +66,7 @@ from ._request import JobRequest
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Callable
 
-    from protocol import JSONObject
+    from protocol import JSONObject, JSONValue
 
 __all__ = ("Job", "JobRunner", "Lanes", "LanesStatistics", "open_lanes")
 
@@ -78,6 +84,12 @@ _TAIL_LINE_SEARCH_FRACTION = 4
 DEFAULT_OUTPUT_FLUSH_MS = 50
 #: Default number of finished jobs that :meth:`Lanes.list_jobs` still reports.
 DEFAULT_KEEP_FINISHED = 64
+#: Default cap of the ``job.record`` events sent per job (ours).
+DEFAULT_MAX_RECORDS = 10_000
+#: Default cap of the records' JSON size summed per job, in bytes (ours; 1 MiB, as output).
+DEFAULT_MAX_RECORD_BYTES = 1024 * 1024
+#: The largest integer a JSON peer reads exactly (2^53 - 1): a progress count's bound.
+_MAX_COUNT = 2**53 - 1
 
 _STREAMS = ("stdout", "stderr")
 
@@ -182,6 +194,7 @@ class Job:
         self._cancel_status: JobStatus | None = None
         self._scope: trio.CancelScope | None = None
         self._output: _JobOutput | None = None
+        self._reports: _JobReports | None = None
 
     @property
     def state(self) -> JobState:
@@ -214,6 +227,57 @@ class Job:
     def duration_ms(self) -> int:
         """Milliseconds from start to finish (Trio clock); 0 for a job that never started."""
         return self._duration_ms
+
+    def report_progress(self, finished: int, total: int) -> None:
+        """Report how far the job is: ``finished`` of ``total`` steps (``job.progress``).
+
+        For a runner, while the job runs; never blocks. The latest report wins: at most one
+        ``job.progress`` is sent per ``output_flush_ms``, and the last one before
+        ``job.finished``.
+
+        Raises:
+            TypeError: A count is not an int.
+            ValueError: A count is negative or above 2^53 - 1, or ``finished > total``.
+            RuntimeError: The job was not started with ``report=True``, or is not running.
+        """
+        for name, value in (("finished", finished), ("total", total)):
+            if isinstance(value, bool) or not isinstance(value, int):
+                raise TypeError(f"{name} must be an int, not {type(value).__name__}")
+            if not 0 <= value <= _MAX_COUNT:
+                raise ValueError(f"{name} must be from 0 to 2^53 - 1, got {value}")
+        if finished > total:
+            raise ValueError(f"finished ({finished}) must not exceed total ({total})")
+        self._report_channel().progress(finished, total)
+
+    def report_record(self, record: JSONValue, *, size: int | None = None) -> None:
+        """Report a record of the job's stream (``job.record {jobId, record}``), sent at once.
+
+        For a runner, while the job runs; never blocks. Past the per-job bounds (a count
+        and a byte total, see :class:`Lanes`) records are counted and dropped, and one
+        notice follows at job end.
+
+        Args:
+            record: Any JSON value; the lanes give it no meaning.
+            size: Its encoded JSON size in bytes, when the caller knows it (a runner that
+                read and checked it as a line); else it is measured here, which also
+                refuses what no JSON text can carry.
+
+        Raises:
+            TypeError: ``record`` is not JSON-encodable.
+            RuntimeError: The job was not started with ``report=True``, or is not running.
+        """
+        reports = self._report_channel()
+        if size is None:
+            try:
+                size = len(json.dumps(record, ensure_ascii=False, allow_nan=False).encode())
+            except ValueError as exc:  # circular, a non-finite number, a lone surrogate
+                raise TypeError(f"record is not JSON: {exc}") from None
+        reports.record(record, size)
+
+    def _report_channel(self) -> _JobReports:
+        if self._reports is None:
+            raise RuntimeError(f"job {self.id} reports nothing: it was not started with report")
+        return self._reports
 
     def __repr__(self) -> str:
         return (
@@ -381,6 +445,92 @@ class _JobOutput:
             self._send(stream, kept)
 
 
+class _JobReports:
+    """One job's ``job.progress`` and ``job.record`` events.
+
+    Progress is a state, so only the latest counts: it is sent at once when no progress
+    was sent in the last ``flush_s``, else when that interval has passed (by a task that
+    starts with the first report), and at job end. A record is sent at once, after any
+    pending progress (so the two keep the order they were reported in); past
+    ``max_records`` records or ``max_record_bytes`` of them per job, records are counted
+    and dropped, and :meth:`close` sends one notice.
+    """
+
+    def __init__(
+        self,
+        job_id: str,
+        notify: Callable[[str, JSONObject], None],
+        *,
+        max_records: int,
+        max_record_bytes: int,
+        flush_s: float,
+    ) -> None:
+        self._job_id = job_id
+        self._notify = notify
+        self._max_records = max_records
+        self._max_record_bytes = max_record_bytes
+        self._flush_s = flush_s
+        self._pending: tuple[int, int] | None = None
+        self._records = 0
+        self._record_bytes = 0
+        self._dropped = 0
+        self._closed = False
+        self._wake = trio.Event()
+        self._nursery: trio.Nursery | None = None
+        self._flusher_started = False
+
+    def attach(self, nursery: trio.Nursery) -> None:
+        """Run the progress flusher in ``nursery`` once the first progress arrives."""
+        self._nursery = nursery
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise RuntimeError(f"job {self._job_id} has finished; its reports are closed")
+
+    def progress(self, finished: int, total: int) -> None:
+        self._check_open()
+        self._pending = (finished, total)
+        self._wake.set()
+        if not self._flusher_started and self._nursery is not None:
+            self._flusher_started = True
+            self._nursery.start_soon(self._flush_loop)
+
+    async def _flush_loop(self) -> None:
+        while True:
+            await self._wake.wait()
+            self._wake = trio.Event()
+            self._flush_progress()
+            await trio.sleep(self._flush_s)
+
+    def _flush_progress(self) -> None:
+        pending, self._pending = self._pending, None
+        if pending is not None:
+            finished, total = pending
+            self._notify(
+                "job.progress", {"jobId": self._job_id, "finished": finished, "total": total}
+            )
+
+    def record(self, record: JSONValue, size: int) -> None:
+        self._check_open()
+        if self._records >= self._max_records or self._record_bytes + size > self._max_record_bytes:
+            self._dropped += 1
+            return
+        self._records += 1
+        self._record_bytes += size
+        self._flush_progress()
+        self._notify("job.record", {"jobId": self._job_id, "record": record})
+
+    def close(self) -> None:
+        """Send the pending progress and, if records were dropped, one notice; refuse more."""
+        self._closed = True
+        self._flush_progress()
+        if self._dropped:
+            self._notify(
+                "job.record",
+                {"jobId": self._job_id, "record": None, "droppedRecords": self._dropped},
+            )
+
+
 @dataclass(frozen=True, slots=True)
 class LanesStatistics:
     """A snapshot of the lanes (trio's ``statistics()`` convention).
@@ -428,7 +578,8 @@ class Lanes(trio.abc.AsyncResource):
     Args:
         runner: Runs one job (see :class:`JobRunner`).
         on_event: Called synchronously, in order, with ``(method, params)`` for every
-            ``job.started``, ``job.output`` and ``job.finished``. It may be called from within
+            ``job.started``, ``job.output``, ``job.progress``, ``job.record`` and
+            ``job.finished``. It may be called from within
             :meth:`start_job`, :meth:`cancel_job` and :meth:`aclose` (``job.started`` of a job
             that starts at once; ``job.finished`` of a job that never started: denied,
             replaced, cancelled while waiting), so a host that must answer ``job.start``
@@ -440,11 +591,16 @@ class Lanes(trio.abc.AsyncResource):
         max_output_bytes: Output forwarded per job and stream as it arrives, in bytes (>= 0,
             default 1 MiB).
         max_output_tail_bytes: The tail kept past that cap per job and stream and sent at
-            job end, in bytes (>= 0, default 64 KiB; 0 keeps no tail).
+            job end, in bytes (>= 0, default 64 KiB; 0 keeps no tail). This and
+            ``max_output_event_bytes`` are at most :data:`protocol.MAX_OUTPUT_BYTES` (64 MiB).
         output_flush_ms: Delay in milliseconds before pending output is sent (>= 0, default
             50).
         keep_finished: How many finished jobs :meth:`list_jobs` still reports (>= 0, default
             64); memory stays bounded however many jobs run.
+        max_records: ``job.record`` events sent per job (>= 0, default 10 000).
+        max_record_bytes: The records' JSON size summed per job, in bytes (>= 0, default
+            1 MiB); past either bound records are dropped and counted (one notice
+            ``{jobId, record: null, droppedRecords}`` at job end).
 
     Raises:
         ValueError: A bound is out of range.
@@ -461,10 +617,21 @@ class Lanes(trio.abc.AsyncResource):
         max_output_tail_bytes: int = DEFAULT_MAX_OUTPUT_TAIL_BYTES,
         output_flush_ms: int = DEFAULT_OUTPUT_FLUSH_MS,
         keep_finished: int = DEFAULT_KEEP_FINISHED,
+        max_records: int = DEFAULT_MAX_RECORDS,
+        max_record_bytes: int = DEFAULT_MAX_RECORD_BYTES,
     ) -> None:
         if max_output_event_bytes < 4:
             # Below 4 bytes a single UTF-8 character might not fit in an event.
             raise ValueError("max_output_event_bytes must be at least 4")
+        # The bound on kept output (protocol.MAX_OUTPUT_BYTES) holds for what is kept: the
+        # tail of every job and stream, and one event's text. ``max_output_bytes`` is output
+        # passed on as it arrives, never kept whole (`supervisor run --log-dir` forwards 1 GiB).
+        for name, value in (
+            ("max_output_tail_bytes", max_output_tail_bytes),
+            ("max_output_event_bytes", max_output_event_bytes),
+        ):
+            if value > MAX_OUTPUT_BYTES:
+                raise ValueError(f"{name} must be at most {MAX_OUTPUT_BYTES}")
         if max_output_bytes < 0:
             raise ValueError("max_output_bytes must not be negative")
         if max_output_tail_bytes < 0:
@@ -473,6 +640,10 @@ class Lanes(trio.abc.AsyncResource):
             raise ValueError("output_flush_ms must not be negative")
         if keep_finished < 0:
             raise ValueError("keep_finished must not be negative")
+        if max_records < 0 or max_record_bytes < 0:
+            raise ValueError("max_records and max_record_bytes must not be negative")
+        self._max_records = max_records
+        self._max_record_bytes = max_record_bytes
         self._runner = runner
         self._on_event = on_event
         self._trusted = trusted
@@ -739,6 +910,15 @@ class Lanes(trio.abc.AsyncResource):
             max_tail_bytes=self._max_output_tail_bytes,
             flush_s=self._output_flush_s,
         )
+        reports: _JobReports | None = None
+        if request.report:
+            reports = job._reports = _JobReports(
+                job.id,
+                self._notify,
+                max_records=self._max_records,
+                max_record_bytes=self._max_record_bytes,
+                flush_s=self._output_flush_s,
+            )
         deadline = math.inf
         if request.timeout_ms is not None:
             deadline = job._started_at + request.timeout_ms / 1000
@@ -750,6 +930,8 @@ class Lanes(trio.abc.AsyncResource):
         try:
             async with trio.open_nursery() as output_nursery:
                 output.attach(output_nursery)
+                if reports is not None:
+                    reports.attach(output_nursery)
                 # The try sits outside the scope so that the scope first strips its own
                 # Cancelled out of any exception group the runner raises.
                 try:
@@ -820,6 +1002,8 @@ class Lanes(trio.abc.AsyncResource):
         self._finished += 1
         if job._output is not None:
             job._output.close()
+        if job._reports is not None:
+            job._reports.close()
         params: JSONObject = {
             "jobId": job.id,
             "kind": job.request.kind.value,
@@ -848,6 +1032,8 @@ async def open_lanes(
     max_output_tail_bytes: int = DEFAULT_MAX_OUTPUT_TAIL_BYTES,
     output_flush_ms: int = DEFAULT_OUTPUT_FLUSH_MS,
     keep_finished: int = DEFAULT_KEEP_FINISHED,
+    max_records: int = DEFAULT_MAX_RECORDS,
+    max_record_bytes: int = DEFAULT_MAX_RECORD_BYTES,
 ) -> AsyncIterator[Lanes]:
     """Run :class:`Lanes` for the body of an ``async with`` block.
 
@@ -866,6 +1052,8 @@ async def open_lanes(
         max_output_tail_bytes=max_output_tail_bytes,
         output_flush_ms=output_flush_ms,
         keep_finished=keep_finished,
+        max_records=max_records,
+        max_record_bytes=max_record_bytes,
     )
     async with trio.open_nursery() as nursery:
         await nursery.start(lanes.run)

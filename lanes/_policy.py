@@ -81,19 +81,20 @@ _TRUST_REQUIRED_KINDS = frozenset({JobKind.BUILD, JobKind.TEST})
 
 
 def normalize_root(root: str) -> str:
-    """Return the lane key of a project root: ``os.path.normpath(os.path.abspath(root))``.
+    """Return the lane key of a project root: ``os.path.realpath(root)``.
 
-    Symbolic links are not resolved (no file-system access), so two spellings of one directory
-    through different links are two lanes; ``/p/x``, ``/p/x/`` and ``/p/./x`` are one lane.
-    A relative root is made absolute against the current working directory.
+    Symbolic links are resolved, so a project reached through a link shares the lane of its
+    real directory (two builds of one project never run at once); ``/p/x``, ``/p/x/`` and
+    ``/p/./x`` are one lane too. A relative root is made absolute against the current working
+    directory. A path that does not exist is resolved as far as it exists.
 
     Args:
         root: A project root directory, absolute or relative.
 
     Returns:
-        The normalized absolute path.
+        The absolute path with every symbolic link resolved.
     """
-    return os.path.normpath(os.path.abspath(root))
+    return os.path.realpath(root)
 
 
 @dataclass(frozen=True, slots=True)

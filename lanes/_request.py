@@ -1,7 +1,7 @@
 """A job request, and the strict parser of the wire ``job.start`` payload.
 
 Contract: ``job.start {kind, root, argv, cwd?, env?, timeoutMilliseconds?,
-supersede?}``. Parsing is all-or-nothing and starts nothing: the first problem found raises
+supersede?, report?}``. Parsing is all-or-nothing and starts nothing: the first problem found raises
 ``CoreError("invalid_request")`` whose message names the field and whose ``details`` is
 ``{"field": <wire name>}`` (bad input gets a clear, stable code and starts nothing).
 
@@ -40,7 +40,9 @@ __all__ = ("JobRequest", "parse_job_start")
 
 _KINDS = ", ".join(kind.value for kind in JobKind)
 _KIND_VALUES = frozenset(kind.value for kind in JobKind)
-_WIRE_FIELDS = frozenset({"kind", "root", "argv", "cwd", "env", "timeoutMilliseconds", "supersede"})
+_WIRE_FIELDS = frozenset(
+    {"kind", "root", "argv", "cwd", "env", "timeoutMilliseconds", "supersede", "report"}
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,6 +62,8 @@ class JobRequest:
         timeout_ms: The job's deadline in milliseconds, counted from the moment the job starts
             running (time spent waiting in the lane does not count), or None for no deadline.
         supersede: Cancel the lane's running job (it ends ``superseded``).
+        report: Give the job a report channel (``job.progress`` / ``job.record``; the
+            supervisor's runner opens it on the descriptor ``SUPERVISOR_REPORT_FD`` names).
 
     Raises:
         TypeError: A field has the wrong type.
@@ -74,6 +78,7 @@ class JobRequest:
     env: Mapping[str, str | None] | None = None
     timeout_ms: int | None = None
     supersede: bool = False
+    report: bool = False
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "kind", JobKind(self.kind))
@@ -111,6 +116,8 @@ class JobRequest:
                 raise ValueError(f"timeout_ms must be positive and at most {MAX_MILLISECONDS}")
         if not isinstance(self.supersede, bool):
             raise TypeError("supersede must be a bool")
+        if not isinstance(self.report, bool):
+            raise TypeError("report must be a bool")
 
 
 def _invalid(field: str, message: str) -> CoreError:
@@ -126,7 +133,8 @@ def parse_job_start(payload: JSONObject) -> JobRequest:
     """Validate a wire ``job.start`` payload strictly and build the request; start nothing.
 
     Args:
-        payload: ``{kind, root, argv, cwd?, env?, timeoutMilliseconds?, supersede?}``; an
+        payload: ``{kind, root, argv, cwd?, env?, timeoutMilliseconds?, supersede?,
+            report?}``; an
             optional field given as null counts as absent.
 
     Returns:
@@ -138,7 +146,8 @@ def parse_job_start(payload: JSONObject) -> JobRequest:
             empty root/cwd, an empty argv, a non-string argument or an argument with NUL or a
             lone surrogate, an env that is not an object of string to string-or-null (names
             and values for the OS), a timeout that is not an integer of milliseconds from 1
-            to :data:`protocol.MAX_MILLISECONDS`, or a supersede that is not a boolean.
+            to :data:`protocol.MAX_MILLISECONDS`, or a supersede or report that is not a
+            boolean.
     """
     if not isinstance(payload, dict):
         raise _invalid("payload", f"the payload must be an object, not {json_type(payload)}")
@@ -209,6 +218,10 @@ def parse_job_start(payload: JSONObject) -> JobRequest:
     if supersede is not None and not isinstance(supersede, bool):
         raise _invalid("supersede", f"supersede must be a boolean, not {json_type(supersede)}")
 
+    report = _optional(payload, "report")
+    if report is not None and not isinstance(report, bool):
+        raise _invalid("report", f"report must be a boolean, not {json_type(report)}")
+
     return JobRequest(
         kind=JobKind(kind),
         root=root,
@@ -217,4 +230,5 @@ def parse_job_start(payload: JSONObject) -> JobRequest:
         env=env_map,
         timeout_ms=timeout,
         supersede=bool(supersede),
+        report=bool(report),
     )

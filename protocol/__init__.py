@@ -89,6 +89,7 @@ from ._machine import StateMachine as StateMachine
 from ._payload import (
     MAX_ECHO_BYTES as MAX_ECHO_BYTES,
     MAX_MILLISECONDS as MAX_MILLISECONDS,
+    MAX_OUTPUT_BYTES as MAX_OUTPUT_BYTES,
     argv_item_problem as argv_item_problem,
     check_request_values as check_request_values,
     echo as echo,
@@ -115,6 +116,7 @@ __all__ = (
     "MAX_ECHO_BYTES",
     "MAX_MESSAGE_BYTES",
     "MAX_MILLISECONDS",
+    "MAX_OUTPUT_BYTES",
     "NEED_DATA",
     "SERVER_ERROR_RANGE",
     "Batch",

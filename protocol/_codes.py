@@ -226,6 +226,36 @@ ERROR_CATALOG: Final[tuple[CatalogEntry, ...]] = (
         -32026,
         "The named server or contribution belongs to another plugin",
     ),
+    # plugin-contract.md "Process start" .. "Backend-resolved launch" and "Outcomes and error
+    # codes": launch-plan refusals (Core) and start failures (Host); the reference gives no
+    # numbers.
+    _E("plugin.launch.unavailable", None, "The plugin has no such process to launch"),
+    _E(
+        "plugin.launch.invalidRequest",
+        None,
+        "A launch plan request has an unusable directory or an unknown architecture",
+    ),
+    _E("plugin.launch.notBackend", None, "The language server is not launched by the backend"),
+    _E(
+        "plugin.launch.invalidResult",
+        None,
+        "A backend-resolved launch answer is malformed, unknown in a field, or over a bound",
+    ),
+    _E("plugin.launch.outsidePackage", None, "A packaged path leaves the plugin package"),
+    _E("plugin.launch.undeclaredTool", None, "The tool is not one of the plugin's tools"),
+    _E(
+        "plugin.launch.unwritablePath",
+        None,
+        "A writable path lies outside the state, workspace state, log and temporary directories",
+    ),
+    _E("plugin.launch.missing", None, "The server's executable is missing or not executable"),
+    _E(
+        "plugin.runtime.missing",
+        None,
+        "A tool a launch needs cannot be found, or is older than its minimumVersion",
+    ),
+    _E("plugin.runtime.undeclared", None, "A launch names a tool requiresTools does not list"),
+    _E("plugin.template.invalid", None, "Unknown, misplaced, or unguarded template variable"),
     # plugin-contract.md "Plugin functions", "Cross-plugin calls", "Outcomes and error codes".
     _E("plugin.function.invalidReference", None, "The plugin or function ID is malformed"),
     _E("plugin.function.invalidParams", None, "The call's params are not an object"),

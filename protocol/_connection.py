@@ -57,6 +57,7 @@ if TYPE_CHECKING:
 
 __all__ = (
     "CANCEL_METHOD",
+    "AnswerTooLarge",
     "CancelReceived",
     "ConnectionEvent",
     "JSONRPCConnection",
@@ -74,9 +75,14 @@ CANCEL_METHOD: Final = "$/cancelRequest"
 @dataclass(frozen=True, slots=True)
 class RequestReceived:
     """The peer sent a request; answer it once with :meth:`JSONRPCConnection.send_result`
-    or :meth:`~JSONRPCConnection.send_error`."""
+    or :meth:`~JSONRPCConnection.send_error`.
+
+    ``body_bytes`` is the size of the frame body it came in (0 when unknown), for a bound on
+    the bytes held by requests in flight.
+    """
 
     request: Request
+    body_bytes: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -163,14 +169,21 @@ def _looks_like_a_reply(body: bytes, exc: RemoteProtocolError) -> bool:
     return body.lstrip()[:1] == b"{" and (b'"result"' in body or b'"error"' in body)
 
 
+class AnswerTooLarge(ValueError):
+    """An answer's body is over the frame-body limit (:meth:`JSONRPCConnection.send_answer`)."""
+
+
 class JSONRPCConnection:
     """Both sides' bookkeeping of one JSON-RPC session; see the module docstring.
 
     Args:
-        max_body_bytes: Largest frame body accepted, in bytes.
+        max_body_bytes: Largest frame body accepted, in bytes; also the largest answer body
+            :meth:`send_answer` frames (a peer with the same limit could not read a larger one).
         max_header_bytes: Largest header section, in bytes.
         max_stray_bytes: Most non-frame bytes tolerated in a row between frames.
         max_inbound: Inbound requests in flight before one is refused as busy.
+        exempt_methods: Requests never refused as busy, however many are in flight: the
+            ones that end the session (LSP ``shutdown``), so a loaded peer can always stop.
         finite_only: Refuse a message holding a number no float holds (``1e400``): a
             request is answered -32600 with its id, a reply ends the request it names. For a
             peer whose values are passed on unchecked (a language server's results, a
@@ -185,8 +198,10 @@ class JSONRPCConnection:
     __slots__ = (
         "_decoder",
         "_error",
+        "_exempt",
         "_finite_only",
         "_inbound",
+        "_max_answer_bytes",
         "_max_inbound",
         "_next_id",
         "_pending",
@@ -200,6 +215,7 @@ class JSONRPCConnection:
         max_stray_bytes: int = 65536,
         max_inbound: int = 128,
         finite_only: bool = True,
+        exempt_methods: frozenset[str] = frozenset(),
     ) -> None:
         if max_inbound <= 0:
             raise ValueError("max_inbound must be positive")
@@ -209,6 +225,8 @@ class JSONRPCConnection:
             max_stray_bytes=max_stray_bytes,
         )
         self._max_inbound = max_inbound
+        self._exempt = exempt_methods
+        self._max_answer_bytes = max_body_bytes
         self._finite_only = finite_only
         self._next_id = 1
         self._pending: set[int] = set()
@@ -290,7 +308,7 @@ class JSONRPCConnection:
                 return ReplyReceived(request_id, message)
             return ReplyIgnored(request_id, message)
         if isinstance(message, Request):
-            return self._on_request(message)
+            return self._on_request(message, len(body))
         if isinstance(message, Notification):
             if message.method == CANCEL_METHOD:
                 return self._on_cancel(message)
@@ -306,7 +324,7 @@ class JSONRPCConnection:
             return ReplyReceived(request_id, None, exc)
         return MessageRefused(exc, None)
 
-    def _on_request(self, request: Request) -> ConnectionEvent:
+    def _on_request(self, request: Request, body_bytes: int = 0) -> ConnectionEvent:
         key = _id_key(request.id)
         if key in self._inbound:
             error = RemoteProtocolError(
@@ -317,7 +335,7 @@ class JSONRPCConnection:
             return MessageRefused(
                 error, _error_frame(request.id, ErrorCode.INVALID_REQUEST, str(error), None)
             )
-        if len(self._inbound) >= self._max_inbound:
+        if len(self._inbound) >= self._max_inbound and request.method not in self._exempt:
             error = RemoteProtocolError(
                 "too many requests in flight",
                 error_code=ErrorCode.REQUEST_FAILED,
@@ -328,7 +346,7 @@ class JSONRPCConnection:
                 _error_frame(request.id, ErrorCode.REQUEST_FAILED, str(error), {"code": "busy"}),
             )
         self._inbound.add(key)
-        return RequestReceived(request)
+        return RequestReceived(request, body_bytes)
 
     def _on_cancel(self, notification: Notification) -> ConnectionEvent:
         params = notification.params
@@ -407,6 +425,8 @@ class JSONRPCConnection:
             LocalProtocolError: ``answer.id`` is not in flight (answered already, or never
                 received).
             TypeError, ValueError: ``answer`` has no JSON form.
+            AnswerTooLarge: ``answer``'s body is over ``max_body_bytes``; the request stays
+                in flight for a smaller answer (an error saying so).
         """
         request_id = answer.id
         if request_id is None:
@@ -414,7 +434,13 @@ class JSONRPCConnection:
                 "an answer must name its request", error_code=ErrorCode.INTERNAL_ERROR
             )
         key = self._check_in_flight(request_id)
-        frame = encode_frame(encode_message(answer))
+        body = encode_message(answer)
+        if len(body) > self._max_answer_bytes:
+            raise AnswerTooLarge(
+                f"the answer is {len(body)} bytes as JSON, over the frame-body limit of"
+                f" {self._max_answer_bytes} bytes"
+            )
+        frame = encode_frame(body)
         self._inbound.discard(key)
         return frame
 

@@ -108,6 +108,15 @@ def parse_envelope(data: str | bytes | JSONObject) -> EnvelopeRequest:
     elif isinstance(data, str | bytes):
         try:
             obj = _json.loads(data)
+        except _json.NestingTooDeep as exc:
+            # Read, then refused: the answer still names the request when its id is usable.
+            raw_id = _json.id_of(exc.document)
+            read_id: RequestId | None = None
+            if (isinstance(raw_id, str) and raw_id) or type(raw_id) is int:
+                read_id = raw_id
+            raise EnvelopeError(
+                f"The request nests deeper than {_json.MAX_DEPTH} levels", request_id=read_id
+            ) from None
         except ValueError:
             raise EnvelopeError(_INVALID_JSON) from None
     else:

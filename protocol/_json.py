@@ -20,19 +20,35 @@ import math
 from typing import TYPE_CHECKING, Any, Final, NoReturn
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
+    from collections.abc import Callable, Sequence
 
     from ._types import JSONValue
 
 _fast_decode: Callable[[bytes], Any] | None
+_fast_encode: Callable[[Any], bytes] | None
 try:
     import msgspec.json
 except ImportError:  # the optional speed-up is not installed
-    _fast_decode = None
+    _fast_decode = _fast_encode = None
 else:
     _fast_decode = msgspec.json.Decoder().decode
+    # Only to measure: its bytes are ours for every string (same escapes, non-ASCII kept),
+    # but it writes NaN as null, so what is sent still goes through dumps().
+    _fast_encode = msgspec.json.Encoder().encode
 
-__all__ = ("MAX_DEPTH", "check_depth", "dumps", "loads", "may_nest_deeper")
+__all__ = (
+    "MAX_DEPTH",
+    "NestingTooDeep",
+    "check_depth",
+    "cut_text_to_size",
+    "dumps",
+    "encoded_size",
+    "fit_texts",
+    "id_of",
+    "loads",
+    "may_nest_deeper",
+    "text_size",
+)
 
 #: Nesting levels a document may have. Deeper JSON is refused when it is read: writing it
 #: again (an answer, an event) would recurse past the interpreter's limit, and no LSP or DAP
@@ -64,8 +80,26 @@ def may_nest_deeper(data: bytes | str, limit: int = MAX_DEPTH) -> bool:
     return data.count(b"[") + data.count(b"{") > limit
 
 
+class NestingTooDeep(ValueError):
+    """A document nests deeper than the bound; it was read, so its top level is known.
+
+    Attributes:
+        document: The decoded document (a reader may still take its ``id`` from it, so the
+            refusal names the request it refuses).
+    """
+
+    def __init__(self, message: str, document: object) -> None:
+        super().__init__(message)
+        self.document = document
+
+
+def id_of(document: object) -> object:
+    """The top-level ``id`` member of a document that is an object, or None."""
+    return document.get("id") if isinstance(document, dict) else None
+
+
 def check_depth(value: object, limit: int = MAX_DEPTH) -> None:
-    """Raise ValueError when ``value`` nests containers deeper than ``limit`` levels.
+    """Raise :class:`NestingTooDeep` when ``value`` nests containers deeper than ``limit``.
 
     Iterative, so a hostile document can't exhaust the stack checking itself.
     """
@@ -79,7 +113,7 @@ def check_depth(value: object, limit: int = MAX_DEPTH) -> None:
         else:
             continue
         if depth > limit:
-            raise ValueError(f"JSON nests deeper than {limit} levels")
+            raise NestingTooDeep(f"JSON nests deeper than {limit} levels", value)
         stack.extend((child, depth + 1) for child in children if isinstance(child, dict | list))
 
 
@@ -151,3 +185,104 @@ def dumps(value: object) -> bytes:
         return text.encode("utf-8")
     except UnicodeEncodeError:
         return _compact_ascii.encode(value).encode("ascii")
+
+
+#: Characters measured per encoding call when a text is measured or cut in pieces, so that
+#: measuring never holds more than one piece's encoded copy (a text of NUL characters grows
+#: six times when encoded).
+_PIECE_CHARS: Final = 64 * 1024
+#: The most bytes one character takes in a JSON string: ``\u0000`` for a control character.
+_MAX_BYTES_PER_CHAR: Final = 6
+
+
+def _piece_size(text: str) -> int:
+    if _fast_encode is not None:
+        try:
+            return len(_fast_encode(text))
+        except UnicodeEncodeError:  # a lone surrogate: dumps() then writes ASCII escapes
+            pass
+    return len(_compact_ascii.encode(text))
+
+
+def text_size(text: str) -> int:
+    """The bytes ``text`` takes as a JSON string in :func:`dumps`' output, quotes included.
+
+    Measured in pieces, so a long text costs one piece's encoded copy at a time.
+    """
+    if len(text) <= _PIECE_CHARS:
+        return _piece_size(text)
+    return 2 + sum(
+        _piece_size(text[i : i + _PIECE_CHARS]) - 2 for i in range(0, len(text), _PIECE_CHARS)
+    )
+
+
+def encoded_size(value: object) -> int:
+    """The bytes :func:`dumps` makes of ``value`` (without making them when msgspec can).
+
+    A value :func:`dumps` refuses (a NaN, a type JSON has no form for) measures 0: sending
+    it fails anyway, where the sender checks for that.
+    """
+    if _fast_encode is not None:
+        try:
+            return len(_fast_encode(value))
+        except (TypeError, ValueError, OverflowError):  # lone surrogates, exotic types
+            pass
+    try:
+        return len(dumps(value))
+    except (TypeError, ValueError):
+        return 0
+
+
+def cut_text_to_size(text: str, limit: int) -> str:
+    """The longest prefix of ``text`` whose JSON string (quotes included) fits ``limit`` bytes.
+
+    Never splits an escape or a character (it cuts the text, not its encoding).
+    """
+    if len(text) * _MAX_BYTES_PER_CHAR + 2 <= limit:
+        return text
+    room = limit - 2
+    position = 0
+    while position < len(text):
+        piece = text[position : position + _PIECE_CHARS]
+        size = _piece_size(piece) - 2
+        if size > room:
+            break
+        room -= size
+        position += len(piece)
+    else:
+        return text
+    # Within the piece that does not fit: the longest prefix that does, by bisection.
+    low, high = 0, len(piece)
+    while low < high:
+        middle = (low + high + 1) // 2
+        if _piece_size(piece[:middle]) - 2 <= room:
+            low = middle
+        else:
+            high = middle - 1
+    return text[: position + low]
+
+
+def fit_texts(texts: Sequence[str], limit: int) -> tuple[list[str], bool]:
+    """Cut ``texts`` so their JSON strings take at most ``limit`` bytes together.
+
+    Each text keeps its head. When they do not fit, the room is shared fairly: a text
+    smaller than its share stays whole and leaves the rest to the others.
+
+    Returns:
+        The texts (cut or not) and whether any was cut.
+    """
+    if sum(len(text) for text in texts) * _MAX_BYTES_PER_CHAR + 2 * len(texts) <= limit:
+        return list(texts), False  # the common case: no text can be too long, nothing measured
+    sizes = [text_size(text) for text in texts]
+    if sum(sizes) <= limit:
+        return list(texts), False
+    room = limit
+    allotted = [0] * len(texts)
+    order = sorted(range(len(texts)), key=sizes.__getitem__)
+    for done, index in enumerate(order):
+        allotted[index] = min(sizes[index], room // (len(texts) - done))
+        room -= allotted[index]
+    return [
+        text if allotted[i] >= sizes[i] else cut_text_to_size(text, allotted[i])
+        for i, text in enumerate(texts)
+    ], True

@@ -405,6 +405,14 @@ def decode_message(
             )
     try:
         obj = _json.loads(data, finite_only=finite_only)
+    except _json.NestingTooDeep as exc:
+        # Read, then refused: the refusal can still name the request (JSON-RPC 2.0 §5: the
+        # id is null only when it could not be detected).
+        raw_id = _json.id_of(exc.document)
+        raise _invalid(
+            f"the message nests deeper than {_json.MAX_DEPTH} levels",
+            raw_id if isinstance(raw_id, int | str) and _is_id(raw_id) else None,
+        ) from None
     except ValueError as exc:
         if finite_only and type(exc) is ValueError and "out of range" in str(exc):
             raise _out_of_range(data) from None

@@ -34,6 +34,7 @@ if TYPE_CHECKING:
 __all__ = (
     "MAX_ECHO_BYTES",
     "MAX_MILLISECONDS",
+    "MAX_OUTPUT_BYTES",
     "argv_item_problem",
     "check_request_values",
     "echo",
@@ -56,6 +57,11 @@ MAX_ECHO_BYTES: Final = 128
 #: the largest delay common runtimes accept (a signed 32-bit count of milliseconds). Longer
 #: ones are refused rather than clamped; a deadline that far away is a mistake.
 MAX_MILLISECONDS: Final = 2**31 - 1
+#: The most output a caller may ask to keep per stream (``maxOutputBytes``, and every Python
+#: API that keeps output): 64 MiB, the frame-body limit, past which an answer could not
+#: reach a client anyway. A larger request is refused, not clamped: a process kept output
+#: of 1 GiB asked for, and grew to 1.5 GiB resident.
+MAX_OUTPUT_BYTES: Final = 64 * 1024 * 1024
 
 
 def echo(name: object) -> str:

@@ -27,7 +27,7 @@ import logging
 import random
 import traceback
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Final, TypeVar
+from typing import TYPE_CHECKING, Final, NoReturn, TypeVar
 
 # One bound and one cut for every message on the wire, shared with protocol's payload readers.
 from protocol import MAX_MESSAGE_BYTES, cut_utf8
@@ -48,7 +48,9 @@ __all__ = (
     "fault_unit",
     "internal_message",
     "log_failure",
+    "raise_single",
     "run_contained",
+    "single_exception",
     "split_failure",
 )
 
@@ -77,6 +79,34 @@ def split_failure(
         failure, rest = exc.split(Exception)
         return failure, rest
     return None, exc
+
+
+def single_exception(exc: BaseException) -> BaseException:
+    """``exc``, or the one exception a group holds (through nested one-member groups).
+
+    A group of two or more is returned as it is: only a lone exception is unwrapped.
+    """
+    while isinstance(exc, BaseExceptionGroup) and len(exc.exceptions) == 1:
+        exc = exc.exceptions[0]
+    return exc
+
+
+def raise_single(group: BaseExceptionGroup[BaseException]) -> NoReturn:
+    """Raise the lone exception ``group`` holds as itself, or ``group`` when it holds more.
+
+    For the edges of the public API (``open_core``, ``CoreThread``, the CLI): inside, Trio's
+    strict exception groups stay on, but a caller whose own error crossed four nurseries on
+    its way out gets that error, not four nested groups. The exception keeps its traceback,
+    cause and context (re-raising would otherwise chain it to the group that held it).
+    """
+    exc = single_exception(group)
+    context, cause, suppress = exc.__context__, exc.__cause__, exc.__suppress_context__
+    try:
+        raise exc
+    finally:
+        exc.__context__, exc.__cause__ = context, cause
+        exc.__suppress_context__ = suppress
+        del exc, group
 
 
 def _leaves(exc: BaseException) -> Iterator[BaseException]:

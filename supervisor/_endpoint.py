@@ -78,6 +78,8 @@ if TYPE_CHECKING:
     from protocol import JSONValue, Params, RequestId
 
 __all__ = (
+    "DEFAULT_MAX_BODY_BYTES",
+    "DEFAULT_MAX_INFLIGHT_BYTES",
     "EndpointClosed",
     "EndpointStatistics",
     "JSONRPCEndpoint",
@@ -107,6 +109,9 @@ DEFAULT_WRITE_TIMEOUT_MS: Final = 10_000
 DEFAULT_MAX_BODY_BYTES: Final = 64 * 1024 * 1024
 #: Default number of inbound requests whose handlers may run at once.
 DEFAULT_MAX_INBOUND_CONCURRENCY: Final = 128
+#: Default budget of frame-body bytes held by inbound requests whose handlers run (256 MiB,
+#: four bodies at the frame limit): without it, 128 requests of 64 MiB could be held at once.
+DEFAULT_MAX_INFLIGHT_BYTES: Final = 256 * 1024 * 1024
 
 #: The most a single ``send_all`` is asked to move; the write timeout applies per chunk, so
 #: a large frame to a slow but live reader is not mistaken for a dead one.
@@ -263,11 +268,12 @@ class _Pending:
 class _Inbound:
     """One inbound request being handled: its cancel scope, and whether the peer cancelled."""
 
-    __slots__ = ("cancelled_by_peer", "scope")
+    __slots__ = ("body_bytes", "cancelled_by_peer", "scope")
 
-    def __init__(self) -> None:
+    def __init__(self, body_bytes: int) -> None:
         self.scope = trio.CancelScope()
         self.cancelled_by_peer = False
+        self.body_bytes = body_bytes
 
 
 def _error_response(
@@ -387,12 +393,15 @@ class JSONRPCEndpoint(metaclass=NoPublicConstructor):
         write_timeout_ms: float,
         max_body_bytes: int,
         max_inbound_concurrency: int,
+        max_inflight_bytes: int = DEFAULT_MAX_INFLIGHT_BYTES,
         admit_request: Callable[[str], None] | None = None,
         cancelled_data: JSONValue = None,
         close_on_input_end: bool = True,
         finite_only: bool = True,
+        exempt_methods: frozenset[str] = frozenset(),
     ) -> None:
         self.name = name
+        self._exempt = exempt_methods
         self._close_on_input_end = close_on_input_end
         self._admit_request = admit_request
         self._cancelled_data = cancelled_data
@@ -403,10 +412,14 @@ class JSONRPCEndpoint(metaclass=NoPublicConstructor):
         self._write_timeout_s = write_timeout_ms / 1000
         self._max_body_bytes = max_body_bytes
         self._max_inbound = max_inbound_concurrency
+        self._max_inflight_bytes = max_inflight_bytes
+        #: Frame-body bytes of the inbound requests whose handlers run.
+        self._inflight_bytes = 0
         self._conn = JSONRPCConnection(
             max_body_bytes=max_body_bytes,
             max_inbound=max_inbound_concurrency,
             finite_only=finite_only,
+            exempt_methods=exempt_methods,
         )
         self._pending: dict[int, _Pending] = {}
         #: Handler tasks whose answer waits for room in the write queue.
@@ -859,7 +872,7 @@ class JSONRPCEndpoint(metaclass=NoPublicConstructor):
         | ReplyReceived,
     ) -> None:
         if isinstance(event, RequestReceived):
-            await self._start_inbound(event.request)
+            await self._start_inbound(event.request, event.body_bytes)
         elif isinstance(event, NotificationReceived):
             if event.notification.method == CANCEL_METHOD:
                 # Names no request in flight: it raced the answer, or names nothing.
@@ -928,9 +941,29 @@ class JSONRPCEndpoint(metaclass=NoPublicConstructor):
         if self._close_reason is None:
             self._close("peer not reading: no room for an answer while it sends requests")
 
-    async def _start_inbound(self, request: Request) -> None:
-        if self._answers_waiting and (
-            len(self._inbound) + self._answers_waiting >= self._max_inbound
+    async def _start_inbound(self, request: Request, body_bytes: int) -> None:
+        exempt = request.method in self._exempt
+        if (
+            not exempt
+            and self._inbound
+            and self._inflight_bytes + body_bytes > self._max_inflight_bytes
+        ):
+            # Refused before its handler holds it: the body is freed with the refusal. A
+            # request alone in flight is always admitted (it passed the frame limit).
+            await self._answer_from_reader(
+                self._conn.send_error(
+                    request.id,
+                    ErrorCode.REQUEST_FAILED,
+                    f"too many request bytes in flight (the budget is"
+                    f" {self._max_inflight_bytes} bytes)",
+                    {"code": "busy"},
+                )
+            )
+            return
+        if (
+            not exempt
+            and self._answers_waiting
+            and len(self._inbound) + self._answers_waiting >= self._max_inbound
         ):
             # The connection counts a request answered once its answer is framed; answers
             # that wait for room in the write queue still hold a task each, so they count.
@@ -951,9 +984,10 @@ class JSONRPCEndpoint(metaclass=NoPublicConstructor):
                     self._conn.send_error(request.id, exc.code, exc.message, exc.data)
                 )
                 return
-        inbound = _Inbound()
+        inbound = _Inbound(body_bytes)
         key = _id_key(request.id)
         self._inbound[key] = inbound
+        self._inflight_bytes += body_bytes
         self._spawn(self._handle_request, request, key, inbound)
 
     def _cancel_inbound(self, request_id: RequestId) -> None:
@@ -978,6 +1012,7 @@ class JSONRPCEndpoint(metaclass=NoPublicConstructor):
                 # Removed before any answer is queued: a $/cancelRequest from now on finds
                 # nothing, so a finished request is never answered twice.
                 del self._inbound[key]
+                self._inflight_bytes -= inbound.body_bytes
         except JSONRPCError as exc:
             answer = _error_response(request.id, exc.code, exc.message, exc.data)
         except BaseException as exc:
@@ -1079,10 +1114,12 @@ async def open_jsonrpc_endpoint(
     write_timeout_ms: float = DEFAULT_WRITE_TIMEOUT_MS,
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
     max_inbound_concurrency: int = DEFAULT_MAX_INBOUND_CONCURRENCY,
+    max_inflight_bytes: int = DEFAULT_MAX_INFLIGHT_BYTES,
     admit_request: Callable[[str], None] | None = None,
     cancelled_data: JSONValue = None,
     close_on_input_end: bool = True,
     finite_only: bool = True,
+    exempt_methods: frozenset[str] = frozenset(),
 ) -> AsyncIterator[JSONRPCEndpoint]:
     """Run a JSON-RPC 2.0 endpoint over two byte streams (LSP base-protocol framing).
 
@@ -1094,8 +1131,11 @@ async def open_jsonrpc_endpoint(
     :func:`method_not_found`. Malformed input is answered (-32700 with id null for a body that is
     not JSON, -32600 for an invalid request, with its id when known) and the endpoint goes on.
     Batches are refused with one -32600 (LSP has none). Inbound requests past
-    ``max_inbound_concurrency`` are refused at once with -32803 and ``data: {"code": "busy"}``, so
-    the reader never stops reading replies.
+    ``max_inbound_concurrency``, or whose body would take the bytes held by requests in flight
+    past ``max_inflight_bytes``, are refused at once with -32803 and ``data: {"code": "busy"}``,
+    so the reader never stops reading replies and memory stays bounded. An answer whose body
+    would be over ``max_body_bytes`` (a peer with our limit could not read it) is replaced by
+    a -32603 answer saying so.
 
     Each inbound request and notification is a supervision boundary. A request handler
     that raises any other :class:`Exception` (a bug of ours, a library refusing a value)
@@ -1137,6 +1177,9 @@ async def open_jsonrpc_endpoint(
         max_body_bytes: The largest frame body accepted, in bytes; a larger one is a protocol
             error that closes the endpoint.
         max_inbound_concurrency: Inbound requests that may be handled at once.
+        max_inflight_bytes: The most frame-body bytes the requests being handled may hold
+            together; a request that would take them past it is refused ``busy`` (one alone
+            is always admitted).
         admit_request: ``admit_request(method)``, called synchronously by the reader in
             arrival order before a request's handler task starts (handler tasks start in no
             particular order). Raising :class:`JSONRPCError` refuses the request: it is
@@ -1158,6 +1201,9 @@ async def open_jsonrpc_endpoint(
             written with): a request is answered -32600 with its id, a reply ends the
             request it names, a notification is dropped. Serve passes False: its Core checks
             every value of a request and refuses it with the field's name.
+        exempt_methods: Requests never refused ``busy`` by either bound: the ones that end
+            the session (serve passes ``shutdown``), so a client can always stop a loaded
+            server.
 
     Yields:
         The :class:`JSONRPCEndpoint`.
@@ -1169,6 +1215,8 @@ async def open_jsonrpc_endpoint(
     still queued; it never hangs.
     """
     _check_bounds(max_pending_writes, write_timeout_ms, max_body_bytes, max_inbound_concurrency)
+    if max_inflight_bytes < 1:
+        raise ValueError("endpoint bounds must be positive")
     endpoint = JSONRPCEndpoint._create(
         send_stream,
         receive_stream,
@@ -1179,10 +1227,12 @@ async def open_jsonrpc_endpoint(
         write_timeout_ms=write_timeout_ms,
         max_body_bytes=max_body_bytes,
         max_inbound_concurrency=max_inbound_concurrency,
+        max_inflight_bytes=max_inflight_bytes,
         admit_request=admit_request,
         cancelled_data=cancelled_data,
         close_on_input_end=close_on_input_end,
         finite_only=finite_only,
+        exempt_methods=exempt_methods,
     )
     try:
         async with trio.open_nursery() as nursery:

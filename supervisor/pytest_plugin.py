@@ -17,8 +17,9 @@ Fixtures:
   battery of ``supervisor check lsp|dap`` against your own program:
   ``lsp_server_under_test(["my-server", "--stdio"], client="vscode")`` fails the test with the
   conformance table when a check fails and returns the report. Works in a plain test, in a
-  Trio test (``@pytest.mark.trio`` or Trio mode: ``await lsp_server_under_test.check(...)``)
-  and beside pytest-lsp or pytest-asyncio tests in the same suite.
+  Trio test (``@pytest.mark.trio`` or Trio mode: ``await lsp_server_under_test.check(...)``),
+  in an asyncio test (the same ``await``: the battery runs its own Trio loop in a worker
+  thread) and beside pytest-lsp or pytest-asyncio tests in the same suite.
 - ``supervisor_core``: a running :class:`supervisor.Core` (an async Trio fixture: mark the
   test ``@pytest.mark.trio``, or use Trio mode), closed, with everything it started, when
   the test ends.
@@ -51,12 +52,12 @@ import contextlib
 import os
 import time
 import uuid
-from typing import TYPE_CHECKING, Final
+from typing import TYPE_CHECKING, Any, Final
 
 import pytest
 
 if TYPE_CHECKING:
-    from collections.abc import AsyncIterator, Callable, Iterator, Sequence
+    from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Iterator, Sequence
 
     from ._check._report import ConformanceReport
     from ._core._core import Core
@@ -286,8 +287,8 @@ def no_leaked_processes(request: pytest.FixtureRequest) -> Iterator[None]:
     Watched (``supervisor_leak_scope``): every descendant of the test process and every
     marker-tagged process (``descendants``, the default), or marker-tagged processes only
     (``marked``). Leftovers get :data:`SETTLE_SECONDS` to disappear; the survivors are then
-    listed with their command lines, SIGKILLed (so one leak does not cascade into later
-    tests), and the test fails.
+    listed with their command lines, SIGKILLed and (children of the test process) reaped, so
+    one leak does not cascade into later tests, and the test fails.
     """
     if not os.path.isdir("/proc"):
         yield
@@ -315,6 +316,19 @@ def no_leaked_processes(request: pytest.FixtureRequest) -> Iterator[None]:
     for pid in leaked:
         with contextlib.suppress(OSError):
             os.kill(pid, 9)
+    # Reap the ones that are our children, or a later test's guard finds them as zombies
+    # (on a busy machine they die after that test's first scan). Bounded: SIGKILL is quick.
+    ours = set(leaked) & set(_children())
+    reap_by = time.monotonic() + 1.0
+    while ours and time.monotonic() < reap_by:
+        for pid in list(ours):
+            try:
+                if os.waitpid(pid, os.WNOHANG)[0] == pid:
+                    ours.discard(pid)
+            except ChildProcessError:
+                ours.discard(pid)
+        if ours:
+            time.sleep(0.01)
     for pid in zombies:
         with contextlib.suppress(ChildProcessError):
             os.waitpid(pid, os.WNOHANG)
@@ -329,13 +343,15 @@ class ConformanceCheck:
     :class:`~supervisor._check._report.ConformanceReport`; it fails the test (with the
     table) when a check failed, unless ``expect_ok=False``. Called plainly it runs its own
     Trio loop (in a worker thread when an event loop already runs in this one, as in an
-    asyncio test); in a Trio test ``await check.check(argv, ...)`` runs on the test's loop.
+    asyncio test). ``await check.check(argv, ...)`` runs on the test's loop in a Trio test,
+    and in an asyncio test awaits a worker thread running its own Trio loop (Trio can't run
+    inside asyncio); anywhere else it raises RuntimeError saying to call it plainly.
     """
 
     def __init__(self, protocol: str) -> None:
         self.protocol = protocol
 
-    async def check(
+    def check(
         self,
         argv: Sequence[str],
         client: str = "vscode",
@@ -345,30 +361,68 @@ class ConformanceCheck:
         time_scale: float = 1.0,
         launch: dict[str, object] | None = None,
         expect_ok: bool = True,
+    ) -> Coroutine[Any, Any, ConformanceReport]:
+        """The battery to ``await`` in a Trio or asyncio test (see the class docstring).
+
+        Raises:
+            RuntimeError: Neither a Trio nor an asyncio loop runs in this thread (in a plain
+                test, call the fixture itself).
+        """
+        import functools
+
+        run = functools.partial(
+            self._run, argv, client, only=only, cwd=cwd, time_scale=time_scale, launch=launch
+        )
+        if _running_loop() == "trio":
+            return self._checked(run(), expect_ok)
+        if _running_loop() == "asyncio":
+            import asyncio
+
+            import trio
+
+            return self._checked(asyncio.to_thread(trio.run, run), expect_ok)
+        raise RuntimeError(
+            "await .check(...) needs a running Trio or asyncio loop (a Trio or asyncio test);"
+            f" in a plain test call the fixture itself: {_FIXTURES[self.protocol]}(argv, ...)"
+        )
+
+    async def _checked(
+        self, battery: Awaitable[ConformanceReport], expect_ok: bool
     ) -> ConformanceReport:
-        """Run the battery on the current Trio loop (see the class docstring)."""
+        report = await battery
+        if expect_ok and not report.ok:
+            pytest.fail(report.table(), pytrace=False)
+        return report
+
+    async def _run(
+        self,
+        argv: Sequence[str],
+        client: str,
+        *,
+        only: Sequence[str] | None,
+        cwd: str | None,
+        time_scale: float,
+        launch: dict[str, object] | None,
+    ) -> ConformanceReport:
+        """The battery on the current Trio loop."""
         from ._check._common import Bounds
 
         if self.protocol == "lsp":
             from ._check._lsp import check_language_server
 
-            report = await check_language_server(
+            return await check_language_server(
                 list(argv), client=client, cwd=cwd, bounds=Bounds().scaled(time_scale), only=only
             )
-        else:
-            from ._check._dap import check_debug_adapter
+        from ._check._dap import check_debug_adapter
 
-            report = await check_debug_adapter(
-                list(argv),
-                client=client,
-                cwd=cwd,
-                launch=launch,
-                bounds=Bounds.for_dap().scaled(time_scale),
-                only=only,
-            )
-        if expect_ok and not report.ok:
-            pytest.fail(report.table(), pytrace=False)
-        return report
+        return await check_debug_adapter(
+            list(argv),
+            client=client,
+            cwd=cwd,
+            launch=launch,
+            bounds=Bounds.for_dap().scaled(time_scale),
+            only=only,
+        )
 
     def __call__(
         self,
@@ -388,17 +442,10 @@ class ConformanceCheck:
         run = functools.partial(
             trio.run,
             functools.partial(
-                self.check,
-                argv,
-                client,
-                only=only,
-                cwd=cwd,
-                time_scale=time_scale,
-                launch=launch,
-                expect_ok=False,
+                self._run, argv, client, only=only, cwd=cwd, time_scale=time_scale, launch=launch
             ),
         )
-        if _loop_running():
+        if _running_loop() is not None:
             # trio.run refuses to nest in a running loop: give it a thread of its own.
             import concurrent.futures
 
@@ -411,24 +458,28 @@ class ConformanceCheck:
         return report
 
 
-def _loop_running() -> bool:
+_FIXTURES: Final = {"lsp": "lsp_server_under_test", "dap": "dap_adapter_under_test"}
+
+
+def _running_loop() -> str | None:
+    """``"trio"`` or ``"asyncio"`` when that loop runs in this thread, else None."""
     import sys
 
     trio = sys.modules.get("trio")
     if trio is not None:
         try:
             trio.lowlevel.current_trio_token()
-            return True
+            return "trio"
         except RuntimeError:
             pass
     asyncio = sys.modules.get("asyncio")
     if asyncio is not None:
         try:
             asyncio.get_running_loop()
-            return True
+            return "asyncio"
         except RuntimeError:
             pass
-    return False
+    return None
 
 
 @pytest.fixture

@@ -1,11 +1,11 @@
 """The declarations of the Core's edge: every command's payload and result, every event.
 
 Each service has its module (``_core``, ``_process``, ``_job``, ``_lsp``, ``_plugin``,
-``_debug``, ``_terminal``) with a ``COMMANDS`` table ``{name: (payload, result)}`` and, for a
-kind with events, ``EVENTS``. Declaring a new command is a payload struct, a result struct
-and one row in its module's table; the Core refuses to open with a command that has none
-(:func:`declaration`), and ``docs/commands.md`` and ``docs/schema/`` are generated from
-these tables (``python -m supervisor._api.docgen``).
+``_run``, ``_debug``, ``_terminal``) with a ``COMMANDS`` table ``{name: (payload, result)}``
+and, for a kind with events, ``EVENTS``. Declaring a new command is a payload struct, a
+result struct and one row in its module's table; the Core refuses to open with a command
+that has none (:func:`declaration`), and ``docs/commands.md`` and ``docs/schema/`` are
+generated from these tables (``python -m supervisor._api.docgen``).
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from typing import Any, Final
 
 import msgspec
 
-from . import _core, _debug, _job, _lsp, _plugin, _process, _terminal
+from . import _core, _debug, _job, _lsp, _plugin, _process, _run, _terminal
 from ._base import decode_payload
 
 __all__ = (
@@ -54,7 +54,7 @@ class Command:
 
 def _table() -> dict[str, Command]:
     table: dict[str, Command] = {}
-    for module in (_core, _process, _job, _lsp, _plugin, _debug, _terminal):
+    for module in (_core, _process, _job, _lsp, _plugin, _run, _debug, _terminal):
         service = module.__name__.rpartition("._")[2]
         for name, (payload, result) in module.COMMANDS.items():
             if name in table:
@@ -71,6 +71,7 @@ EVENTS: Final[dict[str, Any]] = {
     **_lsp.EVENTS,
     **_debug.EVENTS,
     **_terminal.EVENTS,
+    **_run.EVENTS,
 }
 
 

@@ -100,6 +100,7 @@ from ._lsp import (
     LspWorkspaceFilesChanged as lsp_LspWorkspaceFilesChanged,
     LspWorkspaceFilesChangedResult as lsp_LspWorkspaceFilesChangedResult,
     OperationResult as lsp_OperationResult,
+    ResponseError as lsp_ResponseError,
     RestartBudget as lsp_RestartBudget,
     SessionPolicy as lsp_SessionPolicy,
     WorkspaceStateSpec as lsp_WorkspaceStateSpec,
@@ -118,11 +119,26 @@ from ._plugin import (
     RelayContext as plugin_RelayContext,
     RelayPlugin as plugin_RelayPlugin,
     RelayResult as plugin_RelayResult,
+    WorkspaceContextsResult as plugin_WorkspaceContextsResult,
+    WorkspaceListContexts as plugin_WorkspaceListContexts,
+    WorkspaceSetContexts as plugin_WorkspaceSetContexts,
 )
 from ._process import (
     MAX_OUTPUT_BYTES_LIMIT as process_MAX_OUTPUT_BYTES_LIMIT,
     ProcessResult as process_ProcessResult,
     ProcessRun as process_ProcessRun,
+)
+from ._run import (
+    RunConfigurePlugin as run_RunConfigurePlugin,
+    RunConfigurePluginResult as run_RunConfigurePluginResult,
+    RunDebugAdapter as run_RunDebugAdapter,
+    RunDestroyResult as run_RunDestroyResult,
+    RunEvents as run_RunEvents,
+    RunInfo as run_RunInfo,
+    RunList as run_RunList,
+    RunRef as run_RunRef,
+    RunWaitEvents as run_RunWaitEvents,
+    _RunId as run_RunId,
 )
 from ._terminal import (
     TerminalClose as terminal_TerminalClose,
@@ -556,6 +572,7 @@ class CommandHelpers:
         env: base_Env | None = None,
         timeout_milliseconds: base_Milliseconds | None = None,
         supersede: bool | None = None,
+        report: bool | None = None,
     ) -> job_JobStartResult:
         """``job.start``; see docs/commands.md."""
         data = await self.call(
@@ -569,6 +586,7 @@ class CommandHelpers:
                     env=env,
                     timeout_milliseconds=timeout_milliseconds,
                     supersede=supersede,
+                    report=report,
                 )
             ),
         )
@@ -778,7 +796,7 @@ class CommandHelpers:
         session_id: base_NonEmpty,
         request_id: base_NonEmpty,
         result: base_JsonValue = None,
-        error: base_JsonValue = None,
+        error: lsp_ResponseError | None = None,
     ) -> base_AcceptedResult:
         """``lsp.serverRequestResponse``; see docs/commands.md."""
         data = await self.call(
@@ -800,11 +818,11 @@ class CommandHelpers:
         self: _Caller,
         *,
         server_id: base_NonEmpty,
-        executable: base_Path,
-        working_directory: base_Path,
-        root_uri: base_NonEmpty,
+        executable: base_Path | None = None,
         arguments: typing.Annotated[list[base_OsText], msgspec.Meta(max_length=4096)] | None = None,
         environment: base_Env | None = None,
+        working_directory: base_Path | None = None,
+        root_uri: base_NonEmpty | None = None,
         initialization_options: base_JsonValue = None,
         workspace_configuration: base_JsonObject | None = None,
         initialize_timeout_milliseconds: lsp_Timeout | None = None,
@@ -822,6 +840,8 @@ class CommandHelpers:
         workspace_state: lsp_WorkspaceStateSpec | None = None,
         client_capabilities: base_JsonValue = None,
         host_requests: base_JsonValue = None,
+        launch_plan: base_JsonObject | None = None,
+        contribution: base_JsonObject | None = None,
     ) -> lsp_LspStartServerResult:
         """``lsp.startServer``; see docs/commands.md."""
         data = await self.call(
@@ -850,6 +870,8 @@ class CommandHelpers:
                     workspace_state=workspace_state,
                     client_capabilities=client_capabilities,
                     host_requests=host_requests,
+                    launch_plan=launch_plan,
+                    contribution=contribution,
                 )
             ),
         )
@@ -955,6 +977,65 @@ class CommandHelpers:
             ),
         )
         return _convert(data, process_ProcessResult)
+
+    async def run_configure_plugin(
+        self: _Caller,
+        *,
+        plugin_id: base_NonEmpty,
+        package_root: base_Path | None = None,
+        requires_tools: typing.Annotated[list[base_NonEmpty], msgspec.Meta(max_length=32)]
+        | None = None,
+        tools: dict[str, base_JsonValue] | None = None,
+        debug_adapters: typing.Annotated[list[run_RunDebugAdapter], msgspec.Meta(max_length=32)]
+        | None = None,
+    ) -> run_RunConfigurePluginResult:
+        """``run.configurePlugin``; see docs/commands.md."""
+        data = await self.call(
+            "run.configurePlugin",
+            _wire(
+                run_RunConfigurePlugin(
+                    plugin_id=plugin_id,
+                    package_root=package_root,
+                    requires_tools=requires_tools,
+                    tools=tools,
+                    debug_adapters=debug_adapters,
+                )
+            ),
+        )
+        return _convert(data, run_RunConfigurePluginResult)
+
+    async def run_destroy(self: _Caller, *, run_id: run_RunId) -> run_RunDestroyResult:
+        """``run.destroy``; see docs/commands.md."""
+        data = await self.call("run.destroy", _wire(run_RunRef(run_id=run_id)))
+        return _convert(data, run_RunDestroyResult)
+
+    async def run_list(self: _Caller) -> list[run_RunInfo]:
+        """``run.list``; see docs/commands.md."""
+        data = await self.call("run.list", _wire(run_RunList()))
+        return _convert(data, list[run_RunInfo])
+
+    async def run_poll_events(self: _Caller, *, run_id: run_RunId) -> run_RunEvents:
+        """``run.pollEvents``; see docs/commands.md."""
+        data = await self.call("run.pollEvents", _wire(run_RunRef(run_id=run_id)))
+        return _convert(data, run_RunEvents)
+
+    async def run_stop(self: _Caller, *, run_id: run_RunId) -> run_RunInfo:
+        """``run.stop``; see docs/commands.md."""
+        data = await self.call("run.stop", _wire(run_RunRef(run_id=run_id)))
+        return _convert(data, run_RunInfo)
+
+    async def run_wait_events(
+        self: _Caller,
+        *,
+        run_id: run_RunId,
+        timeout_milliseconds: base_WaitMilliseconds | None = None,
+    ) -> run_RunEvents:
+        """``run.waitEvents``; see docs/commands.md."""
+        data = await self.call(
+            "run.waitEvents",
+            _wire(run_RunWaitEvents(run_id=run_id, timeout_milliseconds=timeout_milliseconds)),
+        )
+        return _convert(data, run_RunEvents)
 
     async def terminal_close(
         self: _Caller,
@@ -1090,3 +1171,17 @@ class CommandHelpers:
             "terminal.write", _wire(terminal_TerminalWrite(terminal_id=terminal_id, data=data))
         )
         _none(data)
+
+    async def workspace_list_contexts(self: _Caller) -> plugin_WorkspaceContextsResult:
+        """``workspace.listContexts``; see docs/commands.md."""
+        data = await self.call("workspace.listContexts", _wire(plugin_WorkspaceListContexts()))
+        return _convert(data, plugin_WorkspaceContextsResult)
+
+    async def workspace_set_contexts(
+        self: _Caller, *, contexts: base_JsonValue
+    ) -> plugin_WorkspaceContextsResult:
+        """``workspace.setContexts``; see docs/commands.md."""
+        data = await self.call(
+            "workspace.setContexts", _wire(plugin_WorkspaceSetContexts(contexts=contexts))
+        )
+        return _convert(data, plugin_WorkspaceContextsResult)

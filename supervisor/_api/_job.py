@@ -8,6 +8,7 @@ from ._base import (
     Argv,
     Env,
     Event,
+    JsonObject,
     Milliseconds,
     NonEmpty,
     Path,
@@ -29,6 +30,8 @@ __all__ = (
     "JobList",
     "JobOutput",
     "JobPollEvents",
+    "JobProgress",
+    "JobRecord",
     "JobStart",
     "JobStartResult",
     "JobStarted",
@@ -52,6 +55,8 @@ class JobStart(Payload, kw_only=True):
         env: Environment changes (null removes a variable).
         timeout_milliseconds: Ends the job ``failed`` (``timedOut``) after this long.
         supersede: Cancel a running job of the same kind first.
+        report: Give the job a report channel: JSON lines on the descriptor
+            ``SUPERVISOR_REPORT_FD`` names become ``job.progress`` / ``job.record``.
     """
 
     kind: JobKind
@@ -61,6 +66,7 @@ class JobStart(Payload, kw_only=True):
     env: Env | None = None
     timeout_milliseconds: Milliseconds | None = None
     supersede: bool | None = None
+    report: bool | None = None
 
 
 class JobStartResult(Result, kw_only=True):
@@ -139,7 +145,26 @@ class JobFinished(Event, tag="job.finished", kw_only=True):
     error: str | None = None
 
 
-JobEvent: TypeAlias = JobStarted | JobOutput | JobFinished
+class JobProgress(Event, tag="job.progress", kw_only=True):
+    """How far a reporting job is (ide-backend-protocol ``mcpp-ide/job/progress``): the
+    latest of its ``{"progress": ...}`` reports, at most one per flush interval."""
+
+    job_id: str
+    finished: int
+    total: int
+
+
+class JobRecord(Event, tag="job.record", kw_only=True):
+    """A JSON object a reporting job wrote on its report channel (ide-backend-protocol
+    ``mcpp-ide/job/record``); past the per-job bound one notice with ``record: null`` and
+    ``droppedRecords``."""
+
+    job_id: str
+    record: JsonObject | None
+    dropped_records: int | None = None
+
+
+JobEvent: TypeAlias = JobStarted | JobOutput | JobProgress | JobRecord | JobFinished
 
 
 class JobEvents(Result, kw_only=True):

@@ -138,14 +138,25 @@ class LspStartServer(Payload, kw_only=True):
             the command).
         host_requests: Server requests the host answers itself (``serverRequest`` events,
             answered with ``lsp.serverRequestResponse``).
+        launch_plan: Instead of ``executable``/``arguments``/``initializationOptions``: the
+            process as a plugin declares it (plugin-contract.md "Process start"; checked by
+            the command): ``{launch, arguments?, validationArguments?, runtimeDependencies?,
+            initializationOptions?, requiresTools?, pluginDirectory, stateDirectory,
+            workspaceStateDirectory?, logDirectory?, temporaryDirectory?, architecture?,
+            settings?, tools?, backend?, owner?, toolDefinitions?, context?}``. With
+            ``backend: true`` the backend starts in its state directory (no
+            ``workingDirectory``/``rootUri``).
+        contribution: ``{pluginID, context: {contextID, generation}}``: the plugin whose
+            backend reaches this server with ``lithe/host/languageServer/*``, and the
+            workspace context it runs for.
     """
 
     server_id: NonEmpty
-    executable: Path
+    executable: Path | None = None
     arguments: Annotated[list[OsText], msgspec.Meta(max_length=4096)] | None = None
     environment: Env | None = None
-    working_directory: Path
-    root_uri: NonEmpty
+    working_directory: Path | None = None
+    root_uri: NonEmpty | None = None
     initialization_options: JsonValue = None
     workspace_configuration: JsonObject | None = None
     initialize_timeout_milliseconds: _Timeout | None = None
@@ -162,6 +173,8 @@ class LspStartServer(Payload, kw_only=True):
     workspace_state: WorkspaceStateSpec | None = None
     client_capabilities: JsonValue = None
     host_requests: JsonValue = None
+    launch_plan: JsonObject | None = None
+    contribution: JsonObject | None = None
 
 
 class LspStartServerResult(Result, kw_only=True):
@@ -223,6 +236,9 @@ class LspSnapshotResult(Result, kw_only=True):
     facts: JsonObject
     events: JsonObject
     plugin: JsonObject | None = None
+    #: A contributed server's ``setStatus`` of its current generation (``{generation,
+    #: state, message?, percentage?}``); null when there is none; absent for other servers.
+    plugin_status: JsonObject | None = None
 
 
 class LspSyncDocument(Payload, kw_only=True):
@@ -297,14 +313,23 @@ class LspCancelOperation(Payload, kw_only=True):
     operation_id: str
 
 
+class ResponseError(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
+    """A JSON-RPC error object sent on to a language server: ``code`` is an LSP
+    ``integer`` (32-bit signed)."""
+
+    code: Annotated[int, msgspec.Meta(ge=-(2**31), le=2**31 - 1)]
+    message: str
+    data: JsonValue = None
+
+
 class LspServerRequestResponse(Payload, kw_only=True):
     """``lsp.serverRequestResponse``: the host's answer to a ``serverRequest`` event:
-    ``result``, or ``error {code: integer, message, data?}`` (checked by the command)."""
+    ``result``, or ``error {code, message, data?}`` (not both: checked by the command)."""
 
     session_id: NonEmpty
     request_id: NonEmpty
     result: JsonValue = None
-    error: JsonValue = None
+    error: ResponseError | None = None
 
 
 class LspWaitEvents(Payload, kw_only=True):
@@ -423,6 +448,14 @@ class LspHostRequestCancelled(_LspEvent, tag="hostRequestCancelled", kw_only=Tru
     host_request_id: str = msgspec.field(name="hostRequestID")
 
 
+class LspPluginStatus(_LspEvent, tag="pluginStatus", kw_only=True):
+    """The owning plugin's ``lithe/host/languageServer/setStatus`` for this server."""
+
+    state: Literal["preparing", "ready", "degraded", "failed"]
+    message: str | None = None
+    percentage: int | None = None
+
+
 class LspFunctionProviderStartRequired(
     _LspEvent, tag="functionProviderStartRequired", kw_only=True
 ):
@@ -447,6 +480,7 @@ LspEvent: TypeAlias = (
     | LspHostRequest
     | LspHostRequestCancelled
     | LspFunctionProviderStartRequired
+    | LspPluginStatus
 )
 
 

@@ -105,7 +105,28 @@ class LspPluginServerNotify(Payload, kw_only=True):
     params: JsonValue = None
 
 
+class WorkspaceSetContexts(Payload, kw_only=True):
+    """``workspace.setContexts``: the open workspace contexts, as the embedding host declares
+    them (plugin-contract.md "Workspace contexts"; each entry checked by the command:
+    ``{contextID, name?, authority?, folders: [{path, name?}]}``)."""
+
+    contexts: JsonValue
+
+
+class WorkspaceListContexts(Payload, kw_only=True):
+    """``workspace.listContexts``: the open contexts as they are."""
+
+
+class WorkspaceContextsResult(Result, kw_only=True):
+    """``{revision, contexts: [{contextID, generation}]}``."""
+
+    revision: int
+    contexts: list[JsonObject]
+
+
 COMMANDS = {
+    "workspace.setContexts": (WorkspaceSetContexts, WorkspaceContextsResult),
+    "workspace.listContexts": (WorkspaceListContexts, WorkspaceContextsResult),
     "lsp.functionRequest": (LspFunctionRequest, OperationResult),
     "lsp.hostResponse": (LspHostResponse, HostRequestResult),
     "lsp.hostNotify": (LspHostNotify, DeliveredResult),

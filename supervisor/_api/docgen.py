@@ -222,7 +222,17 @@ def render_helpers() -> str:
     return text.replace("typing.typing.", "typing.")
 
 
-_MODULES: Final = ("_base", "_core", "_process", "_job", "_lsp", "_plugin", "_debug", "_terminal")
+_MODULES: Final = (
+    "_base",
+    "_core",
+    "_process",
+    "_job",
+    "_lsp",
+    "_plugin",
+    "_run",
+    "_debug",
+    "_terminal",
+)
 
 
 def _public_names() -> dict[str, str]:

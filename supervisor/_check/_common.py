@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 from dataclasses import dataclass, fields, replace
@@ -65,15 +66,34 @@ def workdir_of(cwd: str | None) -> str:
 
 
 async def no_answer(program: Program, waited_s: float) -> str:
-    """Why a request got no answer: the program ended (how), or the bound passed."""
+    """Why a request got no answer: our own message came back (an echo), it wrote what is no
+    frame, it ended (how), or the bound passed."""
+    if program.echoed:
+        return (
+            f"echoed our request back instead of answering ({len(program.echoed)} of our"
+            f" messages came back verbatim, first: {program.echoed[0]})"
+        )
     if program.eof:
         rc = await program.wait_exit(1.0)
+        if program.protocol_error is not None:
+            # We stopped reading; its stdout may well be open still.
+            return program.protocol_error + (
+                f", then {describe_status(rc)}" if rc is not None else " (still running)"
+            )
         return (
             f"{describe_status(rc)} without answering"
             if rc is not None
             else "closed its stdout without answering"
         )
+    if program.protocol_error is not None:
+        return f"no answer in {ms(waited_s)}; it {program.protocol_error}"
     return f"no answer in {ms(waited_s)}"
+
+
+def cut_json(value: object, limit: int = 120) -> str:
+    """``value`` as compact JSON for evidence, cut to ``limit`` characters (``...``)."""
+    text = json.dumps(value, ensure_ascii=True, separators=(",", ":"), default=repr)
+    return text if len(text) <= limit else text[:limit] + "..."
 
 
 def ms(seconds: float) -> str:
@@ -111,7 +131,8 @@ class Leftovers:
             report.add(
                 "no-leftovers",
                 Outcome.SKIP,
-                "the program never exited on its own, so its leftovers were not judged",
+                "the program never exited on its own (the checker ended it), so its leftovers"
+                " were not judged",
                 rule,
             )
         elif self.found:
@@ -142,7 +163,7 @@ def record_stdout(report: ConformanceReport, programs: list[Program], rule: str)
         report.add(
             "stdout-frames",
             Outcome.FAIL,
-            f"stdout stopped being a frame stream: {errors[0]}"
+            f"stdout stopped being a frame stream: it {errors[0]}"
             + (f"; and {stray} bytes outside frames" if stray else ""),
             rule,
         )

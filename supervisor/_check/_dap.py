@@ -12,6 +12,9 @@ from typing import TYPE_CHECKING, Any, Final
 
 import trio
 
+from protocol import CoreError
+from protocol._payload import check_request_values
+
 from .._process._procfs import read_stat
 from ._common import (
     Bounds,
@@ -90,6 +93,8 @@ class _Battery:
         )
         if answer is None:
             why = await no_answer(program, self.bounds.initialize)
+            if program.tree.returncode is not None:
+                await self.leftovers.after_exit(program, "after it exited during initialize")
             tail = program.stderr_evidence()
             return None, why + (f"; stderr: {tail}" if tail else "")
         if answer.get("success") is not True:
@@ -303,7 +308,8 @@ async def check_debug_adapter(
         A :class:`ConformanceReport`.
 
     Raises:
-        ValueError: An unknown client profile or check name.
+        ValueError: An unknown client profile or check name; a ``launch`` value JSON can't
+            carry (a non-finite number, a lone surrogate), named by its path.
         CoreError: ``invalid_request``/``launch_failed``: the adapter cannot be started.
 
     **Cancellation:** every instance started is ended before this returns or raises.
@@ -313,6 +319,11 @@ async def check_debug_adapter(
         unknown = set(only) - set(DAP_CHECKS)
         if unknown:
             raise ValueError(f"unknown check(s) {sorted(unknown)}; known: {', '.join(DAP_CHECKS)}")
+    if launch is not None:
+        try:
+            check_request_values(launch, "launch")
+        except CoreError as exc:
+            raise ValueError(exc.message) from None
     workdir = workdir_of(cwd)
     battery = _Battery(list(argv), client, workdir, launch, bounds or Bounds.for_dap(), only)
     return await battery.run()

@@ -17,11 +17,14 @@ from typing import TYPE_CHECKING, Any, Final
 
 import trio
 
+from protocol._payload import json_type
+
 from .._process._procfs import read_stat
 from .._process._tree import DEVNULL, PIPE, open_process_tree
 from ._common import (
     Bounds,
     Leftovers,
+    cut_json,
     describe_status,
     ms,
     no_answer,
@@ -108,11 +111,19 @@ class _Battery:
         )
         if answer is None:
             why = await no_answer(program, self.bounds.initialize)
+            if program.tree.returncode is not None:
+                await self.leftovers.after_exit(program, "after it exited during initialize")
             tail = program.stderr_evidence()
             return False, why + (f"; stderr: {tail}" if tail else "")
         result = answer.get("result")
-        if "error" in answer or not isinstance(result, dict):
-            return False, f"answered with {json.dumps(answer.get('error'))[:200]}"
+        if "error" in answer:
+            return False, f"answered with an error: {cut_json(answer['error'])}"
+        if not isinstance(result, dict):
+            return False, (
+                f"answered with {json_type(result)}"
+                + ("" if result is None else f" ({cut_json(result)})")
+                + ", not an InitializeResult object"
+            )
         capabilities = result.get("capabilities")
         if not isinstance(capabilities, dict):
             return False, "the result has no 'capabilities' object"
@@ -367,16 +378,18 @@ class _Battery:
 
 async def vanish_check(battery: Any, protocol: str, params: dict[str, Any]) -> None:
     """Start the program under a helper client, SIGKILL the client, watch the program."""
+    bounds: Bounds = battery.bounds
     helper = [
         sys.executable,
         "-m",
         "supervisor._check._vanish",
         protocol,
         json.dumps(params),
+        # Its own bound, so it reports an unanswered initialize before we stop waiting.
+        repr(bounds.initialize),
         "--",
         *battery.argv,
     ]
-    bounds: Bounds = battery.bounds
     tree = await open_process_tree(
         helper, cwd=battery.cwd, stdin=DEVNULL, stdout=PIPE, stderr=DEVNULL
     )

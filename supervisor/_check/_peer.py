@@ -39,6 +39,15 @@ SAMPLE_EVERY_S: Final = 0.02
 _STDERR_LINES: Final = 20
 #: Frames whose body is at most this large are kept for evidence (``messages``).
 _KEEP_MESSAGES: Final = 256
+#: Bytes of odd output quoted as evidence (escaped, then ``...`` when cut).
+_QUOTE_BYTES: Final = 32
+#: Messages we sent that are remembered to recognise an echo of them (the newest ones).
+_REMEMBER_SENT: Final = 4096
+
+
+def quote(data: bytes) -> str:
+    """The first :data:`_QUOTE_BYTES` of ``data`` as an escaped literal (``'y\\ny\\n...'``)."""
+    return repr(data[:_QUOTE_BYTES])[1:] + ("..." if len(data) > _QUOTE_BYTES else "")
 
 
 class Program:
@@ -49,10 +58,13 @@ class Program:
         dap: DAP framing and message shapes instead of JSON-RPC 2.0.
         descendants: Every process it started (ancestry, marker, adoption).
         stray_bytes: Bytes it wrote on stdout outside frames.
-        protocol_error: Why its stdout stopped being a frame stream, or None.
+        protocol_error: What it wrote that is no frame stream (a verb phrase quoting the
+            bytes: ``wrote bytes that are not a Content-Length frame: ...``), or None.
+        echoed: Messages of ours it wrote back verbatim (their method, or
+            ``response``), the first 16: an echo is neither an answer nor a request.
         duplicate_answers: Ids answered more than once.
         unknown_answers: Ids answered that we never sent.
-        eof: Its stdout ended.
+        eof: Its stdout ended, or we stopped reading it (``protocol_error`` says why).
         stderr_tail: The last lines of its stderr.
         reverse_requests: Methods (commands) of the requests it sent us.
         events: DAP events (or LSP notification methods) it sent, the last 256.
@@ -64,6 +76,9 @@ class Program:
         self.descendants = Descendants(tree.pid, tree.marker)
         self.stray_bytes = 0
         self.protocol_error: str | None = None
+        self.echoed: list[str] = []
+        self._sent_bodies: dict[bytes, str] = {}
+        self._head = b""
         self.duplicate_answers: list[object] = []
         self.unknown_answers: list[object] = []
         self.eof = False
@@ -88,7 +103,11 @@ class Program:
     # -- sending -------------------------------------------------------------------------
 
     def _queue(self, message: dict[str, Any]) -> None:
-        data = encode_frame(json.dumps(message, ensure_ascii=False).encode())
+        body = json.dumps(message, ensure_ascii=False).encode()
+        if len(self._sent_bodies) >= _REMEMBER_SENT:
+            del self._sent_bodies[next(iter(self._sent_bodies))]
+        self._sent_bodies[body] = str(message.get("method") or message.get("command") or "response")
+        data = encode_frame(body)
         self._queued += len(data)
         self._send.send_nowait(data)
 
@@ -232,6 +251,8 @@ class Program:
                     continue
                 data = await stream.receive_some(65536)
                 self.bytes_read += len(data)
+                if len(self._head) <= _QUOTE_BYTES:
+                    self._head += data[: _QUOTE_BYTES + 1]
                 if data:
                     decoder.receive_data(data)
                 else:
@@ -245,17 +266,28 @@ class Program:
                         self._eof_event.set()
                         return
                     if isinstance(event, Frame):
+                        echo = self._sent_bodies.get(bytes(event.body))
+                        if echo is not None:
+                            if len(self.echoed) < 16:
+                                self.echoed.append(echo)
+                            continue
                         try:
                             message = json.loads(event.body)
                         except ValueError:
-                            self.protocol_error = "a frame body that is not JSON"
+                            self.protocol_error = self.protocol_error or (
+                                f"wrote a frame whose body is not JSON: {quote(event.body)}"
+                            )
                             continue
                         if isinstance(message, dict):
                             self._take(message)
                     else:  # StrayText
                         self.stray_bytes += event.byte_count
         except RemoteProtocolError as exc:
-            self.protocol_error = str(exc)
+            # Its stdout may still be open (``yes``): we stop reading it, it did not close it.
+            self.protocol_error = (
+                f"wrote bytes that are not a Content-Length frame ({exc}); its stdout began"
+                f" {quote(self._head)}"
+            )
         except (trio.ClosedResourceError, trio.BrokenResourceError):
             pass
         self.eof = True

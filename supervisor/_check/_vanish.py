@@ -1,7 +1,8 @@
 """The client that vanishes: a helper process that starts the program, initializes it, and
 waits to be SIGKILLed by the checker.
 
-Run as ``python -m supervisor._check._vanish lsp|dap PARAMS_JSON -- PROGRAM ARGS...``. It
+Run as ``python -m supervisor._check._vanish lsp|dap PARAMS_JSON INITIALIZE_S -- PROGRAM
+ARGS...`` (``INITIALIZE_S``: how long to wait for the ``initialize`` answer, seconds). It
 starts the program through the project's spawn path (``_spawn.spawn``: a new session, a
 clean signal state) but not as a supervised tree, so no watchdog of ours ends the program
 when this helper dies: whatever happens next is the program's own doing. It prints one JSON
@@ -24,11 +25,8 @@ from .._process._spawn import DEVNULL, PIPE, spawn
 
 __all__ = ("main",)
 
-#: The longest the helper waits for the ``initialize`` answer, in seconds.
-_INITIALIZE_S = 30.0
 
-
-async def _run(dap: bool, params: object, argv: list[str]) -> None:
+async def _run(dap: bool, params: object, initialize_s: float, argv: list[str]) -> None:
     executable = shutil.which(argv[0]) or argv[0]
     process = spawn(executable, argv, dict(os.environ), stdin=PIPE, stdout=PIPE, stderr=DEVNULL)
     assert process.stdin is not None
@@ -45,7 +43,7 @@ async def _run(dap: bool, params: object, argv: list[str]) -> None:
     await process.stdin.send_all(encode_frame(json.dumps(message).encode()))
     decoder = FrameDecoder()
     initialized = False
-    with trio.move_on_after(_INITIALIZE_S):
+    with trio.move_on_after(initialize_s):
         try:
             while not initialized:
                 event = decoder.next_event()
@@ -60,8 +58,11 @@ async def _run(dap: bool, params: object, argv: list[str]) -> None:
                     break
                 if isinstance(event, Frame):
                     answer = json.loads(event.body)
+                    # A response, not our request echoed back (``cat``).
                     if isinstance(answer, dict) and (
-                        answer.get("request_seq") == 1 if dap else answer.get("id") == 1
+                        answer.get("type") == "response" and answer.get("request_seq") == 1
+                        if dap
+                        else answer.get("id") == 1 and "method" not in answer
                     ):
                         initialized = True
         except (RemoteProtocolError, ValueError, trio.BrokenResourceError):
@@ -82,11 +83,11 @@ async def _run(dap: bool, params: object, argv: list[str]) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
-    protocol, params, sep, *program = args
+    protocol, params, initialize_s, sep, *program = args
     if sep != "--" or not program or protocol not in ("lsp", "dap"):
-        print("usage: _vanish lsp|dap PARAMS_JSON -- PROGRAM ARGS...", file=sys.stderr)
+        print("usage: _vanish lsp|dap PARAMS_JSON INITIALIZE_S -- PROGRAM ARGS...", file=sys.stderr)
         return 2
-    trio.run(_run, protocol == "dap", json.loads(params), program)
+    trio.run(_run, protocol == "dap", json.loads(params), float(initialize_s), program)
     return 0
 
 

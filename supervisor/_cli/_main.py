@@ -101,7 +101,8 @@ _SERVE_HELP: Final = """\
 Serve the Core as JSON-RPC 2.0 over the LSP base protocol (Content-Length
 framing) on stdin/stdout; logs go to stderr. Send `initialize` first; every
 Core command is a method of the same name (params = payload); job lanes push
-job.started / job.output / job.finished notifications; $/cancelRequest cancels
+job.started / job.output / job.finished notifications (+ job.progress /
+job.record for a job started with report: true); $/cancelRequest cancels
 a request (-32800). Every request received is answered exactly once.
 At most 128 requests run at once (the in-flight limit); one past it is
 answered at once with -32803 and error.data.code "busy": send it again later.
@@ -261,9 +262,15 @@ def _add_reap(sub: Any) -> None:
         "reap",
         "end processes left by supervisors that died (SIGKILL, crash)",
         epilog="exit status:\n  0  always (the pids ended are printed)\n\n"
-        "example:\n  supervisor reap --json\n",
+        "examples:\n  supervisor reap --json\n  supervisor reap --dry-run\n",
     )
     reap.add_argument("--json", action="store_true", help="print the reaped pids as JSON")
+    reap.add_argument(
+        "--dry-run",
+        action="store_true",
+        help="end nothing: list what would be ended, and the marked processes left alone"
+        " because their supervisor can not be proven dead (another pid namespace or boot)",
+    )
     reap.set_defaults(handler=_reap)
 
 
@@ -579,13 +586,19 @@ async def _exec_main(payload: JSONObject) -> tuple[JSONObject, int | None]:
 
 
 def _reap(args: argparse.Namespace) -> int:
-    from .._process._oneshot import reap_orphans
+    from .._process._reaper import sweep_orphans
 
-    pids = reap_orphans()
+    report = sweep_orphans(dry_run=args.dry_run)
+    verb = "would reap" if args.dry_run else "reaped"
     if args.json:
-        print(json.dumps({"reaped": pids}))
-    else:
-        print(f"reaped {len(pids)} process(es)" + (f": {' '.join(map(str, pids))}" if pids else ""))
+        left = [{"pid": pid, "instance": inst, "reason": why} for pid, inst, why in report.left]
+        key = "wouldReap" if args.dry_run else "reaped"
+        print(json.dumps({key: report.ended, "left": left}))
+        return 0
+    pids = report.ended
+    print(f"{verb} {len(pids)} process(es)" + (f": {' '.join(map(str, pids))}" if pids else ""))
+    for pid, instance, reason in report.left:
+        print(f"left pid {pid} (supervisor {instance}): {reason}")
     return 0
 
 
@@ -636,9 +649,23 @@ def _chaos(args: argparse.Namespace) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run the command line and return its exit code."""
+    """Run the command line and return its exit code.
+
+    The command line owns its process: no host shares it, so every child the supervisor did
+    not spawn itself is an orphan it adopted, and the reaper collects each one (see
+    ``_reaper.own_whole_process``). An exception no subcommand handles leaves as itself,
+    not wrapped in the exception groups of the nurseries it crossed (a group leaves only
+    when it holds two or more), so its traceback names the error first.
+    """
+    from .._process._reaper import own_whole_process
+
+    own_whole_process()
     try:
         return _main(argv)
+    except BaseExceptionGroup as group:
+        from .._boundary import raise_single
+
+        raise_single(group)
     except BrokenPipeError:
         # The reader of our stdout went away (`supervisor testbed list | head`): not an
         # error of ours. Point stdout at /dev/null so the interpreter's final flush is quiet.

@@ -533,6 +533,8 @@ class _JobView:
         default_factory=lambda: {"stdout": _StreamTail(), "stderr": _StreamTail()}
     )
     log: IO[str] | None = None
+    #: The last ``job.progress`` of a reporting job, ``(finished, total)``.
+    progress: tuple[int, int] | None = None
 
     def tail(self, count: int = TAIL_LINES) -> list[tuple[str, str]]:
         """The last ``count`` lines of output, ``(stream, line)``, in the order they came."""
@@ -663,6 +665,8 @@ class _Reporter:
             self._close_log(view)
             self._say(f"{prefix} finished {self._outcome(view)}{self._verdict(view)}")
         else:
+            if method == "job.progress":
+                view.progress = (int(str(params["finished"])), int(str(params["total"])))
             self._redraw()
 
     def skip(self, view: _JobView, reason: str) -> None:
@@ -972,8 +976,10 @@ class _Reporter:
             if running:
                 v = running[0]
                 assert v.started_at is not None
+                # The progress before the clock: a narrow terminal cuts the end of the line.
+                steps = "" if v.progress is None else f" {v.progress[0]}/{v.progress[1]}"
                 text = (
-                    f"{self.style.paint('running', 'running')} {visible(v.job.name)}"
+                    f"{self.style.paint('running', 'running')} {visible(v.job.name)}{steps}"
                     f" ({now - v.started_at:.1f} s)"
                 )
                 tail = [
@@ -1037,7 +1043,8 @@ def _rows_taken(widths: Sequence[int], columns: int) -> int:
 
 def _lane_name(project: str, directory: str) -> str:
     """How a lane is shown: its project directory relative to the lanes file, or absolute."""
-    relative = os.path.relpath(project, directory)
+    # The project is a real path (links resolved); so must the directory be to compare them.
+    relative = os.path.relpath(project, os.path.realpath(directory))
     if relative == ".":
         return os.path.basename(project) or project
     if relative.startswith(".."):

@@ -47,6 +47,9 @@ The file is an array of tables, one ``[[job]]`` per job, in submission order (ke
     node = "zone=eu"                # optional, with --ray: pin the project's lane to a node
                                     # with this label ("key=value") or resource ("name");
                                     # the jobs of one project that give it must agree
+    report = false                  # optional: true gives the job a report channel (JSON
+                                    # lines on the fd $SUPERVISOR_REPORT_FD names: progress
+                                    # shown as "3/10" while it runs, records in --json)
 
 Durations are integers of milliseconds: ``timeout_ms`` at most :data:`MAX_TIMEOUT_MS`
 (``2**31 - 1``, about 24.8 days: the protocol's bound), ``start_after_ms`` and
@@ -189,6 +192,7 @@ class JobTable(msgspec.Struct, kw_only=True, forbid_unknown_fields=True, frozen=
     ) = None
     expect_timed_out: Annotated[bool, _what("a boolean")] | None = None
     node: Annotated[str, _what('a string ("label=value" or a resource name)')] | None = None
+    report: Annotated[bool, _what("a boolean")] = False
 
 
 #: The keys of a ``[[job]]`` table, in declaration order.
@@ -241,6 +245,7 @@ class RunFileJob:
     expect: frozenset[str] = DEFAULT_EXPECT
     expect_timed_out: bool | None = None
     node: str | None = None
+    report: bool = False
 
     def payload(self, placeholders: Mapping[str, str]) -> JSONObject:
         """The ``job.start`` payload of this job, placeholders replaced.
@@ -249,7 +254,7 @@ class RunFileJob:
             placeholders: token (e.g. ``"{python}"``) to its value.
 
         Returns:
-            ``{kind, root, argv, cwd, env?, timeoutMilliseconds?, supersede}``, the wire
+            ``{kind, root, argv, cwd, env?, timeoutMilliseconds?, supersede, report?}``, the wire
             shape ``lanes.parse_job_start`` validates.
         """
         payload: JSONObject = {
@@ -263,6 +268,8 @@ class RunFileJob:
             payload["env"] = {k: _substitute(v, placeholders) for k, v in self.env.items()}
         if self.timeout_ms is not None:
             payload["timeoutMilliseconds"] = self.timeout_ms
+        if self.report:
+            payload["report"] = True
         return payload
 
     def is_expected(self, status: str, timed_out: bool) -> bool:
@@ -668,6 +675,7 @@ def _parse_job(
         expect=expect,
         expect_timed_out=declared.expect_timed_out,
         node=declared.node,
+        report=declared.report,
     )
 
 
@@ -704,10 +712,14 @@ def _refuse_unknown_job_keys(table: _JobTable) -> None:
 
 
 def _job_project(table: _JobTable, project: str, directory: str) -> str:
-    """The lane's project directory, normalised and resolved against the file's directory."""
+    """The lane's project directory, resolved against the file's directory, links resolved.
+
+    The real path is the lane key (``lanes.normalize_root``): two spellings of one project,
+    one through a symbolic link, are one lane.
+    """
     if path_problem(project, "project") is not None:
         raise table.fail("project", "'project' must be a non-empty path")
-    project_path = os.path.normpath(os.path.join(directory, os.path.expanduser(project)))
+    project_path = os.path.realpath(os.path.join(directory, os.path.expanduser(project)))
     if not os.path.isdir(project_path):
         raise table.fail(
             "project", f"project directory {project_path!r} {_not_a_directory(project_path)}"

@@ -5,14 +5,20 @@ Contract (ide-backend-protocol.schema.json):
 - ``initialize`` comes first; any other request before it is answered -32002. Its result
   carries ``serverInfo {name, version}``, ``protocol: 1`` and the command list. The option
   ``initializationOptions.trusted: false`` declares the workspace untrusted (``build`` and
-  ``test`` jobs end ``denied``).
+  ``test`` jobs end ``denied``). ``initializationOptions.hostRequests`` says who serves plugin
+  backends' ``lithe/host/*`` requests: ``"serve"`` (the default: the supervisor serves those
+  it has handlers for, consenting to every program start, and forwards the others as
+  ``hostRequest`` events) or ``"client"`` (every one is forwarded to the client as a
+  ``hostRequest`` event, answered with ``lsp.hostResponse``).
 - Every Core command is a method of the same name, params = payload. A command's error is a
   JSON-RPC error whose ``data.code`` is the Core code (``invalid_request``, ...), with the
   Core message as the message.
-- Lanes push their ``job.started`` / ``job.output`` / ``job.finished`` notifications.
+- Lanes push their ``job.started`` / ``job.output`` / ``job.finished`` notifications, and
+  ``job.progress`` / ``job.record`` for a job started with ``report: true``.
 - ``$/cancelRequest`` answers the cancelled request with -32800 (the endpoint does that).
-- ``shutdown`` waits for the requests in flight, ends every lane and process, then answers
-  null; ``exit`` ends the server with 0 after ``shutdown`` and 1 otherwise. End of input
+- ``shutdown`` waits for the requests in flight (a ``*.waitEvents`` long poll answers at once,
+  with an empty batch, as if its timeout had passed), ends every lane and process, then
+  answers null; ``exit`` ends the server with 0 after ``shutdown`` and 1 otherwise. End of input
   without ``exit`` cleans up everything and exits 1, as does a broken frame header.
 - Every request received is answered exactly once, so no client waits forever, however the
   session ends: ``exit`` after ``shutdown`` waits for ``shutdown``'s reply; ``exit`` without
@@ -45,6 +51,7 @@ from protocol import (
 from .._core._core import PROTOCOL_VERSION, _version, open_core
 from .._endpoint import EndpointClosed, JSONRPCError, current_request_id, open_jsonrpc_endpoint
 from .._handles import take_over_stdio
+from .._plugin._host import AllowAll, RouteToClient
 from .._process._tree import DEFAULT_KILL_WAIT_MS, DEFAULT_TERM_GRACE_MS
 
 if TYPE_CHECKING:
@@ -54,6 +61,7 @@ if TYPE_CHECKING:
 
     from .._core._core import Core
     from .._endpoint import JSONRPCEndpoint
+    from .._plugin._host import HostPolicy
 
 __all__ = ("SERVER_NAME", "serve", "serve_stdio")
 
@@ -101,6 +109,10 @@ class _Server:
         self._answered = trio.Event()
         self._answered.set()
         self._request_scopes: set[trio.CancelScope] = set()
+        #: The scopes of ``*.waitEvents`` calls in flight: ``shutdown`` ends them with an
+        #: empty batch instead of waiting out their timeouts.
+        self._long_polls: set[trio.CancelScope] = set()
+        self._polls_ended = False
         #: Why the session is ending early (requests are then cancelled), or None.
         self._ending: str | None = None
         self.exited = trio.Event()
@@ -168,11 +180,22 @@ class _Server:
             try:
                 # The JSON-RPC id is the operation id, so ``$/cancelRequest`` can name it.
                 request_id = current_request_id.get()
-                return await core.call(
-                    method,
-                    params if params is not None else {},
-                    operation_id=None if request_id is None else str(request_id),
-                )
+                operation_id = None if request_id is None else str(request_id)
+                payload = params if params is not None else {}
+                if not method.endswith(".waitEvents"):
+                    return await core.call(method, payload, operation_id=operation_id)
+                with trio.CancelScope() as poll:
+                    if self._polls_ended:
+                        # Admitted before `shutdown`, started after it (tasks start in no
+                        # particular order).
+                        poll.cancel()
+                    self._long_polls.add(poll)
+                    try:
+                        return await core.call(method, payload, operation_id=operation_id)
+                    finally:
+                        self._long_polls.discard(poll)
+                # Ended by `shutdown`: what a timeout with nothing queued answers.
+                return {"events": [], "gap": False}
             except CoreError as exc:
                 raise jsonrpc_error_from(exc) from None
         finally:
@@ -183,7 +206,8 @@ class _Server:
     async def _initialize(self, params: JSONValue | None) -> JSONValue:
         try:
             trusted = _trusted_option(params)
-            core: Core = await self._nursery.start(self._run_core, trusted)
+            policy = _host_policy_option(params)
+            core: Core = await self._nursery.start(self._run_core, trusted, policy)
         except BaseException:
             # An `exit` while the Core opened has moved the lifecycle on already.
             if self.lifecycle.state is LifecycleState.INITIALIZING:
@@ -204,6 +228,11 @@ class _Server:
         }
 
     async def _shutdown(self) -> JSONValue:
+        # A long poll would hold `shutdown` for up to its timeout (days, at most): it
+        # answers now, as if its timeout had passed with nothing queued.
+        self._polls_ended = True
+        for poll in self._long_polls:
+            poll.cancel()
         await self._idle.wait()
         await self.close_core()
         return None
@@ -295,10 +324,14 @@ class _Server:
     # -- the Core and its events ---------------------------------------------------------
 
     async def _run_core(
-        self, trusted: bool, *, task_status: trio.TaskStatus[Core] = trio.TASK_STATUS_IGNORED
+        self,
+        trusted: bool,
+        policy: HostPolicy,
+        *,
+        task_status: trio.TaskStatus[Core] = trio.TASK_STATUS_IGNORED,
     ) -> None:
         try:
-            async with open_core(trusted=trusted) as core:
+            async with open_core(trusted=trusted, host_policy=policy) as core:
                 task_status.started(core)
                 await self._core_stop.wait()
         finally:
@@ -406,6 +439,20 @@ def _trusted_option(params: JSONValue | None) -> bool:
     return trusted
 
 
+def _host_policy_option(params: JSONValue | None) -> HostPolicy:
+    """``initializationOptions.hostRequests``: ``"serve"`` (default) or ``"client"``."""
+    options = params.get("initializationOptions") if isinstance(params, dict) else None
+    choice = options.get("hostRequests", "serve") if isinstance(options, dict) else "serve"
+    if choice == "serve":
+        return AllowAll()
+    if choice == "client":
+        return RouteToClient()
+    raise JSONRPCError(
+        int(ErrorCode.INVALID_PARAMS),
+        'initializationOptions.hostRequests must be "serve" or "client"',
+    )
+
+
 async def serve(
     receive_stream: trio.abc.ReceiveStream,
     send_stream: trio.abc.SendStream,
@@ -451,6 +498,8 @@ async def serve(
                     close_on_input_end=False,
                     # The Core checks every value and names the field it refuses.
                     finite_only=False,
+                    # However loaded, the client can always end the session.
+                    exempt_methods=frozenset({"shutdown"}),
                 ) as endpoint:
                     server.endpoint = endpoint
                     if not await server.run_session(endpoint, interrupt):

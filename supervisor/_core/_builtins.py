@@ -2,7 +2,8 @@
 
 ``process.run`` runs one command as a process tree inside the calling operation's cancel scope, so
 cancelling the operation ends the tree; ``job.*`` drive the lanes with :class:`ProcessJobRunner` and
-queue their ``job.started`` / ``job.output`` / ``job.finished`` events, which ``job.waitEvents`` /
+queue their ``job.started`` / ``job.output`` / ``job.progress`` / ``job.record`` /
+``job.finished`` events, which ``job.waitEvents`` /
 ``job.pollEvents`` drain and ``supervisor serve`` pushes as notifications.
 """
 
@@ -14,8 +15,10 @@ from typing import TYPE_CHECKING, Final
 
 from lanes import JobKind, JobRequest, open_lanes
 from protocol import invalid_field
+from protocol._json import fit_texts
 
 from .._api._process import DEFAULT_PROCESS_RUN_TIMEOUT_MS, MAX_OUTPUT_BYTES_LIMIT
+from .._endpoint import DEFAULT_MAX_BODY_BYTES
 from .._process._oneshot import DEFAULT_MAX_OUTPUT_BYTES, run_process
 from .._session._events import EventQueue
 from ._jobs import ProcessJobRunner, check_job_launch
@@ -33,6 +36,7 @@ if TYPE_CHECKING:
 
 __all__ = (
     "DEFAULT_PROCESS_RUN_TIMEOUT_MS",
+    "MAX_OUTPUT_ANSWER_BYTES",
     "MAX_OUTPUT_BYTES_LIMIT",
     "JobService",
     "ProcessService",
@@ -42,6 +46,13 @@ __all__ = (
 
 #: The longest a ``*.waitEvents`` call may block (ours): 10 minutes.
 MAX_WAIT_EVENTS_MS: Final = 600_000
+#: The most bytes ``stdout`` and ``stderr`` of a ``process.run`` answer take together once
+#: encoded as JSON: the frame-body limit less 64 KiB for the rest of the answer. Output is
+#: kept as bytes but sent as JSON text, where a control character takes six bytes
+#: (``\u0000``) and an invalid byte three (U+FFFD), so 16 MiB of NUL bytes would make a
+#: 96 MiB frame; past this bound each stream keeps the head that fits its fair share, and
+#: ``truncated`` is true.
+MAX_OUTPUT_ANSWER_BYTES: Final = DEFAULT_MAX_BODY_BYTES - 64 * 1024
 
 
 def process_run_timeout_ms(payload: ProcessRun) -> int | None:
@@ -70,7 +81,13 @@ class ProcessService:
             timeout_ms=process_run_timeout_ms(payload),
             max_output_bytes=payload.max_output_bytes or DEFAULT_MAX_OUTPUT_BYTES,
         )
-        return result.to_wire()
+        wire = result.to_wire()
+        (wire["stdout"], wire["stderr"]), cut = fit_texts(
+            [result.stdout, result.stderr], MAX_OUTPUT_ANSWER_BYTES
+        )
+        if cut:
+            wire["truncated"] = True
+        return wire
 
 
 @asynccontextmanager
@@ -121,6 +138,7 @@ class JobService:
             env=payload.env,
             timeout_ms=payload.timeout_milliseconds,
             supersede=bool(payload.supersede),
+            report=bool(payload.report),
         )
         return {"jobId": self.lanes.start_job(check_job_launch(request))}
 

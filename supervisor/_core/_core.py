@@ -43,23 +43,37 @@ from protocol import (
 
 from .. import _api
 from .._api._helpers import CommandHelpers
-from .._boundary import cut_utf8, fault_point, internal_message, log_failure, split_failure
+from .._boundary import (
+    cut_utf8,
+    fault_point,
+    internal_message,
+    log_failure,
+    raise_single,
+    single_exception,
+    split_failure,
+)
 from .._dap._service import open_debug_service
 from .._lsp._service import open_lsp_service
+from .._plugin._host import HostEnvironment
+from .._plugin._host_workspace import open_workspace_service
+from .._plugin._run_service import open_run_service
 from .._process._reaper import reap_adopted_children, reap_orphans
 from .._session._events import DEFAULT_MAX_EVENTS
 from .._terminal._service import open_terminal_service
 from ._builtins import JobService, open_job_service, open_process_service
 from ._context import _current_operation_id, current_operation_id
 from ._service import LanguageServerCommands, OwnedResources, ServiceContext
+from ._subscription import EVENT_SOURCES, EventSubscription
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Sequence
+    from pathlib import Path
     from types import TracebackType
 
     from lanes import Lanes
     from protocol import JSONObject, JSONValue
 
+    from .._plugin._host import HostPolicy
     from .._session._events import EventQueue
     from ._service import CommandHandler, Service, ServiceFactory
 
@@ -84,6 +98,8 @@ DEFAULT_SERVICES: Final[tuple[ServiceFactory, ...]] = (
     open_lsp_service,
     open_terminal_service,
     open_debug_service,
+    open_workspace_service,
+    open_run_service,
 )
 
 
@@ -374,6 +390,8 @@ async def open_core(
     trusted: bool = True,
     max_events: int = DEFAULT_MAX_EVENTS,
     services: Sequence[ServiceFactory] = DEFAULT_SERVICES,
+    host_policy: HostPolicy | None = None,
+    plugin_state_root: Path | None = None,
 ) -> AsyncIterator[Core]:
     """Start a Core and close it when the block ends.
 
@@ -382,14 +400,45 @@ async def open_core(
             ``denied`` without starting (ide-backend-protocol ``initialize`` option).
         max_events: The bound of each event queue (job events, session events).
         services: The services to open (:data:`DEFAULT_SERVICES`).
+        host_policy: The embedding host's decisions for plugin backends' host requests
+            (:class:`~supervisor._plugin._host.HostPolicy`); None: allow all.
+        plugin_state_root: Where plugin state directories and the host secret live; None:
+            ``$XDG_STATE_HOME/trio-process-supervisor/plugins``.
 
     Yields:
         The running :class:`Core`.
+
+    Raises:
+        BaseException: An exception raised in the block leaves it as itself, not wrapped in
+            the exception groups of the nurseries it crossed (Trio's strict exception groups
+            stay on inside); a group leaves only when it holds two or more.
 
     **Cancellation:** leaving the block, normally, by error or by cancellation, cancels every
     operation, ends every lane and waits (shielded, bounded by each process tree's own bounds)
     until every process the Core started is gone.
     """
+    try:
+        async with _open_core(
+            trusted=trusted,
+            max_events=max_events,
+            services=services,
+            host_policy=host_policy,
+            plugin_state_root=plugin_state_root,
+        ) as core:
+            yield core
+    except BaseExceptionGroup as group:
+        raise_single(group)
+
+
+@asynccontextmanager
+async def _open_core(
+    *,
+    trusted: bool,
+    max_events: int,
+    services: Sequence[ServiceFactory],
+    host_policy: HostPolicy | None,
+    plugin_state_root: Path | None,
+) -> AsyncIterator[Core]:
     # Invariant 8: processes left by supervisors that died (SIGKILL, crash) end at our start.
     reap_orphans()
     async with trio.open_nursery() as nursery:
@@ -416,14 +465,18 @@ async def open_core(
                         session_id, command, arguments, timeout_ms
                     )
 
+                host = HostEnvironment.default(host_policy, plugin_state_root)
                 context = ServiceContext(
                     nursery=nursery,
                     trusted=trusted,
                     max_events=max_events,
                     owner_ended=owner_ended,
                     language_server_command=language_server_command,
+                    host=host,
                 )
                 opened = [await stack.enter_async_context(f(context)) for f in services]
+                host.attach(opened)
+                host.nursery = nursery
                 owning += [s for s in opened if isinstance(s, OwnedResources)]
                 commanding += [s for s in opened if isinstance(s, LanguageServerCommands)]
                 core = Core(opened)
@@ -495,7 +548,7 @@ class CoreThread:
         try:
             trio.run(self._main)
         except BaseException as exc:
-            self._error = exc
+            self._error = single_exception(exc)
             logger.exception("the Core thread failed")
         finally:
             self._ready.set()
@@ -537,6 +590,42 @@ class CoreThread:
             return _dumps(
                 envelope_error(request_id if isinstance(request_id, str | int) else None, contained)
             )
+
+    def events(self, kind: str = "job", source_id: str | None = None) -> EventSubscription:
+        """Receive a source's events as a blocking iterator, without a polling loop.
+
+        ``for event in core.events("lsp", session_id): ...`` yields each event of that
+        language-server session as ``lsp.waitEvents`` returns it, in order, blocking while
+        there is none; ``core.events()`` does the same for the job lanes. The iteration ends
+        when the subscription is closed (``close()``, or leaving ``with core.events(...)``),
+        when the session or terminal is gone, or when this CoreThread closes. An iterator
+        rather than a callback: nothing of the caller runs on the Core's thread, and the
+        consumer sets the pace (the Core's queue of the source is bounded and reports
+        dropped events; see :class:`EventSubscription`).
+
+        Args:
+            kind: ``"job"``, ``"lsp"``, ``"debug"`` or ``"terminal"``.
+            source_id: The session id (``lsp``, ``debug``) or terminal id (``terminal``);
+                None for ``job``.
+
+        Returns:
+            An :class:`EventSubscription`.
+
+        Raises:
+            ValueError: An unknown ``kind``, or ``source_id`` missing or given where the
+                kind takes none.
+            RuntimeError: The CoreThread is not running.
+        """
+        if kind not in EVENT_SOURCES:
+            raise ValueError(f"kind must be one of {', '.join(EVENT_SOURCES)}, not {kind!r}")
+        if (EVENT_SOURCES[kind][1] is None) != (source_id is None):
+            raise ValueError(
+                "job events take no source_id"
+                if kind == "job"
+                else f"{kind} events need a source_id"
+            )
+        core, token = self._require()
+        return EventSubscription._create(core, token, kind, source_id)
 
     def cancel_operation(self, operation_id: str) -> int:
         """Cancel an operation from any thread.

@@ -20,6 +20,22 @@ is :meth:`ProcessTree.aclose`: SIGTERM to the group, ``term_grace_ms`` of grace,
 a sweep by marker and ancestry, then at most ``kill_wait_ms`` before survivors are only
 reported. The runner never applies the job's timeout: the lanes driver's cancel scope does.
 
+The report channel. A job started with ``report`` (``job.start {report: true}``, a lanes
+file's ``report = true``) gets one more pipe, apart from its output: its write end is the
+job's fd 3, named by ``SUPERVISOR_REPORT_FD`` in its environment (a job without ``report``
+gets no such descriptor, and the variable is removed from its environment, so a nested
+supervisor's jobs never write into their parent's channel). Each line written there is one
+JSON object: ``{"progress": {"finished": N, "total": M}}`` (integers, ``0 <= N <= M``)
+becomes ``job.progress``, any other object a ``job.record`` carrying it. A line longer than
+:data:`MAX_REPORT_LINE_BYTES`, one that is not a JSON object (or holds a lone surrogate, a
+non-finite number, nesting deeper than 512 levels), or a malformed progress report is
+ignored: the first one is named in one ``[supervisor: ...]`` line on the job's stderr, the
+total at job end; the job and its lane go on. The lanes bound the events (progress
+coalesced, records counted per job: :class:`lanes.Lanes`). The pipe's write end exists in
+the job's process tree only (created close-on-exec, placed by the spawn's file actions, our
+copy closed once the job started), and its read end is drained like the output: at most
+``drain_ms`` after the main process exited.
+
 Boundary: a job is a supervision boundary. An unexpected exception while a job runs (ours, or
 a library's) leaves the runner after its tree was ended by the same shielded stop ladder; the
 lanes driver then finishes that job ``failed`` with ``errorCode: "internal"`` and the
@@ -38,7 +54,8 @@ from typing import TYPE_CHECKING, Final
 
 import trio
 
-from protocol import CoreError
+from protocol import CoreError, check_request_values
+from protocol._json import loads
 
 from .._boundary import fault_point
 from .._process._oneshot import _Capture, _Multiplexer
@@ -58,13 +75,24 @@ if TYPE_CHECKING:
 
     from .._process._tree import ProcessTree, TreeEndReport
 
-__all__ = ("DEFAULT_DRAIN_MS", "ProcessJobRunner", "check_job_launch", "job_cwd")
+__all__ = (
+    "DEFAULT_DRAIN_MS",
+    "MAX_REPORT_LINE_BYTES",
+    "REPORT_FD_ENV",
+    "ProcessJobRunner",
+    "check_job_launch",
+    "job_cwd",
+)
 
 #: How long output is still read after the main process exited, in milliseconds
 #: (ours): a grandchild holding a pipe open must not stretch the job's end.
 DEFAULT_DRAIN_MS: Final = 500
 #: Bytes asked for per read of a pipe.
 _READ_BYTES: Final = 65536
+#: The environment variable that names a reporting job's report descriptor.
+REPORT_FD_ENV: Final = "SUPERVISOR_REPORT_FD"
+#: The longest report line, newline excluded, in bytes (ours; a job.output event's bound).
+MAX_REPORT_LINE_BYTES: Final = 64 * 1024
 
 
 class ProcessJobRunner:
@@ -128,18 +156,42 @@ class ProcessJobRunner:
         then ``trio.Cancelled`` propagates.
         """
         request = job.request
-        # No scheduler pass after the spawn: the multiplexer's first wait is that pass.
-        tree = await _open_tree(
-            request.argv,
-            cwd=job_cwd(request),
-            env=request.env,
-            stdin=DEVNULL,
-            yield_after_spawn=False,
-        )
+        env = dict(request.env or {})
+        reader: _ReportReader | None = None
+        pass_fd: tuple[int, str] | None = None
+        if request.report:
+            read_end, write_end = os.pipe2(os.O_CLOEXEC)
+            reader = _ReportReader(job, trio.lowlevel.FdStream(read_end), emit_output)
+            pass_fd = (write_end, REPORT_FD_ENV)
+        else:
+            env[REPORT_FD_ENV] = None
+        try:
+            # No scheduler pass after the spawn: the multiplexer's first wait is that pass.
+            tree = await _open_tree(
+                request.argv,
+                cwd=job_cwd(request),
+                env=env,
+                stdin=DEVNULL,
+                pass_fd=pass_fd,
+                yield_after_spawn=False,
+            )
+        except BaseException:
+            if reader is not None:
+                reader.stream.close()
+            raise
+        finally:
+            if pass_fd is not None:
+                # The job has its copy: EOF comes when its tree has closed every one.
+                os.close(pass_fd[0])
         try:
             fault_point("job.spawn")
-            await self._supervise(tree, emit_output)
+            if reader is None:
+                await self._supervise(tree, emit_output)
+            else:
+                await self._supervise_reporting(tree, emit_output, reader)
         finally:
+            if reader is not None:
+                reader.close()
             exited_alone = tree.returncode is not None
             report = await self._end(tree)
             _record_exit(job, report.returncode)
@@ -166,6 +218,22 @@ class ProcessJobRunner:
                 term_grace_ms=self.term_grace_ms, kill_wait_ms=self.kill_wait_ms
             )
         return report
+
+    async def _supervise_reporting(
+        self,
+        tree: ProcessTree,
+        emit_output: Callable[[str, str], None],
+        reader: _ReportReader,
+    ) -> None:
+        """:meth:`_supervise`, with the report pipe read by a task of its own and drained
+        within the same bound after the main process's exit."""
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(reader.run)
+            await self._supervise(tree, emit_output)
+            exit_time = tree.exit_time if tree.exit_time is not None else trio.current_time()
+            with trio.move_on_at(exit_time + self.drain_ms / 1000):
+                await reader.done.wait()
+            nursery.cancel_scope.cancel()
 
     async def _supervise(self, tree: ProcessTree, emit_output: Callable[[str, str], None]) -> None:
         """Pump both pipes until the main process exits and the drain bound passes.
@@ -265,6 +333,111 @@ class _Pump:
             if rest:
                 self.emit_output(self.stream_name, rest)
             self.done.set()
+
+
+class _ReportReader:
+    """Reads a job's report pipe, cuts it into lines and reports each to the job's lanes."""
+
+    def __init__(
+        self, job: Job, stream: trio.lowlevel.FdStream, emit_output: Callable[[str, str], None]
+    ) -> None:
+        self.job = job
+        self.stream = stream
+        self.emit_output = emit_output
+        self.done = trio.Event()
+        self._buffer = bytearray()
+        self._skipping = False  # inside a line past the bound: dropped up to its newline
+        self._lines = 0
+        self._ignored = 0
+
+    async def run(self) -> None:
+        try:
+            while True:
+                try:
+                    data = await self.stream.receive_some(_READ_BYTES)
+                except (trio.BrokenResourceError, trio.ClosedResourceError):
+                    break
+                if not data:
+                    if self._buffer and not self._skipping:
+                        self._line(bytes(self._buffer))  # the last line, without a newline
+                    self._buffer.clear()
+                    break
+                self._feed(data)
+        finally:
+            self.done.set()
+
+    def _feed(self, data: bytes) -> None:
+        start = 0
+        while True:
+            newline = data.find(b"\n", start)
+            if newline < 0:
+                break
+            if self._skipping:
+                self._skipping = False
+            elif len(self._buffer) + newline - start > MAX_REPORT_LINE_BYTES:
+                self._buffer.clear()
+                self._too_long()
+            else:
+                self._buffer += data[start:newline]
+                line, self._buffer = bytes(self._buffer), bytearray()
+                self._line(line)
+            start = newline + 1
+        if self._skipping:
+            return
+        self._buffer += data[start:]
+        if len(self._buffer) > MAX_REPORT_LINE_BYTES:
+            # Memory stays bounded: the rest of this line is dropped as it comes.
+            self._buffer.clear()
+            self._skipping = True
+            self._too_long()
+
+    def _too_long(self) -> None:
+        self._lines += 1
+        self._ignore(f"it is longer than {MAX_REPORT_LINE_BYTES} bytes")
+
+    def _line(self, line: bytes) -> None:
+        line = line.strip()
+        if not line:
+            return
+        self._lines += 1
+        try:
+            value = loads(line, finite_only=True)
+            check_request_values(value, "report")
+        except (ValueError, CoreError) as exc:
+            self._ignore(f"it is not JSON ({getattr(exc, 'message', exc)})")
+            return
+        if not isinstance(value, dict):
+            self._ignore("it is not a JSON object")
+            return
+        if "progress" in value and len(value) == 1:
+            progress = value["progress"]
+            if not isinstance(progress, dict) or set(progress) != {"finished", "total"}:
+                self._ignore('progress must be an object {"finished": N, "total": M}')
+                return
+            try:
+                self.job.report_progress(progress["finished"], progress["total"])  # type: ignore[arg-type]
+            except (TypeError, ValueError) as exc:  # the counts are checked there
+                self._ignore(f"progress {exc}")
+        else:
+            self.job.report_record(value, size=len(line))
+
+    def _ignore(self, why: str) -> None:
+        self._ignored += 1
+        if self._ignored == 1:
+            self.emit_output(
+                "stderr",
+                f"\n[supervisor: report line {self._lines} ignored: {why}; later bad report"
+                " lines are counted at the job's end]\n",
+            )
+
+    def close(self) -> None:
+        """Close the pipe (idempotent) and name the ignored lines, if more than one."""
+        self.stream.close()
+        if self._ignored > 1:
+            self.emit_output(
+                "stderr", f"\n[supervisor: {self._ignored} report lines were ignored]\n"
+            )
+            self._ignored = 1
 
 
 def job_cwd(request: JobRequest) -> str:

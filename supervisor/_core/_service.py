@@ -21,6 +21,8 @@ if TYPE_CHECKING:
 
     from protocol import JSONObject, JSONValue
 
+    from .._plugin._host import HostEnvironment
+
 __all__ = (
     "CommandHandler",
     "LanguageServerCommands",
@@ -49,6 +51,24 @@ def declared(
     """
     handler.__dict__["takes_declaration"] = True
     return handler  # type: ignore[return-value]
+
+
+async def call_command(
+    handlers: Mapping[str, CommandHandler], command: str, payload: JSONObject
+) -> JSONValue:
+    """Call ``command``'s handler from inside the Core (one service serving another), with
+    the payload decoded as the Core decodes it for a handler marked :func:`declared`.
+
+    Raises:
+        CoreError: ``invalid_request`` when ``payload`` does not match the declaration;
+            whatever the handler raises.
+    """
+    from .. import _api  # the declarations import the services' constants
+
+    handler = handlers[command]
+    if getattr(handler, "takes_declaration", False):
+        return await handler(_api.validate_payload(command, payload))
+    return await handler(payload)
 
 
 async def _no_owned_resources(owner: str) -> None:
@@ -83,6 +103,9 @@ class ServiceContext:
             server session, answered with its result (a debug adapter hosted by a language
             server, plugin-contract.md ``tcpLanguageServer``). The Core routes it to the
             service implementing :class:`LanguageServerCommands`.
+        host: The host services plugin backends ask for (workspace contexts, the dispatch
+            table, the embedding host's policy), shared by every service of the Core;
+            None outside a Core (plugin backends' host requests then go to the client).
     """
 
     nursery: trio.Nursery
@@ -92,6 +115,7 @@ class ServiceContext:
     language_server_command: Callable[[str, str, list[JSONValue], int], Awaitable[JSONValue]] = (
         _no_language_servers
     )
+    host: HostEnvironment | None = None
 
 
 @runtime_checkable

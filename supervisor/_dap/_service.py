@@ -307,6 +307,45 @@ class DebugService:
             "adapterPid": session.adapter_pid,
         }
 
+    async def start_session(
+        self,
+        *,
+        adapter: JSONObject,
+        adapter_id: str,
+        root_path: str,
+        request: str,
+        configuration: JSONObject,
+    ) -> str:
+        """A session on ``adapter``, launched or attached with ``configuration`` (a plugin
+        backend's ``lithe/host/debug/start``); the answer waits for the adapter's response.
+
+        Returns:
+            The new session's id; the client drives it with the ``debug.*`` commands.
+
+        Raises:
+            CoreError: as ``debug.createSession`` and ``debug.launch``/``debug.attach``; a
+                session whose launch or attach failed is stopped and forgotten.
+        """
+        created = await self._create_session(
+            {"adapterId": adapter_id, "adapter": adapter, "rootPath": root_path}
+        )
+        assert isinstance(created, dict)
+        session_id = str(created["sessionId"])
+        session = self._sessions[session_id]
+        try:
+            await session.run_operation(
+                f"debug.{request}",
+                None,
+                None,
+                lambda op: session.start(request, configuration, op),
+            )
+        except BaseException:
+            with trio.CancelScope(shield=True):
+                await session.stop()
+            self._sessions.remove(session_id)
+            raise
+        return session_id
+
     async def _start_child(
         self, parent: DebugSession, spec: AdapterSpec, nursery: trio.Nursery
     ) -> DebugSession:

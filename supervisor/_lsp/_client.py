@@ -109,10 +109,18 @@ def _at(capabilities: JSONValue, path: tuple[str, ...]) -> JSONValue:
 
 
 def _dynamic(node: JSONValue) -> bool:
-    if isinstance(node, dict):
-        return node.get("dynamicRegistration") is True or any(
-            _dynamic(value) for value in node.values()
-        )
+    """Whether any object inside ``node`` says ``dynamicRegistration: true``.
+
+    A loop, not recursion: capabilities may nest as deep as the JSON limit (512 levels),
+    deeper than Python's recursion limit allows when each level costs frames.
+    """
+    pending = [node]
+    while pending:
+        current = pending.pop()
+        if isinstance(current, dict):
+            if current.get("dynamicRegistration") is True:
+                return True
+            pending.extend(value for value in current.values() if isinstance(value, dict))
     return False
 
 
@@ -158,7 +166,7 @@ def check_client_policy(capabilities: JSONValue, host_requests: JSONValue) -> Cl
     Raises:
         CoreError: ``invalid_request`` for a non-object, a bad list, or capabilities that
             declare a server request neither the session nor the host answers
-            (``details.undeclaredHandlers`` lists them).
+            (``details.unservedRequests`` lists them).
     """
     if capabilities is None:
         capabilities = DEFAULT_CLIENT_CAPABILITIES

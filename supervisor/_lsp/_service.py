@@ -19,18 +19,21 @@ calls"): ``lsp.configureFunctionRelay``.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import os
+import pathlib
 import time
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Final
 
 import trio
 
-from protocol import MAX_ECHO_BYTES, MAX_MILLISECONDS, CoreError, cut_utf8, echo
+from protocol import MAX_ECHO_BYTES, MAX_MILLISECONDS, CoreError, cut_utf8, echo, lookup_error
 
 from .._core._context import current_operation_id
 from .._core._payload import (
+    MAX_COUNT,
     optional_env,
     optional_positive_int,
     optional_str,
@@ -39,8 +42,24 @@ from .._core._payload import (
     require_str,
 )
 from .._endpoint import JSONRPCError
+from .._plugin._launch import (
+    LaunchPlan,
+    call_launch_function,
+    decode_resolved_launch,
+    parse_launch_plan,
+    prepare_directories,
+    remove_temporary_directory,
+    resolve_launch,
+)
 from .._plugin._relay import FunctionRelay, ProviderHandle
-from .._plugin._state import check_function_request, check_host_services, function_timeout_ms
+from .._plugin._state import (
+    NOTIFICATION_BYTES,
+    HostRefusal,
+    check_function_request,
+    check_host_services,
+    function_timeout_ms,
+)
+from .._plugin._workspace import context_expired
 from .._process._tree import open_process_tree
 from .._session._events import EventQueue
 from .._session._registry import SessionRegistry
@@ -71,11 +90,18 @@ if TYPE_CHECKING:
     from protocol import JSONObject, JSONValue
 
     from .._core._service import CommandHandler, ServiceContext
+    from .._plugin._host import HostEnvironment
     from .._process._tree import ProcessTree
 
-__all__ = ("LspService", "open_lsp_service", "parse_start")
+__all__ = ("LspService", "open_lsp_service", "parse_launch_start", "parse_start")
 
 logger = logging.getLogger("supervisor.lsp")
+
+#: plugin-contract.md "Language server host methods": the grant of the methods and of the
+#: notifications to the backend.
+LANGUAGE_SERVER_GRANT: Final = "lithe/host/languageServer/request"
+DID_CHANGE_STATE: Final = "lithe/host/languageServer/didChangeState"
+DID_RECEIVE_NOTIFICATION: Final = "lithe/host/languageServer/didReceiveNotification"
 
 #: plugin-contract.md: at most 8 gates; list bounds of a session policy.
 MAX_GATES: Final = 8
@@ -249,6 +275,32 @@ def _parse_restart(value: JSONValue) -> tuple[bool, RestartBudget]:
     )
 
 
+def _parse_contribution(value: JSONValue) -> tuple[str, JSONObject] | None:
+    """``contribution {pluginID, context: {contextID, generation}}``: whose server this is
+    and the workspace context it runs for (plugin-contract.md "Language server host
+    methods": a backend names a server by context and serverID)."""
+    if value is None:
+        return None
+    message = "contribution must be {pluginID, context: {contextID, generation}}"
+    if not isinstance(value, dict) or set(value) != {"pluginID", "context"}:
+        raise _invalid(message, "contribution")
+    plugin_id = value.get("pluginID")
+    context = value.get("context")
+    if (
+        not isinstance(plugin_id, str)
+        or not plugin_id
+        or not isinstance(context, dict)
+        or set(context) != {"contextID", "generation"}
+        or not isinstance(context.get("contextID"), str)
+        or not context.get("contextID")
+        or isinstance(context.get("generation"), bool)
+        or not isinstance(context.get("generation"), int)
+        or not 1 <= context["generation"] <= MAX_COUNT  # type: ignore[operator]
+    ):
+        raise _invalid(message, "contribution")
+    return plugin_id, dict(context)
+
+
 def parse_start(payload: JSONObject) -> LspServerSpec:
     """Validate an ``lsp.startServer`` payload; nothing is started.
 
@@ -294,6 +346,7 @@ def parse_start(payload: JSONObject) -> LspServerSpec:
         host_services = check_host_services(payload["hostServices"])
 
     client = check_client_policy(payload.get("clientCapabilities"), payload.get("hostRequests"))
+    contribution = _parse_contribution(payload.get("contribution"))
 
     def ms(name: str, default: int, maximum: int = _MAX_TIMEOUT_MS) -> int:
         value = optional_positive_int(payload, name, maximum=maximum)
@@ -315,6 +368,7 @@ def parse_start(payload: JSONObject) -> LspServerSpec:
         host_services=host_services,
         workspace_state=workspace_state,
         client=client,
+        contribution=contribution,
     )
     return LspServerSpec(
         **{
@@ -336,6 +390,66 @@ def parse_start(payload: JSONObject) -> LspServerSpec:
             ),
         }
     )
+
+
+def parse_launch_start(payload: JSONObject) -> tuple[LaunchPlan | None, JSONObject]:
+    """Split an ``lsp.startServer`` payload with a ``launchPlan`` (pure; nothing started).
+
+    plugin-contract.md "Process start": the plan gives the executable, its arguments and
+    ``initializationOptions`` (as launch templates), so the payload must not give them too. A
+    plugin backend's plan (``launchPlan.backend: true``, with ``pluginId``) starts in its
+    state directory, which is also its root (``${stateDir}``; plugin-contract.md "Plugin
+    backend"), so ``workingDirectory`` and ``rootUri`` are not given either.
+
+    Returns:
+        ``(plan, payload)``: the parsed plan (None without ``launchPlan``) and the payload
+        for :func:`parse_start`, its executable a placeholder that :func:`resolve_launch`
+        replaces.
+
+    Raises:
+        CoreError: ``invalid_request`` for a field the plan owns, a backend plan without
+            ``pluginId``; the codes of :func:`parse_launch_plan`.
+    """
+    if "launchPlan" not in payload:
+        return None, payload
+    for name in ("executable", "arguments", "initializationOptions"):
+        if name in payload:
+            raise _invalid(f"{name} comes from launchPlan; give one of them", name)
+    plan = parse_launch_plan(payload["launchPlan"])
+    # plugin-contract.md "Launch templates": the host uses the plan's owner, not an identity
+    # it read elsewhere, for the session it starts.
+    contribution = payload.get("contribution")
+    for name, claimed in (
+        ("pluginId", payload.get("pluginId")),
+        ("contribution", contribution.get("pluginID") if isinstance(contribution, dict) else None),
+    ):
+        if plan.owner is not None and claimed is not None and claimed != plan.owner:
+            raise _invalid(f"{name} is not the launch plan's owner {echo(plan.owner)}", name)
+    rest = {key: value for key, value in payload.items() if key != "launchPlan"}
+    rest["executable"] = plan.plugin_dir
+    if plan.backend:
+        if "pluginId" not in payload:
+            raise _invalid("a plugin backend's launchPlan needs pluginId", "pluginId")
+        for name in ("workingDirectory", "rootUri"):
+            if name in payload:
+                raise _invalid(
+                    f"a plugin backend starts in its state directory; {name} is not given", name
+                )
+        rest["workingDirectory"] = plan.state_dir
+        rest["rootUri"] = pathlib.Path(plan.state_dir).as_uri()
+    return plan, rest
+
+
+def _fact_owner(payload: JSONObject) -> str | None:
+    """The plugin a start's facts belong to: its backend's ``pluginId``, else the plugin the
+    server is a contribution of (``contribution.pluginID`` or ``launchPlan.owner.pluginID``)."""
+    candidates: list[JSONValue] = [payload.get("pluginId")]
+    for name, key in (("contribution", "pluginID"), ("launchPlan", "owner")):
+        value = payload.get(name)
+        if isinstance(value, dict):
+            inner = value.get(key)
+            candidates.append(inner.get("pluginID") if isinstance(inner, dict) else inner)
+    return next((c for c in candidates if isinstance(c, str) and c), None)
 
 
 def _events_of(session: LspSession) -> EventQueue:
@@ -362,8 +476,13 @@ class LspService:
         nursery: trio.Nursery,
         max_events: int,
         owner_ended: Callable[[str], Awaitable[None]] | None = None,
+        host: HostEnvironment | None = None,
     ) -> None:
         self._nursery = nursery
+        #: The Core's host services for plugin backends (None: all go to the client).
+        self.host = host
+        if host is not None:
+            host.contexts.listen(self._contexts_changed)
         self._max_events = max_events
         self._owner_ended = owner_ended
         self._sessions: SessionRegistry[LspSession] = SessionRegistry(
@@ -371,6 +490,9 @@ class LspService:
         )
         #: Cross-plugin calls between this service's plugin-owned sessions.
         self.relay = FunctionRelay(self._relay_provider)
+        #: ``setStatus`` of contributed servers, by session id; the last reported state.
+        self._statuses: dict[str, JSONObject] = {}
+        self._server_states: dict[str, tuple[int, str]] = {}
         #: Plugins whose backend is being started (between the check and the registration).
         self._starting_plugins: set[str] = set()
 
@@ -447,17 +569,62 @@ class LspService:
             )
 
     async def _start(self, payload: JSONObject) -> JSONValue:
+        try:
+            plan, payload = parse_launch_start(payload)
+        except CoreError as exc:
+            owner = _fact_owner(payload)
+            if owner is not None and exc.code != "invalid_request":
+                launch_failure_fact(owner, exc, trio.current_time() * 1000)
+            raise
         spec = parse_start(payload)
         if spec.plugin_id is None:
-            return await self._start_checked(spec)
+            return await self._start_checked(spec, plan)
         self._check_one_backend(spec.plugin_id)
         self._starting_plugins.add(spec.plugin_id)
         try:
-            return await self._start_checked(spec)
+            return await self._start_checked(spec, plan)
         finally:
             self._starting_plugins.discard(spec.plugin_id)
 
-    async def _start_checked(self, spec: LspServerSpec) -> JSONValue:
+    async def _start_checked(self, spec: LspServerSpec, plan: LaunchPlan | None) -> JSONValue:
+        # The first process is started before we answer, so launch_failed is this
+        # command's error and a refused start leaves no session behind.
+        started_at_ms = trio.current_time() * 1000
+        # plugin-contract.md "Backend-resolved launch": the scratch directory of this start,
+        # removed when the start fails or the server ends.
+        temporary_dir = plan.temporary_dir if plan is not None else None
+        try:
+            if plan is not None and plan.kind == "backend":
+                plan, spec = await self._resolve_with_backend(plan, spec)
+            if plan is not None:
+                # The launch plan's directories, package checks, executable and probes:
+                # after the payload was validated, before anything of the server starts.
+                resolved = await resolve_launch(plan, env=spec.env)
+                spec = dataclasses.replace(
+                    spec,
+                    argv=resolved.argv,
+                    env={**(spec.env or {}), **resolved.env},
+                    initialization_options=resolved.initialization_options,
+                )
+            state = spec.workspace_state
+            if state is not None:
+                try:
+                    await prepare(state)
+                except OSError as exc:
+                    raise CoreError(
+                        "launch_failed",
+                        f"could not prepare the workspace state directory: {exc.strerror or exc}",
+                        {"field": "workspaceState"},
+                    ) from None
+            tree = await open_process_tree(spec.argv, cwd=spec.cwd, env=spec.env)
+        except BaseException as exc:
+            if temporary_dir is not None:
+                with trio.CancelScope(shield=True):
+                    await remove_temporary_directory(temporary_dir)
+            owner = spec.plugin_id or (spec.contribution[0] if spec.contribution else None)
+            if isinstance(exc, CoreError) and owner is not None and exc.code != "invalid_request":
+                launch_failure_fact(owner, exc, started_at_ms)
+            raise
         session_id = self._sessions.new_id()
         session = LspSession(
             session_id,
@@ -468,33 +635,71 @@ class LspService:
             stderr_log_share=max(1, self._max_events // 4),
             owner_ended=self._owner_ended,
         )
-        # The first process is started before we answer, so launch_failed is this
-        # command's error and a refused start leaves no session behind.
-        started_at_ms = trio.current_time() * 1000
-        state = spec.workspace_state
-        if state is not None:
-            try:
-                await prepare(state)
-            except OSError as exc:
-                raise CoreError(
-                    "launch_failed",
-                    f"could not prepare the workspace state directory: {exc.strerror or exc}",
-                    {"field": "workspaceState"},
-                ) from None
-        try:
-            tree = await open_process_tree(spec.argv, cwd=spec.cwd, env=spec.env)
-        except CoreError as exc:
-            if spec.plugin_id is not None and exc.code == "launch_failed":
-                launch_failure_fact(spec.plugin_id, exc, started_at_ms)
-            raise
         if session.plugin is not None:
             session.plugin.relay = self.relay
-        await self._nursery.start(self._run_session, session, tree)
+            session.plugin.host = self.host
+        if spec.contribution is not None:
+            session.observer = self._server_event
+        await self._nursery.start(self._run_session, session, tree, temporary_dir)
         self._sessions.add(session_id, session)
         if state is not None and state.retention is not None:
             # "sweeps in the background after a start": the answer does not wait for it.
             self._nursery.start_soon(self._sweep_states, session, state)
         return {"sessionId": session_id}
+
+    async def _resolve_with_backend(
+        self, plan: LaunchPlan, spec: LspServerSpec
+    ) -> tuple[LaunchPlan, LspServerSpec]:
+        """A backend-resolved launch: the owner's backend answers, the answer is decoded.
+
+        The directories exist before the call; the answer's workspace configuration and
+        gates replace the payload's (its session policy carries the answer's gates).
+        """
+        assert plan.owner is not None
+        provider = self._relay_provider(plan.owner)
+        if provider is None:
+            raise CoreError(
+                "plugin.function.providerUnavailable",
+                f"the backend of {plan.owner} is not running",
+                {"field": "launchPlan.owner"},
+            )
+        await prepare_directories(plan)
+        host = self.host
+        if host is None or plan.context is None or host.contexts.revision == 0:
+            # A host that declared no contexts keeps them to itself: passed on unchecked.
+            answer = await call_launch_function(provider.endpoint, plan, spec.server_id)
+        else:
+            # An answer for a context that closed or changed meanwhile starts nothing;
+            # closing it cancels the call.
+            try:
+                context = host.contexts.resolve(plan.context)
+                with host.contexts.bound(context):
+                    answer = await call_launch_function(provider.endpoint, plan, spec.server_id)
+                if not host.contexts.is_current(context):
+                    raise context_expired(f"the context {context.context_id} changed")
+            except HostRefusal as refusal:
+                raise CoreError(
+                    refusal.code, refusal.message, {"field": "launchPlan.context"}
+                ) from None
+        decoded, config, raw_gates = decode_resolved_launch(
+            plan, answer, tool_definitions=plan.tool_definitions
+        )
+        try:
+            gates = _parse_gates(list(raw_gates)) if raw_gates else spec.gates
+        except CoreError as exc:
+            raise CoreError(
+                "plugin.launch.invalidResult", exc.message, {"field": "gates"}
+            ) from None
+        return decoded, dataclasses.replace(
+            spec,
+            gates=gates,
+            workspace_configuration=spec.workspace_configuration if config is None else config,
+        )
+
+    def _contexts_changed(self, revision: int) -> None:
+        for session in self._sessions.values():
+            if session.plugin is not None:
+                session.plugin.contexts_changed(revision)
 
     async def _sweep_states(self, session: LspSession, state: WorkspaceState) -> None:
         try:
@@ -509,10 +714,18 @@ class LspService:
         self,
         session: LspSession,
         tree: ProcessTree,
+        temporary_dir: str | None,
         *,
         task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED,
     ) -> None:
-        await session.run(tree, task_status=task_status)
+        try:
+            await session.run(tree, task_status=task_status)
+        finally:
+            if temporary_dir is not None:
+                # plugin-contract.md "Backend-resolved launch": the scratch directory of a
+                # start is removed when the server ends.
+                with trio.CancelScope(shield=True):
+                    await remove_temporary_directory(temporary_dir)
 
     async def _stop(self, payload: JSONObject) -> JSONValue:
         return await self._session(payload).stop()
@@ -529,10 +742,164 @@ class LspService:
             # Failed and waiting to restart: end it without a new start.
             await session.stop()
         self._sessions.remove(session.session_id)
+        self._statuses.pop(session.session_id, None)
+        self._server_states.pop(session.session_id, None)
         return {"destroyed": True}
 
     async def _snapshot(self, payload: JSONObject) -> JSONValue:
-        return self._session(payload).snapshot()
+        session = self._session(payload)
+        snapshot = session.snapshot()
+        if session.spec.contribution is not None:
+            status = self._statuses.get(session.session_id)
+            snapshot["pluginStatus"] = None if status is None else dict(status)
+        return snapshot
+
+    # -- language server host methods -------------------------------------------------------
+
+    def host_server(self, plugin_id: str, context: JSONObject, server_id: str) -> LspSession:
+        """The server ``serverID`` of ``plugin_id`` running for ``context``.
+
+        plugin-contract.md "Language server host methods": a server is named by context and
+        serverID (its languageID); the session is the one started with that ``contribution``.
+
+        Raises:
+            HostRefusal: -32026 ``foreignContribution`` when only another plugin has such a
+                server in the context; -32022 ``languageServerUnavailable`` when the plugin
+                has none running for this context (generation); -32010 ``permissionDenied``
+                for a server that declares no session (neither requestMethods nor
+                forwardNotifications).
+        """
+        candidates = [
+            session
+            for session in self._sessions.values()
+            if session.spec.contribution is not None
+            and session.spec.server_id == server_id
+            and session.spec.contribution[1]["contextID"] == context.get("contextID")
+        ]
+        own = [s for s in candidates if s.spec.contribution and s.spec.contribution[0] == plugin_id]
+        if candidates and not own:
+            raise host_refusal(
+                "plugin.host.foreignContribution",
+                f"the language server {echo(server_id)} belongs to another plugin",
+            )
+        running = [
+            s
+            for s in own
+            if not s.ended
+            and s.spec.contribution is not None
+            and s.spec.contribution[1]["generation"] == context.get("generation")
+        ]
+        if not running:
+            raise host_refusal(
+                "plugin.host.languageServerUnavailable",
+                f"the language server {echo(server_id)} is not running for this context",
+            )
+        session = running[-1]
+        policy = session.spec.policy
+        if not policy.request_methods and not policy.forward_notifications:
+            raise host_refusal(
+                "plugin.host.permissionDenied",
+                f"the language server {echo(server_id)} declares no plugin session",
+            )
+        return session
+
+    async def host_request(
+        self, session: LspSession, method: str, params: JSONObject, timeout_ms: int
+    ) -> JSONValue:
+        """``lithe/host/languageServer/request`` on ``session``: ``{value}``.
+
+        The session policy, gates, serialization, the 128-request bound and the deadline are
+        those of ``lsp.pluginServerRequest``. **Cancellation:** cancelling the caller (the
+        backend's ``$/cancelRequest``, the context closing) cancels the server request.
+
+        Raises:
+            HostRefusal: ``methodNotDeclared``, ``languageServerUnavailable``,
+                ``languageServerError`` (details ``{code, message}``), ``timeout``, ``busy``,
+                ``limitExceeded``, ``cancelled``.
+        """
+        payload: JSONObject = {
+            "sessionId": session.session_id,
+            "method": method,
+            "params": params,
+            "timeoutMilliseconds": timeout_ms,
+        }
+        try:
+            return await self._plugin_request(payload)
+        except CoreError as exc:
+            raise _as_refusal(exc) from None
+
+    async def host_notify(
+        self, session: LspSession, method: str, params: JSONObject | None
+    ) -> JSONValue:
+        """``lithe/host/languageServer/notify`` on ``session``: ``{delivered}``.
+
+        Raises:
+            HostRefusal: as :meth:`host_request`.
+        """
+        payload: JSONObject = {"sessionId": session.session_id, "method": method}
+        if params is not None:
+            payload["params"] = params
+        try:
+            return await self._plugin_notify(payload)
+        except CoreError as exc:
+            raise _as_refusal(exc) from None
+
+    def set_status(self, session: LspSession, status: JSONObject) -> None:
+        """``lithe/host/languageServer/setStatus``: the plugin's preparation state of the
+        server's current generation; replaces the earlier one; a ``pluginStatus`` event on
+        the server's session and ``pluginStatus`` in its ``lsp.snapshot``. A new generation
+        starts without one; a stopped or crashed server has none."""
+        current: JSONObject = {"generation": session.generation, **status}
+        self._statuses[session.session_id] = current
+        session.events.put("pluginStatus", {"sessionId": session.session_id, **current})
+
+    def _server_event(self, session: LspSession, event: str, payload: JSONObject) -> None:
+        """A contributed server's state change or forwarded notification, to its plugin's
+        backends granted ``languageServer.request`` (``didChangeState``,
+        ``didReceiveNotification``)."""
+        assert session.spec.contribution is not None
+        plugin_id, context = session.spec.contribution
+        generation = payload.get("generation")
+        if not isinstance(generation, int):
+            return
+        base: JSONObject = {
+            "context": dict(context),
+            "serverID": session.spec.server_id,
+            "generation": generation,
+        }
+        if event == "stateChanged":
+            state = _HOST_SERVER_STATES.get(str(payload.get("state")))
+            status = self._statuses.get(session.session_id)
+            if status is not None and (
+                state in ("stopped", "crashed") or status.get("generation") != generation
+            ):
+                del self._statuses[session.session_id]
+            if state is None or self._server_states.get(session.session_id) == (generation, state):
+                return
+            self._server_states[session.session_id] = (generation, state)
+            self._tell_backends(plugin_id, DID_CHANGE_STATE, {**base, "state": state})
+            return
+        method = payload.get("method")
+        if not isinstance(method, str):
+            return
+        note: JSONObject = {**base, "method": method}
+        params = payload.get("params")
+        if params is not None:
+            if dumps(params) > NOTIFICATION_BYTES:
+                note["truncated"] = True
+            else:
+                note["params"] = params
+        self._tell_backends(plugin_id, DID_RECEIVE_NOTIFICATION, note)
+
+    def _tell_backends(self, plugin_id: str, method: str, params: JSONObject) -> None:
+        for session in self._sessions.values():
+            plugin = session.plugin
+            if (
+                plugin is not None
+                and plugin.plugin_id == plugin_id
+                and LANGUAGE_SERVER_GRANT in plugin.grants
+            ):
+                plugin.notify_backend(method, params)
 
     # -- documents -----------------------------------------------------------------------
 
@@ -912,6 +1279,28 @@ class LspService:
         return {"delivered": True}
 
 
+#: Our session states as ``didChangeState`` names them (``stopping`` is not one of them).
+_HOST_SERVER_STATES: Final = {
+    "starting": "starting",
+    "initializing": "starting",
+    "ready": "running",
+    "stopped": "stopped",
+    "failed": "crashed",
+}
+
+
+def host_refusal(code: str, message: str, details: JSONObject | None = None) -> HostRefusal:
+    """A ``plugin.host.*`` refusal with its catalog number."""
+    number = lookup_error(code).jsonrpc_code
+    return HostRefusal(-32603 if number is None else number, code, message, details)
+
+
+def _as_refusal(exc: CoreError) -> HostRefusal:
+    if exc.code.startswith("plugin.host."):
+        return host_refusal(exc.code, exc.message, exc.details)
+    return host_refusal("plugin.host.failed", exc.message)
+
+
 def _plugin_outcome(outcome: JSONObject | None) -> JSONValue:
     """Map a request's outcome to ``{value}`` or the plugin.host.* error."""
     if outcome is None:
@@ -947,7 +1336,7 @@ async def open_lsp_service(context: ServiceContext) -> AsyncIterator[LspService]
     exit-wait, TERM-grace and kill-wait bounds (8 s with the defaults).
     """
     async with trio.open_nursery() as nursery:
-        service = LspService(nursery, context.max_events, context.owner_ended)
+        service = LspService(nursery, context.max_events, context.owner_ended, context.host)
         try:
             yield service
         finally:

@@ -221,6 +221,11 @@ class LspServerSpec:
     workspace_state: WorkspaceState | None = None
     #: The declared client capabilities and the server requests the host answers.
     client: ClientPolicy = field(default_factory=ClientPolicy)
+    #: ``contribution``: the plugin that declares this server and the workspace context
+    #: ``{contextID, generation}`` it runs for, so the plugin's backend reaches it with the
+    #: ``lithe/host/languageServer/*`` methods (plugin-contract.md "Language server host
+    #: methods"); None for a server no backend talks to.
+    contribution: tuple[str, JSONObject] | None = None
 
 
 @dataclass(eq=False)
@@ -317,6 +322,10 @@ class LspSession(SessionResource[JSONObject]):
         self._owner_ended = owner_ended
         self.spec = spec
         self.events = events
+        #: Called with ``(session, event, params)`` for every ``stateChanged`` and
+        #: ``serverNotification`` event, after it is queued (the service tells the owning
+        #: plugin's backend); it must not block.
+        self.observer: Callable[[LspSession, str, JSONObject], None] | None = None
         self.state = LspState.STARTING
         self.documents = DocumentStore()
         self.capabilities: JSONObject = {}
@@ -439,9 +448,14 @@ class LspSession(SessionResource[JSONObject]):
     # -- events and state ----------------------------------------------------------------
 
     def _emit(self, event: str, params: JSONObject) -> None:
-        self.events.put(
-            event, {"sessionId": self.session_id, "generation": self.generation, **params}
-        )
+        payload: JSONObject = {
+            "sessionId": self.session_id,
+            "generation": self.generation,
+            **params,
+        }
+        self.events.put(event, payload)
+        if self.observer is not None and event in ("stateChanged", "serverNotification"):
+            self.observer(self, event, payload)
 
     def _transition(self, event: LspInput, **detail: JSONValue) -> None:
         previous = self.state
@@ -774,6 +788,24 @@ class LspSession(SessionResource[JSONObject]):
         gen.ready = True
         gen.settled.set()
         self._transition(LspInput.HANDSHAKE_DONE)
+        if self.plugin is not None:
+            await self._contained(
+                gen, "hostNotify", partial(self._send_host_notifications, endpoint)
+            )
+
+    async def _send_host_notifications(self, endpoint: JSONRPCEndpoint) -> None:
+        """Write the plugin runtime's queued host notifications, in order, while the
+        generation runs (plugin-contract.md "Host notifications"). An overflow of the queue
+        raises :class:`~supervisor._plugin._subscriptions.NotificationOverflow`, which ends
+        the session (a contained failure of this stage)."""
+        assert self.plugin is not None
+        queue = self.plugin.notifications
+        while True:
+            method, params = await queue.get()
+            try:
+                await endpoint.notify(method, params)
+            except EndpointClosed:
+                return  # the watchers say how the backend went
 
     async def _send_initialize(
         self, gen: _Generation, endpoint: JSONRPCEndpoint
@@ -1170,7 +1202,10 @@ class LspSession(SessionResource[JSONObject]):
         elif not gen.ended:
             gen.restart_requested = True
             gen.scope.cancel()
-        started = self._restart_started = self._restart_started or trio.Event()
+        # A second restart while the first waits joins it (a trio.Event has no truth value).
+        if self._restart_started is None:
+            self._restart_started = trio.Event()
+        started = self._restart_started
         await started.wait()
         return self.generation
 
@@ -1755,8 +1790,10 @@ class LspSession(SessionResource[JSONObject]):
 def launch_failure_code(exc: CoreError) -> str:
     """The ``host.*`` fact code of a start that made no process (plugin-contract.md
     "Structured plugin diagnostics"): ``host.executableUnavailable`` when the executable or
-    the working directory could not be resolved, ``host.launchFailed`` when the resolved
-    process could not be started."""
+    the working directory could not be resolved, ``host.planFailed`` when the launch plan
+    could not be made (a ``plugin.launch.*``, template or tool refusal, a failed
+    backend-resolved launch), ``host.launchFailed`` when the resolved process could not be
+    started."""
     details = exc.details or {}
     spawn_errno = details.get("errno")
     if isinstance(spawn_errno, int) and spawn_errno not in (
@@ -1767,6 +1804,12 @@ def launch_failure_code(exc: CoreError) -> str:
         return "host.launchFailed"
     if "executable" in details or "cwd" in details:
         return "host.executableUnavailable"
+    if exc.code in ("plugin.launch.missing", "plugin.runtime.missing"):
+        # A launch plan's executable or tool that could not be resolved.
+        return "host.executableUnavailable"
+    if exc.code != "launch_failed":
+        # A launch plan refused, or a backend-resolved launch that gave no usable answer.
+        return "host.planFailed"
     return "host.launchFailed"
 
 

@@ -41,6 +41,7 @@ from protocol import CoreError
 from .._boundary import fault_point, internal_message, run_contained
 from .._endpoint import EndpointClosed, JSONRPCError, ReplyWithoutResult, method_not_found
 from .._session._operations import Operation, OperationTable
+from ._host import HostCall
 from ._relay_state import RelayRefusal
 from ._state import (
     FUNCTION_RESULT_BYTES,
@@ -61,6 +62,7 @@ from ._state import (
     normalize_progress,
     validate_log_fact,
 )
+from ._subscriptions import DID_CHANGE_CONTEXTS, HostNotifications, Subscriptions
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -69,6 +71,7 @@ if TYPE_CHECKING:
 
     from .._endpoint import JSONRPCEndpoint
     from .._lsp._state import RateLimit
+    from ._host import HostEnvironment, HostHandler
     from ._relay import FunctionRelay
 
 __all__ = ("INVOKE_METHOD", "PluginRuntime", "experimental_offer", "plugin_channel", "route_fact")
@@ -183,6 +186,14 @@ class PluginRuntime:
         self.facts_rejected = 0
         #: The Core's relay (set by the LSP service); None: no relay, -32010 for its methods.
         self.relay: FunctionRelay | None = None
+        #: The Core's host services (set by the LSP service); None: every host request
+        #: goes to the client as ``hostRequest``.
+        self.host: HostEnvironment | None = None
+        #: Host notifications to the running backend, in order (the session sends them).
+        self.notifications = HostNotifications()
+        #: The live subscriptions of the running backend process.
+        self.subscriptions = Subscriptions(self.notify_backend)
+        self._serving = 0
 
     # -- lifecycle -----------------------------------------------------------------------
 
@@ -209,9 +220,12 @@ class PluginRuntime:
         """The process ended: end every call with the session's terminal error.
 
         Its registry goes with it; host requests end with their handler tasks (the
-        endpoint closing cancels them).
+        endpoint closing cancels them); its subscriptions are disposed and its queued host
+        notifications dropped, so a replacement process never hears of them.
         """
         self.version, self.registry = None, None
+        self.subscriptions.close()
+        self.notifications.clear()
         if self.relay is not None:
             self.relay.changed()
         for call in self._calls:
@@ -220,6 +234,29 @@ class PluginRuntime:
                 {"error": {"code": "languageServerUnavailable", "message": message, **extra}},
                 "unavailable",
             )
+
+    @property
+    def generation(self) -> int:
+        """The backend process's generation (0 before the first negotiation)."""
+        return self._generation
+
+    def notify_backend(self, method: str, params: JSONObject) -> None:
+        """Queue a host notification to the running backend (dropped when none runs)."""
+        if self.negotiated:
+            self.notifications.put(method, params)
+
+    def contexts_changed(self, revision: int) -> None:
+        """The open workspace contexts changed: ``didChangeContexts`` to a backend granted
+        ``workspace``; subscriptions of closed contexts are disposed."""
+        host = self.host
+        if host is None:
+            return
+        open_ids = {c.context_id for c in host.contexts.contexts}
+        for context_id in {s.context_id for s in self.subscriptions.live()}:
+            if context_id is not None and context_id not in open_ids:
+                self.subscriptions.dispose_context(context_id)
+        if "workspace" in self.grants:
+            self.notify_backend(DID_CHANGE_CONTEXTS, {"revision": revision})
 
     @property
     def negotiated(self) -> bool:
@@ -236,6 +273,8 @@ class PluginRuntime:
             "functions": _wire_list(self.registry.sorted_ids() if self.registry else []),
             "runningCalls": _wire_list(call.operation_id for call in self._calls),
             "pendingHostRequests": _wire_list(self._host),
+            "servedHostRequests": self._serving,
+            "subscriptions": len(self.subscriptions),
             "factsRejected": self.facts_rejected,
         }
 
@@ -437,16 +476,74 @@ class PluginRuntime:
                 }
             return capabilities
         if method == "lithe/host/subscriptions/dispose":
-            # Answered here; the host hears of it so it can stop the subscription's work.
-            self._emit("subscriptionDisposed", {"subscriptionID": body["subscriptionID"]})
+            subscription_id = str(body["subscriptionID"])
+            if not self.subscriptions.dispose(subscription_id):
+                # Not one of ours: the client's, which hears of it to stop its work.
+                self._emit("subscriptionDisposed", {"subscriptionID": subscription_id})
             return None
-        if len(self._host) >= MAX_PENDING_HOST_REQUESTS:
+        self._check_pending()
+        handler = self._handler(method)
+        try:
+            if handler is not None:
+                return await self._serve(method, body, handler)
+            return await self._forward(method, entry.service, body)
+        except HostRefusal as refusal:
+            raise JSONRPCError(refusal.number, refusal.message, refusal.data()) from None
+
+    def _check_pending(self) -> None:
+        """At most :data:`MAX_PENDING_HOST_REQUESTS` unanswered: forwarded, served here and
+        relayed calls together.
+
+        Raises:
+            JSONRPCError: -32014 ``plugin.host.limitExceeded``.
+        """
+        if len(self._host) + self._serving >= MAX_PENDING_HOST_REQUESTS:
             raise JSONRPCError(
                 -32014,
                 f"{MAX_PENDING_HOST_REQUESTS} host requests are already pending",
                 {"code": "plugin.host.limitExceeded"},
             )
-        return await self._host_request(method, entry.service, body)
+
+    def _handler(self, method: str) -> HostHandler | None:
+        host = self.host
+        if host is None or host.policy.routes_to_client(method):
+            return None
+        return host.table.get(method)
+
+    async def _serve(self, method: str, params: JSONObject, handler: HostHandler) -> JSONValue:
+        """Serve a host request here; one naming a context ends when the context does.
+
+        Raises:
+            HostRefusal: The handler's refusal, or ``contextExpired``.
+        """
+        host = self.host
+        assert host is not None
+        self._serving += 1
+        try:
+            if "context" not in params:
+                return await handler(HostCall(method, params, self, host))
+            context = host.contexts.resolve(params["context"])
+            result: JSONValue = None
+            with host.contexts.bound(context):
+                result = await handler(HostCall(method, params, self, host, context))
+            return result
+        finally:
+            self._serving -= 1
+
+    async def _forward(self, method: str, service: str, params: JSONObject) -> JSONValue:
+        """A host request for the client; bound to its context once the host declared any.
+
+        A host that never declared contexts (``workspace.setContexts``) keeps them to
+        itself: the context is passed on unchecked.
+        """
+        host = self.host
+        if host is None or host.contexts.revision == 0 or "context" not in params:
+            return await self._host_request(method, service, params)
+        context = host.contexts.resolve(params["context"])
+        result: JSONValue = None
+        with host.contexts.bound(context):
+            result = await self._host_request(method, service, params)
+        return result
 
     async def _relay_request(self, method: str, params: JSONValue) -> JSONValue:
         """Cross-plugin calls: ``lithe/host/functions/providers`` and ``.../invoke``.
@@ -471,7 +568,13 @@ class PluginRuntime:
         try:
             if method == "lithe/host/functions/providers":
                 return relay.providers(self, params)
-            return await relay.invoke(self, params)
+            # A relayed call is one of the session's unanswered host requests.
+            self._check_pending()
+            self._serving += 1
+            try:
+                return await relay.invoke(self, params)
+            finally:
+                self._serving -= 1
         except RelayRefusal as refusal:
             raise JSONRPCError(refusal.number, refusal.message, refusal.data()) from None
 

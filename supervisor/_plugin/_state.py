@@ -502,6 +502,13 @@ def _method_grant(
     return method, HostMethod(service, method, required, optional if optional is not None else {})
 
 
+#: Methods granted by another method's grant: ``terminal.create`` grants the six terminal
+#: methods (plugin-contract.md "Plugin-owned native terminals").
+_GRANTED_BY: Final = {
+    f"terminal/{name}": "terminal/create"
+    for name in ("show", "close", "reopen", "dispose", "onExit")
+}
+
 #: Host services, Workspace contexts and capability discovery, Public document, file and
 #: window methods: the requests Core types. ``credentials`` and ``workspace`` are service
 #: grants; the public methods are granted by their full method names. The methods Core
@@ -589,15 +596,18 @@ HOST_METHODS: Final[dict[str, HostMethod]] = dict(
         _method_grant("window/showInformation", _ctx(text=_string), {"actions": _any}),
         _method_grant("window/showWarning", _ctx(text=_string), {"actions": _any}),
         _method_grant("window/showError", _ctx(text=_string), {"actions": _any}),
+        # run/stop is granted by the run.start permission ("Run and debug sessions").
+        ("lithe/host/run/stop", HostMethod("run", "lithe/host/run/start", {}, None)),
         # Typed by their own services, not by Core: any object is passed on.
         *(
             (
                 f"lithe/host/{name}",
-                HostMethod(name.split("/", 1)[0], f"lithe/host/{name}", {}, None),
+                HostMethod(
+                    name.split("/", 1)[0], f"lithe/host/{_GRANTED_BY.get(name, name)}", {}, None
+                ),
             )
             for name in (
                 "run/start",
-                "run/stop",
                 "debug/start",
                 "terminal/create",
                 "terminal/show",
@@ -610,6 +620,7 @@ HOST_METHODS: Final[dict[str, HostMethod]] = dict(
                 "keymapImport/readChunk",
                 "languageServer/request",
                 "languageServer/notify",
+                "languageServer/setStatus",
             )
         ),
     ]

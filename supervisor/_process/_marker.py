@@ -2,13 +2,20 @@
 
 A child's environment holds ``SUPERVISOR_SCOPE=<instance>/<scope>``:
 
-- ``<instance>`` is ``<pid>.<starttime>`` of the supervisor process, where
-  ``starttime`` is field 22 of ``/proc/<pid>/stat`` (clock ticks since boot). A pid
-  alone can be reused after the supervisor dies; the pair cannot, so a later
-  ``supervisor reap`` can tell a live owner from a dead one.
+- ``<instance>`` is ``<pid>.<starttime>.<pidns>.<boot>``: the supervisor's pid, its start
+  time (field 22 of ``/proc/<pid>/stat``, clock ticks since boot), the inode of its pid
+  namespace (``/proc/self/ns/pid``) and the machine's boot id
+  (``/proc/sys/kernel/random/boot_id``, without dashes). A pid alone is reused after the
+  supervisor dies; a pid and a start time name one process of one namespace on one boot,
+  and only the namespace and the boot say *which* namespace and boot: a pid read from
+  inside a container means another process outside it. So a sweep can prove an instance
+  dead only when the marker names the sweeper's own namespace and boot.
 - ``<scope>`` is unique per process tree within the instance, so a tree's sweep
   finds exactly its own descendants by marker even when they left its process
   group and session.
+
+Markers of the older form ``<pid>.<starttime>/<scope>`` (no namespace, no boot) still parse,
+but no sweep can prove their instance dead: their processes are left alone and reported.
 
 The marker is applied last when building a child's environment, so a caller can
 neither override nor remove it.
@@ -19,21 +26,32 @@ from __future__ import annotations
 import itertools
 import os
 import secrets
+from dataclasses import dataclass
+from typing import Final, Literal
 
 from ._procfs import HAVE_PROCFS, read_stat
 
 __all__ = (
     "SCOPE_ENV",
-    "instance_alive",
+    "Marker",
+    "Verdict",
+    "boot_id",
     "instance_id",
+    "instance_verdict",
     "new_scope_marker",
+    "parse_marker",
+    "pid_namespace",
     "scopes_issued",
     "split_marker",
 )
 
 
 #: Name of the environment variable that carries the scope marker.
-SCOPE_ENV = "SUPERVISOR_SCOPE"
+SCOPE_ENV: Final = "SUPERVISOR_SCOPE"
+
+#: What a sweep can say of a marker's instance: it runs, it provably ended, or it cannot
+#: tell (another pid namespace or boot, the old marker form, a process it may not read).
+Verdict = Literal["alive", "dead", "unprovable"]
 
 _cached_instance: tuple[int, str] | None = None
 _scope_counter = itertools.count(1)
@@ -41,18 +59,42 @@ _scope_counter = itertools.count(1)
 _issued = [0]
 
 
-def instance_id() -> str:
-    """The identity of this supervisor process: ``"<pid>.<starttime>"``.
+def _read_text(path: str) -> str | None:
+    try:
+        with open(path, encoding="ascii", errors="replace") as f:
+            return f.read().strip()
+    except OSError:
+        return None
 
-    Recomputed after a fork (the pid changes). Without procfs the start time is
-    ``0`` and only the pid identifies the instance.
+
+def pid_namespace() -> int:
+    """The inode of this process's pid namespace (``/proc/self/ns/pid``); 0 when unknown."""
+    try:
+        return os.stat("/proc/self/ns/pid").st_ino
+    except OSError:
+        return 0
+
+
+def boot_id() -> str:
+    """This boot's id, 32 hex digits (``/proc/sys/kernel/random/boot_id``); ``"0"`` if unknown."""
+    text = _read_text("/proc/sys/kernel/random/boot_id")
+    value = text.replace("-", "") if text else ""
+    return value if value.isalnum() else "0"
+
+
+def instance_id() -> str:
+    """The identity of this supervisor process: ``"<pid>.<starttime>.<pidns>.<boot>"``.
+
+    Recomputed after a fork (the pid changes). Without procfs the start time, the namespace
+    and the boot are ``0``: such an instance can never be proven dead by another one.
     """
     global _cached_instance
     pid = os.getpid()
     if _cached_instance is not None and _cached_instance[0] == pid:
         return _cached_instance[1]
     stat = read_stat(pid) if HAVE_PROCFS else None
-    value = f"{pid}.{stat.starttime if stat is not None else 0}"
+    start = stat.starttime if stat is not None else 0
+    value = f"{pid}.{start}.{pid_namespace()}.{boot_id()}"
     _cached_instance = (pid, value)
     return value
 
@@ -75,25 +117,80 @@ def scopes_issued() -> int:
     return _issued[0]
 
 
-def split_marker(value: str) -> tuple[int, int, str] | None:
-    """Parse a marker into ``(pid, starttime, scope)``; None if malformed."""
+@dataclass(frozen=True, slots=True)
+class Marker:
+    """A parsed ``SUPERVISOR_SCOPE`` value.
+
+    Attributes:
+        instance: The ``<instance>`` part as written.
+        pid: The supervisor's pid, in the supervisor's own pid namespace.
+        starttime: Its start time in clock ticks since boot (0: written without procfs).
+        pidns: The inode of its pid namespace; None in the old marker form.
+        boot: The boot id it ran on; None in the old marker form.
+        scope: The tree's scope within the instance.
+    """
+
+    instance: str
+    pid: int
+    starttime: int
+    pidns: int | None
+    boot: str | None
+    scope: str
+
+
+def parse_marker(value: str) -> Marker | None:
+    """Parse a marker, current or old form; None if malformed."""
     instance, sep, scope = value.partition("/")
     if not sep:
         return None
-    pid_text, dot, start_text = instance.partition(".")
-    if not dot or not pid_text.isdigit() or not start_text.isdigit():
+    parts = instance.split(".")
+    if len(parts) not in (2, 4) or not all(part.isdigit() for part in parts[:3]):
         return None
-    return int(pid_text), int(start_text), scope
+    if len(parts) == 2:
+        return Marker(instance, int(parts[0]), int(parts[1]), None, None, scope)
+    if not parts[3].isalnum():
+        return None
+    return Marker(instance, int(parts[0]), int(parts[1]), int(parts[2]), parts[3], scope)
 
 
-def instance_alive(pid: int, starttime: int) -> bool:
-    """Whether the supervisor instance ``(pid, starttime)`` still runs.
+def split_marker(value: str) -> tuple[int, int, str] | None:
+    """Parse a marker into ``(pid, starttime, scope)``; None if malformed."""
+    marker = parse_marker(value)
+    return None if marker is None else (marker.pid, marker.starttime, marker.scope)
 
-    An instance is dead when its pid is gone, is a zombie, or now belongs to a
-    process that started at another time (pid reuse).
+
+def instance_verdict(marker: Marker) -> tuple[Verdict, str]:
+    """Whether the supervisor instance named by ``marker`` runs, provably ended, or neither.
+
+    Dead needs proof, in this process's own pid namespace and on this boot: the marker names
+    both, its pid is gone (``kill(pid, 0)`` says no such process), or ``/proc/<pid>/stat``
+    shows a zombie or a process that started at another time (pid reuse). Everything else is
+    ``"unprovable"``: the old marker form, another namespace (its pid means another process
+    here), another boot, a start time written without procfs, a pid that exists but whose stat
+    this process may not read.
+
+    Returns:
+        ``(verdict, reason)``; the reason is a short phrase for ``reap --dry-run``.
     """
-    stat = read_stat(pid)
-    if stat is None or stat.dead:
-        return False
-    # A start time of 0 means the marker was written without procfs: trust the pid.
-    return starttime == 0 or stat.starttime == starttime
+    if marker.pidns is None or marker.boot is None:
+        return "unprovable", "old marker form (no pid namespace, no boot id)"
+    if marker.starttime == 0 or marker.pidns == 0 or marker.boot == "0":
+        return "unprovable", "written without procfs"
+    if marker.boot != boot_id():
+        return "unprovable", "another boot"
+    if marker.pidns != pid_namespace():
+        return "unprovable", "another pid namespace"
+    try:
+        os.kill(marker.pid, 0)
+    except ProcessLookupError:
+        return "dead", "instance gone"
+    except PermissionError:
+        pass  # it exists; its stat says whether it is the same process
+    stat = read_stat(marker.pid)
+    if stat is None:
+        return "unprovable", "instance pid exists but its stat is unreadable"
+    if stat.dead:
+        return "dead", "instance exited"
+    if stat.starttime != marker.starttime:
+        return "dead", "instance pid reused"
+    return "alive", "instance runs"

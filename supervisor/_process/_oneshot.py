@@ -25,7 +25,7 @@ from dataclasses import dataclass
 
 import trio
 
-from protocol import CoreError, JSONObject
+from protocol import MAX_OUTPUT_BYTES, CoreError, JSONObject
 
 from ._reaper import reap_orphans as reap_orphans
 from ._tree import DEFAULT_TERM_GRACE_MS, DEVNULL, PIPE, ProcessTree, _open_tree
@@ -199,7 +199,8 @@ async def run_process(
             means ``/dev/null``.
         timeout_ms: Deadline in milliseconds from the spawn; when it passes the
             tree is ended and ``timed_out`` is set. None: no deadline.
-        max_output_bytes: Bytes kept per stream (default 16 MiB).
+        max_output_bytes: Bytes kept per stream (default 16 MiB, at most
+            :data:`protocol.MAX_OUTPUT_BYTES`, 64 MiB).
         on_output: Called synchronously as ``on_output(stream, chunk)`` with
             ``stream`` ``"stdout"`` or ``"stderr"`` for every chunk read, also past
             the cap. It must not block.
@@ -218,6 +219,12 @@ async def run_process(
     plus the kill wait) and ``trio.Cancelled`` propagates; no process is left.
     """
     cap = _positive_int("maxOutputBytes", max_output_bytes)
+    if cap > MAX_OUTPUT_BYTES:
+        raise CoreError(
+            "invalid_request",
+            f"maxOutputBytes must be at most {MAX_OUTPUT_BYTES}",
+            {"field": "maxOutputBytes"},
+        )
     if timeout_ms is not None:
         _positive_int("timeoutMilliseconds", timeout_ms)
     _non_negative_int("term_grace_ms", term_grace_ms)

@@ -44,6 +44,10 @@ _PSUTIL_STATES = {
 #: procfs files are read in chunks of this many bytes; environ blocks larger than
 #: one chunk are read to the end.
 _CHUNK = 65536
+#: A read of a ``children`` file shorter than this is its end. Not ``_CHUNK``: that file is
+#: a seq_file, which hands out at most one page per read whatever the size asked, so a list of
+#: more than about 680 pids takes several reads (one read lost the rest: zombies stayed).
+_SHORT_PAGED_READ = 1024
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,7 +85,7 @@ class ProcStat:
         return self.state in ("Z", "X") and self.threads <= 1
 
 
-def _read(path: str) -> bytes | None:
+def _read(path: str, *, paged: bool = False) -> bytes | None:
     try:
         fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
     except OSError:
@@ -93,7 +97,7 @@ def _read(path: str) -> bytes | None:
             if not chunk:
                 break
             chunks.append(chunk)
-            if len(chunk) < _CHUNK:
+            if len(chunk) < (_SHORT_PAGED_READ if paged else _CHUNK):
                 break
         return b"".join(chunks)
     except OSError:
@@ -151,7 +155,7 @@ def children_of(pid: int, threads: int = 0) -> list[int]:
     listing, on every tree end).
     """
     if threads == 1 and HAVE_PROCFS:
-        data = _read(f"/proc/{pid}/task/{pid}/children")
+        data = _read(f"/proc/{pid}/task/{pid}/children", paged=True)
         if data is not None:
             return [int(p) for p in data.split()]
     if not HAVE_PROCFS:
@@ -165,7 +169,7 @@ def children_of(pid: int, threads: int = 0) -> list[int]:
         return []
     found: list[int] = []
     for tid in tids:
-        data = _read(f"/proc/{pid}/task/{tid}/children")
+        data = _read(f"/proc/{pid}/task/{tid}/children", paged=True)
         if data:
             found.extend(int(p) for p in data.split())
     return found
@@ -179,7 +183,7 @@ def children_of_main_thread(pid: int) -> list[int] | None:
     read finds every adopted orphan, where :func:`children_of` reads one file per thread
     (a Trio process keeps dozens of worker threads).
     """
-    data = _read(f"/proc/{pid}/task/{pid}/children")
+    data = _read(f"/proc/{pid}/task/{pid}/children", paged=True)
     if data is None:
         return None
     return [int(p) for p in data.split()]

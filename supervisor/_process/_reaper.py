@@ -1,25 +1,36 @@
-"""Child subreaper, reaping of adopted orphans, and the orphan sweep.
+"""Child subreaper, exact reaping of adopted orphans, and the orphan sweep.
 
 Strategy. On Linux the supervisor makes itself a *child subreaper*
-(``prctl(PR_SET_CHILD_SUBREAPER)``, once per process), so a descendant whose
-parent dies -- a double-forked daemon, a grandchild left behind -- is reparented to
-us instead of to init. That keeps every live descendant of a tree reachable by
-ancestry, and makes those orphans our children: we must reap them, or they stay zombies.
+(``prctl(PR_SET_CHILD_SUBREAPER)``) while any process tree is open (:func:`tree_opening`,
+:func:`tree_ended`), so a descendant whose parent dies -- a double-forked daemon, a
+grandchild left behind -- is reparented to us instead of to init. That keeps every live
+descendant of a tree reachable by ancestry, and makes those orphans our children: we must
+reap them, or they stay zombies.
 
-Trio waits for the children it spawned by pid (through a pidfd), so a blanket
-``waitpid(-1)`` would steal their exit statuses. Instead we list our children from
-``/proc/self/task/*/children`` and reap only zombies that are
+The process may be a host program that embeds the supervisor and starts children of its own
+(``subprocess.Popen``, with or without a new session). Their exit statuses are the host's:
+reaping is exact, never a blanket ``waitpid(-1)``. We list our children from
+``/proc/self/task/*/children`` and reap a zombie only when we can prove it is not a child the
+host forked itself:
 
-- not a main process we spawned and whose status Trio has yet to collect
-  (the *managed* registry below), and
-- not in our own session: every tree starts in a new session and no descendant
-  can move back into ours, so a child in our session belongs to other code (for
-  example ``trio.run_process`` or ``subprocess.run`` in a thread) and is theirs
-  to wait for.
+- a main process we spawned is reaped by its own ``SpawnedProcess`` (the *managed*
+  registry below), never here;
+- a process a tree scan saw as one of its members, that carried this instance's marker, or
+  that the watchdog's ancestry snapshots saw under one of our trees (``_watchdog``), is
+  recorded with its start time (:func:`note_ours`); a zombie with that pid and start time is
+  ours;
+- any other child is an orphan we adopted, and nobody else may wait for it, when it is not a
+  session leader and is not in a session the host process has been in: a child the host forks
+  inherits the host's session and can only leave it by ``setsid``, which makes it a session
+  leader.
 
-While a spawn is in flight the new child's pid is not yet registered; during that
-window zombies that lead their own session (which is what a freshly spawned tree
-main looks like) are left for a later pass.
+A zombie child that is a session leader nobody recorded (it may be the host's own child
+started with ``start_new_session``) is left alone: losing a host's exit status is worse than
+a zombie. Our own such orphans are recorded while alive, by the tree scans and by
+:func:`adopted_stats` reading the marker of every unknown session leader it lists; one that
+died before any of them saw it stays a zombie of the host. The ``supervisor`` command line
+owns its whole process (:func:`own_whole_process`): there every unmanaged child outside our
+session is an adopted orphan.
 
 ``PR_SET_PDEATHSIG`` is never used: Trio spawns from a worker thread, and the
 kernel sends that signal when the *thread* that forked exits, which kills the
@@ -33,9 +44,12 @@ import ctypes
 import os
 import signal
 import sys
+import threading
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from ._marker import SCOPE_ENV, instance_alive, instance_id, split_marker
+from . import _watchdog
+from ._marker import SCOPE_ENV, Verdict, instance_id, instance_verdict, parse_marker
 from ._procfs import (
     HAVE_PROCFS,
     ProcStat,
@@ -47,20 +61,28 @@ from ._procfs import (
 )
 
 if TYPE_CHECKING:
-    from collections.abc import Container, Iterable, Iterator
+    from collections.abc import Iterable, Iterator, Mapping
 
 
 __all__ = (
+    "OrphanReport",
     "adopted_children",
     "adopted_stats",
     "ensure_subreaper",
+    "forget_ours",
     "is_managed",
+    "note_ours",
+    "own_whole_process",
+    "provably_ours",
     "reap_adopted_children",
     "reap_orphans",
     "reap_zombies",
     "register_managed",
     "spawning",
     "subreaper_active",
+    "sweep_orphans",
+    "tree_ended",
+    "tree_opening",
     "unregister_managed",
 )
 
@@ -70,6 +92,19 @@ _subreaper_pid: int | None = None
 _subreaper_active = False
 _managed: set[int] = set()
 _spawns_in_flight = 0
+#: Processes proven ours (tree members seen alive, carriers of our marker): pid -> start time.
+_ours: dict[int, int] = {}
+#: Every session this process has been seen in; a child it forked itself is in one of them
+#: or leads its own.
+_host_sessions: set[int] = set()
+#: Whether no host shares this process (one cell, set by :func:`own_whole_process`).
+_whole_process = [False]
+#: Process trees between their spawn and their end (one cell), under ``_trees_lock``: Cores on
+#: several threads of one host share the process's subreaper state.
+_trees_open = [0]
+#: ``_ours`` is pruned of processes gone (or pids reused) past this many records.
+_OURS_PRUNE_AT = 4096
+_trees_lock = threading.Lock()
 
 
 def ensure_subreaper() -> bool:
@@ -93,6 +128,38 @@ def ensure_subreaper() -> bool:
         except (OSError, AttributeError):
             _subreaper_active = False
     return _subreaper_active
+
+
+def tree_opening() -> bool:
+    """Count a process tree about to be spawned, and be a child subreaper from now on.
+
+    Pair every call with one :func:`tree_ended` (the tree's end, or a spawn that failed).
+
+    Returns:
+        What :func:`ensure_subreaper` returns.
+    """
+    with _trees_lock:
+        _trees_open[0] += 1
+        return ensure_subreaper()
+
+
+def tree_ended() -> None:
+    """Count a tree ended; after the last one, stop being a child subreaper.
+
+    A host's own orphans (its grandchildren) then go to init again rather than to a process
+    that would leave their zombies to nobody (the reaping above never takes a child in the
+    host's session nor an unknown session leader). The ``supervisor`` command line owns its
+    whole process (:func:`own_whole_process`) and stays a subreaper.
+    """
+    global _subreaper_pid, _subreaper_active
+    with _trees_lock:
+        _trees_open[0] = max(0, _trees_open[0] - 1)
+        if _trees_open[0] or _whole_process[0] or not subreaper_active():
+            return
+        with contextlib.suppress(OSError, AttributeError):
+            ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_CHILD_SUBREAPER, 0, 0, 0, 0)
+        _subreaper_pid = None
+        _subreaper_active = False
 
 
 def subreaper_active() -> bool:
@@ -126,27 +193,89 @@ def is_managed(pid: int) -> bool:
     return pid in _managed
 
 
+def note_ours(pid: int, starttime: int) -> None:
+    """Record ``pid`` (started at ``starttime``) as a process of ours: a tree member or a
+    carrier of our marker. Its zombie, when it becomes our child, is ours to reap."""
+    _ours[pid] = starttime
+
+
+def forget_ours(pids: Iterable[int]) -> None:
+    """Drop the records of ``pids`` (gone, or their tree ended clean)."""
+    for pid in pids:
+        _ours.pop(pid, None)
+
+
+def _sessions() -> set[int]:
+    with contextlib.suppress(OSError):
+        _host_sessions.add(os.getsid(0))
+    return _host_sessions
+
+
+_sessions()  # the session we started in: what the host forks before any tree inherits it
+
+
+def own_whole_process() -> None:
+    """Declare that no host shares this process (the ``supervisor`` command line).
+
+    Then a child outside our sessions that we did not spawn can only be an orphan we adopted,
+    session leader or not, and every such zombie is reaped. Embedded in a host (``open_core``,
+    ``CoreThread``) the supervisor never assumes it, as such a child may be the host's own.
+    """
+    _whole_process[0] = True
+
+
+def provably_ours(stat: ProcStat) -> bool:
+    """Whether our child ``stat`` is one we may reap: recorded as ours, or an adopted orphan.
+
+    See the module docstring: a child the host forked is in a session the host has been in,
+    or leads a session of its own; neither is reaped unless recorded (or unless no host
+    shares the process: :func:`own_whole_process`).
+    """
+    if _ours.get(stat.pid) == stat.starttime or _whole_process[0]:
+        return True
+    return stat.sid != stat.pid and stat.sid not in _sessions()
+
+
+def _take_watchdog_records() -> None:
+    """Record as ours what the watchdog's ancestry snapshots saw under our trees.
+
+    One non-blocking read when nothing is new. The records of processes gone since are
+    pruned once they pile up (a process reaped by its own parent never comes back to us).
+    """
+    _ours.update(_watchdog.drain_records())
+    if len(_ours) > _OURS_PRUNE_AT:
+        for pid, starttime in list(_ours.items()):
+            stat = read_stat(pid)
+            if stat is None or stat.starttime != starttime:
+                del _ours[pid]
+
+
 def adopted_children() -> list[int]:
     """Our children that are adopted descendants of some tree (live or zombie).
 
-    Excludes managed main processes and children in our own session (other code's).
+    Excludes managed main processes and children in a session of ours (the host's).
     """
     return [st.pid for st in adopted_stats()]
 
 
-def adopted_stats(*, reap_exited: Container[int] = ()) -> list[ProcStat]:
+def adopted_stats(*, reap_exited: Mapping[int, int] | None = None) -> list[ProcStat]:
     """:func:`adopted_children` with the ``/proc/<pid>/stat`` read to find them.
 
+    A live child leading a session of its own that nobody recorded has its marker read: one
+    of this instance is recorded as ours (:func:`note_ours`), so its zombie can be reaped later.
+
     Args:
-        reap_exited: Pids of tree members known to have exited (their pidfds said so):
-            those among our children are reaped on the way without reading their stat,
-            and left out of the result (one ``waitpid`` each, no procfs read).
+        reap_exited: Tree members known to have exited (their pidfds said so), pid -> start
+            time: those among our children are reaped on the way, once their stat shows the
+            same process, and left out of the result.
     """
     if not HAVE_PROCFS:
         return []
-    my_sid = os.getsid(0)
+    _take_watchdog_records()
+    sessions = _sessions()
     found: list[ProcStat] = []
     me = os.getpid()
+    prefix = instance_id() + "/"
     # Orphans are reparented to our main thread; the other threads' children are what
     # they spawned themselves (tree mains, which are managed, or other code's, in our
     # session), so reading them all is only needed when the main thread is unreadable.
@@ -154,22 +283,25 @@ def adopted_stats(*, reap_exited: Container[int] = ()) -> list[ProcStat]:
     for pid in children if children is not None else children_of(me):
         if pid in _managed:
             continue
-        if pid in reap_exited:
-            try:
-                done, _ = os.waitpid(pid, os.WNOHANG)
-            except ChildProcessError:
-                continue
-            if done == pid:
-                continue
         stat = read_stat(pid)
-        if stat is None or stat.sid == my_sid:
+        if stat is None or stat.sid in sessions:
             continue
+        if reap_exited and reap_exited.get(pid) == stat.starttime and stat.dead:
+            with contextlib.suppress(ChildProcessError):
+                if os.waitpid(pid, os.WNOHANG)[0] == pid:
+                    _ours.pop(pid, None)
+                    continue
+        if not stat.dead and stat.sid == stat.pid and _ours.get(pid) != stat.starttime:
+            marker = read_env_var(pid, SCOPE_ENV)
+            if marker is not None and marker.startswith(prefix):
+                note_ours(pid, stat.starttime)
         found.append(stat)
     return found
 
 
 def reap_zombies(stats: Iterable[ProcStat]) -> list[int]:
-    """Reap the zombies among ``stats`` (from :func:`adopted_stats`); never blocks.
+    """Reap the zombies among ``stats`` (from :func:`adopted_stats`) that are provably ours
+    (:func:`provably_ours`); never blocks.
 
     The one reaping pass of a tree end, on stats it has just read (no second procfs read), with
     the rules of :func:`reap_adopted_children`.
@@ -181,17 +313,20 @@ def reap_zombies(stats: Iterable[ProcStat]) -> list[int]:
     for stat in stats:
         if stat.state != "Z" or (_spawns_in_flight and stat.sid == stat.pid):
             continue
+        if not provably_ours(stat):
+            continue
         try:
             done, _ = os.waitpid(stat.pid, os.WNOHANG)
         except ChildProcessError:
             continue
         if done == stat.pid:
+            _ours.pop(stat.pid, None)
             reaped.append(stat.pid)
     return reaped
 
 
 def reap_adopted_children() -> list[int]:
-    """Reap zombie children we adopted as subreaper; never touches Trio's own.
+    """Reap zombie children we adopted as subreaper; never touches Trio's own nor the host's.
 
     Call it at every tree end and when the supervisor closes. Never blocks.
 
@@ -201,31 +336,58 @@ def reap_adopted_children() -> list[int]:
     return reap_zombies(adopted_stats())
 
 
+@dataclass(frozen=True, slots=True)
+class OrphanReport:
+    """What a sweep for orphans of dead supervisors found (``supervisor reap``).
+
+    Attributes:
+        ended: Pids sent SIGKILL (for a dry run: that would be), sorted: processes whose
+            marker names an instance proven dead, and the other members of their groups.
+        left: Marked processes left alone because their instance could not be proven dead,
+            as ``(pid, instance, reason)`` sorted by pid: another pid namespace, another boot,
+            the old marker form (see ``_marker.instance_verdict``).
+    """
+
+    ended: list[int] = field(default_factory=list)
+    left: list[tuple[int, str, str]] = field(default_factory=list)
+
+
 def reap_orphans() -> list[int]:
+    """End processes left by dead supervisor instances; :func:`sweep_orphans`' ended pids."""
+    return sweep_orphans().ended
+
+
+def sweep_orphans(*, dry_run: bool = False) -> OrphanReport:
     """End processes left by dead supervisor instances (``supervisor reap``).
 
     Finds every process whose environment carries ``SUPERVISOR_SCOPE`` naming a
-    supervisor instance that is no longer running (its pid is gone, is a zombie,
-    or was reused: the start time differs), and every live member of such a
-    process's group (one that cleared its environment is still part of the tree),
-    sends SIGKILL to those groups (never our own) and to each process, then reaps
-    what became our zombie child, so a crashed run leaves nothing. Never blocks: it
-    signals and returns; SIGKILL cannot be ignored, so the processes are gone
-    moments later.
+    supervisor instance that is provably dead in our own pid namespace and on this boot
+    (its pid is gone, is a zombie, or was reused: the start time differs), and every live
+    member of such a process's group (one that cleared its environment is still part of the
+    tree), sends SIGKILL to those groups (never our own, nor one holding a process whose
+    instance runs or is unprovable) and to each process, then reaps what became our zombie
+    child, so a crashed run leaves nothing. A marker whose instance cannot be proven dead
+    (another namespace or boot, the old form) is left alone and reported. Never blocks: it
+    signals and returns; SIGKILL cannot be ignored, so the processes are gone moments later.
+
+    Args:
+        dry_run: Only find and report; signal nothing.
 
     Returns:
-        The pids that were signalled, sorted: the marked processes and the other
-        members of their groups, found before the first signal is sent (a process
-        that joins a group after that scan is killed with it but not listed).
+        The pids signalled (the marked processes and the other members of their groups,
+        found before the first signal is sent: a process that joins a group after that scan is
+        killed with it but not listed) and the marked processes left alone.
     """
+    report = OrphanReport()
     if not HAVE_PROCFS:
-        return []
+        return report
     me = os.getpid()
     my_instance = instance_id()
     my_pgid = os.getpgrp()
-    verdicts: dict[tuple[int, int], bool] = {}
+    verdicts: dict[str, tuple[Verdict, str]] = {}
     victims: set[int] = set()
     groups: set[int] = set()
+    spared_groups: set[int] = set()
     pids = all_pids()
     # Find everything first, signal afterwards: a killpg sent while scanning would turn
     # the group's other members into zombies before the scan reaches them, and they
@@ -236,30 +398,41 @@ def reap_orphans() -> list[int]:
         value = read_env_var(pid, SCOPE_ENV)
         if value is None:
             continue
-        parsed = split_marker(value)
-        if parsed is None:
+        marker = parse_marker(value)
+        if marker is None:
             continue
-        owner_pid, owner_start, _ = parsed
-        if f"{owner_pid}.{owner_start}" == my_instance:
-            continue
-        key = (owner_pid, owner_start)
-        if key not in verdicts:
-            verdicts[key] = instance_alive(owner_pid, owner_start)
-        if verdicts[key]:
-            continue
+        if marker.instance not in verdicts:
+            verdicts[marker.instance] = (
+                ("alive", "this instance")
+                if marker.instance == my_instance
+                else instance_verdict(marker)
+            )
+        verdict, reason = verdicts[marker.instance]
         stat = read_stat(pid)
         if stat is None or stat.dead:
+            continue
+        if verdict != "dead":
+            spared_groups.add(stat.pgid)
+            if verdict == "unprovable":
+                report.left.append((pid, marker.instance, reason))
             continue
         victims.add(pid)
         if stat.pgid not in (my_pgid, 0, 1):
             groups.add(stat.pgid)
+    groups -= spared_groups
     if groups:
         for pid in pids:
             if pid == me or pid in victims:
                 continue
             stat = read_stat(pid)
             if stat is not None and not stat.dead and stat.pgid in groups:
-                victims.add(pid)
+                value = read_env_var(pid, SCOPE_ENV)
+                if value is None or parse_marker(value) is None:
+                    victims.add(pid)  # the marker cleared: a member of the dead tree's group
+    report.ended.extend(sorted(victims))
+    report.left.sort()
+    if dry_run:
+        return report
     for pgid in groups:
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(pgid, signal.SIGKILL)
@@ -267,4 +440,4 @@ def reap_orphans() -> list[int]:
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.kill(pid, signal.SIGKILL)
     reap_adopted_children()
-    return sorted(victims)
+    return report

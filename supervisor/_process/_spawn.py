@@ -19,7 +19,10 @@ its own on stdin). Every child starts in the same clean state:
   ``dup2`` action (which clears the flag on the copy only); every other descriptor is closed
   in the child by one ``closefrom(3)`` action, or, where the C library lacks it, by one close
   action per descriptor some other code made inheritable, found by listing
-  ``/proc/self/fd`` (the ``close_fds=True`` of ``subprocess``);
+  ``/proc/self/fd`` (the ``close_fds=True`` of ``subprocess``). The one exception is a
+  descriptor the caller passes on purpose (``pass_fd``, a job's report pipe): it is placed
+  on fd 3 (``closefrom(4)`` then), or kept at its own number by the fork fallback, and the
+  child's environment names the number;
 - stdin as the caller asked (a pipe, ``/dev/null``, a descriptor of the caller's, or the
   terminal); the environment given is the child's whole environment (the caller adds the
   scope marker);
@@ -122,6 +125,8 @@ _LINUX: Final = sys.platform.startswith("linux")
 _HAVE_PIDFD: Final = hasattr(os, "pidfd_open")
 _HAVE_EPOLL: Final = hasattr(select, "epoll")
 _FD_DIR: Final = "/proc/self/fd"
+#: Where a descriptor passed on purpose (``spawn(pass_fd=...)``) lands in the child.
+_PASSED_FD: Final = 3
 
 
 def _decode_status(status: int) -> int:
@@ -385,11 +390,12 @@ class _LibcSpawn:
         env: Mapping[str, str],
         actions: Sequence[_FileAction],
         cwd: str | None,
+        first_closed: int = 3,
     ) -> int:
         """``posix_spawn`` with ``actions``, then, where :attr:`closes_from`, every
-        descriptor from 3 up closed, then ``chdir(cwd)`` unless it is None (only where
-        :attr:`can_chdir`). Returns the pid; raises ``OSError`` (the program could not be
-        executed, the cwd could not be entered) as ``os.posix_spawn`` does."""
+        descriptor from ``first_closed`` up closed, then ``chdir(cwd)`` unless it is None
+        (only where :attr:`can_chdir`). Returns the pid; raises ``OSError`` (the program
+        could not be executed, the cwd could not be entered) as ``os.posix_spawn`` does."""
         file_actions = ctypes.create_string_buffer(_OPAQUE_BYTES)
         _check(self._actions_init(file_actions))
         try:
@@ -400,7 +406,7 @@ class _LibcSpawn:
                 else:
                     _check(self._add[action[0]](file_actions, *action[1:]))
             if self._addclosefrom is not None:
-                _check(self._addclosefrom(file_actions, 3))
+                _check(self._addclosefrom(file_actions, first_closed))
             if cwd is not None:
                 _check(self._addchdir(file_actions, os.fsencode(cwd)))
             # What os.fsencode does, in one call per entry (this runs once per spawn).
@@ -503,6 +509,7 @@ def _fork_spawn(
     targets: list[int],
     *,
     tty: bool,
+    pass_fds: tuple[int, ...] = (),
 ) -> subprocess.Popen[bytes]:
     """The fork fallback (see :func:`spawn_forks`): ``Popen`` with :func:`_reset_in_child`."""
     try:
@@ -516,6 +523,7 @@ def _fork_spawn(
             stderr=targets[2],
             start_new_session=True,
             close_fds=True,
+            pass_fds=pass_fds,
             preexec_fn=functools.partial(_reset_in_child, controlling_tty=tty),
         )
     except subprocess.SubprocessError as exc:  # the preexec_fn raised (TIOCSCTTY refused)
@@ -532,6 +540,7 @@ def spawn(
     stdout: int = PIPE,
     stderr: int = PIPE,
     tty: int | None = None,
+    pass_fd: tuple[int, str] | None = None,
 ) -> SpawnedProcess:
     """Start ``executable`` with ``argv`` in a new session, clean, synchronously.
 
@@ -552,6 +561,10 @@ def spawn(
         tty: A terminal (a PTY slave) whose device becomes fds 0, 1 and 2 and the
             controlling terminal of the child's session; the three modes above are then
             ignored and no stream is returned. The caller keeps and closes this descriptor.
+        pass_fd: ``(descriptor, variable)``: one more descriptor of the caller's (which it
+            keeps and closes) that the child gets, as fd 3, or at its own number in the
+            fork fallback; ``env[variable]`` is set to that number in the child's
+            environment. Every other descriptor from 3 up is still closed.
 
     Returns:
         The :class:`SpawnedProcess`, its pipes wrapped as Trio streams.
@@ -572,13 +585,27 @@ def spawn(
         tty_path = None if tty is None else _tty_path(tty)
         popen: subprocess.Popen[bytes] | None = None
         if _forks(cwd, no_tty_path=tty is not None and tty_path is None):
-            popen = _fork_spawn(executable, argv, env, cwd, targets, tty=tty is not None)
+            pass_fds: tuple[int, ...] = ()
+            if pass_fd is not None:
+                pass_fds = (pass_fd[0],)
+                env = {**env, pass_fd[1]: str(pass_fd[0])}
+            popen = _fork_spawn(
+                executable, argv, env, cwd, targets, tty=tty is not None, pass_fds=pass_fds
+            )
             pid = popen.pid
         else:
             libc_spawn = _libc_spawn()
             assert libc_spawn is not None  # not _forks(), checked above
-            actions = _file_actions(targets, tty_path, opened, libc_spawn.closes_from)
-            pid = libc_spawn.spawn(executable, argv, env, actions, cwd)
+            actions = _file_actions(
+                targets, tty_path, opened, libc_spawn.closes_from, passed=pass_fd is not None
+            )
+            first_closed = 3
+            if pass_fd is not None:
+                # Placed after fds 0-2 and before every descriptor is closed from fd 4 up.
+                actions.append((os.POSIX_SPAWN_DUP2, pass_fd[0], _PASSED_FD))
+                env = {**env, pass_fd[1]: str(_PASSED_FD)}
+                first_closed = _PASSED_FD + 1
+            pid = libc_spawn.spawn(executable, argv, env, actions, cwd, first_closed)
     except BaseException:
         for fd in opened:
             with contextlib.suppress(OSError):
@@ -635,13 +662,19 @@ def _open_stdio(
 
 
 def _file_actions(
-    targets: list[int], tty_path: str | None, opened: list[int], closes_from: bool
+    targets: list[int],
+    tty_path: str | None,
+    opened: list[int],
+    closes_from: bool,
+    *,
+    passed: bool = False,
 ) -> list[_FileAction]:
     """The ``posix_spawn`` file actions that give the child its fds 0-2 and nothing else.
 
     With ``tty_path`` the terminal is opened as fd 0 and copied to 1 and 2; else
     ``targets`` are copied onto 0-2. Without ``closes_from`` (an older libc) every other
-    descriptor we have open is closed one by one.
+    descriptor we have open is closed one by one, fd 3 aside when ``passed`` (the caller
+    places its descriptor there next).
     """
     actions: list[_FileAction]
     if tty_path is not None:
@@ -654,7 +687,8 @@ def _file_actions(
     else:
         actions = [(os.POSIX_SPAWN_DUP2, source, target) for target, source in enumerate(targets)]
     if not closes_from:
-        actions += [(os.POSIX_SPAWN_CLOSE, fd) for fd in _inherited_fds(opened)]
+        keep = [*opened, _PASSED_FD] if passed else opened
+        actions += [(os.POSIX_SPAWN_CLOSE, fd) for fd in _inherited_fds(keep)]
     return actions
 
 

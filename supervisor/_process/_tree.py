@@ -423,11 +423,13 @@ class ProcessTree(metaclass=NoPublicConstructor):
             finally:
                 self._end_done.set()
                 report = self._report
-                if not self._scan_clean and (
-                    self._adopted_seen or report is None or report.terminated or report.killed
-                ):
+                if self._scan_clean:
+                    # Nothing of the tree is left, alive or zombie: no pid to prove ours.
+                    _reaper.forget_ours(self._seen)
+                elif self._adopted_seen or report is None or report.terminated or report.killed:
                     # Orphans of this tree may have turned zombie since the last scan.
                     _reaper.reap_adopted_children()
+                _reaper.tree_ended()
         assert self._report is not None
         return self._report
 
@@ -702,7 +704,7 @@ class ProcessTree(metaclass=NoPublicConstructor):
         roots: list[int] = [self.pid] if rc is None and not ancestry_only else []
         # Listing our children costs a few microseconds; reading and reaping them happens
         # only when there are any (the common end, no orphans at all, pays for the list).
-        adopted = _reaper.adopted_stats(reap_exited=self._seen if ancestry_only else ())
+        adopted = _reaper.adopted_stats(reap_exited=self._seen if ancestry_only else None)
         if adopted:
             self._adopted_seen = True
             _reaper.reap_zombies(adopted)
@@ -726,14 +728,18 @@ class ProcessTree(metaclass=NoPublicConstructor):
             visited.add(pid)
             st = read_stat(pid)
             if st is None:
-                self._seen.pop(pid, None)
+                if self._seen.pop(pid, None) is not None:
+                    _reaper.forget_ours((pid,))
                 continue
             known_start = self._seen.get(pid)
             if known_start is not None and known_start != st.starttime:
                 # The pid was reused by an unrelated process.
                 del self._seen[pid]
+                _reaper.forget_ours((pid,))
                 continue
-            self._seen[pid] = st.starttime
+            if known_start is None:
+                self._seen[pid] = st.starttime
+                _reaper.note_ours(pid, st.starttime)
             if st.dead:
                 zombies = True
             else:
@@ -746,10 +752,12 @@ class ProcessTree(metaclass=NoPublicConstructor):
 
     def _belongs(self, st: ProcStat) -> bool:
         if st.pid in self._seen:
-            return True
+            return self._seen[st.pid] == st.starttime
         value = read_env_var(st.pid, SCOPE_ENV)
         if value is not None:
             return value == self.marker
+        if st.pid == self.pid:
+            return False  # the main process's pid, reused: its start time differed above
         return st.sid == self.pid or st.pgid == self.pgid
 
     def _collect_without_procfs(self, *, main_alive: bool) -> dict[int, ProcStat]:
@@ -792,7 +800,7 @@ async def open_process_tree(
     variable) and then ``SUPERVISOR_SCOPE`` set to a fresh marker that neither can
     override or remove, so a sweep can always find it. It starts clean whatever we were started
     with: every signal at its default, an empty signal mask, only fds 0-2 (``_spawn``). On
-    Linux the supervisor becomes a child subreaper on first use. Nothing is started when
+    Linux the supervisor is a child subreaper while a tree is open. Nothing is started when
     validation fails.
 
     Args:
@@ -846,11 +854,13 @@ async def _open_tree(
     stdout: int = PIPE,
     stderr: int = PIPE,
     pty_slave_fd: int | None = None,
+    pass_fd: tuple[int, str] | None = None,
     yield_after_spawn: bool,
 ) -> ProcessTree:
     """:func:`open_process_tree`; ``yield_after_spawn=False`` skips the scheduler pass
     after an in-thread spawn, for a caller that waits on the tree right away (one pass
-    less per ``process.run``). It is still a cancel point."""
+    less per ``process.run``). It is still a cancel point. ``pass_fd`` is ``spawn``'s (a
+    job's report pipe)."""
     args = _check_argv(argv)
     child_env = _check_env(env)
     workdir = _check_cwd(cwd)
@@ -868,9 +878,14 @@ async def _open_tree(
     if pty_slave_fd is not None and not os.isatty(pty_slave_fd):
         raise ValueError("pty_slave_fd must be an open terminal file descriptor")
     _watchdog.ensure_watchdog()  # sweeps our trees if we die, even by SIGKILL
-    _reaper.ensure_subreaper()
-    # A cancelled caller starts nothing; once the spawn has begun nothing cancels it.
-    await trio.lowlevel.checkpoint_if_cancelled()
+    # The process is a child subreaper while a tree is open (released at the last tree end).
+    _reaper.tree_opening()
+    try:
+        # A cancelled caller starts nothing; once the spawn has begun nothing cancels it.
+        await trio.lowlevel.checkpoint_if_cancelled()
+    except BaseException:
+        _reaper.tree_ended()
+        raise
     # posix_spawn in this thread, no worker-thread round trip (_spawn). The spawn
     # blocks its thread until the child has exec'd; when many trees start at once on a busy
     # machine that wait grows (the child queues for a CPU) and would stall every other task,
@@ -885,6 +900,7 @@ async def _open_tree(
         stdout=stdout,
         stderr=stderr,
         tty=pty_slave_fd,
+        pass_fd=pass_fd,
     )
     threaded = _running_mains[0] >= _THREADED_SPAWN_AT or spawn_forks(workdir, pty_slave_fd)
     process: SpawnedProcess
@@ -895,6 +911,7 @@ async def _open_tree(
             else:
                 process = spawn_call()
         except OSError as exc:
+            _reaper.tree_ended()
             details: JSONObject = {"executable": args[0]}
             if exc.errno is not None:
                 # Resolved, yet not started: the errno tells why (ENOEXEC, E2BIG, ...).
@@ -903,6 +920,7 @@ async def _open_tree(
                 f"could not start {args[0]}: {exc.strerror or exc}", details
             ) from exc
         _reaper.register_managed(process.pid)
+        _watchdog.watch_tree(process.pid)
         _running_mains[0] += 1
     if not threaded and yield_after_spawn:
         # The spawn blocked without yielding: give other tasks their turn (never raises).

@@ -6,20 +6,36 @@ started is gone within 2 s, without waiting for a next start.
 
 Strategy. On the first spawn of a process tree (``_tree.open_process_tree`` calls
 :func:`ensure_watchdog`), the supervisor starts one tiny process, the *watchdog*, and keeps the
-write end of a pipe whose read end is the watchdog's stdin. Nobody ever writes to it; the
-kernel closes the write end when the supervisor dies, however it dies, and the watchdog's
-``read`` returns EOF. The watchdog then sweeps ``/proc`` for every live process whose
-``SUPERVISOR_SCOPE`` marker names this supervisor instance (``<pid>.<starttime>/...``, see
-``_marker``): SIGKILL to their process groups first (so a process forked during the sweep in
-such a group dies with it), then to each process, repeated until a scan finds none or
-:data:`SWEEP_BOUND_S` passes. Then it exits.
+write end of a pipe whose read end is the watchdog's stdin. The kernel closes the write end
+when the supervisor dies, however it dies, and the watchdog's ``read`` returns EOF. The
+watchdog then sweeps: SIGKILL to every live process it can attribute to this supervisor
+instance, process groups first (so a process forked during the sweep in such a group dies with
+it), then each process, repeated until a scan finds none or :data:`SWEEP_BOUND_S` passes.
+Then it exits.
+
+What it attributes, so that the environment is not the only evidence (a descendant may
+clear it: ``setsid env -i ...``):
+
+- every process whose ``SUPERVISOR_SCOPE`` marker names this instance (see ``_marker``);
+- the tree it was told about: the supervisor writes ``+<pid>`` on the pipe for each tree main
+  it spawns (:func:`watch_tree`); the watchdog records the pid with its start time once it
+  has checked the process is its supervisor's child, and while any such process lives it
+  takes an *ancestry snapshot* every :data:`SNAPSHOT_S`: every descendant of a recorded
+  process is recorded too, with its start time, and keeps its record after its parent dies
+  (a pid with another start time is another process and is dropped);
+- at the sweep, the live descendants of everything recorded.
+
+A descendant that both loses its parent and clears its marker within one snapshot interval
+before the supervisor's death is the one case left (cgroups would close it; they are not
+writable on every machine, see docs/architecture.md).
 
 Why it is safe:
 
 - Only the supervisor holds the write end: ``os.pipe`` makes both ends close-on-exec, every
   child is spawned with ``close_fds``, and a plain ``fork`` of the supervisor (no exec) closes
   its copy in the child (``os.register_at_fork``), so no descendant can keep the pipe open and
-  delay the sweep.
+  delay the sweep. The write end is non-blocking: a watchdog that falls behind costs a record,
+  never a stall of the supervisor.
 - The watchdog carries no ``SUPERVISOR_SCOPE`` (it is neither swept nor counted as a leak) but
   is recognisable: ``SUPERVISOR_WATCHDOG=<instance>`` in its environment, the process name
   ``sv-watchdog`` and the argument ``supervisor-watchdog``.
@@ -29,8 +45,9 @@ Why it is safe:
 - It is ``python -I -S`` running this file as a script: only the standard library is
   imported, so it starts in tens of milliseconds and does not depend on the caller's
   ``sys.path``.
-- A normal exit of the supervisor also closes the pipe; the sweep then finds nothing (every
-  scope ended its processes) and the watchdog exits at once.
+- A normal exit of the supervisor also closes the pipe (an ``atexit`` hook closes it and
+  waits a moment for the watchdog, so no zombie of it stays); the sweep then finds nothing
+  (every scope ended its processes) and the watchdog exits at once.
 
 If the watchdog itself is killed, the supervisor starts a new one at its next spawn; if both
 die, ``supervisor reap`` (or the next Core start, which calls ``reap_orphans``) ends the
@@ -42,8 +59,10 @@ only; the supervisor-side functions import package modules lazily.
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import os
+import select
 import signal
 import sys
 import time
@@ -54,9 +73,11 @@ __all__ = (
     "SWEEP_BOUND_S",
     "WATCHDOG_ARG",
     "WATCHDOG_ENV",
+    "drain_records",
     "ensure_watchdog",
     "find_watchdogs",
     "sweep_instance",
+    "watch_tree",
     "watchdog_pid",
 )
 
@@ -71,6 +92,10 @@ SWEEP_BOUND_S: Final = 3.0
 #: The marker variable (``_marker.SCOPE_ENV``; repeated because this file runs stand-alone).
 _SCOPE_ENV: Final = "SUPERVISOR_SCOPE"
 _SWEEP_PAUSE_S: Final = 0.02
+#: Seconds between two ancestry snapshots while a recorded process lives.
+SNAPSHOT_S: Final = 0.25
+#: How long a normal exit of the supervisor waits for its watchdog to finish, in seconds.
+_EXIT_WAIT_S: Final = 1.0
 
 
 @dataclass
@@ -78,6 +103,9 @@ class _Watchdog:
     owner_pid: int
     pid: int
     write_fd: int
+    #: The read end of the watchdog's stdout: ``<pid> <starttime>`` per descendant it records.
+    feed_fd: int = -1
+    pending: bytes = b""
 
     def alive(self) -> bool:
         """Whether the watchdog still runs; reaps it when it has exited."""
@@ -96,8 +124,9 @@ def _forget_in_child() -> None:
     # the parent's pipe open, or the parent's watchdog would wait for the copy to exit too.
     global _current
     if _current is not None:
-        with contextlib.suppress(OSError):
-            os.close(_current.write_fd)
+        for fd in (_current.write_fd, _current.feed_fd):
+            with contextlib.suppress(OSError):
+                os.close(fd)
         _current = None
 
 
@@ -136,8 +165,9 @@ def ensure_watchdog() -> int | None:
     if _current is not None and _current.owner_pid == me:
         # Killed behind our back (and reaped just now by alive()): replace it.
         _reaper.unregister_managed(_current.pid)
-        with contextlib.suppress(OSError):
-            os.close(_current.write_fd)
+        for fd in (_current.write_fd, _current.feed_fd):
+            with contextlib.suppress(OSError):
+                os.close(fd)
         _current = None
     instance = instance_id()
     read_fd, write_fd = os.pipe()  # both close-on-exec: no child of ours inherits them
@@ -145,17 +175,100 @@ def ensure_watchdog() -> int | None:
     env[WATCHDOG_ENV] = instance
     argv = [sys.executable, "-I", "-S", os.path.abspath(__file__), WATCHDOG_ARG, instance]
     argv.append(str(os.getpgrp()))
+    feed_fd, feed_write_fd = os.pipe()  # close-on-exec too
     try:
-        pid = spawn(sys.executable, argv, env, stdin=read_fd, stdout=DEVNULL, stderr=DEVNULL).pid
+        pid = spawn(
+            sys.executable, argv, env, stdin=read_fd, stdout=feed_write_fd, stderr=DEVNULL
+        ).pid
     except OSError:
         os.close(write_fd)
+        os.close(feed_fd)
         raise
     finally:
         os.close(read_fd)
+        os.close(feed_write_fd)
     # Its exit status is ours to collect (alive() above), not the orphan reaper's.
     _reaper.register_managed(pid)
-    _current = _Watchdog(me, pid, write_fd)
+    os.set_blocking(write_fd, False)
+    os.set_blocking(feed_fd, False)
+    _current = _Watchdog(me, pid, write_fd, feed_fd)
+    global _atexit_pid
+    if _atexit_pid != me:
+        _atexit_pid = me
+        atexit.register(_finish_at_exit)
     return pid
+
+
+_atexit_pid: int | None = None
+
+
+def watch_tree(pid: int) -> None:
+    """Tell the watchdog about the main process ``pid`` of a tree just spawned.
+
+    The watchdog records it (once it has checked it is our child) and, from then on, its
+    descendants (see the module docstring). Never blocks: when the pipe is full or the
+    watchdog is gone, the record is dropped and the sweep relies on the marker.
+    """
+    current = _current
+    if current is None or current.owner_pid != os.getpid():
+        return
+    with contextlib.suppress(OSError):
+        os.write(current.write_fd, b"+%d\n" % pid)
+
+
+def drain_records() -> list[tuple[int, int]]:
+    """The descendants the watchdog recorded since the last call, as ``(pid, starttime)``.
+
+    Never blocks (reads what the pipe holds). The reaper asks for them before it judges a
+    zombie it can not otherwise prove its own: one the watchdog saw alive under a tree of ours,
+    with the same start time, is ours (a nested supervisor's child, its watchdog...).
+    """
+    current = _current
+    if current is None or current.owner_pid != os.getpid() or current.feed_fd < 0:
+        return []
+    chunks = [current.pending]
+    while True:
+        try:
+            chunk = os.read(current.feed_fd, 65536)
+        except (BlockingIOError, InterruptedError):
+            break
+        except OSError:
+            break
+        if not chunk:
+            break
+        chunks.append(chunk)
+    *lines, current.pending = b"".join(chunks).split(b"\n")
+    records: list[tuple[int, int]] = []
+    for line in lines:
+        pid_text, _, start_text = line.partition(b" ")
+        if pid_text.isdigit() and start_text.isdigit():
+            records.append((int(pid_text), int(start_text)))
+    return records
+
+
+def _finish_at_exit() -> None:
+    # A normal exit: end the watchdog now and collect its status, rather than leave it to
+    # init (which, in some containers, never reaps). Its sweep finds nothing, as every scope
+    # has ended its processes; the wait is bounded, and a watchdog still sweeping is left.
+    global _current
+    current = _current
+    if current is None or current.owner_pid != os.getpid():
+        return
+    _current = None
+    for fd in (current.write_fd, current.feed_fd):
+        with contextlib.suppress(OSError):
+            os.close(fd)
+    deadline = time.monotonic() + _EXIT_WAIT_S
+    pause = 0.001
+    while time.monotonic() < deadline:
+        try:
+            done, _ = os.waitpid(current.pid, os.WNOHANG)
+        except ChildProcessError:
+            return
+        if done:
+            return
+        time.sleep(pause)
+        pause = min(pause * 2, 0.02)
 
 
 def watchdog_pid() -> int | None:
@@ -187,15 +300,83 @@ def _env_value(pid: int, name: str) -> str | None:
     return None
 
 
-def _state_and_pgid(pid: int) -> tuple[str, int] | None:
+def _stat(pid: int) -> tuple[str, int, int, int] | None:
+    """``(state, ppid, pgid, starttime)`` from ``/proc/<pid>/stat``; None when gone."""
     data = _read(f"/proc/{pid}/stat")
     if not data:
         return None
     fields = data[data.rfind(b")") + 2 :].split()
     try:
-        return fields[0].decode("ascii", "replace"), int(fields[2])
+        return fields[0].decode("ascii", "replace"), int(fields[1]), int(fields[2]), int(fields[19])
     except (IndexError, ValueError):
         return None
+
+
+def _state_and_pgid(pid: int) -> tuple[str, int] | None:
+    stat = _stat(pid)
+    return None if stat is None else (stat[0], stat[2])
+
+
+def _children(pid: int) -> list[int]:
+    try:
+        tids = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return []
+    found: list[int] = []
+    for tid in tids:
+        data = _read(f"/proc/{pid}/task/{tid}/children")
+        if data:
+            found.extend(int(child) for child in data.split())
+    return found
+
+
+class _Tracker:
+    """The processes the watchdog knows to be its supervisor's: pid -> start time.
+
+    Trees it was told about and every descendant an ancestry snapshot found; a record outlives
+    its parent (an orphan keeps it), and is dropped when its pid is gone, a zombie, or another
+    process (another start time).
+    """
+
+    def __init__(self, supervisor_pid: int, *, report: bool = False) -> None:
+        self.supervisor_pid = supervisor_pid
+        self.known: dict[int, int] = {}
+        #: Write each new record to stdout (a pipe the supervisor reads), as ``pid start``.
+        self.report = report
+
+    def told(self, pid: int) -> None:
+        """Record a tree main, once ``/proc`` shows it is the supervisor's live child."""
+        stat = _stat(pid)
+        if stat is not None and stat[0] not in ("Z", "X") and stat[1] == self.supervisor_pid:
+            self.known[pid] = stat[3]
+
+    def snapshot(self) -> dict[int, int]:
+        """Refresh the records and add the descendants found; return live pid -> pgid."""
+        live: dict[int, int] = {}
+        fresh: list[bytes] = []
+        stack = list(self.known)
+        me = os.getpid()
+        while stack:
+            pid = stack.pop()
+            if pid in live or pid == me:
+                continue
+            stat = _stat(pid)
+            start = self.known.get(pid)
+            if stat is None or stat[0] in ("Z", "X") or (start is not None and stat[3] != start):
+                if start is not None:
+                    del self.known[pid]
+                continue
+            if start is None:
+                fresh.append(b"%d %d\n" % (pid, stat[3]))
+            self.known[pid] = stat[3]
+            live[pid] = stat[2]
+            stack.extend(_children(pid))
+        if fresh and self.report:
+            # Tell the supervisor (stdout, non-blocking): a record it can not take now is
+            # dropped, never waited for.
+            with contextlib.suppress(OSError):
+                os.write(1, b"".join(fresh))
+        return live
 
 
 def _pids() -> list[int]:
@@ -225,16 +406,23 @@ def find_watchdogs(instance: str | None = None) -> list[int]:
     return sorted(found)
 
 
-def sweep_instance(instance: str, *, protect_pgids: frozenset[int] = frozenset()) -> list[int]:
-    """SIGKILL every live process whose scope marker names ``instance``, groups first.
+def sweep_instance(
+    instance: str,
+    *,
+    protect_pgids: frozenset[int] = frozenset(),
+    tracked: _Tracker | None = None,
+) -> list[int]:
+    """SIGKILL every live process of ``instance``, groups first: those whose scope marker
+    names it, and those ``tracked`` knows (with their live descendants).
 
     Scans again after each round of signals until a scan finds nothing alive or
     :data:`SWEEP_BOUND_S` seconds pass (a process stuck in uninterruptible sleep is left).
 
     Args:
-        instance: The supervisor instance id, ``"<pid>.<starttime>"``.
+        instance: The supervisor instance id (see ``_marker.instance_id``).
         protect_pgids: Process groups never signalled as a group (the supervisor's own);
             our own group is always protected.
+        tracked: The watchdog's records of the trees it was told about.
 
     Returns:
         Every pid that was sent SIGKILL, sorted.
@@ -245,9 +433,9 @@ def sweep_instance(instance: str, *, protect_pgids: frozenset[int] = frozenset()
     signalled: set[int] = set()
     deadline = time.monotonic() + SWEEP_BOUND_S
     while True:
-        victims: dict[int, int] = {}
+        victims: dict[int, int] = tracked.snapshot() if tracked is not None else {}
         for pid in _pids():
-            if pid == me:
+            if pid == me or pid in victims:
                 continue
             value = _env_value(pid, _SCOPE_ENV)
             if value is None or not value.startswith(prefix):
@@ -270,6 +458,29 @@ def sweep_instance(instance: str, *, protect_pgids: frozenset[int] = frozenset()
     return sorted(signalled)
 
 
+def _watch(tracker: _Tracker) -> None:
+    """Read the supervisor's ``+<pid>`` records until EOF (the supervisor is gone), taking an
+    ancestry snapshot every :data:`SNAPSHOT_S` while a recorded process lives."""
+    pending = b""
+    next_snapshot = time.monotonic() + SNAPSHOT_S
+    while True:
+        timeout = max(0.0, next_snapshot - time.monotonic()) if tracker.known else None
+        ready, _, _ = select.select([0], [], [], timeout)
+        if ready:
+            data = os.read(0, 4096)
+            if not data:
+                return
+            *lines, pending = (pending + data).split(b"\n")
+            for line in lines:
+                if line[:1] == b"+" and line[1:].isdigit():
+                    tracker.told(int(line[1:]))
+        if tracker.known and time.monotonic() >= next_snapshot:
+            tracker.snapshot()
+            next_snapshot = time.monotonic() + SNAPSHOT_S
+        elif not tracker.known:
+            next_snapshot = time.monotonic() + SNAPSHOT_S
+
+
 def _main(argv: list[str]) -> int:
     """The watchdog: ``watchdog.py supervisor-watchdog INSTANCE SUPERVISOR_PGID``."""
     if len(argv) != 4 or argv[1] != WATCHDOG_ARG:
@@ -281,9 +492,12 @@ def _main(argv: list[str]) -> int:
         signal.signal(signum, signal.SIG_IGN)
     with contextlib.suppress(OSError), open("/proc/self/comm", "w") as comm:
         comm.write(WATCHDOG_COMM)
-    while os.read(0, 4096):
-        pass  # nobody writes; only EOF (the supervisor is gone) matters
-    sweep_instance(instance, protect_pgids=frozenset({supervisor_pgid}))
+    tracker = _Tracker(os.getppid(), report=True)  # the supervisor spawned us: our parent
+    with contextlib.suppress(OSError):
+        os.set_blocking(1, False)
+    _watch(tracker)
+    tracker.report = False  # the supervisor is gone: nobody reads the records any more
+    sweep_instance(instance, protect_pgids=frozenset({supervisor_pgid}), tracked=tracker)
     return 0
 
 

@@ -34,7 +34,8 @@ async def open_ray_lanes(
     The lanes behave as :func:`lanes.open_lanes` with a
     :class:`~supervisor.ProcessJobRunner`: ``start_job(JobRequest) -> job id``,
     ``cancel_job(job_id) -> bool``, ``await wait_idle()``, and ``on_event(method, params)``
-    with ``job.started`` / ``job.output`` / ``job.finished``, in order, each job's
+    with ``job.started`` / ``job.output`` / ``job.finished`` (and ``job.progress`` /
+    ``job.record`` of a job with ``report``), in order, each job's
     ``job.finished`` exactly once. A lane is placed on a node at its first job and stays
     there (``node_of(root)`` names it); the job's root, cwd and argv must exist on that node.
 

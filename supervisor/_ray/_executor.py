@@ -250,6 +250,7 @@ def _request_fields(request: JobRequest) -> dict[str, Any]:
         "env": None if request.env is None else dict(request.env),
         "timeout_ms": request.timeout_ms,
         "supersede": request.supersede,
+        "report": request.report,
     }
 
 

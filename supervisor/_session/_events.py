@@ -17,22 +17,28 @@ waiting forever. They are bounded where they are made (plugin-contract.md "Plugi
 pending ``serverRequest`` per session), so the queue holds at most ``max_events`` plus those.
 A waiter blocks on a :class:`trio.Event` that ``put`` sets: an idle queue costs no CPU, there
 is no polling loop.
+
+A drain returns at most :data:`DEFAULT_MAX_BATCH_BYTES` of events (measured as the JSON they
+are sent as), oldest first, and leaves the rest queued for the next drain, which then returns
+at once: an answer made of events never outgrows a frame, whatever the events hold.
 """
 
 from __future__ import annotations
 
-import heapq
 from collections import deque
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Final
 
 import trio
 
+from protocol._json import encoded_size
+
 if TYPE_CHECKING:
     from protocol import JSONObject
 
 __all__ = (
     "ANSWER_EVENTS",
+    "DEFAULT_MAX_BATCH_BYTES",
     "DEFAULT_MAX_EVENTS",
     "INFORMATIONAL_EVENTS",
     "EventQueue",
@@ -41,6 +47,10 @@ __all__ = (
 
 #: Events a queue keeps before it drops the oldest.
 DEFAULT_MAX_EVENTS = 4096
+#: The most bytes of events one drain returns, as JSON (16 MiB; a lone larger event is
+#: returned alone). A quarter of the frame-body limit: room for the rest of the answer, and
+#: a drain of a full queue of large events is spread over a few answers instead of one.
+DEFAULT_MAX_BATCH_BYTES: Final = 16 * 1024 * 1024
 #: Event names that ask the client for an answer: never dropped (see the module docstring).
 ANSWER_EVENTS: Final = frozenset({"hostRequest", "runInTerminalRequested", "serverRequest"})
 #: Event names that only inform: dropped first when the queue is full.
@@ -54,6 +64,8 @@ INFORMATIONAL_EVENTS: Final = frozenset(
         "serverNotification",
         "adapterEvent",
         "job.output",
+        "job.progress",
+        "job.record",
     }
 )
 
@@ -88,14 +100,19 @@ class EventQueue:
     Args:
         max_events: How many events the queue keeps; past that one is dropped (the oldest
             informational one, else the oldest that needs no answer).
+        max_batch_bytes: The most bytes of events (as JSON) one drain returns; the rest
+            wait for the next drain. A single larger event is returned alone.
 
     Raises:
-        ValueError: ``max_events`` is not positive.
+        ValueError: ``max_events`` or ``max_batch_bytes`` is not positive.
     """
 
-    def __init__(self, max_events: int = DEFAULT_MAX_EVENTS) -> None:
-        if max_events <= 0:
-            raise ValueError("max_events must be positive")
+    def __init__(
+        self, max_events: int = DEFAULT_MAX_EVENTS, max_batch_bytes: int = DEFAULT_MAX_BATCH_BYTES
+    ) -> None:
+        if max_events <= 0 or max_batch_bytes <= 0:
+            raise ValueError("max_events and max_batch_bytes must be positive")
+        self._max_batch_bytes = max_batch_bytes
         # Three deques by what may be dropped, each in seq order; a drain merges them. Dropping
         # is then one popleft, however the kinds interleave.
         self._info: deque[JSONObject] = deque()
@@ -140,22 +157,32 @@ class EventQueue:
         return False
 
     def poll(self) -> JSONObject:
-        """Drain every queued event without waiting.
+        """Drain the queued events without waiting, oldest first, up to the batch bound.
 
         Returns:
             ``{"events": [...], "gap": bool}``; ``gap`` is true when events were dropped since
-            the previous drain.
+            the previous drain. Events past ``max_batch_bytes`` stay queued, and the next
+            drain returns them at once.
         """
         kinds = [kind for kind in (self._info, self._outcomes, self._answers) if kind]
-        if len(kinds) == 1:
-            events: list[JSONObject] = list(kinds[0])
-        else:
-            events = list(heapq.merge(*kinds, key=_seq_of))
-        for kind in kinds:
-            kind.clear()
+        events: list[JSONObject] = []
+        room = self._max_batch_bytes
+        while kinds:
+            kind = kinds[0] if len(kinds) == 1 else min(kinds, key=lambda k: _seq_of(k[0]))
+            size = encoded_size(kind[0]) + 1  # and its comma
+            if size > room and events:
+                break
+            room -= size
+            events.append(kind.popleft())
+            if not kind:
+                kinds.remove(kind)
         gap = self._gap
         self._gap = False
-        self._ready = trio.Event()
+        if not kinds and self._ready.is_set():
+            # Only a set event is replaced: a waiter (a long poll, serve's forwarder) still
+            # blocked on an unset one must see the next event, whoever drained in between.
+            # Events left past the batch bound keep it set: the next drain returns at once.
+            self._ready = trio.Event()
         return {"events": events, "gap": gap}  # type: ignore[dict-item]
 
     async def wait(self, timeout_ms: int) -> JSONObject:
@@ -169,9 +196,11 @@ class EventQueue:
 
         **Cancellation:** cancelling the caller leaves the queue untouched.
         """
-        if not self._count() and timeout_ms > 0:
+        if timeout_ms > 0:
             with trio.move_on_after(timeout_ms / 1000):
-                await self._ready.wait()
+                # Another caller may drain what woke us: then wait on, to our own deadline.
+                while not self._count():
+                    await self._ready.wait()
         return self.poll()
 
     def statistics(self) -> EventQueueStatistics:

@@ -8,7 +8,9 @@ the terminal's *owner*) drives it:
 - ``terminal.create {owner?, executable, arguments?, cwd?, environment?, title?, rows?,
   cols?, retainedContextBytes?}`` -> ``{terminalID, generation: 1}``. ``cwd`` is an
   absolute path string (the supervisor has no workspace roots, so the reference's
-  ``{rootID, path}`` form is refused). Limits in :mod:`._launch`; at most
+  ``{rootID, path}`` form is refused here; ``lithe/host/terminal/*`` resolves it against the
+  backend's workspace context first, :mod:`supervisor._plugin._host_terminal`). Limits in
+  :mod:`._launch`; at most
   :data:`MAX_HANDLES_PER_OWNER` handles per owner, closed ones included
   (``plugin.host.limitExceeded``); a handle without owner belongs to the host.
 - ``terminal.write {terminalID, data}`` -> null; ``terminal.resize {terminalID, rows, cols}``
@@ -139,6 +141,8 @@ class _Handle:
     #: The exit outcome of the current generation, once its cleanup finished.
     outcome: JSONObject | None = None
     subscription: str | None = None
+    #: Called with each outcome delivered to the subscription (a plugin backend's onExit).
+    exit_listener: Callable[[JSONObject], None] | None = None
     #: Set whenever no start, cleanup or dispose runs on the handle.
     idle: trio.Event = field(default_factory=trio.Event)
     #: Why the last generation's display fell back to plain text (kept after it ended).
@@ -234,6 +238,35 @@ class TerminalService:
     def terminal_ids(self) -> tuple[str, ...]:
         """The ids of the handles that exist now."""
         return tuple(self._handles)
+
+    def state_of(self, terminal_id: str) -> str | None:
+        """The handle's state (``running``, ``closed``, ...), or None when it does not exist."""
+        handle = self._handles.get(terminal_id)
+        return None if handle is None else handle.lifecycle.state.value
+
+    def launch_of(self, terminal_id: str) -> TerminalLaunch | None:
+        """What the handle starts (kept across close), or None when it does not exist."""
+        handle = self._handles.get(terminal_id)
+        return None if handle is None else handle.launch
+
+    def subscribe_exit(self, terminal_id: str, listener: Callable[[JSONObject], None]) -> str:
+        """``terminal.onExit`` for Python callers: each outcome is also passed to
+        ``listener`` (a recorded one at once), until :meth:`end_exit_subscription`.
+
+        Raises:
+            CoreError: ``not_found``; ``plugin.host.preconditionFailed`` when the handle
+                already has a live subscription.
+        """
+        return self._subscribe(self._get({"terminalID": terminal_id}), listener)
+
+    def end_exit_subscription(self, subscription: str) -> bool:
+        """End an onExit subscription, keeping the terminal; False when none has the id."""
+        for handle in self._handles.values():
+            if handle.subscription == subscription:
+                handle.subscription = None
+                handle.exit_listener = None
+                return True
+        return False
 
     async def _dispose_many(self, handles: list[_Handle]) -> int:
         disposed = 0
@@ -420,6 +453,8 @@ class TerminalService:
         assert handle.outcome is not None
         assert handle.subscription is not None
         handle.events.put_outcome({**handle.outcome, "subscriptionID": handle.subscription})
+        if handle.exit_listener is not None:
+            handle.exit_listener(dict(handle.outcome))
 
     async def _dispose_now(self, handle: _Handle) -> None:
         """End a live process (state DISPOSING) and forget the handle; no further events."""
@@ -591,7 +626,9 @@ class TerminalService:
         return None
 
     async def _on_exit(self, payload: JSONObject) -> JSONValue:
-        handle = self._get(payload)
+        return {"subscriptionID": self._subscribe(self._get(payload), None)}
+
+    def _subscribe(self, handle: _Handle, listener: Callable[[JSONObject], None] | None) -> str:
         if handle.subscription is not None:
             raise CoreError(
                 PRECONDITION_FAILED,
@@ -599,17 +636,16 @@ class TerminalService:
                 {"terminalID": handle.terminal_id, "subscriptionID": handle.subscription},
             )
         handle.subscription = f"sub-{next(self._subscription_ids)}"
+        handle.exit_listener = listener
         if handle.outcome is not None:
             # Subscribing after the exit delivers the recorded outcome once.
             self._deliver_outcome(handle)
-        return {"subscriptionID": handle.subscription}
+        return handle.subscription
 
     async def _dispose_subscription(self, payload: JSONObject) -> JSONValue:
         subscription = require_str(payload, "subscriptionID")
-        for handle in self._handles.values():
-            if handle.subscription == subscription:
-                handle.subscription = None
-                return None
+        if self.end_exit_subscription(subscription):
+            return None
         raise CoreError(
             "not_found",
             f"no subscription {echo(subscription)}",

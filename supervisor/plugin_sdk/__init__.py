@@ -25,6 +25,7 @@ from ._backend import (
     Diagnostics as Diagnostics,
     FunctionHandler as FunctionHandler,
     Host as Host,
+    HostNotificationHandler as HostNotificationHandler,
     create_backend as create_backend,
 )
 from ._errors import (
@@ -32,6 +33,8 @@ from ._errors import (
     PluginError as PluginError,
     PluginSdkError as PluginSdkError,
 )
+from ._services import EventHandler as EventHandler, Subscription as Subscription
+from ._state_store import StateStore as StateStore, open_state_store as open_state_store
 from ._wire import (
     HOST_ERRORS as HOST_ERRORS,
     MAX_FUNCTIONS as MAX_FUNCTIONS,
@@ -47,12 +50,17 @@ __all__ = (
     "Backend",
     "CallContext",
     "Diagnostics",
+    "EventHandler",
     "FunctionHandler",
     "Host",
     "HostError",
+    "HostNotificationHandler",
     "Negotiated",
     "PluginError",
     "PluginSdkError",
+    "StateStore",
+    "Subscription",
     "create_backend",
     "is_function_id",
+    "open_state_store",
 )

@@ -38,6 +38,16 @@ from .._handles import take_over_stdio
 from .._process._oneshot import DEFAULT_MAX_OUTPUT_BYTES, ProcessResult, run_process
 from .._process._tree import PIPE, ProcessTree, open_process_tree
 from ._errors import HostError, PluginError, PluginSdkError
+from ._services import (
+    EventHandler,
+    Subscription,
+    SubscriptionRouter,
+    _Run,
+    _Subscriptions,
+    _Terminal,
+    _Workspace,
+    subscribe,
+)
 from ._wire import (
     ERROR_MESSAGE_BYTES,
     MAX_FUNCTIONS,
@@ -65,6 +75,7 @@ __all__ = (
     "Diagnostics",
     "FunctionHandler",
     "Host",
+    "HostNotificationHandler",
     "create_backend",
 )
 
@@ -79,6 +90,10 @@ ShutdownHook: TypeAlias = "Callable[[], Awaitable[None]]"
 #: Ordinary LSP request / notification handlers: ``await handler(params)``.
 RequestHandler: TypeAlias = "Callable[[JSONValue | None], Awaitable[JSONValue]]"
 NotificationHandler: TypeAlias = "Callable[[JSONValue | None], Awaitable[None]]"
+#: Host notification handlers (``on_command``, ``on_contexts_changed``,
+#: ``on_host_notification``): ``await handler(params)`` with the notification's params
+#: (``on_command``: ``{commandID, workspaceContext}``).
+HostNotificationHandler: TypeAlias = "Callable[[JSONObject], Awaitable[None]]"
 
 _F = TypeVar("_F", bound="Callable[..., Awaitable[Any]]")
 
@@ -95,6 +110,14 @@ _GENERIC_FAILURE: Final = "The function failed."
 _SHUTDOWN_WAIT_S: Final = 10.0
 #: Bounded waits for the last frames (the answer to ``shutdown``, a final fact).
 _FINAL_WRITE_S: Final = 5.0
+#: Host notifications the SDK routes itself (``on_host_notification`` refuses them).
+_ROUTED_NOTIFICATIONS: Final = frozenset(
+    {
+        "lithe/host/subscriptions/notify",
+        "lithe/host/commands/didRun",
+        "lithe/host/workspace/didChangeContexts",
+    }
+)
 _KEY_CHARS: Final = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._:-")
 
 
@@ -370,6 +393,10 @@ class Host:
     Attributes:
         functions: ``providers(function_id)``, ``invoke(context, ...)``.
         credentials: ``get(key)``, ``set(key, secret)``, ``delete(key)``.
+        workspace: ``list_contexts()``, ``get_context(context)``, ``get_folders(context)``.
+        terminal: ``create``, ``show``, ``close``, ``reopen``, ``dispose``, ``on_exit``.
+        run: ``start(context, label, process, ...)``, ``stop(run_id=|session_id=)``.
+        subscriptions: ``dispose(subscription_id)``.
     """
 
     def __init__(self, backend: Backend, parent_operation_id: str | None = None) -> None:
@@ -377,6 +404,21 @@ class Host:
         self._parent = parent_operation_id if is_parent_operation_id(parent_operation_id) else None
         self.functions = _Functions(self)
         self.credentials = _Credentials(self)
+        self.workspace = _Workspace(self)
+        self.terminal = _Terminal(self)
+        self.run = _Run(self)
+        self.subscriptions = _Subscriptions(self)
+
+    async def subscribe(
+        self, method: str, params: JSONObject | None, on_event: EventHandler | None = None
+    ) -> Subscription:
+        """Any ``lithe/host/*`` method that answers ``{subscriptionID}``; its events go to
+        ``await on_event(event, {subscriptionID, sequence, gap})``, in order.
+
+        Raises:
+            HostError: As :meth:`request`, or ``plugin.host.failed`` without an ID.
+        """
+        return await subscribe(self, method, params, on_event)
 
     @property
     def negotiated(self) -> bool:
@@ -641,6 +683,10 @@ class Backend:
         self._shutdown_hooks: list[ShutdownHook] = []
         self._request_handlers: dict[str, RequestHandler] = {}
         self._notification_handlers: dict[str, NotificationHandler] = {}
+        self._command_handlers: dict[str, HostNotificationHandler] = {}
+        self._contexts_handlers: list[HostNotificationHandler] = []
+        self._host_notification_handlers: dict[str, HostNotificationHandler] = {}
+        self._router = SubscriptionRouter()
         self._suppressed: set[str] = set()
         self.functions_version: int | None = None
         self.logging_version: int | None = None
@@ -799,6 +845,64 @@ class Backend:
         self._check_ordinary(method)
         self._notification_handlers[method] = handler
 
+    def on_command(self, command_id: str, handler: HostNotificationHandler) -> None:
+        """Run ``await handler({commandID, workspaceContext})`` when the user runs one of the
+        plugin's commands (``lithe/host/commands/didRun``; ``workspaceContext`` is
+        ``{contextID, generation}`` or None). The host waits for no result."""
+        self._command_handlers[command_id] = handler
+
+    def on_contexts_changed(self, handler: HostNotificationHandler) -> None:
+        """Run ``await handler({revision})`` when workspace contexts open, close or change
+        (``lithe/host/workspace/didChangeContexts``); call ``host.workspace.list_contexts``."""
+        self._contexts_handlers.append(handler)
+
+    def on_host_notification(self, method: str, handler: HostNotificationHandler) -> None:
+        """Receive another ``lithe/host/*`` notification (``lithe/host/run/didExit``, one a
+        later host adds) as ``await handler(params)``. Unknown ones are ignored.
+
+        Raises:
+            PluginSdkError: ``sdk.reservedMethod`` for a method outside ``lithe/host/`` or
+                one the SDK routes itself (subscriptions, commands, contexts).
+        """
+        if not method.startswith("lithe/host/") or method in _ROUTED_NOTIFICATIONS:
+            raise PluginSdkError("sdk.reservedMethod", f"{method} is not a host notification")
+        self._host_notification_handlers[method] = handler
+
+    async def _host_notification(self, method: str, params: JSONValue | None) -> None:
+        """A ``lithe/host/*`` notification: routed in order; unknown ones ignored."""
+        body: JSONObject = params if isinstance(params, dict) else {}
+        if method == "lithe/host/subscriptions/notify":
+            await self._router.deliver(body)
+            return
+        handlers: list[HostNotificationHandler] = []
+        argument: JSONObject = body
+        if method == "lithe/host/commands/didRun":
+            command_id = body.get("commandID")
+            handler = (
+                self._command_handlers.get(command_id) if isinstance(command_id, str) else None
+            )
+            if handler is not None:
+                handlers.append(handler)
+            context = body.get("context")
+            argument = {
+                "commandID": command_id,
+                "workspaceContext": _wire_context(context) if isinstance(context, dict) else None,
+            }
+        elif method == "lithe/host/workspace/didChangeContexts":
+            handlers.extend(self._contexts_handlers)
+        elif method in self._host_notification_handlers:
+            handlers.append(self._host_notification_handlers[method])
+        for handler in handlers:
+            try:
+                await handler(argument)
+            except Exception:
+                logger.exception("host notification handler for %s failed", method)
+                await self._fact_quietly(
+                    log_fact(
+                        "operationFailed", "notification", duration_ms=0, code="handler.exception"
+                    )
+                )
+
     @staticmethod
     def _check_ordinary(method: str) -> None:
         if method in _LIFECYCLE or method.startswith(("lithe/", "$/")):
@@ -911,6 +1015,7 @@ class Backend:
         # Leaving the endpoint cancelled every handler task; each call's process trees were
         # ended on the way out (shielded, bounded).
         self._endpoint = None
+        self._router.clear()
         return 0 if self._state == "shutdown" else 1
 
     async def _handle_notification(self, method: str, params: JSONValue | None) -> None:
@@ -919,6 +1024,10 @@ class Backend:
                 self._exit_requested.set()
             return
         if method == "initialized" or method.startswith("$/"):
+            return
+        if method.startswith("lithe/host/"):
+            if self._state == "ready" and self.functions_version is not None:
+                await self._host_notification(method, params)
             return
         handler = self._notification_handlers.get(method)
         if handler is None or self._state != "ready":

@@ -87,6 +87,17 @@ async def test_conformance_in_an_asyncio_test(lsp_server_under_test):
     assert report.ok
 
 
+@pytest.mark.asyncio
+async def test_conformance_awaited_in_an_asyncio_test(lsp_server_under_test):
+    report = await lsp_server_under_test.check(SERVER, only=["cancel"])
+    assert report.ok
+
+
+def test_awaiting_outside_a_loop_says_what_to_do(lsp_server_under_test):
+    with pytest.raises(RuntimeError, match=r"call the fixture itself: lsp_server_under_test"):
+        lsp_server_under_test.check(SERVER)
+
+
 def test_dap_conformance(dap_adapter_under_test):
     adapter = program_argv("well-behaved", protocol="dap")
     report = dap_adapter_under_test(adapter, only=["disconnect"])
@@ -103,7 +114,7 @@ def test_fixtures_work_beside_pytest_lsp_without_trio_mode(tmp_path: Path) -> No
     (tmp_path / "pytest.ini").write_text("[pytest]\n")
     done = run_pytest(tmp_path, "-W", "ignore::DeprecationWarning")
     output = done.stdout + done.stderr
-    assert counts(output) == {"passed": 5, "failed": 1}, output
+    assert counts(output) == {"passed": 7, "failed": 1}, output
     assert "test_a_failing_server_fails_with_the_table" in output
     assert re.search(r"initialize +fail +exited 70 without answering", output), output
 

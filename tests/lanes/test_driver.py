@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import pytest
 import trio
 import trio.testing
@@ -9,6 +11,9 @@ import trio.testing
 from lanes import Job, JobKind, JobRequest, JobState, Lanes, LanesStatistics, open_lanes
 
 from ._sim import CLEANUP_S, Events, SimRunner
+
+if TYPE_CHECKING:
+    import pathlib
 
 
 def req(
@@ -73,6 +78,25 @@ async def test_roots_are_normalized_into_one_lane(autojump_clock: trio.abc.Clock
         assert lanes.statistics().queued == 1
         await lanes.wait_idle()
     assert runner.overlaps == []
+
+
+async def test_a_root_reached_through_a_symlink_shares_the_lane(
+    autojump_clock: trio.abc.Clock, tmp_path: pathlib.Path
+) -> None:
+    """Two spellings of one project, one through a link: one lane, never two builds at once."""
+    real = tmp_path / "project"
+    real.mkdir()
+    link = tmp_path / "link"
+    link.symlink_to(real)
+    runner, events = SimRunner(), Events()
+    async with open_lanes(runner, on_event=events) as lanes:
+        lanes.start_job(req("sleep:1", root=str(link)))
+        lanes.start_job(req("sleep:1", root=str(real) + "/"))
+        assert lanes.statistics().lanes == 1
+        assert lanes.statistics().queued == 1
+        await lanes.wait_idle()
+    assert runner.overlaps == []
+    assert {event["root"] for event in events.of("job.started")} == {str(real.resolve())}
 
 
 async def test_a_waiting_build_is_replaced(autojump_clock: trio.abc.Clock) -> None:

@@ -29,6 +29,12 @@ Modes:
   ``dataBreakpointInfo`` answers ``dataId`` ``<variablesReference>/<name>``; ``continue``
   with ``singleThread`` answers ``allThreadsContinued: false``; ``evaluate`` of
   ``received`` answers the ``setDataBreakpoints`` requests so far as JSON text.
+- ``record``: advertises function breakpoints; keeps every request it receives (command
+  and arguments); after ``configurationDone`` thread 1 is stopped; ``evaluate`` of
+  ``received`` answers the requests so far as JSON text; ``evaluate`` of ``events`` first
+  sends ``continued``, ``breakpoint``, ``thread`` and ``exited`` events.
+- ``record-plain``: the same, but without function breakpoints, ``configurationDone``
+  (so nothing stops by itself) or exception filters.
 - ``say-and-exit``: on launch, answers it, writes an ``output`` event ("last words") and a
   stderr line ("last stderr line"), and exits 0 at once: nothing it wrote may be lost.
 """
@@ -113,9 +119,46 @@ THREAD_CAPABILITIES = {
 }
 
 
+RECORD_CAPABILITIES = {**CAPABILITIES, "supportsFunctionBreakpoints": True}
+RECORD_PLAIN_CAPABILITIES = {
+    "supportsConfigurationDoneRequest": False,
+    "supportsFunctionBreakpoints": False,
+}
+RECORDED_EVENTS: list[tuple[str, dict[str, Any]]] = [
+    ("continued", {"threadId": 1, "allThreadsContinued": True}),
+    ("breakpoint", {"reason": "changed", "breakpoint": {"id": 5, "verified": True, "line": 3}}),
+    ("thread", {"reason": "started", "threadId": 3}),
+    ("exited", {"exitCode": 7}),
+]
+
+
+def serve_recorded(peer: Peer, message: dict[str, Any], recorded: list[Any]) -> bool:
+    """The ``record`` modes' own answers; False for a request answered as in ``normal``."""
+    command = message["command"]
+    expression = (message.get("arguments") or {}).get("expression")
+    if command == "initialize":
+        plain = sys.argv[1] == "record-plain"
+        peer.respond(message, RECORD_PLAIN_CAPABILITIES if plain else RECORD_CAPABILITIES)
+    elif command == "configurationDone":
+        peer.respond(message)
+        peer.event("stopped", {"reason": "pause", "threadId": 1, "allThreadsStopped": True})
+    elif command == "variables":
+        peer.respond(message, {"variables": []})
+    elif command == "evaluate" and expression == "received":
+        peer.respond(message, {"result": json.dumps(recorded), "variablesReference": 0})
+    elif command == "evaluate" and expression == "events":
+        for name, body in RECORDED_EVENTS:
+            peer.event(name, body)
+        peer.respond(message, {"result": "sent", "variablesReference": 0})
+    else:
+        return False
+    return True
+
+
 def serve(peer: Peer, mode: str, arg: str) -> None:
     held_evaluate: dict[str, Any] | None = None
     received: list[dict[str, Any]] = []
+    recorded: list[Any] = []
     while True:
         message = peer.read()
         if message is None:
@@ -126,6 +169,10 @@ def serve(peer: Peer, mode: str, arg: str) -> None:
         if message["type"] != "request":
             continue
         command = message["command"]
+        if mode.startswith("record"):
+            recorded.append({"command": command, "arguments": message.get("arguments")})
+            if serve_recorded(peer, message, recorded):
+                continue
         if command == "initialize":
             if mode == "crash-initialize":
                 sys.stderr.write("fake adapter: crashing during initialize\n")

@@ -17,7 +17,8 @@ by wire operationID, notifications, the initialize capabilities), ``no.result`` 
 neither result nor error), ``stop.reading`` (answers, then never reads its input again: the
 host's writes to it block once the pipe is full), ``progress.stale`` (a progress report
 ``stale`` for every earlier call's wire operationID, one ``current`` for its own, then
-answers), ``late.reply`` (blocks ``ms`` milliseconds, then reports progress and answers,
+answers), ``launch.resolve`` (a backend-resolved launch's answer, see its docstring),
+``late.reply`` (blocks ``ms`` milliseconds, then reports progress and answers,
 whatever the host did meanwhile), ``last.words`` (answers ``"last"``, sends
 ``window/logMessage`` with ``message``, writes ``last words on stderr`` to stderr and exits 5
 at once). Requests it serves outside any call, so that a session
@@ -118,6 +119,27 @@ def progress(wire: str, message: str) -> Message:
     }
 
 
+def launch_resolve(rid: object, params: Message, args: Message) -> None:
+    """A backend-resolved launch: ``settings.answer`` is the answer (``@fake`` is the fake
+    language server's path, ``@state`` the state directory), with the params and context it
+    got as ``initializationOptions``; ``settings.mode`` ``fail`` answers an error, ``hang``
+    never answers."""
+    settings = args.get("settings", {})
+    if settings.get("mode") == "fail":
+        send({"jsonrpc": "2.0", "id": rid, "error": {"code": -32000, "message": "no server"}})
+        return
+    if settings.get("mode") == "hang":
+        return
+    fake = os.path.join(os.path.dirname(os.path.abspath(__file__)), "lsp_fake.py")
+    text = json.dumps(settings.get("answer", {}))
+    text = text.replace("@fake", fake).replace("@state", args.get("stateDirectory", ""))
+    answer = json.loads(text)
+    answer.setdefault(
+        "initializationOptions", {"resolveParams": args, "context": params.get("context")}
+    )
+    reply(rid, answer)
+
+
 def invoke(rid: object, params: Message) -> None:
     fid = params["functionID"]
     wire = params["operationID"]
@@ -125,6 +147,8 @@ def invoke(rid: object, params: Message) -> None:
     invokes[rid] = wire
     if fid == "echo.value":
         reply(rid, args.get("value"))
+    elif fid == "launch.resolve":
+        launch_resolve(rid, params, args)
     elif fid == "slow.wait":
         pass
     elif fid == "progress.report":

@@ -112,6 +112,17 @@ def test_past_the_in_flight_limit_a_request_is_refused_busy() -> None:
     assert isinstance(admitted, RequestReceived)
 
 
+def test_an_exempt_method_is_admitted_past_the_in_flight_limit() -> None:
+    # The request that ends the session (LSP shutdown) is never refused for load.
+    server = JSONRPCConnection(max_inbound=1, exempt_methods=frozenset({"shutdown"}))
+    frames = _raw({"jsonrpc": "2.0", "id": 1, "method": "m"}) + _raw(
+        {"jsonrpc": "2.0", "id": 2, "method": "m"}
+    )
+    frames += _raw({"jsonrpc": "2.0", "id": 3, "method": "shutdown"})
+    events = _feed(server, frames)
+    assert [type(e) for e in events] == [RequestReceived, MessageRefused, RequestReceived]
+
+
 def test_cancel_names_only_a_request_in_flight() -> None:
     server = JSONRPCConnection()
     _feed(server, _raw({"jsonrpc": "2.0", "id": 7, "method": "m"}))

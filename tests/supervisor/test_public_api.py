@@ -53,3 +53,17 @@ def test_public_handles_have_no_public_constructor() -> None:
     for handle in handles:
         with pytest.raises(TypeError, match="no public constructor"):
             handle()
+
+
+def test_error_types_and_codes_are_re_exported() -> None:
+    """A caller of the Core catches and compares errors without importing ``protocol``."""
+    import protocol
+
+    assert supervisor.CoreError is protocol.CoreError
+    assert supervisor.CoreErrorCode is protocol.CoreErrorCode
+    assert supervisor.ErrorCode is protocol.ErrorCode
+    assert supervisor.ERROR_CATALOG is protocol.ERROR_CATALOG
+    assert supervisor.CatalogEntry is protocol.CatalogEntry
+    assert supervisor.lookup_error("busy").name == supervisor.CoreErrorCode.BUSY
+    for name in ("CoreError", "CoreErrorCode", "ErrorCode", "ERROR_CATALOG", "lookup_error"):
+        assert name in supervisor.__all__

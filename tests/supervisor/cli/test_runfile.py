@@ -54,6 +54,26 @@ def test_minimal_job_gets_defaults(tmp_path: Path) -> None:
     assert not job.is_expected("failed", False)
 
 
+def test_a_project_reached_through_a_symlink_is_its_real_lane(tmp_path: Path) -> None:
+    (tmp_path / "proj").mkdir()
+    (tmp_path / "link").symlink_to(tmp_path / "proj")
+    jobs = parse(
+        """
+        [[job]]
+        project = "link"
+        kind = "build"
+        argv = ["make"]
+        [[job]]
+        project = "proj/"
+        kind = "build"
+        argv = ["make"]
+        """,
+        tmp_path,
+    )
+    real = os.path.realpath(tmp_path / "proj")
+    assert [job.project for job in jobs] == [real, real]
+
+
 def test_every_key_and_placeholders(tmp_path: Path) -> None:
     (tmp_path / "proj" / "sub").mkdir(parents=True)
     text = """\

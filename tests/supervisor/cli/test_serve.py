@@ -680,3 +680,63 @@ async def test_a_server_reply_nobody_can_re_encode_ends_only_its_request(
     assert (await client.request("shutdown"))["result"] is None
     await client.notify("exit")
     assert await client.wait_exit() == 0
+
+
+async def test_a_poll_of_job_events_does_not_stop_the_pushed_notifications(
+    client: Client, tmp_path: os.PathLike[str]
+) -> None:
+    # A client's own job.pollEvents used to leave the notification forwarder asleep for
+    # the rest of the session.
+    await client.initialize()
+    polled = await client.request("job.pollEvents", {})
+    assert _field(polled, "result", "events") == []
+    job = await client.request(
+        "job.start", {"kind": "build", "root": str(tmp_path), "argv": [PY, "-c", "print(1)"]}
+    )
+    job_id = _field(job, "result", "jobId")
+    finished = await client.wait_notification("job.finished", jobId=job_id)
+    assert _field(finished, "params", "status") == "ok"
+    await client.shut_down()
+
+
+async def test_shutdown_answers_a_long_poll_with_an_empty_batch(client: Client) -> None:
+    # A long poll in flight would otherwise hold shutdown for its whole timeout (24 days).
+    await client.initialize()
+    await client.send(
+        {
+            "jsonrpc": "2.0",
+            "id": 40,
+            "method": "job.waitEvents",
+            "params": {"timeoutMilliseconds": 2**31 - 1},
+        }
+    )
+    await client.send({"jsonrpc": "2.0", "id": 41, "method": "shutdown"})
+    poll = await client.reply_to(40)
+    assert poll.get("result") == {"events": [], "gap": False}
+    assert (await client.reply_to(41))["result"] is None
+    await client.notify("exit")
+    assert await client.wait_exit() == 0
+
+
+async def test_shutdown_is_never_refused_busy(client: Client) -> None:
+    # 128 requests in flight fill serve's limit: another request is refused busy, but
+    # shutdown is admitted, waits for them, and the session ends 0.
+    await client.initialize()
+    for request_id in range(1000, 1128):
+        await client.send(
+            {
+                "jsonrpc": "2.0",
+                "id": request_id,
+                "method": "process.run",
+                "params": {"argv": ["sleep", "1"]},
+            }
+        )
+    await client.send({"jsonrpc": "2.0", "id": 1200, "method": "core.ping", "params": {}})
+    await client.send({"jsonrpc": "2.0", "id": 1201, "method": "shutdown"})
+    busy = await client.reply_to(1200)
+    assert _field(busy, "error", "data", "code") == "busy"
+    assert (await client.reply_to(1201))["result"] is None
+    for request_id in range(1000, 1128):
+        assert _field(await client.reply_to(request_id), "result", "exitCode") == 0
+    await client.notify("exit")
+    assert await client.wait_exit() == 0

@@ -87,6 +87,24 @@ def test_a_host_capability_set_must_name_who_answers_what_it_declares() -> None:
         check_client_policy([], None)
 
 
+async def test_capabilities_as_deep_as_the_json_limit_are_read_not_a_crash(
+    core: Core, tmp_path: str
+) -> None:
+    # 506 levels passes the 512-level JSON limit; reading it once raised RecursionError,
+    # answered `internal`. Deep inside: a dynamicRegistration, which declares
+    # client/registerCapability (served by the session).
+    deep: JSONObject = {"dynamicRegistration": True}
+    for _ in range(505):
+        deep = {"nested": deep}
+    assert "client/registerCapability" in declared_requests({"textDocument": deep})
+    session = await start(core, fake(), str(tmp_path), clientCapabilities={"textDocument": deep})
+    snapshot = await session.snapshot()
+    pid = snapshot["pid"]
+    assert isinstance(pid, int)
+    assert (await session.stop())["state"] == "stopped"
+    assert runs_no_more(pid)
+
+
 async def ask(session: Session, method: str, params: JSONValue) -> JSONObject:
     """Have the fake server send ``method`` to us; its reply as the server saw it."""
     payload: JSONObject = {"method": method}
@@ -174,6 +192,13 @@ async def test_the_host_answers_the_requests_it_owns(core: Core, tmp_path: str) 
             "lsp.serverRequestResponse", requestId="sr-9", error={"code": "x", "message": 1}
         )
     assert info.value.code == "invalid_request"
+    # An LSP integer is 32-bit: a code beyond it never reaches the server.
+    with pytest.raises(CoreError) as wide:
+        await session.call(
+            "lsp.serverRequestResponse", requestId="sr-9", error={"code": 10**30, "message": ""}
+        )
+    assert wide.value.code == "invalid_request"
+    assert as_obj(wide.value.details)["field"] == "error.code"
     assert (await session.stop())["state"] == "stopped"
 
 

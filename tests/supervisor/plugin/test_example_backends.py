@@ -20,7 +20,7 @@ import trio
 from protocol import CoreError
 from supervisor import open_core
 from supervisor._process._procfs import all_pids, read_env_var
-from tests._procfs import runs_no_more
+from tests._procfs import collect_if_adopted, runs_no_more
 from tests.supervisor.lsp._support import PY, WAIT_S, Session, as_obj, start
 
 if TYPE_CHECKING:
@@ -261,6 +261,7 @@ async def test_backend_that_exits_mid_call(core: Core, tmp_path: Path) -> None:
     await s.wait_for(lambda e: e["event"] == "stateChanged" and e["state"] in ("failed", "stopped"))
     # The processes the dead backend's call started are gone too (sweep by ancestry).
     await wait_gone(pids | {backend_pid})
+    collect_if_adopted(pids)  # orphans of the killed backend, ours as the host
     await s.drain(200)
     assert len(completions(s, op)) == 1
 

@@ -19,6 +19,7 @@ import trio
 
 from supervisor import open_core
 from supervisor._plugin._relay_state import GRACE_MS
+from tests._procfs import collect_if_adopted
 from tests.supervisor.lsp._support import PY, Session, as_obj, start
 from tests.supervisor.plugin.test_example_backends import scoped_pids, wait_gone, wait_scoped
 
@@ -236,6 +237,7 @@ async def test_provider_exits_mid_call(core: Core, tmp_path: Path) -> None:
         "error": "plugin.function.providerUnavailable"
     }
     await wait_gone(sleeping)
+    collect_if_adopted(sleeping)  # orphans of the killed provider, ours as the host
 
 
 async def test_snapshot_disables_a_provider_mid_call(core: Core, tmp_path: Path) -> None:

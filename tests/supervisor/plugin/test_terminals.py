@@ -1,8 +1,10 @@
 """Terminals owned by a plugin backend session end with it (issue 6; plugin-contract.md
 "Plugin-owned native terminals").
 
-A backend asks for a terminal with ``lithe/host/terminal/create``; the host creates it
-with ``terminal.create {owner: <sessionId>}`` and answers the host request. "Ending the
+A backend asks for a terminal with ``lithe/host/terminal/create``; here the client serves it
+(``RouteToClient``: issue 17 has the supervisor serve it itself, see
+test_host_terminals.py): it creates it with ``terminal.create {owner: <sessionId>}`` and
+answers the host request. "Ending the
 backend session ... does the same [as dispose] for only its owned terminals; user-created
 terminals are unaffected", and "a handle from another ... replacement backend is
 notFound": when the session's backend process ends (a stop, or a restart that replaces
@@ -19,6 +21,7 @@ import pytest
 
 from protocol import CoreError
 from supervisor import open_core
+from supervisor._plugin._host import RouteToClient
 from tests.supervisor.lsp._support import PY, as_obj, start
 from tests.supervisor.plugin.test_example_backends import wait_gone
 
@@ -35,7 +38,7 @@ PLUGIN = "com.example.tool"
 
 @pytest.fixture
 async def core() -> AsyncIterator[Core]:
-    async with open_core() as opened:
+    async with open_core(host_policy=RouteToClient()) as opened:
         yield opened
 
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+import ctypes
 import os
 import signal
 import subprocess
@@ -10,9 +12,14 @@ import sys
 import pytest
 import trio
 
-from supervisor._process._marker import SCOPE_ENV, instance_id
+from supervisor._process._marker import SCOPE_ENV, boot_id, instance_id, pid_namespace
 from supervisor._process._procfs import read_stat
-from supervisor._process._reaper import reap_adopted_children, reap_orphans
+from supervisor._process._reaper import (
+    adopted_children,
+    reap_adopted_children,
+    reap_orphans,
+    sweep_orphans,
+)
 from supervisor._process._tree import open_process_tree
 
 pytestmark = pytest.mark.skipif(not os.path.isdir("/proc/self/task"), reason="needs procfs")
@@ -65,8 +72,19 @@ def _environ(pid: int) -> list[bytes]:
         return []
 
 
+def spawn_host_child(
+    argv: list[str], *, new_session: bool, stdout: int | None = None
+) -> subprocess.Popen[bytes]:
+    return subprocess.Popen(argv, start_new_session=new_session, stdout=stdout)
+
+
 def spawn_plain(argv: list[str]) -> subprocess.Popen[bytes]:
     return subprocess.Popen(argv)
+
+
+def here(pid: int, starttime: int) -> str:
+    """An instance id of this pid namespace and boot."""
+    return f"{pid}.{starttime}.{pid_namespace()}.{boot_id()}"
 
 
 def dead_pid() -> int:
@@ -79,13 +97,13 @@ def dead_pid() -> int:
 @pytest.mark.parametrize("how", ["pid gone", "pid reused"])
 async def test_reap_orphans_kills_processes_of_dead_instances(how: str) -> None:
     if how == "pid gone":
-        owner = f"{dead_pid()}.12345"
+        owner = here(dead_pid(), 12345)
     else:
         # Our own pid with another start time: a supervisor that died and whose pid
         # was reused (by this test process).
         own_start = read_stat(os.getpid())
         assert own_start is not None
-        owner = f"{os.getpid()}.{own_start.starttime + 1}"
+        owner = here(os.getpid(), own_start.starttime + 1)
     orphan = spawn_forged(f"{owner}/t1-forged")
     try:
         await wait_for_marker(orphan.pid, f"{owner}/t1-forged")
@@ -100,10 +118,10 @@ async def test_reap_orphans_kills_processes_of_dead_instances(how: str) -> None:
 async def test_reap_orphans_spares_live_instances() -> None:
     init = read_stat(1)
     assert init is not None
-    alive_owner = spawn_forged(f"1.{init.starttime}/t1-alive")
+    alive_owner = spawn_forged(f"{here(1, init.starttime)}/t1-alive")
     ours = spawn_forged(f"{instance_id()}/t1-ours")
     try:
-        await wait_for_marker(alive_owner.pid, f"1.{init.starttime}/t1-alive")
+        await wait_for_marker(alive_owner.pid, f"{here(1, init.starttime)}/t1-alive")
         await wait_for_marker(ours.pid, f"{instance_id()}/t1-ours")
         victims = reap_orphans()
         assert alive_owner.pid not in victims
@@ -129,6 +147,9 @@ async def test_orphan_is_adopted_and_its_zombie_reaped() -> None:
     stat = read_stat(grandchild)
     assert stat is not None
     assert stat.ppid == os.getpid()
+    # It leads a session of its own, as a host's child started with start_new_session does:
+    # only its marker, read while it lives, proves it ours (listing our children reads it).
+    assert grandchild in adopted_children()
     os.kill(grandchild, signal.SIGKILL)
     await wait_for_state(grandchild, {"Z"})
     assert reap_adopted_children() == [grandchild]
@@ -153,6 +174,90 @@ async def test_reaping_never_touches_children_in_our_session() -> None:
     assert proc.wait() == 5
 
 
+def is_subreaper() -> bool:
+    value = ctypes.c_int(0)
+    assert ctypes.CDLL(None, use_errno=True).prctl(37, ctypes.byref(value), 0, 0, 0) == 0
+    return bool(value.value)
+
+
+async def test_a_host_is_a_subreaper_only_while_a_tree_is_open() -> None:
+    """After the last tree ends, a host's own orphans go to init again, not to a process that
+    would never reap them (PR_GET_CHILD_SUBREAPER)."""
+    first = await open_process_tree(SLEEPER)
+    second = await open_process_tree(SLEEPER)
+    assert is_subreaper()
+    await first.aclose()
+    assert is_subreaper()
+    await second.aclose()
+    assert not is_subreaper()
+    # A grandchild the host leaves behind is not ours to adopt.
+    proc = spawn_host_child(
+        [PY, "-c", "import subprocess as s; print(s.Popen(['sleep', '5'], stdout=s.DEVNULL).pid)"],
+        new_session=False,
+        stdout=subprocess.PIPE,
+    )
+    out, _ = proc.communicate()
+    orphan = int(out)
+    stat = read_stat(orphan)
+    try:
+        assert stat is None or stat.ppid != os.getpid()
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(orphan, signal.SIGKILL)
+
+
+@pytest.mark.parametrize("new_session", [False, True])
+async def test_reaping_never_takes_a_host_childs_status(new_session: bool) -> None:
+    """A child the host forked itself keeps its exit status, in a new session or not."""
+    proc = spawn_host_child([PY, "-c", "raise SystemExit(7)"], new_session=new_session)
+    await wait_for_state(proc.pid, {"Z"})
+    assert reap_adopted_children() == []
+    assert proc.wait() == 7
+
+
+@pytest.mark.parametrize(
+    ("instance", "reason"),
+    [
+        ("{pid}.12345", "old marker form"),
+        ("{pid}.12345.1.{boot}", "another pid namespace"),
+        ("{pid}.12345.{ns}.0123456789abcdef0123456789abcdef", "another boot"),
+    ],
+)
+async def test_unprovable_instances_are_left_alone_and_reported(instance: str, reason: str) -> None:
+    """A marker whose instance can not be proven dead here (another pid namespace, another
+    boot, the old form without either) is never ended; ``reap --dry-run`` reports it."""
+    owner = instance.format(pid=dead_pid(), ns=pid_namespace(), boot=boot_id())
+    marker = f"{owner}/t1-elsewhere"
+    orphan = spawn_forged(marker)
+    try:
+        await wait_for_marker(orphan.pid, marker)
+        dry = sweep_orphans(dry_run=True)
+        assert orphan.pid not in dry.ended
+        ((pid, named, why),) = [entry for entry in dry.left if entry[0] == orphan.pid]
+        assert (pid, named) == (orphan.pid, owner)
+        assert why.startswith(reason)
+        assert orphan.pid not in reap_orphans()
+        assert state(orphan.pid) in ("S", "R")
+    finally:
+        orphan.kill()
+        orphan.wait()
+
+
+async def test_a_dry_run_ends_nothing() -> None:
+    owner = here(dead_pid(), 12345)
+    marker = f"{owner}/t1-dry"
+    orphan = spawn_forged(marker)
+    try:
+        await wait_for_marker(orphan.pid, marker)
+        assert orphan.pid in sweep_orphans(dry_run=True).ended
+        assert state(orphan.pid) in ("S", "R")
+        assert orphan.pid in sweep_orphans().ended
+        await wait_for_state(orphan.pid, {"Z", None})
+    finally:
+        orphan.kill()
+        orphan.wait()
+
+
 async def test_reap_orphans_lists_every_process_it_ends() -> None:
     """Regression (newcomer report, `supervisor reap`): it printed 4 pids but ended 6.
 
@@ -161,7 +266,7 @@ async def test_reap_orphans_lists_every_process_it_ends() -> None:
     member that cleared its environment (no marker) is ended with its group: it is
     listed too.
     """
-    owner = f"{dead_pid()}.12345"
+    owner = here(dead_pid(), 12345)
     marker = f"{owner}/t1-group"
     leader, kids = spawn_group_with_members(marker)
     try:

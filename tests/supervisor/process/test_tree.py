@@ -17,7 +17,7 @@ import pytest
 import trio
 
 from protocol import CoreError
-from supervisor._process._marker import SCOPE_ENV, instance_id, split_marker
+from supervisor._process._marker import SCOPE_ENV, instance_id, parse_marker
 from supervisor._process._tree import DEVNULL, ProcessTree, open_process_tree
 from tests._procfs import stat_fields, state
 
@@ -77,10 +77,14 @@ async def test_marker_is_set_unique_and_names_this_instance() -> None:
     assert info1["marker"] == first.marker
     assert info2["marker"] == second.marker
     assert first.marker != second.marker
-    parsed = split_marker(first.marker)
+    parsed = parse_marker(first.marker)
     assert parsed is not None
-    assert f"{parsed[0]}.{parsed[1]}" == instance_id()
-    assert parsed[0] == os.getpid()
+    assert parsed.instance == instance_id()
+    assert parsed.pid == os.getpid()
+    # The pid namespace and the boot name the instance beside the pid and its start time.
+    assert parsed.pidns == os.stat("/proc/self/ns/pid").st_ino
+    boot = trio.Path("/proc/sys/kernel/random/boot_id")
+    assert parsed.boot == (await boot.read_text()).strip().replace("-", "")
 
 
 @pytest.mark.parametrize("override", ["forged/value", None])

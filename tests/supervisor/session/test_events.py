@@ -90,3 +90,53 @@ def test_outcomes_go_oldest_first_once_nothing_informational_is_left() -> None:
     for i in range(5):
         queue.put("requestCompleted", {"i": i})
     assert [seq for seq, _ in _names(queue.poll())] == [4, 5]
+
+
+async def test_a_waiter_sees_the_next_event_after_another_caller_drained(
+    autojump_clock: trio.abc.Clock,
+) -> None:
+    # A long poll (or serve's forwarder) waits; another caller polls an empty queue in
+    # between. The waiter must still wake for the next event, not sleep to its timeout.
+    queue = EventQueue(4)
+    woke_at: list[float] = []
+    start = trio.current_time()
+
+    async def long_poll() -> None:
+        drain = await queue.wait(60_000)
+        assert _names(drain) == [(1, "exited")]
+        woke_at.append(trio.current_time())
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(long_poll)
+        await trio.sleep(1)
+        assert _names(queue.poll()) == []
+        await trio.sleep(1)
+        queue.put("exited", {})
+    # Woken at the put, 2 s in, not at its 60 s timeout.
+    assert len(woke_at) == 1
+    assert abs(woke_at[0] - start - 2) < 1e-9
+
+
+async def test_a_waiter_whose_event_another_caller_took_waits_on_to_its_deadline(
+    autojump_clock: trio.abc.Clock,
+) -> None:
+    queue = EventQueue(4)
+    results: list[object] = []
+
+    async def long_poll() -> None:
+        start = trio.current_time()
+        results.append(_names(await queue.wait(10_000)))
+        results.append(trio.current_time() - start)
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(long_poll)
+        await trio.sleep(1)
+        queue.put("exited", {})
+        # Drained by someone else before the waiter ran: the waiter keeps waiting.
+        assert _names(queue.poll()) == [(1, "exited")]
+        await trio.sleep(2)
+        queue.put("output", {})
+    assert results[0] == [(2, "output")]
+    waited = results[1]
+    assert isinstance(waited, float)
+    assert abs(waited - 3) < 1e-9

@@ -1,0 +1,150 @@
+"""Run sessions of plugin backends (plugin-contract.md "Run and debug sessions"): what the
+embedding host tells the supervisor of a plugin, and how it presents the runs backends start
+with ``lithe/host/run/start``."""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal, TypeAlias
+
+import msgspec
+
+from ._base import Event, JsonObject, JsonValue, NonEmpty, Path, Payload, Result, WaitMilliseconds
+
+__all__ = ("COMMANDS", "EVENTS")
+
+_RunId = Annotated[str, msgspec.Meta(min_length=1)]
+
+
+class RunSelectedRuntime(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
+    """``{kind: runSelectedRuntime, tool}``: start the adapter with the executable the
+    user's runtime selection (``tools``) resolves for ``tool``, one of ``requiresTools``
+    (else ``plugin.runtime.undeclared``); resolved at each ``debug/start``."""
+
+    kind: Literal["runSelectedRuntime"]
+    tool: NonEmpty
+
+
+class RunDebugAdapter(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
+    """One debug adapter the plugin declares: ``requests`` it serves (launch, attach), the
+    adapter as ``debug.createSession`` takes it (without ``executable`` when ``launch``
+    says runSelectedRuntime), and default configurations by request (checked by the
+    command)."""
+
+    id: NonEmpty
+    adapter_id: NonEmpty | None = msgspec.field(default=None, name="adapterID")
+    requests: list[Literal["launch", "attach"]] | None = None
+    adapter: JsonObject
+    configurations: dict[str, JsonObject] | None = None
+    launch: RunSelectedRuntime | None = None
+
+
+class RunConfigurePlugin(Payload, kw_only=True):
+    """``run.configurePlugin``: what the host knows of one installed plugin for its runs
+    and debug sessions.
+
+    Attributes:
+        plugin_id: The plugin.
+        package_root: Its package directory (absolute).
+        requires_tools: The manifest's ``requiresTools`` (at most 32 distinct tool IDs).
+        tools: A required tool's executable: an absolute path, a launch plan's
+            ``{executable, ...}`` entry, or null (resolves to nothing); one not listed is
+            looked up on PATH by its short ID.
+        debug_adapters: The plugin's own debug adapters (at most 32), for ``debug/start``.
+    """
+
+    plugin_id: NonEmpty
+    package_root: Path | None = None
+    requires_tools: Annotated[list[NonEmpty], msgspec.Meta(max_length=32)] | None = None
+    tools: dict[str, JsonValue] | None = None
+    debug_adapters: Annotated[list[RunDebugAdapter], msgspec.Meta(max_length=32)] | None = None
+
+
+class RunConfigurePluginResult(Result, kw_only=True):
+    plugin_id: str
+
+
+class RunList(Payload, kw_only=True):
+    """``run.list {}``."""
+
+
+class RunRef(Payload, kw_only=True):
+    """A run by its ``runId`` (``run.stop``, ``run.destroy``, ``run.pollEvents``)."""
+
+    run_id: _RunId
+
+
+class RunWaitEvents(Payload, kw_only=True):
+    run_id: _RunId
+    timeout_milliseconds: WaitMilliseconds | None = None
+
+
+class RunRerun(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
+    """What "Run again" invokes: ``lsp.functionRequest`` of ``function`` with ``data``."""
+
+    function: str
+    data: JsonValue = None
+
+
+class RunExit(msgspec.Struct, rename="camel", forbid_unknown_fields=True, kw_only=True):
+    """How a run ended: ``exitCode``, or ``signal`` for a killed process (neither when it
+    could not be reaped)."""
+
+    exit_code: int | None = None
+    signal: int | None = None
+
+
+class RunInfo(Result, kw_only=True):
+    """A run as listed."""
+
+    run_id: str
+    plugin_id: str
+    session_id: str
+    label: str
+    pid: int | None
+    state: Literal["running", "ended"]
+    exit: RunExit | None = None
+    rerun: RunRerun | None = None
+
+
+class RunDestroyResult(Result, kw_only=True):
+    run_id: str
+    destroyed: bool
+
+
+class _RunEvent(Event, kw_only=True):
+    run_id: str
+
+
+class RunStarted(_RunEvent, tag="runStarted", kw_only=True):
+    label: str
+    pid: int | None
+
+
+class RunOutput(_RunEvent, tag="runOutput", kw_only=True):
+    text: str
+
+
+class RunExited(_RunEvent, tag="runExited", kw_only=True):
+    exit_code: int | None = None
+    signal: int | None = None
+
+
+RunEvent: TypeAlias = RunStarted | RunOutput | RunExited
+
+
+class RunEvents(Result, kw_only=True):
+    """``run.waitEvents`` / ``run.pollEvents``."""
+
+    events: list[RunEvent]
+    gap: bool
+
+
+COMMANDS = {
+    "run.configurePlugin": (RunConfigurePlugin, RunConfigurePluginResult),
+    "run.list": (RunList, list[RunInfo]),
+    "run.stop": (RunRef, RunInfo),
+    "run.destroy": (RunRef, RunDestroyResult),
+    "run.waitEvents": (RunWaitEvents, RunEvents),
+    "run.pollEvents": (RunRef, RunEvents),
+}
+EVENTS = {"run": RunEvent}

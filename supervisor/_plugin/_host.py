@@ -1,0 +1,266 @@
+"""Host services the supervisor serves itself: the dispatch table, the call, the policy.
+
+plugin-contract.md "Host services". A backend's ``lithe/host/*`` request that passed Core's
+checks (:func:`~supervisor._plugin._state.check_host_request`) is served in one of two ways:
+
+- by a handler of the :class:`HostServices` table, in this process, on the supervisor's own
+  process trees, terminals and sessions (one module per service, ``_host_<service>.py``,
+  each with a ``register(table)``; :func:`~supervisor._plugin._host_services.default_host_services`
+  lists them);
+- or, when no handler serves it or the :class:`HostPolicy` routes it to the client, as a
+  ``hostRequest`` event the embedding client answers with ``lsp.hostResponse``.
+
+A handler gets a :class:`HostCall`: the method, its checked params, the calling backend
+session (:class:`HostSession`), the :class:`HostEnvironment` (workspace contexts, policy,
+the Core's other services) and the resolved workspace context when the params name one. It
+returns the result or raises :class:`~supervisor._plugin._state.HostRefusal` with a
+``plugin.host.*`` code. A request naming a context runs in a scope that closing or replacing
+the context cancels (it then ends ``contextExpired``); the backend's ``$/cancelRequest``
+cancels it too (``plugin.host.cancelled``).
+
+The policy keeps the decisions that are a person's: consent to start a program, showing a
+window. :class:`AllowAll` (the default in ``supervisor serve``) consents and shows nothing;
+:class:`RouteToClient` serves nothing itself and forwards every request as ``hostRequest``,
+as a supervisor without host services did.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Protocol, TypeAlias, TypeVar
+
+from ._workspace import WorkspaceContexts
+
+if TYPE_CHECKING:
+    from collections.abc import Awaitable, Callable, Iterable, Sequence
+    from pathlib import Path
+
+    import trio
+
+    from protocol import JSONObject, JSONValue
+
+    from ._subscriptions import Subscriptions
+    from ._workspace import WorkspaceContext
+
+__all__ = (
+    "AllowAll",
+    "Consent",
+    "HostCall",
+    "HostEnvironment",
+    "HostHandler",
+    "HostPolicy",
+    "HostServices",
+    "HostSession",
+    "RouteToClient",
+    "Show",
+)
+
+_T = TypeVar("_T")
+
+
+class HostSession(Protocol):
+    """The backend session a host request comes from (a plugin runtime)."""
+
+    @property
+    def session_id(self) -> str:
+        """The ``lsp.*`` session's id (terminals it creates are owned by it)."""
+        ...
+
+    @property
+    def plugin_id(self) -> str:
+        """The installed plugin's ID."""
+        ...
+
+    @property
+    def grants(self) -> frozenset[str]:
+        """``lsp.startServer.hostServices``."""
+        ...
+
+    @property
+    def generation(self) -> int:
+        """The backend process's generation (1 for the first)."""
+        ...
+
+    @property
+    def subscriptions(self) -> Subscriptions:
+        """The live subscriptions of the running backend process."""
+        ...
+
+    def notify_backend(self, method: str, params: JSONObject) -> None:
+        """Queue a host notification to the running backend (in order, never blocks)."""
+        ...
+
+
+@dataclass(frozen=True)
+class Consent:
+    """What a person is asked before a program starts for a backend.
+
+    Attributes:
+        plugin_id: Who asks.
+        method: The host method (``lithe/host/terminal/create``, ...).
+        executable: The program, as resolved.
+        arguments: Its argv after the program.
+        cwd: Its working directory.
+    """
+
+    plugin_id: str
+    method: str
+    executable: str
+    arguments: tuple[str, ...]
+    cwd: str
+
+
+@dataclass(frozen=True)
+class Show:
+    """A window or tab a backend asks to show (``kind``: ``terminal``, ``run``, ...)."""
+
+    plugin_id: str
+    kind: str
+    id: str
+
+
+class HostPolicy(Protocol):
+    """The embedding host's decisions (the ones that are a person's)."""
+
+    def routes_to_client(self, method: str) -> bool:
+        """True: forward ``method`` to the client as ``hostRequest`` instead of serving it."""
+        ...
+
+    async def consent(self, request: Consent) -> bool:
+        """Ask for consent to start a program; False refuses it
+        (-32010 ``plugin.host.permissionDenied``). May wait for a person; the request's
+        cancellation (backend, context, session) ends the wait."""
+        ...
+
+    async def show(self, request: Show) -> None:
+        """Show a window or tab (a host without windows does nothing)."""
+        ...
+
+
+class AllowAll:
+    """Serve everything there is a handler for, consent to everything, show nothing."""
+
+    def routes_to_client(self, method: str) -> bool:
+        return False
+
+    async def consent(self, request: Consent) -> bool:
+        return True
+
+    async def show(self, request: Show) -> None:
+        return None
+
+
+class RouteToClient(AllowAll):
+    """Serve nothing here: every host request goes to the client as ``hostRequest``.
+
+    Args:
+        methods: Only these methods go to the client (None: all of them).
+    """
+
+    def __init__(self, methods: Iterable[str] | None = None) -> None:
+        self._methods = None if methods is None else frozenset(methods)
+
+    def routes_to_client(self, method: str) -> bool:
+        return self._methods is None or method in self._methods
+
+
+@dataclass(frozen=True)
+class HostCall:
+    """One host request being served.
+
+    Attributes:
+        method: The full method name (``lithe/host/terminal/create``).
+        params: Its params, checked by Core (an object).
+        session: The backend session asking.
+        host: The Core's host environment.
+        context: The open context ``params.context`` names, or None when it names none.
+    """
+
+    method: str
+    params: JSONObject
+    session: HostSession
+    host: HostEnvironment
+    context: WorkspaceContext | None = None
+
+
+#: ``await handler(call) -> result``; raises ``HostRefusal`` for a failure.
+HostHandler: TypeAlias = "Callable[[HostCall], Awaitable[JSONValue]]"
+
+
+class HostServices:
+    """The dispatch table: host method -> handler. A method has at most one handler."""
+
+    def __init__(self) -> None:
+        self._handlers: dict[str, HostHandler] = {}
+
+    def register(self, method: str, handler: HostHandler) -> None:
+        """Serve ``method`` with ``handler``.
+
+        Raises:
+            ValueError: ``method`` already has a handler (registering another one cannot
+                replace it, plugin-contract.md "Public document, file and window methods").
+        """
+        if method in self._handlers:
+            raise ValueError(f"{method} already has a handler")
+        self._handlers[method] = handler
+
+    def get(self, method: str) -> HostHandler | None:
+        """The handler of ``method``, or None."""
+        return self._handlers.get(method)
+
+    @property
+    def methods(self) -> frozenset[str]:
+        """The methods served here."""
+        return frozenset(self._handlers)
+
+
+@dataclass(eq=False)
+class HostEnvironment:
+    """What host services share in one Core.
+
+    Attributes:
+        policy: The embedding host's decisions.
+        contexts: The open workspace contexts.
+        table: The dispatch table.
+    """
+
+    policy: HostPolicy = field(default_factory=AllowAll)
+    contexts: WorkspaceContexts = field(default_factory=WorkspaceContexts)
+    table: HostServices = field(default_factory=HostServices)
+    #: The Core's root nursery (set by the Core): background work of a service, such as
+    #: disposing a closed context's terminals.
+    nursery: trio.Nursery | None = None
+    _services: list[object] = field(default_factory=list)
+    _extensions: dict[object, object] = field(default_factory=dict)
+
+    @classmethod
+    def default(
+        cls, policy: HostPolicy | None = None, state_root: Path | None = None
+    ) -> HostEnvironment:
+        """An environment with every host service of this package registered."""
+        from ._host_services import default_host_services
+
+        return cls(
+            policy=policy if policy is not None else AllowAll(),
+            contexts=WorkspaceContexts(state_root),
+            table=default_host_services(),
+        )
+
+    def attach(self, services: Sequence[object]) -> None:
+        """The Core's opened services, so handlers can reach them (:meth:`service`)."""
+        self._services[:] = services
+
+    def extension(self, kind: Callable[[HostEnvironment], _T]) -> _T:
+        """The one ``kind(self)`` of this environment, made on first use: the state a host
+        service keeps across requests (its handles, its runs), with the Core's lifetime."""
+        made = self._extensions.get(kind)
+        if made is None:
+            made = self._extensions[kind] = kind(self)
+        return made  # type: ignore[return-value]
+
+    def service(self, kind: type[_T]) -> _T | None:
+        """The Core's service of type ``kind``, or None when it has none."""
+        for service in self._services:
+            if isinstance(service, kind):
+                return service
+        return None

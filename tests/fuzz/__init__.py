@@ -1,0 +1,1 @@
+"""Structured fuzzing of the Core and supervisor serve (issue 13)."""
