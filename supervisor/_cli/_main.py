@@ -651,17 +651,18 @@ def _chaos(args: argparse.Namespace) -> int:
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line and return its exit code.
 
-    The command line owns its process: no host shares it, so every child the supervisor did
-    not spawn itself is an orphan it adopted, and the reaper collects each one (see
-    ``_reaper.own_whole_process``). An exception no subcommand handles leaves as itself,
-    not wrapped in the exception groups of the nurseries it crossed (a group leaves only
-    when it holds two or more), so its traceback names the error first.
+    The command line owns its process while it runs: no host shares it, so every child the
+    supervisor did not spawn itself is an orphan it adopted, and the reaper collects each
+    one (``_reaper.owning_whole_process``; a caller's process is a host again when it
+    returns). An exception no subcommand handles leaves as itself, not wrapped in the
+    exception groups of the nurseries it crossed (a group leaves only when it holds two or
+    more), so its traceback names the error first.
     """
-    from .._process._reaper import own_whole_process
+    from .._process._reaper import owning_whole_process
 
-    own_whole_process()
     try:
-        return _main(argv)
+        with owning_whole_process():
+            return _main(argv)
     except BaseExceptionGroup as group:
         from .._boundary import raise_single
 

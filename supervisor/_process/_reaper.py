@@ -73,6 +73,7 @@ __all__ = (
     "is_managed",
     "note_ours",
     "own_whole_process",
+    "owning_whole_process",
     "provably_ours",
     "reap_adopted_children",
     "reap_orphans",
@@ -220,8 +221,31 @@ def own_whole_process() -> None:
     Then a child outside our sessions that we did not spawn can only be an orphan we adopted,
     session leader or not, and every such zombie is reaped. Embedded in a host (``open_core``,
     ``CoreThread``) the supervisor never assumes it, as such a child may be the host's own.
+    Prefer :func:`owning_whole_process`, which gives the claim back.
     """
     _whole_process[0] = True
+
+
+@contextlib.contextmanager
+def owning_whole_process() -> Iterator[None]:
+    """:func:`own_whole_process` for the length of the block, then a host again.
+
+    The command line's ``main()`` runs in its own process, but tests and programs may call it
+    in theirs: when it returns, that process's own children are the host's once more, and the
+    process stops being a child subreaper if no tree is open.
+    """
+    global _subreaper_pid, _subreaper_active
+    own_whole_process()
+    try:
+        yield
+    finally:
+        with _trees_lock:
+            _whole_process[0] = False
+            if not _trees_open[0] and subreaper_active():
+                with contextlib.suppress(OSError, AttributeError):
+                    ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_CHILD_SUBREAPER, 0, 0, 0, 0)
+                _subreaper_pid = None
+                _subreaper_active = False
 
 
 def provably_ours(stat: ProcStat) -> bool:

@@ -8,6 +8,7 @@ import os
 import signal
 import subprocess
 import sys
+import time
 
 import pytest
 import trio
@@ -311,3 +312,21 @@ def spawn_group_with_members(marker: str) -> tuple[subprocess.Popen[bytes], list
         leader.wait()
         raise
     return leader, kids
+
+
+def test_the_command_line_called_in_a_process_gives_it_back_as_a_host() -> None:
+    """``main()`` owns its process only while it runs: a test or program that calls it keeps
+    its own children's exit statuses afterwards (it once left the whole-process claim on, and
+    every later host child of the pytest process could be reaped)."""
+    from supervisor._cli._main import main
+
+    assert main(["--log-level", "ERROR", "exec", "--no-stdin", "--", "true"]) == 0
+    assert not is_subreaper()
+    proc = spawn_host_child([PY, "-c", "raise SystemExit(7)"], new_session=True)
+    for _ in range(1000):  # bounded: 10 s
+        if state(proc.pid) == "Z":
+            break
+        time.sleep(0.01)
+    assert state(proc.pid) == "Z"
+    assert reap_adopted_children() == []
+    assert proc.wait() == 7
