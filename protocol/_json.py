@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from typing import TYPE_CHECKING, Any, Final, NoReturn
 
 if TYPE_CHECKING:
@@ -39,6 +40,7 @@ else:
 __all__ = (
     "MAX_DEPTH",
     "NestingTooDeep",
+    "TooDeepToRead",
     "check_depth",
     "cut_text_to_size",
     "dumps",
@@ -47,6 +49,7 @@ __all__ = (
     "id_of",
     "loads",
     "may_nest_deeper",
+    "scan_id",
     "text_size",
 )
 
@@ -80,6 +83,11 @@ def may_nest_deeper(data: bytes | str, limit: int = MAX_DEPTH) -> bool:
     return data.count(b"[") + data.count(b"{") > limit
 
 
+class TooDeepToRead(ValueError):
+    """A document nests too deeply for the parser to read it at all (its id, if any, can
+    only be found by :func:`scan_id`)."""
+
+
 class NestingTooDeep(ValueError):
     """A document nests deeper than the bound; it was read, so its top level is known.
 
@@ -96,6 +104,48 @@ class NestingTooDeep(ValueError):
 def id_of(document: object) -> object:
     """The top-level ``id`` member of a document that is an object, or None."""
     return document.get("id") if isinstance(document, dict) else None
+
+
+_TOKEN: Final = re.compile(rb'"(?:[^"\\]|\\.)*"|[{}\[\]:,]|[^\s{}\[\]:,"]+')
+
+
+def scan_id(data: bytes) -> object:
+    """The top-level ``id`` member of a JSON object that could not be decoded as a whole
+    (nested past the parser's reach, a number too long to convert), or None.
+
+    A token scan, iterative and linear: only for naming the request a refusal answers
+    (JSON-RPC 2.0 section 5: the id is null only when it could not be detected).
+    """
+    depth = 0
+    key: bytes | None = None
+    expect_key = False
+    for match in _TOKEN.finditer(data):
+        token = match.group()
+        if token in (b"{", b"["):
+            if depth == 0 and token != b"{":
+                return None
+            depth += 1
+            expect_key = token == b"{" and depth == 1
+            key = None
+        elif token in (b"}", b"]"):
+            depth -= 1
+            if depth <= 0:
+                return None
+        elif depth != 1:
+            continue
+        elif token == b",":
+            expect_key, key = True, None
+        elif token == b":":
+            expect_key = False
+        elif expect_key:
+            key = token
+        elif key == b'"id"':
+            try:
+                value = json.loads(token)
+            except ValueError:
+                return None
+            return value if isinstance(value, str | int) and not isinstance(value, bool) else None
+    return None
 
 
 def check_depth(value: object, limit: int = MAX_DEPTH) -> None:
@@ -154,7 +204,7 @@ def loads(data: bytes | str, *, finite_only: bool = False) -> JSONValue:
         value: JSONValue = (_finite_decoder if finite_only else _decoder).decode(text)
     except RecursionError:
         # The stdlib parser recurses per nesting level; a hostile peer must not crash us.
-        raise ValueError("JSON nests too deeply") from None
+        raise TooDeepToRead("JSON nests too deeply") from None
     if deep:
         check_depth(value)
     return value

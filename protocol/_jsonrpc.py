@@ -19,6 +19,7 @@ Contract (JSON-RPC 2.0, https://www.jsonrpc.org/specification, as LSP 3.17 uses 
 
 from __future__ import annotations
 
+import sys
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal, TypeAlias
 
@@ -344,6 +345,12 @@ def _out_of_range(data: bytes) -> RemoteProtocolError:
     )
 
 
+def _scanned_id(data: bytes | str) -> int | str | None:
+    """The id of a message the parser could not read whole, when a token scan finds one."""
+    raw = _json.scan_id(data if isinstance(data, bytes) else data.encode("utf-8", "replace"))
+    return raw if isinstance(raw, int | str) and _is_id(raw) else None
+
+
 def decode_message(
     body: bytes | bytearray | memoryview, *, finite_only: bool = False
 ) -> Message | Batch:
@@ -413,9 +420,19 @@ def decode_message(
             f"the message nests deeper than {_json.MAX_DEPTH} levels",
             raw_id if isinstance(raw_id, int | str) and _is_id(raw_id) else None,
         ) from None
+    except _json.TooDeepToRead:
+        raise _invalid(
+            f"the message nests deeper than {_json.MAX_DEPTH} levels", _scanned_id(data)
+        ) from None
     except ValueError as exc:
         if finite_only and type(exc) is ValueError and "out of range" in str(exc):
             raise _out_of_range(data) from None
+        if type(exc) is ValueError and "int_max_str_digits" in str(exc):
+            # Python's own bound on converting digits to an int: valid JSON, unreadable here.
+            raise _invalid(
+                f"a number in the message has more than {sys.get_int_max_str_digits()} digits",
+                _scanned_id(data),
+            ) from None
         # UnicodeDecodeError is a ValueError too; say which without echoing the bytes (the
         # parser's own messages give a position, ours a reason: neither quotes content).
         if isinstance(exc, UnicodeDecodeError):

@@ -100,7 +100,7 @@ INVALID: list[tuple[str, bytes, ErrorCode, int | str | None]] = [
     ("not utf-8", b'{"jsonrpc":"2.0","method":"\xff"}', ErrorCode.PARSE_ERROR, None),
     ("NaN", b'{"jsonrpc":"2.0","id":1,"result":NaN}', ErrorCode.PARSE_ERROR, None),
     ("Infinity", b"[Infinity]", ErrorCode.PARSE_ERROR, None),
-    ("deep nesting", b"[" * 100_000 + b"]" * 100_000, ErrorCode.PARSE_ERROR, None),
+    ("deep nesting", b"[" * 100_000 + b"]" * 100_000, ErrorCode.INVALID_REQUEST, None),
     ("trailing garbage", b'{"jsonrpc":"2.0","method":"m"} x', ErrorCode.PARSE_ERROR, None),
     ("empty batch", b"[]", ErrorCode.INVALID_REQUEST, None),
     ("number", b"1", ErrorCode.INVALID_REQUEST, None),
@@ -407,6 +407,43 @@ def test_nesting_past_the_bound_is_refused_where_it_is_read() -> None:
     # an answer with id null reaches no request).
     assert info.value.error_code is ErrorCode.INVALID_REQUEST
     assert info.value.request_id == 1
+
+
+@pytest.mark.parametrize("depth", [1_000, 100_000])
+def test_nesting_too_deep_for_the_parser_still_names_the_request(depth: int) -> None:
+    """Past the parser's own reach (it recursed, or refused) the id is found by a token
+    scan, so the refusal still answers the request (it was once answered with id null)."""
+    body = (
+        '{"jsonrpc":"2.0","params":' + "[" * depth + "]" * depth + ',"id":"late","method":"m"}'
+    ).encode()
+    with pytest.raises(RemoteProtocolError, match="nests deeper than 512") as info:
+        decode_message(body)
+    assert info.value.request_id == "late"
+
+
+def test_a_number_with_too_many_digits_names_the_request_not_python() -> None:
+    body = ('{"jsonrpc":"2.0","id":7,"method":"m","params":{"t":' + "9" * 5000 + "}}").encode()
+    with pytest.raises(RemoteProtocolError, match="more than 4300 digits") as info:
+        decode_message(body)
+    assert info.value.request_id == 7
+    assert "set_int_max_str_digits" not in str(info.value)
+
+
+@pytest.mark.parametrize(
+    ("body", "found"),
+    [
+        (b'{"a":{"id":1},"b":[{"id":2}],"id":3}', 3),
+        (b'{"id":"x\\"y"}', 'x"y'),
+        (b'{"id":true}', None),
+        (b'{"id":{"n":1}}', None),
+        (b"[1,2]", None),
+        (b'{"method":"m"}', None),
+    ],
+)
+def test_the_id_scan_reads_only_a_top_level_scalar_id(body: bytes, found: object) -> None:
+    from protocol._json import scan_id
+
+    assert scan_id(body) == found
 
 
 @pytest.mark.parametrize("number", ["1e400", "-1e999", "123e1000"])
