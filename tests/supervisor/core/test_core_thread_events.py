@@ -116,6 +116,23 @@ def test_terminal_events_end_when_the_terminal_is_disposed() -> None:
         assert all(e["terminalID"] == terminal_id for e in rest)
 
 
+def test_a_terminal_s_events_include_its_exit() -> None:
+    # Its exit used to reach the queue only after a terminal.onExit: the iterator waited on.
+    with CoreThread() as core:
+        created = _call(
+            core,
+            "terminal.create",
+            {"executable": PY, "arguments": ["-c", "print('bye'); raise SystemExit(5)"]},
+        )
+        assert isinstance(created, dict)
+        terminal_id = created["terminalID"]
+        assert isinstance(terminal_id, str)
+        with core.events("terminal", terminal_id) as events:
+            exit_event = next(e for e in events if e["event"] == "exit")
+        assert exit_event["exitCode"] == 5
+        _call(core, "terminal.dispose", {"terminalID": terminal_id})
+
+
 def test_a_source_is_named_as_its_kind_takes_it() -> None:
     with CoreThread() as core:
         with pytest.raises(ValueError, match="one of"):
