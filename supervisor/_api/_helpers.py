@@ -21,6 +21,7 @@ from ._base import (
     Env as base_Env,
     JsonObject as base_JsonObject,
     JsonValue as base_JsonValue,
+    MAX_MILLISECONDS as base_MAX_MILLISECONDS,
     Milliseconds as base_Milliseconds,
     NonEmpty as base_NonEmpty,
     OsText as base_OsText,
@@ -570,7 +571,8 @@ class CommandHelpers:
         argv: base_Argv,
         cwd: base_Path | None = None,
         env: base_Env | None = None,
-        timeout_milliseconds: base_Milliseconds | None = None,
+        timeout_milliseconds: typing.Annotated[int, msgspec.Meta(ge=0, le=base_MAX_MILLISECONDS)]
+        | None = None,
         supersede: bool | None = None,
         report: bool | None = None,
     ) -> job_JobStartResult:

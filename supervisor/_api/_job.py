@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
-from typing import Literal, TypeAlias
+from typing import Annotated, Literal, TypeAlias
+
+import msgspec
 
 from ._base import (
+    MAX_MILLISECONDS,
     Argv,
     Env,
     Event,
     JsonObject,
-    Milliseconds,
     NonEmpty,
     Path,
     Payload,
@@ -53,7 +55,8 @@ class JobStart(Payload, kw_only=True):
         argv: The program and its arguments.
         cwd: The working directory, relative to ``root`` (default: ``root``).
         env: Environment changes (null removes a variable).
-        timeout_milliseconds: Ends the job ``failed`` (``timedOut``) after this long.
+        timeout_milliseconds: Ends the job ``failed`` (``timedOut``) after this long; 0 or
+            absent: no deadline (as ``process.run``'s 0 and a lanes file's ``timeout_ms = 0``).
         supersede: Cancel a running job of the same kind first.
         report: Give the job a report channel: JSON lines on the descriptor
             ``SUPERVISOR_REPORT_FD`` names become ``job.progress`` / ``job.record``.
@@ -64,7 +67,7 @@ class JobStart(Payload, kw_only=True):
     argv: Argv
     cwd: Path | None = None
     env: Env | None = None
-    timeout_milliseconds: Milliseconds | None = None
+    timeout_milliseconds: Annotated[int, msgspec.Meta(ge=0, le=MAX_MILLISECONDS)] | None = None
     supersede: bool | None = None
     report: bool | None = None
 

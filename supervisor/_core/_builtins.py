@@ -136,7 +136,7 @@ class JobService:
             argv=tuple(payload.argv),
             cwd=payload.cwd,
             env=payload.env,
-            timeout_ms=payload.timeout_milliseconds,
+            timeout_ms=payload.timeout_milliseconds or None,  # 0: no deadline
             supersede=bool(payload.supersede),
             report=bool(payload.report),
         )

@@ -49,6 +49,8 @@ if TYPE_CHECKING:
 __all__ = (
     "MAX_CONTEXTS",
     "MAX_FOLDERS",
+    "MAX_NAME_BYTES",
+    "MAX_PATH_BYTES",
     "Folder",
     "WorkspaceContext",
     "WorkspaceContexts",
@@ -60,6 +62,16 @@ __all__ = (
 MAX_CONTEXTS: Final = 256
 #: Root folders of one context (ours).
 MAX_FOLDERS: Final = 64
+#: Ours: the longest context or folder name, and remote authority id, in UTF-8 bytes.
+MAX_NAME_BYTES: Final = 1024
+#: Ours: the longest folder path, in bytes (Linux's PATH_MAX).
+MAX_PATH_BYTES: Final = 4096
+
+
+def _too_long(value: str, limit: int) -> bool:
+    return len(value.encode("utf-8", "surrogatepass")) > limit
+
+
 _KEY: Final = re.compile(r"[A-Za-z0-9._:\-]{1,128}")
 _SECRET_FILE: Final = "host-secret"
 
@@ -361,14 +373,16 @@ def _parse_context(entry: JSONValue, where: str) -> WorkspaceContext:
     if not isinstance(authority, dict):
         raise _invalid(f"{where}.authority must be an object", f"{where}.authority")
     kind = authority.get("kind")
+    remote_id = authority.get("id")
     if kind == "local" and set(authority) == {"kind"}:
         authority = {"kind": "local"}
     elif (
         kind == "remote"
         and set(authority) == {"kind", "id"}
-        and isinstance(authority.get("id"), str)
+        and isinstance(remote_id, str)
+        and not _too_long(remote_id, MAX_NAME_BYTES)
     ):
-        authority = {"kind": "remote", "id": authority["id"]}
+        authority = {"kind": "remote", "id": remote_id}
     else:
         raise _invalid(
             f"{where}.authority must be {{kind: local}} or {{kind: remote, id}}",
@@ -385,14 +399,27 @@ def _parse_context(entry: JSONValue, where: str) -> WorkspaceContext:
         if not isinstance(raw, dict) or set(raw) - {"name", "path"}:
             raise _invalid(f"{at} must be {{name?, path}}", at)
         path = raw.get("path")
-        if not isinstance(path, str) or not path.startswith("/") or "\0" in path:
-            raise _invalid(f"{at}.path must be an absolute path", f"{at}.path")
+        if (
+            not isinstance(path, str)
+            or not path.startswith("/")
+            or "\0" in path
+            or _too_long(path, MAX_PATH_BYTES)
+        ):
+            raise _invalid(
+                f"{at}.path must be an absolute path of at most {MAX_PATH_BYTES} bytes",
+                f"{at}.path",
+            )
         path = os.path.normpath(path)
         name = raw.get("name", os.path.basename(path) or path)
-        if not isinstance(name, str) or not name:
-            raise _invalid(f"{at}.name must be a nonempty string", f"{at}.name")
+        if not isinstance(name, str) or not name or _too_long(name, MAX_NAME_BYTES):
+            raise _invalid(
+                f"{at}.name must be a nonempty string of at most {MAX_NAME_BYTES} bytes",
+                f"{at}.name",
+            )
         folders.append(Folder(name, path))
     name = entry.get("name", folders[0].name if folders else context_id)
-    if not isinstance(name, str):
-        raise _invalid(f"{where}.name must be a string", f"{where}.name")
+    if not isinstance(name, str) or _too_long(name, MAX_NAME_BYTES):
+        raise _invalid(
+            f"{where}.name must be a string of at most {MAX_NAME_BYTES} bytes", f"{where}.name"
+        )
     return WorkspaceContext(context_id, 1, name, authority, tuple(folders))

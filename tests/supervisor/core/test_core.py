@@ -133,6 +133,33 @@ async def test_process_run_timeout_zero_means_none() -> None:
     assert data["stdout"] == "1\n"
 
 
+async def test_job_start_timeout_zero_means_none_as_process_run(
+    tmp_path: os.PathLike[str], autojump_clock: trio.testing.MockClock
+) -> None:
+    # 0 was refused by job.start while process.run and lanes files read it as no deadline.
+    async with open_core() as core:
+        started = await core.call(
+            "job.start",
+            {
+                "kind": "build",
+                "root": str(tmp_path),
+                "argv": [PY, "-c", "print(1)"],
+                "timeoutMilliseconds": 0,
+            },
+        )
+        assert isinstance(started, dict)
+        while True:
+            batch = await core.call("job.waitEvents", {"timeoutMilliseconds": 60_000})
+            assert isinstance(batch, dict)
+            events = batch["events"]
+            assert isinstance(events, list)
+            finished = [e for e in events if isinstance(e, dict) and e["event"] == "job.finished"]
+            if finished:
+                break
+    assert finished[0]["status"] == "ok"
+    assert finished[0]["timedOut"] is False
+
+
 async def test_process_timeout_keeps_output() -> None:
     script = "import time; print('before', flush=True); time.sleep(30)"
     async with open_core() as core:

@@ -70,6 +70,16 @@ def test_generation_and_revision_rules(tmp_path: Path) -> None:
         ({"contexts": [{"contextID": "w1", "folders": [], "more": 1}]}, "contexts[0]"),
         ({"contexts": [one("w1", "/a"), one("w1", "/b")]}, "contexts"),
         ({"contexts": [one(f"w{n}") for n in range(257)]}, "contexts"),
+        ({"contexts": [one("w1", "/a", name="n" * 1025)]}, "contexts[0].name"),
+        ({"contexts": [one("w1", "/" + "p" * 4096)]}, "contexts[0].folders[0].path"),
+        (
+            {"contexts": [{"contextID": "w1", "folders": [{"path": "/a", "name": "é" * 513}]}]},
+            "contexts[0].folders[0].name",
+        ),
+        (
+            {"contexts": [one("w1", "/a", authority={"kind": "remote", "id": "r" * 1025})]},
+            "contexts[0].authority",
+        ),
     ],
 )
 def test_malformed_contexts_change_nothing(tmp_path: Path, payload: JSONObject, field: str) -> None:
