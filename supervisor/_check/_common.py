@@ -13,10 +13,19 @@ import trio
 from ._report import Outcome
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from ._peer import Program
     from ._report import ConformanceReport
 
-__all__ = ("Bounds", "Leftovers", "describe_status", "record_stdout", "settle_leftovers")
+__all__ = (
+    "Bounds",
+    "Leftovers",
+    "describe_status",
+    "exit_on_eof",
+    "record_stdout",
+    "settle_leftovers",
+)
 
 #: How long a program's descendants get to follow it out after it exited, in seconds.
 LEFTOVER_SETTLE_S: Final = 1.0
@@ -176,3 +185,25 @@ def record_stdout(report: ConformanceReport, programs: list[Program], rule: str)
             f"only frames on stdout across {len(programs)} instances",
             rule,
         )
+
+
+async def exit_on_eof(
+    program: Program,
+    bound_s: float,
+    leftovers: Leftovers,
+    note: Callable[[str, Outcome, str], None],
+) -> None:
+    """The ``exit-on-eof`` check of both batteries: close the program's stdin, then it must
+    exit on its own (not by a signal) within ``bound_s`` seconds; its leftovers are judged."""
+    await program.close_stdin()
+    start = trio.current_time()
+    rc = await program.wait_exit(bound_s)
+    if rc is None:
+        note("exit-on-eof", Outcome.FAIL, f"still running {ms(bound_s)} after its stdin closed")
+        return
+    note(
+        "exit-on-eof",
+        Outcome.FAIL if rc < 0 else Outcome.PASS,
+        f"{describe_status(rc)} {ms(trio.current_time() - start)} after its stdin closed",
+    )
+    await leftovers.after_exit(program, "after stdin EOF")

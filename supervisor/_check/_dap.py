@@ -20,6 +20,7 @@ from ._common import (
     Bounds,
     Leftovers,
     describe_status,
+    exit_on_eof,
     ms,
     no_answer,
     record_stdout,
@@ -244,22 +245,7 @@ class _Battery:
             if caps is None:
                 self.note("exit-on-eof", Outcome.SKIP, f"initialize failed: {evidence}")
                 return
-            await program.close_stdin()
-            start = trio.current_time()
-            rc = await program.wait_exit(self.bounds.eof_exit)
-            if rc is None:
-                self.note(
-                    "exit-on-eof",
-                    Outcome.FAIL,
-                    f"still running {ms(self.bounds.eof_exit)} after its stdin closed",
-                )
-                return
-            self.note(
-                "exit-on-eof",
-                Outcome.FAIL if rc < 0 else Outcome.PASS,
-                f"{describe_status(rc)} {ms(trio.current_time() - start)} after its stdin closed",
-            )
-            await self.leftovers.after_exit(program, "after stdin EOF")
+            await exit_on_eof(program, self.bounds.eof_exit, self.leftovers, self.note)
 
     async def run(self) -> ConformanceReport:
         await self.session(terminate=True)
