@@ -105,6 +105,7 @@ from ._payload import (
     read_text as read_text,
     text_problem as text_problem,
 )
+from ._suggest import did_you_mean as did_you_mean, suggest as suggest
 from ._types import JSONObject as JSONObject, JSONValue as JSONValue, RequestId as RequestId
 
 __all__ = (
@@ -166,6 +167,7 @@ __all__ = (
     "cut_utf8",
     "decode_dap_message",
     "decode_message",
+    "did_you_mean",
     "echo",
     "encode_dap_message",
     "encode_frame",
@@ -187,5 +189,6 @@ __all__ = (
     "read_milliseconds",
     "read_path",
     "read_text",
+    "suggest",
     "text_problem",
 )
