@@ -87,6 +87,7 @@ __all__ = (
     "NotificationHandler",
     "ReplyWithoutResult",
     "RequestHandler",
+    "current_admission",
     "current_request_id",
     "method_not_found",
     "open_jsonrpc_endpoint",
@@ -99,6 +100,11 @@ logger = logging.getLogger("supervisor.endpoint")
 #: use it as an operation id, for example) reads it here.
 current_request_id: contextvars.ContextVar[RequestId | None] = contextvars.ContextVar(
     "current_request_id", default=None
+)
+#: What ``admit_request`` returned for the inbound request whose handler is running (None
+#: outside a handler, or without an ``admit_request``).
+current_admission: contextvars.ContextVar[object] = contextvars.ContextVar(
+    "current_admission", default=None
 )
 
 #: Default bound of the write queue, in frames: a peer that stops reading costs bounded memory.
@@ -266,14 +272,16 @@ class _Pending:
 
 
 class _Inbound:
-    """One inbound request being handled: its cancel scope, and whether the peer cancelled."""
+    """One inbound request being handled: its cancel scope, whether the peer cancelled, and
+    what its admission returned."""
 
-    __slots__ = ("body_bytes", "cancelled_by_peer", "scope")
+    __slots__ = ("admission", "body_bytes", "cancelled_by_peer", "scope")
 
-    def __init__(self, body_bytes: int) -> None:
+    def __init__(self, body_bytes: int, admission: object) -> None:
         self.scope = trio.CancelScope()
         self.cancelled_by_peer = False
         self.body_bytes = body_bytes
+        self.admission = admission
 
 
 def _error_response(
@@ -394,7 +402,7 @@ class JSONRPCEndpoint(metaclass=NoPublicConstructor):
         max_body_bytes: int,
         max_inbound_concurrency: int,
         max_inflight_bytes: int = DEFAULT_MAX_INFLIGHT_BYTES,
-        admit_request: Callable[[str], None] | None = None,
+        admit_request: Callable[[Request], object] | None = None,
         cancelled_data: JSONValue = None,
         close_on_input_end: bool = True,
         finite_only: bool = True,
@@ -976,15 +984,16 @@ class JSONRPCEndpoint(metaclass=NoPublicConstructor):
                 )
             )
             return
+        admission: object = None
         if self._admit_request is not None:
             try:
-                self._admit_request(request.method)
+                admission = self._admit_request(request)
             except JSONRPCError as exc:
                 await self._answer_from_reader(
                     self._conn.send_error(request.id, exc.code, exc.message, exc.data)
                 )
                 return
-        inbound = _Inbound(body_bytes)
+        inbound = _Inbound(body_bytes, admission)
         key = _id_key(request.id)
         self._inbound[key] = inbound
         self._inflight_bytes += body_bytes
@@ -1007,6 +1016,7 @@ class JSONRPCEndpoint(metaclass=NoPublicConstructor):
             try:
                 with inbound.scope:
                     current_request_id.set(request.id)
+                    current_admission.set(inbound.admission)
                     result = await self._request_handler(request.method, request.params)
             finally:
                 # Removed before any answer is queued: a $/cancelRequest from now on finds
@@ -1115,7 +1125,7 @@ async def open_jsonrpc_endpoint(
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
     max_inbound_concurrency: int = DEFAULT_MAX_INBOUND_CONCURRENCY,
     max_inflight_bytes: int = DEFAULT_MAX_INFLIGHT_BYTES,
-    admit_request: Callable[[str], None] | None = None,
+    admit_request: Callable[[Request], object] | None = None,
     cancelled_data: JSONValue = None,
     close_on_input_end: bool = True,
     finite_only: bool = True,
@@ -1180,12 +1190,16 @@ async def open_jsonrpc_endpoint(
         max_inflight_bytes: The most frame-body bytes the requests being handled may hold
             together; a request that would take them past it is refused ``busy`` (one alone
             is always admitted).
-        admit_request: ``admit_request(method)``, called synchronously by the reader in
-            arrival order before a request's handler task starts (handler tasks start in no
-            particular order). Raising :class:`JSONRPCError` refuses the request: it is
-            answered with that error and no handler runs. A server lifecycle belongs here
-            (``initialize`` first, nothing after ``shutdown``), so a request that arrived
-            before ``shutdown`` is never refused because its task ran after it.
+        admit_request: ``admit_request(request) -> admission``, called synchronously by the
+            reader in arrival order before a request's handler task starts (handler tasks
+            start in no particular order). Raising :class:`JSONRPCError` refuses the request:
+            it is answered with that error and no handler runs. A server lifecycle belongs
+            here (``initialize`` first, nothing after ``shutdown``), so a request that
+            arrived before ``shutdown`` is never refused because its task ran after it; so
+            does the request's place in its target's line (docs/architecture.md "The order
+            rule"). What it returns is the handler's :data:`current_admission`; a handler
+            always runs once admitted (cancelled at its first checkpoint when the endpoint
+            is closing), so it can release what the admission took.
         cancelled_data: ``error.data`` of the -32800 answer to a request the peer cancelled
             with ``$/cancelRequest`` (None sends none); plugin sessions send
             ``{"code": "plugin.host.cancelled"}`` (plugin-contract.md "Host services").

@@ -17,16 +17,19 @@ from typing import Any, Final
 import msgspec
 
 from . import _core, _debug, _job, _lsp, _plugin, _process, _run, _terminal
-from ._base import decode_payload
+from ._base import ENDING_TURN_WAIT_MS, Ordered, decode_payload
 
 __all__ = (
     "CHECK_RESULTS",
     "COMMANDS",
+    "ENDING_TURN_WAIT_MS",
     "EVENTS",
     "Command",
+    "Ordered",
     "check_result",
     "declaration",
     "decode_payload",
+    "target_of",
     "validate_payload",
 )
 
@@ -44,22 +47,28 @@ class Command:
         payload: Its payload type (a struct, or a tagged union of structs).
         result: Its result type (``None``: the command answers ``null``).
         service: The module that declares it (``"process"``).
+        order: The target it acts on (docs/architecture.md "The order rule"), or None when
+            it is ordered with nothing.
     """
 
     name: str
     payload: Any
     result: Any
     service: str
+    order: Ordered | None = None
 
 
 def _table() -> dict[str, Command]:
     table: dict[str, Command] = {}
     for module in (_core, _process, _job, _lsp, _plugin, _run, _debug, _terminal):
         service = module.__name__.rpartition("._")[2]
+        order: dict[str, Ordered] = getattr(module, "ORDER", {})
         for name, (payload, result) in module.COMMANDS.items():
             if name in table:
                 raise RuntimeError(f"{name} is declared twice")
-            table[name] = Command(name, payload, result, service)
+            table[name] = Command(name, payload, result, service, order.get(name))
+        if unknown := set(order) - set(module.COMMANDS):
+            raise RuntimeError(f"ORDER names undeclared commands: {sorted(unknown)}")
     return table
 
 
@@ -82,6 +91,31 @@ def declaration(name: str) -> Command:
         KeyError: ``name`` is not declared.
     """
     return COMMANDS[name]
+
+
+def target_of(name: str, payload: object) -> tuple[str, str] | None:
+    """The target command ``name`` acts on with this (undecoded) payload, or None.
+
+    Read before the payload is decoded -- where a request arrives, synchronously -- so it
+    only looks: a payload whose target field is missing or not a non-empty string has no
+    target (its decoding refuses it before any effect).
+
+    Returns:
+        ``(kind, id)``; ``(kind, "")`` for a kind with one target (:attr:`Ordered.field`
+        None); None for a command ordered with nothing or an unknown command.
+    """
+    command = COMMANDS.get(name)
+    if command is None or command.order is None:
+        return None
+    order = command.order
+    if order.field is None:
+        return (order.target, "")
+    if not isinstance(payload, dict):
+        return None
+    value = payload.get(order.field)
+    if not isinstance(value, str) or not value:
+        return None
+    return (order.target, value)
 
 
 def validate_payload(name: str, payload: object) -> Any:

@@ -46,6 +46,7 @@ from protocol import (
 )
 
 __all__ = (
+    "ENDING_TURN_WAIT_MS",
     "MAX_COUNT",
     "MAX_MILLISECONDS",
     "AcceptedResult",
@@ -58,6 +59,7 @@ __all__ = (
     "JsonValue",
     "Milliseconds",
     "NonEmpty",
+    "Ordered",
     "OsText",
     "Path",
     "Payload",
@@ -111,6 +113,37 @@ class AcceptedResult(Result, kw_only=True):
     id."""
 
     accepted: bool
+
+
+@dataclasses.dataclass(frozen=True)
+class Ordered:
+    """The target a command acts on: commands on one target take effect in arrival order.
+
+    docs/architecture.md "The order rule": operations on one target take effect in the order
+    they arrived on one connection, thread or task; answers may come in any order and
+    different targets run concurrently. A command without an :class:`Ordered` entry (a
+    read, a wait for events, a cancel, a one-shot process) is ordered with nothing.
+
+    Attributes:
+        target: The kind of target (``"terminal"``, ``"lsp"``, ``"debug"``, ``"run"``,
+            ``"job"``, ``"workspace"``); commands of different services that share a kind
+            share the target (a plugin backend is an ``"lsp"`` session).
+        field: The payload field (wire name) naming the target (``"terminalID"``,
+            ``"sessionId"``); None: one target for the whole kind (the job lanes, the
+            workspace contexts).
+        ending: The command ends its target (stop, close, dispose, disconnect, destroy): it
+            waits for the operations ahead of it at most :data:`ENDING_TURN_WAIT_MS`, so a
+            target stuck on a blocked write can always be ended.
+    """
+
+    target: str
+    field: str | None = None
+    ending: bool = False
+
+
+#: How long an ending command (:attr:`Ordered.ending`) waits for the operations ahead of it
+#: on its target before it takes effect anyway (ours): the default polite-step bound.
+ENDING_TURN_WAIT_MS: Final = 2_000
 
 
 @dataclasses.dataclass(frozen=True)

@@ -15,6 +15,7 @@ from ._base import (
     JsonObject,
     JsonValue,
     NonEmpty,
+    Ordered,
     OsText,
     Path,
     Payload,
@@ -22,7 +23,15 @@ from ._base import (
     WaitMilliseconds,
 )
 
-__all__ = ("COMMANDS", "DEBUG_STATES", "EVENTS", "DebugEvent", "DebugInspect", "DebugState")
+__all__ = (
+    "COMMANDS",
+    "DEBUG_STATES",
+    "EVENTS",
+    "ORDER",
+    "DebugEvent",
+    "DebugInspect",
+    "DebugState",
+)
 
 DebugState: TypeAlias = Literal[
     "initializing",
@@ -453,6 +462,28 @@ class DebugEvents(Result, kw_only=True):
     events: list[DebugEvent]
     gap: bool
 
+
+_ON_SESSION = Ordered("debug", "sessionId")
+_ENDS_SESSION = Ordered("debug", "sessionId", ending=True)
+#: The order rule (:class:`~._base.Ordered`): what is sent to one debug adapter takes effect
+#: in arrival order (``createSession`` with a caller's ``sessionId`` first); event waits,
+#: listings and cancels are ordered with nothing.
+ORDER = {
+    "debug.createSession": _ON_SESSION,
+    "debug.launch": _ON_SESSION,
+    "debug.attach": _ON_SESSION,
+    "debug.setBreakpoints": _ON_SESSION,
+    "debug.setExceptionBreakpoints": _ON_SESSION,
+    "debug.setFunctionBreakpoints": _ON_SESSION,
+    "debug.execute": _ON_SESSION,
+    "debug.inspect": _ON_SESSION,
+    "debug.setVariable": _ON_SESSION,
+    "debug.dataBreakpointInfo": _ON_SESSION,
+    "debug.setDataBreakpoints": _ON_SESSION,
+    "debug.runInTerminalResponse": _ON_SESSION,
+    "debug.disconnect": _ENDS_SESSION,
+    "debug.destroySession": _ENDS_SESSION,
+}
 
 COMMANDS = {
     "debug.createSession": (DebugCreateSession, DebugCreateSessionResult),

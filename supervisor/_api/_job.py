@@ -13,6 +13,7 @@ from ._base import (
     Event,
     JsonObject,
     NonEmpty,
+    Ordered,
     Path,
     Payload,
     Result,
@@ -22,6 +23,7 @@ from ._base import (
 __all__ = (
     "COMMANDS",
     "EVENTS",
+    "ORDER",
     "JobCancel",
     "JobCancelResult",
     "JobEvent",
@@ -177,6 +179,13 @@ class JobEvents(Result, kw_only=True):
     events: list[JobEvent]
     gap: bool
 
+
+#: The order rule (:class:`~._base.Ordered`): job starts and cancels take effect in arrival
+#: order -- one line for all lanes, since queueing a job never waits.
+ORDER = {
+    "job.start": Ordered("job"),
+    "job.cancel": Ordered("job"),
+}
 
 COMMANDS = {
     "job.start": (JobStart, JobStartResult),

@@ -14,6 +14,7 @@ from ._base import (
     JsonObject,
     JsonValue,
     NonEmpty,
+    Ordered,
     OsText,
     Path,
     Payload,
@@ -26,6 +27,7 @@ __all__ = (
     "EVENTS",
     "LSP_STATES",
     "LSP_STOP_STEPS",
+    "ORDER",
     "LspEvent",
     "LspStartServer",
     "LspState",
@@ -490,6 +492,25 @@ class LspEvents(Result, kw_only=True):
     events: list[LspEvent]
     gap: bool
 
+
+_ON_SESSION = Ordered("lsp", "sessionId")
+_ENDS_SESSION = Ordered("lsp", "sessionId", ending=True)
+#: The order rule (:class:`~._base.Ordered`): every command that sends the server something
+#: or changes the session's documents takes effect in arrival order on its session
+#: (``didOpen``/``didChange``/``didClose``, requests, notifications, answers to the server's
+#: requests); snapshots, event waits and cancels are ordered with nothing.
+ORDER = {
+    "lsp.stopServer": _ENDS_SESSION,
+    "lsp.restartServer": _ENDS_SESSION,
+    "lsp.destroyServer": _ENDS_SESSION,
+    "lsp.syncDocument": _ON_SESSION,
+    "lsp.closeDocument": _ON_SESSION,
+    "lsp.workspaceFilesChanged": _ON_SESSION,
+    "lsp.clearDiagnostics": _ON_SESSION,
+    "lsp.updateWorkspaceConfiguration": _ON_SESSION,
+    "lsp.request": _ON_SESSION,
+    "lsp.serverRequestResponse": _ON_SESSION,
+}
 
 COMMANDS = {
     "lsp.startServer": (LspStartServer, LspStartServerResult),

@@ -5,10 +5,13 @@ from __future__ import annotations
 
 import msgspec
 
-from ._base import Count, JsonObject, JsonValue, Milliseconds, NonEmpty, Payload, Result
+from ._base import Count, JsonObject, JsonValue, Milliseconds, NonEmpty, Ordered, Payload, Result
 from ._lsp import DeliveredResult, OperationResult
 
-__all__ = ("COMMANDS",)
+__all__ = (
+    "COMMANDS",
+    "ORDER",
+)
 
 
 class LspFunctionRequest(Payload, kw_only=True):
@@ -123,6 +126,20 @@ class WorkspaceContextsResult(Result, kw_only=True):
     revision: int
     contexts: list[JsonObject]
 
+
+_ON_SESSION = Ordered("lsp", "sessionId")
+#: The order rule (:class:`~._base.Ordered`): a plugin backend is a language-server session,
+#: so what is sent to it shares that session's line with the ``lsp.*`` commands; workspace
+#: context changes take effect in arrival order.
+ORDER = {
+    "workspace.setContexts": Ordered("workspace"),
+    "lsp.functionRequest": _ON_SESSION,
+    "lsp.hostResponse": _ON_SESSION,
+    "lsp.hostNotify": _ON_SESSION,
+    "lsp.configureFunctionRelay": _ON_SESSION,
+    "lsp.pluginServerRequest": _ON_SESSION,
+    "lsp.pluginServerNotify": _ON_SESSION,
+}
 
 COMMANDS = {
     "workspace.setContexts": (WorkspaceSetContexts, WorkspaceContextsResult),

@@ -8,9 +8,19 @@ from typing import Annotated, Literal, TypeAlias
 
 import msgspec
 
-from ._base import Event, JsonObject, JsonValue, NonEmpty, Path, Payload, Result, WaitMilliseconds
+from ._base import (
+    Event,
+    JsonObject,
+    JsonValue,
+    NonEmpty,
+    Ordered,
+    Path,
+    Payload,
+    Result,
+    WaitMilliseconds,
+)
 
-__all__ = ("COMMANDS", "EVENTS")
+__all__ = ("COMMANDS", "EVENTS", "ORDER")
 
 _RunId = Annotated[str, msgspec.Meta(min_length=1)]
 
@@ -138,6 +148,12 @@ class RunEvents(Result, kw_only=True):
     events: list[RunEvent]
     gap: bool
 
+
+#: The order rule (:class:`~._base.Ordered`): stopping and destroying one run are ordered.
+ORDER = {
+    "run.stop": Ordered("run", "runId", ending=True),
+    "run.destroy": Ordered("run", "runId", ending=True),
+}
 
 COMMANDS = {
     "run.configurePlugin": (RunConfigurePlugin, RunConfigurePluginResult),

@@ -6,9 +6,18 @@ from typing import Annotated, Literal, TypeAlias
 
 import msgspec
 
-from ._base import Event, JsonObject, NonEmpty, Payload, Result, StreamText, WaitMilliseconds
+from ._base import (
+    Event,
+    JsonObject,
+    NonEmpty,
+    Ordered,
+    Payload,
+    Result,
+    StreamText,
+    WaitMilliseconds,
+)
 
-__all__ = ("COMMANDS", "EVENTS", "TERMINAL_STATES", "TerminalEvent", "TerminalState")
+__all__ = ("COMMANDS", "EVENTS", "ORDER", "TERMINAL_STATES", "TerminalEvent", "TerminalState")
 
 TerminalState: TypeAlias = Literal[
     "starting", "running", "closing", "closed", "failed", "disposing", "disposed"
@@ -156,6 +165,19 @@ class TerminalEvents(Result, kw_only=True):
     events: list[TerminalEvent]
     gap: bool
 
+
+_ON_TERMINAL = Ordered("terminal", "terminalID")
+_ENDS_TERMINAL = Ordered("terminal", "terminalID", ending=True)
+#: The order rule (:class:`~._base.Ordered`): what acts on one terminal takes effect in
+#: arrival order (keystrokes, resizes); creating, listing, waiting for events and exit
+#: subscriptions are ordered with nothing.
+ORDER = {
+    "terminal.write": _ON_TERMINAL,
+    "terminal.resize": _ON_TERMINAL,
+    "terminal.reopen": _ON_TERMINAL,
+    "terminal.close": _ENDS_TERMINAL,
+    "terminal.dispose": _ENDS_TERMINAL,
+}
 
 COMMANDS = {
     "terminal.create": (TerminalCreate, TerminalCreateResult),

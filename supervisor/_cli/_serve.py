@@ -49,26 +49,38 @@ from protocol import (
 )
 
 from .._core._core import PROTOCOL_VERSION, _version, open_core
-from .._endpoint import EndpointClosed, JSONRPCError, current_request_id, open_jsonrpc_endpoint
+from .._endpoint import (
+    EndpointClosed,
+    JSONRPCError,
+    current_admission,
+    current_request_id,
+    open_jsonrpc_endpoint,
+)
 from .._handles import take_over_stdio
 from .._plugin._host import AllowAll, RouteToClient
 from .._process._tree import DEFAULT_KILL_WAIT_MS, DEFAULT_TERM_GRACE_MS
+from .._session._order import Turn
 
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable
 
-    from protocol import JSONObject, JSONValue
+    from protocol import JSONObject, JSONValue, Request
 
     from .._core._core import Core
     from .._endpoint import JSONRPCEndpoint
     from .._plugin._host import HostPolicy
 
-__all__ = ("SERVER_NAME", "serve", "serve_stdio")
+__all__ = ("SERVER_NAME", "SERVE_MAX_REQUESTS_IN_FLIGHT", "serve", "serve_stdio")
 
 logger = logging.getLogger("supervisor.serve")
 
 #: ``serverInfo.name`` in the ``initialize`` result.
 SERVER_NAME: Final = "trio-process-supervisor"
+#: Requests of the client in flight at once (ours); past it a request is refused ``busy``.
+#: High because an editor pipelines: a burst of keystrokes or document changes on one
+#: target waits for its turn in line, each a small task; their bytes count against the
+#: endpoint's in-flight byte budget as well.
+SERVE_MAX_REQUESTS_IN_FLIGHT: Final = 4096
 
 
 def jsonrpc_error_from(error: CoreError) -> JSONRPCError:
@@ -120,15 +132,22 @@ class _Server:
 
     # -- requests ------------------------------------------------------------------------
 
-    def admit_request(self, method: str) -> None:
+    def admit_request(self, request: Request) -> Turn | None:
         """Decide, in arrival order, whether a request may run (the endpoint's admission).
 
         The lifecycle is checked here rather than in the handler task because handler tasks
         start in no particular order: a request that arrived before ``shutdown`` must be
         served and waited for, never refused because its task happened to run later. An
         admitted request is counted here for the same reason: the session only ends once
-        every admitted request was answered.
+        every admitted request was answered. For the same reason a Core command takes its
+        place in its target's line here (docs/architecture.md "The order rule"): commands
+        on one terminal or session take effect in the order they arrived.
+
+        Returns:
+            The command's turn (:meth:`Core.arrive`), given back to :meth:`handle_request`
+            through the endpoint's ``current_admission``; None when it has none.
         """
+        method = request.method
         refusal = self.lifecycle.check_request(method)
         if refusal is ErrorCode.SERVER_NOT_INITIALIZED:
             raise JSONRPCError(int(refusal), "The server is not initialized")
@@ -147,16 +166,30 @@ class _Server:
             self._idle = trio.Event() if self._idle.is_set() else self._idle
         self._unanswered += 1
         self._answered = trio.Event() if self._answered.is_set() else self._answered
+        core = self._core
+        if core is None or method in ("initialize", "shutdown"):
+            return None
+        return core.arrive(method, request.params)
 
     async def handle_request(self, method: str, params: JSONValue | None) -> JSONValue:
         """Run one admitted request in a scope the end of the session can cancel."""
+        turn = current_admission.get()
+        assert turn is None or isinstance(turn, Turn)
+        try:
+            return await self._handle(method, params, turn)
+        finally:
+            if turn is not None:
+                # Also when the request ended before the Core took it (cancelled at once).
+                turn.release()
+
+    async def _handle(self, method: str, params: JSONValue | None, turn: Turn | None) -> JSONValue:
         scope = trio.CancelScope()
         self._request_scopes.add(scope)
         if self._ending is not None:
             scope.cancel()
         try:
             with scope:
-                return await self._dispatch(method, params)
+                return await self._dispatch(method, params, turn)
             # Only _end_requests cancels this scope ($/cancelRequest cancels the endpoint's).
             raise _ending_error(self._ending or "cancelled")
         finally:
@@ -165,7 +198,9 @@ class _Server:
             if self._unanswered == 0:
                 self._answered.set()
 
-    async def _dispatch(self, method: str, params: JSONValue | None) -> JSONValue:
+    async def _dispatch(
+        self, method: str, params: JSONValue | None, turn: Turn | None
+    ) -> JSONValue:
         if method == "initialize":
             return await self._initialize(params)
         if method == "shutdown":
@@ -183,7 +218,7 @@ class _Server:
                 operation_id = None if request_id is None else str(request_id)
                 payload = params if params is not None else {}
                 if not method.endswith(".waitEvents"):
-                    return await core.call(method, payload, operation_id=operation_id)
+                    return await core.call(method, payload, operation_id=operation_id, turn=turn)
                 with trio.CancelScope() as poll:
                     if self._polls_ended:
                         # Admitted before `shutdown`, started after it (tasks start in no
@@ -191,7 +226,9 @@ class _Server:
                         poll.cancel()
                     self._long_polls.add(poll)
                     try:
-                        return await core.call(method, payload, operation_id=operation_id)
+                        return await core.call(
+                            method, payload, operation_id=operation_id, turn=turn
+                        )
                     finally:
                         self._long_polls.discard(poll)
                 # Ended by `shutdown`: what a timeout with nothing queued answers.
@@ -500,6 +537,10 @@ async def serve(
                     finite_only=False,
                     # However loaded, the client can always end the session.
                     exempt_methods=frozenset({"shutdown"}),
+                    # An editor pipelines: keystrokes and document changes wait for their
+                    # turn on their target (docs/architecture.md "The order rule") without
+                    # being refused; the in-flight byte budget still bounds their memory.
+                    max_inbound_concurrency=SERVE_MAX_REQUESTS_IN_FLIGHT,
                 ) as endpoint:
                     server.endpoint = endpoint
                     if not await server.run_session(endpoint, interrupt):

@@ -24,9 +24,10 @@ import itertools
 import json
 import logging
 import threading
+from concurrent.futures import Future, InvalidStateError
 from contextlib import AsyncExitStack, asynccontextmanager
 from importlib import metadata
-from typing import TYPE_CHECKING, Final, final
+from typing import TYPE_CHECKING, Final, TypeAlias, final
 
 import trio
 
@@ -35,6 +36,7 @@ from protocol import (
     MAX_MILLISECONDS,
     CoreError,
     EnvelopeError,
+    EnvelopeRequest,
     check_request_values,
     envelope_error,
     envelope_ok,
@@ -53,12 +55,14 @@ from .._boundary import (
     split_failure,
 )
 from .._dap._service import open_debug_service
+from .._handles import NoPublicConstructor
 from .._lsp._service import open_lsp_service
 from .._plugin._host import HostEnvironment
 from .._plugin._host_workspace import open_workspace_service
 from .._plugin._run_service import open_run_service
 from .._process._reaper import reap_adopted_children, reap_orphans
 from .._session._events import DEFAULT_MAX_EVENTS
+from .._session._order import Sequencer, _current_turn, hold_turn
 from .._terminal._service import open_terminal_service
 from ._builtins import JobService, open_job_service, open_process_service
 from ._context import _current_operation_id, current_operation_id
@@ -75,6 +79,7 @@ if TYPE_CHECKING:
 
     from .._plugin._host import HostPolicy
     from .._session._events import EventQueue
+    from .._session._order import Turn
     from ._service import CommandHandler, Service, ServiceFactory
 
 __all__ = (
@@ -82,6 +87,7 @@ __all__ = (
     "PROTOCOL_VERSION",
     "Core",
     "CoreThread",
+    "SubmittedOperation",
     "current_operation_id",
     "open_core",
 )
@@ -121,6 +127,45 @@ class _Operation:
         self.cancel_requested = False
 
 
+#: An envelope parsed where it arrived, with its turn (or the error that refused it).
+_Arrived: TypeAlias = "tuple[EnvelopeRequest | EnvelopeError, Turn | None]"
+
+
+@final
+class SubmittedOperation(metaclass=NoPublicConstructor):
+    """A command started by :meth:`Core.submit`, whose answer is awaited later."""
+
+    __slots__ = ("_data", "_done", "_error")
+
+    def __init__(self) -> None:
+        self._done = trio.Event()
+        self._data: JSONValue = None
+        self._error: CoreError | None = None
+
+    def _finish(self, data: JSONValue, error: CoreError | None) -> None:
+        self._data, self._error = data, error
+        self._done.set()
+
+    @property
+    def done(self) -> bool:
+        """Whether the command has ended (its answer is there)."""
+        return self._done.is_set()
+
+    async def result(self) -> JSONValue:
+        """Wait for the command's end and return its data.
+
+        Raises:
+            CoreError: the command's error, as :meth:`Core.call` raises it (``cancelled``
+                when the Core closed first).
+
+        **Cancellation:** cancellable; the command goes on (cancel it by its operation id).
+        """
+        await self._done.wait()
+        if self._error is not None:
+            raise self._error
+        return self._data
+
+
 @final
 class Core(CommandHelpers):
     """A running Core. Made by :func:`open_core`; it has no public constructor.
@@ -129,8 +174,12 @@ class Core(CommandHelpers):
     returns a ``ProcessResult``; docs/commands.md lists them all).
     """
 
-    def __init__(self, services: Sequence[Service]) -> None:
+    def __init__(self, services: Sequence[Service], nursery: trio.Nursery | None = None) -> None:
         self._services = tuple(services)
+        #: Where :meth:`submit` runs operations (the Core's root nursery).
+        self._nursery = nursery
+        #: The line of each target (docs/architecture.md "The order rule").
+        self._sequencer = Sequencer()
         self._operations: dict[str, _Operation] = {}
         self._anonymous = itertools.count(1)
         self._closing = False
@@ -175,6 +224,24 @@ class Core(CommandHelpers):
 
     # -- dispatch ------------------------------------------------------------------------
 
+    def arrive(self, command: str, payload: object) -> Turn | None:
+        """Give a command its place in its target's line, where it arrives.
+
+        docs/architecture.md "The order rule": commands on one target (a terminal, a
+        language-server or debug session, a plugin backend, the job lanes; see the order
+        column of docs/commands.md) take effect in the order they arrived. Call this
+        synchronously where the command arrives -- the reader of a connection, the
+        submitting thread's callback, the submitting task -- and pass the turn to
+        :meth:`call`. Cheap: two dict operations; nothing when the command is ordered with
+        nothing.
+
+        Returns:
+            The turn, or None for a command ordered with nothing (or whose payload names no
+            target: its decoding refuses it before any effect).
+        """
+        target = _api.target_of(command, payload)
+        return None if target is None else self._sequencer.arrive(target)
+
     async def call(
         self,
         command: str,
@@ -182,8 +249,16 @@ class Core(CommandHelpers):
         *,
         operation_id: str | None = None,
         timeout_ms: int | None = None,
+        turn: Turn | None = None,
+        task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED,
     ) -> JSONValue:
         """Run one command in its own cancel scope and return its data.
+
+        Commands on one target take effect in the order they arrived (docs/architecture.md
+        "The order rule"): awaited one after another from a task, they are in order by
+        construction; to pipeline them from one task without waiting for answers, start each
+        with ``await nursery.start(core.call, command, payload)``, which returns once the
+        command has its place in its target's line (or use :meth:`submit`).
 
         Args:
             command: The command name, e.g. ``"process.run"``.
@@ -191,6 +266,10 @@ class Core(CommandHelpers):
             operation_id: The id :meth:`cancel` knows it by; None makes it uncancellable by id.
             timeout_ms: A deadline in milliseconds from now, at most
                 :data:`protocol.MAX_MILLISECONDS`; None or 0 for none.
+            turn: Its place in line, when the caller took it where the command arrived
+                (:meth:`arrive`); None: the command takes its place now.
+            task_status: For ``nursery.start``: started once the command has its place in
+                line.
 
         Returns:
             The command's data (JSON).
@@ -208,8 +287,26 @@ class Core(CommandHelpers):
                 is at most 1024 UTF-8 bytes.
 
         **Cancellation:** cancelling the caller cancels the command (its processes end) and
-        raises :class:`trio.Cancelled` as usual.
+        raises :class:`trio.Cancelled` as usual; a command cancelled while it waits for its
+        turn ends without its effect.
         """
+        if turn is None:
+            turn = self.arrive(command, payload)
+        task_status.started()
+        try:
+            return await self._call(command, payload, operation_id, timeout_ms, turn)
+        finally:
+            if turn is not None:
+                turn.release()
+
+    async def _call(
+        self,
+        command: str,
+        payload: JSONObject,
+        operation_id: str | None,
+        timeout_ms: int | None,
+        turn: Turn | None,
+    ) -> JSONValue:
         handler = self._commands.get(command)
         if handler is None:
             raise CoreError(
@@ -238,6 +335,7 @@ class Core(CommandHelpers):
         try:
             with operation.scope:
                 token = _current_operation_id.set(operation_id)
+                turn_token = hold_turn(turn)
                 try:
                     check_request_values(payload)
                     declared = _api.COMMANDS.get(command)
@@ -246,6 +344,8 @@ class Core(CommandHelpers):
                         # The payload's declaration is its validation (one error shape).
                         decoded = _api.decode_payload(command, declared.payload, payload)
                     fault_point("request.dispatch")
+                    if turn is not None:
+                        await self._wait_turn(command, turn)
                     if getattr(handler, "takes_declaration", False):
                         data = await handler(decoded)  # type: ignore[arg-type]
                     else:
@@ -261,6 +361,7 @@ class Core(CommandHelpers):
                         raise
                     raise contained from None
                 finally:
+                    _current_turn.reset(turn_token)
                     _current_operation_id.reset(token)
         except ExceptionGroup as group:
             # What is left once the operation's scope took back its own cancellation.
@@ -279,7 +380,83 @@ class Core(CommandHelpers):
             raise CoreError("cancelled", "The operation was cancelled")
         raise CoreError("timed_out", f"The operation exceeded its deadline of {timeout_ms} ms")
 
-    async def execute(self, request: str | bytes | JSONObject) -> JSONObject:
+    async def _wait_turn(self, command: str, turn: Turn) -> None:
+        """Wait until the operations ahead of this one on its target took their effect.
+
+        A command that ends its target (:attr:`supervisor._api.Ordered.ending`) waits at most
+        :data:`supervisor._api.ENDING_TURN_WAIT_MS`, then takes its effect anyway: a target
+        stuck on a blocked write (a PTY whose program reads nothing) can always be ended,
+        and the operations still in line then find it ended.
+        """
+        if turn.is_head:
+            return
+        order = _api.COMMANDS[command].order
+        if order is not None and order.ending:
+            with trio.move_on_after(_api.ENDING_TURN_WAIT_MS / 1000):
+                await turn.wait()
+            return
+        await turn.wait()
+
+    def submit(
+        self,
+        command: str,
+        payload: JSONObject,
+        *,
+        operation_id: str | None = None,
+        timeout_ms: int | None = None,
+    ) -> SubmittedOperation:
+        """Start one command now, without waiting for it; its answer is awaited later.
+
+        The command takes its place in its target's line at once, synchronously, so commands
+        submitted one after another from one task take effect in that order
+        (docs/architecture.md "The order rule"); they run in the Core's own nursery and end
+        with the Core.
+
+        Returns:
+            A :class:`SubmittedOperation`; ``await op.result()`` gives the data or raises the
+            command's :class:`CoreError`, as :meth:`call` would.
+
+        Raises:
+            RuntimeError: The Core has no nursery to run it in (a Core made outside
+                :func:`open_core`).
+        """
+        if self._nursery is None:
+            raise RuntimeError("this Core runs no operations of its own (no nursery)")
+        submitted = SubmittedOperation._create()
+        turn = self.arrive(command, payload)
+        self._nursery.start_soon(
+            self._run_submitted, submitted, command, payload, operation_id, timeout_ms, turn
+        )
+        return submitted
+
+    async def _run_submitted(
+        self,
+        submitted: SubmittedOperation,
+        command: str,
+        payload: JSONObject,
+        operation_id: str | None,
+        timeout_ms: int | None,
+        turn: Turn | None,
+    ) -> None:
+        try:
+            data = await self.call(
+                command, payload, operation_id=operation_id, timeout_ms=timeout_ms, turn=turn
+            )
+        except CoreError as exc:
+            submitted._finish(None, exc)
+        except trio.Cancelled:
+            submitted._finish(None, CoreError("cancelled", "The supervisor is shutting down"))
+            raise
+        except Exception as exc:
+            contained = _contain(command, exc)
+            assert isinstance(contained, CoreError)  # an Exception is always contained
+            submitted._finish(None, contained)
+        else:
+            submitted._finish(data, None)
+
+    async def execute(
+        self, request: str | bytes | JSONObject, *, arrived: _Arrived | None = None
+    ) -> JSONObject:
         """Run one envelope request and return its envelope response (never raises for it).
 
         Args:
@@ -291,16 +468,18 @@ class Core(CommandHelpers):
 
         **Cancellation:** as :meth:`call`.
         """
-        try:
-            envelope = parse_envelope(request)
-        except EnvelopeError as exc:
-            return envelope_error(exc.request_id, exc)
+        if arrived is None:
+            arrived = self.arrive_envelope(request)
+        envelope, turn = arrived
+        if isinstance(envelope, EnvelopeError):
+            return envelope_error(envelope.request_id, envelope)
         try:
             data = await self.call(
                 envelope.command,
                 envelope.payload,
                 operation_id=envelope.operation_id,
                 timeout_ms=envelope.timeout_ms,
+                turn=turn,
             )
         except Exception as exc:
             # A bug of ours around the command (its own failures are contained by call)
@@ -309,6 +488,18 @@ class Core(CommandHelpers):
             assert isinstance(contained, CoreError)  # an Exception is always contained
             return envelope_error(envelope.id, contained)
         return envelope_ok(envelope.id, data)
+
+    def arrive_envelope(self, request: str | bytes | JSONObject) -> _Arrived:
+        """Parse an envelope request and give its command its place in line (:meth:`arrive`).
+
+        For :meth:`execute` of a request parsed where it arrived (``CoreThread``'s
+        submitting callback).
+        """
+        try:
+            envelope = parse_envelope(request)
+        except EnvelopeError as exc:
+            return exc, None
+        return envelope, self.arrive(envelope.command, envelope.payload)
 
     def cancel(self, operation_id: str) -> bool:
         """Cancel a running operation.
@@ -344,6 +535,22 @@ class Core(CommandHelpers):
 
     async def _ping(self, payload: JSONObject) -> JSONValue:
         return {"protocolVersion": PROTOCOL_VERSION, "version": _version()}
+
+
+def _closed_error() -> CoreError:
+    return CoreError("cancelled", "The supervisor is shutting down")
+
+
+def _request_id(arrived: _Arrived) -> str | int | None:
+    envelope = arrived[0]
+    return envelope.request_id if isinstance(envelope, EnvelopeError) else envelope.id
+
+
+def _settle(future: Future[str], text: str) -> None:
+    # A future is settled once: the command's own answer, or the close's.
+    if not future.done():
+        with contextlib.suppress(InvalidStateError):
+            future.set_result(text)
 
 
 def _dumps(response: JSONObject) -> str:
@@ -479,7 +686,7 @@ async def _open_core(
                 host.nursery = nursery
                 owning += [s for s in opened if isinstance(s, OwnedResources)]
                 commanding += [s for s in opened if isinstance(s, LanguageServerCommands)]
-                core = Core(opened)
+                core = Core(opened, nursery)
                 try:
                     yield core
                 finally:
@@ -499,9 +706,15 @@ async def _open_core(
 class CoreThread:
     """A Core on its own thread, for hosts that are not Trio programs.
 
-    Use it as ``with CoreThread() as core:``; ``execute_json`` and ``cancel_operation`` may be
-    called from any thread, concurrently. Leaving the block ends everything the Core started
-    before it returns.
+    Use it as ``with CoreThread() as core:``; ``execute_json``, ``submit_json`` and
+    ``cancel_operation`` may be called from any thread, concurrently. Leaving the block ends
+    everything the Core started before it returns.
+
+    Order (docs/architecture.md "The order rule"): commands on one target take effect in the
+    order one thread made its calls. ``execute_json`` blocks until its answer, so a thread's
+    calls are in order by construction; ``submit_json`` returns at once, having given the
+    command its place in line, so a thread can pipeline keystrokes or document changes
+    without waiting for each answer.
 
     Args:
         trusted: As for :func:`open_core`.
@@ -515,6 +728,10 @@ class CoreThread:
         self._token: trio.lowlevel.TrioToken | None = None
         self._stop: trio.Event | None = None
         self._error: BaseException | None = None
+        #: Futures of submit_json whose command has not ended: failed at close if the Core
+        #: ended first (a callback queued after the run's last pass never runs).
+        self._submitted: set[Future[str]] = set()
+        self._submitted_lock = threading.Lock()
 
     def __enter__(self) -> CoreThread:
         if self._thread is not None:
@@ -552,6 +769,10 @@ class CoreThread:
             logger.exception("the Core thread failed")
         finally:
             self._ready.set()
+            with self._submitted_lock:
+                left, self._submitted = self._submitted, set()
+            for future in left:
+                _settle(future, _dumps(envelope_error(None, _closed_error())))
 
     async def _main(self) -> None:
         self._stop = trio.Event()
@@ -590,6 +811,65 @@ class CoreThread:
             return _dumps(
                 envelope_error(request_id if isinstance(request_id, str | int) else None, contained)
             )
+
+    def submit_json(self, request: str) -> Future[str]:
+        """Start one envelope request given as JSON text; return a future of its response.
+
+        Returns at once: the command has its place in its target's line before this returns
+        (the submitting thread's order is kept: :class:`CoreThread`'s docstring), and the
+        future gets the JSON response text -- exactly one, as ``execute_json`` returns it --
+        when the command ends. If the CoreThread closes first, the response is the
+        ``cancelled`` error.
+
+        Raises:
+            RuntimeError: The CoreThread is not running.
+        """
+        core, token = self._require()
+        future: Future[str] = Future()
+        with self._submitted_lock:
+            self._submitted.add(future)
+        try:
+            # run_sync_soon callbacks run in the order they were queued (FIFO), so the
+            # commands of one thread arrive in the order it submitted them.
+            token.run_sync_soon(self._arrive, core, request, future)
+        except trio.RunFinishedError as exc:
+            with self._submitted_lock:
+                self._submitted.discard(future)
+            raise RuntimeError("the CoreThread is not running") from exc
+        return future
+
+    def _arrive(self, core: Core, request: str, future: Future[str]) -> None:
+        arrived = core.arrive_envelope(request)
+        nursery = core._nursery
+        assert nursery is not None  # open_core gives the Core its nursery
+        try:
+            nursery.start_soon(self._execute_submitted, core, request, arrived, future)
+        except RuntimeError:  # the nursery is closed: the Core has ended
+            turn = arrived[1]
+            if turn is not None:
+                turn.release()
+            self._settle(future, _dumps(envelope_error(_request_id(arrived), _closed_error())))
+
+    async def _execute_submitted(
+        self, core: Core, request: str, arrived: _Arrived, future: Future[str]
+    ) -> None:
+        try:
+            response = await core.execute(request, arrived=arrived)
+        except BaseException:
+            self._settle(future, _dumps(envelope_error(_request_id(arrived), _closed_error())))
+            raise
+        try:
+            text = _dumps(response)
+        except (TypeError, ValueError) as exc:
+            contained = _contain("submit_json", exc)
+            assert isinstance(contained, CoreError)  # an Exception is always contained
+            text = _dumps(envelope_error(_request_id(arrived), contained))
+        self._settle(future, text)
+
+    def _settle(self, future: Future[str], text: str) -> None:
+        with self._submitted_lock:
+            self._submitted.discard(future)
+        _settle(future, text)
 
     def events(self, kind: str = "job", source_id: str | None = None) -> EventSubscription:
         """Receive a source's events as a blocking iterator, without a polling loop.

@@ -96,6 +96,7 @@ from .._boundary import (
 from .._process._tree import PIPE, open_process_tree
 from .._session import StderrRing, exit_detail
 from .._session._operations import Operation, OperationTable
+from .._session._order import effect_taken
 from .._session._resource import SessionResource
 from .._terminal._pty import EndBounds, TerminalProcess
 from .._terminal._render import RetainedDisplay
@@ -773,6 +774,10 @@ class DebugSession(SessionResource[JSONObject]):
             operation.seq = seq
         try:
             await self._send(frame)
+            # Queued in the writer's order: the next command on this session may send its
+            # own while this one waits for its response (docs/architecture.md "The order
+            # rule").
+            effect_taken()
             await pending.done.wait()
         finally:
             # Removing the entry is what makes a late response harmless.

@@ -917,6 +917,11 @@ class LspService:
                 raise _invalid("contentChanges must be an array of objects", "contentChanges")
             changes = [c for c in raw_changes if isinstance(c, dict)]
         session.check_open()
+        # Recorded only once what was submitted before it went out: a change that arrived
+        # behind a request waiting for readiness must not reach the server (with the
+        # documents opened at initialization) before that request.
+        await session.wait_outbox()
+        session.check_open()
         plan = session.documents.plan_sync(uri, language_id, text, changes, session.sync_kind())
         live = session.documents_live
         document = session.documents.get(uri)
@@ -931,6 +936,7 @@ class LspService:
     async def _close_document(self, payload: JSONObject) -> JSONValue:
         session = self._session(payload)
         uri = require_str(payload, "uri")
+        await session.wait_outbox()
         document = session.documents.close(uri)
         live = session.documents_live
         if live is not None and document.opened_in == live:
@@ -977,6 +983,7 @@ class LspService:
     async def _deliver_configuration(self, session: LspSession, config: JSONValue) -> bool:
         # The value is what workspace/configuration answers from now on; a server that is
         # not initialized yet gets it with `initialized`.
+        await session.wait_outbox()
         session.workspace_configuration = config
         if not session.initialized:
             return False

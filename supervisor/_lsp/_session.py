@@ -251,9 +251,10 @@ class _Request(Operation):
     started_at: float = 0.0
     end_reason: str | None = None
     waiting: bool = False
-    #: The request submitted before this one that was not yet written when this one came:
-    #: this one is written after it (requests that waited for readiness keep their order).
-    after: _Request | None = None
+    #: ``sent`` of the message submitted before this one that was not yet handed to the
+    #: endpoint when this one came: this one is written after it (the session's outbox
+    #: keeps submission order, docs/architecture.md "The order rule").
+    after: trio.Event | None = None
     #: Set when this request was handed to the endpoint, or ended without that.
     sent: trio.Event = field(default_factory=trio.Event)
 
@@ -274,8 +275,9 @@ class _Generation:
     restart_requested: bool = False
     tracker: ReadinessTracker | None = None
     readiness_changed: trio.Event = field(default_factory=trio.Event)
-    #: The last request submitted to this generation (see ``_Request.after``).
-    last_request: _Request | None = None
+    #: ``sent`` of the last request or function call submitted to this generation: what
+    #: is submitted later is handed to the endpoint after it (see ``_Request.after``).
+    last_sent: trio.Event | None = None
     failure: JSONObject | None = None
     started_at_ms: float = 0.0
     #: Set when the main process was seen exited, and when its stderr ended.
@@ -1265,18 +1267,12 @@ class LspSession(SessionResource[JSONObject]):
         if not gen.ready:
             req.waiting = True
             self._waiting_for_ready += 1
-        # plugin-contract.md "Plugin-owned sessions": requests that wait for the gates go
-        # out in the order they were asked for; tasks wake in no set order, so each one
-        # is written after the one before it (as is a request that comes while they are
-        # being written). Requests of a ready server are not held back for each other.
-        previous = gen.last_request
-        if (
-            previous is not None
-            and not previous.sent.is_set()
-            and (req.waiting or previous.waiting)
-        ):
-            req.after = previous
-        gen.last_request = req
+        # The session's outbox keeps submission order (docs/architecture.md "The order
+        # rule"; plugin-contract.md "Plugin-owned sessions": requests that wait for the
+        # gates go out in the order they were asked for): tasks wake in no set order, so
+        # each request is written after the message submitted before it. A ready server's
+        # requests wait for each other only until each is queued, a scheduler pass.
+        req.after = self._chain(gen, req.sent)
         self._nursery.start_soon(self._run_request, req, gen)
         return req
 
@@ -1341,7 +1337,7 @@ class LspSession(SessionResource[JSONObject]):
             if not gen.settled.is_set():
                 await gen.settled.wait()
             if req.after is not None:
-                await req.after.sent.wait()
+                await req.after.wait()
             self._stop_waiting(req)
             fault_point("lsp.request")
             endpoint = gen.endpoint
@@ -1468,6 +1464,7 @@ class LspSession(SessionResource[JSONObject]):
                 "the backend is not running a negotiated process",
                 {"code": "plugin.function.unavailable"},
             )
+        sent = trio.Event()
         plugin.start_call(
             self._nursery,
             gen.endpoint,
@@ -1476,7 +1473,18 @@ class LspSession(SessionResource[JSONObject]):
             params=params,
             context=context,
             timeout_ms=timeout_ms,
+            after=self._chain(gen, sent),
+            sent=sent,
         )
+
+    @staticmethod
+    def _chain(gen: _Generation, sent: trio.Event) -> trio.Event | None:
+        """Put a message in the generation's outbox: returns ``sent`` of the message it must
+        be written after (None when every earlier one is written), and makes ``sent`` the
+        one later messages wait for."""
+        previous = gen.last_sent
+        gen.last_sent = sent
+        return previous if previous is not None and not previous.is_set() else None
 
     @property
     def ready(self) -> bool:
@@ -1501,6 +1509,25 @@ class LspSession(SessionResource[JSONObject]):
             )
         return gen.endpoint
 
+    async def wait_outbox(self) -> bool:
+        """Wait until every request and function call submitted before now was handed to the
+        server (or ended without that): what a command sends or records after this goes
+        after them (docs/architecture.md "The order rule"). Requests wait for readiness
+        gates, so a document change that arrived behind a waiting request waits with it.
+
+        Returns:
+            Whether it waited (the session's state may have changed meanwhile).
+
+        **Cancellation:** cancellable; nothing was sent.
+        """
+        waited = False
+        gen = self._gen
+        while gen is not None and gen.last_sent is not None and not gen.last_sent.is_set():
+            waited = True
+            await gen.last_sent.wait()
+            gen = self._gen
+        return waited
+
     async def notify(self, method: str, params: JSONObject | None) -> None:
         """Send a notification to the running, initialized server.
 
@@ -1512,6 +1539,8 @@ class LspSession(SessionResource[JSONObject]):
         stopped reading); cancelled then, nothing is sent.
         """
         endpoint = self.endpoint_for_notify()
+        if await self.wait_outbox():
+            endpoint = self.endpoint_for_notify()
         try:
             await endpoint.notify(method, params)
         except EndpointClosed as exc:

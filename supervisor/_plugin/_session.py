@@ -302,10 +302,15 @@ class PluginRuntime:
         params: JSONObject,
         context: JSONValue,
         timeout_ms: int,
+        after: trio.Event | None = None,
+        sent: trio.Event | None = None,
     ) -> None:
         """Invocation: send ``lithe/function/invoke`` in a task of ``nursery``.
 
         The wire ``operationID`` is fresh and opaque (never derived from ``operation_id``).
+        ``after``: the invoke is written only once this is set (the message submitted to the
+        session before it is written: the session's outbox order). ``sent`` is set once the
+        invoke was handed to the endpoint, or the call ended without that.
 
         Raises:
             CoreError: ``invalid_request`` for an operation id already running.
@@ -321,9 +326,16 @@ class PluginRuntime:
         invoke: JSONObject = {"functionID": function_id, "operationID": wire_id, "params": params}
         if context is not None:
             invoke["context"] = context
-        nursery.start_soon(self._run_call, call, endpoint, invoke)
+        nursery.start_soon(self._run_call, call, endpoint, invoke, after, sent or trio.Event())
 
-    async def _run_call(self, call: _Call, endpoint: JSONRPCEndpoint, invoke: JSONObject) -> None:
+    async def _run_call(
+        self,
+        call: _Call,
+        endpoint: JSONRPCEndpoint,
+        invoke: JSONObject,
+        after: trio.Event | None,
+        sent: trio.Event,
+    ) -> None:
         """One call's task: a boundary of its own (a failure ends the call ``internal``)."""
 
         async def failed(exc: Exception) -> None:
@@ -334,10 +346,11 @@ class PluginRuntime:
         try:
             await run_contained(
                 f"plugin session {self.session_id} call {call.operation_id}",
-                partial(self._invoke, call, endpoint, invoke),
+                partial(self._invoke, call, endpoint, invoke, after, sent),
                 failed,
             )
         finally:
+            sent.set()
             if call.outcome is None:
                 if call.scope.cancelled_caught:
                     self._finish(
@@ -357,9 +370,21 @@ class PluginRuntime:
                         "unavailable",
                     )
 
-    async def _invoke(self, call: _Call, endpoint: JSONRPCEndpoint, invoke: JSONObject) -> None:
+    async def _invoke(
+        self,
+        call: _Call,
+        endpoint: JSONRPCEndpoint,
+        invoke: JSONObject,
+        after: trio.Event | None,
+        sent: trio.Event,
+    ) -> None:
         with call.scope:
+            if after is not None:
+                await after.wait()
             fault_point("plugin.call")
+            # endpoint.request queues the frame before its first checkpoint, so what is
+            # woken by `sent` is written after it.
+            sent.set()
             try:
                 result = await endpoint.request(INVOKE_METHOD, invoke)
             except ReplyWithoutResult:

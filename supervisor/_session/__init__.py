@@ -16,6 +16,12 @@ from ._bounds import (
 )
 from ._exit import exit_detail as exit_detail, signal_name as signal_name
 from ._operations import Operation as Operation, OperationTable as OperationTable
+from ._order import (
+    Sequencer as Sequencer,
+    Target as Target,
+    Turn as Turn,
+    effect_taken as effect_taken,
+)
 from ._registry import EventSource as EventSource, SessionRegistry as SessionRegistry
 from ._resource import SessionResource as SessionResource
 from ._stderr import StderrRing as StderrRing
@@ -28,10 +34,14 @@ __all__ = (
     "EventSource",
     "Operation",
     "OperationTable",
+    "Sequencer",
     "SessionRegistry",
     "SessionResource",
     "StderrRing",
     "StopBounds",
+    "Target",
+    "Turn",
+    "effect_taken",
     "exit_detail",
     "signal_name",
 )

@@ -34,7 +34,9 @@ Requests (answered concurrently where they wait):
     ``test/cancelled``: the methods of the requests ``$/cancelRequest`` named so far, in order.
     ``test/floodStderr {lines}``: writes that many stderr lines at once, then answers null.
     ``test/documents``: the didOpen/didChange/didClose/didChangeConfiguration/
-        didChangeWatchedFiles params received so far, in order.
+        didChangeWatchedFiles params received so far, in order, with the ``test/tick``
+        requests among them (``{method: "test/tick", params}``).
+    ``test/tick {n}``: answered null; kept in arrival order with the documents' messages.
     ``test/stopReading``: answers null, then never reads stdin again while it writes a
         ``window/logMessage`` every 20 ms.
     ``workspace/executeCommand {command, arguments: [ms]}``: answered after ``ms`` with
@@ -343,6 +345,9 @@ def main() -> int:
             _answer(request_id, None)
         elif method == "test/cancelled":
             _answer(request_id, _cancelled_methods)
+        elif method == "test/tick":
+            _received.append({"method": method, "params": params})
+            _answer(request_id, None)
         elif method == "test/documents":
             _answer(request_id, _received)
         elif method == "test/stopReading":

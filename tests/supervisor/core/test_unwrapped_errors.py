@@ -60,7 +60,7 @@ async def test_a_cancellation_of_the_caller_stays_a_cancellation() -> None:
 def test_a_core_thread_that_fails_to_start_names_the_failure_itself(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    def refuse(self: Core, services: object) -> None:
+    def refuse(self: Core, *args: object) -> None:
         raise _Mine("no Core today")
 
     monkeypatch.setattr(Core, "__init__", refuse)
