@@ -240,7 +240,10 @@ class Core(CommandHelpers):
             target: its decoding refuses it before any effect).
         """
         target = _api.target_of(command, payload)
-        return None if target is None else self._sequencer.arrive(target)
+        if target is None:
+            return None
+        order = _api.COMMANDS[command].order
+        return self._sequencer.arrive(target, ending=order is not None and order.ending)
 
     async def call(
         self,
@@ -345,7 +348,7 @@ class Core(CommandHelpers):
                         decoded = _api.decode_payload(command, declared.payload, payload)
                     fault_point("request.dispatch")
                     if turn is not None:
-                        await self._wait_turn(command, turn)
+                        await self._wait_turn(turn)
                     if getattr(handler, "takes_declaration", False):
                         data = await handler(decoded)  # type: ignore[arg-type]
                     else:
@@ -380,22 +383,26 @@ class Core(CommandHelpers):
             raise CoreError("cancelled", "The operation was cancelled")
         raise CoreError("timed_out", f"The operation exceeded its deadline of {timeout_ms} ms")
 
-    async def _wait_turn(self, command: str, turn: Turn) -> None:
+    async def _wait_turn(self, turn: Turn) -> None:
         """Wait until the operations ahead of this one on its target took their effect.
 
-        A command that ends its target (:attr:`supervisor._api.Ordered.ending`) waits at most
-        :data:`supervisor._api.ENDING_TURN_WAIT_MS`, then takes its effect anyway: a target
-        stuck on a blocked write (a PTY whose program reads nothing) can always be ended,
-        and the operations still in line then find it ended.
+        A command that ends its target (:attr:`supervisor._api.Ordered.ending`) waits for an
+        ending command ahead of it (a dispose behind a close: the close's stop ladder bounds
+        it), but for any other operation at most :data:`supervisor._api.ENDING_TURN_WAIT_MS`
+        at a time, then takes its effect anyway: a target stuck on a blocked write (a PTY
+        whose program reads nothing, a server that does not read) can always be ended, and
+        the operations still in line then find it ended.
         """
-        if turn.is_head:
+        if not turn.ending:
+            await turn.wait()
             return
-        order = _api.COMMANDS[command].order
-        if order is not None and order.ending:
+        while not turn.is_head:
             with trio.move_on_after(_api.ENDING_TURN_WAIT_MS / 1000):
                 await turn.wait()
-            return
-        await turn.wait()
+                return
+            head = self._sequencer.head(turn.target)
+            if head is None or not head.ending:
+                return
 
     def submit(
         self,

@@ -164,7 +164,8 @@ DEFAULT_CONNECT_TIMEOUT_MS: Final = 10_000
 #: (``initializeTimeout``): an adapter that never answers must not hold a session, and the
 #: ``debug.launch`` waiting on it, for ever.
 DEFAULT_INITIALIZE_TIMEOUT_MS: Final = 30_000
-#: Operations that may be pending at once per session; the next one is ``busy``.
+#: Operations that may be pending at once per session; the next one waits for room (its
+#: session's later operations wait behind it: docs/architecture.md "The order rule").
 MAX_PENDING_OPERATIONS: Final = 128
 #: Frames waiting for the writer; past this, senders wait (backpressure, bounded memory).
 _WRITE_QUEUE_FRAMES: Final = 256
@@ -353,6 +354,8 @@ class DebugSession(SessionResource[JSONObject]):
         self._pending: dict[int, _Pending] = {}
         self._operations: OperationTable[_Operation] = OperationTable(self._operation_finished)
         self._anonymous = itertools.count(1)
+        #: Set (and dropped) when an operation leaves the table: a caller waiting for room.
+        self._operation_room: trio.Event | None = None
         self._terminal_ids = itertools.count(1)
         self._terminal_requests: dict[str, _TerminalRequest] = {}
         self._terminals: list[TerminalProcess] = []
@@ -886,8 +889,16 @@ class DebugSession(SessionResource[JSONObject]):
             raise CoreError(
                 "invalid_request", f"Operation {operation_id!r} is already pending", refused
             )
-        if len(self._operations) >= MAX_PENDING_OPERATIONS:
-            raise CoreError("busy", "Too many pending debug operations in this session", refused)
+        while len(self._operations) >= MAX_PENDING_OPERATIONS and self.lifecycle.live:
+            # A pipelining client is held back, not refused: this one takes its effect once
+            # an earlier one ended, and the session's later operations wait behind it.
+            if self._operation_room is None:
+                self._operation_room = trio.Event()
+            await self._operation_room.wait()
+        if operation_id in self._operations:
+            raise CoreError(
+                "invalid_request", f"Operation {operation_id!r} is already pending", refused
+            )
         if not self.lifecycle.live:
             raise CoreError(
                 "invalid_request",
@@ -942,6 +953,9 @@ class DebugSession(SessionResource[JSONObject]):
             raise
         finally:
             self._operations.forget(operation)
+            if self._operation_room is not None:
+                self._operation_room.set()
+                self._operation_room = None
         # Reached only when the operation's own scope caught the cancellation: either
         # debug.cancelOperation (which already failed it) or its deadline.
         if operation.cancel_reason is None:

@@ -62,6 +62,7 @@ from .._plugin._state import (
 from .._plugin._workspace import context_expired
 from .._process._tree import open_process_tree
 from .._session._events import EventQueue
+from .._session._order import effect_taken
 from .._session._registry import SessionRegistry
 from ._client import check_client_policy
 from ._session import (
@@ -1258,6 +1259,9 @@ class LspService:
         else:
             req = joined
             owner = False
+        # Handed to the session's outbox (or joined): the session's next command may take
+        # its effect while this one waits for the server's answer.
+        effect_taken()
         try:
             await req.finished.wait()
         finally:

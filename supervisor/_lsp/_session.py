@@ -268,6 +268,8 @@ class _Generation:
     endpoint: JSONRPCEndpoint | None = None
     scope: trio.CancelScope = field(default_factory=trio.CancelScope)
     settled: trio.Event = field(default_factory=trio.Event)
+    #: Set when ``initialize`` succeeded (``initialized`` is then true).
+    handshake_done: trio.Event = field(default_factory=trio.Event)
     initialized: bool = False
     documents_sent: bool = False
     ready: bool = False
@@ -285,6 +287,21 @@ class _Generation:
     stderr_done: trio.Event = field(default_factory=trio.Event)
     #: The server's last progress, log or show message text (a failure's underlyingMessage).
     last_message: str | None = None
+
+
+async def _first_set(*events: trio.Event) -> None:
+    """Wait until one of ``events`` is set."""
+    if any(event.is_set() for event in events):
+        await trio.lowlevel.checkpoint()
+        return
+    async with trio.open_nursery() as nursery:
+
+        async def wait_one(event: trio.Event) -> None:
+            await event.wait()
+            nursery.cancel_scope.cancel()
+
+        for event in events:
+            nursery.start_soon(wait_one, event)
 
 
 class LspSession(SessionResource[JSONObject]):
@@ -854,6 +871,7 @@ class LspSession(SessionResource[JSONObject]):
         capabilities = result.get("capabilities")
         self.capabilities = capabilities if isinstance(capabilities, dict) else {}
         gen.initialized = True
+        gen.handshake_done.set()
         self.spec.budget.handshake_done(_now_ms())
         # The languageServer/start operation ends when initialize succeeds.
         self._emit_fact(gen, "operationFinished", None)
@@ -1512,8 +1530,13 @@ class LspSession(SessionResource[JSONObject]):
     async def wait_outbox(self) -> bool:
         """Wait until every request and function call submitted before now was handed to the
         server (or ended without that): what a command sends or records after this goes
-        after them (docs/architecture.md "The order rule"). Requests wait for readiness
-        gates, so a document change that arrived behind a waiting request waits with it.
+        after them (docs/architecture.md "The order rule"), a document change behind a
+        request that waits for the ``initialize`` handshake included.
+
+        Readiness after the handshake (a plugin session's gates, a server's ``ServiceReady``)
+        holds requests only: plugin-contract.md "Plugin-owned sessions": "Until every gate
+        has opened, request calls wait in order ... Notifications are never held." So once
+        the handshake is done and gates are closed, this returns without waiting.
 
         Returns:
             Whether it waited (the session's state may have changed meanwhile).
@@ -1521,12 +1544,15 @@ class LspSession(SessionResource[JSONObject]):
         **Cancellation:** cancellable; nothing was sent.
         """
         waited = False
-        gen = self._gen
-        while gen is not None and gen.last_sent is not None and not gen.last_sent.is_set():
-            waited = True
-            await gen.last_sent.wait()
+        while True:
             gen = self._gen
-        return waited
+            last = None if gen is None else gen.last_sent
+            if gen is None or last is None or last.is_set():
+                return waited
+            if gen.initialized and not gen.ready:
+                return waited  # gates hold requests only
+            waited = True
+            await _first_set(last, gen.handshake_done)
 
     async def notify(self, method: str, params: JSONObject | None) -> None:
         """Send a notification to the running, initialized server.

@@ -326,7 +326,9 @@ class PluginRuntime:
         invoke: JSONObject = {"functionID": function_id, "operationID": wire_id, "params": params}
         if context is not None:
             invoke["context"] = context
-        nursery.start_soon(self._run_call, call, endpoint, invoke, after, sent or trio.Event())
+        nursery.start_soon(
+            self._run_call, call, endpoint, invoke, after, trio.Event() if sent is None else sent
+        )
 
     async def _run_call(
         self,

@@ -50,13 +50,27 @@ class Turn:
 
     Attributes:
         target: The target it is in line for.
+        ending: Whether its operation ends the target (a stop, close, dispose): see
+            :meth:`Sequencer.head`.
     """
 
-    __slots__ = ("_head", "_line", "_owner", "_released", "_sequencer", "_wake", "target")
+    __slots__ = (
+        "_head",
+        "_line",
+        "_owner",
+        "_released",
+        "_sequencer",
+        "_wake",
+        "ending",
+        "target",
+    )
 
-    def __init__(self, sequencer: Sequencer, target: Target, line: deque[Turn]) -> None:
+    def __init__(
+        self, sequencer: Sequencer, target: Target, line: deque[Turn], *, ending: bool
+    ) -> None:
         self._sequencer = sequencer
         self.target = target
+        self.ending = ending
         self._line = line
         self._head = False
         self._released = False
@@ -137,15 +151,19 @@ class Sequencer:
     def __init__(self) -> None:
         self._lines: dict[Target, deque[Turn]] = {}
 
-    def arrive(self, target: Target) -> Turn:
+    def arrive(self, target: Target, *, ending: bool = False) -> Turn:
         """Put an operation on ``target`` in line, behind those that arrived before it.
 
         Synchronous and cheap: call it where the operation arrives, before its task starts.
+
+        Args:
+            target: What it acts on.
+            ending: Whether it ends the target (kept on the turn, see :meth:`head`).
         """
         line = self._lines.get(target)
         if line is None:
             line = self._lines[target] = deque()
-        turn = Turn(self, target, line)
+        turn = Turn(self, target, line, ending=ending)
         line.append(turn)
         if len(line) == 1:
             turn._head = True
@@ -161,6 +179,11 @@ class Sequencer:
             line[0]._make_head()
         elif self._lines.get(target) is line:
             del self._lines[target]
+
+    def head(self, target: Target) -> Turn | None:
+        """The turn taking its effect on ``target`` now (None when the target is idle)."""
+        line = self._lines.get(target)
+        return None if not line else line[0]
 
     def waiting(self, target: Target) -> int:
         """How many operations on ``target`` wait behind its head (0 when idle)."""

@@ -117,6 +117,14 @@ class SessionRegistry(Mapping[str, S], Generic[S]):
     def _require_id(self, payload: JSONObject) -> str:
         return require_str(payload, self._id_field)
 
+    def read_id(self, payload: JSONObject) -> str:
+        """The id ``payload[<idField>]`` names (not looked up).
+
+        Raises:
+            CoreError: ``invalid_request`` when the field is missing or not a string.
+        """
+        return self._read_id(payload)
+
     def not_found(self, session_id: str) -> CoreError:
         """``not_found`` for an unknown id: ``no <noun> '<id>'``, the id cut in both the
         message and ``details.<idField>``."""

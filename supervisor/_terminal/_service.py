@@ -292,6 +292,21 @@ class TerminalService:
 
     # -- helpers ---------------------------------------------------------------------
 
+    async def _get_settled(self, terminal_id: str) -> _Handle:
+        """The terminal ``payload`` names, once its own end has run.
+
+        docs/architecture.md "The order rule": commands on one terminal take effect in
+        arrival order, and the terminal's own end -- the cleanup after its program exited
+        or failed, or its owner's end -- is in that order too, at the point it happened: a
+        close, reopen or dispose that arrives while it runs waits for it (bounded by the
+        end's own bounds) instead of being refused ``busy``.
+        """
+        handle = self._handles.find(terminal_id)
+        while not handle.idle.is_set():
+            await handle.idle.wait()
+            handle = self._handles.find(terminal_id)
+        return handle
+
     def _get(self, payload: JSONObject) -> _Handle:
         return self._handles.lookup(payload)
 
@@ -565,7 +580,7 @@ class TerminalService:
 
     @declared
     async def _close(self, payload: TerminalClose) -> JSONValue:
-        handle = self._handles.find(payload.terminal_id)
+        handle = await self._get_settled(payload.terminal_id)
         budget = payload.retained_context_bytes
         if budget is None:
             budget = handle.retained_budget
@@ -583,7 +598,7 @@ class TerminalService:
         return {"retainedContextBytes": len(handle.retained_text.encode("utf-8"))}
 
     async def _reopen(self, payload: JSONObject) -> JSONValue:
-        handle = self._get(payload)
+        handle = await self._get_settled(self._handles.read_id(payload))
         handle.lifecycle.apply(_In.REOPEN)
         handle.idle = trio.Event()
         old_generation, old_outcome = handle.generation, handle.outcome
@@ -619,7 +634,7 @@ class TerminalService:
         }
 
     async def _dispose(self, payload: JSONObject) -> JSONValue:
-        handle = self._get(payload)
+        handle = await self._get_settled(self._handles.read_id(payload))
         handle.lifecycle.apply(_In.DISPOSE)
         handle.idle = trio.Event()
         await self._dispose_now(handle)

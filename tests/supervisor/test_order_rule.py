@@ -448,3 +448,86 @@ async def test_changes_sent_with_the_start_wait_for_the_handshake_in_order(
         assert seen == [line for i in range(60) for line in (f"tick {i}", f"text {i}")]
         await driver.call("lsp.stopServer", {"sessionId": session_id})
         await driver.call("lsp.destroyServer", {"sessionId": session_id})
+
+
+# -- debug adapters ----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("driver_name", DRIVERS)
+async def test_pipelined_debug_requests_reach_the_adapter_in_order(
+    driver_name: str, tmp_path: Path
+) -> None:
+    """Breakpoint changes and evaluations pipelined to one adapter arrive in order (the
+    recording fake adapter answers with the requests it received)."""
+    async with open_driver(driver_name) as driver:
+        created = _obj(
+            await driver.call(
+                "debug.createSession",
+                {
+                    "adapterId": "order",
+                    "rootPath": str(tmp_path),
+                    "adapter": {"executable": PY, "arguments": [DAP_FAKE, "record-plain"]},
+                },
+            )
+        )
+        sid: JSONObject = {"sessionId": created["sessionId"]}
+        await driver.call("debug.attach", {**sid, "configuration": {"name": "order"}})
+        requests: list[tuple[str, JSONObject]] = []
+        for i in range(N // 2):
+            requests.append(
+                (
+                    "debug.setBreakpoints",
+                    {**sid, "path": "/order/a.py", "breakpoints": [{"line": i + 1}]},
+                )
+            )
+            requests.append(("debug.inspect", {**sid, "kind": "evaluate", "expression": f"e{i}"}))
+        outcomes = await driver.pipeline(requests)
+        assert all(ok for ok, _ in outcomes), [o for o in outcomes if not o[0]][:3]
+        answer = _obj(
+            _obj(
+                await driver.call(
+                    "debug.inspect", {**sid, "kind": "evaluate", "expression": "received"}
+                )
+            )["result"]
+        )
+        result = answer["result"]
+        assert isinstance(result, str)
+        received = json.loads(result)
+        seen = []
+        for request in received:
+            if request["command"] == "setBreakpoints" and request["arguments"]["source"][
+                "path"
+            ] == "/order/a.py":
+                seen.append(f"line {request['arguments']['breakpoints'][0]['line']}")
+            elif request["command"] == "evaluate" and request["arguments"]["expression"] != (
+                "received"
+            ):
+                seen.append(str(request["arguments"]["expression"]))
+        assert seen == [s for i in range(N // 2) for s in (f"line {i + 1}", f"e{i}")]
+        await driver.call("debug.disconnect", sid)
+
+
+# -- job lanes ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("driver_name", DRIVERS)
+async def test_pipelined_job_starts_queue_in_order(driver_name: str, tmp_path: Path) -> None:
+    """Jobs started back to back on one lane are queued, and so run, in arrival order."""
+    out = tmp_path / "out"
+    async with open_driver(driver_name) as driver:
+        script = f"import sys; open({str(out)!r}, 'a').write(sys.argv[1] + '\\n')"
+        requests: list[tuple[str, JSONObject]] = [
+            (
+                "job.start",
+                {"kind": "command", "root": str(tmp_path), "argv": [PY, "-c", script, str(i)]},
+            )
+            for i in range(40)
+        ]
+        outcomes = await driver.pipeline(requests)
+        assert all(ok for ok, _ in outcomes), [o for o in outcomes if not o[0]][:3]
+        job_ids = [_obj(data)["jobId"] for _, data in outcomes]
+        lines = await _wait_file(out, lambda lines: len(lines) >= 40)
+        assert lines == [str(i) for i in range(40)]
+        listed = await driver.call("job.list", {})
+        assert isinstance(listed, list)
+        assert [_obj(j)["id"] for j in listed if _obj(j)["id"] in job_ids] == job_ids

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 import pytest
 import trio
 
+from supervisor._cli._serve import SERVE_MAX_REQUESTS_IN_FLIGHT
 from tests._procfs import runs_no_more
 
 if TYPE_CHECKING:
@@ -719,24 +720,20 @@ async def test_shutdown_answers_a_long_poll_with_an_empty_batch(client: Client) 
 
 
 async def test_shutdown_is_never_refused_busy(client: Client) -> None:
-    # 128 requests in flight fill serve's limit: another request is refused busy, but
-    # shutdown is admitted, waits for them, and the session ends 0.
+    # Requests in flight fill serve's limit (long polls, cheap to hold): another request is
+    # refused busy, but shutdown is admitted, ends the polls, and the session ends 0.
     await client.initialize()
-    for request_id in range(1000, 1128):
-        await client.send(
-            {
-                "jsonrpc": "2.0",
-                "id": request_id,
-                "method": "process.run",
-                "params": {"argv": ["sleep", "1"]},
-            }
-        )
+    frames = b"".join(
+        _request(request_id, "job.waitEvents", {"timeoutMilliseconds": 600_000})
+        for request_id in range(10_000, 10_000 + SERVE_MAX_REQUESTS_IN_FLIGHT)
+    )
+    await client.send_raw(frames)
     await client.send({"jsonrpc": "2.0", "id": 1200, "method": "core.ping", "params": {}})
     await client.send({"jsonrpc": "2.0", "id": 1201, "method": "shutdown"})
     busy = await client.reply_to(1200)
     assert _field(busy, "error", "data", "code") == "busy"
     assert (await client.reply_to(1201))["result"] is None
-    for request_id in range(1000, 1128):
-        assert _field(await client.reply_to(request_id), "result", "exitCode") == 0
+    for request_id in range(10_000, 10_000 + SERVE_MAX_REQUESTS_IN_FLIGHT):
+        assert _field(await client.reply_to(request_id), "result", "events") == []
     await client.notify("exit")
     assert await client.wait_exit() == 0
