@@ -20,6 +20,7 @@ if TYPE_CHECKING:
         PROTOCOL_VERSION as PROTOCOL_VERSION,
         Core as Core,
         CoreThread as CoreThread,
+        SubmittedOperation as SubmittedOperation,
         open_core as open_core,
     )
     from ._core._jobs import ProcessJobRunner as ProcessJobRunner
@@ -104,6 +105,7 @@ _LAZY: dict[str, tuple[str, str]] = {
     "PROTOCOL_VERSION": ("_core._core", "PROTOCOL_VERSION"),
     "Core": ("_core._core", "Core"),
     "CoreThread": ("_core._core", "CoreThread"),
+    "SubmittedOperation": ("_core._core", "SubmittedOperation"),
     "open_core": ("_core._core", "open_core"),
     "ProcessJobRunner": ("_core._jobs", "ProcessJobRunner"),
     "EventSubscription": ("_core._subscription", "EventSubscription"),
@@ -216,6 +218,7 @@ __all__ = (
     "ServiceContext",
     "ServiceFactory",
     "Show",
+    "SubmittedOperation",
     "TerminalService",
     "TreeEndReport",
     "current_operation_id",

@@ -26,7 +26,7 @@ import msgspec
 
 from protocol import ERROR_CATALOG
 
-from . import COMMANDS, EVENTS, Command, _base
+from . import COMMANDS, ENDING_TURN_WAIT_MS, EVENTS, Command, Ordered, _base
 from ._core import Envelope, Response
 from ._debug import DEBUG_STATES
 from ._lsp import LSP_STATES, LSP_STOP_STEPS
@@ -123,6 +123,13 @@ def _union_name(command: Command) -> tuple[str, str] | None:
         if value is command.payload and not name.startswith("__"):
             return module.__name__, name
     return None
+
+
+def _order_md(order: Ordered | None) -> str:
+    if order is None:
+        return ""
+    text = order.target if order.field is None else f"{order.target} (`{order.field}`)"
+    return f"{text}, *ends*" if order.ending else text
 
 
 def render_helpers() -> str:
@@ -482,14 +489,25 @@ def render_markdown() -> str:
     out += [
         "## Commands",
         "",
-        "| command | payload | result |",
-        "|---|---|---|",
+        "The order column is the order rule (docs/architecture.md \"The order rule\"):",
+        "commands on one target take effect in the order they arrived on one connection,",
+        "one thread of `CoreThread` or one task; the column names the target and the payload",
+        "field naming it. Commands that share a target are ordered with each other (`lsp.*`",
+        "and the plugin commands on one `sessionId`, for example); answers may come in any",
+        "order, and a command with no target is ordered with nothing. *ends* marks a command",
+        "that ends its target: it waits for an ending command ahead of it, but for any other",
+        f"operation at most {ENDING_TURN_WAIT_MS} ms, so a target stuck on a blocked write can",
+        "always be ended.",
+        "",
+        "| command | payload | result | order |",
+        "|---|---|---|---|",
     ]
     for name in sorted(COMMANDS):
         command = COMMANDS[name]
         out.append(
             f"| `{name}` | {_type_md(command.payload)} | "
-            f"{_type_md(command.result) if command.result is not None else 'null'} |"
+            f"{_type_md(command.result) if command.result is not None else 'null'} | "
+            f"{_order_md(command.order)} |"
         )
     out.append("")
     by_service: dict[str, list[Command]] = {}

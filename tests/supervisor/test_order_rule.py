@@ -11,8 +11,10 @@ server (the scriptable fake, and pylsp), the recording debug adapter, job lanes.
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import json
+import os
 import sys
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -149,21 +151,51 @@ class ThreadDriver:
 
 
 class ServeDriver:
+    """``supervisor serve``: one task reads every frame, so pipelines may overlap."""
+
     name = "serve"
 
     def __init__(self, client: Client) -> None:
         self.client = client
         self._ids = itertools.count(1000)
+        self._replies: dict[str, JSONObject] = {}
+        self._arrived = trio.Event()
+
+    async def read_all(self) -> None:
+        while (message := await self.client.read_message()) is not None:
+            if "id" in message and "method" not in message:
+                self._replies[json.dumps(message["id"])] = message
+                self._arrived.set()
+                self._arrived = trio.Event()
+
+    async def reply(self, request_id: JSONValue) -> JSONObject:
+        key = json.dumps(request_id)
+        with trio.fail_after(WAIT_S):
+            while key not in self._replies:
+                await self._arrived.wait()
+        return self._replies.pop(key)
+
+    async def send(self, request_id: JSONValue, method: str, params: JSONValue) -> None:
+        await self.client.send(
+            {"jsonrpc": "2.0", "id": request_id, "method": method, "params": params}
+        )
+
+    @staticmethod
+    def outcome(reply: JSONObject) -> Outcome:
+        if "error" in reply:
+            error = _obj(reply["error"])
+            if error["code"] == -32800 and "data" not in error:
+                return (False, "cancelled")  # $/cancelRequest's answer (the endpoint's)
+            return (False, _obj(error["data"])["code"])
+        return (True, reply["result"])
 
     async def call(self, command: str, payload: JSONObject) -> JSONValue:
-        reply = await self.client.request(command, payload)
-        if "error" in reply:
-            error = reply["error"]
-            assert isinstance(error, dict)
-            data = error["data"]
-            assert isinstance(data, dict)
-            raise CoreError(str(data["code"]), str(error["message"]), None)
-        return reply["result"]
+        request_id = next(self._ids)
+        await self.send(request_id, command, payload)
+        ok, data = self.outcome(await self.reply(request_id))
+        if not ok:
+            raise CoreError(str(data), f"{command} failed", None)
+        return data
 
     async def pipeline(self, requests: list[tuple[str, JSONObject]]) -> list[Outcome]:
         ids = [next(self._ids) for _ in requests]
@@ -173,23 +205,15 @@ class ServeDriver:
                 {"jsonrpc": "2.0", "id": request_id, "method": command, "params": payload}
             ).encode()
             frames.append(b"Content-Length: %d\r\n\r\n" % len(body) + body)
+        # Written in one go: the client never waits for an answer before the next request.
+        await self.client.send_raw(b"".join(frames))
+        return [self.outcome(await self.reply(request_id)) for request_id in ids]
 
-        outcomes: list[Outcome] = []
-        async with trio.open_nursery() as nursery:
-            # Written in one go by another task while this one reads: the client never
-            # waits for an answer before sending the next request.
-            nursery.start_soon(self.client.send_raw, b"".join(frames))
-            for request_id in ids:
-                reply = await self.client.reply_to(request_id)
-                if "error" in reply:
-                    error = reply["error"]
-                    assert isinstance(error, dict)
-                    data = error["data"]
-                    assert isinstance(data, dict)
-                    outcomes.append((False, data["code"]))
-                else:
-                    outcomes.append((True, reply["result"]))
-        return outcomes
+    async def shut_down(self) -> None:
+        request_id = next(self._ids)
+        await self.send(request_id, "shutdown", None)
+        assert (await self.reply(request_id))["result"] is None
+        await self.client.notify("exit")
 
 
 DRIVERS = ["open_core", "nursery.start", "CoreThread", "serve"]
@@ -209,13 +233,16 @@ async def open_driver(name: str) -> AsyncIterator[Driver]:
             with trio.CancelScope(shield=True):
                 await trio.to_thread.run_sync(thread.close)
     else:
-        async with serve_process() as client:
+        async with serve_process() as client, trio.open_nursery() as nursery:
             await client.initialize()
+            driver = ServeDriver(client)
+            nursery.start_soon(driver.read_all)
             try:
-                yield ServeDriver(client)
+                yield driver
             finally:
                 with trio.CancelScope(shield=True), trio.move_on_after(WAIT_S):
-                    await client.shut_down()
+                    await driver.shut_down()
+                    assert await client.process.wait() == 0
 
 
 def _obj(value: JSONValue) -> JSONObject:
@@ -495,9 +522,10 @@ async def test_pipelined_debug_requests_reach_the_adapter_in_order(
         received = json.loads(result)
         seen = []
         for request in received:
-            if request["command"] == "setBreakpoints" and request["arguments"]["source"][
-                "path"
-            ] == "/order/a.py":
+            if (
+                request["command"] == "setBreakpoints"
+                and request["arguments"]["source"]["path"] == "/order/a.py"
+            ):
                 seen.append(f"line {request['arguments']['breakpoints'][0]['line']}")
             elif request["command"] == "evaluate" and request["arguments"]["expression"] != (
                 "received"
@@ -531,3 +559,124 @@ async def test_pipelined_job_starts_queue_in_order(driver_name: str, tmp_path: P
         listed = await driver.call("job.list", {})
         assert isinstance(listed, list)
         assert [_obj(j)["id"] for j in listed if _obj(j)["id"] in job_ids] == job_ids
+
+
+# -- a target that can not take more holds back only itself ------------------------------
+
+
+async def _pid_of(driver: Driver, terminal_id: str) -> int:
+    listed = await driver.call("terminal.list", {})
+    assert isinstance(listed, list)
+    (info,) = [_obj(t) for t in listed if _obj(t)["terminalID"] == terminal_id]
+    pid = info["pid"]
+    assert isinstance(pid, int)
+    return pid
+
+
+@pytest.mark.parametrize("driver_name", ["open_core", "serve"])
+async def test_a_stuck_terminal_holds_back_only_its_own_later_operations(
+    driver_name: str, tmp_path: Path
+) -> None:
+    """A program that reads nothing (stopped): writes to its terminal block once the PTY is
+    full, and the writes behind them wait; another terminal's writes go on meanwhile, and a
+    write cancelled while it waits ends ``cancelled`` and never reaches the program."""
+    import signal
+
+    stuck_record, free_record = tmp_path / "stuck", tmp_path / "free"
+    async with open_driver(driver_name) as driver:
+        stuck = await _terminal(driver, stuck_record)
+        free = await _terminal(driver, free_record)
+        await _wait_file(stuck_record, lambda lines: True)  # echo is off: it reads now
+        pid = await _pid_of(driver, stuck)
+        os.kill(pid, signal.SIGSTOP)
+        try:
+            pad = "p" * 99 + "\n"
+            write = "terminal.write"
+            ops: list[tuple[str, JSONObject]] = [
+                (write, {"terminalID": stuck, "data": pad * 600}),  # 60 000 bytes
+                (write, {"terminalID": stuck, "data": pad * 600}),
+                (write, {"terminalID": stuck, "data": "first\n"}),
+            ]
+            async with trio.open_nursery() as nursery:
+                results: list[Outcome] = []
+
+                async def run_stuck() -> None:
+                    results.extend(await driver.pipeline(ops))
+
+                nursery.start_soon(run_stuck)
+                # The other terminal is not held back by the stuck one.
+                outcomes = await driver.pipeline(
+                    [(write, {"terminalID": free, "data": f"f{i}\n"}) for i in range(100)]
+                )
+                assert all(ok for ok, _ in outcomes)
+                lines = await _wait_file(free_record, lambda lines: len(lines) >= 100)
+                assert lines == [f"f{i}" for i in range(100)]
+                assert results == []  # the stuck terminal's writes still wait
+                # A write cancelled while it waits for its turn has no effect.
+                cancelled = await _cancel_while_waiting(
+                    driver, {"terminalID": stuck, "data": "never\n"}
+                )
+                assert cancelled == "cancelled"
+                os.kill(pid, signal.SIGCONT)
+            assert [ok for ok, _ in results] == [True, True, True]
+            await driver.call(write, {"terminalID": stuck, "data": "last\nquit\n"})
+            lines = await _wait_file(stuck_record, lambda lines: "quit" in lines)
+            assert lines == ["p" * 99] * 1200 + ["first", "last", "quit"]
+        finally:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGCONT)
+        await driver.call("terminal.dispose", {"terminalID": stuck})
+        await driver.call("terminal.dispose", {"terminalID": free})
+
+
+async def _cancel_while_waiting(driver: Driver, payload: JSONObject) -> str:
+    """Start a ``terminal.write`` that waits for its turn, cancel it; its error code."""
+    if isinstance(driver, CoreDriver):
+        op = driver.core.submit("terminal.write", payload, operation_id="waiting-write")
+        await trio.sleep(0.2)
+        assert not op.done
+        assert driver.core.cancel("waiting-write")
+        try:
+            await op.result()
+        except CoreError as exc:
+            return exc.code
+        return "ok"
+    assert isinstance(driver, ServeDriver)
+    await driver.send("waiting-write", "terminal.write", payload)
+    await trio.sleep(0.2)
+    await driver.client.notify("$/cancelRequest", {"id": "waiting-write"})
+    ok, code = driver.outcome(await driver.reply("waiting-write"))
+    assert not ok
+    return str(code)
+
+
+@pytest.mark.parametrize("driver_name", ["open_core", "serve"])
+async def test_a_terminal_stuck_on_a_write_can_still_be_closed(
+    driver_name: str, tmp_path: Path
+) -> None:
+    """An ending command waits for a stuck effect ahead of it only a bounded time
+    (2 s): the close ends the program, and the writes still in line end with it."""
+    import signal
+
+    record = tmp_path / "record"
+    async with open_driver(driver_name) as driver:
+        stuck = await _terminal(driver, record)
+        await _wait_file(record, lambda lines: True)
+        os.kill(await _pid_of(driver, stuck), signal.SIGSTOP)
+        pad = "p" * 99 + "\n"
+        outcomes = await driver.pipeline(
+            [
+                ("terminal.write", {"terminalID": stuck, "data": pad * 600}),
+                ("terminal.write", {"terminalID": stuck, "data": pad * 600}),
+                ("terminal.write", {"terminalID": stuck, "data": "behind\n"}),
+                ("terminal.close", {"terminalID": stuck}),
+                ("terminal.write", {"terminalID": stuck, "data": "after\n"}),
+            ]
+        )
+        # The close took effect; the blocked write (how much of the pad fits the PTY
+        # depends on the kernel) and those behind it ended because the program ended; the
+        # write after the close finds it closed.
+        assert [ok for ok, _ in outcomes][2:] == [False, True, False]
+        assert not all(ok for ok, _ in outcomes[:2])
+        assert {code for ok, code in outcomes if not ok} == {"plugin.host.preconditionFailed"}
+        await driver.call("terminal.dispose", {"terminalID": stuck})
