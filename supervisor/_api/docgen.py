@@ -489,7 +489,7 @@ def render_markdown() -> str:
     out += [
         "## Commands",
         "",
-        "The order column is the order rule (docs/architecture.md \"The order rule\"):",
+        'The order column is the order rule (docs/architecture.md "The order rule"):',
         "commands on one target take effect in the order they arrived on one connection,",
         "one thread of `CoreThread` or one task; the column names the target and the payload",
         "field naming it. Commands that share a target are ordered with each other (`lsp.*`",
