@@ -73,7 +73,13 @@ import trio
 from protocol import CoreError, ErrorCode, JSONObject
 
 from .._boundary import crash_report, fault_point, internal_message, log_failure, run_contained
-from .._endpoint import EndpointClosed, JSONRPCError, method_not_found, open_jsonrpc_endpoint
+from .._endpoint import (
+    EndpointClosed,
+    JSONRPCError,
+    current_admission,
+    method_not_found,
+    open_jsonrpc_endpoint,
+)
 from .._plugin._session import CANCELLED_DATA, PluginRuntime, experimental_offer, route_fact
 from .._process._tree import open_process_tree
 from .._session import (
@@ -85,6 +91,7 @@ from .._session import (
 )
 from .._session._events import DEFAULT_MAX_EVENTS
 from .._session._operations import Operation, OperationTable
+from .._session._order import Sequencer, Turn
 from .._session._resource import SessionResource
 from .._session._stderr import DEFAULT_STDERR_LINE_BYTES, DEFAULT_STDERR_LINES
 from ._client import DEFAULT_CLIENT_CAPABILITIES, ClientPolicy
@@ -106,7 +113,7 @@ from ._state import (
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable
 
-    from protocol import JSONValue
+    from protocol import JSONValue, Request
 
     from .._endpoint import JSONRPCEndpoint
     from .._process._tree import ProcessTree, TreeEndReport
@@ -143,6 +150,8 @@ DEFAULT_SERVICE_READY_ABSOLUTE_MS: Final = 600_000
 DEFAULT_INITIALIZE_TIMEOUT_MS: Final = 60_000
 #: Requests that may wait for readiness; the next one is ``busy``.
 MAX_PENDING_FOR_READINESS: Final = 128
+#: A backend's requests for host terminals (ordered per terminal on its connection).
+_HOST_TERMINAL_PREFIX: Final = "lithe/host/terminal/"
 #: Ours: a server that stops reading stalls only its own writer; its requests end at their
 #: deadlines and a stop ends it. So the endpoint's "no progress" timeout is not what ends it.
 LSP_WRITE_TIMEOUT_MS: Final = 3_600_000
@@ -368,6 +377,9 @@ class LspSession(SessionResource[JSONObject]):
         self._nursery: trio.Nursery | None = None
         self._requests: OperationTable[_Request] = OperationTable(self._request_completed)
         self._serialized: dict[str, _Request] = {}
+        #: The lines of the host resources a backend's requests act on (its terminals):
+        #: docs/architecture.md "The order rule", on the backend's connection.
+        self._host_lines = Sequencer()
         self._host_answers: dict[str, _HostAnswer] = {}
         self._host_answer_count = 0
         self._waiting_for_ready = 0
@@ -707,6 +719,7 @@ class LspSession(SessionResource[JSONObject]):
                     # The end of stdout only stops reading: what was read before it (a
                     # last reply, a log message) is still handed on.
                     close_on_input_end=False,
+                    admit_request=self._admit_server_request,
                 ) as endpoint:
                     gen.endpoint = endpoint
                     nursery.start_soon(
@@ -1717,6 +1730,18 @@ class LspSession(SessionResource[JSONObject]):
         pending.done.set()
         return True
 
+    def _admit_server_request(self, request: Request) -> Turn | None:
+        """A backend's request for one of its host terminals takes its place in that
+        terminal's line where it arrives (the endpoint's admission, in arrival order), so a
+        backend's ``close`` then ``reopen`` of a handle take effect in that order."""
+        if self.plugin is None or not request.method.startswith(_HOST_TERMINAL_PREFIX):
+            return None
+        params = request.params
+        handle = params.get("terminalID") if isinstance(params, dict) else None
+        if not isinstance(handle, str):
+            return None
+        return self._host_lines.arrive(("terminal", handle))
+
     async def _on_server_request(
         self, gen: _Generation, method: str, params: JSONValue | None
     ) -> JSONValue:
@@ -1725,7 +1750,11 @@ class LspSession(SessionResource[JSONObject]):
         An unexpected failure answers only this request: -32603 with ``data.code``
         ``"internal"`` and a bounded message (the traceback goes to the log).
         """
+        turn = current_admission.get()
+        assert turn is None or isinstance(turn, Turn)
         try:
+            if turn is not None:
+                await turn.wait()
             fault_point("lsp.serverRequest")
             return await self._answer_server_request(gen, method, params)
         except JSONRPCError:
@@ -1735,6 +1764,9 @@ class LspSession(SessionResource[JSONObject]):
             raise JSONRPCError(
                 ErrorCode.INTERNAL_ERROR, internal_message(exc), {"code": "internal"}
             ) from None
+        finally:
+            if turn is not None:
+                turn.release()
 
     async def _answer_server_request(
         self, gen: _Generation, method: str, params: JSONValue | None

@@ -62,6 +62,7 @@ from ._chaos_sessions import (
     scenario_program,
 )
 from ._fixtures import open_scenario_session
+from ._order_probe import order_probe
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Collection, Mapping
@@ -265,6 +266,9 @@ class ChaosReport:
         faults_fired: In a fault run (``faults=True``), how often each fault site fired
             (``{"lsp.reader": 3, ...}``); a round whose chosen unit never reached a matching
             site ran without one.
+        order_probes: Rounds whose order probe ran (:mod:`._order_probe`: pipelined
+            keystrokes and resizes on one terminal, checked against what its program read).
+        order_operations: Commands the order probes pipelined, over all rounds.
     """
 
     seed: int
@@ -281,6 +285,8 @@ class ChaosReport:
     failing_round: int | None = None
     failing_steps: list[ChaosStep] = field(default_factory=list)
     faults_fired: dict[str, int] = field(default_factory=dict)
+    order_probes: int = 0
+    order_operations: int = 0
 
     @property
     def ok(self) -> bool:
@@ -304,6 +310,8 @@ class ChaosReport:
             "failingRound": self.failing_round,
             "failingSteps": [step.to_json() for step in self.failing_steps],
             "faultsFired": dict(self.faults_fired),
+            "orderProbes": self.order_probes,
+            "orderOperations": self.order_operations,
             "ok": self.ok,
         }
 
@@ -314,6 +322,7 @@ class ChaosReport:
             f" {self.cancels} cancels, {self.deadlines} deadlines,"
             f" {self.process_trees_started} process trees started,"
             f" {self.processes_recorded} processes recorded ({self.processes_reaped} reaped),"
+            f" {self.order_probes} order probes ({self.order_operations} pipelined commands),"
             f" {len(self.violations)} violations"
         ]
         if self.steps_by_via:
@@ -442,17 +451,30 @@ class _Round(StepContext):
         super().__init__(core, steps, label, workdir, fault=fault, fault_step=fault_step)
         self.job_ids: dict[str, int] = {}
         self.job_events: list[JSONObject] = []
+        #: Commands the round's order probe pipelined (0 when it could not run).
+        self.order_operations = 0
 
     async def run(self) -> None:
         async with trio.open_nursery() as nursery:
             drain = trio.CancelScope()
             nursery.start_soon(self._drain_job_events, drain)
             async with trio.open_nursery() as steps:
+                # The order rule, beside the steps (outside their fault units).
+                steps.start_soon(self._order_probe)
                 for index, step in enumerate(self.steps):
                     steps.start_soon(self._bounded, index, step)
             # Every job has finished now; its last events may still be in the queue.
             drain.cancel()
         self.job_events.extend(_events(self.core.job_events.poll()))
+
+    async def _order_probe(self) -> None:
+        with trio.move_on_after(STEP_BOUND_S) as bound:
+            violations, self.order_operations = await order_probe(
+                self.core, self.workdir, self.label
+            )
+            self.violations.extend(violations)
+        if bound.cancelled_caught:
+            self.violations.append(f"order probe: did not end within {STEP_BOUND_S} s")
 
     async def _drain_job_events(self, scope: trio.CancelScope) -> None:
         with scope:
@@ -764,6 +786,8 @@ async def _run_steps(
         for step in steps:
             report.steps_by_via[step.via] = report.steps_by_via.get(step.via, 0) + 1
         report.process_trees_started += trees_started
+        report.order_probes += chaos_round.order_operations > 0
+        report.order_operations += chaos_round.order_operations
         report.processes_recorded += len(recorded)
         report.processes_reaped += sum(_gone(pid) for pid in recorded)
         for site in plan.fired if plan is not None else ():

@@ -14,7 +14,9 @@ after it), ``fail.now`` (error with ``data.code``), ``big.result``, ``host.call`
 (one host request, then ``$/cancelRequest`` for it), ``reg.change`` (sends ``requests`` of
 register/unregister), ``log.send`` (``facts``), ``seen.get`` (what the host sent: cancels
 by wire operationID, notifications, the initialize capabilities), ``no.result`` (a reply with
-neither result nor error), ``stop.reading`` (answers, then never reads its input again: the
+neither result nor error; ``arrivals``: every invoke and notification in arrival order, as
+``"invoke FUNCTION N"`` / ``"METHOD ID"``, N the params' ``n``, ID its ``commandID``),
+``stop.reading`` (answers, then never reads its input again: the
 host's writes to it block once the pipe is full), ``progress.stale`` (a progress report
 ``stale`` for every earlier call's wire operationID, one ``current`` for its own, then
 answers), ``launch.resolve`` (a backend-resolved launch's answer, see its docstring),
@@ -52,7 +54,13 @@ waiting: dict[int, Callback] = {}  # our request id -> callback(reply)
 invokes: dict[object, str] = {}  # host request id -> wire operationID
 cancels: list[str | None] = []  # wire operationIDs the host cancelled
 notifications: list[Message] = []
-seen: Message = {"cancels": cancels, "notifications": notifications, "initialize": None}
+arrivals: list[str] = []
+seen: Message = {
+    "cancels": cancels,
+    "notifications": notifications,
+    "initialize": None,
+    "arrivals": arrivals,
+}
 
 
 def send(message: Message) -> None:
@@ -145,6 +153,7 @@ def invoke(rid: object, params: Message) -> None:
     wire = params["operationID"]
     args = params.get("params", {})
     invokes[rid] = wire
+    arrivals.append(f"invoke {fid} {args.get('n') if isinstance(args, dict) else None}")
     if fid == "echo.value":
         reply(rid, args.get("value"))
     elif fid == "launch.resolve":
@@ -241,6 +250,8 @@ def main() -> None:
                 return
             else:
                 notifications.append({"method": method, "params": params})
+                command = params.get("commandID") if isinstance(params, dict) else None
+                arrivals.append(f"{method} {command}")
             continue
         rid = message["id"]
         if method == "initialize":

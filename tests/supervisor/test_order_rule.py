@@ -5,8 +5,9 @@ of ``CoreThread`` or one task of ``open_core``, even when the client sends them 
 waiting for a single answer (as editors do). Each test pipelines its operations through all
 three paths: ``supervisor serve`` (every frame written at once, then the answers read),
 ``CoreThread.submit_json`` from one thread, and ``Core.submit`` from one task. The programs
-on the other side are real: a program on a PTY that records the lines it reads, a language
-server (the scriptable fake, and pylsp), the recording debug adapter, job lanes.
+on the other side are real: a program on a PTY that records the lines it reads (the chaos
+runner's order probe program), a language server (the scriptable fake), the recording debug
+adapter, a plugin backend, job lanes.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ import trio
 
 from protocol import CoreError
 from supervisor import CoreThread, open_core
+from supervisor.testbed._order_probe import RECORDER
 from tests.supervisor.cli.test_serve import Client, serve_process
 
 if TYPE_CHECKING:
@@ -37,7 +39,6 @@ pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="Li
 
 PY = sys.executable
 PEERS = Path(__file__).resolve().parent.parent / "peers"
-ORDER_TTY = str(PEERS / "order_tty.py")
 LSP_FAKE = str(PEERS / "lsp_fake.py")
 DAP_FAKE = str(PEERS / "dap_fake.py")
 #: Generous: a shared, loaded machine; a hang guard, never a timing assertion.
@@ -266,7 +267,7 @@ async def _terminal(driver: Driver, record: Path, rows: int = 24, cols: int = 80
             "terminal.create",
             {
                 "executable": PY,
-                "arguments": [ORDER_TTY, str(record)],
+                "arguments": ["-c", RECORDER, str(record)],
                 "rows": rows,
                 "cols": cols,
             },
@@ -680,3 +681,48 @@ async def test_a_terminal_stuck_on_a_write_can_still_be_closed(
         assert not all(ok for ok, _ in outcomes[:2])
         assert {code for ok, code in outcomes if not ok} == {"plugin.host.preconditionFailed"}
         await driver.call("terminal.dispose", {"terminalID": stuck})
+
+
+# -- plugin backends ---------------------------------------------------------------------
+
+
+async def test_pipelined_calls_and_notifications_reach_a_plugin_backend_in_order(
+    tmp_path: Path,
+) -> None:
+    """Function calls and host notifications to one backend, submitted from one task
+    without waiting: the backend receives them in that order (its session's outbox)."""
+    from tests.supervisor.plugin.test_functions import PLUGIN, backend, call
+
+    async with open_core() as core:
+        session = await backend(core, str(tmp_path))
+        await session.wait_state("ready")
+        requests: list[tuple[str, JSONObject]] = []
+        for i in range(200):
+            requests.append(
+                (
+                    "lsp.functionRequest",
+                    {
+                        "sessionId": session.id,
+                        "function": {"pluginID": PLUGIN, "functionID": "echo.value"},
+                        "params": {"n": i, "value": i},
+                    },
+                )
+            )
+            note: JSONObject = {
+                "sessionId": session.id,
+                "method": "lithe/host/commands/didRun",
+                "params": {"commandID": f"c{i}"},
+            }
+            requests.append(("lsp.hostNotify", note))
+        outcomes = await CoreDriver(core).pipeline(requests)
+        assert all(ok for ok, _ in outcomes), [o for o in outcomes if not o[0]][:3]
+        seen = _obj(_obj((await call(session, "seen.get"))["result"])["value"])
+        arrivals = seen["arrivals"]
+        assert isinstance(arrivals, list)
+        ours = [a for a in arrivals if a.startswith(("invoke echo.value", "lithe/host/commands"))]
+        assert ours == [
+            line
+            for i in range(200)
+            for line in (f"invoke echo.value {i}", f"lithe/host/commands/didRun c{i}")
+        ]
+        await session.stop()
