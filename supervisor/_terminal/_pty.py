@@ -55,6 +55,7 @@ from .._boundary import fault_point, log_failure, split_failure
 from .._process._marker import SCOPE_ENV
 from .._process._procfs import all_pids, read_env_var, read_stat
 from .._process._tree import open_process_tree
+from .._session._order import effect_taken
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping, Sequence
@@ -338,6 +339,9 @@ class TerminalProcess:
                 ) from exc
             data = data[written:]
             if not data:
+                # Written: the terminal's next command may take its effect in the same
+                # scheduler pass as this checkpoint (docs/architecture.md "The order rule").
+                effect_taken()
                 await trio.lowlevel.checkpoint()
                 return
         async with self._write_lock:
