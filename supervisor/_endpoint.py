@@ -319,12 +319,30 @@ def _id_key(request_id: object) -> tuple[type, object]:
     return (type(request_id), request_id)
 
 
+class _Waiter:
+    """A producer waiting for room in the write queue, with its frame."""
+
+    __slots__ = ("event", "frame", "queued", "written")
+
+    def __init__(self, frame: bytes, written: trio.Event | None) -> None:
+        self.frame = frame
+        self.written = written
+        self.queued = False
+        self.event = trio.Event()
+
+
 class _WriteQueue:
     """A bounded FIFO of encoded frames between producers and the single writer task.
 
     Producers wait while ``limit`` frames are queued; ``put_urgent`` skips the bound for the
     few frames that must be queued from a cancelled context (``$/cancelRequest``), whose
     number is bounded by the requests that were pending.
+
+    Strictly first in, first out, waiting producers included (docs/architecture.md "The order
+    rule": a session's messages reach its peer in the order they were handed over): a
+    producer that has to wait leaves its frame in a line, and the writer moves waiting frames
+    into the queue in that order as it makes room; nothing queued later, and no direct
+    write, goes ahead of a waiting frame.
     """
 
     def __init__(self, limit: int) -> None:
@@ -333,22 +351,42 @@ class _WriteQueue:
         self.closed_reason: str | None = None
         #: True while the writer waits for frames (nothing is being written).
         self.writer_parked = False
-        self._not_full = trio.lowlevel.ParkingLot()
+        #: Producers waiting for room, first come first.
+        self.waiting: deque[_Waiter] = deque()
         self._not_empty = trio.lowlevel.ParkingLot()
 
     async def put(self, frame: bytes, written: trio.Event | None = None) -> None:
         await trio.lowlevel.checkpoint_if_cancelled()
-        while len(self.frames) >= self.limit and self.closed_reason is None:
-            await self._not_full.park()
         if self.closed_reason is not None:
             raise EndpointClosed(self.closed_reason)
-        self.frames.append((frame, written))
-        self._not_empty.unpark_all()
-        await trio.lowlevel.cancel_shielded_checkpoint()
+        if len(self.frames) < self.limit and not self.waiting:
+            self.frames.append((frame, written))
+            self._not_empty.unpark_all()
+            await trio.lowlevel.cancel_shielded_checkpoint()
+            return
+        waiter = _Waiter(frame, written)
+        self.waiting.append(waiter)
+        try:
+            await waiter.event.wait()
+        except trio.Cancelled:
+            if not waiter.queued:
+                # Cancelled while it waited: never sent, and the line goes on without it.
+                with contextlib.suppress(ValueError):
+                    self.waiting.remove(waiter)
+                raise
+            # Already queued (it will be written): as after an append, the cancellation is
+            # delivered at the caller's next checkpoint.
+            return
+        if not waiter.queued:
+            raise EndpointClosed(self._reason())
+
+    def _reason(self) -> str:
+        return self.closed_reason or "closed"
 
     def put_nowait(self, frame: bytes) -> bool:
-        """Queue ``frame`` if there is room and the queue is open; say whether it did."""
-        if len(self.frames) >= self.limit or self.closed_reason is not None:
+        """Queue ``frame`` if there is room, nobody waits before it and the queue is open;
+        say whether it did."""
+        if len(self.frames) >= self.limit or self.waiting or self.closed_reason is not None:
             return False
         self.frames.append((frame, None))
         self._not_empty.unpark_all()
@@ -370,13 +408,20 @@ class _WriteQueue:
                 self.writer_parked = False
         items = list(self.frames)
         self.frames.clear()
-        self._not_full.unpark_all()
+        # Room again: the waiting frames come next, in the order they waited.
+        while self.waiting and len(self.frames) < self.limit:
+            waiter = self.waiting.popleft()
+            waiter.queued = True
+            self.frames.append((waiter.frame, waiter.written))
+            waiter.event.set()
         return items
 
     def close(self, reason: str) -> None:
         if self.closed_reason is None:
             self.closed_reason = reason
-        self._not_full.unpark_all()
+        waiting, self.waiting = self.waiting, deque()
+        for waiter in waiting:
+            waiter.event.set()  # not queued: it raises EndpointClosed
         self._not_empty.unpark_all()
 
 
@@ -587,7 +632,13 @@ class JSONRPCEndpoint(metaclass=NoPublicConstructor):
         """
         fd = self._send_fd
         queue = self._queue
-        if fd is None or not queue.writer_parked or queue.frames or queue.closed_reason:
+        if (
+            fd is None
+            or not queue.writer_parked
+            or queue.frames
+            or queue.waiting
+            or queue.closed_reason
+        ):
             return False
         try:
             written = os.write(fd, frame)

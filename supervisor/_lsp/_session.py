@@ -277,8 +277,9 @@ class _Generation:
     endpoint: JSONRPCEndpoint | None = None
     scope: trio.CancelScope = field(default_factory=trio.CancelScope)
     settled: trio.Event = field(default_factory=trio.Event)
-    #: Set when ``initialize`` succeeded (``initialized`` is then true).
-    handshake_done: trio.Event = field(default_factory=trio.Event)
+    #: Set once ``initialize`` succeeded and its follow-ups (``initialized``, the open
+    #: documents) were sent: from then until readiness, closed gates hold requests only.
+    follow_ups_sent: trio.Event = field(default_factory=trio.Event)
     initialized: bool = False
     documents_sent: bool = False
     ready: bool = False
@@ -296,6 +297,13 @@ class _Generation:
     stderr_done: trio.Event = field(default_factory=trio.Event)
     #: The server's last progress, log or show message text (a failure's underlyingMessage).
     last_message: str | None = None
+
+
+def _gates_closed(gen: _Generation) -> bool:
+    """Whether the generation waits for readiness gates (after its handshake's follow-ups)."""
+    return (
+        gen.documents_sent and not gen.ready and gen.tracker is not None and not gen.tracker.ready
+    )
 
 
 async def _first_set(*events: trio.Event) -> None:
@@ -884,7 +892,6 @@ class LspSession(SessionResource[JSONObject]):
         capabilities = result.get("capabilities")
         self.capabilities = capabilities if isinstance(capabilities, dict) else {}
         gen.initialized = True
-        gen.handshake_done.set()
         self.spec.budget.handshake_done(_now_ms())
         # The languageServer/start operation ends when initialize succeeds.
         self._emit_fact(gen, "operationFinished", None)
@@ -939,6 +946,7 @@ class LspSession(SessionResource[JSONObject]):
                 document.diagnostics = []
                 await endpoint.notify("textDocument/didOpen", document.did_open())
         gen.documents_sent = True
+        gen.follow_ups_sent.set()
 
     def _provider(self) -> JSONObject:
         """Who failed, in every structured runtime error (core-api.md ``lsp.pollEvents``)."""
@@ -1546,10 +1554,10 @@ class LspSession(SessionResource[JSONObject]):
         after them (docs/architecture.md "The order rule"), a document change behind a
         request that waits for the ``initialize`` handshake included.
 
-        Readiness after the handshake (a plugin session's gates, a server's ``ServiceReady``)
-        holds requests only: plugin-contract.md "Plugin-owned sessions": "Until every gate
-        has opened, request calls wait in order ... Notifications are never held." So once
-        the handshake is done and gates are closed, this returns without waiting.
+        Readiness gates hold requests only: plugin-contract.md "Plugin-owned sessions":
+        "Until every gate has opened, request calls wait in order ... Notifications are never
+        held." So once the handshake and its follow-ups are done and a gate is closed, this
+        returns without waiting.
 
         Returns:
             Whether it waited (the session's state may have changed meanwhile).
@@ -1562,10 +1570,13 @@ class LspSession(SessionResource[JSONObject]):
             last = None if gen is None else gen.last_sent
             if gen is None or last is None or last.is_set():
                 return waited
-            if gen.initialized and not gen.ready:
+            if _gates_closed(gen):
                 return waited  # gates hold requests only
             waited = True
-            await _first_set(last, gen.handshake_done)
+            if gen.follow_ups_sent.is_set():
+                await last.wait()  # no gate to wait out: the request goes out once ready
+            else:
+                await _first_set(last, gen.follow_ups_sent)
 
     async def notify(self, method: str, params: JSONObject | None) -> None:
         """Send a notification to the running, initialized server.

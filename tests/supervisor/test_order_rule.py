@@ -161,6 +161,8 @@ class ServeDriver:
         self._ids = itertools.count(1000)
         self._replies: dict[str, JSONObject] = {}
         self._arrived = trio.Event()
+        #: One writer at a time: overlapping pipelines share the client's stdin.
+        self._sending = trio.Lock()
 
     async def read_all(self) -> None:
         while (message := await self.client.read_message()) is not None:
@@ -177,9 +179,10 @@ class ServeDriver:
         return self._replies.pop(key)
 
     async def send(self, request_id: JSONValue, method: str, params: JSONValue) -> None:
-        await self.client.send(
-            {"jsonrpc": "2.0", "id": request_id, "method": method, "params": params}
-        )
+        async with self._sending:
+            await self.client.send(
+                {"jsonrpc": "2.0", "id": request_id, "method": method, "params": params}
+            )
 
     @staticmethod
     def outcome(reply: JSONObject) -> Outcome:
@@ -207,14 +210,16 @@ class ServeDriver:
             ).encode()
             frames.append(b"Content-Length: %d\r\n\r\n" % len(body) + body)
         # Written in one go: the client never waits for an answer before the next request.
-        await self.client.send_raw(b"".join(frames))
+        async with self._sending:
+            await self.client.send_raw(b"".join(frames))
         return [self.outcome(await self.reply(request_id)) for request_id in ids]
 
     async def shut_down(self) -> None:
         request_id = next(self._ids)
         await self.send(request_id, "shutdown", None)
         assert (await self.reply(request_id))["result"] is None
-        await self.client.notify("exit")
+        async with self._sending:
+            await self.client.notify("exit")
 
 
 DRIVERS = ["open_core", "nursery.start", "CoreThread", "serve"]
@@ -645,7 +650,8 @@ async def _cancel_while_waiting(driver: Driver, payload: JSONObject) -> str:
     assert isinstance(driver, ServeDriver)
     await driver.send("waiting-write", "terminal.write", payload)
     await trio.sleep(0.2)
-    await driver.client.notify("$/cancelRequest", {"id": "waiting-write"})
+    async with driver._sending:
+        await driver.client.notify("$/cancelRequest", {"id": "waiting-write"})
     ok, code = driver.outcome(await driver.reply("waiting-write"))
     assert not ok
     return str(code)
