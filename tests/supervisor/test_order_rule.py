@@ -732,3 +732,64 @@ async def test_pipelined_calls_and_notifications_reach_a_plugin_backend_in_order
             for line in (f"invoke echo.value {i}", f"lithe/host/commands/didRun c{i}")
         ]
         await session.stop()
+
+
+# -- a real language server --------------------------------------------------------------
+
+
+@pytest.mark.parametrize("driver_name", ["serve", "CoreThread"])
+async def test_pylsp_ends_with_the_editors_last_version(driver_name: str, tmp_path: Path) -> None:
+    """Issue 24 with a real server: 200 full-text changes pipelined to pylsp, each defining
+    one function; afterwards pylsp's document symbols are those of the last version (a
+    change that overtook a later one would leave pylsp with an older text)."""
+    pylsp = os.path.join(os.path.dirname(PY), "pylsp")
+    if not await trio.Path(pylsp).exists():
+        pytest.skip("pylsp is not installed (the test extra brings it)")
+    path = tmp_path / "doc.py"
+    uri = path.as_uri()
+    async with open_driver(driver_name) as driver:
+        session_id = await _lsp_session(driver, tmp_path, pylsp)
+        requests: list[tuple[str, JSONObject]] = [
+            (
+                "lsp.syncDocument",
+                {
+                    "sessionId": session_id,
+                    "uri": uri,
+                    "languageId": "python",
+                    "text": f"def version_{i}():\n    return {i}\n",
+                },
+            )
+            for i in range(200)
+        ]
+        outcomes = await driver.pipeline(requests)
+        assert all(ok for ok, _ in outcomes), [o for o in outcomes if not o[0]][:3]
+        assert [_obj(data)["documentVersion"] for _, data in outcomes] == list(range(1, 201))
+        reply = _obj(
+            await driver.call(
+                "lsp.request",
+                {
+                    "sessionId": session_id,
+                    "method": "textDocument/documentSymbol",
+                    "params": {"textDocument": {"uri": uri}},
+                },
+            )
+        )
+        operation_id = reply["operationId"]
+        symbols: JSONValue = None
+        with trio.fail_after(WAIT_S):
+            while symbols is None:
+                batch = _obj(
+                    await driver.call(
+                        "lsp.waitEvents", {"sessionId": session_id, "timeoutMilliseconds": 2000}
+                    )
+                )
+                events = batch["events"]
+                assert isinstance(events, list)
+                for event in map(_obj, events):
+                    if event["event"] == "requestCompleted" and event["operationId"] == (
+                        operation_id
+                    ):
+                        symbols = event["result"]
+        assert isinstance(symbols, list)
+        assert [_obj(symbol)["name"] for symbol in symbols] == ["version_199"]
+        await driver.call("lsp.stopServer", {"sessionId": session_id})
