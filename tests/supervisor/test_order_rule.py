@@ -725,7 +725,11 @@ async def test_pipelined_calls_and_notifications_reach_a_plugin_backend_in_order
         seen = _obj(_obj((await call(session, "seen.get"))["result"])["value"])
         arrivals = seen["arrivals"]
         assert isinstance(arrivals, list)
-        ours = [a for a in arrivals if a.startswith(("invoke echo.value", "lithe/host/commands"))]
+        ours = [
+            a
+            for a in arrivals
+            if isinstance(a, str) and a.startswith(("invoke echo.value", "lithe/host/commands"))
+        ]
         assert ours == [
             line
             for i in range(200)
