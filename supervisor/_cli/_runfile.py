@@ -1341,14 +1341,16 @@ class _Locator:
             else:
                 path = self.key_path("=")
                 self.expect("=")
-                first = self.where.keys.get((table, path))
-                if first is not None:
+                first_line = self.where.keys.get((table, path))
+                if first_line is not None:
                     header = ""
                     if table >= 0:
                         header_path, is_array, _line = self.where.tables[table]
                         dotted = ".".join(header_path)
                         header = f"[[{dotted}]]" if is_array else f"[{dotted}]"
-                    self.where.duplicates.append(_Duplicate(self.line(start), first, path, header))
+                    self.where.duplicates.append(
+                        _Duplicate(self.line(start), first_line, path, header)
+                    )
                 self.where.keys.setdefault((table, path), self.line(start))
                 self.skip_blank(newlines=False)
                 elements: list[int] = []

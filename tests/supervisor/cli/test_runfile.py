@@ -445,7 +445,7 @@ def test_bad_array_element_is_reported_at_its_own_line(tmp_path: Path) -> None:
 
 
 def test_the_readme_lists_every_declared_key_and_marks_the_required_ones() -> None:
-    """The job table is declared once (JobTable); the README's key list follows it."""
+    """The job table is declared once (JobTable); the README's key table follows it."""
     import msgspec
 
     from supervisor._cli._runfile import JobTable
@@ -453,19 +453,15 @@ def test_the_readme_lists_every_declared_key_and_marks_the_required_ones() -> No
     with open(os.path.join(EXAMPLES, os.pardir, "README.md"), encoding="utf-8") as f:
         readme = f.read()
     section = readme[readme.index("### `supervisor run FILE.toml") :]
-    block = section[section.index("```toml\n") : section.index("```\n", 10)]
+    table = section[section.index("| key | default | what |") :]
+    table = table[: table.index("\n\n")]
     keys = {
-        line.split("=")[0].strip(): "# REQUIRED" in line
-        for line in block.splitlines()
-        if "=" in line and not line.startswith("#")
+        row.split("|")[1].strip().strip("`"): row.split("|")[2].strip() == "**required**"
+        for row in table.splitlines()[2:]
     }
     declared = {f.name: f.required for f in msgspec.structs.fields(JobTable)}
     assert keys == declared
-    assert [f.name for f in msgspec.structs.fields(JobTable) if f.required] == [
-        "project",
-        "kind",
-        "argv",
-    ]
+    assert [f.name for f in msgspec.structs.fields(JobTable) if f.required] == ["argv"]
 
 
 # --- what CI users write (issue 29) ---------------------------------------------------------
