@@ -7,6 +7,15 @@ the :class:`JobRunner` it is given, so this package never imports ``supervisor``
 
 from __future__ import annotations
 
+#: The distribution this package belongs to (``_trio_process_supervisor`` checks it).
+__distribution__ = "trio-process-supervisor"
+
+import _trio_process_supervisor
+
+# Before importing it: another distribution's ``protocol`` (or a ``protocol.py`` in the
+# working directory) would fail below on a name it lacks, far from the cause.
+_trio_process_supervisor.check("protocol")
+
 from ._driver import (
     Job as Job,
     JobRunner as JobRunner,

@@ -533,13 +533,16 @@ def _check_toml_1_0(text: str, path: str) -> None:
         RunFileError: ``invalid TOML: ...`` with the line tomllib names (the last line with
             text when the error is at the end of the file).
     """
+    # First our own bound on nesting (no lanes file nests more than three levels): past
+    # tomllib's recursion it raises RecursionError, and tomlkit's own bound depends on its
+    # release (0.12 has none), so neither decides what a deep file gets.
+    _refuse_deep_nesting(text, path)
     try:
         tomllib.loads(text)
-    except RecursionError:
-        # Values nested deeper than tomllib's recursion reaches (no lanes file nests more
-        # than three levels): tomlkit refuses them past its own bound, with their line.
-        _refuse_deep_nesting(text, path)
-        return
+    except RecursionError:  # pragma: no cover - refused above
+        raise RunFileError(
+            path, 1, f"invalid TOML: values nested more than {MAX_NESTING} levels deep"
+        ) from None
     except tomllib.TOMLDecodeError as exc:
         message = str(exc)
         match = _TOMLLIB_POSITION.search(message)
@@ -571,20 +574,76 @@ MAX_NESTING: Final = 100
 
 
 def _refuse_deep_nesting(text: str, path: str) -> None:
-    """Raise the error for values nested deeper than :data:`MAX_NESTING`.
+    """Refuse arrays or inline tables nested deeper than :data:`MAX_NESTING`, or a key of
+    more dotted parts, at the line where the bound is passed.
+
+    One linear pass that knows only what it must: strings (basic, literal, multi-line) and
+    comments, whose brackets and dots do not count. It judges nothing else; text it
+    misreads (TOML that is invalid anyway) can only seem less deep, and tomllib refuses it.
 
     Raises:
-        RunFileError: ``invalid TOML: ...`` at tomlkit's line.
+        RunFileError: ``invalid TOML: values nested more than 100 levels deep`` (or keys).
     """
-    try:
-        tomlkit.parse(text)
-    except tomlkit.exceptions.ParseError as exc:
-        message = re.sub(r" at line \d+ col \d+$", "", str(exc))
-        raise RunFileError(path, exc.line, f"invalid TOML: {message}") from None
-    except (tomlkit.exceptions.TOMLKitError, RecursionError):
-        pass
-    # pragma: no cover - tomlkit refuses what nests past its bound
-    raise RunFileError(path, 1, f"invalid TOML: values nested more than {MAX_NESTING} levels deep")
+    depth = 0
+    line = 1
+    in_key = True  # before the `=` of a key: dots there separate key parts
+    dots = 0
+    i = 0
+    end = len(text)
+    while i < end:
+        ch = text[i]
+        if ch == "\n":
+            line += 1
+            in_key = depth == 0
+            dots = 0
+        elif ch == "#":
+            newline = text.find("\n", i)
+            i = end if newline < 0 else newline
+            continue
+        elif ch in "\"'":
+            i, line = _skip_string(text, i, line)
+            continue
+        elif ch in "[{":
+            depth += 1
+            if depth > MAX_NESTING:
+                raise RunFileError(
+                    path, line, f"invalid TOML: values nested more than {MAX_NESTING} levels deep"
+                )
+            if ch == "{":
+                in_key, dots = True, 0
+        elif ch in "]}":
+            depth = max(depth - 1, 0)
+        elif ch == ",":
+            in_key, dots = True, 0
+        elif ch == "=":
+            in_key = False
+        elif ch == "." and in_key:
+            dots += 1
+            if dots >= MAX_NESTING:
+                raise RunFileError(
+                    path, line, f"invalid TOML: keys nested more than {MAX_NESTING} levels deep"
+                )
+        i += 1
+
+
+def _skip_string(text: str, i: int, line: int) -> tuple[int, int]:
+    """The index after the string that starts at ``i``, and the line it ends on."""
+    quote = text[i]
+    if text.startswith(quote * 3, i):
+        j = i + 3
+        while j < len(text):
+            if quote == '"' and text[j] == "\\":
+                j += 2
+                continue
+            if text.startswith(quote * 3, j):
+                j += 3
+                break
+            j += 1
+        return j, line + text.count("\n", i, min(j, len(text)))
+    j = i + 1
+    while j < len(text) and text[j] != quote and text[j] != "\n":
+        j += 2 if quote == '"' and text[j] == "\\" else 1
+    return (j + 1 if j < len(text) and text[j] == quote else j), line
 
 
 def _replace_name(job: RunFileJob, name: str) -> RunFileJob:
