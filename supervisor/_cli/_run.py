@@ -1,21 +1,25 @@
 """``supervisor run FILE.toml [JOB...]``: run a lanes file headless and check its outcomes.
 
 Contract: the file is validated completely before anything starts (a bad file prints
-``FILE:LINE: message`` on stderr and exits 2). The jobs are then submitted to one set of
-job lanes run by :class:`~supervisor._core._jobs.ProcessJobRunner` (so every job of the run
-has its own id), each at its ``start_after_ms`` once every job it ``needs`` ended ok (a need
-that did not makes it ``skipped``, never submitted). A lanes file means what it says: a
-``build``/``test`` job is held back while a job of its kind waits on its lane, so it never
-replaces that one, unless it declares ``replace_waiting = true``; per lane, jobs go in the
-order they became ready. Human progress goes to stderr (a live view per lane when stderr is
-a terminal, one line per event otherwise) and, with ``--json``, one JSON object per event
-goes to stdout. When every job has finished the run checks that no process it started is
+``FILE:LINE: message`` on stderr and exits 2). The jobs are then submitted to one set of job
+lanes run by :class:`~supervisor._core._jobs.ProcessJobRunner` (so every job of the run has
+its own id), each on its lane (its ``lane``, else its project; ``-j N`` bounds the jobs
+running at once over every lane), each at its ``start_after_ms`` once every job it ``needs``
+ended ok (a need that did not makes it ``skipped``, never submitted). A lanes file means
+what it says: a ``build``/``test`` job is held back while a job of its kind waits on its
+lane, so it never replaces that one, unless it declares ``replace_waiting = true``; per
+lane, jobs go in the order they became ready. Human progress goes to stderr (a live view per
+lane when stderr is a terminal, one line per event otherwise) and, with ``--json``, one JSON
+object per event goes to stdout (under ``GITHUB_ACTIONS=true`` each job's output as one log
+group and an ``::error`` per job not as expected; ``--junit`` a JUnit report at the end,
+:mod:`._ci`). ``--list`` and ``--dry-run`` print the file and the plan and run nothing
+(:mod:`._plan`). When every job has finished the run checks that no process it started is
 left (a sweep by scope marker) and exits 0 when every job ended as its ``expect`` says, 1
 otherwise, with a summary that shows the end of each such job's output and names every job
-that did not run. SIGINT or SIGTERM cancels every job, ends every process tree and exits
-130 or 143; a reader of stdout or stderr that goes away (``| head``) does the same, exit
-141 (128 + SIGPIPE), without a traceback: one line says so, then nothing more is printed.
-With ``ray`` (``--ray ADDRESS``) the lanes run on the nodes of a Ray cluster
+that did not run. SIGINT or SIGTERM cancels every job, ends every process tree and exits 130
+or 143; a reader of stdout or stderr that goes away (``| head``) does the same, exit 141
+(128 + SIGPIPE), without a traceback: one line says so, then nothing more is printed. With
+``ray`` (``--ray ADDRESS``) the lanes run on the nodes of a Ray cluster
 (:mod:`supervisor._ray`); the reports name each lane's node.
 
 Strategy: one Trio nursery owns a signal watcher, the scheduler and (on a terminal) a
