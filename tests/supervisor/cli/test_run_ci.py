@@ -497,3 +497,22 @@ def test_fish_completes_job_names_after_the_file(tmp_path: Path) -> None:
     assert sorted(jobs) == ["build", "lint", "package", "test"]
     assert "ci.toml" in files
     assert scenarios == ["grandchild-setsid"]
+
+
+def test_j_and_a_lane_over_two_projects_are_refused_with_ray(tmp_path: Path) -> None:
+    """Ray places lanes per project: a bound over every lane, or a named lane holding two
+    projects, would span nodes. Refused before anything starts (and before Ray is needed)."""
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    path = tmp_path / "ci.toml"
+    path.write_text('[[job]]\nargv = ["true"]\n')
+    bound = supervisor("run", str(path), "--ray", "auto", "-j", "2")
+    assert bound.returncode == 2
+    assert "-j bounds the jobs of one machine; it does not apply with --ray" in bound.stderr
+    path.write_text(
+        '[[job]]\nproject = "a"\nlane = "x"\nargv = ["true"]\n'
+        '[[job]]\nproject = "b"\nlane = "x"\nargv = ["true"]\n'
+    )
+    spanning = supervisor("run", str(path), "--ray", "auto")
+    assert spanning.returncode == 2
+    assert "lane 'x' holds jobs of two projects" in spanning.stderr
