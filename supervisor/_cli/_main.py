@@ -6,8 +6,9 @@ subcommand is one ``_add_<name>`` function (its parser, with the global options,
 description, exit codes and example, and its handler) listed in :data:`_SUBCOMMANDS`.
 
 Exit codes:
-    ``run``: 0 when every job ended as expected, 1 otherwise, 2 for a bad lanes file (or an
-    unknown job name, an unusable ``--log-dir``), 130/143 when interrupted by
+    ``run``: 0 when every job ended as expected (``--list``, ``--dry-run``: the file is
+    valid), 1 otherwise, 2 for a bad lanes file (or an unknown job name, a bad ``-j``, an
+    unusable ``--log-dir`` or ``--junit`` file), 130/143 when interrupted by
     SIGINT/SIGTERM, 141 when the reader of its output went away, 120 when ``--json`` is
     given and stdout is closed (nothing started).
     ``exec``: the command's own exit code; 128+N when a signal N ended it; 124 when it timed
@@ -26,7 +27,9 @@ Exit codes:
     ``check``: 0 when every conformance check passed or was skipped, 1 when one failed, 2
     for bad usage or a program that cannot start.
     ``completion``: 0.
-    Any subcommand: 2 for a bad option (argparse).
+    Any subcommand: 2 for a bad option (argparse); 1 from the ``supervisor`` command when
+    Python finds another distribution's package under one of our names
+    (``_trio_process_supervisor``).
 """
 
 from __future__ import annotations
