@@ -1,10 +1,20 @@
-"""Job lanes: one job at a time per project root, as a pure policy plus a thin Trio driver.
+"""Job lanes: one job at a time per lane (a project root, or a named lane), as a pure
+policy plus a thin Trio driver.
 
 The lane policy (:class:`LanePolicy`) decides; the driver (:class:`Lanes`) runs each job through
 the :class:`JobRunner` it is given, so this package never imports ``supervisor``.
 """
 
 from __future__ import annotations
+
+#: The distribution this package belongs to (``_trio_process_supervisor`` checks it).
+__distribution__ = "trio-process-supervisor"
+
+import _trio_process_supervisor
+
+# Before importing it: another distribution's ``protocol`` (or a ``protocol.py`` in the
+# working directory) would fail below on a name it lacks, far from the cause.
+_trio_process_supervisor.check("protocol")
 
 from ._driver import (
     Job as Job,
@@ -24,9 +34,14 @@ from ._policy import (
     StartJob as StartJob,
     normalize_root as normalize_root,
 )
-from ._request import JobRequest as JobRequest, parse_job_start as parse_job_start
+from ._request import (
+    MAX_LANE_NAME_CHARS as MAX_LANE_NAME_CHARS,
+    JobRequest as JobRequest,
+    parse_job_start as parse_job_start,
+)
 
 __all__ = (
+    "MAX_LANE_NAME_CHARS",
     "CancelRunning",
     "FinishQueued",
     "Job",

@@ -558,7 +558,11 @@ class _Phase(enum.Enum):
 
 
 class Lanes(trio.abc.AsyncResource):
-    """Per-project job lanes run by Trio: one job at a time per project root.
+    """Per-project job lanes run by Trio: one job at a time per lane.
+
+    A lane is a project root (the IDE's rule), or a name a request gives
+    (:attr:`JobRequest.lane`: jobs of one project side by side); ``max_running`` bounds
+    how many run at once over every lane.
 
     Use ``async with open_lanes(runner, on_event=...) as lanes:``, or build one and
     ``await nursery.start(lanes.run)``. Scheduling follows :class:`LanePolicy`.
@@ -601,6 +605,11 @@ class Lanes(trio.abc.AsyncResource):
         max_record_bytes: The records' JSON size summed per job, in bytes (>= 0, default
             1 MiB); past either bound records are dropped and counted (one notice
             ``{jobId, record: null, droppedRecords}`` at job end).
+        max_running: The most jobs that run at once over every lane (>= 1), or None for no
+            bound (one per lane). A job its lane starts while that many run waits, in the
+            order the lanes started them, still ``queued``: its ``job.started`` comes, and
+            its deadline starts, when a slot frees. Cancelling or superseding it ends it as
+            a job that never started.
 
     Raises:
         ValueError: A bound is out of range.
@@ -619,7 +628,10 @@ class Lanes(trio.abc.AsyncResource):
         keep_finished: int = DEFAULT_KEEP_FINISHED,
         max_records: int = DEFAULT_MAX_RECORDS,
         max_record_bytes: int = DEFAULT_MAX_RECORD_BYTES,
+        max_running: int | None = None,
     ) -> None:
+        if max_running is not None and max_running < 1:
+            raise ValueError("max_running must be at least 1 (or None: no bound)")
         if max_output_event_bytes < 4:
             # Below 4 bytes a single UTF-8 character might not fit in an event.
             raise ValueError("max_output_event_bytes must be at least 4")
@@ -655,7 +667,11 @@ class Lanes(trio.abc.AsyncResource):
         #: The exception on_event raised, if it did (the host's bug: never contained).
         self._host_error: BaseException | None = None
         self._nursery: trio.Nursery | None = None
+        #: Lane key (:attr:`JobRequest.lane_key`) -> its policy.
         self._lanes: dict[str, LanePolicy] = {}
+        self._max_running = max_running
+        #: Jobs their lane started while ``max_running`` ran: they wait here for a slot.
+        self._parked: deque[tuple[LanePolicy, Job]] = deque()
         self._jobs: dict[str, Job] = {}  # unfinished jobs, in submission order
         self._recent: deque[Job] = deque(maxlen=keep_finished)
         self._next_number = 1
@@ -739,9 +755,10 @@ class Lanes(trio.abc.AsyncResource):
         self._queued += 1
         if self._idle.is_set():
             self._idle = trio.Event()
-        lane = self._lanes.get(request.root)
+        key = request.lane_key
+        lane = self._lanes.get(key)
         if lane is None:
-            lane = self._lanes[request.root] = LanePolicy(request.root)
+            lane = self._lanes[key] = LanePolicy(key)
         actions = lane.submit(
             job_id, request.kind, supersede=request.supersede, trusted=self._trusted
         )
@@ -765,7 +782,7 @@ class Lanes(trio.abc.AsyncResource):
         job = self._jobs.get(job_id)
         if job is None:
             return False
-        lane = self._lanes[job.request.root]
+        lane = self._lanes[job.request.lane_key]
         actions = lane.cancel(job_id, JobStatus.CANCELLED)
         self._execute(lane, actions)
         return bool(actions)
@@ -872,32 +889,60 @@ class Lanes(trio.abc.AsyncResource):
                 # Only after a job task ended by an exception (finished in its own task).
                 continue
             if isinstance(action, StartJob):
-                assert self._nursery is not None  # jobs start only while running
-                job._state = JobState.RUNNING
-                job._started_at = trio.current_time()
-                self._queued -= 1
-                self._running += 1
-                # Sent here rather than in the job's task, so that job.started events come in
-                # the order the policy started the jobs (trio shuffles new tasks).
-                self._notify(
-                    "job.started",
-                    {
-                        "jobId": job.id,
-                        "kind": job.request.kind.value,
-                        "root": job.request.root,
-                        "argv": list(job.request.argv),
-                    },
-                )
-                self._nursery.start_soon(self._run_job, lane, job, name=f"lanes {job.id}")
+                if self._max_running is not None and (
+                    self._parked or self._running >= self._max_running
+                ):
+                    # Behind the jobs already waiting for a slot: first started, first run.
+                    self._parked.append((lane, job))
+                else:
+                    self._start(lane, job)
             elif isinstance(action, CancelRunning):
                 job._cancel_status = action.status
                 if job._scope is not None:
                     job._scope.cancel()
+                elif self._unpark_job(job):
+                    # Waiting for a slot: it never started, so it ends now, and its lane
+                    # moves on as after any running job.
+                    self._finish(job, action.status)
+                    self._execute(lane, lane.job_ended(job.id))
             else:
                 assert isinstance(action, FinishQueued)
                 self._finish(job, action.status)
         if lane.idle and self._lanes.get(lane.root) is lane:
             del self._lanes[lane.root]
+
+    def _start(self, lane: LanePolicy, job: Job) -> None:
+        assert self._nursery is not None  # jobs start only while running
+        job._state = JobState.RUNNING
+        job._started_at = trio.current_time()
+        self._queued -= 1
+        self._running += 1
+        # Sent here rather than in the job's task, so that job.started events come in the
+        # order the jobs started (trio shuffles new tasks).
+        self._notify(
+            "job.started",
+            {
+                "jobId": job.id,
+                "kind": job.request.kind.value,
+                "root": job.request.root,
+                "argv": list(job.request.argv),
+            },
+        )
+        self._nursery.start_soon(self._run_job, lane, job, name=f"lanes {job.id}")
+
+    def _unpark_job(self, job: Job) -> bool:
+        """Take ``job`` out of the jobs waiting for a slot; False when it is not one."""
+        for index, (_lane, parked) in enumerate(self._parked):
+            if parked is job:
+                del self._parked[index]
+                return True
+        return False
+
+    def _start_parked(self) -> None:
+        """Start the jobs waiting for a slot, oldest first, while slots are free."""
+        while self._parked and (self._max_running is None or self._running < self._max_running):
+            lane, job = self._parked.popleft()
+            self._start(lane, job)
 
     async def _run_job(self, lane: LanePolicy, job: Job) -> None:
         request = job.request
@@ -962,6 +1007,7 @@ class Lanes(trio.abc.AsyncResource):
             status = JobStatus.OK
         self._finish(job, status, timed_out=timed_out, error=error)
         self._execute(lane, lane.job_ended(job.id))
+        self._start_parked()
 
     def _end_job_and_lanes(self, job: Job) -> None:
         """Cancelled from outside (the lanes are ending) or an error that must propagate:
@@ -1034,6 +1080,7 @@ async def open_lanes(
     keep_finished: int = DEFAULT_KEEP_FINISHED,
     max_records: int = DEFAULT_MAX_RECORDS,
     max_record_bytes: int = DEFAULT_MAX_RECORD_BYTES,
+    max_running: int | None = None,
 ) -> AsyncIterator[Lanes]:
     """Run :class:`Lanes` for the body of an ``async with`` block.
 
@@ -1054,6 +1101,7 @@ async def open_lanes(
         keep_finished=keep_finished,
         max_records=max_records,
         max_record_bytes=max_record_bytes,
+        max_running=max_running,
     )
     async with trio.open_nursery() as nursery:
         await nursery.start(lanes.run)

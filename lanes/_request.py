@@ -36,7 +36,10 @@ from ._policy import JobKind, normalize_root
 if TYPE_CHECKING:
     from protocol import JSONObject, JSONValue
 
-__all__ = ("JobRequest", "parse_job_start")
+__all__ = ("MAX_LANE_NAME_CHARS", "JobRequest", "parse_job_start")
+
+#: The longest lane name (:attr:`JobRequest.lane`), in characters.
+MAX_LANE_NAME_CHARS = 256
 
 _KINDS = ", ".join(kind.value for kind in JobKind)
 _KIND_VALUES = frozenset(kind.value for kind in JobKind)
@@ -64,6 +67,11 @@ class JobRequest:
         supersede: Cancel the lane's running job (it ends ``superseded``).
         report: Give the job a report channel (``job.progress`` / ``job.record``; the
             supervisor's runner opens it on the descriptor ``SUPERVISOR_REPORT_FD`` names).
+        lane: The name of the lane the job runs on, or None for its project's own lane
+            (the IDE's one lane per root). Jobs of one name share a lane whatever their
+            root: one runs at a time, and lanes run side by side (a Python-API field: the
+            wire ``job.start`` has no ``lane`` yet). At most :data:`MAX_LANE_NAME_CHARS`
+            printable characters.
 
     Raises:
         TypeError: A field has the wrong type.
@@ -79,6 +87,13 @@ class JobRequest:
     timeout_ms: int | None = None
     supersede: bool = False
     report: bool = False
+    lane: str | None = None
+
+    @property
+    def lane_key(self) -> str:
+        """What names the job's lane: its root (absolute), or ``lane:<name>`` for a named
+        lane, so the two never meet."""
+        return self.root if self.lane is None else f"lane:{self.lane}"
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "kind", JobKind(self.kind))
@@ -118,6 +133,17 @@ class JobRequest:
             raise TypeError("supersede must be a bool")
         if not isinstance(self.report, bool):
             raise TypeError("report must be a bool")
+        if self.lane is not None:
+            if not isinstance(self.lane, str):
+                raise TypeError("lane must be a string or None")
+            if (
+                not self.lane.strip()
+                or len(self.lane) > MAX_LANE_NAME_CHARS
+                or not self.lane.isprintable()
+            ):
+                raise ValueError(
+                    f"lane must be a name of 1 to {MAX_LANE_NAME_CHARS} printable characters"
+                )
 
 
 def _invalid(field: str, message: str) -> CoreError:

@@ -10,6 +10,10 @@ explicit ``receive_eof()``.
 
 from __future__ import annotations
 
+#: The distribution this package belongs to: ``_trio_process_supervisor`` tells ours from
+#: another package named ``protocol`` (PyPI has one) by it.
+__distribution__ = "trio-process-supervisor"
+
 from ._codes import (
     ERROR_CATALOG as ERROR_CATALOG,
     JSONRPC_RESERVED_RANGE as JSONRPC_RESERVED_RANGE,

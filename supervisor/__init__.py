@@ -6,7 +6,18 @@ protocol is in :mod:`protocol` and the lane policy in :mod:`lanes`.
 
 from __future__ import annotations
 
+#: The distribution this package belongs to: ``_trio_process_supervisor`` tells ours from
+#: supervisord's package (``supervisor`` on PyPI) by it.
+__distribution__ = "trio-process-supervisor"
+
 import importlib
+
+import _trio_process_supervisor
+
+# Before anything of ours imports them: another distribution's ``protocol`` or ``lanes`` (or
+# a ``protocol.py`` in the working directory) would fail on a name it lacks, far from the
+# cause. Nothing is imported here (``find_spec``), so the lazy names below stay lazy.
+_trio_process_supervisor.check("protocol", "lanes")
 from typing import TYPE_CHECKING
 
 # The names load on first use (PEP 562), so importing a submodule -- the pytest plugin,

@@ -26,7 +26,7 @@ def _plugin_has_entry_point() -> bool:
     # Installed with its pytest11 entry point, pytest loads the plugin itself; registering it
     # a second time from here would be an error.
     return any(
-        entry.value == "supervisor.pytest_plugin"
+        entry.value in ("supervisor.pytest_plugin", "_trio_process_supervisor._pytest_plugin")
         for entry in metadata.entry_points(group="pytest11")
     )
 

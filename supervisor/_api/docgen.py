@@ -297,6 +297,36 @@ def _schema_of(tp: Any) -> dict[str, Any]:
     return schema
 
 
+def _schema_components(types_: list[Any]) -> tuple[tuple[Any, ...], dict[str, Any]]:
+    """``msgspec.json.schema_components``, in one form whatever the versions that run it.
+
+    Every ``description`` is cleaned as :func:`inspect.cleandoc` cleans a docstring (msgspec
+    took ``__doc__`` as written before 0.19, and Python 3.13 strips docstring indents when it
+    compiles them), and an ``anyOf`` lists ``{"type": "null"}`` last (msgspec put it first
+    before 0.22). So the files and ``test_generated_files_are_current`` hold for every
+    msgspec the project allows (CI runs the lowest).
+    """
+    (schemas, components) = msgspec.json.schema_components(types_, ref_template="#/$defs/{name}")
+    return _normalized(schemas), _normalized(components)
+
+
+def _normalized(value: Any) -> Any:
+    if isinstance(value, dict):
+        out: dict[str, Any] = {}
+        for key, item in value.items():
+            if key == "description" and isinstance(item, str):
+                out[key] = inspect.cleandoc(item)
+            elif key == "anyOf" and isinstance(item, list):
+                members = [_normalized(member) for member in item]
+                out[key] = sorted(members, key=lambda member: member == {"type": "null"})
+            else:
+                out[key] = _normalized(item)
+        return out
+    if isinstance(value, list | tuple):
+        return type(value)(_normalized(item) for item in value)
+    return value
+
+
 def render_schemas() -> dict[str, str]:
     """``{file name: JSON text}`` of ``docs/schema/``: one file per service and events."""
     services: dict[str, dict[str, Any]] = {}
@@ -309,9 +339,7 @@ def render_schemas() -> dict[str, str]:
             types_.append(command.payload)
             if command.result is not None:
                 types_.append(command.result)
-        (schemas, components) = msgspec.json.schema_components(
-            types_, ref_template="#/$defs/{name}"
-        )
+        (schemas, components) = _schema_components(types_)
         document: dict[str, Any] = {
             "$schema": "https://json-schema.org/draft/2020-12/schema",
             "title": f"{service} commands",
@@ -325,9 +353,7 @@ def render_schemas() -> dict[str, str]:
             document["commands"][name] = entry
         files[f"{service}.json"] = json.dumps(document, indent=2, sort_keys=True) + "\n"
     kinds = sorted(EVENTS)
-    (schemas, components) = msgspec.json.schema_components(
-        [EVENTS[k] for k in kinds], ref_template="#/$defs/{name}"
-    )
+    (schemas, components) = _schema_components([EVENTS[k] for k in kinds])
     document = {
         "$schema": "https://json-schema.org/draft/2020-12/schema",
         "title": "events of *.waitEvents / *.pollEvents",
@@ -335,9 +361,7 @@ def render_schemas() -> dict[str, str]:
         "$defs": components,
     }
     files["events.json"] = json.dumps(document, indent=2, sort_keys=True) + "\n"
-    (schemas, components) = msgspec.json.schema_components(
-        [Envelope, Response], ref_template="#/$defs/{name}"
-    )
+    (schemas, components) = _schema_components([Envelope, Response])
     document = {
         "$schema": "https://json-schema.org/draft/2020-12/schema",
         "title": "the envelope: a request and its response",

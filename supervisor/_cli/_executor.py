@@ -60,13 +60,15 @@ class LocalExecutor:
 
     Args:
         max_output_bytes: Output forwarded per job and stream (the lanes' cap), in bytes.
+        max_running: The most jobs that run at once over every lane, or None.
     """
 
-    def __init__(self, *, max_output_bytes: int) -> None:
+    def __init__(self, *, max_output_bytes: int, max_running: int | None = None) -> None:
         from .._core._jobs import ProcessJobRunner
 
         self._runner = ProcessJobRunner()
         self._max_output_bytes = max_output_bytes
+        self._max_running = max_running
 
     def node_of(self, root: str) -> str | None:
         return None
@@ -76,7 +78,12 @@ class LocalExecutor:
     ) -> AbstractAsyncContextManager[RunLanes]:
         from lanes import open_lanes
 
-        return open_lanes(self._runner, on_event=on_event, max_output_bytes=self._max_output_bytes)
+        return open_lanes(
+            self._runner,
+            on_event=on_event,
+            max_output_bytes=self._max_output_bytes,
+            max_running=self._max_running,
+        )
 
     async def leftover_processes(self, settle_ms: int) -> list[tuple[int, str]]:
         from ._run import _leftover_processes
@@ -86,17 +93,18 @@ class LocalExecutor:
 
 @asynccontextmanager
 async def open_executor(
-    cluster: RayCluster | None, *, max_output_bytes: int
+    cluster: RayCluster | None, *, max_output_bytes: int, max_running: int | None = None
 ) -> AsyncIterator[JobExecutor]:
     """The local executor, or (``cluster`` given) the Ray executor with its node agents.
 
     ``max_output_bytes`` is the lanes' output cap per job and stream, in bytes (applied on
-    each node).
+    each node); ``max_running`` the most jobs at once (local lanes only: the caller refuses
+    it with a cluster).
 
     **Cancellation:** the Ray executor stops its agents shielded (bounded) on the way out.
     """
     if cluster is None:
-        yield LocalExecutor(max_output_bytes=max_output_bytes)
+        yield LocalExecutor(max_output_bytes=max_output_bytes, max_running=max_running)
         return
     from .._ray._executor import open_ray_executor
 

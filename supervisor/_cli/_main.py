@@ -6,12 +6,14 @@ subcommand is one ``_add_<name>`` function (its parser, with the global options,
 description, exit codes and example, and its handler) listed in :data:`_SUBCOMMANDS`.
 
 Exit codes:
-    ``run``: 0 when every job ended as expected, 1 otherwise, 2 for a bad lanes file (or an
-    unknown job name, an unusable ``--log-dir``), 130/143 when interrupted by
+    ``run``: 0 when every job ended as expected (``--list``, ``--dry-run``: the file is
+    valid), 1 otherwise, 2 for a bad lanes file (or an unknown job name, a bad ``-j``, an
+    unusable ``--log-dir`` or ``--junit`` file), 130/143 when interrupted by
     SIGINT/SIGTERM, 141 when the reader of its output went away, 120 when ``--json`` is
     given and stdout is closed (nothing started).
     ``exec``: the command's own exit code; 128+N when a signal N ended it; 124 when it timed
-    out; 2 when the request was refused (bad argv, missing executable or cwd); 130/143 when
+    out; 127 when the program is not found, 126 when it can not be run; 2 (``--stream``:
+    125) when the request was refused (bad argv, missing cwd); 130/143 when
     interrupted by SIGINT/SIGTERM (the command is cancelled and its processes end first);
     120 when stdout is closed (nothing run) or the result can not be written to it; 141
     when the reader of stdout went away.
@@ -25,7 +27,9 @@ Exit codes:
     ``check``: 0 when every conformance check passed or was skipped, 1 when one failed, 2
     for bad usage or a program that cannot start.
     ``completion``: 0.
-    Any subcommand: 2 for a bad option (argparse).
+    Any subcommand: 2 for a bad option (argparse); 1 from the ``supervisor`` command when
+    Python finds another distribution's package under one of our names
+    (``_trio_process_supervisor``).
 """
 
 from __future__ import annotations
@@ -53,19 +57,22 @@ __all__ = ("main",)
 _LOG_LEVELS: Final = ("DEBUG", "INFO", "WARNING", "ERROR")
 
 _RUN_HELP: Final = """\
-Run the jobs of a lanes file (TOML): one job at a time per project lane, each
-as its [[job]] table says (README, "supervisor run"). A bad file is refused
-with FILE:LINE: message before anything starts. Progress goes to stderr: a live
-view per lane on a terminal, one line per event otherwise. The summary shows
-the end of the output of each job that did not end as expected and names every
-job that did not run.
+Run the jobs of a lanes file (TOML), each as its [[job]] table says (README,
+"supervisor run"): one job at a time per lane (a job's `lane`, by default its
+project), lanes side by side (-j N: at most N jobs at once). A bad file is
+refused with FILE:LINE: message before anything starts. Progress goes to
+stderr: a live view per lane on a terminal, one line per event otherwise (under
+GITHUB_ACTIONS=true each job's output in a log group, an ::error annotation per
+job that did not end as expected). The summary shows the end of the output of
+each job that did not end as expected and names every job that did not run.
 """
 _RUN_EPILOG: Final = """\
 exit status:
   0    every job ended as its `expect` says, and no process was left behind
+       (--list, --dry-run: the file is valid; nothing ran)
   1    some job did not (or a process was left behind)
-  2    bad lanes file, unknown job name, unusable --log-dir, or a --ray cluster
-       that can not run the file (nothing started)
+  2    bad lanes file, unknown job name, bad -j, unusable --log-dir or --junit
+       file, or a --ray cluster that can not run the file (nothing started)
   130  interrupted by SIGINT (every job cancelled, every process ended)
   143  interrupted by SIGTERM (likewise)
   141  the reader of stdout or stderr went away (| head): likewise, quietly
@@ -73,6 +80,9 @@ exit status:
 
 examples:
   supervisor run examples/demo.toml
+  supervisor run ci.toml --list
+  supervisor run ci.toml test --dry-run
+  supervisor run ci.toml -j 4 --junit report.xml --log-dir logs
   supervisor run ci.toml test --json --log-dir logs > events.jsonl
   supervisor run examples/demo.toml --ray auto
 """
@@ -81,21 +91,27 @@ Run one command (the Core's process.run) and print its envelope response as
 JSON: {"id": "exec", "ok": true, "data": {exitCode, signal, stdout, stderr,
 timedOut, truncated, durationMs}}, or "ok": false with error {code, message}.
 stdin is passed to the command when it is a pipe or a file (--no-stdin: not).
+With --stream the command gets our stdin, stdout and stderr themselves, nothing
+is printed but what it prints, and the exit status is timeout(1)'s. Either way
+its whole process tree ends when it exits, times out or is interrupted.
 """
 _EXEC_EPILOG: Final = """\
 exit status:
   N        the command's own exit code
   128+N    a signal N ended it
   124      it timed out (--timeout-ms)
-  2        the request was refused (bad argv, missing executable or cwd, bad
-           --env, stdin not UTF-8); "ok": false tells it apart from an exit 2
+  127      the program is not found; 126: it is found but can not be run
+  2        the request was refused (bad argv, missing cwd, bad --env, stdin
+           not UTF-8); "ok": false tells it apart from an exit 2
+           (--stream: 125, as timeout(1))
   130/143  interrupted by SIGINT/SIGTERM (the command is cancelled first)
   120      stdout is closed (>&-: nothing is run) or the result could not be
-           written to it
+           written to it (not with --stream)
   141      the reader of stdout went away (| head) before the result was written
 
-example:
+examples:
   echo hello | supervisor exec --env LANG=C.UTF-8 --timeout-ms 5000 -- tr a-z A-Z
+  supervisor exec --stream --timeout-ms 600000 -- make test
 """
 _SERVE_HELP: Final = """\
 Serve the Core as JSON-RPC 2.0 over the LSP base protocol (Content-Length
@@ -118,7 +134,9 @@ example:
 """
 _COMPLETION_HELP: Final = """\
 Print a shell completion script for `supervisor` (generated by shtab from this
-command line's own parser, so it never goes stale).
+command line's own parser, so it never goes stale): subcommands and options,
+`*.toml` files and then the file's job names after `run`, scenario names after
+`testbed run` (tcsh: files only).
 """
 _COMPLETION_EPILOG: Final = """\
 exit status:
@@ -127,13 +145,131 @@ exit status:
 examples:
   supervisor completion bash > ~/.local/share/bash-completion/completions/supervisor
   supervisor completion zsh > "${fpath[1]}/_supervisor"
+  supervisor completion fish > ~/.config/fish/completions/supervisor.fish
 """
 
 
 #: What shtab completes a file or directory argument with (``shtab.FILE`` and
 #: ``shtab.DIRECTORY``, spelled out so building the parser imports nothing).
-_FILE: Final = {"bash": "_shtab_compgen_files", "zsh": "_files", "tcsh": "f"}
-_DIRECTORY: Final = {"bash": "_shtab_compgen_dirs", "zsh": "_files -/", "tcsh": "d"}
+_FILE: Final = {
+    "bash": "_shtab_compgen_files",
+    "zsh": "_files",
+    "tcsh": "f",
+    "fish": "(__fish_complete_path)",
+}
+_DIRECTORY: Final = {
+    "bash": "_shtab_compgen_dirs",
+    "zsh": "_files -/",
+    "tcsh": "d",
+    "fish": "(__fish_complete_directories)",
+}
+#: ``run FILE``: lanes files (``*.toml``) and directories; ``run FILE JOB...``: the file's
+#: job names (``supervisor run FILE --complete-jobs``); ``testbed run SCENARIO``: the
+#: scenarios. The shell functions are in :data:`_COMPLETION_PREAMBLES`. fish completes a
+#: subcommand's positionals without their order, so one function there tells them apart.
+_RUN_FILE: Final = {
+    "bash": "_supervisor_toml_files",
+    "zsh": "_supervisor_toml_files",
+    "tcsh": "f",
+    "fish": "(__supervisor_run_words)",
+}
+_RUN_JOBS: Final = {
+    "bash": "_supervisor_run_jobs",
+    "zsh": "_supervisor_run_jobs",
+    "fish": "(__supervisor_run_words)",
+}
+_SCENARIO: Final = {
+    "bash": "_supervisor_scenarios",
+    "zsh": "_supervisor_scenarios",
+    "fish": "(__supervisor_scenarios)",
+}
+#: The options of ``run`` (and the global ones) that take a value: the word after one is
+#: no lanes file.
+_RUN_VALUE_OPTIONS: Final = "--log-level --log-dir --color --ray -j --jobs --junit"
+_COMPLETION_PREAMBLES: Final = {
+    "bash": """\
+_supervisor_toml_files() {
+  compgen -f -X '!*.toml' -- "$1"
+  compgen -d -- "$1"
+}
+_supervisor_run_file() {  # the lanes file on the command line: the first word after `run`
+  local i word skip=0 seen=0
+  for ((i = 1; i < COMP_CWORD; i++)); do
+    word="${COMP_WORDS[i]}"
+    if ((skip)); then skip=0; continue; fi
+    if ((!seen)); then [[ $word == run ]] && seen=1; continue; fi
+    case " @VALUE_OPTIONS@ " in *" $word "*) skip=1; continue ;; esac
+    case $word in -*) ;; *) printf '%s' "$word"; return ;; esac
+  done
+}
+_supervisor_run_jobs() {
+  local file
+  file=$(_supervisor_run_file)
+  [[ -n $file ]] || return 0
+  compgen -W "$(command supervisor run "$file" --complete-jobs 2>/dev/null)" -- "$1"
+}
+_supervisor_scenarios() {
+  compgen -W "@SCENARIOS@" -- "$1"
+}
+""",
+    "zsh": """\
+_supervisor_toml_files() {
+  _files -g '*.toml'
+}
+_supervisor_run_file() {
+  local word skip=0 seen=0
+  for word in "${(@)words[1,CURRENT-1]}"; do
+    if (( skip )); then skip=0; continue; fi
+    if (( ! seen )); then [[ $word == run ]] && seen=1; continue; fi
+    if [[ " @VALUE_OPTIONS@ " == *" $word "* ]]; then skip=1; continue; fi
+    if [[ $word != -* ]]; then print -r -- "$word"; return; fi
+  done
+}
+_supervisor_run_jobs() {
+  local file=$(_supervisor_run_file)
+  [[ -n $file ]] || return 1
+  local -a names
+  names=(${(f)"$(command supervisor run ${(Q)file} --complete-jobs 2>/dev/null)"})
+  compadd -a names
+}
+_supervisor_scenarios() {
+  compadd @SCENARIOS@
+}
+""",
+    "fish": """\
+function __supervisor_run_file
+    set -l skip 0
+    set -l seen 0
+    for word in (commandline -opc)[2..-1]
+        if test $skip = 1
+            set skip 0
+            continue
+        end
+        if test $seen = 0
+            test "$word" = run; and set seen 1
+            continue
+        end
+        if contains -- $word @VALUE_OPTIONS@
+            set skip 1
+        else if not string match -q -- '-*' $word
+            echo $word
+            return
+        end
+    end
+end
+function __supervisor_run_words
+    set -l file (__supervisor_run_file)
+    if test -z "$file"
+        __fish_complete_suffix .toml
+    else
+        command supervisor run $file --complete-jobs 2>/dev/null
+    end
+end
+function __supervisor_scenarios
+    printf '%s\\n' @SCENARIOS@
+end
+""",
+}
 
 
 def _complete(action: argparse.Action, how: dict[str, str]) -> None:
@@ -168,15 +304,20 @@ def _add_run(sub: Any) -> None:
     run = _subcommand(
         sub, "run", "run the jobs of a lanes file (TOML) and report them", _RUN_HELP, _RUN_EPILOG
     )
-    _complete(run.add_argument("file", help="the lanes file, e.g. examples/demo.toml"), _FILE)
-    run.add_argument(
-        "jobs",
-        nargs="*",
-        metavar="JOB",
-        # A default keeps argparse from calling an optional list required.
-        default=[],
-        help="run only these jobs (by name) and the jobs they need; default: every job",
+    _complete(run.add_argument("file", help="the lanes file, e.g. examples/demo.toml"), _RUN_FILE)
+    _complete(
+        run.add_argument(
+            "jobs",
+            nargs="*",
+            metavar="JOB",
+            # A default keeps argparse from calling an optional list required.
+            default=[],
+            help="run only these jobs (by name) and the jobs they need; default: every job",
+        ),
+        _RUN_JOBS,
     )
+    # For completion scripts: the file's job names, one a line (nothing for a bad file).
+    run.add_argument("--complete-jobs", action="store_true", help=argparse.SUPPRESS)
     run.add_argument("--json", action="store_true", help="one JSON object per event on stdout")
     _complete(
         run.add_argument(
@@ -191,7 +332,8 @@ def _add_run(sub: Any) -> None:
         "--color",
         choices=("auto", "always", "never"),
         default="auto",
-        help="colour the status words: auto (default) on a terminal unless NO_COLOR is set",
+        help="colour the status words and pass jobs' colours through: auto (default) on a"
+        " terminal or with FORCE_COLOR / CLICOLOR_FORCE set, unless NO_COLOR is set",
     )
     run.add_argument(
         "--ray",
@@ -199,6 +341,35 @@ def _add_run(sub: Any) -> None:
         default=None,
         help="run the lanes on a Ray cluster (auto: the running one, else a local one);"
         " needs the [ray] extra",
+    )
+    run.add_argument(
+        "-j",
+        "--jobs",
+        dest="max_running",
+        type=int,
+        default=None,
+        metavar="N",
+        help="run at most N jobs at once over every lane (default: one per lane, no other"
+        " bound); a lane still runs one job at a time",
+    )
+    run.add_argument(
+        "--list",
+        action="store_true",
+        help="print the jobs (lane, kind, needs, expected statuses) and run nothing",
+    )
+    run.add_argument(
+        "--dry-run",
+        action="store_true",
+        help="print the plan (each job resolved as it would be submitted) and run nothing",
+    )
+    _complete(
+        run.add_argument(
+            "--junit",
+            metavar="FILE",
+            default=None,
+            help="write a JUnit XML report to FILE when the run ends",
+        ),
+        _FILE,
     )
     run.set_defaults(handler=_run)
 
@@ -240,6 +411,12 @@ def _add_exec(sub: Any) -> None:
         "--no-stdin",
         action="store_true",
         help="do not pass stdin to the command (for a pipe that never closes)",
+    )
+    exec_.add_argument(
+        "--stream",
+        action="store_true",
+        help="pass the command's output through and exit with its status, as `timeout`"
+        " does (124 timed out, 125 refused, 126 not executable, 127 not found); no JSON",
     )
     exec_.add_argument("argv", nargs=argparse.REMAINDER, help="-- PROGRAM [ARGS...]")
     exec_.set_defaults(handler=_exec)
@@ -291,7 +468,12 @@ def _add_testbed(sub: Any) -> None:
         help="run one scenario's program under the supervisor, its stdio on this terminal;"
         " its whole process tree ends when it exits or on Ctrl-C",
     )
-    testbed_run.add_argument("scenario", help="a scenario name (see `supervisor testbed list`)")
+    _complete(
+        testbed_run.add_argument(
+            "scenario", help="a scenario name (see `supervisor testbed list`)"
+        ),
+        _SCENARIO,
+    )
     testbed_run.add_argument(
         "options",
         nargs=argparse.REMAINDER,
@@ -360,11 +542,11 @@ def _add_completion(sub: Any) -> None:
     completion = _subcommand(
         sub,
         "completion",
-        "print a shell completion script (bash, zsh, tcsh)",
+        "print a shell completion script (bash, zsh, fish, tcsh)",
         _COMPLETION_HELP,
         _COMPLETION_EPILOG,
     )
-    completion.add_argument("shell", choices=("bash", "zsh", "tcsh"), help="the shell")
+    completion.add_argument("shell", choices=("bash", "zsh", "fish", "tcsh"), help="the shell")
     completion.set_defaults(handler=_completion)
 
 
@@ -434,6 +616,9 @@ def _stdout_closed(command: str) -> bool:
 
 
 def _run(args: argparse.Namespace) -> int:
+    if args.complete_jobs:
+        return _complete_jobs(args.file)
+
     from ._run import run_command
 
     if args.json and _stdout_closed("run"):
@@ -446,6 +631,10 @@ def _run(args: argparse.Namespace) -> int:
         log_dir=args.log_dir,
         color=args.color,
         ray=args.ray,
+        max_running=args.max_running,
+        list_only=args.list,
+        dry_run=args.dry_run,
+        junit=args.junit,
     )
 
 
@@ -455,21 +644,48 @@ def _serve(args: argparse.Namespace) -> int:
     return serve_stdio()
 
 
+def _complete_jobs(path: str) -> int:
+    """Print the job names of the lanes file at ``path`` for a completion script: quickly
+    (no Trio), and nothing at all for a file that can not be read."""
+    from ._runfile import RunFileError, load_run_file
+
+    try:
+        run_file = load_run_file(path)
+    except RunFileError:
+        return 0
+    for job in run_file.jobs:
+        if job.name.isprintable() and not any(ch.isspace() for ch in job.name):
+            print(job.name)
+    return 0
+
+
 def _completion(args: argparse.Namespace) -> int:
+    import shlex
+
     import shtab
 
-    print(shtab.complete(_parser(), shell=args.shell))
+    from ..testbed import SCENARIOS
+
+    scenarios = " ".join(shlex.quote(name) for name in SCENARIOS)
+    preamble = (
+        _COMPLETION_PREAMBLES.get(args.shell, "")
+        .replace("@SCENARIOS@", scenarios)
+        .replace("@VALUE_OPTIONS@", _RUN_VALUE_OPTIONS)
+    )
+    print(shtab.complete(_parser(), shell=args.shell, preamble=preamble))
     return 0
 
 
 def _exec(args: argparse.Namespace) -> int:
     import trio
 
-    if _stdout_closed("exec"):
-        return EXIT_STDOUT_UNWRITABLE
     argv = list(args.argv)
     if argv and argv[0] == "--":
         argv = argv[1:]
+    if args.stream:
+        return _exec_stream(args, argv)
+    if _stdout_closed("exec"):
+        return EXIT_STDOUT_UNWRITABLE
     argv_json: list[JSONValue] = list(argv)
     payload: JSONObject = {"argv": argv_json}
     if args.timeout_ms is not None:
@@ -507,7 +723,12 @@ def _exec(args: argparse.Namespace) -> int:
         print(f"supervisor exec: {name}: the command was cancelled", file=sys.stderr)
         return 128 + signum
     if not response.get("ok"):
-        return 2
+        from ._stream import launch_exit_status
+
+        error = response.get("error")
+        details = error.get("details") if isinstance(error, dict) else None
+        # A program that is missing (127) or can not be run (126), as `env` and `timeout`.
+        return launch_exit_status(details) or 2
     data = response["data"]
     assert isinstance(data, dict)
     if data.get("timedOut"):
@@ -517,6 +738,32 @@ def _exec(args: argparse.Namespace) -> int:
         return 128 + killed_by
     code = data.get("exitCode")
     return code if isinstance(code, int) and 0 <= code < 256 else 1
+
+
+def _exec_stream(args: argparse.Namespace, argv: list[str]) -> int:
+    """``exec --stream``: our stdio to the command, its status ours (``_stream``)."""
+    from ._stream import EXIT_REFUSED, exec_stream
+
+    if args.max_output_bytes is not None:
+        print(
+            "supervisor exec: --max-output-bytes bounds the JSON result; --stream keeps no output",
+            file=sys.stderr,
+        )
+        return EXIT_REFUSED
+    env: dict[str, str] = {}
+    for item in args.env:
+        name, sep, value = item.partition("=")
+        if not sep or not name:
+            print(f"supervisor exec: --env {item!r}: expected NAME=VALUE", file=sys.stderr)
+            return EXIT_REFUSED
+        env[name] = value
+    return exec_stream(
+        argv,
+        timeout_ms=args.timeout_ms,
+        cwd=args.cwd,
+        env=env or None,
+        stdin=not args.no_stdin,
+    )
 
 
 #: The most stdin ``exec`` passes on (the protocol's bound on a payload's text).

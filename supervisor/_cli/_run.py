@@ -1,21 +1,25 @@
 """``supervisor run FILE.toml [JOB...]``: run a lanes file headless and check its outcomes.
 
 Contract: the file is validated completely before anything starts (a bad file prints
-``FILE:LINE: message`` on stderr and exits 2). The jobs are then submitted to one set of
-job lanes run by :class:`~supervisor._core._jobs.ProcessJobRunner` (so every job of the run
-has its own id), each at its ``start_after_ms`` once every job it ``needs`` ended ok (a need
-that did not makes it ``skipped``, never submitted). A lanes file means what it says: a
-``build``/``test`` job is held back while a job of its kind waits on its lane, so it never
-replaces that one, unless it declares ``replace_waiting = true``; per lane, jobs go in the
-order they became ready. Human progress goes to stderr (a live view per lane when stderr is
-a terminal, one line per event otherwise) and, with ``--json``, one JSON object per event
-goes to stdout. When every job has finished the run checks that no process it started is
+``FILE:LINE: message`` on stderr and exits 2). The jobs are then submitted to one set of job
+lanes run by :class:`~supervisor._core._jobs.ProcessJobRunner` (so every job of the run has
+its own id), each on its lane (its ``lane``, else its project; ``-j N`` bounds the jobs
+running at once over every lane), each at its ``start_after_ms`` once every job it ``needs``
+ended ok (a need that did not makes it ``skipped``, never submitted). A lanes file means
+what it says: a ``build``/``test`` job is held back while a job of its kind waits on its
+lane, so it never replaces that one, unless it declares ``replace_waiting = true``; per
+lane, jobs go in the order they became ready. Human progress goes to stderr (a live view per
+lane when stderr is a terminal, one line per event otherwise) and, with ``--json``, one JSON
+object per event goes to stdout (under ``GITHUB_ACTIONS=true`` each job's output as one log
+group and an ``::error`` per job not as expected; ``--junit`` a JUnit report at the end,
+:mod:`._ci`). ``--list`` and ``--dry-run`` print the file and the plan and run nothing
+(:mod:`._plan`). When every job has finished the run checks that no process it started is
 left (a sweep by scope marker) and exits 0 when every job ended as its ``expect`` says, 1
 otherwise, with a summary that shows the end of each such job's output and names every job
-that did not run. SIGINT or SIGTERM cancels every job, ends every process tree and exits
-130 or 143; a reader of stdout or stderr that goes away (``| head``) does the same, exit
-141 (128 + SIGPIPE), without a traceback: one line says so, then nothing more is printed.
-With ``ray`` (``--ray ADDRESS``) the lanes run on the nodes of a Ray cluster
+that did not run. SIGINT or SIGTERM cancels every job, ends every process tree and exits 130
+or 143; a reader of stdout or stderr that goes away (``| head``) does the same, exit 141
+(128 + SIGPIPE), without a traceback: one line says so, then nothing more is printed. With
+``ray`` (``--ray ADDRESS``) the lanes run on the nodes of a Ray cluster
 (:mod:`supervisor._ray`); the reports name each lane's node.
 
 Strategy: one Trio nursery owns a signal watcher, the scheduler and (on a terminal) a
@@ -29,7 +33,6 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import difflib
 import itertools
 import json
 import os
@@ -44,15 +47,27 @@ from typing import IO, TYPE_CHECKING, Any, Final, TextIO
 
 import trio
 
+from protocol import did_you_mean
+
+from ._ci import (
+    ENDGROUP,
+    GroupBuffer,
+    JUnitCase,
+    error_command,
+    group_command,
+    in_github_actions,
+    write_junit,
+)
 from ._runfile import (
     JOB_STATUSES,
     PLACEHOLDERS,
     RunFile,
     RunFileError,
     RunFileJob,
+    argv_hint,
     load_run_file,
 )
-from ._screen import Style, cells, cut_cells, is_terminal, visible
+from ._screen import SGR, SGR_RESET, Style, cells, cut_cells, is_terminal, visible
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -78,9 +93,11 @@ MAX_LINE_CELLS: Final = 200
 #: Characters kept of an output line (it shows cut to MAX_LINE_CELLS): a line that never
 #: ends costs no more than this.
 MAX_KEPT_LINE_CHARS: Final = 4096
-#: Lines of output kept per job and stream for the summary of a job that did not end as
-#: expected; the summary shows this many of them.
-TAIL_LINES: Final = 20
+#: Output kept per job for the summary of a job that did not end as expected, in bytes of
+#: the lines as shown (each stream keeps as much; the summary shows the last this many of
+#: both, merged in the order they came). A byte bound, not a line count: a linter's two
+#: errors of ten lines each both show (20 lines showed only the second).
+TAIL_BYTES: Final = 8 * 1024
 #: Lines of a running job's output the live view shows under its lane.
 LIVE_TAIL_LINES: Final = 3
 #: Output forwarded per job and stream with ``--log-dir`` (the default of the lanes, 1 MiB,
@@ -98,6 +115,10 @@ def run_command(
     log_dir: str | None = None,
     color: str = "auto",
     ray: str | None = None,
+    max_running: int | None = None,
+    list_only: bool = False,
+    dry_run: bool = False,
+    junit: str | None = None,
 ) -> int:
     """Run the lanes file at ``path`` and return the process exit code.
 
@@ -110,15 +131,22 @@ def run_command(
         only: run only the jobs of these names, and the jobs they need (all when empty).
         log_dir: write each job's whole output (stdout and stderr as they came) to
             ``LOG_DIR/<n>-<name>.log``; created if missing.
-        color: ``auto`` (colours on a terminal unless ``NO_COLOR``), ``always`` or ``never``.
+        color: ``auto`` (colours on a terminal unless ``NO_COLOR``; ``FORCE_COLOR`` and
+            ``CLICOLOR_FORCE`` turn them on), ``always`` or ``never``. With colours on, a
+            job's own colours pass through.
         ray: run the lanes on the Ray cluster at this address (``auto``: the running
             cluster, else a local one started for the run); needs the ``[ray]`` extra. The
             JSON objects that name a lane then also carry its ``"node"``.
+        max_running: ``-j``: the most jobs that run at once over every lane (None: one per
+            lane, no other bound). Not with ``ray``.
+        list_only: print the jobs (``--list``) and run nothing.
+        dry_run: print the plan (``--dry-run``) and run nothing.
+        junit: write a JUnit XML report to this file when the run ends.
 
     Returns:
-        0 every job ended as expected, 1 some did not (or a process was left behind), 2 the
-        file, a job name or the log directory is bad, or the cluster can not run the file
-        (nothing started), 130 / 143
+        0 every job ended as expected (or the list or plan was printed), 1 some did not (or
+        a process was left behind), 2 the file, a job name, ``-j``, the log directory or the
+        JUnit file is bad, or the cluster can not run the file (nothing started), 130 / 143
         interrupted by SIGINT / SIGTERM, 141 the reader of stdout or stderr went away.
     """
     try:
@@ -126,12 +154,28 @@ def run_command(
     except RunFileError as exc:
         print(visible(str(exc)), file=sys.stderr)
         return EXIT_BAD_FILE
+    if max_running is not None and max_running < 1:
+        print(f"supervisor run: -j {max_running}: must be at least 1", file=sys.stderr)
+        return EXIT_BAD_FILE
+    if ray is not None and (problem := _ray_problem(run_file, max_running)) is not None:
+        print(f"supervisor run: --ray: {problem}", file=sys.stderr)
+        return EXIT_BAD_FILE
+    if list_only:
+        from ._plan import list_jobs
+
+        list_jobs(run_file, _lane_of(run_file), json_output=json_output, out=sys.stdout)
+        return EXIT_OK
+    if dry_run:
+        return _dry_run(run_file, max_running, json_output=json_output)
     if log_dir is not None:
         try:
             os.makedirs(log_dir, exist_ok=True)
         except OSError as exc:
             print(f"supervisor run: --log-dir {log_dir}: {exc.strerror}", file=sys.stderr)
             return EXIT_BAD_FILE
+    if junit is not None and (problem := _junit_problem(junit)) is not None:
+        print(f"supervisor run: --junit {junit}: {problem}", file=sys.stderr)
+        return EXIT_BAD_FILE
     with tempfile.TemporaryDirectory(prefix="supervisor-run-") as tmpdir:
         placeholders = {
             "{python}": sys.executable,
@@ -154,17 +198,20 @@ def run_command(
                 if cluster is None:
                     return EXIT_BAD_FILE
                 stack.callback(cluster.disconnect)
+            live = is_terminal(sys.stderr)
             reporter = _Reporter(
                 run_file,
                 human=sys.stderr,
-                live=is_terminal(sys.stderr),
+                live=live,
                 json_stream=json_stream,
                 style=Style.for_stream(sys.stderr, color),
                 log_dir=log_dir,
                 node_of=None if cluster is None else cluster.node_name,
+                github=not live and in_github_actions(),
+                junit=junit,
             )
             try:
-                return trio.run(_run, run_file, requests, reporter, cluster)
+                return trio.run(_run, run_file, requests, reporter, cluster, max_running)
             except KeyboardInterrupt:
                 # SIGINT before the run's own handler was in place (while the node agents
                 # start): what had started was stopped on the way out.
@@ -172,6 +219,85 @@ def run_command(
                 return 128 + signal.SIGINT
             finally:
                 reporter.close_logs()
+
+
+def _lane_of(run_file: RunFile) -> Callable[[RunFileJob], str]:
+    """How a job's lane is shown: its name, or its project relative to the file."""
+
+    def lane_of(job: RunFileJob) -> str:
+        if job.lane is not None:
+            return job.lane
+        return _lane_name(job.project, run_file.directory)
+
+    return lane_of
+
+
+def _ray_problem(run_file: RunFile, max_running: int | None) -> str | None:
+    """Why the file can not run on a Ray cluster as asked, or None.
+
+    Ray places lanes per project (each on one node, its own lanes there), so a bound over
+    every lane, or a named lane over several projects, would span nodes.
+    """
+    if max_running is not None:
+        return "-j bounds the jobs of one machine; it does not apply with --ray"
+    projects: dict[str, str] = {}
+    for job in run_file.jobs:
+        if job.lane is None:
+            continue
+        first = projects.setdefault(job.lane, job.project)
+        if first != job.project:
+            return (
+                f"lane {job.lane!r} holds jobs of two projects ({first}, {job.project}):"
+                " on a cluster each project's lanes run on its own node"
+            )
+    return None
+
+
+def _junit_problem(path: str) -> str | None:
+    """Why a JUnit report can not be written to ``path`` (checked before anything runs)."""
+    directory = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(directory):
+        return f"the directory {directory} does not exist"
+    if os.path.isdir(path):
+        return "is a directory"
+    if not os.access(directory, os.W_OK):
+        return f"the directory {directory} is not writable"
+    return None
+
+
+def _dry_run(run_file: RunFile, max_running: int | None, *, json_output: bool) -> int:
+    """``--dry-run``: print the plan, resolved as a run would submit it; start nothing."""
+    from lanes import parse_job_start
+    from protocol import CoreError
+
+    from .._core._jobs import check_job_launch
+    from ._plan import describe_plan
+
+    placeholders = {"{python}": sys.executable, "{here}": run_file.directory}
+    payloads = {job.name: job.payload(placeholders) for job in run_file.jobs}
+
+    def launch_problem(job: RunFileJob) -> str | None:
+        try:
+            check_job_launch(parse_job_start(payloads[job.name]))
+        except CoreError as exc:
+            return exc.message
+        return None
+
+    try:
+        _job_requests(run_file, {**placeholders, "{tmpdir}": "/tmp"})
+    except RunFileError as exc:
+        print(visible(str(exc)), file=sys.stderr)
+        return EXIT_BAD_FILE
+    describe_plan(
+        run_file,
+        payloads,
+        _lane_of(run_file),
+        max_running=max_running,
+        launch_problem=launch_problem,
+        json_output=json_output,
+        out=sys.stdout,
+    )
+    return EXIT_OK
 
 
 def _connect_cluster(address: str, run_file: RunFile) -> RayCluster | None:
@@ -196,7 +322,8 @@ def _select(run_file: RunFile, only: Sequence[str]) -> RunFile:
     """The jobs named in ``only`` and, transitively, the jobs they need (file order kept).
 
     Raises:
-        RunFileError: a name no job has (``line`` 0), with a close match when there is one.
+        RunFileError: a name no job has (``line`` 0), with a close match when there is one
+            and the names the file has.
     """
     if not only:
         return run_file
@@ -209,9 +336,12 @@ def _select(run_file: RunFile, only: Sequence[str]) -> RunFile:
             continue
         job = by_name.get(name)
         if job is None:
-            close = difflib.get_close_matches(name, list(by_name), n=1)
-            hint = f" (did you mean {close[0]!r}?)" if close else ""
-            raise RunFileError(run_file.path, 0, f"no job is named {name!r}{hint}")
+            known = ", ".join(by_name)
+            raise RunFileError(
+                run_file.path,
+                0,
+                f"no job is named {name!r}{did_you_mean(name, by_name)}; the jobs are: {known}",
+            )
         wanted.add(name)
         pending.extend(job.needs)
     return dataclasses.replace(
@@ -220,28 +350,36 @@ def _select(run_file: RunFile, only: Sequence[str]) -> RunFile:
 
 
 def _job_requests(run_file: RunFile, placeholders: Mapping[str, str]) -> list[JobRequest]:
-    """Every job's request, validated by the lanes' own ``job.start`` parser."""
+    """Every job's request, validated by the lanes' own ``job.start`` parser, on its lane."""
     from lanes import parse_job_start
     from protocol import CoreError
 
     requests: list[JobRequest] = []
     for job in run_file.jobs:
         try:
-            requests.append(parse_job_start(job.payload(placeholders)))
+            request = parse_job_start(job.payload(placeholders))
         except CoreError as exc:
             raise RunFileError(run_file.path, job.line, exc.message) from None
+        # The lane is no wire field of job.start: the runner sets it on the request.
+        requests.append(dataclasses.replace(request, lane=job.lane))
     return requests
 
 
 async def _run(
-    run_file: RunFile, requests: list[JobRequest], reporter: _Reporter, cluster: RayCluster | None
+    run_file: RunFile,
+    requests: list[JobRequest],
+    reporter: _Reporter,
+    cluster: RayCluster | None,
+    max_running: int | None = None,
 ) -> int:
     from ._executor import open_executor
 
     max_output_bytes = LOG_MAX_OUTPUT_BYTES if reporter.log_dir is not None else 1024 * 1024
     # Outside the signal nursery: a remote executor still carries the lanes' last events
     # while a signal cancels the run.
-    async with open_executor(cluster, max_output_bytes=max_output_bytes) as executor:
+    async with open_executor(
+        cluster, max_output_bytes=max_output_bytes, max_running=max_running
+    ) as executor:
         return await _run_on(executor, run_file, requests, reporter)
 
 
@@ -353,7 +491,7 @@ class _Scheduler:
                     self.reporter.skip(self.views[index], verdict)
                     self.handled += 1
                 else:
-                    self.ready.setdefault(self.jobs[index].project, []).append(index)
+                    self.ready.setdefault(self.jobs[index].lane_key, []).append(index)
             for queue in self.ready.values():
                 while queue and self._may_submit(queue[0]):
                     self._submit(queue.pop(0), nursery)
@@ -375,7 +513,7 @@ class _Scheduler:
         if job.replace_waiting or not job.trusted or job.kind not in _REPLACEABLE_KINDS:
             return True
         return not any(
-            view.job.project == job.project
+            view.job.lane_key == job.lane_key
             and view.job.kind == job.kind
             and view.job_id is not None
             and view.started_at is None
@@ -449,25 +587,36 @@ def _marked_processes() -> list[tuple[int, str]]:
 
 
 class _StreamTail:
-    """The last :data:`TAIL_LINES` lines of one output stream, each with its arrival number.
+    """The last :data:`TAIL_BYTES` of one output stream, in lines, each with its arrival number.
 
     The line not ended yet counts as the last one. Every line is bounded
     (:data:`MAX_KEPT_LINE_CHARS`), and a carriage return inside a line redraws it (a
     progress bar): what shows last is kept. Past the lanes' forwarding cap a dropped-bytes
     notice comes, then the stream's last bytes: :meth:`dropped_before_end` forgets the lines
     before them, which are not the last ones.
+
+    Args:
+        keep_sgr: Keep the job's colours (SGR sequences) in the lines as shown.
     """
 
-    __slots__ = ("_cut", "dropped", "lines", "partial", "partial_seq")
+    __slots__ = ("_bytes", "_cut", "dropped", "keep_sgr", "lines", "partial", "partial_seq")
 
-    def __init__(self) -> None:
+    def __init__(self, *, keep_sgr: bool = False) -> None:
         #: ``(arrival number, line as shown)``, oldest first.
-        self.lines: deque[tuple[int, str]] = deque(maxlen=TAIL_LINES)
+        self.lines: deque[tuple[int, str]] = deque()
+        self._bytes = 0
         self.partial = ""
         self.partial_seq = 0
         #: Bytes of the stream never forwarded (between the cap and its last bytes).
         self.dropped = 0
         self._cut = False
+        self.keep_sgr = keep_sgr
+
+    def _keep(self, seq: int, line: str) -> None:
+        self.lines.append((seq, line))
+        self._bytes += _size(line)
+        while self._bytes > TAIL_BYTES and len(self.lines) > 1:
+            self._bytes -= _size(self.lines.popleft()[1])
 
     def feed(self, text: str, order: Iterator[int]) -> list[str]:
         """Take a chunk of output; return the lines it ended, as they show.
@@ -481,7 +630,7 @@ class _StreamTail:
             line = self._shown(_keep_line(self.partial + piece))
             self.partial = ""
             self._cut = False
-            self.lines.append((next(order), line))
+            self._keep(next(order), line)
             shown.append(line)
         if rest:
             self.partial = _keep_line(self.partial + rest)
@@ -496,6 +645,7 @@ class _StreamTail:
         """
         head = self._shown(self.partial) if self.partial else None
         self.lines.clear()
+        self._bytes = 0
         self.partial = ""
         self.dropped += dropped
         # The last bytes start anywhere, most likely inside a line.
@@ -503,14 +653,35 @@ class _StreamTail:
         return head
 
     def last(self) -> list[tuple[int, str]]:
-        """The kept lines and the unfinished one, oldest first."""
+        """The kept lines and the unfinished one, oldest first, within :data:`TAIL_BYTES`."""
         if not self.partial:
             return list(self.lines)
-        return [*self.lines, (self.partial_seq, self._shown(self.partial))][-TAIL_LINES:]
+        return _within_bytes([*self.lines, (self.partial_seq, self._shown(self.partial))])
 
     def _shown(self, raw: str) -> str:
-        line = visible(raw.rstrip("\r").rpartition("\r")[2])
-        return cut_cells(("…" if self._cut else "") + line, MAX_LINE_CELLS)
+        line = visible(raw.rstrip("\r").rpartition("\r")[2], keep_sgr=self.keep_sgr)
+        line = cut_cells(("…" if self._cut else "") + line, MAX_LINE_CELLS)
+        if self.keep_sgr and "\x1b" in line and not line.endswith(SGR_RESET):
+            # A job's colour never runs into our next line.
+            line += SGR_RESET
+        return line
+
+
+def _size(line: str) -> int:
+    """What a kept line costs against :data:`TAIL_BYTES` (its newline included)."""
+    return len(line.encode("utf-8", "replace")) + 1
+
+
+def _within_bytes(lines: list[tuple[int, str]], limit: int = TAIL_BYTES) -> list[tuple[int, str]]:
+    """The last of ``lines`` that fit in ``limit`` bytes (always at least the last one)."""
+    total = 0
+    start = len(lines)
+    while start > 0:
+        total += _size(lines[start - 1][1])
+        if total > limit and start < len(lines):
+            break
+        start -= 1
+    return lines[start:]
 
 
 def _keep_line(raw: str) -> str:
@@ -535,15 +706,20 @@ class _JobView:
     log: IO[str] | None = None
     #: The last ``job.progress`` of a reporting job, ``(finished, total)``.
     progress: tuple[int, int] | None = None
+    #: Its output for its GitHub Actions log group (None: not grouped).
+    group: GroupBuffer | None = None
 
-    def tail(self, count: int = TAIL_LINES) -> list[tuple[str, str]]:
-        """The last ``count`` lines of output, ``(stream, line)``, in the order they came."""
+    def tail(self, count: int | None = None) -> list[tuple[str, str]]:
+        """The last lines of output, ``(stream, line)``, in the order they came: within
+        :data:`TAIL_BYTES`, and at most ``count`` of them when given."""
         merged = sorted(
             (seq, stream, line)
             for stream, tail in self.streams.items()
             for seq, line in tail.last()
         )
-        return [(stream, line) for _seq, stream, line in merged[-count:]]
+        kept = _within_bytes([(seq, line) for seq, _stream, line in merged])
+        pairs = [(stream, line) for _seq, stream, line in merged[len(merged) - len(kept) :]]
+        return pairs if count is None else pairs[-count:]
 
 
 class _Reporter:
@@ -559,6 +735,8 @@ class _Reporter:
         style: Style | None = None,
         log_dir: str | None = None,
         node_of: Callable[[str], str | None] | None = None,
+        github: bool = False,
+        junit: str | None = None,
     ) -> None:
         self.run_file = run_file
         self.human: TextIO | None = human
@@ -566,8 +744,22 @@ class _Reporter:
         self.json_stream = json_stream
         self.style = style or Style(False)
         self.log_dir = log_dir
+        #: GitHub Actions: each job's output in a log group, an ``::error`` per unexpected end.
+        self.github = github
+        self.junit = junit
+        lane_of = _lane_of(run_file)
+        keep_sgr = self.style.enabled
         self.views = [
-            _JobView(job, visible(_lane_name(job.project, run_file.directory)), index)
+            _JobView(
+                job,
+                visible(lane_of(job)),
+                index,
+                streams={
+                    "stdout": _StreamTail(keep_sgr=keep_sgr),
+                    "stderr": _StreamTail(keep_sgr=keep_sgr),
+                },
+                group=GroupBuffer() if github else None,
+            )
             for index, job in enumerate(run_file.jobs)
         ]
         self._by_id: dict[str, _JobView] = {}
@@ -646,6 +838,8 @@ class _Reporter:
             stream = "stderr" if params.get("stream") == "stderr" else "stdout"
             chunk = str(params.get("text", ""))
             self._log(view, chunk)
+            if view.group is not None:
+                view.group.feed(chunk if "droppedBytes" not in params else f"\n{chunk}\n")
             tail = view.streams[stream]
             dropped = params.get("droppedBytes")
             if isinstance(dropped, int) and not isinstance(dropped, bool):
@@ -663,7 +857,19 @@ class _Reporter:
                     self._output_line(view, prefix, stream, tail.last()[-1][1])
             view.finished = params
             self._close_log(view)
-            self._say(f"{prefix} finished {self._outcome(view)}{self._verdict(view)}")
+            ended = f"{prefix} finished {self._outcome(view)}{self._verdict(view)}"
+            if view.group:
+                # One group per job, titled with its outcome: open it to read the output.
+                keep_sgr = self.style.enabled
+                grouped = [group_command(_SGR.sub("", ended))]
+                for raw in view.group.lines():
+                    text = visible(raw, keep_sgr=keep_sgr)
+                    grouped.append(text + SGR_RESET if keep_sgr and "\x1b" in text else text)
+                grouped.append(ENDGROUP)
+                self._write("".join(text + "\n" for text in grouped))
+                view.group = GroupBuffer()
+            else:
+                self._say(ended)
         else:
             if method == "job.progress":
                 view.progress = (int(str(params["finished"])), int(str(params["total"])))
@@ -774,6 +980,11 @@ class _Reporter:
                 )
         for line in lines:
             self._say(line)
+        if self.github:
+            for view in unexpected:
+                self._say(self._error_command(view))
+        if self.junit is not None:
+            self._write_junit(elapsed_ms)
         if self.json_stream is not None:
             self._emit_json(
                 {
@@ -792,6 +1003,9 @@ class _Reporter:
                             "expected": sorted(v.job.expect),
                             "status": None if v.finished is None else v.finished.get("status"),
                             "timedOut": None if v.finished is None else v.finished.get("timedOut"),
+                            "durationMs": self._duration_ms(v),
+                            "exitCode": None if v.finished is None else v.finished.get("exitCode"),
+                            "signal": None if v.finished is None else v.finished.get("signal"),
                             "ran": v.started_at is not None,
                             "asExpected": self._as_expected(v),
                         }
@@ -799,6 +1013,69 @@ class _Reporter:
                     ],
                 }
             )
+
+    def _duration_ms(self, view: _JobView) -> int | None:
+        """How long the job ran (ms), None when it never started."""
+        if view.started_at is None or view.finished is None:
+            return None
+        duration = view.finished.get("durationMs")
+        return duration if isinstance(duration, int) and not isinstance(duration, bool) else None
+
+    def _got(self, view: _JobView) -> str:
+        """``expected ok, got failed in 20 ms (exit 1)``, without colours."""
+        got = "no result" if view.finished is None else _SGR.sub("", self._outcome(view))
+        return f"expected {view.job.describe_expectation()}, got {got}"
+
+    def _plain_tail(self, view: _JobView) -> str:
+        return "\n".join(_SGR.sub("", line) for _stream, line in view.tail())
+
+    def _error_command(self, view: _JobView) -> str:
+        """The ``::error`` annotation of a job that did not end as expected."""
+        message = self._got(view)
+        tail = self._plain_tail(view)
+        if tail:
+            message += "\n" + tail
+        return error_command(
+            file=self.run_file.path,
+            line=view.job.line,
+            title=f"job {visible(view.job.name)} did not end as expected",
+            message=message,
+        )
+
+    def _write_junit(self, elapsed_ms: int) -> None:
+        assert self.junit is not None
+        cases: list[JUnitCase] = []
+        for view in self.views:
+            if not self._as_expected(view):
+                outcome = "failed"
+                message = self._got(view)
+            elif view.started_at is None:
+                outcome = "skipped"
+                message = _SGR.sub("", self._never_ran(view))
+            else:
+                outcome = "passed"
+                message = ""
+            cases.append(
+                JUnitCase(
+                    name=view.job.name,
+                    lane=view.lane,
+                    duration_ms=self._duration_ms(view) or 0,
+                    line=view.job.line,
+                    outcome=outcome,
+                    message=message,
+                    output=self._plain_tail(view),
+                )
+            )
+        try:
+            write_junit(
+                self.junit,
+                suite=self.run_file.path,
+                file=self.run_file.path,
+                cases=cases,
+                duration_ms=elapsed_ms,
+            )
+        except OSError as exc:
+            self._say(f"cannot write the JUnit report {visible(self.junit)}: {exc.strerror}")
 
     def _where(self, view: _JobView) -> str:
         return f"{visible(view.job.name)} ({visible(self.run_file.path)}:{view.job.line})"
@@ -848,6 +1125,8 @@ class _Reporter:
         status = str(view.finished.get("status"))
         text = _describe_outcome(view.finished, started=view.started_at is not None)
         hint = _placeholder_hint(view.job, view.finished)
+        if view.finished.get("errorCode") == "launch_failed":
+            hint += argv_hint(view.job.argv)
         return self.style.paint(status, status) + visible(text[len(status) :] + hint)
 
     def _verdict(self, view: _JobView) -> str:
@@ -865,6 +1144,8 @@ class _Reporter:
 
     def _output_line(self, view: _JobView, prefix: str, stream: str, line: str) -> None:
         """Show a line of output (made visible and cut already)."""
+        if view.group is not None:
+            return  # in the job's log group, printed whole when it ends
         if self.live:
             # On a terminal the output shows under the lane's live line, not in the log.
             self._redraw()
@@ -1007,16 +1288,13 @@ class _Reporter:
         return "".join(line + "\n" for line in shown)
 
 
-_SGR: Final = re.compile(r"\x1b\[[0-9;]*m")
+_SGR: Final = SGR
 
 
 def _cut_painted(line: str, width: int) -> str:
-    """``line`` (text and our own SGR sequences) cut to ``width`` display cells."""
-    plain = _SGR.sub("", line)
-    if cells(plain) <= width:
-        return line
-    # Rare (a line wider than the terminal): give up the colours rather than cut inside one.
-    return cut_cells(plain, width)
+    """``line`` (text and SGR sequences: ours, a job's) cut to ``width`` display cells,
+    colours kept whole (:func:`cut_cells`)."""
+    return cut_cells(line, width)
 
 
 def _terminal_size(*, raw: bool = False) -> tuple[int, int]:

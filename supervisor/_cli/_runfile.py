@@ -20,16 +20,28 @@ Jobs must be written as ``[[job]]`` tables. The equivalent inline form
 all sit inside one value, where errors could not name their own line, and one form keeps
 files uniform.
 
-The file is an array of tables, one ``[[job]]`` per job, in submission order (keys marked
-"required" must be given; every other key has the default shown)::
+The file is an array of tables, one ``[[job]]`` per job, in submission order, and an
+optional ``[defaults]`` table. ``argv`` is the one required key; every other key has the
+default shown::
+
+    [defaults]                      # optional: a default for every job's keys (all but
+    project = "."                   # name, argv and needs); a job's own key replaces it,
+    env = { CI = "1" }              # except env, whose tables merge (the job's name wins)
+    timeout_ms = 600000
 
     [[job]]
     name = "build"                  # optional, unique; default "<kind>#<n>"
-    project = "project"             # required: the lane, a directory (relative to this file)
-    kind = "build"                  # required: a lanes job kind (build, test, ...)
-    argv = ["{python}", "-m", "compileall", "-q", "calc"]   # required, non-empty
+    argv = ["{python}", "-m", "compileall", "-q", "calc"]   # required, non-empty; no shell
+    project = "project"             # default ".": a directory (relative to this file)
+    lane = "lint"                   # default: the project. Jobs on one lane run one at a
+                                    # time; lanes run side by side (``-j`` bounds them)
+    kind = "build"                  # default "command": a lanes job kind (build, test,
+                                    # pack, toolchain, add, command)
     cwd = "calc"                    # optional, relative to the project; default: the project
     env = { PYTHONHASHSEED = "0" }  # optional, strings only; added to the inherited env
+    env_file = ".env"               # optional, a path or an array of them (relative to
+                                    # this file): NAME=VALUE lines, read as .env files are
+                                    # (see :func:`read_env_file`); ``env`` wins over them
     timeout_ms = 60000              # optional: the job's deadline (failed + timedOut); 0 or
                                     # absent: none (as ``exec --timeout-ms 0``)
     needs = ["build"]               # optional: jobs (by name) that must end ok first; if one
@@ -51,6 +63,10 @@ The file is an array of tables, one ``[[job]]`` per job, in submission order (ke
                                     # lines on the fd $SUPERVISOR_REPORT_FD names: progress
                                     # shown as "3/10" while it runs, records in --json)
 
+A name that other tools use for a key (``cmd``, ``command``, ``run`` for ``argv``,
+``depends_on`` for ``needs``, ``working_dir`` for ``cwd``, ...) is refused with the key
+it means (:data:`KEY_ALIASES`).
+
 Durations are integers of milliseconds: ``timeout_ms`` at most :data:`MAX_TIMEOUT_MS`
 (``2**31 - 1``, about 24.8 days: the protocol's bound), ``start_after_ms`` and
 ``cancel_after_ms`` at most :data:`MAX_DELAY_MS` (one hour: a run is not a scheduler, and a
@@ -70,9 +86,10 @@ from __future__ import annotations
 
 import bisect
 import contextlib
-import difflib
+import json
 import os
 import re
+import shlex
 import tomllib
 import typing
 from dataclasses import dataclass, field
@@ -88,9 +105,11 @@ from msgspec import Meta
 from protocol import (
     MAX_MILLISECONDS,
     argv_item_problem,
+    did_you_mean,
     echo,
     env_item_problem,
     path_problem,
+    suggest,
 )
 
 if TYPE_CHECKING:
@@ -101,15 +120,21 @@ if TYPE_CHECKING:
 __all__ = (
     "DEFAULT_EXPECT",
     "JOB_STATUSES",
+    "KEY_ALIASES",
     "MAX_DELAY_MS",
+    "MAX_ENV_FILE_BYTES",
+    "MAX_LANE_CHARS",
     "MAX_TIMEOUT_MS",
     "PLACEHOLDERS",
+    "EnvFileError",
     "JobTable",
     "RunFile",
     "RunFileError",
     "RunFileJob",
+    "argv_hint",
     "load_run_file",
     "parse_run_file",
+    "read_env_file",
 )
 
 #: The statuses of ``job.finished`` (those the lanes report), and ``skipped``: a job whose
@@ -146,19 +171,29 @@ class JobTable(msgspec.Struct, kw_only=True, forbid_unknown_fields=True, frozen=
     the converted table. The defaults here are the documented defaults.
     """
 
-    project: Annotated[
-        str, Meta(description="the lane: a project directory"), _what("a string (a directory)")
-    ]
-    kind: Annotated[str, Meta(description="the job kind"), _what("a string")]
     argv: Annotated[
         list[str],
         Meta(min_length=1, description="the program and its arguments"),
         _what("an array of strings", item="argv[{i}] must be a string"),
     ]
+    project: Annotated[str, _what("a string (a directory)")] = "."
+    lane: Annotated[str, _what("a string (a lane name)")] | None = None
+    kind: Annotated[str, _what("a string")] = "command"
     name: Annotated[str, _what("a string")] | None = None
     cwd: Annotated[str, _what("a string (a directory)")] | None = None
     env: (
         Annotated[dict[str, str], _what("a table of strings", item="env.{k} must be a string")]
+        | None
+    ) = None
+    env_file: (
+        Annotated[str, _what("a path or an array of paths")]
+        | Annotated[
+            list[str],
+            _what(
+                "a path or an array of paths",
+                item="env_file[{i}] must be a path (a string)",
+            ),
+        ]
         | None
     ) = None
     timeout_ms: (
@@ -235,6 +270,10 @@ class RunFileJob:
     argv: tuple[str, ...]
     cwd: str
     env: Mapping[str, str] | None = None
+    #: The lane's name, or None for the project's own lane (see :attr:`lane_key`).
+    lane: str | None = None
+    #: What the ``env_file`` files set (read when the file was loaded; no placeholders).
+    env_file_values: Mapping[str, str] | None = None
     timeout_ms: int | None = None
     needs: tuple[str, ...] = ()
     supersede: bool = False
@@ -264,13 +303,22 @@ class RunFileJob:
             "cwd": _substitute(self.cwd, placeholders),
             "supersede": self.supersede,
         }
-        if self.env is not None:
-            payload["env"] = {k: _substitute(v, placeholders) for k, v in self.env.items()}
+        if self.env is not None or self.env_file_values is not None:
+            env: JSONObject = dict(self.env_file_values or {})
+            for k, v in (self.env or {}).items():
+                env[k] = _substitute(v, placeholders)
+            payload["env"] = env
         if self.timeout_ms is not None:
             payload["timeoutMilliseconds"] = self.timeout_ms
         if self.report:
             payload["report"] = True
         return payload
+
+    @property
+    def lane_key(self) -> str:
+        """What tells lanes apart: the project's real path, or ``lane:<name>`` for a named
+        lane (a real path is absolute, so the two never meet)."""
+        return self.project if self.lane is None else f"lane:{self.lane}"
 
     def is_expected(self, status: str, timed_out: bool) -> bool:
         """Whether a ``job.finished`` with this ``status`` and ``timedOut`` is what we expect."""
@@ -337,25 +385,22 @@ def parse_run_file(text: str, *, path: str, directory: str) -> RunFile:
     _check_toml_1_0(text, path)
     try:
         document = tomlkit.parse(text)
-    except tomlkit.exceptions.ParseError as exc:
-        message = str(exc)
-        # tomlkit appends " at line L col C"; we already say the line.
-        message = re.sub(r" at line \d+ col \d+$", "", message)
-        # tomlkit reads past the end as a NUL character.
-        message = message.replace("Unexpected character: '\\x00'", "unexpected end of file")
+    except tomlkit.exceptions.ParseError as exc:  # pragma: no cover - tomllib refused it first
+        # Text TOML 1.0 accepts and tomlkit does not: its message, at its line.
+        message = re.sub(r" at line \d+ col \d+$", "", str(exc))
         raise RunFileError(path, exc.line, f"invalid TOML: {message}") from None
-    except tomlkit.exceptions.TOMLKitError as exc:
-        # Semantic errors (a key or table defined twice) carry no position: find it.
-        duplicate = _locate(text).duplicates
-        line = duplicate[0] if duplicate else 1
-        raise RunFileError(path, line, f"invalid TOML: {exc}") from None
+    except tomlkit.exceptions.TOMLKitError as exc:  # pragma: no cover - likewise
+        raise RunFileError(path, 1, f"invalid TOML: {exc}") from None
     data: dict[str, Any] = document.unwrap()
     where = _locate(text)
     for key in data:
-        if key != "job":
+        if key not in _TOP_LEVEL_KEYS:
             raise RunFileError(
-                path, where.key_line(None, key), f"unknown top-level key {key!r}{_hint(key)}"
+                path,
+                where.key_line(None, key),
+                f"unknown top-level key {key!r}{_hint(key, _TOP_LEVEL_KEYS)}",
             )
+    defaults = _read_defaults(data.get("defaults"), path, where)
     jobs_value = data.get("job")
     if jobs_value is None:
         raise RunFileError(path, 1, "no jobs: add at least one [[job]] table")
@@ -378,7 +423,9 @@ def parse_run_file(text: str, *, path: str, directory: str) -> RunFile:
     names: dict[str, int] = {}
     jobs: list[RunFileJob] = []
     for index, raw in enumerate(jobs_value):
-        job = _parse_job(raw, index, path=path, directory=directory, where=where, kinds=kinds)
+        job = _parse_job(
+            raw, index, path=path, directory=directory, where=where, kinds=kinds, defaults=defaults
+        )
         if job.name == "":
             counts[job.kind] = counts.get(job.kind, 0) + 1
             job = _replace_name(job, f"{job.kind}#{counts[job.kind]}")
@@ -395,6 +442,40 @@ def parse_run_file(text: str, *, path: str, directory: str) -> RunFile:
     return RunFile(path=path, directory=directory, jobs=tuple(jobs))
 
 
+#: The top-level keys of a lanes file.
+_TOP_LEVEL_KEYS: Final = ("job", "defaults")
+#: The job keys that have no default: each job gives its own.
+_NOT_DEFAULTS: Final = ("name", "argv", "needs")
+#: The keys ``[defaults]`` may hold.
+_DEFAULT_KEYS: Final = tuple(k for k in _JOB_KEYS if k not in _NOT_DEFAULTS)
+
+
+def _read_defaults(value: object, path: str, where: _Locations) -> dict[str, Any]:
+    """The ``[defaults]`` table's keys (each checked against the job keys), or ``{}``.
+
+    Their values are checked where they apply, as a job's own: an error names the line in
+    ``[defaults]``.
+    """
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise RunFileError(path, where.key_line(None, "defaults"), "'defaults' must be a table")
+    for key in value:
+        if key in _NOT_DEFAULTS:
+            raise RunFileError(
+                path,
+                where.table_key_line(("defaults",), key),
+                f"{key!r} can not be a default: each [[job]] gives its own",
+            )
+        if key not in _DEFAULT_KEYS:
+            raise RunFileError(
+                path,
+                where.table_key_line(("defaults",), key),
+                f"unknown key {key!r} in [defaults]{_hint(key, _DEFAULT_KEYS, KEY_ALIASES)}",
+            )
+    return dict(value)
+
+
 def _check_needs(jobs: list[RunFileJob], *, path: str, where: _Locations) -> None:
     """Refuse a ``needs`` entry naming no job (with a did-you-mean), itself, or a cycle."""
     by_name = {job.name: index for index, job in enumerate(jobs)}
@@ -406,7 +487,9 @@ def _check_needs(jobs: list[RunFileJob], *, path: str, where: _Locations) -> Non
                 raise RunFileError(path, line, f"job {job.name!r} needs itself")
             if need not in by_name:
                 raise RunFileError(
-                    path, line, f"needs[{position}]: no job is named {need!r}{_hint(need, names)}"
+                    path,
+                    line,
+                    f"needs[{position}]: no job is named {need!r}{_hint(need, names)}",
                 )
     # Depth-first search; a job met again while on the current path closes a cycle.
     state: dict[int, int] = {}  # 1: on the path, 2: done
@@ -450,13 +533,16 @@ def _check_toml_1_0(text: str, path: str) -> None:
         RunFileError: ``invalid TOML: ...`` with the line tomllib names (the last line with
             text when the error is at the end of the file).
     """
+    # First our own bound on nesting (no lanes file nests more than three levels): past
+    # tomllib's recursion it raises RecursionError, and tomlkit's own bound depends on its
+    # release (0.12 has none), so neither decides what a deep file gets.
+    _refuse_deep_nesting(text, path)
     try:
         tomllib.loads(text)
-    except RecursionError:
-        # Values nested deeper than tomllib's recursion reaches (no lanes file nests more
-        # than three levels): tomlkit refuses them past its own bound, with their line.
-        _refuse_deep_nesting(text, path)
-        return
+    except RecursionError:  # pragma: no cover - refused above
+        raise RunFileError(
+            path, 1, f"invalid TOML: values nested more than {MAX_NESTING} levels deep"
+        ) from None
     except tomllib.TOMLDecodeError as exc:
         message = str(exc)
         match = _TOMLLIB_POSITION.search(message)
@@ -469,14 +555,18 @@ def _check_toml_1_0(text: str, path: str) -> None:
         else:  # pragma: no cover - every tomllib error carries one of the two forms
             line = 1
         if message.startswith(("Cannot overwrite", "Cannot declare")):
-            # tomllib only says "a value"; tomlkit names the key (but not its line).
-            try:
-                tomlkit.parse(text)
-            except tomlkit.exceptions.ParseError:
-                pass
-            except tomlkit.exceptions.TOMLKitError as semantic:
-                message = str(semantic)
+            # tomllib only says "a value": name it ourselves (no library's wording, which
+            # changes between releases, reaches the user or a test).
+            raise RunFileError(path, line, f"invalid TOML: {_defined_twice(text, line)}") from None
         raise RunFileError(path, line, f"invalid TOML: {message}") from None
+
+
+def _defined_twice(text: str, line: int) -> str:
+    """What tomllib found defined twice at ``line``, in our words, from the locator."""
+    for duplicate in _locate(text).duplicates:
+        if duplicate.line == line:
+            return duplicate.describe()
+    return "a key or table is defined twice (TOML allows each only once)"
 
 
 #: Arrays and inline tables nested deeper than this are refused (tomlkit's own bound).
@@ -484,20 +574,76 @@ MAX_NESTING: Final = 100
 
 
 def _refuse_deep_nesting(text: str, path: str) -> None:
-    """Raise the error for values nested deeper than :data:`MAX_NESTING`.
+    """Refuse arrays or inline tables nested deeper than :data:`MAX_NESTING`, or a key of
+    more dotted parts, at the line where the bound is passed.
+
+    One linear pass that knows only what it must: strings (basic, literal, multi-line) and
+    comments, whose brackets and dots do not count. It judges nothing else; text it
+    misreads (TOML that is invalid anyway) can only seem less deep, and tomllib refuses it.
 
     Raises:
-        RunFileError: ``invalid TOML: ...`` at tomlkit's line.
+        RunFileError: ``invalid TOML: values nested more than 100 levels deep`` (or keys).
     """
-    try:
-        tomlkit.parse(text)
-    except tomlkit.exceptions.ParseError as exc:
-        message = re.sub(r" at line \d+ col \d+$", "", str(exc))
-        raise RunFileError(path, exc.line, f"invalid TOML: {message}") from None
-    except (tomlkit.exceptions.TOMLKitError, RecursionError):
-        pass
-    # pragma: no cover - tomlkit refuses what nests past its bound
-    raise RunFileError(path, 1, f"invalid TOML: values nested more than {MAX_NESTING} levels deep")
+    depth = 0
+    line = 1
+    in_key = True  # before the `=` of a key: dots there separate key parts
+    dots = 0
+    i = 0
+    end = len(text)
+    while i < end:
+        ch = text[i]
+        if ch == "\n":
+            line += 1
+            in_key = depth == 0
+            dots = 0
+        elif ch == "#":
+            newline = text.find("\n", i)
+            i = end if newline < 0 else newline
+            continue
+        elif ch in "\"'":
+            i, line = _skip_string(text, i, line)
+            continue
+        elif ch in "[{":
+            depth += 1
+            if depth > MAX_NESTING:
+                raise RunFileError(
+                    path, line, f"invalid TOML: values nested more than {MAX_NESTING} levels deep"
+                )
+            if ch == "{":
+                in_key, dots = True, 0
+        elif ch in "]}":
+            depth = max(depth - 1, 0)
+        elif ch == ",":
+            in_key, dots = True, 0
+        elif ch == "=":
+            in_key = False
+        elif ch == "." and in_key:
+            dots += 1
+            if dots >= MAX_NESTING:
+                raise RunFileError(
+                    path, line, f"invalid TOML: keys nested more than {MAX_NESTING} levels deep"
+                )
+        i += 1
+
+
+def _skip_string(text: str, i: int, line: int) -> tuple[int, int]:
+    """The index after the string that starts at ``i``, and the line it ends on."""
+    quote = text[i]
+    if text.startswith(quote * 3, i):
+        j = i + 3
+        while j < len(text):
+            if quote == '"' and text[j] == "\\":
+                j += 2
+                continue
+            if text.startswith(quote * 3, j):
+                j += 3
+                break
+            j += 1
+        return j, line + text.count("\n", i, min(j, len(text)))
+    j = i + 1
+    while j < len(text) and text[j] != quote and text[j] != "\n":
+        j += 2 if quote == '"' and text[j] == "\\" else 1
+    return (j + 1 if j < len(text) and text[j] == quote else j), line
 
 
 def _replace_name(job: RunFileJob, name: str) -> RunFileJob:
@@ -520,22 +666,73 @@ def _job_kinds() -> tuple[str, ...]:
     return tuple(str(k) for k in kinds)
 
 
-def _hint(key: str, known: tuple[str, ...] = ("job",)) -> str:
-    close = difflib.get_close_matches(key, known, n=1)
-    if close:
-        return f" (did you mean {close[0]!r}?)"
-    return f" (known: {', '.join(known)})"
+#: Names other tools give a job's keys (GitHub Actions, just, docker compose, Procfiles),
+#: mapped to ours: an unknown key suggests ours (``cmd`` -> ``argv``).
+KEY_ALIASES: Final = {
+    "cmd": "argv",
+    "command": "argv",
+    "args": "argv",
+    "run": "argv",
+    "script": "argv",
+    "exec": "argv",
+    "depends_on": "needs",
+    "depends": "needs",
+    "dependencies": "needs",
+    "after": "needs",
+    "requires": "needs",
+    "timeout": "timeout_ms",
+    "timeout-minutes": "timeout_ms",
+    "environment": "env",
+    "dir": "cwd",
+    "workdir": "cwd",
+    "working_dir": "cwd",
+    "working-directory": "cwd",
+    "working_directory": "cwd",
+    "envfile": "env_file",
+    "dotenv": "env_file",
+    "env-file": "env_file",
+    "group": "lane",
+    "queue": "lane",
+    "type": "kind",
+}
+
+
+def _hint(name: str, known: tuple[str, ...], aliases: Mapping[str, str] | None = None) -> str:
+    """A did-you-mean (the shared rule, :func:`protocol.did_you_mean`), else the known names."""
+    return did_you_mean(name, known, aliases=aliases) or f" (known: {', '.join(known)})"
 
 
 class _JobTable:
-    """One ``[[job]]`` table being read: its raw values and how to report a bad one."""
+    """One ``[[job]]`` table being read: its values, ``[defaults]`` applied, and how to
+    report a bad one (at its line in the job, or in ``[defaults]`` for a default)."""
 
-    def __init__(self, raw: dict[str, Any], index: int, *, path: str, where: _Locations) -> None:
-        self.raw = raw
+    def __init__(
+        self,
+        raw: dict[str, Any],
+        index: int,
+        *,
+        path: str,
+        where: _Locations,
+        defaults: Mapping[str, Any],
+    ) -> None:
+        self.own = raw
+        self.defaults = defaults
+        merged = {**defaults, **raw}
+        if isinstance(defaults.get("env"), dict) and isinstance(raw.get("env"), dict):
+            merged["env"] = {**defaults["env"], **raw["env"]}
+        self.raw = merged
         self.index = index
         self.path = path
         self.where = where
         self.header_line = where.job_line(index)
+
+    def _from_defaults(self, key: str, subkey: str | None) -> bool:
+        if key not in self.defaults:
+            return False
+        if key not in self.own:
+            return True
+        own = self.own[key]
+        return key == "env" and isinstance(own, dict) and subkey is not None and subkey not in own
 
     def fail(
         self,
@@ -547,6 +744,8 @@ class _JobTable:
         """The error for ``key`` (its line), or for the table header when ``key`` is None."""
         if key is None:
             line = self.header_line
+        elif self._from_defaults(key, subkey):
+            line = self.where.table_key_line(("defaults",), key, subkey, element)
         else:
             line = self.where.job_key_line(self.index, key, subkey, element)
         return RunFileError(self.path, line, message)
@@ -588,7 +787,10 @@ class _JobTable:
             unit = " (milliseconds)" if key.endswith("_ms") else ""
             relation = ">=" if bound.group(1) == ">=" else "at most"
             return self.fail(key, f"{key!r} must be {relation} {bound.group(2)}{unit}")
-        return self.fail(key, f"{key!r} must be {extra['what']}, not {_toml_type(value)}")
+        hint = ""
+        if key == "argv" and isinstance(value, str):
+            hint = f" (no shell splits it: write argv = {_argv_suggestion(value)})"
+        return self.fail(key, f"{key!r} must be {extra['what']}, not {_toml_type(value)}{hint}")
 
 
 #: Where msgspec says the error is (``$.argv[1]``), and what its path is made of.
@@ -641,18 +843,26 @@ def _parse_job(
     directory: str,
     where: _Locations,
     kinds: tuple[str, ...],
+    defaults: Mapping[str, Any],
 ) -> RunFileJob:
-    table = _JobTable(raw, index, path=path, where=where)
+    table = _JobTable(raw, index, path=path, where=where, defaults=defaults)
     _refuse_unknown_job_keys(table)
     declared = table.declared()
     if declared.name is not None and not declared.name.strip():
         raise table.fail("name", "'name' must not be empty")
     project_path = _job_project(table, declared.project, directory)
+    _check_lane(table, declared.lane)
     if declared.kind not in kinds:
-        raise table.fail("kind", f"unknown kind {declared.kind!r} (one of: {', '.join(kinds)})")
+        raise table.fail(
+            "kind",
+            f"unknown kind {declared.kind!r} (one of: {', '.join(kinds)}; the kinds are the"
+            " IDE's lane kinds: for any other job leave 'kind' out, it defaults to"
+            f' "command", and say what it does in its name: name = {json.dumps(declared.kind)})',
+        )
     _check_argv(table, declared.argv)
     cwd_path = _job_cwd(table, declared.cwd, project_path)
     _check_env(table, declared.env)
+    env_file_values = _job_env_files(table, declared.env_file, directory)
     expect = _job_expect(table, declared.expect)
     _check_timed_out_expectation(table, expect, declared.expect_timed_out)
     _check_node(table, declared.node)
@@ -664,6 +874,8 @@ def _parse_job(
         argv=tuple(declared.argv),
         cwd=cwd_path,
         env=declared.env,
+        lane=declared.lane,
+        env_file_values=env_file_values,
         # 0 means no deadline, as ``timeoutMilliseconds: 0`` does on the wire.
         timeout_ms=declared.timeout_ms or None,
         needs=tuple(declared.needs),
@@ -676,6 +888,187 @@ def _parse_job(
         expect_timed_out=declared.expect_timed_out,
         node=declared.node,
         report=declared.report,
+    )
+
+
+#: The longest lane name, in characters.
+MAX_LANE_CHARS: Final = 256
+
+
+def _check_lane(table: _JobTable, lane: str | None) -> None:
+    """A lane name: shown in every report, so non-empty, bounded and printable."""
+    if lane is None:
+        return
+    if not lane.strip() or len(lane) > MAX_LANE_CHARS or not lane.isprintable():
+        raise table.fail(
+            "lane",
+            f"'lane' must be a name of 1 to {MAX_LANE_CHARS} printable characters",
+        )
+
+
+def _job_env_files(
+    table: _JobTable, env_file: str | list[str] | None, directory: str
+) -> dict[str, str] | None:
+    """What the job's ``env_file`` files set, later files winning; None without any."""
+    if env_file is None:
+        return None
+    files = [env_file] if isinstance(env_file, str) else env_file
+    values: dict[str, str] = {}
+    for position, name in enumerate(files):
+        element = position if isinstance(env_file, list) else None
+        if path_problem(name, "env_file") is not None:
+            raise table.fail("env_file", "'env_file' must name a file", element=element)
+        file_path = os.path.join(directory, os.path.expanduser(name))
+        try:
+            values.update(read_env_file(file_path))
+        except OSError as exc:
+            raise table.fail(
+                "env_file", f"env_file {name!r}: cannot read it: {exc.strerror}", element=element
+            ) from None
+        except EnvFileError as exc:
+            raise table.fail(
+                "env_file", f"env_file {name!r}, line {exc.line}: {exc.message}", element=element
+            ) from None
+    return values
+
+
+class EnvFileError(ValueError):
+    """A line of a ``.env`` file that is not ``NAME=VALUE``.
+
+    Attributes:
+        line: Its 1-based line.
+        message: What is wrong.
+    """
+
+    def __init__(self, line: int, message: str) -> None:
+        super().__init__(f"line {line}: {message}")
+        self.line = line
+        self.message = message
+
+
+#: The most a ``.env`` file may hold, in bytes: it is read whole, before anything runs.
+MAX_ENV_FILE_BYTES: Final = 1024 * 1024
+_ENV_ESCAPES: Final = {"n": "\n", "t": "\t", "r": "\r", '"': '"', "\\": "\\", "$": "$"}
+
+
+def read_env_file(path: str) -> dict[str, str]:
+    """Read a ``.env`` file as docker compose and python-dotenv read one.
+
+    One ``NAME=VALUE`` per line, optionally after ``export``; blank lines and lines that
+    start with ``#`` are skipped. A value in single quotes is taken as written; one in double
+    quotes may span lines and knows the escapes ``\\n \\t \\r \\" \\\\ \\$``; an
+    unquoted value ends at `` #`` (a comment) and is stripped of spaces around it. Nothing is
+    expanded (``$HOME`` and ``${VAR}`` stay as written): the file says what the job gets.
+
+    Args:
+        path: The file.
+
+    Returns:
+        Each name with its value, in file order (a name given twice: the last wins).
+
+    Raises:
+        OSError: The file can not be read (or is over :data:`MAX_ENV_FILE_BYTES`).
+        EnvFileError: A line that is not ``NAME=VALUE``, an unclosed quote, text that the
+            OS can not take in an environment (NUL, ``=`` in a name).
+    """
+    with open(path, "rb") as f:
+        data = f.read(MAX_ENV_FILE_BYTES + 1)
+    if len(data) > MAX_ENV_FILE_BYTES:
+        raise OSError(0, f"larger than {MAX_ENV_FILE_BYTES} bytes")
+    try:
+        text = data.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        raise EnvFileError(_text_line(data, exc.start), "not UTF-8 text") from None
+    values: dict[str, str] = {}
+    lines = text.splitlines()
+    number = 0
+    while number < len(lines):
+        start = number
+        raw = lines[number].strip()
+        number += 1
+        if not raw or raw.startswith("#"):
+            continue
+        if raw.startswith(("export ", "export\t")):
+            raw = raw[len("export") :].lstrip()
+        name, equals, rest = raw.partition("=")
+        name = name.strip()
+        if not equals or not name:
+            raise EnvFileError(start + 1, f"expected NAME=VALUE, not {echo(raw)}")
+        rest = rest.lstrip()
+        if rest[:1] in ("'", '"'):
+            quote = rest[0]
+            body = rest[1:]
+            while not _closes(body, quote):
+                if number >= len(lines):
+                    raise EnvFileError(start + 1, f"the {quote} quote of {name} is not closed")
+                body += "\n" + lines[number]
+                number += 1
+            value, after = _split_quoted(body, quote)
+            after = after.strip()
+            if after and not after.startswith("#"):
+                raise EnvFileError(number, f"text after the closing quote of {name}")
+        else:
+            value = re.split(r"\s#", rest, maxsplit=1)[0].strip()
+        if env_item_problem(name, value) is not None:
+            raise EnvFileError(start + 1, f"{echo(name)} can not be set in an environment")
+        values[name] = value
+    return values
+
+
+def _text_line(data: bytes, offset: int) -> int:
+    """The 1-based line of byte ``offset`` in ``data``."""
+    return data.count(b"\n", 0, offset) + 1
+
+
+def _closes(body: str, quote: str) -> bool:
+    """Whether ``body`` (what follows an opening quote) holds its closing quote."""
+    escaped = False
+    for ch in body:
+        if escaped:
+            escaped = False
+        elif ch == "\\" and quote == '"':
+            escaped = True
+        elif ch == quote:
+            return True
+    return False
+
+
+def _split_quoted(body: str, quote: str) -> tuple[str, str]:
+    """The value up to the closing quote (escapes read in double quotes), and what follows."""
+    if quote == "'":
+        end = body.index("'")
+        return body[:end], body[end + 1 :]
+    out: list[str] = []
+    i = 0
+    while body[i] != '"':
+        if body[i] == "\\" and i + 1 < len(body):
+            out.append(_ENV_ESCAPES.get(body[i + 1], "\\" + body[i + 1]))
+            i += 2
+        else:
+            out.append(body[i])
+            i += 1
+    return "".join(out), body[i + 1 :]
+
+
+def _argv_suggestion(text: str) -> str:
+    """``["ruff", "check", "."]`` for ``"ruff check ."``: how argv says what a shell would."""
+    try:
+        words = shlex.split(text)
+    except ValueError:
+        words = text.split()
+    return "[" + ", ".join(json.dumps(w, ensure_ascii=False) for w in words) + "]"
+
+
+def argv_hint(argv: tuple[str, ...] | list[str]) -> str:
+    """A hint for an argv of one word that holds spaces (a shell command line), or ``""``.
+
+    argv is never split: ``["ruff check ."]`` names a program called ``ruff check .``.
+    """
+    if len(argv) != 1 or " " not in argv[0].strip():
+        return ""
+    return (
+        f" (argv[0] holds spaces, and argv is not split by a shell: did you mean"
+        f" argv = {_argv_suggestion(argv[0])}?)"
     )
 
 
@@ -708,7 +1101,9 @@ def _refuse_unknown_job_keys(table: _JobTable) -> None:
     """Raise at the first key a ``[[job]]`` table does not know, with a close match."""
     for key in table.raw:
         if key not in _JOB_KEYS:
-            raise table.fail(key, f"unknown key {key!r} in [[job]]{_hint(key, _JOB_KEYS)}")
+            raise table.fail(
+                key, f"unknown key {key!r} in [[job]]{_hint(key, _JOB_KEYS, KEY_ALIASES)}"
+            )
 
 
 def _job_project(table: _JobTable, project: str, directory: str) -> str:
@@ -764,11 +1159,11 @@ def _check_placeholders(table: _JobTable, key: str, text: str, **where: Any) -> 
         word = token[1:-1]
         if token in PLACEHOLDERS:
             continue
-        close = difflib.get_close_matches(word.lower(), known, n=1, cutoff=0.6)
-        if close:
+        close = suggest(word, known)
+        if close is not None:
             raise table.fail(
                 key,
-                f"unknown placeholder {token} in {key!r} (did you mean {{{close[0]}}}?"
+                f"unknown placeholder {token} in {key!r} (did you mean {{{close}}}?"
                 f" the placeholders are {', '.join(PLACEHOLDERS)})",
                 **where,
             )
@@ -847,14 +1242,34 @@ def _substitute(text: str, placeholders: Mapping[str, str]) -> str:
 # fall back to the nearest line it knows (the job's header, else line 1).
 
 
+@dataclass(frozen=True, slots=True)
+class _Duplicate:
+    """A key or ``[table]`` header defined a second time: where, and where first."""
+
+    line: int
+    first_line: int
+    #: The key path (the table's path for a header, else the key's within its table).
+    path: tuple[str, ...]
+    #: The header of the table the key is in as written (``[[job]]``, ``""`` for the top
+    #: level); None when the duplicate is a ``[table]`` header itself.
+    table: str | None
+
+    def describe(self) -> str:
+        dotted = ".".join(self.path)
+        if self.table is None:
+            return f"table [{dotted}] is defined twice (first on line {self.first_line})"
+        inside = f" in {self.table}" if self.table else ""
+        return f"key {dotted!r}{inside} is defined twice (first on line {self.first_line})"
+
+
 @dataclass(slots=True)
 class _Locations:
     #: (header path, is an array table, line), in file order.
     tables: list[tuple[tuple[str, ...], bool, int]] = field(default_factory=list)
     #: (index into tables or -1 for the root, key path) -> line.
     keys: dict[tuple[int, tuple[str, ...]], int] = field(default_factory=dict)
-    #: Lines of keys and ``[table]`` headers that repeat an earlier one, in file order.
-    duplicates: list[int] = field(default_factory=list)
+    #: Keys and ``[table]`` headers that repeat an earlier one, in file order.
+    duplicates: list[_Duplicate] = field(default_factory=list)
     #: (index into tables or -1, key path) -> the line of each element of an array value.
     elements: dict[tuple[int, tuple[str, ...]], list[int]] = field(default_factory=dict)
 
@@ -887,6 +1302,22 @@ class _Locations:
         ordinal = self._job_table(index)
         if ordinal is None:
             return 1
+        return self._key_line_in(ordinal, key, subkey, element)
+
+    def table_key_line(
+        self,
+        header: tuple[str, ...],
+        key: str,
+        subkey: str | None = None,
+        element: int | None = None,
+    ) -> int:
+        """The line of ``key`` in the (non-array) table ``[header]``, e.g. ``[defaults]``."""
+        for ordinal, (path, is_array, _line) in enumerate(self.tables):
+            if path == header and not is_array:
+                return self._key_line_in(ordinal, key, subkey, element)
+        return self.key_line(None, header[0])
+
+    def _key_line_in(self, ordinal: int, key: str, subkey: str | None, element: int | None) -> int:
         if element is not None:
             lines = self.elements.get((ordinal, (key,)), [])
             if element < len(lines):
@@ -898,12 +1329,14 @@ class _Locations:
                 return line
             if t == ordinal and best is None and path[0] == key:
                 best = line
-        # `[job.env]` sub-tables that follow this job's header, up to the next [[job]].
+        # Sub-tables (`[job.env]`, `[defaults.env]`) that follow the table's header, up to
+        # the next table that is not one of them.
+        header = self.tables[ordinal][0]
         for sub in range(ordinal + 1, len(self.tables)):
-            path, is_array, line = self.tables[sub]
-            if path == ("job",) and is_array:
+            path, _is_array, line = self.tables[sub]
+            if len(path) <= len(header) or path[: len(header)] != header:
                 break
-            if path[:2] == ("job", key):
+            if path[len(header)] == key:
                 if subkey is not None:
                     sub_line = self.keys.get((sub, (subkey,)))
                     if sub_line is not None:
@@ -956,15 +1389,27 @@ class _Locator:
                 self.i += 1
                 path = self.key_path("]")
                 self.expect("]")
-                if (path, False) in ((p, a) for p, a, _line in self.where.tables):
-                    self.where.duplicates.append(self.line(start))
+                for seen, is_array, first in self.where.tables:
+                    if seen == path and not is_array:
+                        self.where.duplicates.append(
+                            _Duplicate(self.line(start), first, path, None)
+                        )
+                        break
                 self.where.tables.append((path, False, self.line(start)))
                 table = len(self.where.tables) - 1
             else:
                 path = self.key_path("=")
                 self.expect("=")
-                if (table, path) in self.where.keys:
-                    self.where.duplicates.append(self.line(start))
+                first_line = self.where.keys.get((table, path))
+                if first_line is not None:
+                    header = ""
+                    if table >= 0:
+                        header_path, is_array, _line = self.where.tables[table]
+                        dotted = ".".join(header_path)
+                        header = f"[[{dotted}]]" if is_array else f"[{dotted}]"
+                    self.where.duplicates.append(
+                        _Duplicate(self.line(start), first_line, path, header)
+                    )
                 self.where.keys.setdefault((table, path), self.line(start))
                 self.skip_blank(newlines=False)
                 elements: list[int] = []

@@ -16,7 +16,7 @@ from typing import Final, TextIO
 
 from wcwidth import wcwidth
 
-__all__ = ("Style", "cells", "cut_cells", "visible")
+__all__ = ("SGR", "SGR_RESET", "Style", "cells", "cut_cells", "visible")
 
 #: Escape sequences (ECMA-48): CSI, OSC / DCS / SOS / PM / APC strings (ended by BEL or ST,
 #: or by the end of the text), and two-character escapes; the 8-bit CSI too.
@@ -42,17 +42,45 @@ def _caret(match: re.Match[str]) -> str:
     return f"\\x{code:02x}"
 
 
-def visible(text: str) -> str:
-    """``text`` with escape sequences removed and other control characters shown as ``^X``.
+#: A Select Graphic Rendition sequence (colours, bold): the only escape that may pass.
+SGR: Final = re.compile(r"\x1b\[[0-9;:]*m")
+#: Ends every colour and attribute.
+SGR_RESET: Final = "\x1b[0m"
 
-    A tab becomes one space (its width depends on the column); a lone ``ESC`` shows ``^[``.
-    """
+
+def _plain(text: str) -> str:
     text = _ESCAPE.sub("", text).replace("\t", " ")
     return _CONTROL.sub(_caret, text)
 
 
+def visible(text: str, *, keep_sgr: bool = False) -> str:
+    """``text`` with escape sequences removed and other control characters shown as ``^X``.
+
+    A tab becomes one space (its width depends on the column); a lone ``ESC`` shows ``^[``.
+
+    Args:
+        text: What a job or a file gave us.
+        keep_sgr: Keep the colour sequences (SGR, ``ESC [ ... m``), and only those: what
+            cursor moves, titles, screen clears and hyperlinks would do never reaches the
+            terminal. The caller ends such a line with :data:`SGR_RESET`.
+    """
+    if not keep_sgr:
+        return _plain(text)
+    out: list[str] = []
+    position = 0
+    for match in SGR.finditer(text):
+        out.append(_plain(text[position : match.start()]))
+        out.append(match.group())
+        position = match.end()
+    out.append(_plain(text[position:]))
+    return "".join(out)
+
+
 def cells(text: str) -> int:
-    """The display width of ``text`` in terminal cells (a character wcwidth can not size: 1)."""
+    """The display width of ``text`` in terminal cells (a character wcwidth can not size: 1;
+    a colour sequence: none)."""
+    if "\x1b" in text:
+        text = SGR.sub("", text)
     return sum(_width(ch) for ch in text)
 
 
@@ -62,19 +90,32 @@ def _width(ch: str) -> int:
 
 
 def cut_cells(text: str, width: int) -> str:
-    """``text`` cut to at most ``width`` cells, ending with ``…`` when something was cut."""
+    """``text`` cut to at most ``width`` cells, ending with ``…`` when something was cut.
+
+    Colour sequences (SGR) take no cell and are never cut in two; a cut text that held one
+    ends with :data:`SGR_RESET`.
+    """
     if cells(text) <= width:
         return text
     room = max(width - 1, 0)
     used = 0
     out: list[str] = []
-    for ch in text:
+    position = 0
+    coloured = False
+    while position < len(text):
+        if text[position] == "\x1b" and (match := SGR.match(text, position)) is not None:
+            out.append(match.group())
+            coloured = True
+            position = match.end()
+            continue
+        ch = text[position]
         w = _width(ch)
         if used + w > room:
             break
         out.append(ch)
         used += w
-    return "".join(out) + ("…" if width > 0 else "")
+        position += 1
+    return "".join(out) + ("…" if width > 0 else "") + (SGR_RESET if coloured else "")
 
 
 #: SGR colours by status (and ``running``).
@@ -103,12 +144,20 @@ class Style:
 
     @classmethod
     def for_stream(cls, stream: TextIO, choice: str) -> Style:
-        """``choice`` ``always`` / ``never`` / ``auto``: colours on a terminal (not ``TERM=dumb``)
-        unless ``NO_COLOR`` is set to a non-empty value (https://no-color.org)."""
+        """``choice`` ``always`` / ``never`` / ``auto``.
+
+        ``auto`` decides in CPython's own order (3.13's ``_colorize``): off when
+        ``NO_COLOR`` is set to a non-empty value (https://no-color.org); on when
+        ``FORCE_COLOR`` is (https://force-color.org) or ``CLICOLOR_FORCE`` is set to
+        anything but ``0`` (https://bixense.com/clicolors), which is how a CI log that is
+        no terminal asks for colours; else on a terminal (not ``TERM=dumb``).
+        """
         if choice == "always":
             return cls(True)
         if choice == "never" or os.environ.get("NO_COLOR"):
             return cls(False)
+        if os.environ.get("FORCE_COLOR") or os.environ.get("CLICOLOR_FORCE", "") not in ("", "0"):
+            return cls(True)
         return cls(is_terminal(stream))
 
     def paint(self, text: str, what: str) -> str:

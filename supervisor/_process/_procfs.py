@@ -8,15 +8,20 @@ of a process we did not start ourselves, so the process-tree code and the reaper
 build on these few primitives. On systems without ``/proc`` (macOS, the BSDs) each
 reader falls back to psutil, which reads the same facts through the platform's own
 interfaces (sysctl, libproc) more slowly; callers check :data:`HAVE_PROCFS` where the
-difference matters.
+difference matters. psutil is a dependency only off Linux (a platform marker), imported only
+when ``/proc`` is missing: Linux always has it, so a Linux install neither needs nor loads
+psutil (a Linux without ``/proc`` mounted gets a clear error from :func:`_psutil`).
 """
 
 from __future__ import annotations
 
+import functools
 import os
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
-import psutil
+if TYPE_CHECKING:
+    from types import ModuleType
 
 __all__ = (
     "HAVE_PROCFS",
@@ -31,15 +36,38 @@ __all__ = (
 
 HAVE_PROCFS = os.path.isdir("/proc/self/task")
 
-#: psutil's process status names, as the one-letter states of ``/proc/<pid>/stat``.
-_PSUTIL_STATES = {
-    psutil.STATUS_RUNNING: "R",
-    psutil.STATUS_SLEEPING: "S",
-    psutil.STATUS_DISK_SLEEP: "D",
-    psutil.STATUS_STOPPED: "T",
-    psutil.STATUS_ZOMBIE: "Z",
-    psutil.STATUS_DEAD: "X",
-}
+
+@functools.cache
+def _psutil() -> ModuleType:
+    """psutil, for a system without ``/proc``.
+
+    Raises:
+        RuntimeError: psutil is not installed (a Linux without ``/proc`` mounted: the
+            dependency is declared off Linux only).
+    """
+    try:
+        import psutil
+    except ImportError:
+        raise RuntimeError(
+            "/proc is not mounted and psutil is not installed: mount /proc (Linux), or"
+            " pip install psutil"
+        ) from None
+    return psutil
+
+
+def _psutil_state(status: str) -> str:
+    """psutil's process status name as the one-letter state of ``/proc/<pid>/stat``."""
+    psutil = _psutil()
+    states: dict[Any, str] = {
+        psutil.STATUS_RUNNING: "R",
+        psutil.STATUS_SLEEPING: "S",
+        psutil.STATUS_DISK_SLEEP: "D",
+        psutil.STATUS_STOPPED: "T",
+        psutil.STATUS_ZOMBIE: "Z",
+        psutil.STATUS_DEAD: "X",
+    }
+    return states.get(status, "S")
+
 
 #: procfs files are read in chunks of this many bytes; environ blocks larger than
 #: one chunk are read to the end.
@@ -107,12 +135,13 @@ def _read(path: str, *, paged: bool = False) -> bytes | None:
 
 
 def _psutil_stat(pid: int) -> ProcStat | None:
+    psutil = _psutil()
     try:
         process = psutil.Process(pid)
         with process.oneshot():
             return ProcStat(
                 pid=pid,
-                state=_PSUTIL_STATES.get(process.status(), "S"),
+                state=_psutil_state(process.status()),
                 ppid=process.ppid(),
                 pgid=os.getpgid(pid),
                 sid=os.getsid(pid),
@@ -159,6 +188,7 @@ def children_of(pid: int, threads: int = 0) -> list[int]:
         if data is not None:
             return [int(p) for p in data.split()]
     if not HAVE_PROCFS:
+        psutil = _psutil()
         try:
             return [child.pid for child in psutil.Process(pid).children()]
         except psutil.Error:
@@ -192,7 +222,8 @@ def children_of_main_thread(pid: int) -> list[int] | None:
 def all_pids() -> list[int]:
     """Every pid visible in ``/proc`` (psutil's list without procfs)."""
     if not HAVE_PROCFS:
-        return psutil.pids()
+        pids: list[int] = _psutil().pids()
+        return pids
     try:
         names = os.listdir("/proc")
     except OSError:
@@ -207,10 +238,12 @@ def read_env_var(pid: int, name: str) -> str | None:
     read as "not set".
     """
     if not HAVE_PROCFS:
+        psutil = _psutil()
         try:
-            return psutil.Process(pid).environ().get(name)
+            value: str | None = psutil.Process(pid).environ().get(name)
         except psutil.Error:
             return None
+        return value
     data = _read(f"/proc/{pid}/environ")
     if not data:
         return None

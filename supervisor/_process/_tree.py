@@ -201,17 +201,27 @@ def _resolve_executable(name: str, cwd: str | None, env: Mapping[str, str]) -> s
         try:
             mode = os.stat(path).st_mode
         except (OSError, ValueError):
-            raise _launch_failed(f"executable not found: {name}", {"executable": name}) from None
+            raise _launch_failed(
+                f"executable not found: {name}", {"executable": name, "reason": "notFound"}
+            ) from None
         if stat.S_ISDIR(mode):
-            raise _launch_failed(f"executable is a directory: {name}", {"executable": name})
+            raise _launch_failed(
+                f"executable is a directory: {name}",
+                {"executable": name, "reason": "notExecutable"},
+            )
         if not os.access(path, os.X_OK):
-            raise _launch_failed(f"executable is not executable: {name}", {"executable": name})
+            raise _launch_failed(
+                f"executable is not executable: {name}",
+                {"executable": name, "reason": "notExecutable"},
+            )
         return path
     # The same lookup subprocess performs: the child's PATH, not ours.
     search = os.pathsep.join(os.get_exec_path(env))
     found = shutil.which(name, path=search)
     if found is None:
-        raise _launch_failed(f"executable not found on PATH: {name}", {"executable": name})
+        raise _launch_failed(
+            f"executable not found on PATH: {name}", {"executable": name, "reason": "notFound"}
+        )
     # A relative PATH entry was searched from our directory: run the file that was found.
     return found if os.path.isabs(found) else os.path.join(os.getcwd(), found)
 
@@ -808,9 +818,10 @@ async def open_process_tree(
             looked up on the child's ``PATH``.
         cwd: Working directory of the child; default: ours.
         env: Changes to our environment for the child.
-        stdin: ``PIPE`` or ``DEVNULL``.
-        stdout: ``PIPE`` or ``DEVNULL``.
-        stderr: ``PIPE``, ``DEVNULL`` or ``STDOUT``.
+        stdin: ``PIPE``, ``DEVNULL``, or a descriptor of ours (>= 0: the child gets a copy;
+            we keep ours).
+        stdout: ``PIPE``, ``DEVNULL`` or a descriptor.
+        stderr: ``PIPE``, ``DEVNULL``, ``STDOUT`` or a descriptor.
         pty_slave_fd: The slave side of a pseudo-terminal (for terminals). When
             given, ``stdin``/``stdout``/``stderr`` are ignored: the child gets this
             terminal as fds 0, 1 and 2, and as the controlling terminal of its new
@@ -869,8 +880,9 @@ async def _open_tree(
         ("stdout", stdout, (PIPE, DEVNULL)),
         ("stderr", stderr, (PIPE, DEVNULL, STDOUT)),
     ):
-        if value not in allowed:
-            raise ValueError(f"{name} must be one of {allowed}, got {value!r}")
+        # A descriptor of ours (>= 0) is passed as it is (``exec --stream``: our stdio).
+        if value not in allowed and value < 0:
+            raise ValueError(f"{name} must be one of {allowed} or a descriptor, got {value!r}")
     executable = _resolve_executable(args[0], workdir, child_env)
     marker = new_scope_marker()
     child_env[SCOPE_ENV] = marker

@@ -251,6 +251,7 @@ def _request_fields(request: JobRequest) -> dict[str, Any]:
         "timeout_ms": request.timeout_ms,
         "supersede": request.supersede,
         "report": request.report,
+        "lane": request.lane,
     }
 
 

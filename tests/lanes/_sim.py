@@ -36,12 +36,15 @@ class SimRunner:
     log: list[tuple[float, str, str]] = field(default_factory=list)
     active: dict[str, str] = field(default_factory=dict)
     overlaps: list[str] = field(default_factory=list)
+    #: The most jobs that ran at once.
+    peak: int = 0
 
     async def __call__(self, job: Job, emit_output: Callable[[str, str], None]) -> None:
-        root = job.request.root
+        root = job.request.lane_key
         if root in self.active:
             self.overlaps.append(f"{job.id} started while {self.active[root]} ran")
         self.active[root] = job.id
+        self.peak = max(self.peak, len(self.active))
         self.log.append((trio.current_time(), "start", job.id))
         try:
             for step in job.request.argv:

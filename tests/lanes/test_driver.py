@@ -527,3 +527,108 @@ def test_bounds_are_checked() -> None:
         Lanes(SimRunner(), on_event=Events(), output_flush_ms=-1)
     with pytest.raises(ValueError, match="keep_finished"):
         Lanes(SimRunner(), on_event=Events(), keep_finished=-1)
+
+
+# --- named lanes and max_running (issue 29: lint beside build and test) ------------------
+
+
+def on_lane(lane: str | None, *steps: str, root: str = "/p", kind: str = "command") -> JobRequest:
+    return JobRequest(kind=JobKind(kind), root=root, argv=steps or ("sleep:1",), lane=lane)
+
+
+async def test_named_lanes_of_one_project_run_side_by_side(autojump_clock: trio.abc.Clock) -> None:
+    runner, events = SimRunner(), Events()
+    async with open_lanes(runner, on_event=events) as lanes:
+        build = lanes.start_job(on_lane(None, "sleep:2", kind="build"))
+        test = lanes.start_job(on_lane(None, "sleep:2", kind="test"))
+        lint = lanes.start_job(on_lane("lint", "sleep:1"))
+        # One name is one lane, whatever the root.
+        fmt = lanes.start_job(on_lane("lint", "sleep:1", root="/elsewhere"))
+        assert lanes.statistics().lanes == 2
+        await lanes.wait_idle()
+    assert runner.overlaps == []
+    start = runner.times("start")
+    assert start[lint] == pytest.approx(start[build])  # lint beside build
+    assert start[test] == pytest.approx(start[build] + 2)  # test after build: one lane
+    assert start[fmt] == pytest.approx(start[lint] + 1)
+    # The events still name the job's project.
+    assert {e["jobId"]: e["root"] for e in events.of("job.started")}[fmt] == "/elsewhere"
+    events.check_job_order()
+
+
+def test_a_lane_name_is_a_printable_name() -> None:
+    for bad in ("", " ", "a\nb", "x" * 257):
+        with pytest.raises(ValueError, match="lane must be a name"):
+            on_lane(bad)
+    with pytest.raises(TypeError):
+        on_lane(3)  # type: ignore[arg-type]
+    assert on_lane("x" * 256).lane_key == "lane:" + "x" * 256
+    assert on_lane(None).lane_key == "/p"
+
+
+async def test_max_running_bounds_the_jobs_that_run_at_once(
+    autojump_clock: trio.abc.Clock,
+) -> None:
+    """Three lanes, at most two at once: the third lane's job waits, queued, for a slot; its
+    job.started and its deadline start when it gets one."""
+    runner, events = SimRunner(), Events()
+    async with open_lanes(runner, on_event=events, max_running=2) as lanes:
+        a = lanes.start_job(on_lane("a", "sleep:3"))
+        b = lanes.start_job(on_lane("b", "sleep:1"))
+        c = JobRequest(
+            kind=JobKind.COMMAND, root="/p", argv=("sleep:1.5",), lane="c", timeout_ms=2000
+        )
+        c_id = lanes.start_job(c)
+        b2 = lanes.start_job(on_lane("b", "sleep:1"))
+        assert events.started_ids() == [a, b]
+        assert lanes.statistics() == LanesStatistics(
+            queued=2, running=2, finished=0, peak_queued=2, lanes=3
+        )
+        assert {j["id"]: j["state"] for j in lanes.list_jobs()}[c_id] == "queued"
+        await lanes.wait_idle()
+    assert runner.peak == 2
+    start = runner.times("start")
+    # b ended at 1: the oldest waiting job (c, before b's own next job) took its slot.
+    assert start[c_id] == pytest.approx(start[a] + 1)
+    assert start[b2] == pytest.approx(start[a] + 2.5)
+    # c ran 1.5 s of its 2 s deadline: the wait for a slot did not count.
+    assert events.status(c_id) == "ok"
+    assert events.finished()[c_id]["durationMs"] == 1500
+    events.check_job_order()
+
+
+async def test_a_job_waiting_for_a_slot_ends_as_one_that_never_started(
+    autojump_clock: trio.abc.Clock,
+) -> None:
+    runner, events = SimRunner(), Events()
+    async with open_lanes(runner, on_event=events, max_running=1) as lanes:
+        first = lanes.start_job(on_lane("a", "sleep:5"))
+        cancelled = lanes.start_job(on_lane("b", "sleep:1"))
+        after = lanes.start_job(on_lane("b", "sleep:1"))
+        superseded = lanes.start_job(on_lane("c", "sleep:1"))
+        newer = lanes.start_job(
+            JobRequest(kind=JobKind.COMMAND, root="/p", argv=("sleep:1",), lane="c", supersede=True)
+        )
+        left = lanes.start_job(on_lane("d", "sleep:1"))
+        assert lanes.cancel_job(cancelled)
+        assert not lanes.cancel_job(cancelled)
+        assert events.status(cancelled) == "cancelled"
+        assert events.status(superseded) == "superseded"
+        assert events.finished()[cancelled]["durationMs"] == 0
+        await trio.sleep(5.5)
+        # The slot went to the job its lane started first: newer (its lane started it when
+        # it superseded the waiting one), before left, and after (started by its lane only
+        # when the cancelled one ended).
+        assert events.started_ids() == [first, newer]
+    # Closing ends the jobs still waiting for a slot, never started.
+    assert events.status(newer) == "cancelled"
+    assert events.status(left) == "cancelled"
+    assert events.status(after) == "cancelled"
+    assert events.started_ids() == [first, newer]
+    assert runner.peak == 1
+    events.check_job_order()
+
+
+def test_max_running_must_be_positive() -> None:
+    with pytest.raises(ValueError, match="max_running"):
+        Lanes(SimRunner(), on_event=Events(), max_running=0)

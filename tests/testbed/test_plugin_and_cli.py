@@ -64,7 +64,7 @@ async def test_leak_is_reported(no_leaked_processes):
 
 def _plugin_args() -> list[str]:
     installed = any(
-        entry.value == "supervisor.pytest_plugin"
+        entry.value in ("supervisor.pytest_plugin", "_trio_process_supervisor._pytest_plugin")
         for entry in metadata.entry_points(group="pytest11")
     )
     return [] if installed else ["-p", "supervisor.pytest_plugin"]

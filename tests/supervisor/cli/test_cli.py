@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -62,10 +63,17 @@ def test_exec_timeout_and_output_cap() -> None:
 
 
 def test_exec_refuses_bad_input_with_a_code() -> None:
+    # A missing program is 127, as `env` and `timeout` say it (issue 29).
     done = _supervisor("exec", "--", "/no/such/program")
-    assert done.returncode == 2
+    assert done.returncode == 127
     error = json.loads(done.stdout)["error"]
     assert error["code"] == "launch_failed"
+    assert error["details"] == {"executable": "/no/such/program", "reason": "notFound"}
+    directory = _supervisor("exec", "--", "/")
+    assert directory.returncode == 126
+    assert json.loads(directory.stdout)["error"]["details"]["reason"] == "notExecutable"
+    no_cwd = _supervisor("exec", "--cwd", "/no/such/dir", "--", "/bin/true")
+    assert no_cwd.returncode == 2
     empty = _supervisor("exec", "--")
     assert empty.returncode == 2
     assert json.loads(empty.stdout)["error"]["code"] == "invalid_request"
@@ -214,3 +222,103 @@ def test_exec_interrupted_cancels_the_command_and_exits_128_plus_n(
     assert json.loads(stdout)["error"]["code"] == "cancelled"
     assert runs_no_more(main_pid)
     assert runs_no_more(grandchild)
+
+
+# --- exec --stream: a tool for scripts, with timeout(1)'s statuses (issue 29) --------------
+
+
+def _stream(*args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [PY, "-m", "supervisor", "exec", "--stream", *args],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        input=stdin,
+        stdin=None if stdin is not None else subprocess.DEVNULL,
+        check=False,
+    )
+
+
+def test_exec_stream_passes_output_through_and_exits_with_the_commands_status() -> None:
+    script = (
+        "import sys; print(sys.stdin.read().upper()); print('err', file=sys.stderr); sys.exit(7)"
+    )
+    done = _stream("--", PY, "-c", script, stdin="piped")
+    assert (done.returncode, done.stdout, done.stderr) == (7, "PIPED\n", "err\n")
+    killed = _stream("--", PY, "-c", "import os, signal; os.kill(os.getpid(), signal.SIGKILL)")
+    assert killed.returncode == 128 + signal.SIGKILL
+    assert (
+        _stream(
+            "--no-stdin", "--", PY, "-c", "import sys; sys.exit(len(sys.stdin.read()))"
+        ).returncode
+        == 0
+    )
+
+
+@pytest.mark.parametrize(
+    ("args", "status", "said"),
+    [
+        (("--timeout-ms", "300", "--", PY, "-c", "import time; time.sleep(30)"), 124, "deadline"),
+        (("--", "/no/such/program"), 127, "executable not found: /no/such/program"),
+        (("--", "no-such-program-on-path"), 127, "executable not found on PATH"),
+        (("--", "/"), 126, "executable is a directory"),
+        (("--cwd", "/no/such/dir", "--", "/bin/true"), 125, "working directory does not exist"),
+        (("--env", "NOEQUALS", "--", "/bin/true"), 125, "expected NAME=VALUE"),
+        (("--max-output-bytes", "10", "--", "/bin/true"), 125, "--stream keeps no output"),
+        (("--",), 125, "no command"),
+    ],
+)
+def test_exec_stream_statuses_are_those_of_timeout(
+    args: tuple[str, ...], status: int, said: str
+) -> None:
+    done = _stream(*args)
+    assert done.returncode == status, done.stderr
+    assert said in done.stderr
+    assert done.stdout == ""
+
+
+def test_coreutils_timeout_and_env_give_the_same_statuses() -> None:
+    """The statuses `exec --stream` copies, checked against the tools themselves."""
+    for tool in ("timeout", "env"):
+        if shutil.which(tool) is None:
+            pytest.skip(f"{tool} is not installed")
+    assert subprocess.run(["timeout", "0.2", "sleep", "5"], check=False).returncode == 124
+    assert (
+        subprocess.run(
+            ["env", "no-such-program-on-path"], check=False, capture_output=True
+        ).returncode
+        == 127
+    )
+    assert subprocess.run(["env", "/"], check=False, capture_output=True).returncode == 126
+
+
+def test_exec_stream_ends_what_the_command_left_running(tmp_path: Path) -> None:
+    """The tree cleanup stays: a daemon the command started in its own session is gone."""
+    pid_file = tmp_path / "pid"
+    script = (
+        "import subprocess, sys; p = subprocess.Popen(['sleep', '300'], start_new_session=True);"
+        f" open({str(pid_file)!r}, 'w').write(str(p.pid)); print('started')"
+    )
+    done = _stream("--", PY, "-c", script)
+    assert (done.returncode, done.stdout) == (0, "started\n")
+    assert runs_no_more(int(pid_file.read_text()))
+
+
+def test_exec_stream_sigterm_ends_the_tree_first(tmp_path: Path) -> None:
+    pid_file = tmp_path / "pid"
+    script = (
+        f"import os, time; open({str(pid_file)!r}, 'w').write(str(os.getpid())); time.sleep(300)"
+    )
+    process = subprocess.Popen(
+        [PY, "-m", "supervisor", "exec", "--stream", "--", PY, "-c", script],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        stdin=subprocess.DEVNULL,
+        text=True,
+    )
+    child = int(_wait_for_file(pid_file, process) or "0")
+    process.send_signal(signal.SIGTERM)
+    _stdout, stderr = process.communicate(timeout=60)
+    assert process.returncode == 128 + signal.SIGTERM
+    assert "SIGTERM: the command was ended" in stderr
+    assert runs_no_more(child)

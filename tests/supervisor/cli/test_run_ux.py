@@ -121,7 +121,7 @@ def test_replacing_a_waiting_job_only_when_declared_and_superseded_only_when_exp
 # --- failure output, --log-dir -----------------------------------------------------------
 
 NOISY = (
-    "import sys\nfor i in range(30): print(f'line {i}')\n"
+    "import sys\nfor i in range(1000): print(f'line {i:04} ' + 'x' * 40)\n"
     "print('boom', file=sys.stderr)\nsys.exit(2)"
 )
 
@@ -132,13 +132,48 @@ def test_the_tail_of_a_failed_job_is_in_the_summary(tmp_path: Path) -> None:
     assert result.returncode == 1
     summary = result.stderr[result.stderr.index("--- noisy") :]
     assert summary.startswith(f"--- noisy ({path}:1) failed in "), summary
-    assert "the last 20 lines of its output ---" in summary
-    assert "  | line 29\n" in summary
+    assert "  | line 0999 " in summary
     assert "  ! boom\n" in summary
-    assert "line 9\n" not in summary  # bounded: only the last 20 lines
+    # Bounded by bytes (8 KiB of the lines as shown), not by a count of lines.
+    shown = [line for line in summary_of(result.stderr, "noisy")[1:] if line.startswith("  ")]
+    assert 100 < len(shown) < 200
+    assert f"the last {len(shown)} lines of its output ---" in summary
+    assert sum(len(line) - 3 for line in shown) <= 8 * 1024
+    assert "line 0500 " not in summary
     # In the order they came, across the two streams.
-    assert summary_of(result.stderr, "noisy")[-2:] == ["  | line 29", "  ! boom"]
+    assert summary_of(result.stderr, "noisy")[-2:] == ["  | line 0999 " + "x" * 40, "  ! boom"]
     assert summary.rstrip().endswith("expected ok, got " + summary.split("got ")[-1].strip())
+
+
+#: A linter's report as ruff's full format prints it: two errors of 13 lines each (the
+#: message, the place, the source around it), then a summary.
+LINTER = """
+import sys
+for code, line in (("F401", 1), ("E402", 28)):
+    print(f"{code} a problem here")
+    print(f"  --> bad.py:{line}:1")
+    print("   |")
+    for n in range(line - 3, line + 4):
+        print(f"{n:2} | source line {n}")
+    print("   |")
+    print("   = help: how to fix it")
+    print()
+print("Found 2 errors.")
+sys.exit(1)
+"""
+
+
+def test_the_summary_shows_every_error_of_a_linter(tmp_path: Path) -> None:
+    """Issue 29: a ruff run with two errors showed only the second in the summary (20
+    lines were kept, the report is 27); a byte bound keeps both."""
+    path = write(tmp_path / "lanes.toml", job("lint", LINTER, kind="command"))
+    result = supervisor("run", path)
+    assert result.returncode == 1, result.stderr
+    tail = summary_of(result.stderr, "lint")
+    assert "the last 27 lines of its output ---" in tail[0]
+    assert "  | F401 a problem here" in tail
+    assert "  | E402 a problem here" in tail
+    assert tail[-1] == "  | Found 2 errors."
 
 
 def summary_of(stderr: str, name: str) -> list[str]:
@@ -217,7 +252,7 @@ def test_log_dir_keeps_every_byte_of_each_job(tmp_path: Path) -> None:
     assert len(lines) == 200_001
     assert [line for line in lines if line != "err"] == [f"{i:09d}" for i in range(200_000)]
     noisy = (logs / "02-noisy.log").read_text()
-    assert noisy.count("\n") == 31
+    assert noisy.count("\n") == 1001
     assert "boom\n" in noisy
     assert f"the output of each job is in {logs}" in result.stderr
 
@@ -300,7 +335,9 @@ def test_run_some_jobs_by_name_with_what_they_need(tmp_path: Path) -> None:
     assert "running 2 jobs" in result.stderr
     typo = supervisor("run", path, "tset")
     assert typo.returncode == 2
-    assert typo.stderr.strip() == f"{path}: no job is named 'tset' (did you mean 'test'?)"
+    assert typo.stderr.strip() == (
+        f"{path}: no job is named 'tset' (did you mean 'test'?); the jobs are: build, test, lint"
+    )
 
 
 # --- ids, broken pipe ----------------------------------------------------------------------
@@ -471,9 +508,12 @@ def test_the_readme_ci_example_runs_as_written(tmp_path: Path) -> None:
     last = json.loads((tmp_path / "events.jsonl").read_text().splitlines()[-1])
     assert last["event"] == "run.finished"
     assert last["exitCode"] == 0
-    # Both jobs have their log, the quiet build an empty one.
-    assert sorted(os.listdir(tmp_path / "logs")) == ["01-build.log", "02-test.log"]
-    assert (tmp_path / "logs" / "01-build.log").read_text() == ""
+    # Every job has its log, the quiet build an empty one.
+    assert sorted(os.listdir(tmp_path / "logs")) == ["01-lint.log", "02-build.log", "03-test.log"]
+    assert (tmp_path / "logs" / "02-build.log").read_text() == ""
+    assert (
+        '<testsuite name="ci.toml" tests="3" failures="0"' in (tmp_path / "report.xml").read_text()
+    )
     # The same step fails the build when a test fails.
     (project / "tests" / "test_bad.py").write_text("def test_bad():\n    assert False\n")
     failed = subprocess.run(

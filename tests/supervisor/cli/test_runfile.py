@@ -141,7 +141,18 @@ BAD_FILES = [
     # (text, line, message fragment)
     ('[[job]\nproject = "p"\n', 1, "invalid TOML"),
     (HEAD + 'argv = ["a"\n', 4, "invalid TOML: Unclosed array (at the end of the file)"),
-    (HEAD + 'argv = ["a"]\nname = "x"\nname = "y"\n', 6, "already exists"),
+    # Our words, not a TOML library's (tomlkit 0.15.3 changed its own, issue 29).
+    (
+        HEAD + 'argv = ["a"]\nname = "x"\nname = "y"\n',
+        6,
+        "invalid TOML: key 'name' in [[job]] is defined twice (first on line 5)",
+    ),
+    (
+        "[defaults]\ntimeout_ms = 1\n[defaults]\n" + HEAD + 'argv = ["a"]\n',
+        3,
+        "invalid TOML: table [defaults] is defined twice (first on line 1)",
+    ),
+    ("a = 1\na = 2\n", 2, "invalid TOML: key 'a' is defined twice (first on line 1)"),
     (HEAD + 'argv = ["a"]\n[job.env]\nA = "1"\n[job.env]\nB = "1"\n', 7, "invalid TOML"),
     ("", 1, "no jobs"),
     ('title = "x"\n', 1, "unknown top-level key 'title'"),
@@ -154,8 +165,36 @@ BAD_FILES = [
         "unknown key 'timeout' in [[job]] (did you mean 'timeout_ms'?)",
     ),
     ('\n\n[[job]]\nproject = "proj"\nkind = "build"\n', 3, "missing required key 'argv'"),
-    ('[[job]]\nkind = "build"\nargv = ["a"]\n', 1, "missing required key 'project'"),
-    ('[[job]]\nproject = "proj"\nargv = ["a"]\n', 1, "missing required key 'kind'"),
+    # Habits of other tools get the key they mean (issue 29).
+    (HEAD + 'cmd = ["a"]\n', 4, "unknown key 'cmd' in [[job]] (did you mean 'argv'?)"),
+    (HEAD + 'argv = ["a"]\ndepends_on = ["x"]\n', 5, "(did you mean 'needs'?)"),
+    (
+        HEAD + 'argv = "ruff check ."\n',
+        4,
+        "'argv' must be an array of strings, not a string (no shell splits it: write"
+        ' argv = ["ruff", "check", "."])',
+    ),
+    (
+        '[[job]]\nkind = "lint"\nargv = ["ruff"]\n',
+        2,
+        "for any other job leave 'kind' out, it defaults to \"command\"",
+    ),
+    # [defaults]: its errors name its own lines.
+    ("[defaults]\ntimeout = 5\n" + HEAD + 'argv = ["a"]\n', 2, "(did you mean 'timeout_ms'?)"),
+    ('[defaults]\nargv = ["a"]\n' + HEAD, 2, "'argv' can not be a default"),
+    ("defaults = 3\n" + HEAD + 'argv = ["a"]\n', 1, "'defaults' must be a table"),
+    ('[defaults]\ntimeout_ms = "5"\n' + HEAD + 'argv = ["a"]\n', 2, "'timeout_ms' must be"),
+    ('[defaults]\nproject = "nope"\n[[job]]\nargv = ["a"]\n', 2, "does not exist"),
+    (
+        '[defaults]\n[defaults.env]\nA = "1"\nB = 2\n'
+        + HEAD
+        + 'argv = ["a"]\n[job.env]\nA = "x"\n',
+        4,
+        "env.B must be a string",
+    ),
+    (HEAD + 'argv = ["a"]\nlane = ""\n', 5, "'lane' must be a name"),
+    (HEAD + 'argv = ["a"]\nenv_file = "missing.env"\n', 5, "env_file 'missing.env': cannot read"),
+    (HEAD + 'argv = ["a"]\nenv_file = ["bad.env"]\n', 5, "env_file 'bad.env', line 2: expected"),
     (HEAD + 'argv = "make all"\n', 4, "'argv' must be an array of strings, not a string"),
     (HEAD + "argv = []\n", 4, "'argv' must not be empty"),
     (HEAD + 'argv = [\n  "a",\n  2,\n]\n', 6, "argv[1] must be a string, not an integer"),
@@ -297,6 +336,7 @@ BAD_FILES = [
 @pytest.mark.parametrize(("text", "line", "fragment"), BAD_FILES)
 def test_bad_file_names_its_line(tmp_path: Path, text: str, line: int, fragment: str) -> None:
     (tmp_path / "proj").mkdir()
+    (tmp_path / "bad.env").write_text("A=1\nnot a line\n")
     with pytest.raises(RunFileError) as info:
         parse_run_file(text, path="lanes.toml", directory=str(tmp_path))
     error = info.value
@@ -405,7 +445,7 @@ def test_bad_array_element_is_reported_at_its_own_line(tmp_path: Path) -> None:
 
 
 def test_the_readme_lists_every_declared_key_and_marks_the_required_ones() -> None:
-    """The job table is declared once (JobTable); the README's key list follows it."""
+    """The job table is declared once (JobTable); the README's key table follows it."""
     import msgspec
 
     from supervisor._cli._runfile import JobTable
@@ -413,16 +453,111 @@ def test_the_readme_lists_every_declared_key_and_marks_the_required_ones() -> No
     with open(os.path.join(EXAMPLES, os.pardir, "README.md"), encoding="utf-8") as f:
         readme = f.read()
     section = readme[readme.index("### `supervisor run FILE.toml") :]
-    block = section[section.index("```toml\n") : section.index("```\n", 10)]
+    table = section[section.index("| key | default | what |") :]
+    table = table[: table.index("\n\n")]
     keys = {
-        line.split("=")[0].strip(): "# REQUIRED" in line
-        for line in block.splitlines()
-        if "=" in line and not line.startswith("#")
+        row.split("|")[1].strip().strip("`"): row.split("|")[2].strip() == "**required**"
+        for row in table.splitlines()[2:]
     }
     declared = {f.name: f.required for f in msgspec.structs.fields(JobTable)}
     assert keys == declared
-    assert [f.name for f in msgspec.structs.fields(JobTable) if f.required] == [
-        "project",
-        "kind",
-        "argv",
-    ]
+    assert [f.name for f in msgspec.structs.fields(JobTable) if f.required] == ["argv"]
+
+
+# --- what CI users write (issue 29) ---------------------------------------------------------
+
+
+def test_a_job_needs_only_argv_and_defaults_apply_to_every_job(tmp_path: Path) -> None:
+    """`kind` defaults to command, `project` to the file's directory; `[defaults]` fills the
+    keys a job leaves out, and env tables merge (the job's value wins)."""
+    (tmp_path / "proj").mkdir()
+    (tmp_path / "ci.env").write_text("FROM_FILE=1\nSHARED=file\n")
+    jobs = parse(
+        """
+        [[job]]
+        argv = ["true"]
+
+        [defaults]
+        project = "proj"
+        timeout_ms = 5000
+        env_file = "ci.env"
+        [defaults.env]
+        CI = "1"
+        SHARED = "defaults"
+
+        [[job]]
+        name = "lint"
+        argv = ["ruff", "check", "."]
+        lane = "lint"
+        env = { SHARED = "job", CI = "{here}" }
+
+        [[job]]
+        name = "quick"
+        argv = ["true"]
+        timeout_ms = 0
+        """,
+        tmp_path,
+    )
+    first, lint, quick = jobs
+    # [defaults] applies to every job, wherever it stands in the file.
+    assert (first.kind, first.name, first.project) == (
+        "command",
+        "command#1",
+        str(tmp_path / "proj"),
+    )
+    assert first.timeout_ms == 5000
+    assert first.lane is None
+    assert first.lane_key == str(tmp_path / "proj")
+    assert (lint.lane, lint.lane_key) == ("lint", "lane:lint")
+    assert quick.timeout_ms is None  # the job's own 0: no deadline
+    payload = lint.payload({"{here}": "/h"})
+    # env_file first, then [defaults.env], then the job's env; placeholders only in env.
+    assert payload["env"] == {"FROM_FILE": "1", "SHARED": "job", "CI": "/h"}
+    assert first.payload({})["env"] == {"FROM_FILE": "1", "SHARED": "defaults", "CI": "1"}
+
+
+def test_without_defaults_a_job_runs_in_the_files_directory(tmp_path: Path) -> None:
+    (job,) = parse('[[job]]\nargv = ["make"]\n', tmp_path)
+    assert job.project == os.path.realpath(tmp_path)
+    assert job.kind == "command"
+    assert job.env is None
+    assert "env" not in job.payload({})
+
+
+def test_env_files_read_as_dotenv_files_are(tmp_path: Path) -> None:
+    from supervisor._cli._runfile import EnvFileError, read_env_file
+
+    env = tmp_path / "x.env"
+    env.write_text(
+        "# a comment\n"
+        "\n"
+        "PLAIN=value  # trailing comment\n"
+        "export EXPORTED = spaced out \n"
+        "SINGLE='$HOME # kept \\n'\n"
+        'DOUBLE="a\\tb \\"q\\" $HOME"\n'
+        'MULTI="line one\n'
+        'line two"\n'
+        "EMPTY=\n"
+        "HASH=a#b\n"
+        "PLAIN=again\n"
+    )
+    assert read_env_file(str(env)) == {
+        "PLAIN": "again",
+        "EXPORTED": "spaced out",
+        "SINGLE": "$HOME # kept \\n",
+        "DOUBLE": 'a\tb "q" $HOME',
+        "MULTI": "line one\nline two",
+        "EMPTY": "",
+        "HASH": "a#b",
+    }
+    for text, line, fragment in [
+        ("A=1\nB\n", 2, "expected NAME=VALUE"),
+        ("=1\n", 1, "expected NAME=VALUE"),
+        ('A="open\nB=2\n', 1, "quote of A is not closed"),
+        ("A='x' y\n", 1, "text after the closing quote"),
+        ("A=\x00\n", 1, "can not be set in an environment"),
+    ]:
+        env.write_text(text)
+        with pytest.raises(EnvFileError) as info:
+            read_env_file(str(env))
+        assert (info.value.line, fragment in info.value.message) == (line, True), info.value
