@@ -257,12 +257,13 @@ async def run_process(
         else:
             timed_out = await _supervise(tree, out, err, stdin, timeout_ms, term_grace_ms)
     finally:
-        # The usual end: the tree has ended (``_supervise_mux``) and the call has been
-        # through the scheduler while waiting; only the pipes are left, and closing them
-        # never blocks, so ``aclose``'s extra scheduler pass is skipped.
-        if not (
-            mux is not None and mux.waited and tree._end_reported() and tree._close_pipes_nowait()
-        ):
+        # The usual end: the tree has ended (``_supervise_mux``); only the pipes are left,
+        # and closing them never blocks. When the call has been through the scheduler while
+        # waiting, ``aclose``'s scheduler pass is skipped; else it is the one pass left.
+        if mux is not None and tree._end_reported() and tree._close_pipes_nowait():
+            if not mux.waited:
+                await trio.lowlevel.cancel_shielded_checkpoint()
+        else:
             await tree.aclose(term_grace_ms=term_grace_ms)
     rc = tree.returncode
     return ProcessResult(
@@ -538,12 +539,17 @@ async def _supervise_mux(mux: _Multiplexer, timeout_ms: int | None, term_grace_m
     """:func:`_supervise` on one task; returns whether the deadline passed."""
     tree = mux.tree
     try:
-        timeout_s = math.inf if timeout_ms is None else timeout_ms / 1000
-        with trio.move_on_after(timeout_s) as deadline:
+        if timeout_ms is None:
+            # No deadline, no cancel scope (entering one costs a few microseconds).
             await mux.run(until_exit=True)
+            timed_out = False
+        else:
+            with trio.move_on_after(timeout_ms / 1000) as deadline:
+                await mux.run(until_exit=True)
+            timed_out = deadline.cancelled_caught
         mux.stop_feeding()
         mux.drain_nowait()
-        if not mux.readers and not deadline.cancelled_caught:
+        if not mux.readers and not timed_out:
             # The common end: exited, pipes at EOF; only leftovers (if any) to end.
             await tree._end(term_grace_ms=term_grace_ms)
             return False
@@ -563,6 +569,6 @@ async def _supervise_mux(mux: _Multiplexer, timeout_ms: int | None, term_grace_m
             nursery.start_soon(end)
             with drain:
                 await mux.run(until_exit=False)
-        return deadline.cancelled_caught
+        return timed_out
     finally:
         mux.close()
