@@ -119,6 +119,9 @@ def main(argv: list[str] | None = None) -> int:
     root = os.path.dirname(os.path.dirname(os.path.abspath(benchmarks.__file__)))
     known = {m.name for m in pkgutil.iter_modules(benchmarks.__path__)}
     names = [n for n in select_modules(root, args.only, args.rows) if n in known]
+    if not names:
+        print(f"no benchmark module matches {args.rows!r}", file=sys.stderr)
+        return 2
     rows: list[dict[str, Any]] = []
     for name in names:
         started = time.monotonic()
