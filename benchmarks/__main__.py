@@ -1,4 +1,6 @@
-"""Run every benchmark and print one table: ``python -m benchmarks [--json FILE] [--quick]``.
+"""Run every benchmark and print one table: ``python -m benchmarks [--json FILE] [--quick]
+[--rows PATTERN] [MODULE ...]``; ``--against REV`` compares this tree with another commit
+(``benchmarks/_ab.py``).
 
 Each ``benchmarks/bench_*.py`` module exposes ``measure(*, rounds) -> list[row]``; a row holds
 one figure measured side by side with a peer in the same run (medians after warm-up) and the
@@ -7,7 +9,8 @@ per-round ratios where a module measures pairs). A module that fails becomes one
 the others still run. Figures are ratios on purpose: these machines are shared and noisy, so an
 absolute time says little, while ours-versus-peer in one run is stable.
 
-The last line counts the goals met; the exit status is 0 only when every goal is met.
+The last line counts the goals met. Exit status: 0 when every goal is met, 1 when a goal is
+missed, 2 when a row failed to run (a module raised, or a benchmark it needs is missing).
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ import time
 from typing import Any
 
 import benchmarks
+from benchmarks._ab import main_ab, row_matches, select_modules
 
 #: Rounds for modules whose own default is a long stand-alone run, so that the whole suite
 #: stays under 10 minutes. ``python -m benchmarks.bench_chaos`` runs
@@ -76,14 +80,48 @@ def main(argv: list[str] | None = None) -> int:
         "--markdown", metavar="FILE", help="also write the table as Markdown (for the README)"
     )
     parser.add_argument("--quick", action="store_true", help="fewer rounds (a smoke run)")
-    parser.add_argument("only", nargs="*", help="benchmark module names (default: all)")
-    args = parser.parse_args(argv)
-
-    names = sorted(
-        m.name
-        for m in pkgutil.iter_modules(benchmarks.__path__)
-        if m.name.startswith("bench_") and (not args.only or m.name in args.only)
+    parser.add_argument(
+        "--rows",
+        metavar="PATTERN",
+        help="only the rows whose module name or figure matches PATTERN (a regular expression,"
+        " case-insensitive); only the modules whose name or source it matches run",
     )
+    parser.add_argument(
+        "--against",
+        metavar="REV",
+        help="A/B: build REV in a temporary git worktree and environment and run both commits'"
+        " rows interleaved; print each row's new/old ratio (benchmarks/_ab.py)",
+    )
+    parser.add_argument(
+        "--repeat", type=int, default=3, metavar="K", help="with --against: runs per side (3)"
+    )
+    parser.add_argument(
+        "--workdir",
+        metavar="DIR",
+        help="with --against: build REV in DIR and keep it (reused when it holds REV already)",
+    )
+    parser.add_argument(
+        "only", nargs="*", help="benchmark module names, bench_spawn or spawn (default: all)"
+    )
+    args = parser.parse_args(argv)
+    if args.against:
+        return main_ab(
+            args.against,
+            only=args.only,
+            rows=args.rows,
+            repeat=args.repeat,
+            quick=args.quick,
+            workdir=args.workdir,
+            markdown=args.markdown,
+            json_path=args.json,
+        )
+
+    root = os.path.dirname(os.path.dirname(os.path.abspath(benchmarks.__file__)))
+    known = {m.name for m in pkgutil.iter_modules(benchmarks.__path__)}
+    names = [n for n in select_modules(root, args.only, args.rows) if n in known]
+    if not names:
+        print(f"no benchmark module matches {args.rows!r}", file=sys.stderr)
+        return 2
     rows: list[dict[str, Any]] = []
     for name in names:
         started = time.monotonic()
@@ -95,7 +133,11 @@ def main(argv: list[str] | None = None) -> int:
             kwargs = {}
         try:
             module = importlib.import_module(f"benchmarks.{name}")
-            rows.extend({"benchmark": name, **row} for row in module.measure(**kwargs))
+            rows.extend(
+                r
+                for r in ({"benchmark": name, **row} for row in module.measure(**kwargs))
+                if row_matches(r, args.rows)
+            )
         except Exception as exc:  # one broken benchmark must not hide the others' figures
             rows.append(
                 {
@@ -108,6 +150,7 @@ def main(argv: list[str] | None = None) -> int:
                     "ratio": float("nan"),
                     "goal": "-",
                     "met": False,
+                    "failed": True,
                 }
             )
         print(f"# {name}: {time.monotonic() - started:.1f} s", file=sys.stderr, flush=True)
@@ -134,6 +177,10 @@ def main(argv: list[str] | None = None) -> int:
     if args.json:
         with open(args.json, "w") as f:
             json.dump({"machine": _machine(), "rows": rows}, f, indent=2)
+    failed = sum(1 for row in rows if row.get("failed"))
+    if failed:
+        print(f"{failed} row(s) failed to run", file=sys.stderr)
+        return 2
     return 0 if met == len(rows) else 1
 
 

@@ -329,6 +329,7 @@ def _message_decoder() -> Callable[[bytes], Any] | None:
 
 
 _MESSAGE_DECODER = _message_decoder()
+_MAX_DEPTH = _json.MAX_DEPTH
 
 
 def _out_of_range(data: bytes) -> RemoteProtocolError:
@@ -373,8 +374,11 @@ def decode_message(
     """
     data = body if type(body) is bytes else bytes(body)
     # A body with more brackets than the depth bound takes the full path, which checks the
-    # depth (two scans in C spare nearly every body the walk).
-    if _MESSAGE_DECODER is not None and not _json.may_nest_deeper(data):
+    # depth: one no longer than the bound can not have more (a bracket is a byte), and for
+    # the others two scans in C spare nearly every one the walk.
+    if _MESSAGE_DECODER is not None and (
+        len(data) <= _MAX_DEPTH or not _json.may_nest_deeper(data)
+    ):
         try:
             wire = _MESSAGE_DECODER(data)
         except Exception:  # a batch, an unknown member, or what msgspec refuses: full path

@@ -16,6 +16,7 @@ Contract:
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import math
 import os
 import select
@@ -45,6 +46,13 @@ DEFAULT_MAX_OUTPUT_BYTES = 16 * 1024 * 1024
 DRAIN_MS = 500
 
 _READ_CHUNK = 65536
+#: Full reads of one pipe after which it is grown (see ``_Multiplexer._read``).
+_FULL_READS_BEFORE_GROWING = 4
+#: The size a flooded pipe is grown to, and read by, in bytes (Linux's default
+#: ``/proc/sys/fs/pipe-max-size``, so no privilege is needed).
+_GROWN_PIPE_BYTES = 1024 * 1024
+#: ``fcntl`` command that sets a pipe's size (Linux).
+_F_SETPIPE_SZ = getattr(fcntl, "F_SETPIPE_SZ", 1031)
 #: Consecutive successful reads of one pipe between two scheduler passes.
 _READS_PER_CHECKPOINT = 16
 
@@ -97,18 +105,21 @@ class _Capture:
         self.kept = bytearray()
         self.total = 0
         self.on_output = on_output
+        #: Bytes per read, and the reads that filled it (see ``_Multiplexer._read``).
+        self.chunk = _READ_CHUNK
+        self.full_reads = 0
 
     @property
     def truncated(self) -> bool:
         return self.total > self.cap
 
-    def feed(self, chunk: bytes) -> None:
+    def feed(self, chunk: bytes | memoryview) -> None:
         self.total += len(chunk)
         room = self.cap - len(self.kept)
         if room > 0:
             self.kept += chunk[:room]
         if self.on_output is not None:
-            self.on_output(self.name, chunk)
+            self.on_output(self.name, chunk if type(chunk) is bytes else bytes(chunk))
 
     async def pump(self, stream: trio.abc.ReceiveStream) -> None:
         if isinstance(stream, trio.lowlevel.FdStream):
@@ -246,12 +257,13 @@ async def run_process(
         else:
             timed_out = await _supervise(tree, out, err, stdin, timeout_ms, term_grace_ms)
     finally:
-        # The usual end: the tree has ended (``_supervise_mux``) and the call has been
-        # through the scheduler while waiting; only the pipes are left, and closing them
-        # never blocks, so ``aclose``'s extra scheduler pass is skipped.
-        if not (
-            mux is not None and mux.waited and tree._end_reported() and tree._close_pipes_nowait()
-        ):
+        # The usual end: the tree has ended (``_supervise_mux``); only the pipes are left,
+        # and closing them never blocks. When the call has been through the scheduler while
+        # waiting, ``aclose``'s scheduler pass is skipped; else it is the one pass left.
+        if mux is not None and tree._end_reported() and tree._close_pipes_nowait():
+            if not mux.waited:
+                await trio.lowlevel.cancel_shielded_checkpoint()
+        else:
             await tree.aclose(term_grace_ms=term_grace_ms)
     rc = tree.returncode
     return ProcessResult(
@@ -360,6 +372,8 @@ class _Multiplexer:
         #: Whether :meth:`run` has passed through Trio's scheduler (a full checkpoint).
         self.waited = False
         self._spin_until: float | None = None
+        #: The buffer a flooding stream is read into (see :meth:`_read`).
+        self._scratch: bytearray | None = None
         self.epoll.register(pidfd, select.EPOLLIN)
         for fd in readers:
             self.epoll.register(fd, select.EPOLLIN)
@@ -397,22 +411,59 @@ class _Multiplexer:
 
     def close(self) -> None:
         """Release the epoll; the streams stay the tree's to close."""
+        self._scratch = None
         if not self.epoll.closed:
             with contextlib.suppress(RuntimeError):
                 trio.lowlevel.notify_closing(self.epoll.fileno())
             self.epoll.close()
+
+    def _read(self, fd: int, capture: _Capture) -> bool:
+        """Read once from ``fd`` into ``capture``; False at EOF.
+
+        A stream that keeps the pipe full is read in larger pieces into one reused buffer:
+        from its first full read on, no allocation per read; after
+        :data:`_FULL_READS_BEFORE_GROWING` full reads its pipe is grown to
+        :data:`_GROWN_PIPE_BYTES` (the child then writes that much before it waits for us)
+        and read that much at a time. An output flood costs far fewer system calls and
+        wake-ups; a short output is read as before.
+
+        Raises:
+            BlockingIOError: Nothing to read now.
+        """
+        if not capture.full_reads:
+            chunk = os.read(fd, _READ_CHUNK)
+            size = len(chunk)
+            if size:
+                capture.feed(chunk)
+        else:
+            scratch = self._scratch
+            if scratch is None or len(scratch) < capture.chunk:
+                scratch = self._scratch = bytearray(capture.chunk)
+            with memoryview(scratch) as view:
+                size = os.readv(fd, (view[: capture.chunk],))
+                if size:
+                    capture.feed(view[:size])
+        if size < capture.chunk:
+            return size > 0
+        capture.full_reads += 1
+        if capture.full_reads == _FULL_READS_BEFORE_GROWING:
+            try:
+                fcntl.fcntl(fd, _F_SETPIPE_SZ, _GROWN_PIPE_BYTES)
+            except OSError:  # not a pipe, or above the system's limit: keep 64 KiB reads
+                pass
+            else:
+                capture.chunk = _GROWN_PIPE_BYTES
+        return True
 
     def _service(self, events: list[tuple[int, int]]) -> None:
         for fd, _ in events:
             reader = self.readers.get(fd)
             if reader is not None:
                 try:
-                    chunk = os.read(fd, _READ_CHUNK)
+                    more = self._read(fd, reader[0])
                 except BlockingIOError:
                     continue
-                if chunk:
-                    reader[0].feed(chunk)
-                else:
+                if not more:
                     self.epoll.unregister(fd)
                     del self.readers[fd]
             elif fd == self.pidfd:
@@ -488,12 +539,17 @@ async def _supervise_mux(mux: _Multiplexer, timeout_ms: int | None, term_grace_m
     """:func:`_supervise` on one task; returns whether the deadline passed."""
     tree = mux.tree
     try:
-        timeout_s = math.inf if timeout_ms is None else timeout_ms / 1000
-        with trio.move_on_after(timeout_s) as deadline:
+        if timeout_ms is None:
+            # No deadline, no cancel scope (entering one costs a few microseconds).
             await mux.run(until_exit=True)
+            timed_out = False
+        else:
+            with trio.move_on_after(timeout_ms / 1000) as deadline:
+                await mux.run(until_exit=True)
+            timed_out = deadline.cancelled_caught
         mux.stop_feeding()
         mux.drain_nowait()
-        if not mux.readers and not deadline.cancelled_caught:
+        if not mux.readers and not timed_out:
             # The common end: exited, pipes at EOF; only leftovers (if any) to end.
             await tree._end(term_grace_ms=term_grace_ms)
             return False
@@ -513,6 +569,6 @@ async def _supervise_mux(mux: _Multiplexer, timeout_ms: int | None, term_grace_m
             nursery.start_soon(end)
             with drain:
                 await mux.run(until_exit=False)
-        return deadline.cancelled_caught
+        return timed_out
     finally:
         mux.close()

@@ -46,7 +46,7 @@ import signal
 import sys
 import threading
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from . import _watchdog
 from ._marker import SCOPE_ENV, Verdict, instance_id, instance_verdict, parse_marker
@@ -108,6 +108,21 @@ _OURS_PRUNE_AT = 4096
 _trees_lock = threading.Lock()
 
 
+def _set_subreaper(on: int) -> bool:
+    """``prctl(PR_SET_CHILD_SUBREAPER, on)``; True when it succeeded.
+
+    The C library's ``prctl`` is looked up once: every tree's start and end toggle the
+    subreaper, and loading the library and building the function each time cost 10-40 us.
+    """
+    if not _prctl:
+        _prctl.append(ctypes.CDLL(None, use_errno=True).prctl)
+    return bool(_prctl[0](_PR_SET_CHILD_SUBREAPER, on, 0, 0, 0) == 0)
+
+
+#: ``[libc.prctl]`` once looked up (see :func:`_set_subreaper`).
+_prctl: list[Any] = []
+
+
 def ensure_subreaper() -> bool:
     """Make this process a child subreaper (Linux), once per process.
 
@@ -124,8 +139,7 @@ def ensure_subreaper() -> bool:
     _subreaper_active = False
     if sys.platform.startswith("linux"):
         try:
-            libc = ctypes.CDLL(None, use_errno=True)
-            _subreaper_active = libc.prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0
+            _subreaper_active = _set_subreaper(1)
         except (OSError, AttributeError):
             _subreaper_active = False
     return _subreaper_active
@@ -158,7 +172,7 @@ def tree_ended() -> None:
         if _trees_open[0] or _whole_process[0] or not subreaper_active():
             return
         with contextlib.suppress(OSError, AttributeError):
-            ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_CHILD_SUBREAPER, 0, 0, 0, 0)
+            _set_subreaper(0)
         _subreaper_pid = None
         _subreaper_active = False
 
@@ -243,7 +257,7 @@ def owning_whole_process() -> Iterator[None]:
             _whole_process[0] = False
             if not _trees_open[0] and subreaper_active():
                 with contextlib.suppress(OSError, AttributeError):
-                    ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_CHILD_SUBREAPER, 0, 0, 0, 0)
+                    _set_subreaper(0)
                 _subreaper_pid = None
                 _subreaper_active = False
 

@@ -26,8 +26,9 @@ clear it: ``setsid env -i ...``):
 - at the sweep, the live descendants of everything recorded.
 
 A descendant that both loses its parent and clears its marker within one snapshot interval
-before the supervisor's death is the one case left (cgroups would close it; they are not
-writable on every machine, see docs/architecture.md).
+before the supervisor's death (or before the watchdog was told about its tree, which is
+:data:`RECORD_DELAY_S` after the spawn, see :func:`watch_tree`) is the one case left
+(cgroups would close it; they are not writable on every machine, see docs/architecture.md).
 
 Why it is safe:
 
@@ -123,6 +124,8 @@ def _forget_in_child() -> None:
     # A forked copy of the supervisor is a new instance (its pid differs): it must not keep
     # the parent's pipe open, or the parent's watchdog would wait for the copy to exit too.
     global _current
+    _unsent.clear()
+    _flush_scheduled[0] = False
     if _current is not None:
         for fd in (_current.write_fd, _current.feed_fd):
             with contextlib.suppress(OSError):
@@ -208,12 +211,60 @@ def watch_tree(pid: int) -> None:
     The watchdog records it (once it has checked it is our child) and, from then on, its
     descendants (see the module docstring). Never blocks: when the pipe is full or the
     watchdog is gone, the record is dropped and the sweep relies on the marker.
+
+    In a Trio run the record is sent :data:`RECORD_DELAY_S` later, with every other record
+    due by then, and only for mains still unreaped: each record wakes the watchdog, a
+    Python process, and on a small machine it took the CPU the new child needed (a
+    ``process.run`` of ``/bin/true`` paid 30-40 us for it), while a tree that ended within
+    the delay has nothing left to record (its end found its members by ancestry). A tree
+    that lives longer is recorded after the delay, well within one ancestry snapshot
+    (:data:`SNAPSHOT_S`).
     """
     current = _current
     if current is None or current.owner_pid != os.getpid():
         return
+    try:
+        import trio  # the watchdog script itself imports no package
+
+        trio.lowlevel.current_trio_token()
+    except (ImportError, RuntimeError):  # not in a Trio run: no timer to send it later
+        _send_records([pid])
+        return
+    _unsent.append(pid)
+    if not _flush_scheduled[0]:
+        _flush_scheduled[0] = True
+        trio.lowlevel.spawn_system_task(_send_later, name="supervisor watchdog records")
+
+
+#: How long a tree main's record may wait to be sent with others (seconds; see watch_tree).
+RECORD_DELAY_S: Final = 0.02
+#: Tree mains spawned in a Trio run and not told to the watchdog yet. Appending and taking a
+#: prefix are single operations under the GIL: Trio runs in several threads share it.
+_unsent: list[int] = []
+_flush_scheduled = [False]
+
+
+def _send_records(pids: list[int]) -> None:
+    current = _current
+    if not pids or current is None or current.owner_pid != os.getpid():
+        return
     with contextlib.suppress(OSError):
-        os.write(current.write_fd, b"+%d\n" % pid)
+        os.write(current.write_fd, b"".join(b"+%d\n" % pid for pid in pids))
+
+
+async def _send_later() -> None:
+    import trio
+
+    from . import _reaper
+
+    try:
+        await trio.sleep(RECORD_DELAY_S)
+    finally:
+        # Cancelled too (the run is ending): what is due is sent, never lost.
+        _flush_scheduled[0] = False
+        pids = _unsent[:]
+        del _unsent[: len(pids)]
+        _send_records([pid for pid in pids if _reaper.is_managed(pid)])
 
 
 def drain_records() -> list[tuple[int, int]]:

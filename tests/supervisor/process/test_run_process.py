@@ -103,6 +103,31 @@ async def test_concurrent_flood_on_both_streams_is_kept_whole() -> None:
     assert not result.truncated
 
 
+async def test_a_flood_read_in_grown_pieces_keeps_every_byte_in_order() -> None:
+    """A stream that fills its pipe is read into one reused buffer through a grown pipe
+    (``_Multiplexer._read``): what is kept and every chunk handed to ``on_output`` are
+    still the program's bytes, in order, each chunk a copy of its own."""
+    chunks: list[bytes] = []
+
+    def on_output(stream: str, chunk: bytes) -> None:
+        if stream == "stdout":
+            chunks.append(chunk)
+
+    # 8 MiB of numbered lines: a reused buffer handed out by reference would repeat lines.
+    # Written at once, so that the pipe stays full.
+    program = (
+        "import sys\nsys.stdout.buffer.write(b''.join(b'%09d\\n' % i for i in range(800_000)))\n"
+    )
+    expected = b"".join(b"%09d\n" % i for i in range(800_000))
+    result = await run_process(
+        [PY, "-c", program], max_output_bytes=3 * 1024 * 1024, on_output=on_output
+    )
+    assert result.exit_code == 0
+    assert result.truncated
+    assert b"".join(chunks) == expected
+    assert result.stdout == expected[: 3 * 1024 * 1024].decode()
+
+
 async def test_output_exactly_at_the_cap_is_not_truncated() -> None:
     result = await run_process([PY, "-c", "print('x' * 9)"], max_output_bytes=10)
     assert result.stdout == "x" * 9 + "\n"
