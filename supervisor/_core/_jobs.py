@@ -66,6 +66,7 @@ from .._boundary import fault_point
 from .._process._ladder import (
     DRAIN_AFTER_EXIT_MS,
     KILL_WAIT_MS,
+    MAX_DRAIN_MS,
     TERM_GRACE_MS,
     StopBounds,
     stop_ladder,
@@ -125,7 +126,11 @@ class ProcessJobRunner:
     ) -> None:
         # A job has no polite step: the ladder starts at SIGTERM.
         self._bounds = StopBounds(
-            polite_ms=0, term_grace_ms=term_grace_ms, kill_wait_ms=kill_wait_ms, drain_ms=drain_ms
+            polite_ms=0,
+            term_grace_ms=term_grace_ms,
+            kill_wait_ms=kill_wait_ms,
+            drain_ms=drain_ms,
+            max_drain_ms=max(drain_ms, MAX_DRAIN_MS),
         )
         self.term_grace_ms = term_grace_ms
         self.kill_wait_ms = kill_wait_ms
@@ -219,6 +224,7 @@ class ProcessJobRunner:
         self,
         tree: ProcessTree,
         drained: Callable[[], Awaitable[object]] | None = None,
+        progress: Callable[[], int] | None = None,
         *,
         failed: bool = False,
     ) -> TreeEndReport:
@@ -226,7 +232,9 @@ class ProcessJobRunner:
         ``failed`` (then reading again could meet the same bug); joins an end already run."""
         # The ladder is shielded itself; the extra shield covers the checkpoint on the way in.
         with trio.CancelScope(shield=True):
-            report = await stop_ladder(tree, self._bounds, drained=None if failed else drained)
+            report = await stop_ladder(
+                tree, self._bounds, drained=None if failed else drained, progress=progress
+            )
         return report
 
     async def _supervise_reporting(
@@ -315,7 +323,7 @@ class ProcessJobRunner:
             raise
         finally:
             try:
-                await self._end(tree, drained, failed=failed)
+                await self._end(tree, drained, lambda: out.total + err.total, failed=failed)
             finally:
                 mux.close()
                 for name, decoder in decoders.items():
@@ -368,7 +376,8 @@ class ProcessJobRunner:
                 raise
             finally:
                 try:
-                    await self._end(tree, drained, failed=failed)
+                    progress = lambda: sum(pump.read_bytes for pump in pumps)  # noqa: E731
+                    await self._end(tree, drained, progress, failed=failed)
                 finally:
                     for scope in reading:
                         scope.cancel()
@@ -387,6 +396,8 @@ class _Pump:
         self.stream = stream
         self.emit_output = emit_output
         self.done = trio.Event()
+        #: Bytes read so far (the stop ladder's drain goes on while it grows).
+        self.read_bytes = 0
         self._decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
 
     async def run(self) -> None:
@@ -398,6 +409,7 @@ class _Pump:
                     break
                 if not data:
                     break
+                self.read_bytes += len(data)
                 fault_point("job.output")
                 text = self._decoder.decode(data)
                 if text:

@@ -11,14 +11,21 @@ Every kind -- language servers and plugin backends, debug adapters, terminals, j
     KILL            SIGKILL to the group and to every straggler found by marker and ancestry
     bounded wait    up to ``kill_wait_ms``; survivors are then reported, not waited for
     drain           the kind's readers run to the end of the output, at most ``drain_ms``
-                    more once the tree is gone
+                    more once the tree is gone; while they are still reading (what the
+                    tree wrote before it was gone, on a busy machine), ``drain_ms`` more at
+                    a time, up to ``max_drain_ms`` in all
     pipes closed
 
 The readers are never stopped before the drain ends: they read from the first step to the
 last, so what the program writes while it stops -- after the polite step, from its SIGTERM or
 SIGHUP handler, up to its exit -- is read, and a kind reports the exit only after the ladder
 returned, so that output is delivered before the exit. A grandchild that holds a pipe open
-stretches nothing: the drain is bounded from the moment the tree is gone (invariant 10).
+stretches nothing: the drain is bounded from the moment the tree is gone (invariant 10). What
+the tree wrote before it was gone is finite (at most the pipes' buffers) and is read in full
+unless handing it on takes longer than ``max_drain_ms``: a drain slice that read something is
+followed by another, so a loaded machine (many programs ending at once on busy cores) does
+not cut a program's last words, while a process outside the tree that holds a pipe and
+keeps writing stretches the end by ``max_drain_ms`` at most.
 
 The signal steps are :meth:`ProcessTree._end <supervisor._process._tree.ProcessTree._end>`;
 this module is the procedure around them and the one place the shared bounds are declared
@@ -43,6 +50,7 @@ if TYPE_CHECKING:
 __all__ = (
     "DRAIN_AFTER_EXIT_MS",
     "KILL_WAIT_MS",
+    "MAX_DRAIN_MS",
     "POLITE_TIMEOUT_MS",
     "TERM_GRACE_MS",
     "StopBounds",
@@ -58,6 +66,9 @@ KILL_WAIT_MS: Final = 1_000
 DRAIN_AFTER_EXIT_MS: Final = 500
 #: A polite step's bound where the kind has no bound of its own (closing stdin).
 POLITE_TIMEOUT_MS: Final = 2_000
+#: The whole drain while the output is still being read (ours): ``DRAIN_AFTER_EXIT_MS`` at a
+#: time, each slice after one that read something.
+MAX_DRAIN_MS: Final = 5_000
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,7 +81,8 @@ class StopBounds:
         term_grace_ms: After SIGTERM, the longest wait before SIGKILL.
         kill_wait_ms: After SIGKILL, the longest wait before survivors are reported.
         drain_ms: After the tree is gone, the longest wait for the readers to reach the end
-            of the output.
+            of the output while they read nothing.
+        max_drain_ms: The longest drain while they still read (at least ``drain_ms``).
 
     Raises:
         ValueError: A bound is negative.
@@ -80,17 +92,22 @@ class StopBounds:
     term_grace_ms: int = TERM_GRACE_MS
     kill_wait_ms: int = KILL_WAIT_MS
     drain_ms: int = DRAIN_AFTER_EXIT_MS
+    max_drain_ms: int = MAX_DRAIN_MS
 
     def __post_init__(self) -> None:
-        for name in ("polite_ms", "term_grace_ms", "kill_wait_ms", "drain_ms"):
+        for name in ("polite_ms", "term_grace_ms", "kill_wait_ms", "drain_ms", "max_drain_ms"):
             value = getattr(self, name)
             if value < 0:
                 raise ValueError(f"{name} must be >= 0, got {value}")
+        if self.max_drain_ms < self.drain_ms:
+            raise ValueError(
+                f"max_drain_ms ({self.max_drain_ms}) must be >= drain_ms ({self.drain_ms})"
+            )
 
     @property
     def total_ms(self) -> int:
         """The longest a whole stop can take: every step at its bound (plus procfs scans)."""
-        return self.polite_ms + self.term_grace_ms + self.kill_wait_ms + self.drain_ms
+        return self.polite_ms + self.term_grace_ms + self.kill_wait_ms + self.max_drain_ms
 
 
 async def stop_ladder(
@@ -99,6 +116,7 @@ async def stop_ladder(
     *,
     polite: PoliteStep | None = None,
     drained: Callable[[], Awaitable[object]] | None = None,
+    progress: Callable[[], int] | None = None,
     close_pipes: bool = True,
 ) -> TreeEndReport:
     """End ``tree`` by the stop ladder (module docstring), drain its output, close its pipes.
@@ -117,6 +135,9 @@ async def stop_ladder(
             itself. It runs from the first step on, concurrently with the ladder, and is
             cancelled ``bounds.drain_ms`` after the tree is gone. An exception it raises
             (a bug) is raised once the tree has ended. None: nothing to drain.
+        progress: A count that grows whenever the readers read or hand something on (bytes,
+            messages); a drain slice in which it grew is followed by another, up to
+            ``bounds.max_drain_ms``. None: one slice of ``bounds.drain_ms``.
         close_pipes: False leaves the pipes open, for a caller that closes them itself
             (without the scheduler pass closing them here costs).
 
@@ -131,7 +152,7 @@ async def stop_ladder(
         if drained is None:
             report = await _end(tree, bounds, polite)
         else:
-            report = await _end_while_draining(tree, bounds, polite, drained)
+            report = await _end_while_draining(tree, bounds, polite, drained, progress)
         if close_pipes:
             await tree._close_pipes()
     return report
@@ -151,6 +172,7 @@ async def _end_while_draining(
     bounds: StopBounds,
     polite: PoliteStep | None,
     drained: Callable[[], Awaitable[object]],
+    progress: Callable[[], int] | None,
 ) -> TreeEndReport:
     done = trio.Event()
     failures: list[Exception] = []
@@ -167,9 +189,24 @@ async def _end_while_draining(
     async with trio.open_nursery() as nursery:
         nursery.start_soon(drain)
         report = await _end(tree, bounds, polite)
-        with trio.move_on_after(bounds.drain_ms / 1000):
-            await done.wait()
+        await _drain(done, bounds, progress)
         nursery.cancel_scope.cancel()
     if failures:
         raise failures[0]
     return report
+
+
+async def _drain(done: trio.Event, bounds: StopBounds, progress: Callable[[], int] | None) -> None:
+    """Wait for ``done``: ``drain_ms`` at a time while ``progress`` grows, at most
+    ``max_drain_ms`` in all."""
+    cap = trio.current_time() + bounds.max_drain_ms / 1000
+    seen = progress() if progress is not None else 0
+    while True:
+        with trio.move_on_at(min(trio.current_time() + bounds.drain_ms / 1000, cap)):
+            await done.wait()
+        if done.is_set() or progress is None or trio.current_time() >= cap:
+            return
+        count = progress()
+        if count == seen:
+            return  # a slice without a byte: nothing left to read, or a holder gone quiet
+        seen = count

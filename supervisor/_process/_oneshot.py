@@ -30,7 +30,14 @@ import trio
 
 from protocol import MAX_OUTPUT_BYTES, CoreError, JSONObject
 
-from ._ladder import DRAIN_AFTER_EXIT_MS, KILL_WAIT_MS, TERM_GRACE_MS, StopBounds, stop_ladder
+from ._ladder import (
+    DRAIN_AFTER_EXIT_MS,
+    KILL_WAIT_MS,
+    MAX_DRAIN_MS,
+    TERM_GRACE_MS,
+    StopBounds,
+    stop_ladder,
+)
 from ._reaper import reap_orphans as reap_orphans
 from ._tree import DEVNULL, PIPE, ProcessTree, _open_tree
 
@@ -238,7 +245,11 @@ async def run_process(
 
     # No polite step: a command is asked to stop by SIGTERM.
     bounds = StopBounds(
-        polite_ms=0, term_grace_ms=term_grace_ms, kill_wait_ms=KILL_WAIT_MS, drain_ms=DRAIN_MS
+        polite_ms=0,
+        term_grace_ms=term_grace_ms,
+        kill_wait_ms=KILL_WAIT_MS,
+        drain_ms=DRAIN_MS,
+        max_drain_ms=MAX_DRAIN_MS,
     )
     started = trio.current_time()
     # The multiplexer's first wait is the scheduler pass the spawn owes the other tasks.
@@ -338,7 +349,7 @@ async def _supervise(
                 set_drain_deadline(tree.exit_time + bounds.drain_ms / 1000)
         finally:
             # Ends leftovers after a normal exit, or the whole tree on timeout or cancel.
-            await stop_ladder(tree, bounds, drained=drained)
+            await stop_ladder(tree, bounds, drained=drained, progress=lambda: out.total + err.total)
             feeding.cancel()
             for scope in drains:
                 scope.cancel()
@@ -552,4 +563,11 @@ async def _end_reading(mux: _Multiplexer, bounds: StopBounds) -> None:
         with drain:
             await mux.run(until_exit=False)
 
-    await stop_ladder(tree, bounds, drained=drained, close_pipes=False)
+    captures = [capture for capture, _ in mux.readers.values()]
+    await stop_ladder(
+        tree,
+        bounds,
+        drained=drained,
+        progress=lambda: sum(capture.total for capture in captures),
+        close_pipes=False,
+    )
