@@ -40,7 +40,14 @@ def _write_all(fd: int, data: bytes) -> None:
         view = view[os.write(fd, view) :]
 
 
+_speaking = False
+
+
 def last_words(signum: int = 0, frame: object = None) -> None:
+    global _speaking
+    if _speaking:
+        return  # a second signal (TERM after the hang-up) while it speaks: go on once
+    _speaking = True
     for i in range(1, lines + 1):
         _write_all(1, f"last out {i}/{lines}\n".encode())
         _write_all(2, f"last err {i}/{lines}\n".encode())
