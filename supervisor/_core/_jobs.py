@@ -201,7 +201,7 @@ class ProcessJobRunner:
             if reader is not None:
                 reader.close()
             # Joins the ladder that ended the tree (or runs it, after a failure before).
-            report = await self._end(tree)
+            report = await self._stop(tree)
             _record_exit(job, report.returncode)
             exited_alone = tree.pid not in report.terminated and tree.pid not in report.killed
             left = sorted(set(report.terminated + report.killed + report.swept) - {tree.pid})
@@ -220,7 +220,7 @@ class ProcessJobRunner:
                     f" {' '.join(map(str, report.unkillable))}]\n",
                 )
 
-    async def _end(
+    async def _stop(
         self,
         tree: ProcessTree,
         drained: Callable[[], Awaitable[object]] | None = None,
@@ -323,7 +323,7 @@ class ProcessJobRunner:
             raise
         finally:
             try:
-                await self._end(tree, drained, lambda: out.total + err.total, failed=failed)
+                await self._stop(tree, drained, lambda: out.total + err.total, failed=failed)
             finally:
                 mux.close()
                 for name, decoder in decoders.items():
@@ -377,7 +377,7 @@ class ProcessJobRunner:
             finally:
                 try:
                     progress = lambda: sum(pump.read_bytes for pump in pumps)  # noqa: E731
-                    await self._end(tree, drained, progress, failed=failed)
+                    await self._stop(tree, drained, progress, failed=failed)
                 finally:
                     for scope in reading:
                         scope.cancel()
