@@ -1028,7 +1028,7 @@ class LspSession(SessionResource[JSONObject]):
             self._transition(LspInput.STOP, reason="restart")
         if not gen.initialized:
             self._mark("initializeCancelled")
-        report = await self._stop_ladder(gen, tree, endpoint)
+        report = await self._end_server(gen, tree, endpoint)
         self.last_exit = {
             "generation": gen.number,
             "reason": "restart" if gen.restart_requested else "stopped",
@@ -1045,7 +1045,7 @@ class LspSession(SessionResource[JSONObject]):
             self._stop_started_ms = _now_ms()
             self._mark("internalFailure", stage=self._crash_stage)
         self._end_requests(None, "The language-server session ended")
-        report = await self._stop_ladder(gen, tree, endpoint)
+        report = await self._end_server(gen, tree, endpoint)
         self._fail_internal(gen, report.returncode)
 
     def _stop_bounds(self, *, polite: bool = True) -> StopBounds:
@@ -1072,11 +1072,12 @@ class LspSession(SessionResource[JSONObject]):
         """What the generation's readers have read so far (the drain's progress)."""
         return gen.heard + endpoint.statistics().frames_read
 
-    async def _stop_ladder(
+    async def _end_server(
         self, gen: _Generation, tree: ProcessTree, endpoint: JSONRPCEndpoint
     ) -> TreeEndReport:
-        """The stop ladder: ``shutdown`` and ``exit`` while the stdio works, then TERM, then
-        KILL, reading stdout and stderr throughout and draining them; steps marked."""
+        """End the server by the stop ladder, LSP's polite step being ``shutdown`` and
+        ``exit`` while the stdio works (then TERM, then KILL), with stdout and stderr read
+        throughout and drained; the steps go to the stop timeline."""
 
         async def polite() -> None:
             if gen.initialized and not endpoint.closed and endpoint.input_end_reason is None:
