@@ -12,13 +12,18 @@ Life of one job::
     spawn --> read stdout + stderr --(main process exits)--> drain <= drain_ms
                       |                                         |
                       `--(Cancelled: cancel, supersede,         v
-                          deadline, lanes closing)------> end the tree (shielded, bounded)
+                          deadline, lanes closing)------> the stop ladder (shielded, bounded),
+                                                          still reading both pipes
 
 The tree is ended in every case, also after a clean exit: whatever the main process left
 running in its scope (a daemon, a grandchild in a new session) ends with the job. The end
-is :meth:`ProcessTree.aclose`: SIGTERM to the group, ``term_grace_ms`` of grace, SIGKILL,
-a sweep by marker and ancestry, then at most ``kill_wait_ms`` before survivors are only
-reported. The runner never applies the job's timeout: the lanes driver's cancel scope does.
+is the stop ladder (:func:`~supervisor._process._ladder.stop_ladder`, no polite step): SIGTERM
+to the group, ``term_grace_ms`` of grace, SIGKILL, a sweep by marker and ancestry, then at most
+``kill_wait_ms`` before survivors are only reported. The pipes (and the report pipe) are read
+through all of it and drained for at most ``drain_ms`` once the tree is gone, so the line a
+job's SIGTERM handler writes reaches ``job.output`` on every path: cancel, supersede, deadline
+and the lanes closing. The runner never applies the job's timeout: the lanes driver's cancel
+scope does.
 
 The report channel. A job started with ``report`` (``job.start {report: true}``, a lanes
 file's ``report = true``) gets one more pipe, apart from its output: its write end is the
@@ -58,18 +63,19 @@ from protocol import CoreError, check_request_values
 from protocol._json import loads
 
 from .._boundary import fault_point
-from .._process._oneshot import _Capture, _Multiplexer
-from .._process._tree import (
-    DEFAULT_KILL_WAIT_MS,
-    DEFAULT_TERM_GRACE_MS,
-    DEVNULL,
-    _check_env,
-    _open_tree,
-    _resolve_executable,
+from .._process._ladder import (
+    DRAIN_AFTER_EXIT_MS,
+    KILL_WAIT_MS,
+    MAX_DRAIN_MS,
+    TERM_GRACE_MS,
+    StopBounds,
+    stop_ladder,
 )
+from .._process._oneshot import _Capture, _Multiplexer
+from .._process._tree import DEVNULL, _check_env, _open_tree, _resolve_executable
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
+    from collections.abc import Awaitable, Callable
 
     from lanes import Job, JobRequest
 
@@ -86,7 +92,7 @@ __all__ = (
 
 #: How long output is still read after the main process exited, in milliseconds
 #: (ours): a grandchild holding a pipe open must not stretch the job's end.
-DEFAULT_DRAIN_MS: Final = 500
+DEFAULT_DRAIN_MS: Final = DRAIN_AFTER_EXIT_MS
 #: Bytes asked for per read of a pipe.
 _READ_BYTES: Final = 65536
 #: The environment variable that names a reporting job's report descriptor.
@@ -114,17 +120,18 @@ class ProcessJobRunner:
     def __init__(
         self,
         *,
-        term_grace_ms: int = DEFAULT_TERM_GRACE_MS,
-        kill_wait_ms: int = DEFAULT_KILL_WAIT_MS,
+        term_grace_ms: int = TERM_GRACE_MS,
+        kill_wait_ms: int = KILL_WAIT_MS,
         drain_ms: int = DEFAULT_DRAIN_MS,
     ) -> None:
-        for name, value in (
-            ("term_grace_ms", term_grace_ms),
-            ("kill_wait_ms", kill_wait_ms),
-            ("drain_ms", drain_ms),
-        ):
-            if value < 0:
-                raise ValueError(f"{name} must be >= 0, got {value}")
+        # A job has no polite step: the ladder starts at SIGTERM.
+        self._bounds = StopBounds(
+            polite_ms=0,
+            term_grace_ms=term_grace_ms,
+            kill_wait_ms=kill_wait_ms,
+            drain_ms=drain_ms,
+            max_drain_ms=max(drain_ms, MAX_DRAIN_MS),
+        )
         self.term_grace_ms = term_grace_ms
         self.kill_wait_ms = kill_wait_ms
         self.drain_ms = drain_ms
@@ -151,9 +158,10 @@ class ProcessJobRunner:
             CoreError: ``invalid_request`` / ``launch_failed`` from
                 :func:`open_process_tree`; nothing was started (the job ends ``failed``).
 
-        **Cancellation:** the tree is ended shielded and bounded (at most about
-        ``term_grace_ms + kill_wait_ms`` plus procfs scans), the exit status is recorded,
-        then ``trio.Cancelled`` propagates.
+        **Cancellation:** the tree is ended by the stop ladder, shielded and bounded (at
+        most about ``term_grace_ms + kill_wait_ms + drain_ms`` plus procfs scans) while its
+        output is still read, the exit status is recorded, then ``trio.Cancelled``
+        propagates.
         """
         request = job.request
         env = dict(request.env or {})
@@ -192,9 +200,10 @@ class ProcessJobRunner:
         finally:
             if reader is not None:
                 reader.close()
-            exited_alone = tree.returncode is not None
-            report = await self._end(tree)
+            # Joins the ladder that ended the tree (or runs it, after a failure before).
+            report = await self._stop(tree)
             _record_exit(job, report.returncode)
+            exited_alone = tree.pid not in report.terminated and tree.pid not in report.killed
             left = sorted(set(report.terminated + report.killed + report.swept) - {tree.pid})
             if exited_alone and left:
                 # Worth a line in the job's log: the job itself looked finished.
@@ -211,11 +220,20 @@ class ProcessJobRunner:
                     f" {' '.join(map(str, report.unkillable))}]\n",
                 )
 
-    async def _end(self, tree: ProcessTree) -> TreeEndReport:
-        # aclose is shielded itself; the extra shield covers the checkpoint on the way in.
+    async def _stop(
+        self,
+        tree: ProcessTree,
+        drained: Callable[[], Awaitable[object]] | None = None,
+        progress: Callable[[], int] | None = None,
+        *,
+        failed: bool = False,
+    ) -> TreeEndReport:
+        """The stop ladder, reading through it with ``drained`` unless our own code
+        ``failed`` (then reading again could meet the same bug); joins an end already run."""
+        # The ladder is shielded itself; the extra shield covers the checkpoint on the way in.
         with trio.CancelScope(shield=True):
-            report = await tree.aclose(
-                term_grace_ms=self.term_grace_ms, kill_wait_ms=self.kill_wait_ms
+            report = await stop_ladder(
+                tree, self._bounds, drained=None if failed else drained, progress=progress
             )
         return report
 
@@ -225,22 +243,44 @@ class ProcessJobRunner:
         emit_output: Callable[[str, str], None],
         reader: _ReportReader,
     ) -> None:
-        """:meth:`_supervise`, with the report pipe read by a task of its own and drained
-        within the same bound after the main process's exit."""
+        """:meth:`_supervise`, with the report pipe read by a task of its own, drained
+        within the same bound after the main process's exit and read through the ladder."""
         async with trio.open_nursery() as nursery:
-            nursery.start_soon(reader.run)
-            await self._supervise(tree, emit_output)
+            # Shielded: a cancelled job's reports are still read while its tree ends; the
+            # scope is cancelled once the ladder's drain is over.
+            reading = trio.CancelScope(shield=True)
+
+            async def read_reports() -> None:
+                with reading:
+                    await reader.run()
+
+            nursery.start_soon(read_reports)
+            try:
+                await self._supervise(tree, emit_output, reader.done.wait)
+            finally:
+                reading.cancel()
             exit_time = tree.exit_time if tree.exit_time is not None else trio.current_time()
             with trio.move_on_at(exit_time + self.drain_ms / 1000):
                 await reader.done.wait()
             nursery.cancel_scope.cancel()
 
-    async def _supervise(self, tree: ProcessTree, emit_output: Callable[[str, str], None]) -> None:
-        """Pump both pipes until the main process exits and the drain bound passes.
+    async def _supervise(
+        self,
+        tree: ProcessTree,
+        emit_output: Callable[[str, str], None],
+        also_drained: Callable[[], Awaitable[object]] | None = None,
+    ) -> None:
+        """Pump both pipes until the main process exits and the drain bound passes, then
+        end the tree by the stop ladder while still pumping them (on every path: the exit,
+        cancel, supersede, deadline, the lanes closing).
 
         One task serves both pipes and the exit (``_process._Multiplexer``, as
         ``process.run`` does): a job used to cost three tasks and a nursery, which at
         thousands of short jobs is a fifth of the supervisor's time.
+
+        Args:
+            also_drained: Returns once another reader of the job (its report pipe) is done;
+                the ladder's drain waits for it too.
         """
         decoders = {
             name: codecs.getincrementaldecoder("utf-8")(errors="replace")
@@ -258,8 +298,15 @@ class ProcessJobRunner:
         err = _Capture("stderr", 0, on_output)
         mux = _Multiplexer.open(tree, out, err, None)
         if mux is None:
-            await self._supervise_tasks(tree, emit_output)
+            await self._supervise_tasks(tree, emit_output, also_drained)
             return
+
+        async def drained() -> None:
+            await mux.run(until_exit=False)
+            if also_drained is not None:
+                await also_drained()
+
+        failed = True
         try:
             await mux.run(until_exit=True)
             fault_point("job.exit")
@@ -270,33 +317,70 @@ class ProcessJobRunner:
                 exit_time = tree.exit_time if tree.exit_time is not None else trio.current_time()
                 with trio.move_on_at(exit_time + self.drain_ms / 1000):
                     await mux.run(until_exit=False)
+            failed = False
+        except trio.Cancelled:
+            failed = False
+            raise
         finally:
-            mux.close()
-            for name, decoder in decoders.items():
-                # A character cut off by EOF or by the drain bound is still reported (U+FFFD).
-                rest = decoder.decode(b"", final=True)
-                if rest:
-                    emit_output(name, rest)
+            try:
+                await self._stop(tree, drained, lambda: out.total + err.total, failed=failed)
+            finally:
+                mux.close()
+                for name, decoder in decoders.items():
+                    # A character cut off by EOF or the drain bound is still reported (U+FFFD).
+                    rest = decoder.decode(b"", final=True)
+                    if rest:
+                        emit_output(name, rest)
 
     async def _supervise_tasks(
-        self, tree: ProcessTree, emit_output: Callable[[str, str], None]
+        self,
+        tree: ProcessTree,
+        emit_output: Callable[[str, str], None],
+        also_drained: Callable[[], Awaitable[object]] | None,
     ) -> None:
         """:meth:`_supervise` with a task per pipe, where epoll or pidfds are missing."""
         assert tree.stdout is not None
         assert tree.stderr is not None
-        async with trio.open_nursery() as nursery:
-            pumps = [
-                _Pump("stdout", tree.stdout, emit_output),
-                _Pump("stderr", tree.stderr, emit_output),
-            ]
+        pumps = [
+            _Pump("stdout", tree.stdout, emit_output),
+            _Pump("stderr", tree.stderr, emit_output),
+        ]
+
+        async def drained() -> None:
             for pump in pumps:
-                nursery.start_soon(pump.run)
-            await tree.wait()
-            fault_point("job.exit")
-            with trio.move_on_after(self.drain_ms / 1000):
-                for pump in pumps:
-                    await pump.done.wait()
-            nursery.cancel_scope.cancel()
+                await pump.done.wait()
+            if also_drained is not None:
+                await also_drained()
+
+        async with trio.open_nursery() as nursery:
+            # Shielded: the pumps read on while a cancelled job's tree ends (the ladder),
+            # and stop when its drain is over (a scope is entered once: one per pump).
+            reading = [trio.CancelScope(shield=True) for _ in pumps]
+
+            async def pump_in_scope(pump: _Pump, scope: trio.CancelScope) -> None:
+                with scope:
+                    await pump.run()
+
+            for pump, scope in zip(pumps, reading, strict=True):
+                nursery.start_soon(pump_in_scope, pump, scope)
+            failed = True
+            try:
+                await tree.wait()
+                fault_point("job.exit")
+                with trio.move_on_after(self.drain_ms / 1000):
+                    for pump in pumps:
+                        await pump.done.wait()
+                failed = False
+            except trio.Cancelled:
+                failed = False
+                raise
+            finally:
+                try:
+                    progress = lambda: sum(pump.read_bytes for pump in pumps)  # noqa: E731
+                    await self._stop(tree, drained, progress, failed=failed)
+                finally:
+                    for scope in reading:
+                        scope.cancel()
 
 
 class _Pump:
@@ -312,6 +396,8 @@ class _Pump:
         self.stream = stream
         self.emit_output = emit_output
         self.done = trio.Event()
+        #: Bytes read so far (the stop ladder's drain goes on while it grows).
+        self.read_bytes = 0
         self._decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
 
     async def run(self) -> None:
@@ -323,6 +409,7 @@ class _Pump:
                     break
                 if not data:
                     break
+                self.read_bytes += len(data)
                 fault_point("job.output")
                 text = self._decoder.decode(data)
                 if text:

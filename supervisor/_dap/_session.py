@@ -62,11 +62,14 @@ seen), ``dap.initialize``, ``dap.configure``, ``dap.operation`` (before an opera
 ``dap.reverse`` (a reverse request).
 
 Stop: ``disconnect`` (``terminateDebuggee`` from the request kind)
-with a 2 000 ms reply bound, then the adapter's stdin (and socket) closed -- debugpy's
-adapter exits only on stdin EOF -- then :meth:`ProcessTree.aclose` with that close as the
-polite step and a 1 000 ms exit bound, then SIGTERM, SIGKILL and the sweep by marker, which
-also ends the debugpy launcher and a debuggee we launched (they carry the marker). A second
-stop joins the first.
+with a 2 000 ms reply bound, then the stop ladder (:func:`~supervisor._session.stop_ladder`)
+with the end of the adapter's input as its polite step -- its stdin closed (debugpy's adapter
+exits only on stdin EOF), a socket's sending side shut down -- and a 1 000 ms exit bound, then
+SIGTERM, SIGKILL and the sweep by marker, which also ends the debugpy launcher and a debuggee
+we launched (they carry the marker). The reader and the stderr drain run through the whole
+ladder and until the adapter's output ends (bounded by the ladder's drain), so the ``output``
+events an adapter sends after ``disconnect`` come before ``terminated``; so does a crash's.
+A second stop joins the first.
 """
 
 from __future__ import annotations
@@ -94,7 +97,14 @@ from .._boundary import (
     split_failure,
 )
 from .._process._tree import PIPE, open_process_tree
-from .._session import StderrRing, exit_detail
+from .._session import (
+    DRAIN_AFTER_EXIT_MS,
+    TERM_GRACE_MS,
+    StderrRing,
+    StopBounds,
+    exit_detail,
+    stop_ladder,
+)
 from .._session._operations import Operation, OperationTable
 from .._session._order import effect_taken
 from .._session._resource import SessionResource
@@ -152,8 +162,8 @@ logger = logging.getLogger("supervisor.dap")
 DEFAULT_DISCONNECT_REPLY_MS: Final = 2_000
 #: Stop: wait for the adapter's exit after its stdin closed (ours), in milliseconds.
 DEFAULT_EXIT_WAIT_MS: Final = 1_000
-#: TERM grace before SIGKILL for the adapter's tree (ours), in milliseconds.
-DEFAULT_TERM_GRACE_MS: Final = 2_000
+#: TERM grace before SIGKILL for the adapter's tree (ours), in milliseconds: the ladder's.
+DEFAULT_TERM_GRACE_MS: Final = TERM_GRACE_MS
 #: An operation's default deadline (as a forwarded LSP request), in milliseconds.
 DEFAULT_OPERATION_TIMEOUT_MS: Final = 60_000
 #: The longest deadline an operation may ask for, in milliseconds.
@@ -172,7 +182,9 @@ _WRITE_QUEUE_FRAMES: Final = 256
 #: A single write that makes no progress this long means the adapter stopped reading.
 _WRITE_TIMEOUT_S: Final = 10.0
 #: Output drained after the adapter's exit; a held-open pipe must not stretch the stop.
-_DRAIN_AFTER_EXIT_S: Final = 0.5
+_DRAIN_AFTER_EXIT_S: Final = DRAIN_AFTER_EXIT_MS / 1000
+#: The adapter's stop ladder: its polite step is the end of its input (then its exit).
+_STOP_BOUNDS: Final = StopBounds(polite_ms=DEFAULT_EXIT_WAIT_MS)
 #: Adapter stderr kept for crash details: this many last lines, each cut to 512 bytes.
 _STDERR_LINES: Final = 20
 _STDERR_LINE_BYTES: Final = 512
@@ -369,6 +381,11 @@ class DebugSession(SessionResource[JSONObject]):
         self._disconnect_started = False
         self._terminated_detail: JSONObject | None = None
         self._stderr = StderrRing(_STDERR_LINES, _STDERR_LINE_BYTES)
+        #: Set when each reader of the adapter (transport, stderr, a TCP adapter's stdout)
+        #: has reached the end of its stream; the stop ladder's drain waits for them.
+        self._readers_done: list[trio.Event] = []
+        #: Chunks read by those readers so far (the drain goes on while it grows).
+        self._heard = 0
         #: The unexpected exception that ended the session (state FAILED), if one did.
         self.failure: Exception | None = None
         self._running = False
@@ -506,16 +523,16 @@ class DebugSession(SessionResource[JSONObject]):
         async with trio.open_nursery() as nursery:
             self._nursery = nursery
             nursery.start_soon(self._contained, self._write_loop)
-            nursery.start_soon(self._contained, self._read_loop)
+            nursery.start_soon(self._contained, self._reading(self._read_loop))
             tree = self._tree
             if tree is not None:
                 nursery.start_soon(self._contained, functools.partial(self._watch_exit, tree))
                 if tree.stderr is not None:
                     drain = functools.partial(self._drain, tree.stderr, True)
-                    nursery.start_soon(self._contained, drain)
+                    nursery.start_soon(self._contained, self._reading(drain))
                 if self._socket is not None and tree.stdout is not None:
                     drain = functools.partial(self._drain, tree.stdout, False)
-                    nursery.start_soon(self._contained, drain)
+                    nursery.start_soon(self._contained, self._reading(drain))
             self._emit("stateChanged", {"state": self.state.value})
             nursery.start_soon(self._contained, self._initialize)
             task_status.started()
@@ -523,6 +540,24 @@ class DebugSession(SessionResource[JSONObject]):
             await self._transport_done.wait()
             await self._teardown()
             nursery.cancel_scope.cancel()
+
+    def _reading(self, reader: Callable[[], Awaitable[None]]) -> Callable[[], Awaitable[None]]:
+        """``reader``, noted as one the stop ladder's drain waits for."""
+        done = trio.Event()
+        self._readers_done.append(done)
+
+        async def read() -> None:
+            try:
+                await reader()
+            finally:
+                done.set()
+
+        return read
+
+    async def _output_ended(self) -> None:
+        """Returns once every reader of the adapter reached the end of its stream."""
+        for done in self._readers_done:
+            await done.wait()
 
     async def _contained(self, task: Callable[[], Awaitable[None]]) -> None:
         """Run one of the session's tasks inside the session's boundary.
@@ -704,6 +739,7 @@ class DebugSession(SessionResource[JSONObject]):
                     data = await stream.receive_some(65536)
                 except (trio.BrokenResourceError, trio.ClosedResourceError):
                     data = b""
+                self._heard += 1
                 if data:
                     conn.receive_data(data)
                 else:
@@ -751,6 +787,7 @@ class DebugSession(SessionResource[JSONObject]):
                 chunk = await stream.receive_some(65536)
                 if not chunk:
                     break
+                self._heard += 1
                 fault_point("dap.drain")
                 if keep:
                     self._stderr.feed(bytes(chunk))
@@ -1749,14 +1786,33 @@ class DebugSession(SessionResource[JSONObject]):
                 with contextlib.suppress(trio.BrokenResourceError, trio.ClosedResourceError):
                     await stream.aclose()
 
+    async def _end_input(self) -> None:
+        """The ladder's polite step: the adapter's input ends, its output is still read.
+
+        Its stdin is closed; a socket only stops sending (the adapter sees end of file and
+        may still send its last events), or is closed when the writer still holds it.
+        """
+        self._write_send.close()
+        if self._tree is not None and self._tree.stdin is not None:
+            with contextlib.suppress(trio.BrokenResourceError, trio.ClosedResourceError):
+                await self._tree.stdin.aclose()
+        if self._socket is not None:
+            try:
+                await self._socket.send_eof()
+            except (trio.BusyResourceError, trio.BrokenResourceError, trio.ClosedResourceError):
+                with contextlib.suppress(trio.BrokenResourceError, trio.ClosedResourceError):
+                    await self._socket.aclose()
+
     async def _close_tree(self) -> JSONObject:
         tree = self._tree
         if tree is None:
             return {}
-        report = await tree.aclose(
-            polite=self._close_input,
-            polite_timeout_ms=DEFAULT_EXIT_WAIT_MS,
-            term_grace_ms=DEFAULT_TERM_GRACE_MS,
+        report = await stop_ladder(
+            tree,
+            _STOP_BOUNDS,
+            polite=self._end_input,
+            drained=self._output_ended,
+            progress=lambda: self._heard,
         )
         return {
             "exitCode": None,

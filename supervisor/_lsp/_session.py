@@ -18,14 +18,20 @@ backends"). When a plugin-owned generation ends, ``owner_ended(sessionId)`` disp
 the Core keeps for that backend (its terminals).
 
 A generation ends in exactly one way, decided once when its drive scope has ended: a stop
-(requested by ``stop()``, or by an explicit restart) runs the polite sequence -- ``shutdown``
-bounded by ``shutdown_timeout_ms``, ``exit``, a wait -- through
-:meth:`ProcessTree.aclose(polite=...) <supervisor.ProcessTree.aclose>`, then TERM and KILL
-if needed; anything else is a failure: the tree is ended at once and, with ``restart``, a new
-generation starts under the :class:`RestartBudget`. Either way every request of that
-generation ends at once with ``languageServerUnavailable``. Each generation has its own
-endpoint, and every handler checks that its generation is still the current one, so late
-messages of an old process never reach the new one.
+(requested by ``stop()``, or by an explicit restart) runs the stop ladder
+(:func:`~supervisor._process._ladder.stop_ladder`) with the polite sequence -- ``shutdown``
+bounded by ``shutdown_timeout_ms``, ``exit``, a wait -- as its polite step, then TERM and KILL
+if needed; anything else is a failure: the tree is ended by the ladder without a polite step
+and, with ``restart``, a new generation starts under the :class:`RestartBudget`. Either way
+every request of that generation ends at once with ``languageServerUnavailable``. Each
+generation has its own endpoint, and every handler checks that its generation is still the
+current one, so late messages of an old process never reach the new one.
+
+What a server says while it stops is never lost: its stdout (``window/logMessage`` after
+``shutdown``, say) and its stderr are read through the whole ladder and drained until both
+end (at most :data:`~supervisor._session.DRAIN_AFTER_EXIT_MS` once the tree is gone), and only
+then is the end reported (``stateChanged``, ``lastExit``): on a stop, a restart, the Core
+closing (it stops every session), a crash and an internal failure alike.
 
 The stop is owned by the session, not by the caller of ``stop()``: it runs in the session
 task, so a caller that gives up does not interrupt it, and a second ``stop()`` joins the first
@@ -87,7 +93,9 @@ from .._session import (
     KILL_WAIT_MS,
     TERM_GRACE_MS,
     StderrRing,
+    StopBounds,
     exit_detail,
+    stop_ladder,
 )
 from .._session._events import DEFAULT_MAX_EVENTS
 from .._session._operations import Operation, OperationTable
@@ -297,6 +305,9 @@ class _Generation:
     stderr_done: trio.Event = field(default_factory=trio.Event)
     #: The server's last progress, log or show message text (a failure's underlyingMessage).
     last_message: str | None = None
+    #: Notifications handled and stderr chunks read: the stop ladder's drain goes on while
+    #: this grows.
+    heard: int = 0
 
 
 def _gates_closed(gen: _Generation) -> bool:
@@ -549,10 +560,7 @@ class LspSession(SessionResource[JSONObject]):
             if first_tree is not None:
                 with trio.CancelScope(shield=True):
                     # A no-op unless we were cancelled before the first generation ran.
-                    await first_tree.aclose(
-                        term_grace_ms=self.spec.term_grace_ms,
-                        kill_wait_ms=self.spec.kill_wait_ms,
-                    )
+                    await stop_ladder(first_tree, self._stop_bounds())
             if self._restart_started is not None:
                 self._restart_started.set()
             # Every stop (and wait_ended) wakes with the result _finish_stop recorded, or
@@ -763,10 +771,8 @@ class LspSession(SessionResource[JSONObject]):
             gen.settled.set()
             with trio.CancelScope(shield=True):
                 # Idempotent: joins the end that already ran, or ends the tree now when we
-                # got here by cancellation or by a bug.
-                await tree.aclose(
-                    term_grace_ms=self.spec.term_grace_ms, kill_wait_ms=self.spec.kill_wait_ms
-                )
+                # got here by cancellation or by a bug (its readers are gone then).
+                await stop_ladder(tree, self._stop_bounds())
                 if self.plugin is not None and self._owner_ended is not None:
                     await self._owner_ended(self.session_id)
             self._end_requests(gen, "The language server stopped")
@@ -1022,7 +1028,7 @@ class LspSession(SessionResource[JSONObject]):
             self._transition(LspInput.STOP, reason="restart")
         if not gen.initialized:
             self._mark("initializeCancelled")
-        report = await self._stop_ladder(gen, tree, endpoint)
+        report = await self._end_server(gen, tree, endpoint)
         self.last_exit = {
             "generation": gen.number,
             "reason": "restart" if gen.restart_requested else "stopped",
@@ -1039,13 +1045,39 @@ class LspSession(SessionResource[JSONObject]):
             self._stop_started_ms = _now_ms()
             self._mark("internalFailure", stage=self._crash_stage)
         self._end_requests(None, "The language-server session ended")
-        report = await self._stop_ladder(gen, tree, endpoint)
+        report = await self._end_server(gen, tree, endpoint)
         self._fail_internal(gen, report.returncode)
 
-    async def _stop_ladder(
+    def _stop_bounds(self, *, polite: bool = True) -> StopBounds:
+        """The stop ladder's bounds: the polite step is ``shutdown``, ``exit`` and the wait."""
+        return StopBounds(
+            polite_ms=(
+                self.spec.shutdown_timeout_ms + _EXIT_NOTIFY_MS + self.spec.exit_wait_ms
+                if polite
+                else 0
+            ),
+            term_grace_ms=self.spec.term_grace_ms,
+            kill_wait_ms=self.spec.kill_wait_ms,
+            drain_ms=DRAIN_AFTER_EXIT_MS,
+        )
+
+    async def _output_ended(self, gen: _Generation, endpoint: JSONRPCEndpoint) -> None:
+        """Returns once the server's stdout and stderr have ended and all they held was
+        handed on (the ladder's drain)."""
+        await endpoint.wait_input_ended()
+        await gen.stderr_done.wait()
+
+    @staticmethod
+    def _heard(gen: _Generation, endpoint: JSONRPCEndpoint) -> int:
+        """What the generation's readers have read so far (the drain's progress)."""
+        return gen.heard + endpoint.statistics().frames_read
+
+    async def _end_server(
         self, gen: _Generation, tree: ProcessTree, endpoint: JSONRPCEndpoint
     ) -> TreeEndReport:
-        """``shutdown`` and ``exit`` while the stdio works, then TERM, then KILL; steps marked."""
+        """End the server by the stop ladder, LSP's polite step being ``shutdown`` and
+        ``exit`` while the stdio works (then TERM, then KILL), with stdout and stderr read
+        throughout and drained; the steps go to the stop timeline."""
 
         async def polite() -> None:
             if gen.initialized and not endpoint.closed and endpoint.input_end_reason is None:
@@ -1070,13 +1102,12 @@ class LspSession(SessionResource[JSONObject]):
                         return
                     self._mark("exitSent")
 
-        report = await tree.aclose(
+        report = await stop_ladder(
+            tree,
+            self._stop_bounds(),
             polite=polite,
-            polite_timeout_ms=self.spec.shutdown_timeout_ms
-            + _EXIT_NOTIFY_MS
-            + self.spec.exit_wait_ms,
-            term_grace_ms=self.spec.term_grace_ms,
-            kill_wait_ms=self.spec.kill_wait_ms,
+            drained=partial(self._output_ended, gen, endpoint),
+            progress=partial(self._heard, gen, endpoint),
         )
         # The report lists the pids it found alive at each step; a main process that died
         # of the group signal before the scan is known by its status instead.
@@ -1107,8 +1138,7 @@ class LspSession(SessionResource[JSONObject]):
             return
         exited_at = tree.exit_time if tree.exit_time is not None else trio.current_time()
         with trio.move_on_at(exited_at + DRAIN_AFTER_EXIT_MS / 1000):
-            await endpoint.wait_input_ended()
-            await gen.stderr_done.wait()
+            await self._output_ended(gen, endpoint)
 
     async def _fail_generation(
         self, gen: _Generation, tree: ProcessTree, endpoint: JSONRPCEndpoint
@@ -1117,8 +1147,12 @@ class LspSession(SessionResource[JSONObject]):
         await self._drain_after_exit(gen, tree, endpoint)
         # Pending requests end now, not at their deadlines.
         self._end_requests(gen, str(failure["message"]), **exit_detail(tree.returncode))
-        report = await tree.aclose(
-            term_grace_ms=self.spec.term_grace_ms, kill_wait_ms=self.spec.kill_wait_ms
+        # What the main process left (or the server itself, when only its stdout ended).
+        report = await stop_ladder(
+            tree,
+            self._stop_bounds(polite=False),
+            drained=partial(self._output_ended, gen, endpoint),
+            progress=partial(self._heard, gen, endpoint),
         )
         fact = failure.pop("fact", None)
         failure.update(exit_detail(report.returncode))
@@ -1643,6 +1677,7 @@ class LspSession(SessionResource[JSONObject]):
         self, gen: _Generation, method: str, params: JSONValue | None
     ) -> None:
         """The reader's handler of server notifications: part of the session's boundary."""
+        gen.heard += 1
         if gen is not self._gen or gen.ended:
             return  # a late message of an old process must not reach the new one
         try:
@@ -1847,6 +1882,7 @@ class LspSession(SessionResource[JSONObject]):
                         "events (rate limit); the last ones are in lsp.snapshot stderrTail"
                     )
                 return
+            gen.heard += 1
             self.stderr.feed(bytes(chunk))
             fault_point("lsp.stderr")
 

@@ -13,6 +13,11 @@ begin, is not told. Only the Core closing ends every run.
 
 Ours where the reference names no number: at most :data:`MAX_RUNS` live runs per plugin
 (``plugin.host.limitExceeded``), output events of at most :data:`OUTPUT_CHUNK_BYTES` each.
+
+A run ends by the stop ladder (:func:`~supervisor._process._ladder.stop_ladder`, no polite
+step: SIGTERM, grace, SIGKILL, sweep) on a stop, the Core closing and after its own exit (what
+it left running), and its output is read through it: what the program writes from its SIGTERM
+handler is a ``runOutput`` event before ``runExited``.
 """
 
 from __future__ import annotations
@@ -30,6 +35,7 @@ import trio
 
 from protocol import CoreError
 
+from .._process._ladder import StopBounds, stop_ladder
 from .._process._tree import DEVNULL, PIPE, STDOUT, ProcessTree, open_process_tree
 from .._session._events import EventQueue
 from .._session._registry import SessionRegistry
@@ -51,8 +57,8 @@ MAX_RUNS: Final = 32
 MAX_ENDED_RUNS: Final = 64
 #: Output is read and reported in chunks of at most this many bytes.
 OUTPUT_CHUNK_BYTES: Final = 16 * 1024
-#: After the main process exited, its output is read to the end for at most this long.
-_DRAIN_S: Final = 1.0
+#: A run's stop ladder: no polite step, the shared bounds.
+_STOP_BOUNDS: Final = StopBounds(polite_ms=0)
 
 
 @dataclass(eq=False)
@@ -272,7 +278,8 @@ class RunTable:
             await self._supervise(run, tree)
         finally:
             with trio.CancelScope(shield=True):
-                report = await tree.aclose()
+                # Joins the ladder _supervise ran (or runs it, after a failure before).
+                report = await stop_ladder(tree, _STOP_BOUNDS)
                 if directory is not None:
                     await trio.to_thread.run_sync(shutil.rmtree, directory, True)
                 run.exit = exit_params(report.returncode)
@@ -283,24 +290,43 @@ class RunTable:
                 run.ended.set()
 
     async def _supervise(self, run: Run, tree: ProcessTree) -> None:
-        """Until the main process exits or a stop is asked; output is pumped meanwhile."""
+        """Until the main process exits or a stop is asked, then the stop ladder; output is
+        pumped meanwhile and through the ladder (a stop, the Core closing, the exit)."""
         drained = trio.Event()
+        pumped = [0]
         async with trio.open_nursery() as nursery:
-            nursery.start_soon(self._pump, run, tree, drained)
+            # Shielded: the pump reads on while a cancelled run's tree ends, and stops when
+            # the ladder's drain is over.
+            reading = trio.CancelScope(shield=True)
 
-            async def stop_requested() -> None:
-                await run.stop_requested.wait()
+            async def pump() -> None:
+                with reading:
+                    await self._pump(run, tree, drained, pumped)
+
+            nursery.start_soon(pump)
+            try:
+                with trio.CancelScope() as waiting:
+
+                    async def stop_requested() -> None:
+                        await run.stop_requested.wait()
+                        waiting.cancel()
+
+                    nursery.start_soon(stop_requested)
+                    await tree.wait()
+                    # The output written before the exit is still read, unless something the
+                    # main process left behind keeps the pipe open: the ladder then ends it.
+                    with trio.move_on_after(_STOP_BOUNDS.drain_ms / 1000):
+                        await drained.wait()
+            finally:
+                await stop_ladder(
+                    tree, _STOP_BOUNDS, drained=drained.wait, progress=lambda: pumped[0]
+                )
+                reading.cancel()
                 nursery.cancel_scope.cancel()
 
-            nursery.start_soon(stop_requested)
-            await tree.wait()
-            # The output written before the exit is still read, unless something the main
-            # process left behind keeps the pipe open: the tree's end then ends it.
-            with trio.move_on_after(_DRAIN_S):
-                await drained.wait()
-            nursery.cancel_scope.cancel()
-
-    async def _pump(self, run: Run, tree: ProcessTree, drained: trio.Event) -> None:
+    async def _pump(
+        self, run: Run, tree: ProcessTree, drained: trio.Event, pumped: list[int]
+    ) -> None:
         stream = tree.stdout
         if stream is None:
             drained.set()
@@ -311,6 +337,7 @@ class RunTable:
                 chunk = await stream.receive_some(OUTPUT_CHUNK_BYTES)
             except (trio.ClosedResourceError, trio.BrokenResourceError):
                 chunk = b""
+            pumped[0] += len(chunk)
             text = decoder.decode(chunk, final=not chunk)
             if text:
                 _event(run, "runOutput", {"text": text})

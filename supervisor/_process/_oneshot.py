@@ -10,7 +10,10 @@ Contract:
   grandchild holding a pipe open never stretches the call.
 - When the main process exits, the tree's leftovers are ended too; on timeout the
   whole tree is ended and the output read so far is kept; on cancellation the tree
-  is ended (shielded, bounded) and ``trio.Cancelled`` propagates.
+  is ended (shielded, bounded) and ``trio.Cancelled`` propagates. Every end is the stop
+  ladder (``_ladder.stop_ladder``, no polite step), and both pipes are read through it:
+  what the program writes from its SIGTERM handler is kept (and passed to ``on_output``)
+  on a timeout and on a cancellation alike.
 """
 
 from __future__ import annotations
@@ -28,8 +31,16 @@ import trio
 
 from protocol import MAX_OUTPUT_BYTES, CoreError, JSONObject
 
+from ._ladder import (
+    DRAIN_AFTER_EXIT_MS,
+    KILL_WAIT_MS,
+    MAX_DRAIN_MS,
+    TERM_GRACE_MS,
+    StopBounds,
+    stop_ladder,
+)
 from ._reaper import reap_orphans as reap_orphans
-from ._tree import DEFAULT_TERM_GRACE_MS, DEVNULL, PIPE, ProcessTree, _open_tree
+from ._tree import DEVNULL, PIPE, ProcessTree, _open_tree
 
 __all__ = (
     "DEFAULT_MAX_OUTPUT_BYTES",
@@ -43,7 +54,7 @@ __all__ = (
 #: Default per-stream output cap of a one-shot command, in bytes (16 MiB).
 DEFAULT_MAX_OUTPUT_BYTES = 16 * 1024 * 1024
 #: How long output is drained after the main process exits or is killed (ms).
-DRAIN_MS = 500
+DRAIN_MS = DRAIN_AFTER_EXIT_MS
 
 _READ_CHUNK = 65536
 #: Full reads of one pipe after which it is grown (see ``_Multiplexer._read``).
@@ -195,7 +206,7 @@ async def run_process(
     timeout_ms: int | None = None,
     max_output_bytes: int = DEFAULT_MAX_OUTPUT_BYTES,
     on_output: OutputCallback | None = None,
-    term_grace_ms: int = DEFAULT_TERM_GRACE_MS,
+    term_grace_ms: int = TERM_GRACE_MS,
 ) -> ProcessResult:
     """Run ``argv`` as a process tree, collect its output, and end the tree.
 
@@ -226,8 +237,9 @@ async def run_process(
             ``max_output_bytes`` values; ``launch_failed`` when the executable or
             cwd is missing. Nothing is started in either case.
 
-    **Cancellation:** the tree is ended (shielded, bounded by ``term_grace_ms``
-    plus the kill wait) and ``trio.Cancelled`` propagates; no process is left.
+    **Cancellation:** the tree is ended by the stop ladder while its output is still read
+    (shielded, bounded by ``term_grace_ms`` plus the kill wait and the drain) and
+    ``trio.Cancelled`` propagates; no process is left.
     """
     cap = _positive_int("maxOutputBytes", max_output_bytes)
     if cap > MAX_OUTPUT_BYTES:
@@ -242,6 +254,14 @@ async def run_process(
     if stdin is not None and not isinstance(stdin, (bytes, bytearray, memoryview)):
         raise CoreError("invalid_request", "stdin must be bytes or None")
 
+    # No polite step: a command is asked to stop by SIGTERM.
+    bounds = StopBounds(
+        polite_ms=0,
+        term_grace_ms=term_grace_ms,
+        kill_wait_ms=KILL_WAIT_MS,
+        drain_ms=DRAIN_MS,
+        max_drain_ms=MAX_DRAIN_MS,
+    )
     started = trio.current_time()
     # The multiplexer's first wait is the scheduler pass the spawn owes the other tasks.
     tree = await _open_tree(
@@ -253,18 +273,20 @@ async def run_process(
         err = _Capture("stderr", cap, on_output)
         mux = _Multiplexer.open(tree, out, err, stdin)
         if mux is not None:
-            timed_out = await _supervise_mux(mux, timeout_ms, term_grace_ms)
+            timed_out = await _supervise_mux(mux, timeout_ms, bounds)
         else:
-            timed_out = await _supervise(tree, out, err, stdin, timeout_ms, term_grace_ms)
+            timed_out = await _supervise(tree, out, err, stdin, timeout_ms, bounds)
     finally:
         # The usual end: the tree has ended (``_supervise_mux``); only the pipes are left,
         # and closing them never blocks. When the call has been through the scheduler while
-        # waiting, ``aclose``'s scheduler pass is skipped; else it is the one pass left.
+        # waiting, the scheduler pass is skipped; else it is the one pass left. Otherwise
+        # this joins the ladder that ran (or runs it, after a failure before the
+        # supervision).
         if mux is not None and tree._end_reported() and tree._close_pipes_nowait():
             if not mux.waited:
                 await trio.lowlevel.cancel_shielded_checkpoint()
         else:
-            await tree.aclose(term_grace_ms=term_grace_ms)
+            await stop_ladder(tree, bounds)
     rc = tree.returncode
     return ProcessResult(
         exit_code=rc if rc is not None and rc >= 0 else None,
@@ -283,30 +305,41 @@ async def _supervise(
     err: _Capture,
     stdin: bytes | None,
     timeout_ms: int | None,
-    term_grace_ms: int,
+    bounds: StopBounds,
 ) -> bool:
-    """Pump output while waiting for the exit or the deadline; end the tree."""
-    # One drain scope per pump (a scope is entered once), both given the same deadline.
+    """Pump output while waiting for the exit or the deadline; end the tree by the stop
+    ladder while still pumping (also when cancelled)."""
+    # Shielded: the pumps read on while a cancelled call's tree ends; each is cancelled at
+    # its drain deadline or when the ladder's drain is over (a scope is entered once).
     drains: list[trio.CancelScope] = []
+    done: list[trio.Event] = []
     feeding = trio.CancelScope()
 
     async def pump(
-        capture: _Capture, stream: trio.abc.ReceiveStream, scope: trio.CancelScope
+        capture: _Capture, stream: trio.abc.ReceiveStream, scope: trio.CancelScope, end: trio.Event
     ) -> None:
-        with scope:
-            await capture.pump(stream)
+        try:
+            with scope:
+                await capture.pump(stream)
+        finally:
+            end.set()
 
     def start_pump(
         nursery: trio.Nursery, capture: _Capture, stream: trio.abc.ReceiveStream
     ) -> None:
         # The scope exists before the task runs, so a deadline set early is not lost.
-        scope = trio.CancelScope()
+        scope = trio.CancelScope(shield=True)
         drains.append(scope)
-        nursery.start_soon(pump, capture, stream, scope)
+        done.append(trio.Event())
+        nursery.start_soon(pump, capture, stream, scope, done[-1])
 
     def set_drain_deadline(deadline: float) -> None:
         for scope in drains:
             scope.deadline = min(scope.deadline, deadline)
+
+    async def drained() -> None:
+        for end in done:
+            await end.wait()
 
     async def feed() -> None:
         assert tree.stdin is not None
@@ -321,16 +354,18 @@ async def _supervise(
         if stdin is not None:
             nursery.start_soon(feed)
         timeout_s = math.inf if timeout_ms is None else timeout_ms / 1000
-        with trio.move_on_after(timeout_s) as deadline:
-            await tree.wait()
-        if tree.exit_time is not None:
-            # Invariant 10: the pipes get a bounded drain from the exit on.
-            set_drain_deadline(tree.exit_time + DRAIN_MS / 1000)
-        # Ends leftovers after a normal exit, or the whole tree on timeout.
-        await tree._end(term_grace_ms=term_grace_ms)
-        feeding.cancel()
-        exit_time = tree.exit_time if tree.exit_time is not None else trio.current_time()
-        set_drain_deadline(exit_time + DRAIN_MS / 1000)
+        try:
+            with trio.move_on_after(timeout_s) as deadline:
+                await tree.wait()
+            if tree.exit_time is not None:
+                # Invariant 10: the pipes get a bounded drain from the exit on.
+                set_drain_deadline(tree.exit_time + bounds.drain_ms / 1000)
+        finally:
+            # Ends leftovers after a normal exit, or the whole tree on timeout or cancel.
+            await stop_ladder(tree, bounds, drained=drained, progress=lambda: out.total + err.total)
+            feeding.cancel()
+            for scope in drains:
+                scope.cancel()
     return deadline.cancelled_caught
 
 
@@ -535,9 +570,10 @@ class _Multiplexer:
             self._service(events)
 
 
-async def _supervise_mux(mux: _Multiplexer, timeout_ms: int | None, term_grace_ms: int) -> bool:
+async def _supervise_mux(mux: _Multiplexer, timeout_ms: int | None, bounds: StopBounds) -> bool:
     """:func:`_supervise` on one task; returns whether the deadline passed."""
     tree = mux.tree
+    failed = True
     try:
         if timeout_ms is None:
             # No deadline, no cancel scope (entering one costs a few microseconds).
@@ -549,26 +585,46 @@ async def _supervise_mux(mux: _Multiplexer, timeout_ms: int | None, term_grace_m
             timed_out = deadline.cancelled_caught
         mux.stop_feeding()
         mux.drain_nowait()
+        failed = False
         if not mux.readers and not timed_out:
-            # The common end: exited, pipes at EOF; only leftovers (if any) to end.
-            await tree._end(term_grace_ms=term_grace_ms)
+            # The common end: exited, pipes at EOF; only leftovers (if any) to end. The
+            # caller closes the pipes without the ladder's extra scheduler pass.
+            await stop_ladder(tree, bounds, close_pipes=False)
             return False
         # Something still holds a pipe open, or the deadline passed: end the tree while
         # draining, the drain bounded from the exit on: a grandchild
         # holding a pipe never stretches the deadline.
-        drain = trio.CancelScope()
-        if tree.exit_time is not None:
-            drain.deadline = tree.exit_time + DRAIN_MS / 1000
-
-        async def end() -> None:
-            await tree._end(term_grace_ms=term_grace_ms)
-            exit_time = tree.exit_time if tree.exit_time is not None else trio.current_time()
-            drain.deadline = min(drain.deadline, exit_time + DRAIN_MS / 1000)
-
-        async with trio.open_nursery() as nursery:
-            nursery.start_soon(end)
-            with drain:
-                await mux.run(until_exit=False)
+        await _end_reading(mux, bounds)
         return timed_out
+    except trio.Cancelled:
+        # Cancelled: the ladder still reads what the program says while it ends.
+        failed = False
+        await _end_reading(mux, bounds)
+        raise
     finally:
+        if failed:
+            # Our own failure (not a cancellation): reading again could meet it again.
+            await stop_ladder(tree, bounds, close_pipes=False)
         mux.close()
+
+
+async def _end_reading(mux: _Multiplexer, bounds: StopBounds) -> None:
+    """The stop ladder while the multiplexer reads on: after a natural exit the drain is
+    bounded from the exit as well as from the tree's end."""
+    tree = mux.tree
+    drain = trio.CancelScope()
+    if tree.exit_time is not None:
+        drain.deadline = tree.exit_time + bounds.drain_ms / 1000
+
+    async def drained() -> None:
+        with drain:
+            await mux.run(until_exit=False)
+
+    captures = [capture for capture, _ in mux.readers.values()]
+    await stop_ladder(
+        tree,
+        bounds,
+        drained=drained,
+        progress=lambda: sum(capture.total for capture in captures),
+        close_pipes=False,
+    )

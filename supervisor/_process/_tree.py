@@ -12,7 +12,9 @@ Contract:
   that ends early once everything is gone, SIGKILL to the group, a sweep by marker
   and by ancestry that SIGKILLs descendants which left the group or session, and a
   bounded wait after which survivors are *reported* as unkillable instead of hung
-  on. Every zombie we own is reaped (see ``_reaper``).
+  on. Every zombie we own is reaped (see ``_reaper``). These are the signal steps of the
+  stop ladder (``_ladder.stop_ladder``), which every kind ends its program with; the
+  ladder adds the drain of the kind's readers and closes the pipes.
 
 Finding a tree's processes. With the subreaper active (Linux), a live descendant
 is either below the main process or was reparented to us, so walking
@@ -45,6 +47,7 @@ from protocol import CoreError, JSONObject, argv_item_problem, env_item_problem,
 
 from .._handles import NoPublicConstructor
 from . import _reaper, _watchdog
+from ._ladder import KILL_WAIT_MS, POLITE_TIMEOUT_MS, TERM_GRACE_MS, StopBounds, stop_ladder
 from ._marker import SCOPE_ENV, new_scope_marker
 from ._procfs import HAVE_PROCFS, ProcStat, all_pids, children_of, read_env_var, read_stat
 from ._spawn import ExitWatch, SpawnedProcess, spawn, spawn_forks
@@ -71,10 +74,10 @@ PIPE = subprocess.PIPE
 DEVNULL = subprocess.DEVNULL
 STDOUT = subprocess.STDOUT
 
-#: Defaults for ending a tree, in milliseconds (the reference's stop ladder).
-DEFAULT_POLITE_TIMEOUT_MS = 2000
-DEFAULT_TERM_GRACE_MS = 2000
-DEFAULT_KILL_WAIT_MS = 1000
+#: Defaults for ending a tree, in milliseconds: the stop ladder's (``_ladder``).
+DEFAULT_POLITE_TIMEOUT_MS = POLITE_TIMEOUT_MS
+DEFAULT_TERM_GRACE_MS = TERM_GRACE_MS
+DEFAULT_KILL_WAIT_MS = KILL_WAIT_MS
 
 #: Polling of procfs while waiting for a tree to die starts fast (most trees die
 #: within milliseconds of SIGTERM) and backs off to bound the cost.
@@ -348,15 +351,11 @@ class ProcessTree(metaclass=NoPublicConstructor):
         cancelled scope; the caller's cancellation is delivered at its next
         checkpoint.
         """
-        with trio.CancelScope(shield=True):
-            report = await self._end(
-                polite=polite,
-                polite_timeout_ms=polite_timeout_ms,
-                term_grace_ms=term_grace_ms,
-                kill_wait_ms=kill_wait_ms,
-            )
-            await self._close_pipes()
-        return report
+        bounds = StopBounds(
+            polite_ms=polite_timeout_ms, term_grace_ms=term_grace_ms, kill_wait_ms=kill_wait_ms
+        )
+        # The stop ladder without a drain: the caller reads the pipes, if anyone does.
+        return await stop_ladder(self, bounds, polite=polite)
 
     async def __aenter__(self) -> Self:
         return self

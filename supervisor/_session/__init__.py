@@ -1,8 +1,9 @@
 """The session skeleton every session kind stands on (language server, debug, terminal, plugin).
 
 Private package: what is shared by the kinds lives here once -- exit details, the stderr ring,
-the stop bounds, the event queue, the registry of ids, the base session resource and the
-operation table -- and each kind keeps only its state table and its protocol's steps.
+the stop bounds and the stop ladder, the event queue, the registry of ids, the base session
+resource and the operation table -- and each kind keeps only its state table and its
+protocol's steps.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from ._bounds import (
     POLITE_TIMEOUT_MS as POLITE_TIMEOUT_MS,
     TERM_GRACE_MS as TERM_GRACE_MS,
     StopBounds as StopBounds,
+    stop_ladder as stop_ladder,
 )
 from ._exit import exit_detail as exit_detail, signal_name as signal_name
 from ._operations import Operation as Operation, OperationTable as OperationTable
@@ -44,4 +46,5 @@ __all__ = (
     "effect_taken",
     "exit_detail",
     "signal_name",
+    "stop_ladder",
 )

@@ -10,14 +10,16 @@ Contract (plugin-contract.md "Plugin-owned native terminals"):
   become U+FFFD) and hands each chunk to ``on_output`` and to the :class:`RetainedDisplay`.
   Chunks are at most :data:`READ_CHUNK_BYTES` bytes (one event each; the per-terminal event
   queue bounds their number and their characters, so memory).
-- :meth:`TerminalProcess.end` is the close: SIGHUP and SIGCONT to every process group of the
-  PTY's session and to every process carrying the tree's marker, a bounded wait for the main
-  process, then :meth:`ProcessTree.aclose` (TERM+CONT, grace, KILL, sweep by marker and
-  ancestry: jobs bash moved into their own groups, nohup jobs, double-forked daemons). The
-  reader keeps reading and *discarding* meanwhile, so a program that floods output never
-  blocks in ``write`` and never stretches the close. Shielded and bounded by
-  ``hangup_ms + term_grace_ms + kill_wait_ms + drain_ms`` plus the render of at most
-  ``max_pending_chars`` characters.
+- :meth:`TerminalProcess.end` is the close, by the stop ladder
+  (:func:`~supervisor._process._ladder.stop_ladder`): SIGHUP and SIGCONT to every process
+  group of the PTY's session and to every process carrying the tree's marker, a bounded wait
+  for the main process (the polite step), then TERM+CONT, grace, KILL, sweep by marker and
+  ancestry (jobs bash moved into their own groups, nohup jobs, double-forked daemons). The
+  reader keeps reading meanwhile, so a program that floods output never blocks in ``write``,
+  and what the program prints from its SIGHUP or SIGTERM handler is in the ``output`` events
+  and the retained display before the exit is reported (a dispose reads and discards it:
+  nobody is left to see it). Then the output is drained (bounded). Shielded and bounded by
+  the ladder's bounds plus the render of at most ``max_pending_chars`` characters.
 
 Tasks run in the nursery the caller gives (the terminal service's), inside a cancel scope
 owned by the generation; :meth:`TerminalProcess.aclose` always releases the master fd.
@@ -52,6 +54,14 @@ import trio
 from protocol import CoreError
 
 from .._boundary import fault_point, log_failure, split_failure
+from .._process._ladder import (
+    DRAIN_AFTER_EXIT_MS,
+    KILL_WAIT_MS,
+    MAX_DRAIN_MS,
+    TERM_GRACE_MS,
+    StopBounds,
+    stop_ladder,
+)
 from .._process._marker import SCOPE_ENV
 from .._process._procfs import all_pids, read_env_var, read_stat
 from .._process._tree import open_process_tree
@@ -75,14 +85,15 @@ __all__ = (
 
 #: The most bytes one pass of the reader (so one ``output`` event) carries.
 READ_CHUNK_BYTES: Final = 65_536
-#: After SIGHUP, how long the main process gets to exit before TERM (ours), milliseconds.
+#: After SIGHUP, how long the main process gets to exit before TERM (ours), milliseconds:
+#: the terminal's polite bound.
 DEFAULT_HANGUP_MS: Final = 1_000
-#: TERM grace before SIGKILL (ours), milliseconds.
-DEFAULT_TERM_GRACE_MS: Final = 2_000
-#: Wait after SIGKILL before reporting survivors (ours), milliseconds.
-DEFAULT_KILL_WAIT_MS: Final = 1_000
-#: Output drained after the main process exited by itself (ours), milliseconds.
-DEFAULT_DRAIN_MS: Final = 500
+#: TERM grace before SIGKILL, milliseconds (the stop ladder's).
+DEFAULT_TERM_GRACE_MS: Final = TERM_GRACE_MS
+#: Wait after SIGKILL before reporting survivors, milliseconds (the stop ladder's).
+DEFAULT_KILL_WAIT_MS: Final = KILL_WAIT_MS
+#: Output drained after the main process exited (the stop ladder's), milliseconds.
+DEFAULT_DRAIN_MS: Final = DRAIN_AFTER_EXIT_MS
 #: Output arriving within this many seconds is rendered in one batch.
 _RENDER_COALESCE_S: Final = 0.02
 #: While output outruns rendering, render only once it has paused this long (seconds).
@@ -110,6 +121,16 @@ class EndBounds:
     term_grace_ms: int = DEFAULT_TERM_GRACE_MS
     kill_wait_ms: int = DEFAULT_KILL_WAIT_MS
     drain_ms: int = DEFAULT_DRAIN_MS
+
+    def stop_bounds(self) -> StopBounds:
+        """The stop ladder's bounds: the hang-up is the terminal's polite step."""
+        return StopBounds(
+            polite_ms=self.hangup_ms,
+            term_grace_ms=self.term_grace_ms,
+            kill_wait_ms=self.kill_wait_ms,
+            drain_ms=self.drain_ms,
+            max_drain_ms=max(self.drain_ms, MAX_DRAIN_MS),
+        )
 
 
 def _set_window_size(fd: int, rows: int, cols: int) -> None:
@@ -182,7 +203,8 @@ class TerminalProcess:
             rows: Window height in lines.
             cols: Window width in columns.
             display: Receives the output for rendering (it may hold restored text).
-            on_output: Called with each decoded chunk, in order, until :meth:`end` begins.
+            on_output: Called with each decoded chunk, in order, until :meth:`end` has
+                drained the output (a dispose's end: until it begins).
             on_exit: Called once, from the waiter task, when the main process exits.
             on_failure: Called once, from the generation's task, with an unexpected
                 exception that ended the reader, render loop or exit watcher (already
@@ -401,14 +423,16 @@ class TerminalProcess:
         with trio.move_on_after(timeout_ms / 1000):
             await self._eof.wait()
 
-    async def end(self, bounds: EndBounds, *, keep_output: bool = False) -> int | None:
-        """End every process of the terminal, then stop the tasks and render what is pending.
+    async def end(self, bounds: EndBounds, *, keep_output: bool = True) -> int | None:
+        """End every process of the terminal by the stop ladder, reading its output until it
+        ends, then stop the tasks and render what is pending.
 
         Args:
             bounds: The hang-up, TERM, KILL and drain bounds.
-            keep_output: False (a close, a dispose) stops emitting and rendering output at
-                once: the display is what was shown when the close began. True (after a
-                natural exit, already drained) does the same, but only after the hang-up.
+            keep_output: True (a close, a natural exit, a failure): what the program writes
+                while it ends (from its SIGHUP or SIGTERM handler) is emitted and rendered
+                like the rest. False (a dispose: nobody is left to see it): it is read and
+                discarded from the start.
 
         Returns:
             The main process's status (negative: killed by that signal), or None when it
@@ -420,22 +444,24 @@ class TerminalProcess:
         with trio.CancelScope(shield=True):
             if not keep_output:
                 self._discard = True
+            # Sent whether or not the main process still runs: what it left in the session
+            # (background jobs, nohup) gets its hang-up too.
             self._hangup()
-            self._discard = True
 
             async def wait_for_hangup() -> None:
                 return None
 
-            report = await self.tree.aclose(
+            # Every slave holder gone (or unkillable), EOF is due: the drain never waits long.
+            report = await stop_ladder(
+                self.tree,
+                bounds.stop_bounds(),
                 polite=wait_for_hangup,
-                polite_timeout_ms=bounds.hangup_ms,
-                term_grace_ms=bounds.term_grace_ms,
-                kill_wait_ms=bounds.kill_wait_ms,
+                drained=self._eof.wait,
+                progress=lambda: self.bytes_read,
             )
             if self.returncode is None:
                 self.returncode = report.returncode
-            # Every slave holder is gone (or unkillable): EOF is due; never wait longer.
-            await self.drain(bounds.drain_ms)
+            self._discard = True
             self._scope.cancel()
             await self._reader_done.wait()
             await self._render_done.wait()
@@ -457,9 +483,7 @@ class TerminalProcess:
             self._discard = True
             self._scope.cancel()
             try:
-                report = await self.tree.aclose(
-                    term_grace_ms=bounds.term_grace_ms, kill_wait_ms=bounds.kill_wait_ms
-                )
+                report = await stop_ladder(self.tree, bounds.stop_bounds())
                 if self.returncode is None:
                     self.returncode = report.returncode
             finally:

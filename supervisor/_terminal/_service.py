@@ -364,7 +364,7 @@ class TerminalService:
 
     async def _cleanup_after_failure(self, handle: _Handle) -> None:
         with trio.CancelScope(shield=True):
-            await self._end_generation(handle, reason="internal", keep_output=False)
+            await self._end_generation(handle, reason="internal", keep_output=True)
 
     async def _contained_cleanup(
         self, handle: _Handle, cleanup: Callable[[], Awaitable[None]]
@@ -511,7 +511,7 @@ class TerminalService:
                     await self._dispose_now(handle)
                 else:
                     handle.lifecycle.apply(_In.CLOSE)
-                    await self._end_generation(handle, reason="closed", keep_output=False)
+                    await self._end_generation(handle, reason="closed", keep_output=True)
             raise
 
     # -- commands ----------------------------------------------------------------------
@@ -594,7 +594,7 @@ class TerminalService:
             handle.retained_text = utf8_suffix(handle.retained_text, budget)
         else:
             handle.idle = trio.Event()
-            await self._end_generation(handle, reason="closed", keep_output=False)
+            await self._end_generation(handle, reason="closed", keep_output=True)
         return {"retainedContextBytes": len(handle.retained_text.encode("utf-8"))}
 
     async def _reopen(self, payload: JSONObject) -> JSONValue:

@@ -27,6 +27,7 @@ import trio
 
 from protocol import CoreError
 
+from .._process._ladder import DRAIN_AFTER_EXIT_MS
 from .._process._tree import ProcessTree, TreeEndReport, open_process_tree
 from ._programs import main, parser
 from ._scenarios import program_argv
@@ -44,7 +45,7 @@ _END_SIGNALS: Final = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 #: How long the program's output is still relayed after its main process exited, in
 #: seconds (the exit and the end of the pipes are separate events): a process it left holding the
 #: pipe never keeps the command waiting for more.
-_DRAIN_S: Final = 0.5
+_DRAIN_S: Final = DRAIN_AFTER_EXIT_MS / 1000
 _CHUNK_BYTES: Final = 65536
 
 
