@@ -306,6 +306,22 @@ class LspRequest(Payload, kw_only=True):
     timeout_milliseconds: _Timeout | None = None
 
 
+class LspNotify(Payload, kw_only=True):
+    """``lsp.notify``: send a notification to the running, initialized server.
+
+    Refused (``invalid_request``, ``details.field: "method"``) for the notifications the
+    session sends itself, naming the command that does: ``textDocument/didOpen`` /
+    ``didChange`` (``lsp.syncDocument``), ``textDocument/didClose`` (``lsp.closeDocument``),
+    ``workspace/didChangeConfiguration`` (``lsp.updateWorkspaceConfiguration``),
+    ``initialized``, ``exit`` and ``$/cancelRequest``. Refused with the reason when the
+    session failed, stops or stopped, as ``lsp.request`` is.
+    """
+
+    session_id: NonEmpty
+    method: _Method
+    params: JsonObject | list[JsonValue] | None = None
+
+
 class OperationResult(Result, kw_only=True):
     operation_id: str
 
@@ -509,6 +525,7 @@ ORDER = {
     "lsp.clearDiagnostics": _ON_SESSION,
     "lsp.updateWorkspaceConfiguration": _ON_SESSION,
     "lsp.request": _ON_SESSION,
+    "lsp.notify": _ON_SESSION,
     "lsp.serverRequestResponse": _ON_SESSION,
 }
 
@@ -524,6 +541,7 @@ COMMANDS = {
     "lsp.clearDiagnostics": (LspSessionRef, LspClearDiagnosticsResult),
     "lsp.updateWorkspaceConfiguration": (LspUpdateWorkspaceConfiguration, DeliveredResult),
     "lsp.request": (LspRequest, OperationResult),
+    "lsp.notify": (LspNotify, DeliveredResult),
     "lsp.cancelOperation": (LspCancelOperation, CancelledResult),
     "lsp.serverRequestResponse": (LspServerRequestResponse, AcceptedResult),
     "lsp.waitEvents": (LspWaitEvents, LspEvents),
