@@ -1365,8 +1365,13 @@ def _plugin_outcome(outcome: JSONObject | None) -> JSONValue:
         raise _plugin_error("timeout", message)
     if code == "languageServerError":
         details = error.get("details")
+        # plugin-contract.md: its details are {code, message} (``data`` is the host's).
         raise _plugin_error(
-            "languageServerError", message, details if isinstance(details, dict) else None
+            "languageServerError",
+            message,
+            {k: v for k, v in details.items() if k in ("code", "message")}
+            if isinstance(details, dict)
+            else None,
         )
     raise _plugin_error("languageServerUnavailable", message)
 

@@ -1431,15 +1431,10 @@ class LspSession(SessionResource[JSONObject]):
                 result = await endpoint.request(req.method, params)
             except JSONRPCError as exc:
                 message = _cut(exc.message, 1024)
-                self._finish(
-                    req,
-                    self._error(
-                        req,
-                        "languageServerError",
-                        message,
-                        details={"code": exc.code, "message": message},
-                    ),
-                )
+                details: JSONObject = {"code": exc.code, "message": message}
+                if exc.data is not None:
+                    details["data"] = exc.data
+                self._finish(req, self._error(req, "languageServerError", message, details=details))
             except EndpointClosed:
                 returncode = gen.tree.returncode if gen.tree is not None else None
                 self._finish(
