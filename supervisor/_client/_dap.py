@@ -70,6 +70,8 @@ __all__ = (
 #: Events kept for :meth:`DapClient.wait_for_event` (the oldest go first).
 EVENT_HISTORY: Final = 4096
 _WAIT_MS: Final = 60_000
+#: The states of a session whose adapter answered ``initialize`` and still runs.
+_LIVE: Final = frozenset({"ready", "starting", "running", "paused"})
 _CANCEL_BOUND_S: Final = 5.0
 
 _EXECUTE: Final = frozenset(
@@ -275,7 +277,7 @@ class DapClient(metaclass=NoPublicConstructor):
         self._events: deque[_Received] = deque(maxlen=EVENT_HISTORY)
         self._changed = trio.Event()
         self._failure: SessionFailed | None = None
-        self._ready = state not in ("initializing",)
+        self._ready = state in _LIVE
 
     async def request(
         self,
@@ -416,7 +418,7 @@ class DapClient(metaclass=NoPublicConstructor):
         self._events.append(_Received(event, raw))
         if isinstance(event, DebugStateChanged):
             self.state = event.state
-            if event.state not in ("initializing",):
+            if event.state in _LIVE:
                 self._ready = True
         elif isinstance(event, DebugCapabilities):
             self.capabilities = event.capabilities
