@@ -7,18 +7,20 @@ once instead of accepting a request it can only end later.
 
 from __future__ import annotations
 
+import json
 from typing import TYPE_CHECKING
 
 import pytest
 
 from protocol import CoreError
-from supervisor import open_core
+from supervisor import CoreThread, open_core
+from tests.supervisor.cli.test_serve import serve_process
 from tests.supervisor.lsp._support import as_obj, fake, start
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator
 
-    from protocol import JSONValue
+    from protocol import JSONObject, JSONValue
     from supervisor import Core
 
 
@@ -123,3 +125,58 @@ async def test_a_failed_session_refuses_requests_and_notifications_with_the_reas
     with pytest.raises(CoreError) as refused:
         await stopped.request("test/sleep", {"ms": 1})
     assert "is stopped" in refused.value.message
+
+
+def _crashed_session_payload(tmp_path: str) -> JSONObject:
+    argv = fake("--crash-in-initialize")
+    arguments: list[JSONValue] = [*argv[1:]]
+    return {
+        "serverId": "fake",
+        "executable": argv[0],
+        "arguments": arguments,
+        "workingDirectory": str(tmp_path),
+        "rootUri": f"file://{tmp_path}",
+    }
+
+
+def test_the_refusal_through_core_thread(tmp_path: str) -> None:
+    with CoreThread() as core:
+
+        def call(command: str, payload: JSONObject) -> JSONObject:
+            request = {"id": 1, "command": command, "payload": payload}
+            return as_obj(json.loads(core.execute_json(json.dumps(request))))
+
+        session_id = as_obj(call("lsp.startServer", _crashed_session_payload(tmp_path))["data"])[
+            "sessionId"
+        ]
+        with core.events("lsp", str(session_id)) as events:
+            next(e for e in events if e["event"] == "stateChanged" and e["state"] == "failed")
+        refused = call("lsp.request", {"sessionId": session_id, "method": "textDocument/hover"})
+        error = as_obj(refused["error"])
+        assert error["code"] == "invalid_request"
+        assert as_obj(as_obj(error["details"])["lastExit"])["exitCode"] == 3
+
+
+async def test_the_refusal_through_serve(tmp_path: str) -> None:
+    async with serve_process() as client:
+        await client.initialize()
+        started = await client.request("lsp.startServer", _crashed_session_payload(tmp_path))
+        session_id = as_obj(started["result"])["sessionId"]
+        failed = False
+        while not failed:
+            batch = await client.request(
+                "lsp.waitEvents", {"sessionId": session_id, "timeoutMilliseconds": 5000}
+            )
+            events = as_obj(batch["result"])["events"]
+            assert isinstance(events, list)
+            failed = any(as_obj(e).get("state") == "failed" for e in events)
+        refused = await client.request(
+            "lsp.request", {"sessionId": session_id, "method": "textDocument/hover"}
+        )
+        data = as_obj(as_obj(refused["error"])["data"])
+        assert data["code"] == "invalid_request"
+        assert "failed (exitedEarly)" in str(data["message"])
+        details = as_obj(data["details"])
+        assert as_obj(details["lastExit"])["exitCode"] == 3
+        assert "fatal: cannot initialize" in str(details["stderrTail"])
+        await client.shut_down()
