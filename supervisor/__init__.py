@@ -11,6 +11,7 @@ from __future__ import annotations
 __distribution__ = "trio-process-supervisor"
 
 import importlib
+import logging
 
 import _trio_process_supervisor
 
@@ -19,6 +20,10 @@ import _trio_process_supervisor
 # cause. Nothing is imported here (``find_spec``), so the lazy names below stay lazy.
 _trio_process_supervisor.check("protocol", "lanes")
 from typing import TYPE_CHECKING
+
+# A library logs, it does not print: without logging set up by the host, nothing of ours
+# reaches its stderr (Python's last-resort handler would print warnings there).
+logging.getLogger(__name__).addHandler(logging.NullHandler())
 
 # The names load on first use (PEP 562), so importing a submodule -- the pytest plugin,
 # ``supervisor.testbed``'s programs, the CLI -- does not pay for Trio and every service.

@@ -729,7 +729,11 @@ class LspSession(SessionResource[JSONObject]):
                     tree.stdout,
                     request_handler=partial(self._on_server_request, gen),
                     notification_handler=partial(self._on_server_notification, gen),
-                    name=f"lsp {self.spec.server_id}#{gen.number}",
+                    # How log lines name it: our concepts, not the endpoint's.
+                    name=(
+                        f"language server {self.spec.server_id} "
+                        f"(session {self.session_id}, generation {gen.number})"
+                    ),
                     # A backend's writes may stay blocked for the request timeout at most
                     # (plugin-contract.md "Isolation between backends": transportFailed).
                     write_timeout_ms=(
@@ -1435,13 +1439,13 @@ class LspSession(SessionResource[JSONObject]):
                 if exc.data is not None:
                     details["data"] = exc.data
                 self._finish(req, self._error(req, "languageServerError", message, details=details))
-            except EndpointClosed:
+            except EndpointClosed as exc:
                 returncode = gen.tree.returncode if gen.tree is not None else None
+                message = "The language server stopped"
+                if exc.reason.startswith(("protocol error", "read failed", "write")):
+                    message = f"The connection to the language server broke ({exc.reason})"
                 self._finish(
-                    req,
-                    self._unavailable(
-                        req, "The language server stopped", **exit_detail(returncode)
-                    ),
+                    req, self._unavailable(req, _cut(message, 1024), **exit_detail(returncode))
                 )
             else:
                 self._finish(req, {"result": result})
