@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import subprocess
 import sys
 from pathlib import Path
 
@@ -99,3 +100,16 @@ def test_the_debug_facade(tmp_path: Path) -> None:
         stopped_result = debug.stop()
         assert stopped_result.state == "terminated"
         assert debug.terminated is not None
+
+
+def test_the_core_does_not_load_lsprotocol_until_a_client_is_used() -> None:
+    """The typed results cost an import of about a second: only a client pays it."""
+    probe = (
+        "import sys, json\n"
+        "from supervisor import CoreThread\n"
+        "with CoreThread() as core:\n"
+        "    core.execute_json(json.dumps({'id': 1, 'command': 'core.ping', 'payload': {}}))\n"
+        "print('lsprotocol' in sys.modules)\n"
+    )
+    done = subprocess.run([PY, "-c", probe], capture_output=True, text=True, timeout=60, check=True)
+    assert done.stdout.strip() == "False"
