@@ -7,6 +7,8 @@ the :class:`JobRunner` it is given, so this package never imports ``supervisor``
 
 from __future__ import annotations
 
+import logging
+
 #: The distribution this package belongs to (``_trio_process_supervisor`` checks it).
 __distribution__ = "trio-process-supervisor"
 
@@ -39,6 +41,9 @@ from ._request import (
     JobRequest as JobRequest,
     parse_job_start as parse_job_start,
 )
+
+# A library logs, it does not print (see supervisor/__init__.py).
+logging.getLogger(__name__).addHandler(logging.NullHandler())
 
 __all__ = (
     "MAX_LANE_NAME_CHARS",

@@ -11,6 +11,7 @@ from __future__ import annotations
 __distribution__ = "trio-process-supervisor"
 
 import importlib
+import logging
 
 import _trio_process_supervisor
 
@@ -20,11 +21,39 @@ import _trio_process_supervisor
 _trio_process_supervisor.check("protocol", "lanes")
 from typing import TYPE_CHECKING
 
+# A library logs, it does not print: without logging set up by the host, nothing of ours
+# reaches its stderr (Python's last-resort handler would print warnings there).
+logging.getLogger(__name__).addHandler(logging.NullHandler())
+
 # The names load on first use (PEP 562), so importing a submodule -- the pytest plugin,
 # ``supervisor.testbed``'s programs, the CLI -- does not pay for Trio and every service.
 if TYPE_CHECKING:
+    from ._check._report import (
+        CheckResult as CheckResult,
+        ConformanceReport as ConformanceReport,
+        Outcome as Outcome,
+    )
     from ._cli._runfile import RunFileError as RunFileError, load_run_file as load_run_file
     from ._cli._serve import serve as serve
+    from ._client._dap import (
+        DapClient as DapClient,
+        DebugAdapterOptions as DebugAdapterOptions,
+        open_dap_client as open_dap_client,
+    )
+    from ._client._errors import (
+        LanguageServerError as LanguageServerError,
+        RequestFailed as RequestFailed,
+        SessionError as SessionError,
+        SessionFailed as SessionFailed,
+        StartFailed as StartFailed,
+    )
+    from ._client._lsp import (
+        Document as Document,
+        LanguageServerOptions as LanguageServerOptions,
+        LspClient as LspClient,
+        open_lsp_client as open_lsp_client,
+    )
+    from ._client._sync import SyncDapClient as SyncDapClient, SyncLspClient as SyncLspClient
     from ._core._context import current_operation_id as current_operation_id
     from ._core._core import (
         DEFAULT_SERVICES as DEFAULT_SERVICES,
@@ -108,7 +137,24 @@ if TYPE_CHECKING:
 
 #: ``{public name: (submodule, name in it)}``.
 _LAZY: dict[str, tuple[str, str]] = {
+    "CheckResult": ("_check._report", "CheckResult"),
+    "ConformanceReport": ("_check._report", "ConformanceReport"),
+    "Outcome": ("_check._report", "Outcome"),
     "RunFileError": ("_cli._runfile", "RunFileError"),
+    "DapClient": ("_client._dap", "DapClient"),
+    "DebugAdapterOptions": ("_client._dap", "DebugAdapterOptions"),
+    "open_dap_client": ("_client._dap", "open_dap_client"),
+    "LanguageServerError": ("_client._errors", "LanguageServerError"),
+    "RequestFailed": ("_client._errors", "RequestFailed"),
+    "SessionError": ("_client._errors", "SessionError"),
+    "SessionFailed": ("_client._errors", "SessionFailed"),
+    "StartFailed": ("_client._errors", "StartFailed"),
+    "Document": ("_client._lsp", "Document"),
+    "LanguageServerOptions": ("_client._lsp", "LanguageServerOptions"),
+    "LspClient": ("_client._lsp", "LspClient"),
+    "open_lsp_client": ("_client._lsp", "open_lsp_client"),
+    "SyncDapClient": ("_client._sync", "SyncDapClient"),
+    "SyncLspClient": ("_client._sync", "SyncLspClient"),
     "load_run_file": ("_cli._runfile", "load_run_file"),
     "serve": ("_cli._serve", "serve"),
     "current_operation_id": ("_core._context", "current_operation_id"),
@@ -197,14 +243,19 @@ __all__ = (
     "STDOUT",
     "AllowAll",
     "CatalogEntry",
+    "CheckResult",
     "CommandHandler",
+    "ConformanceReport",
     "Consent",
     "Core",
     "CoreError",
     "CoreErrorCode",
     "CoreThread",
+    "DapClient",
+    "DebugAdapterOptions",
     "DebugService",
     "DebugState",
+    "Document",
     "EndBounds",
     "EndpointClosed",
     "EndpointStatistics",
@@ -215,12 +266,17 @@ __all__ = (
     "HostPolicy",
     "JSONRPCEndpoint",
     "JSONRPCError",
+    "LanguageServerError",
+    "LanguageServerOptions",
+    "LspClient",
     "LspService",
     "LspState",
     "NotificationHandler",
+    "Outcome",
     "ProcessJobRunner",
     "ProcessResult",
     "ProcessTree",
+    "RequestFailed",
     "RequestHandler",
     "RestartBudget",
     "RouteToClient",
@@ -228,8 +284,13 @@ __all__ = (
     "Service",
     "ServiceContext",
     "ServiceFactory",
+    "SessionError",
+    "SessionFailed",
     "Show",
+    "StartFailed",
     "SubmittedOperation",
+    "SyncDapClient",
+    "SyncLspClient",
     "TerminalService",
     "TreeEndReport",
     "current_operation_id",
@@ -238,8 +299,10 @@ __all__ = (
     "lookup_error",
     "method_not_found",
     "open_core",
+    "open_dap_client",
     "open_debug_service",
     "open_jsonrpc_endpoint",
+    "open_lsp_client",
     "open_lsp_service",
     "open_process_tree",
     "open_ray_lanes",

@@ -185,8 +185,8 @@ class EndpointClosed(Exception):
 
     Args:
         reason: Why the endpoint closed: ``"eof"``, ``"closed"`` (our side left the context
-            manager), ``"write timeout"``, ``"protocol error: ..."``, ``"read failed: ..."``,
-            or ``"write failed: ..."``.
+            manager, or closed the stream it reads), ``"write timeout"``, ``"protocol error:
+            ..."``, ``"read failed: ..."``, or ``"write failed: ..."``.
     """
 
     def __init__(self, reason: str) -> None:
@@ -519,7 +519,8 @@ class JSONRPCEndpoint(metaclass=NoPublicConstructor):
         """Why reading stopped while the endpoint stays open, or None.
 
         Only an endpoint opened with ``close_on_input_end=False`` sets it: ``"eof"``,
-        ``"protocol error: ..."`` or ``"read failed: ..."``.
+        ``"closed"`` (our side closed the stream it reads), ``"protocol error: ..."`` or
+        ``"read failed: ..."``.
         """
         return self._input_end_reason
 
@@ -777,8 +778,8 @@ class JSONRPCEndpoint(metaclass=NoPublicConstructor):
         if self._close_reason is not None or self._input_end_reason is not None:
             return
         self._input_end_reason = reason
-        if reason == "eof":
-            logger.debug("%s: input ended", self.name)
+        if reason in ("eof", "closed"):
+            logger.debug("%s: input ended (%s)", self.name, reason)
         else:
             logger.warning("%s: input ended (%s)", self.name, reason)
         # No reply can arrive any more.
@@ -902,8 +903,13 @@ class JSONRPCEndpoint(metaclass=NoPublicConstructor):
             elif event is NEED_DATA:
                 try:
                     data = await self._receive()
-                except (trio.BrokenResourceError, trio.ClosedResourceError) as exc:
-                    self._end_input(f"read failed: {type(exc).__name__}: {exc}")
+                except trio.ClosedResourceError:
+                    # Our own side closed the stream (the session or its owner ended it):
+                    # the end of a conversation, not a failure of the peer.
+                    self._end_input("closed")
+                    return
+                except trio.BrokenResourceError as exc:
+                    self._end_input(f"read failed: {exc}")
                     return
                 if data:
                     conn.receive_data(data)

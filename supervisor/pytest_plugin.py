@@ -20,9 +20,20 @@ Fixtures:
   Trio test (``@pytest.mark.trio`` or Trio mode: ``await lsp_server_under_test.check(...)``),
   in an asyncio test (the same ``await``: the battery runs its own Trio loop in a worker
   thread) and beside pytest-lsp or pytest-asyncio tests in the same suite.
-- ``supervisor_core``: a running :class:`supervisor.Core` (an async Trio fixture: mark the
-  test ``@pytest.mark.trio``, or use Trio mode), closed, with everything it started, when
-  the test ends.
+- ``lsp_client`` / ``dap_client``: start your language server or debug adapter as a ready,
+  blocking session client: ``server = lsp_client(["my-server", "--stdio"], root_uri=...)``
+  then ``server.hover(uri, 0, 4)`` (typed lsprotocol results), ``server.open_document``,
+  ``server.wait_for_notification``, ``server.diagnostics``... (:class:`LspClientFactory`,
+  :class:`~supervisor.SyncLspClient`). Sync fixtures: they work in plain, asyncio (either
+  ``asyncio_mode``) and Trio tests, beside pytest-lsp. A server that does not get ready
+  fails the test with its reason, exit status and stderr tail (one line when the program
+  can not be started); a failing test's report carries each server's stderr tail and log
+  messages, and the tables of the conformance checks the test ran.
+- ``supervisor_core``: a running :class:`supervisor.Core` (a Trio fixture: mark the test
+  ``@pytest.mark.trio``, or use Trio mode), closed, with everything it started, when the
+  test ends; ``async with supervisor_core.language_server(...)`` is the awaitable client.
+  Outside a Trio test, or in one pytest-asyncio's ``asyncio_mode = auto`` also claims, it
+  fails the test with one line saying what to set.
 - ``supervisor_scenario`` / ``supervisor_scenario_session``:
   :func:`supervisor.testbed.open_scenario` and :func:`supervisor.testbed.open_scenario_session`,
   to start a misbehaving program under a chosen scenario.
@@ -57,17 +68,34 @@ from typing import TYPE_CHECKING, Any, Final
 import pytest
 
 if TYPE_CHECKING:
-    from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Iterator, Sequence
+    from collections.abc import (
+        AsyncIterator,
+        Awaitable,
+        Callable,
+        Coroutine,
+        Generator,
+        Iterator,
+        Sequence,
+    )
 
     from ._check._report import ConformanceReport
-    from ._core._core import Core
+    from ._client._errors import StartFailed
+    from ._client._sync import SyncDapClient, SyncLspClient
+    from ._core._core import Core, CoreThread
 
 __all__ = (
     "RUN_VARIABLE",
     "SETTLE_SECONDS",
     "ConformanceCheck",
+    "ConformanceReport",
+    "DapClientFactory",
+    "LspClientFactory",
+    "SyncDapClient",
+    "SyncLspClient",
     "dap_adapter_under_test",
+    "dap_client",
     "descendants",
+    "lsp_client",
     "lsp_server_under_test",
     "marked_live_processes",
     "no_leaked_processes",
@@ -76,6 +104,26 @@ __all__ = (
     "supervisor_scenario_session",
     "unreaped_children",
 )
+
+#: The fixtures' result types, loaded on first use (loading the plugin stays light).
+_LAZY: Final = {
+    "ConformanceReport": ("._check._report", "ConformanceReport"),
+    "SyncLspClient": ("._client._sync", "SyncLspClient"),
+    "SyncDapClient": ("._client._sync", "SyncDapClient"),
+}
+
+
+def __getattr__(name: str) -> object:
+    try:
+        module, attribute = _LAZY[name]
+    except KeyError:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}") from None
+    import importlib
+
+    value = getattr(importlib.import_module(module, "supervisor"), attribute)
+    globals()[name] = value
+    return value
+
 
 #: The scope marker every supervised process carries (``supervisor.SCOPE_ENV``).
 _MARKER: Final = "SUPERVISOR_SCOPE"
@@ -348,8 +396,17 @@ class ConformanceCheck:
     inside asyncio); anywhere else it raises RuntimeError saying to call it plainly.
     """
 
-    def __init__(self, protocol: str) -> None:
+    def __init__(self, protocol: str, *, node: pytest.Item | None = None) -> None:
         self.protocol = protocol
+        #: The test whose failure report shows every report this check made.
+        self._node = node
+
+    def _keep(self, argv: Sequence[str], report: ConformanceReport) -> ConformanceReport:
+        if self._node is not None:
+            self._node.stash.setdefault(_FINDINGS, []).append(
+                (f"{_FIXTURES[self.protocol]} {' '.join(argv)}", report.table())
+            )
+        return report
 
     def check(
         self,
@@ -374,22 +431,28 @@ class ConformanceCheck:
             self._run, argv, client, only=only, cwd=cwd, time_scale=time_scale, launch=launch
         )
         if _running_loop() == "trio":
-            return self._checked(run(), expect_ok)
+            return self._checked(argv, run(), expect_ok)
         if _running_loop() == "asyncio":
             import asyncio
 
             import trio
 
-            return self._checked(asyncio.to_thread(trio.run, run), expect_ok)
+            return self._checked(argv, asyncio.to_thread(trio.run, run), expect_ok)
         raise RuntimeError(
             "await .check(...) needs a running Trio or asyncio loop (a Trio or asyncio test);"
             f" in a plain test call the fixture itself: {_FIXTURES[self.protocol]}(argv, ...)"
         )
 
     async def _checked(
-        self, battery: Awaitable[ConformanceReport], expect_ok: bool
+        self, argv: Sequence[str], battery: Awaitable[ConformanceReport], expect_ok: bool
     ) -> ConformanceReport:
-        report = await battery
+        failure: str | None = None
+        try:
+            report = self._keep(argv, await battery)
+        except _CannotStart as exc:
+            failure = str(exc)
+        if failure is not None:
+            pytest.fail(failure, pytrace=False)
         if expect_ok and not report.ok:
             pytest.fail(report.table(), pytrace=False)
         return report
@@ -404,7 +467,34 @@ class ConformanceCheck:
         time_scale: float,
         launch: dict[str, object] | None,
     ) -> ConformanceReport:
-        """The battery on the current Trio loop."""
+        """The battery on the current Trio loop.
+
+        Raises:
+            _CannotStart: The program could not be started at all (one line saying why).
+        """
+        try:
+            return await self._battery(
+                argv, client, only=only, cwd=cwd, time_scale=time_scale, launch=launch
+            )
+        except Exception as exc:
+            from protocol import CoreError
+
+            if isinstance(exc, CoreError) and exc.code == "launch_failed":
+                raise _CannotStart(
+                    f"{_FIXTURES[self.protocol]}: cannot start {argv[0]!r}: {exc.message}"
+                ) from None
+            raise
+
+    async def _battery(
+        self,
+        argv: Sequence[str],
+        client: str,
+        *,
+        only: Sequence[str] | None,
+        cwd: str | None,
+        time_scale: float,
+        launch: dict[str, object] | None,
+    ) -> ConformanceReport:
         from ._check._common import Bounds
 
         if self.protocol == "lsp":
@@ -445,20 +535,37 @@ class ConformanceCheck:
                 self._run, argv, client, only=only, cwd=cwd, time_scale=time_scale, launch=launch
             ),
         )
-        if _running_loop() is not None:
-            # trio.run refuses to nest in a running loop: give it a thread of its own.
-            import concurrent.futures
+        failure: str | None = None
+        try:
+            if _running_loop() is not None:
+                # trio.run refuses to nest in a running loop: give it a thread of its own.
+                import concurrent.futures
 
-            with concurrent.futures.ThreadPoolExecutor(1) as pool:
-                report = pool.submit(run).result()
-        else:
-            report = run()
+                with concurrent.futures.ThreadPoolExecutor(1) as pool:
+                    report = pool.submit(run).result()
+            else:
+                report = run()
+        except _CannotStart as exc:
+            failure = str(exc)
+        if failure is not None:
+            pytest.fail(failure, pytrace=False)
+        self._keep(argv, report)
         if expect_ok and not report.ok:
             pytest.fail(report.table(), pytrace=False)
         return report
 
 
 _FIXTURES: Final = {"lsp": "lsp_server_under_test", "dap": "dap_adapter_under_test"}
+
+
+class _CannotStart(Exception):
+    """The program under test could not be started; the message is the whole story."""
+
+
+#: What a failing test's report shows: ``(title, text)`` of each conformance run.
+_FINDINGS: Final = pytest.StashKey[list[tuple[str, str]]]()
+#: The session clients a test made (their stderr, logs and output go into its report).
+_CLIENTS: Final = pytest.StashKey[list["SyncLspClient | SyncDapClient"]]()
 
 
 def _running_loop() -> str | None:
@@ -483,32 +590,240 @@ def _running_loop() -> str | None:
 
 
 @pytest.fixture
-def lsp_server_under_test() -> ConformanceCheck:
+def lsp_server_under_test(request: pytest.FixtureRequest) -> ConformanceCheck:
     """Check a language server's lifecycle: ``lsp_server_under_test(argv, client="vscode")``.
 
     Fails the test with the conformance table when a check fails (see
-    :class:`ConformanceCheck`; ``supervisor check lsp`` runs the same battery).
+    :class:`ConformanceCheck`; ``supervisor check lsp`` runs the same battery), and with
+    one line when the program can not be started at all.
     """
-    return ConformanceCheck("lsp")
+    return ConformanceCheck("lsp", node=request.node)
 
 
 @pytest.fixture
-def dap_adapter_under_test() -> ConformanceCheck:
+def dap_adapter_under_test(request: pytest.FixtureRequest) -> ConformanceCheck:
     """Check a debug adapter's lifecycle: ``dap_adapter_under_test(argv, launch={...})``."""
-    return ConformanceCheck("dap")
+    return ConformanceCheck("dap", node=request.node)
+
+
+class _TestCore:
+    """One CoreThread per test, made when a client fixture first needs it."""
+
+    def __init__(self) -> None:
+        self._thread: CoreThread | None = None
+
+    def get(self) -> CoreThread:
+        if self._thread is None:
+            from ._core._core import CoreThread
+
+            self._thread = CoreThread()
+            self._thread.__enter__()
+        return self._thread
+
+    def close(self) -> None:
+        if self._thread is not None:
+            self._thread.close()
+            self._thread = None
+
+
+class LspClientFactory:
+    """The ``lsp_client`` fixture: ``server = lsp_client(argv, root_uri=...)``.
+
+    Each call starts a language server and returns it once it is ready, as a
+    :class:`~supervisor.SyncLspClient` (the methods of :class:`~supervisor.LspClient`,
+    blocking: they work in a plain test, an asyncio test in either ``asyncio_mode``, and a
+    Trio test). A server that does not get ready fails the test with the reason, its exit
+    status and its stderr tail (one line when the program can not be started at all).
+    Every server is stopped when the test ends; a failing test's report carries each one's
+    stderr tail and log messages. In a Trio test that wants ``await``, use
+    ``supervisor_core.language_server(...)`` instead.
+    """
+
+    def __init__(self, core: _TestCore, node: pytest.Item) -> None:
+        self._core = core
+        self._node = node
+
+    def __call__(
+        self, argv: Sequence[str], *, root_uri: str | None = None, **options: Any
+    ) -> SyncLspClient:
+        """Start ``argv`` (default root: the current directory) with the options of
+        :func:`supervisor.open_lsp_client`."""
+        from ._client._errors import StartFailed
+
+        root = root_uri if root_uri is not None else _cwd_uri()
+        try:
+            client = self._core.get().language_server(argv, root_uri=root, **options)
+        except StartFailed as exc:
+            failure = f"lsp_client: {_start_failure(exc)}"
+        else:
+            self._node.stash.setdefault(_CLIENTS, []).append(client)
+            return client
+        # Outside the except block: the report shows this line, not a chain of causes.
+        pytest.fail(failure, pytrace=False)
+
+
+class DapClientFactory:
+    """The ``dap_client`` fixture: ``debug = dap_client(argv, root_path=...)``.
+
+    Each call starts a debug adapter and returns it once it answered ``initialize``, as a
+    :class:`~supervisor.SyncDapClient` (see :class:`LspClientFactory`); a failing test's
+    report carries its output and how it ended.
+    """
+
+    def __init__(self, core: _TestCore, node: pytest.Item) -> None:
+        self._core = core
+        self._node = node
+
+    def __call__(self, argv: Sequence[str], **options: Any) -> SyncDapClient:
+        """Start ``argv`` with the options of :func:`supervisor.open_dap_client`."""
+        from ._client._errors import StartFailed
+
+        try:
+            client = self._core.get().debug_adapter(argv, **options)
+        except StartFailed as exc:
+            failure = f"dap_client: {_start_failure(exc)}"
+        else:
+            self._node.stash.setdefault(_CLIENTS, []).append(client)
+            return client
+        pytest.fail(failure, pytrace=False)
+
+
+def _cwd_uri() -> str:
+    from pathlib import Path
+
+    return Path.cwd().as_uri()
+
+
+def _start_failure(exc: StartFailed) -> str:
+    """The message of a start that did not get ready: one line, then its stderr tail."""
+    if exc.reason == "launchFailed" or not exc.stderr_tail:
+        return exc.message
+    return exc.message + "\nstderr tail:\n  " + "\n  ".join(exc.stderr_tail[-20:])
 
 
 @pytest.fixture
-async def supervisor_core() -> AsyncIterator[Core]:
+def _supervisor_test_core() -> Iterator[_TestCore]:
+    core = _TestCore()
+    try:
+        yield core
+    finally:
+        core.close()
+
+
+@pytest.fixture
+def lsp_client(
+    request: pytest.FixtureRequest, _supervisor_test_core: _TestCore
+) -> Iterator[LspClientFactory]:
+    """Start language servers as ready, blocking clients: ``lsp_client(argv, root_uri=...)``
+    (see :class:`LspClientFactory`); each is stopped when the test ends."""
+    factory = LspClientFactory(_supervisor_test_core, request.node)
+    yield factory
+    _close_clients(request.node)
+
+
+@pytest.fixture
+def dap_client(
+    request: pytest.FixtureRequest, _supervisor_test_core: _TestCore
+) -> Iterator[DapClientFactory]:
+    """Start debug adapters as ready, blocking clients: ``dap_client(argv, ...)`` (see
+    :class:`DapClientFactory`); each is disconnected when the test ends."""
+    factory = DapClientFactory(_supervisor_test_core, request.node)
+    yield factory
+    _close_clients(request.node)
+
+
+def _close_clients(node: pytest.Item) -> None:
+    for client in node.stash.get(_CLIENTS, []):
+        client.close()
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(
+    item: pytest.Item, call: pytest.CallInfo[None]
+) -> Generator[None, pytest.TestReport, pytest.TestReport]:
+    """A failing test's report shows what its servers said and what the checks found."""
+    report = yield
+    if report.when == "call" and report.failed:
+        for title, text in _client_sections(item):
+            report.sections.append((title, text))
+        for title, table in item.stash.get(_FINDINGS, []):
+            report.sections.append((f"supervisor: conformance of {title}", table))
+    return report
+
+
+def _client_sections(item: pytest.Item) -> Iterator[tuple[str, str]]:
+    from ._client._sync import SyncLspClient
+
+    for client in item.stash.get(_CLIENTS, []):
+        try:
+            if isinstance(client, SyncLspClient):
+                name = f"language server {client.server_id} ({client.session_id})"
+                tail = client.stderr_tail()
+                yield f"supervisor: {name} stderr tail", "\n".join(tail) or "(none)"
+                lines = [f"[{log.level}] {log.source}: {log.message}" for log in client.logs]
+                yield f"supervisor: {name} log messages", "\n".join(lines[-100:]) or "(none)"
+            else:
+                name = f"debug adapter {client.adapter_id} ({client.session_id})"
+                output = "".join(event.output for event in client.output)
+                yield f"supervisor: {name} output", output[-8000:] or "(none)"
+                ended = client.terminated
+                if ended is not None:
+                    yield f"supervisor: {name} ended", f"reason {ended.reason}"
+        except Exception as exc:  # the report must not fail on a client that is gone
+            yield "supervisor: a session client", f"could not be read: {exc}"
+
+
+def supervisor_core() -> AsyncIterator[Core]:
     """A running Core with the default services; closed (everything ended) after the test.
 
-    An async fixture: pytest-trio runs it for Trio tests (``@pytest.mark.trio``, or Trio
-    mode).
+    A Trio fixture: pytest-trio runs it for Trio tests (``@pytest.mark.trio``, or Trio
+    mode). It is a plain function returning the async generator, marked for pytest-trio,
+    so pytest-asyncio (whose ``auto`` mode takes every ``async def`` fixture) leaves it
+    alone; a test that is not a Trio test fails with one line saying so.
     """
+    return _open_test_core()
+
+
+# pytest-trio's marker for a fixture it must run (what ``pytest_trio.trio_fixture`` sets),
+# without importing pytest-trio when the plugin loads.
+supervisor_core._force_trio_fixture = True  # type: ignore[attr-defined]
+supervisor_core = pytest.fixture(supervisor_core)
+
+
+async def _open_test_core() -> AsyncIterator[Core]:
     from ._core._core import open_core
 
     async with open_core() as core:
         yield core
+
+
+#: Fixtures only a Trio test can use.
+_TRIO_FIXTURES: Final = frozenset({"supervisor_core"})
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    """Fail at once, in one line, a test whose Trio fixture can not run.
+
+    Before any fixture is set up: a fixture that fails inside pytest's fixture machinery
+    would leave its definition half set up for the next test.
+    """
+    wanted = sorted(_TRIO_FIXTURES & set(getattr(item, "fixturenames", ())))
+    if not wanted:
+        return
+    if item.get_closest_marker("trio") is None:
+        pytest.fail(
+            f"{wanted[0]} is a Trio fixture: mark the test @pytest.mark.trio (with"
+            " pytest-trio), or use the blocking lsp_client / dap_client fixtures",
+            pytrace=False,
+        )
+    if item.get_closest_marker("asyncio") is not None:
+        pytest.fail(
+            f"{wanted[0]}: pytest-asyncio's asyncio_mode = auto also claims this"
+            " Trio test; set asyncio_mode = strict (and mark asyncio tests"
+            " @pytest.mark.asyncio), or use the blocking lsp_client / dap_client fixtures",
+            pytrace=False,
+        )
 
 
 @pytest.fixture

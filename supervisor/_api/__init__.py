@@ -24,6 +24,7 @@ __all__ = (
     "COMMANDS",
     "ENDING_TURN_WAIT_MS",
     "EVENTS",
+    "EVENT_STREAMS",
     "Command",
     "Ordered",
     "check_result",
@@ -81,6 +82,14 @@ EVENTS: Final[dict[str, Any]] = {
     **_debug.EVENTS,
     **_terminal.EVENTS,
     **_run.EVENTS,
+}
+#: What ends the event stream of each kind (docs/commands.md "Events").
+EVENT_STREAMS: Final[dict[str, str]] = {
+    **_job.STREAMS,
+    **_lsp.STREAMS,
+    **_debug.STREAMS,
+    **_terminal.STREAMS,
+    **_run.STREAMS,
 }
 
 

@@ -322,18 +322,28 @@ class _DebugEvent(Event, kw_only=True):
 
 
 class DebugStateChanged(_DebugEvent, tag="stateChanged", kw_only=True):
+    """The session moved to another state (see Session states): ``initializing`` when it
+    is created, ``ready`` once the adapter answered ``initialize``, ... , ``terminated``
+    (or ``failed``) just before its ``terminated`` event."""
+
     state: DebugState
 
 
 class DebugCapabilities(_DebugEvent, tag="capabilities", kw_only=True):
+    """The adapter answered ``initialize``: its capabilities (normalized)."""
+
     capabilities: JsonObject
 
 
 class DebugInitialized(_DebugEvent, tag="initialized", kw_only=True):
-    pass
+    """The adapter sent DAP ``initialized``: the session sends the breakpoints it keeps and
+    ``configurationDone``."""
 
 
 class DebugStopped(_DebugEvent, tag="stopped", kw_only=True):
+    """A thread (or all of them) stopped: DAP ``stopped`` (breakpoint, step, pause,
+    exception, ...); the session is ``paused``."""
+
     reason: str
     thread_id: int | None
     all_threads_stopped: bool
@@ -343,11 +353,18 @@ class DebugStopped(_DebugEvent, tag="stopped", kw_only=True):
 
 
 class DebugContinued(_DebugEvent, tag="continued", kw_only=True):
+    """Threads resumed: DAP ``continued``, or a resuming ``debug.execute`` the adapter
+    answered."""
+
     thread_id: int | None
     all_threads_continued: bool
 
 
 class DebugOutput(_DebugEvent, tag="output", kw_only=True):
+    """The debuggee or the adapter wrote output (DAP ``output``: ``category`` ``stdout``,
+    ``stderr``, ``console``, ...), or a runInTerminal process did (``requestId``).
+    Informational."""
+
     category: str
     output: str
     truncated: bool | None = None
@@ -355,26 +372,42 @@ class DebugOutput(_DebugEvent, tag="output", kw_only=True):
 
 
 class DebugThread(_DebugEvent, tag="thread", kw_only=True):
+    """A thread started or exited (DAP ``thread``). Informational."""
+
     reason: str
     thread_id: int | None
 
 
 class DebugBreakpoint(_DebugEvent, tag="breakpoint", kw_only=True):
+    """The adapter changed a breakpoint (DAP ``breakpoint``: verified, moved, removed)."""
+
     reason: str
     breakpoint: JsonValue
 
 
 class DebugExited(_DebugEvent, tag="exited", kw_only=True):
+    """The debuggee exited (DAP ``exited``): its exit code."""
+
     exit_code: int | None
 
 
 class DebugTerminated(_DebugEvent, tag="terminated", forbid_unknown_fields=False, kw_only=True):
-    """The session ended: ``reason`` and the adapter's exit (``exitCode``, ``signal``...)."""
+    """The session ended: exactly once, its last event (sessions never restart).
+
+    ``reason``: ``debuggeeTerminated``, ``disconnected``, ``adapterExited``,
+    ``initializeTimeout``, ``initializeFailed``, ``protocolError``, ``adapterNotReading``,
+    ``transportClosed``, ``parentStopped``, ``supervisorClosing`` or ``internal`` (with
+    ``crashReport``); then the adapter's ``exitCode``, ``signal``, ``signalName``,
+    ``forced`` (it needed a signal), and ``stderrTail`` when it did not end on request."""
 
     reason: str
 
 
 class DebugRunInTerminalRequested(_DebugEvent, tag="runInTerminalRequested", kw_only=True):
+    """The adapter asked to run the debuggee in a terminal (DAP ``runInTerminal``):
+    ``handledBy`` ``supervisor`` (started on a PTY: ``processId``, or ``error``) or
+    ``host`` (answer with ``debug.runInTerminalResponse``; never dropped)."""
+
     request_id: str
     kind: str | None
     title: str
@@ -388,6 +421,8 @@ class DebugRunInTerminalRequested(_DebugEvent, tag="runInTerminalRequested", kw_
 
 
 class DebugRunInTerminalExited(_DebugEvent, tag="runInTerminalExited", kw_only=True):
+    """A process the supervisor started for ``runInTerminal`` ended."""
+
     request_id: str
     process_id: int | None
     exit_code: int | None
@@ -398,6 +433,9 @@ class DebugRunInTerminalExited(_DebugEvent, tag="runInTerminalExited", kw_only=T
 
 
 class DebugOperationCompleted(_DebugEvent, tag="operationCompleted", kw_only=True):
+    """A debug operation (launch, breakpoints, execute, inspect, ...) succeeded: exactly
+    one of this or ``operationFailed`` per operation, with the command's ``result``."""
+
     operation_id: str
     command: str
     result: JsonValue = None
@@ -406,7 +444,9 @@ class DebugOperationCompleted(_DebugEvent, tag="operationCompleted", kw_only=Tru
 class DebugOperationFailed(
     _DebugEvent, tag="operationFailed", forbid_unknown_fields=False, kw_only=True
 ):
-    """An operation failed: ``reason`` and the catalog ``code``."""
+    """A debug operation failed: exactly one of this or ``operationCompleted`` per
+    operation; ``reason`` (``refused``, ``adapterError``, ``cancelled``, ``timedOut``,
+    ``sessionEnded``, ``internal``) and the catalog ``code``."""
 
     operation_id: str
     command: str
@@ -506,3 +546,9 @@ COMMANDS = {
     "debug.listSessions": (DebugListSessions, list[DebugSessionInfo]),
 }
 EVENTS = {"debug": DebugEvent}
+#: What ends each event stream of this module (docs/commands.md "Events").
+STREAMS = {
+    "debug": "``terminated`` is a session's last event, exactly once (sessions never"
+    " restart); operations are then refused at once with its detail. After"
+    " ``debug.destroySession`` a wait answers ``not_found``.",
+}

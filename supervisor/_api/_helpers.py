@@ -86,6 +86,7 @@ from ._lsp import (
     LspCloseDocumentResult as lsp_LspCloseDocumentResult,
     LspDestroyResult as lsp_LspDestroyResult,
     LspEvents as lsp_LspEvents,
+    LspNotify as lsp_LspNotify,
     LspRequest as lsp_LspRequest,
     LspRestartResult as lsp_LspRestartResult,
     LspServerRequestResponse as lsp_LspServerRequestResponse,
@@ -712,6 +713,19 @@ class CommandHelpers:
             ),
         )
         return _convert(data, plugin_HostRequestResult)
+
+    async def lsp_notify(
+        self: _Caller,
+        *,
+        session_id: base_NonEmpty,
+        method: lsp_Method,
+        params: base_JsonObject | list[base_JsonValue] | None = None,
+    ) -> lsp_DeliveredResult:
+        """``lsp.notify``; see docs/commands.md."""
+        data = await self.call(
+            "lsp.notify", _wire(lsp_LspNotify(session_id=session_id, method=method, params=params))
+        )
+        return _convert(data, lsp_DeliveredResult)
 
     async def lsp_plugin_server_notify(
         self: _Caller,

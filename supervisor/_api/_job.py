@@ -195,3 +195,9 @@ COMMANDS = {
     "job.pollEvents": (JobPollEvents, JobEvents),
 }
 EVENTS = {"job": JobEvent}
+#: What ends each event stream of this module (docs/commands.md "Events").
+STREAMS = {
+    "job": "The lanes' stream never ends; each job's last event is its ``job.finished``,"
+    " exactly once for every job ``job.start`` accepted (also one refused in an untrusted"
+    " workspace, ``denied``). ``supervisor serve`` pushes these as notifications.",
+}

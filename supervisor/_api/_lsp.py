@@ -306,6 +306,22 @@ class LspRequest(Payload, kw_only=True):
     timeout_milliseconds: _Timeout | None = None
 
 
+class LspNotify(Payload, kw_only=True):
+    """``lsp.notify``: send a notification to the running, initialized server.
+
+    Refused (``invalid_request``, ``details.field: "method"``) for the notifications the
+    session sends itself, naming the command that does: ``textDocument/didOpen`` /
+    ``didChange`` (``lsp.syncDocument``), ``textDocument/didClose`` (``lsp.closeDocument``),
+    ``workspace/didChangeConfiguration`` (``lsp.updateWorkspaceConfiguration``),
+    ``initialized``, ``exit`` and ``$/cancelRequest``. Refused with the reason when the
+    session failed, stops or stopped, as ``lsp.request`` is.
+    """
+
+    session_id: NonEmpty
+    method: _Method
+    params: JsonObject | list[JsonValue] | None = None
+
+
 class OperationResult(Result, kw_only=True):
     operation_id: str
 
@@ -348,7 +364,16 @@ class _LspEvent(Event, kw_only=True):
 
 
 class LspStateChanged(_LspEvent, tag="stateChanged", kw_only=True):
-    """The session moved; ``reason`` says why a generation ended or a restart came."""
+    """The session moved to another state (see Session states).
+
+    The first event of a session is ``starting`` (``previousState`` null, ``pid``); each
+    restart begins again at ``starting`` with the new ``generation`` (``reason``
+    ``restart`` or ``crash``, ``backoffMilliseconds``). ``failed`` carries ``error``:
+    ``{provider, sessionId, code, message, stage, exitCode, signal, signalName,
+    stderrTail, underlyingMessage?, crashReport?}`` (``code``: ``exitedEarly``,
+    ``crashed``, ``initializeTimeout``, ``initializeFailed``, ``protocolError``,
+    ``serviceReadyTimeout``, ``launchFailed``, ``internal``); ``stopped`` carries the exit.
+    Never dropped."""
 
     state: LspState
     previous_state: LspState | None
@@ -362,21 +387,37 @@ class LspStateChanged(_LspEvent, tag="stateChanged", kw_only=True):
 
 
 class LspFeaturesChanged(_LspEvent, tag="featuresChanged", kw_only=True):
+    """The server answered ``initialize`` (once per generation): its ``capabilities``."""
+
     capabilities: JsonObject
 
 
 class LspServerInfoChanged(_LspEvent, tag="serverInfoChanged", kw_only=True):
+    """The server's ``initialize`` answer named it: its ``serverInfo`` (``{name,
+    version?}``)."""
+
     server_info: JsonValue
 
 
 class LspDiagnostics(_LspEvent, tag="diagnostics", kw_only=True):
+    """The server published diagnostics for a document open in the session (and, when it
+    gave a ``version``, for that version), or the session cleared them (``lsp.closeDocument``,
+    ``lsp.clearDiagnostics``: an empty list). Informational: dropped first when the queue
+    is full."""
+
     uri: str
     diagnostics: list[JsonValue]
     version: int | None = None
 
 
 class LspRequestCompleted(_LspEvent, tag="requestCompleted", kw_only=True):
-    """A request ended: ``result``, or ``error {code, message, details?}``."""
+    """An ``lsp.request`` or ``lsp.functionRequest`` ended, exactly once.
+
+    ``result``, or ``error {provider, sessionId, code, message, stage, method, uri?,
+    details?}`` with ``code`` ``requestCancelled``, ``requestTimeout``,
+    ``languageServerUnavailable`` (the server stopped or crashed under it; its exit detail
+    when known), ``languageServerError`` (``details {code, message, data?}``: the server's
+    JSON-RPC error) or ``internal``. Never dropped."""
 
     operation_id: str
     method: str
@@ -386,13 +427,20 @@ class LspRequestCompleted(_LspEvent, tag="requestCompleted", kw_only=True):
 
 
 class LspRequestProgress(_LspEvent, tag="requestProgress", kw_only=True):
-    """A plugin function call reported progress (plugin-contract.md)."""
+    """A plugin function call (``lsp.functionRequest``) reported progress
+    (plugin-contract.md "Plugin functions")."""
 
     operation_id: str
     result: JsonObject
 
 
 class LspLog(_LspEvent, tag="log", kw_only=True):
+    """Something to log: the server's ``window/logMessage`` or ``window/showMessage``
+    (``source`` names it, ``level`` from its type), a line it wrote on stderr (``source``
+    ``stderr``, level ``debug``; at most 100 a second, ``droppedLines`` counts the rest),
+    or a note of the session's (``source`` ``supervisor`` or ``serverRequest``).
+    Informational."""
+
     level: str
     source: str
     message: str
@@ -400,18 +448,24 @@ class LspLog(_LspEvent, tag="log", kw_only=True):
 
 
 class LspProgress(_LspEvent, tag="progress", kw_only=True):
+    """The server sent ``$/progress``: its ``token`` and ``value``. Informational."""
+
     token: JsonValue
     value: JsonValue
 
 
 class LspServerNotification(_LspEvent, tag="serverNotification", kw_only=True):
+    """The server sent a notification the session forwards: one that
+    ``sessionPolicy.forwardNotifications`` names (``["*"]``: every notification that is
+    not an event of its own, as the session clients ask)."""
+
     method: str
     params: JsonValue = None
 
 
 class LspServerRequest(_LspEvent, tag="serverRequest", kw_only=True):
-    """The server sent a request named in ``hostRequests``; answer with
-    ``lsp.serverRequestResponse``."""
+    """The server sent a request named in ``hostRequests``; answer it with
+    ``lsp.serverRequestResponse`` (never dropped)."""
 
     request_id: str
     method: str
@@ -419,17 +473,25 @@ class LspServerRequest(_LspEvent, tag="serverRequest", kw_only=True):
 
 
 class LspFact(_LspEvent, tag="fact", forbid_unknown_fields=False, kw_only=True):
-    """A structured plugin diagnostic (plugin-contract.md); a fact carries its own fields."""
+    """A structured diagnostic fact (plugin-contract.md "Structured plugin diagnostics"):
+    each start of the server (``languageServer/start``: ``operationFinished``, or
+    ``operationFailed`` with a ``host.*`` code), a crash after it, and a plugin backend's
+    own facts; a fact carries its own fields (categories only, never messages)."""
 
     catalog_event: str
 
 
 class LspFunctionsChanged(_LspEvent, tag="functionsChanged", kw_only=True):
+    """A plugin backend registered or unregistered functions (plugin-contract.md "Plugin
+    functions")."""
+
     functions: list[JsonValue]
     removed: list[JsonValue]
 
 
 class LspSubscriptionDisposed(_LspEvent, tag="subscriptionDisposed", kw_only=True):
+    """A plugin backend's host subscription ended (``subscriptionID``)."""
+
     subscription_id: str = msgspec.field(name="subscriptionID")
 
 
@@ -447,6 +509,9 @@ class LspHostRequest(_LspEvent, tag="hostRequest", kw_only=True):
 
 
 class LspHostRequestCancelled(_LspEvent, tag="hostRequestCancelled", kw_only=True):
+    """A ``hostRequest`` the host has not answered was cancelled by the backend: answer it
+    no more."""
+
     host_request_id: str = msgspec.field(name="hostRequestID")
 
 
@@ -461,6 +526,9 @@ class LspPluginStatus(_LspEvent, tag="pluginStatus", kw_only=True):
 class LspFunctionProviderStartRequired(
     _LspEvent, tag="functionProviderStartRequired", kw_only=True
 ):
+    """A relayed function call needs the providing plugin's backend started
+    (plugin-contract.md "Cross-plugin calls")."""
+
     result: JsonObject
 
 
@@ -509,6 +577,7 @@ ORDER = {
     "lsp.clearDiagnostics": _ON_SESSION,
     "lsp.updateWorkspaceConfiguration": _ON_SESSION,
     "lsp.request": _ON_SESSION,
+    "lsp.notify": _ON_SESSION,
     "lsp.serverRequestResponse": _ON_SESSION,
 }
 
@@ -524,9 +593,18 @@ COMMANDS = {
     "lsp.clearDiagnostics": (LspSessionRef, LspClearDiagnosticsResult),
     "lsp.updateWorkspaceConfiguration": (LspUpdateWorkspaceConfiguration, DeliveredResult),
     "lsp.request": (LspRequest, OperationResult),
+    "lsp.notify": (LspNotify, DeliveredResult),
     "lsp.cancelOperation": (LspCancelOperation, CancelledResult),
     "lsp.serverRequestResponse": (LspServerRequestResponse, AcceptedResult),
     "lsp.waitEvents": (LspWaitEvents, LspEvents),
     "lsp.pollEvents": (LspSessionRef, LspEvents),
 }
 EVENTS = {"lsp": LspEvent}
+#: What ends each event stream of this module (docs/commands.md "Events").
+STREAMS = {
+    "lsp": "A session's stream goes on across restarts. It has ended once ``stateChanged``"
+    " reached ``stopped`` (``lsp.stopServer``), or ``failed`` with no restart to follow"
+    ' (``restart`` off, an ``internal`` failure, or after the ``log`` "restart budget spent;'
+    ' not restarting"); ``lsp.request`` and ``lsp.notify`` are then refused at once with'
+    " the reason. After ``lsp.destroyServer`` a wait answers ``not_found``.",
+}

@@ -126,15 +126,21 @@ class _RunEvent(Event, kw_only=True):
 
 
 class RunStarted(_RunEvent, tag="runStarted", kw_only=True):
+    """A plugin's run started its process (``lithe/host/run/start``)."""
+
     label: str
     pid: int | None
 
 
 class RunOutput(_RunEvent, tag="runOutput", kw_only=True):
+    """The run's process wrote output. Informational."""
+
     text: str
 
 
 class RunExited(_RunEvent, tag="runExited", kw_only=True):
+    """The run's process ended: its exit code or signal; the run's last event."""
+
     exit_code: int | None = None
     signal: int | None = None
 
@@ -164,3 +170,8 @@ COMMANDS = {
     "run.pollEvents": (RunRef, RunEvents),
 }
 EVENTS = {"run": RunEvent}
+#: What ends each event stream of this module (docs/commands.md "Events").
+STREAMS = {
+    "run": "``runExited`` is a run's last event; after ``run.destroy`` a wait answers"
+    " ``not_found``.",
+}

@@ -138,14 +138,20 @@ class TerminalWaitEvents(Payload, kw_only=True):
 
 
 class TerminalOutput(Event, tag="output", kw_only=True):
+    """The program wrote to the PTY: UTF-8 text never split inside a character. A reopen
+    first emits the retained text as output of the new generation. Informational: the
+    oldest output goes first when the queue is full."""
+
     terminal_id: str = msgspec.field(name="terminalID")
     generation: int
     data: str
 
 
 class TerminalExit(Event, tag="exit", kw_only=True):
-    """A generation's process ended; ``reason`` says why (``exited``, ``closed``,
-    ``internal`` with a ``crashReport``)."""
+    """A generation's process ended and its cleanup finished: one per generation, queued
+    whether or not anyone subscribed (``subscriptionID`` names a live ``terminal.onExit``
+    subscription). ``reason``: ``exited`` (by itself), ``closed`` (``terminal.close``,
+    dispose), ``internal`` (with a ``crashReport``). Never evicted by output."""
 
     type: Literal["exit"]
     terminal_id: str = msgspec.field(name="terminalID")
@@ -193,3 +199,10 @@ COMMANDS = {
     "terminal.list": (TerminalList, list[TerminalInfo]),
 }
 EVENTS = {"terminal": TerminalEvent}
+#: What ends each event stream of this module (docs/commands.md "Events").
+STREAMS = {
+    "terminal": "``exit`` ends a generation (no ``terminal.onExit`` needed); the stream"
+    " goes on when ``terminal.reopen`` starts the next one. It ends when the terminal is"
+    " disposed (``terminal.dispose``, or its owner's session ending): a wait then answers"
+    " ``not_found``.",
+}

@@ -26,7 +26,7 @@ import msgspec
 
 from protocol import ERROR_CATALOG
 
-from . import COMMANDS, ENDING_TURN_WAIT_MS, EVENTS, Command, Ordered, _base
+from . import COMMANDS, ENDING_TURN_WAIT_MS, EVENT_STREAMS, EVENTS, Command, Ordered, _base
 from ._core import Envelope, Response
 from ._debug import DEBUG_STATES
 from ._lsp import LSP_STATES, LSP_STOP_STEPS
@@ -476,6 +476,29 @@ def _struct_md(cls: type[msgspec.Struct], seen: set[type], out: list[str]) -> No
         _struct_md(inner, seen, out)
 
 
+def _rst(text: str) -> str:
+    """Docstring markup (``x``) as Markdown (`x`), on one line."""
+    return " ".join(text.replace("``", "`").split())
+
+
+def _event_md(cls: type[msgspec.Struct]) -> str:
+    """One event as a list item: its name, when it comes, and what it carries."""
+    tag = cls.__struct_config__.tag
+    doc = inspect.getdoc(cls) or ""
+    when = _rst(doc.split("\nAttributes:")[0]) if doc else "(undocumented)"
+    carried = [
+        f"`{field.encode_name}`"
+        for field in msgspec.structs.fields(cls)
+        if field.encode_name not in ("seq", "event")
+    ]
+    anchor = cls.__name__.lower()
+    return (
+        f"- `{tag}` ([{cls.__name__}](#{anchor})): {when} Carries "
+        + (", ".join(carried) if carried else "nothing more")
+        + " (besides `seq` and `event`)."
+    )
+
+
 def _structs_in(tp: Any) -> list[type[msgspec.Struct]]:
     found: list[type[msgspec.Struct]] = []
     if isinstance(tp, type) and issubclass(tp, msgspec.Struct):
@@ -553,7 +576,11 @@ def render_markdown() -> str:
         "",
     ]
     for kind in sorted(EVENTS):
-        out += [f"### {kind} events", ""]
+        out += [f"### {kind} events", "", f"**What ends the stream.** {_rst(EVENT_STREAMS[kind])}"]
+        out.append("")
+        for cls in _structs_in(EVENTS[kind]):
+            out.append(_event_md(cls))
+        out.append("")
         for cls in _structs_in(EVENTS[kind]):
             _struct_md(cls, seen, out)
     out += ["## Session states", ""]

@@ -54,6 +54,7 @@ from .._boundary import (
     single_exception,
     split_failure,
 )
+from .._client._sync import Portal
 from .._dap._service import open_debug_service
 from .._handles import NoPublicConstructor
 from .._lsp._service import open_lsp_service
@@ -71,12 +72,18 @@ from ._subscription import EVENT_SOURCES, EventSubscription
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Sequence
+    from contextlib import AbstractAsyncContextManager
     from pathlib import Path
     from types import TracebackType
+
+    from typing_extensions import Unpack
 
     from lanes import Lanes
     from protocol import JSONObject, JSONValue
 
+    from .._client._dap import DapClient, DebugAdapterOptions
+    from .._client._lsp import LanguageServerOptions, LspClient
+    from .._client._sync import SyncDapClient, SyncLspClient
     from .._plugin._host import HostPolicy
     from .._session._events import EventQueue
     from .._session._order import Turn
@@ -221,6 +228,37 @@ class Core(CommandHelpers):
     def active_operations(self) -> tuple[str, ...]:
         """The operation ids that are running now."""
         return tuple(self._operations)
+
+    # -- session clients -----------------------------------------------------------------
+
+    def language_server(
+        self, argv: Sequence[str], *, root_uri: str, **options: Unpack[LanguageServerOptions]
+    ) -> AbstractAsyncContextManager[LspClient]:
+        """Start a language server: ``async with core.language_server(argv, root_uri=...)``.
+
+        The block is entered once the server is ready (its handshake done) and gets an
+        :class:`~supervisor.LspClient` (requests with typed results, documents,
+        notifications, diagnostics); leaving it stops the server. See
+        :func:`supervisor.open_lsp_client` for the options and errors
+        (:class:`~supervisor.StartFailed` when it does not get ready).
+        """
+        from .._client._lsp import open_lsp_client
+
+        return open_lsp_client(self, argv, root_uri=root_uri, **options)
+
+    def debug_adapter(
+        self, argv: Sequence[str], **options: Unpack[DebugAdapterOptions]
+    ) -> AbstractAsyncContextManager[DapClient]:
+        """Start a debug adapter: ``async with core.debug_adapter(argv) as debug``.
+
+        The block is entered once the adapter answered ``initialize`` and gets a
+        :class:`~supervisor.DapClient` (``request``, ``wait_for_event``, ``wait_stopped``,
+        ...); leaving it disconnects. See :func:`supervisor.open_dap_client` for the options
+        and errors.
+        """
+        from .._client._dap import open_dap_client
+
+        return open_dap_client(self, argv, **options)
 
     # -- dispatch ------------------------------------------------------------------------
 
@@ -739,6 +777,8 @@ class CoreThread:
         #: ended first (a callback queued after the run's last pass never runs).
         self._submitted: set[Future[str]] = set()
         self._submitted_lock = threading.Lock()
+        #: Runs the session clients' work on the Core's loop (``language_server``, ...).
+        self._portal: Portal | None = None
 
     def __enter__(self) -> CoreThread:
         if self._thread is not None:
@@ -776,6 +816,8 @@ class CoreThread:
             logger.exception("the Core thread failed")
         finally:
             self._ready.set()
+            if self._portal is not None:
+                self._portal.abandon()
             with self._submitted_lock:
                 left, self._submitted = self._submitted, set()
             for future in left:
@@ -786,8 +828,14 @@ class CoreThread:
         async with open_core(trusted=self._trusted) as core:
             self._core = core
             self._token = trio.lowlevel.current_trio_token()
-            self._ready.set()
-            await self._stop.wait()
+            # The session clients live in this nursery; it ends (each client stopping its
+            # session, bounded) before the Core closes.
+            async with trio.open_nursery() as clients:
+                assert self._thread is not None
+                self._portal = Portal._create(self._token, clients, self._thread)
+                self._ready.set()
+                await self._stop.wait()
+                clients.cancel_scope.cancel()
 
     def _require(self) -> tuple[Core, trio.lowlevel.TrioToken]:
         if self._core is None or self._token is None:
@@ -913,6 +961,58 @@ class CoreThread:
             )
         core, token = self._require()
         return EventSubscription._create(core, token, kind, source_id)
+
+    def language_server(
+        self, argv: Sequence[str], *, root_uri: str, **options: Unpack[LanguageServerOptions]
+    ) -> SyncLspClient:
+        """Start a language server and return it once it is ready, as a blocking client.
+
+        ``with core.language_server(["pylsp"], root_uri=root) as server:
+        server.hover(uri, 0, 4)``. The methods are those of :class:`~supervisor.LspClient`,
+        blocking, callable from any thread but the Core's; ``close()`` (or leaving the
+        ``with``) stops the server, and so does closing this CoreThread.
+
+        Args:
+            argv: The server's program and arguments (no shell).
+            root_uri: The workspace root URI sent in ``initialize``.
+            **options: As :func:`supervisor.open_lsp_client` takes them.
+
+        Raises:
+            StartFailed: The server did not get ready (reason, exit code, stderr tail).
+            RuntimeError: The CoreThread is not running.
+        """
+        from .._client._lsp import open_lsp_client
+        from .._client._sync import SyncLspClient
+
+        core, portal = self._require_portal()
+        client, holder = portal.hold(
+            lambda: open_lsp_client(core, argv, root_uri=root_uri, **options)
+        )
+        return SyncLspClient._create(portal, client, holder)
+
+    def debug_adapter(
+        self, argv: Sequence[str], **options: Unpack[DebugAdapterOptions]
+    ) -> SyncDapClient:
+        """Start a debug adapter and return it once it answered ``initialize``, as a
+        blocking client (the methods of :class:`~supervisor.DapClient`; see
+        :meth:`language_server`).
+
+        Raises:
+            StartFailed: The adapter did not get ready (reason, exit code, stderr tail).
+            RuntimeError: The CoreThread is not running.
+        """
+        from .._client._dap import open_dap_client
+        from .._client._sync import SyncDapClient
+
+        core, portal = self._require_portal()
+        client, holder = portal.hold(lambda: open_dap_client(core, argv, **options))
+        return SyncDapClient._create(portal, client, holder)
+
+    def _require_portal(self) -> tuple[Core, Portal]:
+        core, _ = self._require()
+        if self._portal is None:
+            raise RuntimeError("the CoreThread is not running")
+        return core, self._portal
 
     def cancel_operation(self, operation_id: str) -> int:
         """Cancel an operation from any thread.

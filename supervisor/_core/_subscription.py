@@ -57,9 +57,8 @@ class EventSubscription(metaclass=NoPublicConstructor):
     blocks the calling thread until the next event. The iteration ends when :meth:`close` is
     called (from any thread, also while another thread waits in it), when the source is gone
     (a session or terminal disposed: ``not_found``) or when the CoreThread closes. It is also
-    a context manager that closes it. A terminal's subscription also subscribes to its exit
-    (``terminal.onExit``, unless someone already did), so each generation's ``exit`` event is
-    among its events.
+    a context manager that closes it. A terminal's ``exit`` events (one per generation) are
+    among its events without any other call.
 
     Memory: the Core's own queue of the source is the bound (its ``max_events``; past it the
     oldest informational events are dropped); the subscription holds one drained batch (at
@@ -82,11 +81,6 @@ class EventSubscription(metaclass=NoPublicConstructor):
             payload[id_field] = source_id
         self._core = core
         self._token = token
-        #: A terminal's exit reaches its queue only once subscribed (``terminal.onExit``):
-        #: the first wait subscribes, so the iteration sees the exit.
-        self._exit_subscription: JSONObject | None = (
-            {"terminalID": source_id} if kind == "terminal" else None
-        )
         self._command = command
         self._payload = payload
         self._buffer: deque[JSONObject] = deque()
@@ -130,11 +124,6 @@ class EventSubscription(metaclass=NoPublicConstructor):
         with trio.CancelScope() as scope:
             self._scope = scope
             try:
-                if self._exit_subscription is not None:
-                    subscription, self._exit_subscription = self._exit_subscription, None
-                    with contextlib.suppress(CoreError):
-                        # Refused when the host already subscribed: its exit is queued then.
-                        await self._core.call("terminal.onExit", subscription)
                 batch: JSONValue = await self._core.call(self._command, self._payload)
             except CoreError as exc:
                 if exc.code in _ENDING_CODES:

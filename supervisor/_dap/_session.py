@@ -937,11 +937,13 @@ class DebugSession(SessionResource[JSONObject]):
                 "invalid_request", f"Operation {operation_id!r} is already pending", refused
             )
         if not self.lifecycle.live:
-            raise CoreError(
-                "invalid_request",
-                f"The debug session is {self.state.value}",
-                {**refused, "state": self.state.value},
-            )
+            # Refused at once with why it ended (issue 28): the terminated event's detail.
+            why: JSONObject = {**refused, "state": self.state.value}
+            message = f"The debug session is {self.state.value}"
+            if self._terminated_detail is not None:
+                why["terminated"] = dict(self._terminated_detail)
+                message += f" ({self._terminated_detail.get('reason')})"
+            raise CoreError("invalid_request", message, why)
         operation = _Operation(operation_id, command)
         self._operations.add(operation)
         timeout = timeout_ms if timeout_ms is not None else DEFAULT_OPERATION_TIMEOUT_MS

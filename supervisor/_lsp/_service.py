@@ -128,6 +128,16 @@ HOST_METHODS: Final = frozenset(
         "workspace/didChangeWorkspaceFolders",
     }
 )
+#: Notifications ``lsp.notify`` refuses, with the command that sends them.
+_OWNED_NOTIFICATIONS: Final = {
+    "initialized": "lsp.startServer",
+    "exit": "lsp.stopServer",
+    "textDocument/didOpen": "lsp.syncDocument",
+    "textDocument/didChange": "lsp.syncDocument",
+    "textDocument/didClose": "lsp.closeDocument",
+    "workspace/didChangeConfiguration": "lsp.updateWorkspaceConfiguration",
+    "$/cancelRequest": "lsp.cancelOperation",
+}
 #: plugin-contract.md "Plugin-owned sessions": a policy name is at most 256 bytes (UTF-8).
 MAX_POLICY_NAME_BYTES: Final = 256
 _EXECUTE_COMMAND: Final = "workspace/executeCommand"
@@ -510,6 +520,7 @@ class LspService:
             "lsp.clearDiagnostics": self._clear_diagnostics,
             "lsp.updateWorkspaceConfiguration": self._update_configuration,
             "lsp.request": self._request,
+            "lsp.notify": self._notify,
             "lsp.cancelOperation": self._cancel,
             **self._sessions.event_commands("lsp"),
             "lsp.pluginServerRequest": self._plugin_request,
@@ -995,6 +1006,7 @@ class LspService:
 
     async def _request(self, payload: JSONObject) -> JSONValue:
         session = self._session(payload)
+        session.refuse_requests_if_ended()
         method = require_str(payload, "method")
         params = payload.get("params")
         if params is not None and not isinstance(params, (dict, list)):
@@ -1020,6 +1032,26 @@ class LspService:
             uri=uri,
         )
         return {"operationId": operation_id}
+
+    async def _notify(self, payload: JSONObject) -> JSONValue:
+        """``lsp.notify {sessionId, method, params?}`` -> ``{delivered: true}``.
+
+        A notification the session does not own: documents go through ``lsp.syncDocument`` /
+        ``lsp.closeDocument`` (the session keeps their versions), the configuration through
+        ``lsp.updateWorkspaceConfiguration`` (it answers ``workspace/configuration``), and
+        the lifecycle (``initialized``, ``exit``, ``$/cancelRequest``) is the session's.
+        """
+        session = self._session(payload)
+        method = require_str(payload, "method")
+        owner = _OWNED_NOTIFICATIONS.get(method)
+        if owner is not None:
+            raise _invalid(f"{method} is sent by the session: use {owner}", "method")
+        params = payload.get("params")
+        if params is not None and not isinstance(params, (dict, list)):
+            raise _invalid("params must be an object or an array", "params")
+        session.refuse_requests_if_ended()
+        await session.notify(method, params)
+        return {"delivered": True}
 
     async def _cancel(self, payload: JSONObject) -> JSONValue:
         session = self._session(payload)
@@ -1333,8 +1365,13 @@ def _plugin_outcome(outcome: JSONObject | None) -> JSONValue:
         raise _plugin_error("timeout", message)
     if code == "languageServerError":
         details = error.get("details")
+        # plugin-contract.md: its details are {code, message} (``data`` is the host's).
         raise _plugin_error(
-            "languageServerError", message, details if isinstance(details, dict) else None
+            "languageServerError",
+            message,
+            {k: v for k, v in details.items() if k in ("code", "message")}
+            if isinstance(details, dict)
+            else None,
         )
     raise _plugin_error("languageServerUnavailable", message)
 

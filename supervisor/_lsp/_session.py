@@ -136,6 +136,7 @@ __all__ = (
     "DEFAULT_SERVICE_READY_ABSOLUTE_MS",
     "DEFAULT_SERVICE_READY_IDLE_MS",
     "DEFAULT_SHUTDOWN_TIMEOUT_MS",
+    "EVENT_NOTIFICATIONS",
     "MAX_PENDING_FOR_READINESS",
     "MAX_REQUEST_TIMEOUT_MS",
     "LspServerSpec",
@@ -174,6 +175,11 @@ MAX_HOST_ANSWERS: Final = 16
 #: How long the ``exit`` notification may wait for room in a full write queue.
 _EXIT_NOTIFY_MS: Final = 200
 
+#: Server notifications that are events of their own (``diagnostics``, ``log``,
+#: ``progress``); ``forwardNotifications: ["*"]`` forwards every other one.
+EVENT_NOTIFICATIONS: Final = frozenset(
+    {"textDocument/publishDiagnostics", "window/logMessage", "window/showMessage", "$/progress"}
+)
 #: ``window/logMessage`` / ``window/showMessage`` ``MessageType`` (LSP 3.17) to our levels.
 _MESSAGE_LEVELS: Final = {1: "error", 2: "warning", 3: "info", 4: "log", 5: "debug"}
 
@@ -723,7 +729,11 @@ class LspSession(SessionResource[JSONObject]):
                     tree.stdout,
                     request_handler=partial(self._on_server_request, gen),
                     notification_handler=partial(self._on_server_notification, gen),
-                    name=f"lsp {self.spec.server_id}#{gen.number}",
+                    # How log lines name it: our concepts, not the endpoint's.
+                    name=(
+                        f"language server {self.spec.server_id} "
+                        f"(session {self.session_id}, generation {gen.number})"
+                    ),
                     # A backend's writes may stay blocked for the request timeout at most
                     # (plugin-contract.md "Isolation between backends": transportFailed).
                     write_timeout_ms=(
@@ -1425,22 +1435,17 @@ class LspSession(SessionResource[JSONObject]):
                 result = await endpoint.request(req.method, params)
             except JSONRPCError as exc:
                 message = _cut(exc.message, 1024)
-                self._finish(
-                    req,
-                    self._error(
-                        req,
-                        "languageServerError",
-                        message,
-                        details={"code": exc.code, "message": message},
-                    ),
-                )
-            except EndpointClosed:
+                details: JSONObject = {"code": exc.code, "message": message}
+                if exc.data is not None:
+                    details["data"] = exc.data
+                self._finish(req, self._error(req, "languageServerError", message, details=details))
+            except EndpointClosed as exc:
                 returncode = gen.tree.returncode if gen.tree is not None else None
+                message = "The language server stopped"
+                if exc.reason.startswith(("protocol error", "read failed", "write")):
+                    message = f"The connection to the language server broke ({exc.reason})"
                 self._finish(
-                    req,
-                    self._unavailable(
-                        req, "The language server stopped", **exit_detail(returncode)
-                    ),
+                    req, self._unavailable(req, _cut(message, 1024), **exit_detail(returncode))
                 )
             else:
                 self._finish(req, {"result": result})
@@ -1612,7 +1617,7 @@ class LspSession(SessionResource[JSONObject]):
             else:
                 await _first_set(last, gen.follow_ups_sent)
 
-    async def notify(self, method: str, params: JSONObject | None) -> None:
+    async def notify(self, method: str, params: JSONObject | list[JSONValue] | None) -> None:
         """Send a notification to the running, initialized server.
 
         Raises:
@@ -1649,6 +1654,39 @@ class LspSession(SessionResource[JSONObject]):
         if gen is None or gen.ended or not gen.documents_sent or self._ending:
             return None
         return gen.number
+
+    def refuse_requests_if_ended(self) -> None:
+        """Refuse a request at once when no server will answer it (issue 28).
+
+        A session that failed (waiting for a restart or for good), is stopping or has stopped
+        would only end the request afterwards with ``languageServerUnavailable``; the caller
+        learns why now. Requests to a session still starting are accepted: they wait for
+        readiness.
+
+        Raises:
+            CoreError: ``invalid_request`` whose message says why the session ended and whose
+                details are ``{sessionId, state, lastExit, stderrTail}`` (``lastExit`` as in
+                ``lsp.snapshot``: ``{generation, reason, code, message, stage, exitCode,
+                signal, signalName, ...}``; ``stderrTail``: its last stderr lines).
+        """
+        if self.state in (LspState.STARTING, LspState.INITIALIZING, LspState.READY) and not (
+            self._ending or self.ended
+        ):
+            return
+        last = self.last_exit
+        tail: list[JSONValue] = [*self.stderr.tail(10)]
+        details: JSONObject = {
+            "sessionId": self.session_id,
+            "state": self.state.value,
+            "lastExit": last,
+            "stderrTail": tail,
+        }
+        if self.state is LspState.FAILED and last is not None:
+            code, why = last.get("code"), last.get("message")
+            message = f"session {self.session_id} failed ({code}): {why}"
+        else:
+            message = f"session {self.session_id} is {self.state.value}: no server answers requests"
+        raise CoreError("invalid_request", _cut(message, 1024), details)
 
     def check_open(self) -> None:
         """Refuse document commands when the session has ended or is stopping.
@@ -1712,7 +1750,8 @@ class LspSession(SessionResource[JSONObject]):
             self._log_message(method, params)
         elif method == "$/progress" and isinstance(params, dict):
             self._emit("progress", {"token": params.get("token"), "value": params.get("value")})
-        if method in self.spec.policy.forward_notifications:
+        forward = self.spec.policy.forward_notifications
+        if method in forward or ("*" in forward and method not in EVENT_NOTIFICATIONS):
             self._emit("serverNotification", {"method": method, "params": params})
         if self.plugin is not None and method.startswith("lithe/"):
             self.plugin.on_notification(method, params)

@@ -189,18 +189,23 @@ class EventQueue:
         """Block until events are queued or ``timeout_ms`` passes, then drain them.
 
         Args:
-            timeout_ms: The longest wait in milliseconds; 0 drains at once.
+            timeout_ms: The longest wait in milliseconds; 0 drains at once (after a
+                checkpoint, as every call of a Trio API makes).
 
         Returns:
             The same shape as :meth:`poll`; ``events`` is empty when the timeout passed.
 
         **Cancellation:** cancelling the caller leaves the queue untouched.
         """
-        if timeout_ms > 0:
+        if timeout_ms > 0 and not self._count():
             with trio.move_on_after(timeout_ms / 1000):
                 # Another caller may drain what woke us: then wait on, to our own deadline.
                 while not self._count():
                     await self._ready.wait()
+        else:
+            # A checkpoint even when nothing is waited for (issue 28): a loop that drains
+            # with timeout 0 until an event comes must let the task that queues it run.
+            await trio.lowlevel.checkpoint()
         return self.poll()
 
     def statistics(self) -> EventQueueStatistics:

@@ -167,6 +167,10 @@ class TerminalEvents:
         if not (self._output or self._outcomes) and timeout_ms > 0 and not self._closed:
             with trio.move_on_after(timeout_ms / 1000):
                 await self._ready.wait()
+        else:
+            # A checkpoint even when nothing is waited for (issue 28): a loop that drains
+            # with timeout 0 until the exit must let the task that queues it run.
+            await trio.lowlevel.checkpoint()
         if self._closed:
             raise trio.ClosedResourceError("the terminal was disposed")
         return self.poll()

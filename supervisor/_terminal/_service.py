@@ -30,13 +30,16 @@ the terminal's *owner*) drives it:
   retained text is emitted as ``output`` of the new generation (never written to stdin), then
   the saved launch starts on a new PTY. Queued ``output`` of older generations is dropped.
 - ``terminal.dispose {terminalID}`` -> null: ends a live process and forgets the handle.
-- ``terminal.onExit {terminalID}`` -> ``{subscriptionID}``: one ``exit {type: "exit",
-  terminalID, generation, exitCode, signal, signalName, reason: "exited" | "closed" |
-  "internal", crashReport?, subscriptionID}`` event per generation, queued after cleanup
-  (``signal`` is the number of the signal that ended the program and ``signalName`` its
-  name, both null after a normal exit); a late subscriber gets the recorded outcome once; one
-  live subscription per handle, kept across reopen; ``terminal.disposeSubscription
-  {subscriptionID}`` ends it and keeps the terminal.
+- ``exit {type: "exit", terminalID, generation, exitCode, signal, signalName, reason:
+  "exited" | "closed" | "internal", crashReport?, subscriptionID?}``: one event per
+  generation, queued after cleanup whether or not anyone subscribed (``signal`` is the number
+  of the signal that ended the program and ``signalName`` its name, both null after a normal
+  exit), so a loop that drains ``terminal.waitEvents`` until the exit always ends.
+- ``terminal.onExit {terminalID}`` -> ``{subscriptionID}``: a subscription to the outcomes
+  (a plugin backend's ``lithe/host/terminal/onExit`` is told of each one); while it lives the
+  ``exit`` events carry its ``subscriptionID``. A late subscriber is told the recorded outcome
+  once (its event is already queued); one live subscription per handle, kept across reopen;
+  ``terminal.disposeSubscription {subscriptionID}`` ends it and keeps the terminal.
 - ``terminal.list {}`` -> ``[{terminalID, owner, title, state, generation, rows, cols,
   pid?, reason?, crashReport?, renderFallback?}]``; ``reason: "internal"`` and
   ``crashReport {exceptionType, message, stderrTail: []}`` with ``state: "failed"``.
@@ -398,8 +401,7 @@ class TerminalService:
                     "reason": "internal",
                     "crashReport": handle.crash,
                 }
-                if handle.subscription is not None:
-                    self._deliver_outcome(handle)
+                self._publish_outcome(handle)
 
         await run_contained(f"terminal {handle.terminal_id} cleanup", cleanup, fail)
 
@@ -461,13 +463,20 @@ class TerminalService:
         if handle.crash is not None:
             handle.outcome["crashReport"] = handle.crash
         fault_point("terminal.outcome")
-        if handle.subscription is not None:
-            self._deliver_outcome(handle)
+        self._publish_outcome(handle)
 
-    def _deliver_outcome(self, handle: _Handle) -> None:
+    def _publish_outcome(self, handle: _Handle) -> None:
+        """Queue the generation's ``exit`` among the terminal's events and tell the subscriber.
+
+        Queued whether or not anyone subscribed (issue 28: a host that drains
+        ``terminal.waitEvents`` until the exit must not need ``terminal.onExit`` first);
+        ``subscriptionID`` names the live subscription, when there is one.
+        """
         assert handle.outcome is not None
-        assert handle.subscription is not None
-        handle.events.put_outcome({**handle.outcome, "subscriptionID": handle.subscription})
+        event = dict(handle.outcome)
+        if handle.subscription is not None:
+            event["subscriptionID"] = handle.subscription
+        handle.events.put_outcome(event)
         if handle.exit_listener is not None:
             handle.exit_listener(dict(handle.outcome))
 
@@ -652,9 +661,10 @@ class TerminalService:
             )
         handle.subscription = f"sub-{next(self._subscription_ids)}"
         handle.exit_listener = listener
-        if handle.outcome is not None:
-            # Subscribing after the exit delivers the recorded outcome once.
-            self._deliver_outcome(handle)
+        if handle.outcome is not None and listener is not None:
+            # Subscribing after the exit delivers the recorded outcome once: the event is
+            # already queued (every exit is), so only the listener is told now.
+            listener(dict(handle.outcome))
         return handle.subscription
 
     async def _dispose_subscription(self, payload: JSONObject) -> JSONValue:

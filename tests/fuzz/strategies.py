@@ -441,6 +441,11 @@ HAND: dict[str, dict[str, Kind]] = {
         "operationId": _id("operation"),
         "timeoutMilliseconds": Kind(_ints(1, 2000, 1000).valid, MS.near),
     },
+    "lsp.notify": {
+        "sessionId": _id("lsp").req(),
+        "method": Kind(_const("fuzz/note", "textDocument/didOpen", "exit"), _text_near).req(),
+        "params": JSON,
+    },
     "lsp.cancelOperation": {"sessionId": _id("lsp").req(), "operationId": _id("operation").req()},
     "lsp.updateWorkspaceConfiguration": {
         "sessionId": _id("lsp").req(),

@@ -320,8 +320,18 @@ async def test_crash_ends_pending_requests_at_once(core: Core, tmp_path: str) ->
         "durationMs",
     }
     assert as_obj((await session.snapshot())["facts"]) == {"admitted": 2, "dropped": 0}
-    after = await session.roundtrip("test/sleep", {"ms": 1})
-    assert as_obj(after["error"])["code"] == "languageServerUnavailable"
+    # A request to the failed session is refused at once, with the reason (issue 28).
+    with pytest.raises(CoreError) as refused:
+        await session.request("test/sleep", {"ms": 1})
+    assert refused.value.code == "invalid_request"
+    assert "failed (crashed)" in refused.value.message
+    details = as_obj(refused.value.details)
+    assert details["state"] == "failed"
+    assert (as_obj(details["lastExit"])["code"], as_obj(details["lastExit"])["exitCode"]) == (
+        "crashed",
+        7,
+    )
+    assert "crashing on purpose" in str(details["stderrTail"])
 
 
 async def test_restart_makes_new_generations_until_the_budget_is_spent(

@@ -280,7 +280,10 @@ async def test_curses_retained_context_is_the_displayed_frame() -> None:
         assert "resized=22x70" in restored
         await term.until("size=22x70")  # generation 2 runs the program again
         await term.type("q")
-        assert (await term.next_exit() if term.exits else None) is None
+        # Every generation's end is among its events, with no onExit subscription (issue 28):
+        # the close of generation 1, then the exit of generation 2 after "q".
+        assert (await term.next_exit())["generation"] == 1
+        assert (await term.next_exit())["generation"] == 2
         await term.call("terminal.dispose")
 
 
@@ -546,11 +549,12 @@ async def test_on_exit_once_per_generation_late_subscribe_and_across_reopen() ->
     async with terminal_core() as (core, _):
         term = await Term.create(core, PY, "-c", "import sys; sys.exit(7)")
         await _wait_closed(core)
-        # Subscribing after the exit delivers the recorded outcome once.
+        # The exit is among the events without a subscription (issue 28); subscribing after
+        # it adds no second event for that generation.
         subscription = _dict(await term.call("terminal.onExit"))["subscriptionID"]
         first = await term.next_exit()
         assert (first["exitCode"], first["reason"], first["generation"]) == (7, "exited", 1)
-        assert first["subscriptionID"] == subscription
+        assert "subscriptionID" not in first
         await _refused(
             "plugin.host.preconditionFailed", core, "terminal.onExit", {"terminalID": term.id}
         )
@@ -563,12 +567,16 @@ async def test_on_exit_once_per_generation_late_subscribe_and_across_reopen() ->
         await term.pump(300)
         assert term.exits == []
         # Disposing the subscription stops notifications and keeps the terminal.
+        assert second["subscriptionID"] == subscription
         await core.call("terminal.disposeSubscription", {"subscriptionID": subscription})
         await _refused(
             "not_found", core, "terminal.disposeSubscription", {"subscriptionID": subscription}
         )
+        # Without the subscription the exit is still queued, without its id.
         await term.call("terminal.reopen")
-        await _wait_closed(core)
+        third = await term.next_exit()
+        assert third["generation"] == 3
+        assert "subscriptionID" not in third
         await term.poll()
         assert term.exits == []
         await term.call("terminal.dispose")
