@@ -56,7 +56,7 @@ from typing import Final, NoReturn
 
 from . import _watchdog
 
-__all__ = ("GUARDIAN_ENV", "guard_process", "guardian_pid")
+__all__ = ("GUARDIAN_ENV", "guard_process", "guardian_pid", "serving_pid")
 
 logger = logging.getLogger("supervisor.guardian")
 
@@ -73,6 +73,23 @@ _guardian = [0]
 def guardian_pid() -> int | None:
     """The pid of this worker's guardian, or None when this process has none."""
     return _guardian[0] or None
+
+
+def serving_pid(pid: int) -> int:
+    """The process that serves for a command line started as ``pid`` (for measurements).
+
+    ``pid`` itself when it runs without a guardian; otherwise the guardian's one child, the
+    worker, which holds the supervisor's memory, descriptors and threads.
+    """
+    try:
+        with open(f"/proc/{pid}/comm") as f:
+            if f.read().strip() != _watchdog.GUARDIAN_COMM:
+                return pid
+        with open(f"/proc/{pid}/task/{pid}/children") as f:
+            children = [int(child) for child in f.read().split()]
+    except OSError:
+        return pid
+    return children[0] if len(children) == 1 else pid
 
 
 def _set_subreaper(on: bool) -> bool:
