@@ -456,8 +456,10 @@ def fault_sites(step: ChaosStep) -> tuple[str, ...]:
 #: host request, an adapter's reverse request): the unit that ends is that request, answered
 #: ``internal`` to the program, which the runner does not see; the session goes on.
 _PEER_ANSWERED_SITES: Final = frozenset({"lsp.serverRequest", "plugin.hostRequest", "dap.reverse"})
-# Likewise a fault in the cleanup a ``terminal.dispose`` runs: the stop ladder ends the
-# processes and the handle is gone, so nothing is left to say ``internal``.
+#: Likewise a fault in the end a ``terminal.dispose`` runs -- its cleanup, or the exit watch
+#: the dispose wakes (seed 9000001, round 159): the stop ladder ends the processes and the
+#: handle is gone with its events, so nothing is left to say ``internal``.
+_DISPOSE_SITES: Final = frozenset({"terminal.cleanup", "terminal.exit"})
 
 
 def plan_fault(seed: int, round_index: int, steps: list[ChaosStep]) -> tuple[int, FaultPlan] | None:
@@ -677,7 +679,7 @@ class _Round(StepContext):
             assert self.fault is not None
             site = self.fault.fired[0]
             unseen = site in _PEER_ANSWERED_SITES or (
-                site == "terminal.cleanup" and self.fired_during == "terminal.dispose"
+                site in _DISPOSE_SITES and self.fired_during == "terminal.dispose"
             )
             if not unseen:
                 self.violation(
