@@ -163,6 +163,7 @@ class StepContext:
             (a command answered ``internal``, an event with code or reason ``internal``).
         fired_during: The step's command in flight when the fault fired in its unit (the
             fault may have fired in a task of the unit all the same), or None.
+        failed_by_program: The steps whose session failed by its program's doing.
     """
 
     def __init__(
@@ -186,6 +187,8 @@ class StepContext:
         self.fault_step = fault_step
         self.internal: dict[int, list[str]] = {i: [] for i in range(len(steps))}
         self.fired_during: str | None = None
+        #: Steps whose session failed by its program's doing (see :meth:`note_events`).
+        self.failed_by_program: set[int] = set()
 
     @contextlib.contextmanager
     def step_unit(self, index: int) -> Iterator[None]:
@@ -258,8 +261,15 @@ class StepContext:
 
     def note_events(self, index: int, seen: list[JSONObject]) -> None:
         """Note the step's events that say ``internal``; one that ends a session or terminal
-        ``internal`` must carry a crash report."""
+        ``internal`` must carry a crash report. Note too a session that failed by its
+        program's doing (a ``stateChanged`` to ``failed`` that is not ``internal``)."""
         for event in seen:
+            if (
+                event.get("event") == "stateChanged"
+                and event.get("state") == "failed"
+                and not _says_internal(event)
+            ):
+                self.failed_by_program.add(index)
             if not _says_internal(event):
                 continue
             name = event.get("event")
