@@ -81,7 +81,7 @@ class _Serve:
             [PY, "-m", "supervisor", "--log-level", "ERROR", "serve"],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
-            stderr=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
         )
         self._ids = 0
 
@@ -104,7 +104,9 @@ class _Serve:
                 continue
             data = self.process.stdout.read1(65536)  # type: ignore[attr-defined]
             if not data:
-                raise EOFError("serve ended")
+                assert self.process.stderr is not None
+                tail = self.process.stderr.read().decode(errors="replace")[-2000:]
+                raise EOFError(f"serve {self.process.pid} ended ({self.process.wait()}): {tail}")
             decoder.receive_data(data)
 
 
@@ -160,7 +162,7 @@ def one_round(rng: random.Random, workdir: str) -> dict[str, Any]:
         if serve.process.poll() is None:
             serve.process.kill()
         serve.process.wait()
-        for stream in (serve.process.stdin, serve.process.stdout):
+        for stream in (serve.process.stdin, serve.process.stdout, serve.process.stderr):
             with contextlib.suppress(OSError):
                 assert stream is not None
                 stream.close()

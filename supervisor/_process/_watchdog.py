@@ -421,11 +421,15 @@ class _Tracker:
     process (another start time).
     """
 
-    def __init__(self, supervisor_pid: int, *, report: bool = False) -> None:
+    def __init__(
+        self, supervisor_pid: int, *, supervisor_start: int | None = None, report: bool = False
+    ) -> None:
         self.supervisor_pid = supervisor_pid
-        stat = _stat(supervisor_pid)
+        if supervisor_start is None:
+            stat = _stat(supervisor_pid)
+            supervisor_start = -1 if stat is None else stat[3]
         #: The supervisor's start time: its pid names it only while that matches.
-        self.supervisor_start = -1 if stat is None else stat[3]
+        self.supervisor_start = supervisor_start
         self.known: dict[int, int] = {}
         #: Write each new record to stdout (a pipe the supervisor reads), as ``pid start``.
         self.report = report
@@ -438,15 +442,21 @@ class _Tracker:
         """Record a tree main or an adopted orphan, once ``/proc`` shows it is the
         supervisor's live child."""
         stat = _stat(pid)
-        if stat is not None and stat[0] not in ("Z", "X") and stat[1] == self.supervisor_pid:
+        if (
+            stat is not None
+            and stat[0] not in ("Z", "X")
+            and stat[1] == self.supervisor_pid
+            and self._supervisor_runs()
+        ):
             self.known[pid] = stat[3]
+
+    def _supervisor_runs(self) -> bool:
+        stat = _stat(self.supervisor_pid)
+        return stat is not None and stat[0] not in ("Z", "X") and stat[3] == self.supervisor_start
 
     def _supervisor_children(self) -> list[int]:
         """The supervisor's children, while it runs (its pid may be another process later)."""
-        if not self.whole:
-            return []
-        stat = _stat(self.supervisor_pid)
-        if stat is None or stat[0] in ("Z", "X") or stat[3] != self.supervisor_start:
+        if not self.whole or not self._supervisor_runs():
             return []
         return _children(self.supervisor_pid)
 
@@ -748,6 +758,15 @@ def _watch(tracker: _Tracker) -> None:
             next_snapshot = time.monotonic() + SNAPSHOT_S
 
 
+def _instance_process(instance: str) -> tuple[int, int]:
+    """The pid and start time an instance id ``<pid>.<starttime>.<pidns>.<boot>`` names."""
+    pid_text, _, rest = instance.partition(".")
+    start_text = rest.partition(".")[0]
+    if pid_text.isdigit() and start_text.isdigit():
+        return int(pid_text), int(start_text)
+    return -1, -1  # not ours to judge: nothing is recorded, the marker sweep still runs
+
+
 def _main(argv: list[str]) -> int:
     """The watchdog: ``watchdog.py supervisor-watchdog INSTANCE SUPERVISOR_PGID``."""
     if len(argv) != 4 or argv[1] != WATCHDOG_ARG:
@@ -759,7 +778,11 @@ def _main(argv: list[str]) -> int:
         signal.signal(signum, signal.SIG_IGN)
     with contextlib.suppress(OSError), open("/proc/self/comm", "w") as comm:
         comm.write(WATCHDOG_COMM)
-    tracker = _Tracker(os.getppid(), report=True)  # the supervisor spawned us: our parent
+    # The supervisor is named by its instance (pid and start time), never by our parent: if
+    # it died before we got here, we were re-parented -- to init, or to a subreaper such as an
+    # IDE -- whose other children are none of ours.
+    supervisor_pid, supervisor_start = _instance_process(instance)
+    tracker = _Tracker(supervisor_pid, supervisor_start=supervisor_start, report=True)
     with contextlib.suppress(OSError):
         os.set_blocking(1, False)
     _watch(tracker)

@@ -18,12 +18,14 @@ import random
 import signal
 import subprocess
 import sys
+import time
 from typing import TYPE_CHECKING, Any
 
 import pytest
 import trio
 
 from supervisor import open_core, open_process_tree
+from supervisor._process import _watchdog
 from supervisor._process._guardian import GUARDIAN_ENV
 from supervisor._process._marker import SCOPE_ENV, boot_id, pid_namespace
 from supervisor._process._procfs import read_env_var, read_stat
@@ -443,3 +445,33 @@ async def test_the_watchdog_alone_ends_escapees_a_snapshot_has_seen(tmp_path: Pa
 def _ppid(pid: int) -> int | None:
     stat = read_stat(pid)
     return None if stat is None else stat.ppid
+
+
+def test_a_watchdog_whose_supervisor_died_first_spares_its_new_parent() -> None:
+    """Issue 25 (found by ``benchmarks.crash_kills``): a supervisor killed while its watchdog
+    was starting left the watchdog re-parented (here: to this test process, as to an IDE that
+    is a subreaper); it took its new parent for its supervisor and, the whole process being
+    ours, SIGKILLed that parent's other children. The watchdog names its supervisor by the
+    instance (pid and start time), so it finds nothing of a dead one to end."""
+    dead = subprocess.Popen([PY, "-c", "pass"])
+    dead.wait()
+    instance = f"{dead.pid}.1.{pid_namespace()}.{boot_id()}"
+    bystander = subprocess.Popen([PY, "-c", "import time; time.sleep(60)"])
+    watchdog = subprocess.Popen(
+        [PY, "-I", "-S", _watchdog.__file__, "supervisor-watchdog", instance, str(os.getpgrp())],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.DEVNULL,
+    )
+    try:
+        assert watchdog.stdin is not None
+        # What a command line's supervisor tells it first: no host shares the process.
+        watchdog.stdin.write(b"=1\n+%d\n" % bystander.pid)
+        watchdog.stdin.flush()
+        time.sleep(3 * SNAPSHOT_S)
+        watchdog.stdin.close()  # the supervisor is "gone": the sweep runs
+        assert watchdog.wait(timeout=BOUND_S) == 0
+        assert bystander.poll() is None, "the watchdog ended a process that is not its own"
+    finally:
+        for process in (bystander, watchdog):
+            process.kill()
+            process.wait()
