@@ -19,7 +19,9 @@ clear it: ``setsid env -i ...``):
 - every process whose ``SUPERVISOR_SCOPE`` marker names this instance (see ``_marker``);
 - the tree it was told about: the supervisor writes ``+<pid>`` on the pipe for each tree main
   it spawns (:func:`watch_tree`); the watchdog records the pid with its start time once it
-  has checked the process is its supervisor's child, and while any such process lives it
+  has checked the process is its supervisor's child (the supervisor named by the instance,
+  pid and start time: never the watchdog's own parent, which is init or some subreaper once
+  the supervisor died), and while any such process lives it
   takes an *ancestry snapshot* every :data:`SNAPSHOT_S`: every descendant of a recorded
   process is recorded too, with its start time, and keeps its record after its parent dies
   (a pid with another start time is another process and is dropped);
