@@ -28,6 +28,7 @@ import trio
 
 from protocol import Frame, FrameDecoder
 from supervisor import open_core
+from supervisor._process._guardian import serving_pid
 
 PY = sys.executable
 _GIB_NUL = "import os\nb = bytes(1 << 20)\nfor _ in range(1024):\n    os.write({fd}, b)\n"
@@ -103,7 +104,7 @@ class _Serve:
             self.ready.wait_for(lambda: len([m for _, m in self.frames if "id" in m]) >= answers)
 
     def close(self) -> int:
-        peak = _hwm(str(self.process.pid))
+        peak = _hwm(str(serving_pid(self.process.pid)))  # the worker, not its guardian
         self.send(999_999, "shutdown", None)
         assert self.process.stdin is not None
         body = b'{"jsonrpc": "2.0", "method": "exit"}'

@@ -38,6 +38,7 @@ if TYPE_CHECKING:
     from protocol import JSONObject
 
 __all__ = (
+    "FAULT_SITES",
     "MAX_MESSAGE_BYTES",
     "FaultPlan",
     "InjectedFault",
@@ -192,6 +193,41 @@ async def run_contained(
 
 
 # -- fault injection (tests and the chaos runner only) -------------------------------------
+
+
+#: Every fault point in the code, by name (``fault_point(name)``); a test keeps it equal to the
+#: calls in the source, so the chaos runner can name the points that never fired.
+FAULT_SITES: Final = frozenset(
+    {
+        "request.dispatch",
+        "job.spawn",
+        "job.output",
+        "job.exit",
+        "lsp.reader",
+        "lsp.handshake",
+        "lsp.stderr",
+        "lsp.exitWatch",
+        "lsp.request",
+        "lsp.serverRequest",
+        "dap.reader",
+        "dap.writer",
+        "dap.drain",
+        "dap.exit",
+        "dap.initialize",
+        "dap.configure",
+        "dap.operation",
+        "dap.reverse",
+        "terminal.reader",
+        "terminal.render",
+        "terminal.exit",
+        "terminal.cleanup",
+        "terminal.outcome",
+        "plugin.notification",
+        "plugin.call",
+        "plugin.hostRequest",
+        "plugin.relay",
+    }
+)
 
 
 class InjectedFault(RuntimeError):

@@ -51,3 +51,20 @@ def collect_if_adopted(pids: Iterable[int]) -> None:
             continue
         with contextlib.suppress(ChildProcessError):
             os.waitpid(pid, os.WNOHANG)
+
+
+def serving_pid(pid: int) -> int:
+    """The process that serves for the ``supervisor`` command line started as ``pid``.
+
+    With its guardian (``supervisor._process._guardian``), ``pid`` is the guardian and the
+    supervisor is its one child; without (``SUPERVISOR_GUARDIAN=0``, no procfs) it is ``pid``.
+    """
+    try:
+        with open(f"/proc/{pid}/comm") as f:
+            if f.read().strip() != "sv-guardian":
+                return pid
+        with open(f"/proc/{pid}/task/{pid}/children") as f:
+            children = [int(child) for child in f.read().split()]
+    except OSError:
+        return pid
+    return children[0] if len(children) == 1 else pid

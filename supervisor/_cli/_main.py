@@ -430,7 +430,7 @@ def _add_serve(sub: Any) -> None:
         _SERVE_HELP,
         _SERVE_EPILOG,
     )
-    serve.set_defaults(handler=_serve)
+    serve.set_defaults(handler=_serve, guarded=True)
 
 
 def _add_reap(sub: Any) -> None:
@@ -931,5 +931,12 @@ def _main(argv: Sequence[str] | None) -> int:
         stream=sys.stderr,
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
+    if argv is None and getattr(args, "guarded", False):
+        # The process is this command line's own (python -m supervisor, the console
+        # script): split it into a guardian and this worker, so that a SIGKILL of either
+        # leaves the other to end everything (_process/_guardian.py).
+        from .._process._guardian import guard_process
+
+        guard_process()
     handler: Callable[[argparse.Namespace], int] = args.handler
     return handler(args)

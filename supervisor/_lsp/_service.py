@@ -1077,6 +1077,11 @@ class LspService:
             session_plugin_id=plugin.plugin_id if plugin is not None else None,
             negotiated=plugin is not None and plugin.negotiated,
             registry=plugin.registry if plugin is not None else None,
+            not_running=(
+                f"session {session.session_id} is {session.state.value}: no backend runs"
+                if session.state.value in ("failed", "stopped")
+                else None
+            ),
         )
         operation_id = (
             optional_str(payload, "operationId")

@@ -383,6 +383,11 @@ class PluginRuntime:
         with call.scope:
             if after is not None:
                 await after.wait()
+            if _ended_by_session(call):
+                # The session's end ended it before it was sent: no backend is left to
+                # invoke, and nothing of it may fail any more (chaos --faults, seed 9000006).
+                # A call cancelled that early is still invoked, then cancelled.
+                return
             fault_point("plugin.call")
             # endpoint.request queues the frame before its first checkpoint, so what is
             # woken by `sent` is written after it.
@@ -750,3 +755,10 @@ class PluginRuntime:
             CoreError: ``invalid_request``.
         """
         check_host_notification(method, params, self.grants)
+
+
+def _ended_by_session(call: _Call) -> bool:
+    """Whether ``call`` ended because its session is ending (``languageServerUnavailable``)."""
+    outcome = call.outcome
+    error = outcome.get("error") if outcome is not None else None
+    return isinstance(error, dict) and error.get("code") == "languageServerUnavailable"

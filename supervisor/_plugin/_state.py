@@ -260,6 +260,7 @@ def check_function_request(
     session_plugin_id: str | None,
     negotiated: bool,
     registry: FunctionRegistry | None,
+    not_running: str | None = None,
 ) -> tuple[str, JSONObject]:
     """Invocation: the refusal checks of ``lsp.functionRequest``, in the reference's order.
 
@@ -273,7 +274,8 @@ def check_function_request(
     6. function not registered: ``not_supported`` / ``plugin.function.unknown``
 
     As the reference's table puts them: the envelope ``error.code`` is the Core code, and
-    ``error.details.code`` the ``plugin.function.*`` code.
+    ``error.details.code`` the ``plugin.function.*`` code. ``not_running`` (the session has
+    failed or stopped) words check 5's message: no backend runs that could negotiate.
 
     Returns:
         ``(function ID, params object)`` for the invoke.
@@ -307,7 +309,9 @@ def check_function_request(
         )
     if not negotiated or registry is None:
         raise _function_error(
-            "unavailable", "not_supported", "the backend did not negotiate litheFunctions"
+            "unavailable",
+            "not_supported",
+            not_running or "the backend did not negotiate litheFunctions",
         )
     if function_id not in registry:
         raise _function_error("unknown", "not_supported", f"{function_id} is not registered")

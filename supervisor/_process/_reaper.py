@@ -103,6 +103,8 @@ _whole_process = [False]
 #: Process trees between their spawn and their end (one cell), under ``_trees_lock``: Cores on
 #: several threads of one host share the process's subreaper state.
 _trees_open = [0]
+#: Adopted children told to the watchdog, as ``(pid, start time)``.
+_told_watchdog: set[tuple[int, int]] = set()
 #: ``_ours`` is pruned of processes gone (or pids reused) past this many records.
 _OURS_PRUNE_AT = 4096
 _trees_lock = threading.Lock()
@@ -238,6 +240,7 @@ def own_whole_process() -> None:
     Prefer :func:`owning_whole_process`, which gives the claim back.
     """
     _whole_process[0] = True
+    _watchdog.set_whole_process(True)
 
 
 @contextlib.contextmanager
@@ -255,6 +258,7 @@ def owning_whole_process() -> Iterator[None]:
     finally:
         with _trees_lock:
             _whole_process[0] = False
+            _watchdog.set_whole_process(False)
             if not _trees_open[0] and subreaper_active():
                 with contextlib.suppress(OSError, AttributeError):
                     _set_subreaper(0)
@@ -333,8 +337,29 @@ def adopted_stats(*, reap_exited: Mapping[int, int] | None = None) -> list[ProcS
             marker = read_env_var(pid, SCOPE_ENV)
             if marker is not None and marker.startswith(prefix):
                 note_ours(pid, stat.starttime)
+        if not stat.dead:
+            _record_adopted(stat)
         found.append(stat)
     return found
+
+
+def _record_adopted(stat: ProcStat) -> None:
+    """Tell the watchdog about a live adopted child we can prove ours, once per process.
+
+    Before the reaper reaps or leaves it, whatever its session or environment: the
+    watchdog then ends it (and what it starts) if we die, even after it lost every trace
+    of its tree. Embedded in a host, only a child recorded as ours counts (an unknown one
+    may be the host's); owning the whole process, every adopted child does.
+    """
+    key = (stat.pid, stat.starttime)
+    if key in _told_watchdog:
+        return
+    if not _whole_process[0] and _ours.get(stat.pid) != stat.starttime:
+        return
+    if len(_told_watchdog) >= _OURS_PRUNE_AT:
+        _told_watchdog.clear()  # a repeated record costs the watchdog one stat read
+    _told_watchdog.add(key)
+    _watchdog.watch_adopted(stat.pid)
 
 
 def reap_zombies(stats: Iterable[ProcStat]) -> list[int]:

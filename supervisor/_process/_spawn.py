@@ -72,6 +72,7 @@ from __future__ import annotations
 import array
 import contextlib
 import ctypes
+import errno
 import fcntl
 import functools
 import math
@@ -81,6 +82,7 @@ import signal
 import subprocess
 import sys
 import termios
+import threading
 import time
 from typing import TYPE_CHECKING, Any, Final, final
 
@@ -89,7 +91,7 @@ import trio
 from ._procfs import HAVE_PROCFS, read_stat
 
 if TYPE_CHECKING:
-    from collections.abc import Mapping, Sequence
+    from collections.abc import Iterator, Mapping, Sequence
 
 __all__ = (
     "DEVNULL",
@@ -97,6 +99,7 @@ __all__ = (
     "STDOUT",
     "ExitWatch",
     "SpawnedProcess",
+    "refuse_spawns",
     "spawn",
     "spawn_forks",
     "wait_exits",
@@ -579,6 +582,51 @@ def _fork_spawn(
         raise OSError(f"could not prepare the child: {exc}") from exc
 
 
+class _SpawnGate:
+    """Spawns in flight, and whether new ones are refused (the process is ending).
+
+    A worker whose guardian died (``_guardian``) sweeps its descendants once nothing can
+    start any more: :meth:`close` waits for the spawns in flight (each lasts until its child
+    has exec'd), and every later one raises. Spawns never wait for each other here.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Condition()
+        self._in_flight = 0
+        self._closed = False
+
+    @contextlib.contextmanager
+    def enter(self) -> Iterator[None]:
+        with self._lock:
+            if self._closed:
+                raise OSError(errno.ESHUTDOWN, "the supervisor is ending: no new process starts")
+            self._in_flight += 1
+        try:
+            yield
+        finally:
+            with self._lock:
+                self._in_flight -= 1
+                if not self._in_flight:
+                    self._lock.notify_all()
+
+    def close(self) -> None:
+        with self._lock:
+            self._closed = True
+            self._lock.wait_for(lambda: not self._in_flight, timeout=1.0)
+
+
+_gate = _SpawnGate()
+
+
+def refuse_spawns() -> None:
+    """Refuse every spawn from now on, once those in flight have finished (bounded: 1 s).
+
+    For a process that is ending everything it started from another thread (a worker whose
+    guardian died): after this, a sweep that finds no descendant is final.
+    """
+    _gate.close()
+
+
 def spawn(
     executable: str,
     argv: Sequence[str],
@@ -623,6 +671,21 @@ def spawn(
             format), the cwd or the terminal could not be used or a pipe could not be
             created; nothing is left running and every descriptor opened here is closed.
     """
+    with _gate.enter():
+        return _spawn(executable, argv, env, cwd, stdin, stdout, stderr, tty, pass_fd)
+
+
+def _spawn(
+    executable: str,
+    argv: Sequence[str],
+    env: Mapping[str, str],
+    cwd: str | None,
+    stdin: int,
+    stdout: int,
+    stderr: int,
+    tty: int | None,
+    pass_fd: tuple[int, str] | None,
+) -> SpawnedProcess:
     opened: list[int] = []  # every descriptor of ours; the child-side ones close below
     child_side: list[int] = []
     ours: dict[str, int] = {}

@@ -19,7 +19,9 @@ clear it: ``setsid env -i ...``):
 - every process whose ``SUPERVISOR_SCOPE`` marker names this instance (see ``_marker``);
 - the tree it was told about: the supervisor writes ``+<pid>`` on the pipe for each tree main
   it spawns (:func:`watch_tree`); the watchdog records the pid with its start time once it
-  has checked the process is its supervisor's child, and while any such process lives it
+  has checked the process is its supervisor's child (the supervisor named by the instance,
+  pid and start time: never the watchdog's own parent, which is init or some subreaper once
+  the supervisor died), and while any such process lives it
   takes an *ancestry snapshot* every :data:`SNAPSHOT_S`: every descendant of a recorded
   process is recorded too, with its start time, and keeps its record after its parent dies
   (a pid with another start time is another process and is dropped);
@@ -195,6 +197,8 @@ def ensure_watchdog() -> int | None:
     os.set_blocking(write_fd, False)
     os.set_blocking(feed_fd, False)
     _current = _Watchdog(me, pid, write_fd, feed_fd)
+    if _whole[0]:
+        _tell(b"=1\n")
     global _atexit_pid
     if _atexit_pid != me:
         _atexit_pid = me
@@ -236,6 +240,39 @@ def watch_tree(pid: int) -> None:
         trio.lowlevel.spawn_system_task(_send_later, name="supervisor watchdog records")
 
 
+def watch_adopted(pid: int) -> None:
+    """Tell the watchdog about ``pid``, an orphan this process adopted as subreaper.
+
+    The reaper calls it for every adopted child it proves ours, before it reaps or leaves
+    it, whatever its session or environment: the watchdog records it (it checks the
+    process is still our child) and its descendants, as for a tree main. Sent at once.
+    """
+    _tell(b"+%d\n" % pid)
+
+
+def set_whole_process(whole: bool) -> None:
+    """Tell the watchdog whether no host shares this process (``_reaper.own_whole_process``).
+
+    While it is so, every child of ours is ours -- a tree main or an adopted orphan -- and
+    the watchdog's snapshots walk them all, so an orphan is recorded at the first snapshot
+    after its adoption even when the reaper has not looked yet.
+    """
+    _whole[0] = whole
+    _tell(b"=1\n" if whole else b"=0\n")
+
+
+#: The last :func:`set_whole_process` (one cell), sent again to a new watchdog.
+_whole = [False]
+
+
+def _tell(line: bytes) -> None:
+    current = _current
+    if current is None or current.owner_pid != os.getpid():
+        return
+    with contextlib.suppress(OSError):
+        os.write(current.write_fd, line)
+
+
 #: How long a tree main's record may wait to be sent with others (seconds; see watch_tree).
 RECORD_DELAY_S: Final = 0.02
 #: Tree mains spawned in a Trio run and not told to the watchdog yet. Appending and taking a
@@ -245,11 +282,8 @@ _flush_scheduled = [False]
 
 
 def _send_records(pids: list[int]) -> None:
-    current = _current
-    if not pids or current is None or current.owner_pid != os.getpid():
-        return
-    with contextlib.suppress(OSError):
-        os.write(current.write_fd, b"".join(b"+%d\n" % pid for pid in pids))
+    if pids:
+        _tell(b"".join(b"+%d\n" % pid for pid in pids))
 
 
 async def _send_later() -> None:
@@ -389,23 +423,50 @@ class _Tracker:
     process (another start time).
     """
 
-    def __init__(self, supervisor_pid: int, *, report: bool = False) -> None:
+    def __init__(
+        self, supervisor_pid: int, *, supervisor_start: int | None = None, report: bool = False
+    ) -> None:
         self.supervisor_pid = supervisor_pid
+        if supervisor_start is None:
+            stat = _stat(supervisor_pid)
+            supervisor_start = -1 if stat is None else stat[3]
+        #: The supervisor's start time: its pid names it only while that matches.
+        self.supervisor_start = supervisor_start
         self.known: dict[int, int] = {}
         #: Write each new record to stdout (a pipe the supervisor reads), as ``pid start``.
         self.report = report
+        #: Whether no host shares the supervisor's process (``=1`` on the pipe): then every
+        #: child of the supervisor is its own -- a tree main or an orphan it adopted as
+        #: subreaper, whatever its session or environment -- and each snapshot walks them.
+        self.whole = False
 
     def told(self, pid: int) -> None:
-        """Record a tree main, once ``/proc`` shows it is the supervisor's live child."""
+        """Record a tree main or an adopted orphan, once ``/proc`` shows it is the
+        supervisor's live child."""
         stat = _stat(pid)
-        if stat is not None and stat[0] not in ("Z", "X") and stat[1] == self.supervisor_pid:
+        if (
+            stat is not None
+            and stat[0] not in ("Z", "X")
+            and stat[1] == self.supervisor_pid
+            and self._supervisor_runs()
+        ):
             self.known[pid] = stat[3]
+
+    def _supervisor_runs(self) -> bool:
+        stat = _stat(self.supervisor_pid)
+        return stat is not None and stat[0] not in ("Z", "X") and stat[3] == self.supervisor_start
+
+    def _supervisor_children(self) -> list[int]:
+        """The supervisor's children, while it runs (its pid may be another process later)."""
+        if not self.whole or not self._supervisor_runs():
+            return []
+        return _children(self.supervisor_pid)
 
     def snapshot(self) -> dict[int, int]:
         """Refresh the records and add the descendants found; return live pid -> pgid."""
         live: dict[int, int] = {}
         fresh: list[bytes] = []
-        stack = list(self.known)
+        stack = [*self.known, *self._supervisor_children()]
         me = os.getpid()
         while stack:
             pid = stack.pop()
@@ -509,13 +570,178 @@ def sweep_instance(
     return sorted(signalled)
 
 
+def _live_descendants(root: int) -> dict[int, int]:
+    """Every live (non-zombie) descendant of ``root``, ``root`` excluded: pid -> pgid."""
+    live: dict[int, int] = {}
+    seen: set[int] = set()
+    stack = _children(root)
+    while stack:
+        pid = stack.pop()
+        if pid in seen:
+            continue
+        seen.add(pid)
+        stat = _stat(pid)
+        if stat is None:
+            continue
+        if stat[0] not in ("Z", "X"):
+            live[pid] = stat[2]
+        stack.extend(_children(pid))
+    return live
+
+
+def _reap_children() -> dict[int, int]:
+    """Collect every exited child of ours without blocking: pid -> wait status."""
+    reaped: dict[int, int] = {}
+    while True:
+        try:
+            pid, status = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return reaped
+        if pid == 0:
+            return reaped
+        reaped[pid] = status
+
+
+def sweep_descendants(
+    root: int, *, reap: bool = False, bound_s: float = SWEEP_BOUND_S
+) -> list[int]:
+    """SIGKILL every live descendant of ``root``, groups first, until none is left.
+
+    The exact sweep of a process that is (or was) a child subreaper: every orphan of its
+    trees came back to it, so its descendants are all of them, whatever their session,
+    group or environment. Our own process group is never signalled as a group (invariant
+    11), nor groups 0 and 1.
+
+    Args:
+        root: The process whose descendants end (itself excluded): this process (the
+            guardian after the worker died, a worker whose guardian died).
+        reap: Also collect the exit status of every child of ours that exits (only for a
+            process all of whose children are its own: the guardian).
+        bound_s: The longest it keeps scanning, in seconds (a process stuck in
+            uninterruptible sleep is left).
+
+    Returns:
+        Every pid that was sent SIGKILL, sorted.
+    """
+    protected = {0, 1, os.getpgrp()}
+    signalled: set[int] = set()
+    deadline = time.monotonic() + bound_s
+    while True:
+        if reap:
+            _reap_children()
+        victims = _live_descendants(root)
+        if not victims:
+            break
+        for pgid in set(victims.values()) - protected:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(pgid, signal.SIGKILL)
+        for pid in victims:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(pid, signal.SIGKILL)
+        signalled.update(victims)
+        if time.monotonic() >= deadline:
+            break
+        time.sleep(_SWEEP_PAUSE_S)
+    if reap:
+        _reap_children()
+    return sorted(signalled)
+
+
+# -- the guardian: the parent of a command line's worker (see _guardian) ----------------------
+
+#: An argument of the guardian's command line, so ``ps`` shows what it is.
+GUARDIAN_ARG: Final = "supervisor-guardian"
+#: The guardian's process name (``/proc/<pid>/comm``).
+GUARDIAN_COMM: Final = "sv-guardian"
+#: Signals the guardian passes on to its worker; blocked (and waited for) from before the
+#: fork, so none is lost or acted on by default between the fork and the guardian's loop.
+GUARDED_SIGNALS: Final = frozenset(
+    {
+        signal.SIGTERM,
+        signal.SIGINT,
+        signal.SIGHUP,
+        signal.SIGQUIT,
+        signal.SIGUSR1,
+        signal.SIGUSR2,
+        signal.SIGCHLD,
+    }
+)
+#: ``si_code`` of a signal the kernel sent (the terminal's ^C, ^\\, hang-up).
+_SI_KERNEL: Final = 0x80
+
+
+def guard(worker: int, *, same_group: bool) -> int:
+    """Be the guardian of ``worker``, our child, until it exits; then end what it left.
+
+    This process is a child subreaper (set before the fork, kept across ``exec``), so when
+    the worker dies, SIGKILL included, every process it had -- its children and the orphans
+    it had adopted -- becomes ours, and :func:`sweep_descendants` ends them all, exactly:
+    no snapshot, marker or record is needed.
+
+    Every signal of :data:`GUARDED_SIGNALS` but SIGCHLD is passed on to the worker, except,
+    when ``same_group``, one the terminal sent (the worker is in our foreground process
+    group and got it too).
+
+    Returns:
+        The worker's wait status.
+    """
+    signal.signal(signal.SIGCHLD, signal.SIG_DFL)  # never SIG_IGN: we wait for our children
+    signal.pthread_sigmask(signal.SIG_BLOCK, GUARDED_SIGNALS)
+    while True:
+        status = _reap_children().get(worker)
+        if status is not None:
+            break
+        info = signal.sigwaitinfo(GUARDED_SIGNALS)
+        if info.si_signo == signal.SIGCHLD or (same_group and info.si_code == _SI_KERNEL):
+            continue
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(worker, info.si_signo)
+    sweep_descendants(os.getpid(), reap=True)
+    return status
+
+
+def exit_as(status: int) -> int:
+    """End this process as the wait ``status`` of another says it ended.
+
+    The same exit code, or death by the same signal (without a core dump); returns
+    ``128 + signal`` when the signal did not end us.
+    """
+    if not os.WIFSIGNALED(status):
+        return os.waitstatus_to_exitcode(status)
+    signum = os.WTERMSIG(status)
+    try:
+        import resource
+
+        resource.setrlimit(resource.RLIMIT_CORE, (0, resource.getrlimit(resource.RLIMIT_CORE)[1]))
+    except (ImportError, OSError, ValueError):
+        pass
+    if signum not in (signal.SIGKILL, signal.SIGSTOP):
+        with contextlib.suppress(OSError, ValueError):
+            signal.signal(signum, signal.SIG_DFL)
+            signal.pthread_sigmask(signal.SIG_UNBLOCK, {signum})
+    with contextlib.suppress(OSError):
+        os.kill(os.getpid(), signum)
+    return 128 + signum
+
+
+def _guardian_main(argv: list[str]) -> int:
+    """The guardian: ``watchdog.py supervisor-guardian WORKER_PID group|own``."""
+    if len(argv) != 4 or argv[1] != GUARDIAN_ARG or not argv[2].isdigit():
+        print(f"usage: {argv[0]} {GUARDIAN_ARG} WORKER_PID group|own", file=sys.stderr)
+        return 2
+    with contextlib.suppress(OSError), open("/proc/self/comm", "w") as comm:
+        comm.write(GUARDIAN_COMM)
+    return exit_as(guard(int(argv[2]), same_group=argv[3] == "group"))
+
+
 def _watch(tracker: _Tracker) -> None:
     """Read the supervisor's ``+<pid>`` records until EOF (the supervisor is gone), taking an
     ancestry snapshot every :data:`SNAPSHOT_S` while a recorded process lives."""
     pending = b""
     next_snapshot = time.monotonic() + SNAPSHOT_S
     while True:
-        timeout = max(0.0, next_snapshot - time.monotonic()) if tracker.known else None
+        busy = bool(tracker.known) or tracker.whole
+        timeout = max(0.0, next_snapshot - time.monotonic()) if busy else None
         ready, _, _ = select.select([0], [], [], timeout)
         if ready:
             data = os.read(0, 4096)
@@ -525,11 +751,22 @@ def _watch(tracker: _Tracker) -> None:
             for line in lines:
                 if line[:1] == b"+" and line[1:].isdigit():
                     tracker.told(int(line[1:]))
-        if tracker.known and time.monotonic() >= next_snapshot:
+                elif line in (b"=1", b"=0"):
+                    tracker.whole = line == b"=1"
+        if busy and time.monotonic() >= next_snapshot:
             tracker.snapshot()
             next_snapshot = time.monotonic() + SNAPSHOT_S
-        elif not tracker.known:
+        elif not busy:
             next_snapshot = time.monotonic() + SNAPSHOT_S
+
+
+def _instance_process(instance: str) -> tuple[int, int]:
+    """The pid and start time an instance id ``<pid>.<starttime>.<pidns>.<boot>`` names."""
+    pid_text, _, rest = instance.partition(".")
+    start_text = rest.partition(".")[0]
+    if pid_text.isdigit() and start_text.isdigit():
+        return int(pid_text), int(start_text)
+    return -1, -1  # not ours to judge: nothing is recorded, the marker sweep still runs
 
 
 def _main(argv: list[str]) -> int:
@@ -543,7 +780,11 @@ def _main(argv: list[str]) -> int:
         signal.signal(signum, signal.SIG_IGN)
     with contextlib.suppress(OSError), open("/proc/self/comm", "w") as comm:
         comm.write(WATCHDOG_COMM)
-    tracker = _Tracker(os.getppid(), report=True)  # the supervisor spawned us: our parent
+    # The supervisor is named by its instance (pid and start time), never by our parent: if
+    # it died before we got here, we were re-parented -- to init, or to a subreaper such as an
+    # IDE -- whose other children are none of ours.
+    supervisor_pid, supervisor_start = _instance_process(instance)
+    tracker = _Tracker(supervisor_pid, supervisor_start=supervisor_start, report=True)
     with contextlib.suppress(OSError):
         os.set_blocking(1, False)
     _watch(tracker)
@@ -553,4 +794,4 @@ def _main(argv: list[str]) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(_main(sys.argv))
+    sys.exit(_guardian_main(sys.argv) if sys.argv[1:2] == [GUARDIAN_ARG] else _main(sys.argv))

@@ -96,6 +96,9 @@ DEFAULT_KILL_WAIT_MS: Final = KILL_WAIT_MS
 DEFAULT_DRAIN_MS: Final = DRAIN_AFTER_EXIT_MS
 #: Output arriving within this many seconds is rendered in one batch.
 _RENDER_COALESCE_S: Final = 0.02
+#: How long :meth:`TerminalProcess.end` waits for the generation's task once cancelled, in
+#: seconds (it ends at once: a bound against a bug, not a wait).
+_RUN_END_S: Final = 1.0
 #: While output outruns rendering, render only once it has paused this long (seconds).
 _FLOOD_QUIET_S: Final = 0.1
 #: Output is a flood when more characters than this arrive within one coalescing wait or
@@ -169,6 +172,8 @@ class TerminalProcess:
         self._reader_done = trio.Event()
         self._eof = trio.Event()
         self._render_done = trio.Event()
+        #: Set when the generation's task (:meth:`_run`) has ended, its failure recorded.
+        self._run_done = trio.Event()
         self._render_wanted = trio.Event()
         self.exited = trio.Event()
         self.returncode: int | None = None
@@ -264,6 +269,8 @@ class TerminalProcess:
                 log_failure(f"terminal process {self.pid} failure handler", exc)
             if rest is not None:
                 raise rest from None
+        finally:
+            self._run_done.set()
 
     async def _read_loop(self) -> None:
         # Not FdStream.receive_some: a PTY read returns at most about 4 KiB (the line
@@ -465,6 +472,11 @@ class TerminalProcess:
             self._scope.cancel()
             await self._reader_done.wait()
             await self._render_done.wait()
+            # The generation's own task may have woken from the tree's exit just before the
+            # cancel, and fail after it: its failure is this generation's outcome (a close
+            # that lost it would report a clean end). Once cancelled it ends at once.
+            with trio.move_on_after(_RUN_END_S):
+                await self._run_done.wait()
             # The render loop was cancelled between batches; render the rest (bounded by
             # the display's pending bound).
             await trio.to_thread.run_sync(self.display.render_pending)

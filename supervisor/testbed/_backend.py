@@ -12,17 +12,25 @@ Functions (plugin :data:`CHAOS_PLUGIN_ID`):
 - ``chaos.work {ms}``: reports progress, then runs a child that starts a grandchild and
   sleeps ``ms`` milliseconds (both append their pids to ``--pid-file``), bound to the call.
   Returns ``{ms, exitCode}``.
+- ``chaos.relay {to, ms}``: relays ``chaos.work {ms}`` to the plugin ``to`` through the
+  host (``lithe/host/functions/invoke``, in the call's workspace context) and returns
+  ``{relayed: <its value>}``, or ``{relayed: {code}}`` when the relay refused or failed.
 - ``chaos.echo {...}``: returns its params.
+
+Each ``chaos.work`` and ``chaos.relay`` call also asks the host ``lithe/host/getCapabilities``
+(a host request, so the host's handling of one is exercised too); a failure of that request
+is the host's and the call goes on.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import sys
 from typing import TYPE_CHECKING, Final
 
-from supervisor.plugin_sdk import CallContext, create_backend
+from supervisor.plugin_sdk import CallContext, HostError, create_backend
 
 if TYPE_CHECKING:
     from protocol import JSONObject, JSONValue
@@ -60,10 +68,35 @@ async def work(params: JSONObject, context: CallContext) -> JSONValue:
     ms = params.get("ms", 100)
     if isinstance(ms, bool) or not isinstance(ms, int) or ms < 0:
         ms = 100
+    await _ask_host(context)
     await context.progress("working", 0)
     result = await context.run([sys.executable, "-c", _WORKER, _pid_file, str(ms / 1000)])
     await context.progress("done", 100)
     return {"ms": ms, "exitCode": result.exit_code}
+
+
+@backend.function("chaos.relay")
+async def relay(params: JSONObject, context: CallContext) -> JSONValue:
+    """Relay ``chaos.work {ms}`` to the plugin ``params["to"]``."""
+    await _ask_host(context)
+    workspace = context.workspace_context
+    if workspace is None:
+        return {"relayed": {"code": "noContext"}}
+    try:
+        reply = await context.host.functions.invoke(
+            workspace,
+            plugin_id=str(params.get("to")),
+            function_id="chaos.work",
+            params={"ms": params.get("ms", 100)},
+        )
+    except HostError as exc:
+        return {"relayed": {"code": exc.code}}
+    return {"relayed": reply.get("value") if isinstance(reply, dict) else reply}
+
+
+async def _ask_host(context: CallContext) -> None:
+    with contextlib.suppress(HostError):
+        await context.host.request("lithe/host/getCapabilities", {})
 
 
 @backend.function("chaos.echo")

@@ -44,7 +44,7 @@ import trio
 
 from protocol import CoreError
 
-from .._boundary import FaultPlan, arm_faults
+from .._boundary import FAULT_SITES, FaultPlan, arm_faults
 from .._core._core import open_core
 from .._endpoint import EndpointClosed, JSONRPCError
 from .._process._marker import SCOPE_ENV, instance_id, scopes_issued
@@ -54,6 +54,7 @@ from ._chaos_sessions import (
     StepContext,
     available_peers,
     prepare_workdir,
+    relay_snapshot,
     run_debug,
     run_debugpy,
     run_lsp,
@@ -77,6 +78,7 @@ __all__ = (
     "ChaosReport",
     "ChaosStep",
     "available_vias",
+    "fault_sites",
     "plan_fault",
     "plan_round",
     "run_chaos",
@@ -269,6 +271,7 @@ class ChaosReport:
         order_probes: Rounds whose order probe ran (:mod:`._order_probe`: pipelined
             keystrokes and resizes on one terminal, checked against what its program read).
         order_operations: Commands the order probes pipelined, over all rounds.
+        fault_run: Whether faults were injected (``faults=True``).
     """
 
     seed: int
@@ -287,14 +290,23 @@ class ChaosReport:
     faults_fired: dict[str, int] = field(default_factory=dict)
     order_probes: int = 0
     order_operations: int = 0
+    fault_run: bool = False
 
     @property
     def ok(self) -> bool:
         """True when there was no violation."""
         return not self.violations
 
+    @property
+    def faults_never_fired(self) -> list[str]:
+        """In a fault run, the fault points (``FAULT_SITES``) that never fired, sorted."""
+        if not self.fault_run:
+            return []
+        return sorted(FAULT_SITES - set(self.faults_fired))
+
     def to_json(self) -> JSONObject:
         """The wire form printed by ``supervisor chaos --json``."""
+        never: list[JSONValue] = list(self.faults_never_fired)
         return {
             "seed": self.seed,
             "iterations": self.iterations,
@@ -312,6 +324,7 @@ class ChaosReport:
             "faultsFired": dict(self.faults_fired),
             "orderProbes": self.order_probes,
             "orderOperations": self.order_operations,
+            "faultsNeverFired": never,
             "ok": self.ok,
         }
 
@@ -331,6 +344,9 @@ class ChaosReport:
         if self.faults_fired:
             counts = ", ".join(f"{site} {n}" for site, n in sorted(self.faults_fired.items()))
             lines.append(f"  faults fired: {counts}")
+        if self.fault_run:
+            never = ", ".join(self.faults_never_fired) or "none"
+            lines.append(f"  fault points never fired: {never}")
         lines.extend(f"  skipped {name}: {reason}" for name, reason in self.skipped.items())
         return "\n".join(lines)
 
@@ -382,37 +398,87 @@ def plan_round(
     return steps
 
 
-#: Fault sites a step's unit may be given, by via: its kind's own. Besides, one fault in
+#: The fault points a step's unit may reach, by via: each is chosen as often as the others,
+#: so that a point late in a unit's life (an exit watch, an outcome) fires as often as one
+#: early in it (a handshake), which would otherwise always fire first. Besides, one fault in
 #: :data:`_REQUEST_SHARE` goes to the unit's requests instead (``request.dispatch``: the
 #: request ends before its handler ran). An endpoint ``session`` step talks to its program
-#: without the Core, so it has none.
-_FAULT_SITES: Final[dict[str, tuple[tuple[str, ...], ...]]] = {
+#: without the Core, so it has none; ``process.run`` has only its request.
+_LSP_SITES: Final = ("lsp.handshake", "lsp.reader", "lsp.stderr", "lsp.exitWatch")
+_DAP_SITES: Final = (
+    "dap.initialize",
+    "dap.configure",
+    "dap.reader",
+    "dap.writer",
+    "dap.drain",
+    "dap.exit",
+    "dap.operation",
+)
+_FAULT_SITES: Final[dict[str, tuple[str, ...]]] = {
     "process.run": (),
-    "job": (("job.",),),
-    "lsp": (("lsp.",),),
-    "plugin": (("plugin.",), ("lsp.",)),
-    "debug": (("dap.",),),
-    "debugpy": (("dap.",),),
-    "terminal": (("terminal.",),),
+    "job": ("job.spawn", "job.output", "job.exit"),
+    "lsp": (*_LSP_SITES, "lsp.request"),
+    "plugin": (
+        "plugin.call",
+        "plugin.hostRequest",
+        "plugin.notification",
+        "plugin.relay",
+        *_LSP_SITES,
+    ),
+    "debug": _DAP_SITES,
+    "debugpy": _DAP_SITES,
+    "terminal": (
+        "terminal.reader",
+        "terminal.render",
+        "terminal.exit",
+        "terminal.cleanup",
+        "terminal.outcome",
+    ),
+}
+#: Points only a scenario that sends requests to the supervisor reaches (``request-storm``:
+#: a server's requests, an adapter's reverse requests), by via.
+_STORM_SITES: Final[dict[str, tuple[str, ...]]] = {
+    "lsp": ("lsp.serverRequest",),
+    "debug": ("dap.reverse",),
 }
 _REQUEST_SHARE: Final = 0.25
+#: The share of a request storm's faults that go to the points only a storm reaches.
+_STORM_SHARE: Final = 0.5
+
+
+def fault_sites(step: ChaosStep) -> tuple[str, ...]:
+    """The fault points the unit of ``step`` can reach (``request.dispatch`` aside)."""
+    sites = _FAULT_SITES.get(step.via, ())
+    if step.scenario == "request-storm":
+        sites += _STORM_SITES.get(step.via, ())
+    return sites
 
 
 #: Sites inside the handling of a request the *program* sent (a server's request, a plugin's
 #: host request, an adapter's reverse request): the unit that ends is that request, answered
 #: ``internal`` to the program, which the runner does not see; the session goes on.
 _PEER_ANSWERED_SITES: Final = frozenset({"lsp.serverRequest", "plugin.hostRequest", "dap.reverse"})
-# Likewise a fault in the cleanup a ``terminal.dispose`` runs: the stop ladder ends the
-# processes and the handle is gone, so nothing is left to say ``internal``.
+#: Likewise a fault in the end a ``terminal.dispose`` runs -- its cleanup, or the exit watch
+#: the dispose wakes (seed 9000001, round 159): the stop ladder ends the processes and the
+#: handle is gone with its events, so nothing is left to say ``internal``.
+_DISPOSE_SITES: Final = frozenset({"terminal.cleanup", "terminal.exit"})
+#: And a fault in a session's exit watch once the session had already failed by its
+#: program's doing (seeds 9000003 and 9000005: a malformed header failed the session, then
+#: the watch of the exit that followed failed): the first reason of a failure stands (the
+#: session already ended ``failed``); ours is contained and logged. Had the fault come
+#: before that end was decided, the session would have ended ``internal``.
+_EXIT_WATCH_SITES: Final = frozenset({"lsp.exitWatch", "dap.exit"})
 
 
 def plan_fault(seed: int, round_index: int, steps: list[ChaosStep]) -> tuple[int, FaultPlan] | None:
     """The fault of one round in a fault run: a pure function of its arguments.
 
     One step is chosen, and a plan that fires once, only inside that step's unit (its
-    requests and every task they started: the session, terminal or job), at a site of the
-    step's kind. The chance per matching site varies by round, so the fault lands early or
-    late in the unit's life; a unit that never reaches a matching site runs without one.
+    requests and every task they started: the session, terminal or job), at one fault point
+    the step's kind can reach (:func:`fault_sites`), each as likely as the others. The chance
+    per call of the point varies by round, so a point reached many times (a reader) fires
+    early or late in the unit's life; a unit that never reaches its point runs without a
+    fault.
 
     Returns:
         ``(step index, plan)``, or None when no step of the round can be given a fault.
@@ -422,11 +488,19 @@ def plan_fault(seed: int, round_index: int, steps: list[ChaosStep]) -> tuple[int
     if not targets:
         return None
     index = rng.choice(targets)
-    kinds = _FAULT_SITES[steps[index].via]
-    sites = rng.choice(kinds) if kinds and rng.random() >= _REQUEST_SHARE else ("request.",)
-    probability = 1.0 if sites == ("request.",) else rng.choice((1.0, 0.5, 0.2))
+    step = steps[index]
+    sites = fault_sites(step)
+    storm = _STORM_SITES.get(step.via, ()) if step.scenario == "request-storm" else ()
+    if storm and rng.random() < _STORM_SHARE:
+        # The one scenario that reaches these points gets them often: it is rare itself.
+        site = rng.choice(storm)
+    elif sites and rng.random() >= _REQUEST_SHARE:
+        site = rng.choice(sites)
+    else:
+        site = "request.dispatch"
+    probability = 1.0 if site == "request.dispatch" else rng.choice((1.0, 0.5, 0.2))
     plan = FaultPlan(
-        sites=sites,
+        sites=(site,),
         probability=probability,
         limit=1,
         rng=random.Random(f"{seed}-{round_index}-fault-rng"),
@@ -620,8 +694,10 @@ class _Round(StepContext):
         if fired and self.fault_step is not None and not self.internal[self.fault_step]:
             assert self.fault is not None
             site = self.fault.fired[0]
-            unseen = site in _PEER_ANSWERED_SITES or (
-                site == "terminal.cleanup" and self.fired_during == "terminal.dispose"
+            unseen = (
+                site in _PEER_ANSWERED_SITES
+                or (site in _DISPOSE_SITES and self.fired_during == "terminal.dispose")
+                or (site in _EXIT_WATCH_SITES and self.fault_step in self.failed_by_program)
             )
             if not unseen:
                 self.violation(
@@ -845,12 +921,14 @@ async def run_chaos(
         raise ValueError("iterations must be >= 0 and max_steps >= 1")
     if only is not None and not set(only) <= set(ALL_VIAS):
         raise ValueError(f"unknown via in {sorted(only)}; known: {sorted(set(ALL_VIAS))}")
-    report = ChaosReport(seed=seed)
+    report = ChaosReport(seed=seed, fault_run=faults)
     baseline_rss: int | None = None
     missing = available_peers()
     with tempfile.TemporaryDirectory(prefix="supervisor-chaos-") as workdir:
         prepare_workdir(workdir)
         async with open_core() as core:
+            if "lsp.configureFunctionRelay" in core.commands:
+                await core.call("lsp.configureFunctionRelay", relay_snapshot(max_steps))
             vias, report.skipped = available_vias(core.commands, missing)
             if only is not None:
                 vias = tuple(via for via in vias if via in only)

@@ -54,7 +54,9 @@ __all__ = (
     "BUG_CODES",
     "StepContext",
     "available_peers",
+    "plugin_ids",
     "prepare_workdir",
+    "relay_snapshot",
     "run_debug",
     "run_debugpy",
     "run_lsp",
@@ -161,6 +163,7 @@ class StepContext:
             (a command answered ``internal``, an event with code or reason ``internal``).
         fired_during: The step's command in flight when the fault fired in its unit (the
             fault may have fired in a task of the unit all the same), or None.
+        failed_by_program: The steps whose session failed by its program's doing.
     """
 
     def __init__(
@@ -184,6 +187,8 @@ class StepContext:
         self.fault_step = fault_step
         self.internal: dict[int, list[str]] = {i: [] for i in range(len(steps))}
         self.fired_during: str | None = None
+        #: Steps whose session failed by its program's doing (see :meth:`note_events`).
+        self.failed_by_program: set[int] = set()
 
     @contextlib.contextmanager
     def step_unit(self, index: int) -> Iterator[None]:
@@ -256,8 +261,15 @@ class StepContext:
 
     def note_events(self, index: int, seen: list[JSONObject]) -> None:
         """Note the step's events that say ``internal``; one that ends a session or terminal
-        ``internal`` must carry a crash report."""
+        ``internal`` must carry a crash report. Note too a session that failed by its
+        program's doing (a ``stateChanged`` to ``failed`` that is not ``internal``)."""
         for event in seen:
+            if (
+                event.get("event") == "stateChanged"
+                and event.get("state") == "failed"
+                and not _says_internal(event)
+            ):
+                self.failed_by_program.add(index)
             if not _says_internal(event):
                 continue
             name = event.get("event")
@@ -447,39 +459,104 @@ async def _end_lsp(ctx: StepContext, index: int, session_id: str, events: _Event
     await _cleanup(ctx, index, "lsp.destroyServer", {"sessionId": session_id})
 
 
+#: The workspace context of relayed calls (in the relay snapshot of :func:`relay_snapshot`).
+RELAY_CONTEXT: Final[JSONObject] = {"contextID": "chaos", "generation": 1}
+
+
+def plugin_ids(index: int) -> tuple[str, str]:
+    """The plugin IDs of step ``index``'s backend and of the provider its calls relay to.
+
+    A plugin has at most one backend, and a round's steps run side by side: one pair per step
+    slot (rounds run one after the other, and a step ends its sessions).
+    """
+    caller = f"{CHAOS_PLUGIN_ID}.s{index}"
+    return caller, caller + "p"
+
+
+def relay_snapshot(max_steps: int) -> JSONObject:
+    """``lsp.configureFunctionRelay``'s snapshot for a run: each slot's backend may relay
+    ``chaos.work`` to its own provider, in :data:`RELAY_CONTEXT`."""
+    plugins: list[JSONValue] = []
+    for index in range(max_steps):
+        caller, provider = plugin_ids(index)
+        work: list[JSONValue] = [{"id": "chaos.work", "version": 1}]
+        plugins.append({"pluginID": caller, "enabled": True, "exports": [], "calls": work})
+        plugins.append({"pluginID": provider, "enabled": True, "exports": work, "calls": []})
+    return {"plugins": plugins, "contexts": [{**RELAY_CONTEXT, "authority": "local"}]}
+
+
 async def run_plugin(ctx: StepContext, index: int, step: ChaosStep) -> None:
     """The testbed plugin backend as a plugin-owned session, with function calls in it.
 
-    One to three ``chaos.work`` calls (each a child with a grandchild, bound to the call),
-    then by ``step.action``: let them finish, cancel some at ``at_ms``, or give each a
-    deadline of ``at_ms``. One step in five stops the session while calls may still run,
-    so they end as "the session ended".
+    One to three calls (each a child with a grandchild, bound to the call): ``chaos.work``,
+    or, in two steps in five, ``chaos.relay`` through the host to a second backend (the
+    provider), whose relayed ``chaos.work`` is the caller's call's child. Then by
+    ``step.action``: let them finish, cancel some at ``at_ms``, or give each a deadline of
+    ``at_ms``. One step in five stops the session while calls may still run, so they end as
+    "the session ended".
     """
     rng = step_rng(step)
-    # A plugin has at most one backend, and steps run side by side: one plugin per step.
-    plugin_id = f"{CHAOS_PLUGIN_ID}.{ctx.label}-{index}"
-    session_id = await _start_server(
+    plugin_id, provider_id = plugin_ids(index)
+    relayed = rng.random() < 0.4
+    provider_session: str | None = None
+    if relayed:
+        provider_session = await _start_backend(ctx, index, provider_id, "provider")
+        if provider_session is None:
+            return
+    try:
+        await _plugin_calls(ctx, index, step, rng, plugin_id, provider_id if relayed else None)
+    finally:
+        if provider_session is not None:
+            provider_events = _Events(ctx, "lsp", "sessionId", provider_session)
+            with trio.CancelScope(shield=True):
+                await _end_lsp(ctx, index, provider_session, provider_events)
+            ctx.note_events(index, provider_events.seen)
+
+
+async def _start_backend(ctx: StepContext, index: int, plugin_id: str, role: str) -> str | None:
+    return await _start_server(
         ctx,
         index,
-        f"chaos-plugin-{ctx.label}-{index}",
+        f"chaos-{role}-{ctx.label}-{index}",
         backend_argv(pid_file=ctx.pid_files[index]),
         pluginId=plugin_id,
         initializeTimeoutMilliseconds=10_000,
         shutdownTimeoutMilliseconds=2000,
     )
+
+
+async def _plugin_calls(
+    ctx: StepContext,
+    index: int,
+    step: ChaosStep,
+    rng: random.Random,
+    plugin_id: str,
+    provider_id: str | None,
+) -> None:
+    session_id = await _start_backend(ctx, index, plugin_id, "plugin")
     if session_id is None:
         return
     events = _Events(ctx, "lsp", "sessionId", session_id)
     operations: list[str] = []
     try:
-        await events.wait_for(lambda seen: any(e.get("event") == "functionsChanged" for e in seen))
+        await events.wait_for(lambda seen: any(_ready_or_ended(e) for e in seen))
+        if _fault_fired_in(ctx, index) and any(_ended_internal(e) for e in events.seen):
+            # The injected fault ended the session before its backend negotiated: a call
+            # now is refused (plugin.function.unavailable), as for any backend not running.
+            await _expect_unavailable(ctx, index, session_id, plugin_id)
+            return
         for _ in range(rng.randint(1, 3)):
+            ms = rng.choice((0, 50, 300, 800))
             payload: JSONObject = {
                 "sessionId": session_id,
                 "function": {"pluginID": plugin_id, "functionID": "chaos.work"},
-                "params": {"ms": rng.choice((0, 50, 300, 800))},
+                "params": {"ms": ms},
                 "timeoutMilliseconds": step.at_ms if step.action == "deadline" else 8000,
             }
+            if provider_id is not None:
+                payload["function"] = {"pluginID": plugin_id, "functionID": "chaos.relay"}
+                payload["params"] = {"to": provider_id, "ms": ms}
+                payload["context"] = RELAY_CONTEXT
             try:
                 reply = await ctx.call("lsp.functionRequest", payload)
             except CoreError as exc:
@@ -506,6 +583,45 @@ async def run_plugin(ctx: StepContext, index: int, step: ChaosStep) -> None:
         done = events.count("requestCompleted", operationId=operation_id)
         events.check_once(ctx, index, f"call {operation_id} completed", done)
     ctx.outcome(index, "calls completed")
+
+
+def _ready_or_ended(event: JSONObject) -> bool:
+    """The backend registered its functions, or the session ended (failed or stopped)."""
+    return event.get("event") == "functionsChanged" or (
+        event.get("event") == "stateChanged" and event.get("state") in ("failed", "stopped")
+    )
+
+
+def _ended_internal(event: JSONObject) -> bool:
+    return (
+        event.get("event") == "stateChanged"
+        and event.get("state") == "failed"
+        and event.get("reason") == "internal"
+    )
+
+
+async def _expect_unavailable(
+    ctx: StepContext, index: int, session_id: str, plugin_id: str
+) -> None:
+    """A function call to a session whose backend is not running is refused ``not_supported``
+    with ``plugin.function.unavailable`` (plugin-contract.md "Invocation"); anything else is
+    a violation."""
+    try:
+        await ctx.call(
+            "lsp.functionRequest",
+            {
+                "sessionId": session_id,
+                "function": {"pluginID": plugin_id, "functionID": "chaos.work"},
+                "params": {"ms": 0},
+            },
+        )
+    except CoreError as exc:
+        code = (exc.details or {}).get("code")
+        if exc.code != "not_supported" or code != "plugin.function.unavailable":
+            ctx.violation(index, f"a call to the failed session: {exc.code} ({code})")
+        ctx.outcome(index, "refused: the session failed")
+    else:
+        ctx.violation(index, "a call to the failed session was accepted")
 
 
 # -- debug sessions (debug.*) ---------------------------------------------------------------

@@ -39,7 +39,16 @@ from typing import Any, Final
 
 from protocol import EOF, NEED_DATA, Frame, FrameDecoder, encode_frame
 
-__all__ = ("NON_ASCII", "PROGRAMS", "READY", "UNKNOWN_ID", "Peer", "main", "parser")
+__all__ = (
+    "ESCAPE_TRICKS",
+    "NON_ASCII",
+    "PROGRAMS",
+    "READY",
+    "UNKNOWN_ID",
+    "Peer",
+    "main",
+    "parser",
+)
 
 #: The line a plain program prints on stdout once it is set up.
 READY: Final = b"ready\n"
@@ -167,6 +176,121 @@ def daemon(options: Options) -> int:
     os.read(rd, 1)
     os.close(rd)
     return _ready_then_hang(options)
+
+
+#: The escape tricks of ``escape-artist`` (``--trick``).
+ESCAPE_TRICKS: Final = ("setsid", "pgrp", "env-i", "double-fork", "window", "all")
+#: The most escapees ``escape-artist`` keeps alive at once.
+_MAX_ESCAPEES: Final = 16
+
+
+def escape_artist(options: Options) -> int:
+    """Keep leaving processes behind with one escape trick (``--trick``) until ended.
+
+    Every 20-80 ms it starts an *escapee*, a process that ignores SIGTERM, SIGHUP and SIGINT
+    and sleeps: ``setsid`` leads a new session, ``pgrp`` a new process group, ``env-i``
+    execs ``sleep`` with an empty environment (no scope marker), ``double-fork`` is started
+    through an intermediate process; ``all`` draws a mix of them for each escapee, and
+    ``window`` does so every 3-15 ms, so that some escapee is always younger than any
+    snapshot a watcher may have taken. With ``--orphan`` the escapee's parent (an
+    intermediate) exits right after the fork, so the escapee is re-parented (to the
+    supervisor, a child subreaper); without, its parent stays alive. The ``--count`` newest
+    escapees live (at most 16): past that, it kills its oldest itself. Every escapee's pid goes
+    to ``--pid-file``, and its command line names the pid file (``escapee PATH``), so a
+    test can find one that was killed before it wrote its pid. With ``--exit`` it stops
+    after ``--count`` escapees and exits 0, leaving them behind.
+    """
+    import random
+
+    rng = random.Random()
+    trick = options.trick or "all"
+    keep = max(1, min(options.count, _MAX_ESCAPEES))
+    tag = f"escapee {options.pid_file or 'escape-artist'}"
+    live: list[tuple[int, int]] = []  # (pid, start time), oldest first
+    made = 0
+    _ready()
+    while True:
+        if trick in ("window", "all"):
+            tricks = {t for t in ("setsid", "env-i", "double-fork") if rng.random() < 0.5}
+            if "setsid" not in tricks and rng.random() < 0.5:
+                tricks.add("pgrp")
+        else:
+            tricks = {trick}
+        live.extend(_escapee(options, tricks, tag))
+        made += 1
+        if options.exit and made >= keep:
+            os._exit(0)
+        while len(live) > keep:
+            _kill_if_same(*live.pop(0))
+        low, high = (0.003, 0.015) if trick == "window" else (0.02, 0.08)
+        time.sleep(rng.uniform(low, high))
+
+
+def _escapee(options: Options, tricks: set[str], tag: str) -> list[tuple[int, int]]:
+    """Start one escapee with ``tricks``; its pid and start time (and its live parent's)."""
+    through = options.orphan or "double-fork" in tricks
+    rd, wr = os.pipe()
+    first = os.fork()
+    if first == 0:
+        os.close(rd)
+        if through:
+            child = os.fork()
+            if child != 0:
+                os.write(wr, b"%d\n" % child)
+                if options.orphan:
+                    os._exit(0)  # the escapee is re-parented
+                _become_escapee(options, set(), tag, None)  # its parent: stays, sleeps
+        _become_escapee(options, tricks, tag, None if through else wr)
+    os.close(wr)
+    with os.fdopen(rd, "rb") as pipe:
+        line = pipe.readline()
+    if through and options.orphan:
+        os.waitpid(first, 0)
+    pids = [int(line)] if line.strip().isdigit() else []
+    if through and not options.orphan:
+        pids.append(first)
+    return [(pid, _start_time(pid)) for pid in pids]
+
+
+def _become_escapee(options: Options, tricks: set[str], tag: str, wr: int | None) -> None:
+    """The escapee's side of the fork: never returns."""
+    for signum in (signal.SIGTERM, signal.SIGHUP, signal.SIGINT):
+        signal.signal(signum, signal.SIG_IGN)  # kept across the exec below
+    if "setsid" in tricks:
+        os.setsid()
+    elif "pgrp" in tricks:
+        os.setpgid(0, 0)
+    _record_pid(options)
+    if wr is not None:
+        os.write(wr, b"%d\n" % os.getpid())
+        os.close(wr)
+    if "env-i" in tricks:
+        import shutil
+
+        sleep = shutil.which("sleep") or "/bin/sleep"
+        with contextlib.suppress(OSError):
+            os.execve(sleep, [tag, "1000000"], {})
+    _sleep_forever()
+
+
+def _start_time(pid: int) -> int:
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            data = f.read()
+        return int(data[data.rfind(b")") + 2 :].split()[19])
+    except (OSError, ValueError, IndexError):
+        return -1
+
+
+def _kill_if_same(pid: int, start: int) -> None:
+    """SIGKILL ``pid`` if it is still the process that started at ``start`` (an orphan is not
+    our child: its pid could be another process's by now); reap it if it is our child."""
+    if start < 0 or _start_time(pid) != start:
+        return
+    with contextlib.suppress(OSError):
+        os.kill(pid, signal.SIGKILL)
+    with contextlib.suppress(ChildProcessError):
+        os.waitpid(pid, 0)
 
 
 def zombie_maker(options: Options) -> int:
@@ -678,6 +802,7 @@ PROGRAMS: Final[dict[str, Program]] = {
     "ignore-sigterm": ignore_sigterm,
     "grandchild-setsid": grandchild_setsid,
     "daemon": daemon,
+    "escape-artist": escape_artist,
     "zombie-maker": zombie_maker,
     "flood-stdout": flood_stdout,
     "flood-stderr": flood_stderr,
@@ -708,6 +833,8 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--count", type=int, default=1000, help="children or requests")
     p.add_argument("--signal", type=int, default=int(signal.SIGKILL), help="exit-signal's")
     p.add_argument("--exit", action="store_true", help="exit after leaving processes behind")
+    p.add_argument("--trick", choices=ESCAPE_TRICKS, default=None, help="escape-artist's (all)")
+    p.add_argument("--orphan", action="store_true", help="escape-artist: orphan each escapee")
     return p
 
 

@@ -194,6 +194,19 @@ SCENARIOS: Final[dict[str, Scenario]] = {
             ("--bytes",),
         ),
         Scenario(
+            "escape-artist",
+            ("job",),
+            "Keeps starting processes that ignore SIGTERM and escape with one trick (--trick):"
+            " a new session, a new process group, an empty environment (no scope marker),"
+            " a double fork, or a mix every few milliseconds (window); with --orphan each"
+            " one's parent exits at once. Keeps the --count newest (at most 16).",
+            "Ending the tree finds every escapee by ancestry (orphans come back to the child"
+            " subreaper) and ends it by TERM then KILL. A SIGKILL of `supervisor serve` at any"
+            " moment ends them all within 2 s: its guardian or its worker, whichever is left,"
+            " ends every descendant (invariant 14).",
+            ("--trick", "--orphan", "--count", "--exit"),
+        ),
+        Scenario(
             "hang",
             ("job",),
             "Prints ready, then never answers and never exits.",
@@ -242,6 +255,8 @@ def program_argv(
     count: int | None = None,
     signal: int | None = None,
     exit_after_setup: bool = False,
+    trick: str | None = None,
+    orphan: bool = False,
     python: str = sys.executable,
 ) -> list[str]:
     """The argv that runs a scenario's program (hand it to ``process.run``, ``job.start``...).
@@ -257,6 +272,9 @@ def program_argv(
         count: ``--count`` (zombie-maker children, request-storm requests).
         signal: ``--signal`` (exit-signal's signal number).
         exit_after_setup: ``--exit``: leave the processes behind and exit 0.
+        trick: ``--trick`` (escape-artist's: ``setsid``, ``pgrp``, ``env-i``,
+            ``double-fork``, ``window`` or ``all``).
+        orphan: ``--orphan`` (escape-artist: each escapee's parent exits at once).
         python: The interpreter (default: this one).
 
     Returns:
@@ -282,4 +300,8 @@ def program_argv(
         argv += ["--signal", str(signal)]
     if exit_after_setup:
         argv.append("--exit")
+    if trick is not None:
+        argv += ["--trick", trick]
+    if orphan:
+        argv.append("--orphan")
     return argv

@@ -90,6 +90,8 @@ def run_supervised(argv: Sequence[str]) -> int:
             count=options.count,
             signal=options.signal,
             exit_after_setup=options.exit,
+            trick=options.trick,
+            orphan=options.orphan,
         )
     except ValueError as exc:
         p.error(str(exc))  # exits 2

@@ -37,6 +37,7 @@ from protocol import (
     Frame,
     FrameDecoder,
 )
+from tests._procfs import serving_pid
 
 from .strategies import Context, Request, requests, strict_json, to_json_text
 
@@ -327,7 +328,7 @@ class ServeDriver:
         return [key for key, count in self.seen.items() if count > 1 and key != "null"]
 
     def peak_rss(self) -> int:
-        return peak_rss_bytes(self.process.pid)
+        return peak_rss_bytes(serving_pid(self.process.pid))  # the worker, not its guardian
 
     def close(self) -> int:
         """``shutdown`` then ``exit``; return serve's exit status (0 expected)."""

@@ -7,13 +7,16 @@ rounds here are few, to keep the default pytest run short, but they draw every k
 from __future__ import annotations
 
 import os
+import re
+from pathlib import Path
 
 import pytest
 import trio
 
-from supervisor._boundary import FaultPlan, InjectedFault, fault_point, fault_unit
-from supervisor.testbed import ChaosStep, plan_round, run_chaos
-from supervisor.testbed._chaos import ALL_VIAS, available_vias, plan_fault
+import supervisor
+from supervisor._boundary import FAULT_SITES, FaultPlan, InjectedFault, fault_point, fault_unit
+from supervisor.testbed import ChaosReport, ChaosStep, plan_round, run_chaos
+from supervisor.testbed._chaos import ALL_VIAS, available_vias, fault_sites, plan_fault
 from tests._faults import armed
 
 pytestmark = pytest.mark.skipif(not os.path.isdir("/proc/self/task"), reason="needs procfs")
@@ -115,7 +118,8 @@ def test_fault_plans_are_a_function_of_the_seed_and_skip_endpoint_sessions() -> 
         assert again is not None
         assert planned[0] == again[0] == 1
         assert planned[1].sites == again[1].sites
-        assert planned[1].sites in (("terminal.",), ("request.",))
+        (site,) = planned[1].sites
+        assert site in (*fault_sites(steps[1]), "request.dispatch")
         assert planned[1].limit == 1
 
 
@@ -148,3 +152,51 @@ def test_a_fault_plan_fires_only_inside_its_unit() -> None:
                 fault_point("lsp.reader")
             fault_point("lsp.reader")  # the limit: once
     assert plan.fired == ["lsp.reader"]
+
+
+def test_every_fault_point_in_the_source_is_registered() -> None:
+    """``FAULT_SITES`` names every ``fault_point`` call, so a fault run can list the points
+    that never fired (issue 25)."""
+    root = Path(supervisor.__file__).parent
+    called: set[str] = set()
+    for path in root.rglob("*.py"):
+        called.update(re.findall(r'fault_point\("([A-Za-z.]+)"\)', path.read_text()))
+    assert called == set(FAULT_SITES)
+
+
+def test_fault_plans_reach_every_point_of_a_kind_alike() -> None:
+    """Each point a step can reach is planned about as often as the others (issue 25): a
+    point late in a unit's life is not starved by one that comes first."""
+
+    def planned_sites(step: ChaosStep) -> dict[str, int]:
+        counts: dict[str, int] = {}
+        for round_index in range(2000):
+            planned = plan_fault(9, round_index, [step])
+            assert planned is not None
+            (site,) = planned[1].sites
+            counts[site] = counts.get(site, 0) + 1
+        return counts
+
+    for step in (
+        ChaosStep("well-behaved", "lsp", "finish", 100),
+        ChaosStep("bash", "terminal", "cancel", 100),
+        ChaosStep("chaos-backend", "plugin", "finish", 100),
+    ):
+        counts = planned_sites(step)
+        assert set(counts) == {*fault_sites(step), "request.dispatch"}
+        own = [n for site, n in counts.items() if site != "request.dispatch"]
+        assert max(own) < 2 * min(own)
+    # A storm's requests to the supervisor, which only a storm reaches, get half its faults.
+    counts = planned_sites(ChaosStep("request-storm", "debug", "finish", 100))
+    assert 800 < counts["dap.reverse"] < 1200
+
+
+def test_a_fault_report_names_the_points_that_never_fired() -> None:
+    report = ChaosReport(seed=1, faults_fired={"request.dispatch": 2, "lsp.reader": 1})
+    report.fault_run = True
+    never = report.faults_never_fired
+    assert "request.dispatch" not in never
+    assert "lsp.reader" not in never
+    assert set(never) == set(FAULT_SITES) - {"request.dispatch", "lsp.reader"}
+    assert report.to_json()["faultsNeverFired"] == never
+    assert "never fired: " in report.summary()

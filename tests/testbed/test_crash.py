@@ -1,11 +1,12 @@
-"""Crash-safe cleanup (DESIGN.md invariants 8 and 14, issue 7): SIGKILL the supervisor.
+"""Crash-safe cleanup (DESIGN.md invariants 8 and 14, issues 7 and 25): SIGKILL the supervisor.
 
 A real ``python -m supervisor serve`` runs jobs, a ``process.run``, a terminal and a
 language-server session whose programs ignore SIGTERM (and SIGHUP), never answer
 ``shutdown``, start a grandchild in a new session and double-fork a daemon; it is then
-SIGKILLed.
-Its watchdog must end everything carrying its instance marker within 2 s. With the watchdog
-killed too, ``supervisor reap`` ends them.
+SIGKILLed: the process the client started (the guardian: its worker ends everything), the
+worker (the guardian ends everything), or, with ``SUPERVISOR_GUARDIAN=0``, the one process
+(its watchdog ends everything carrying its instance marker). Each within 2 s. With the
+watchdog killed too, ``supervisor reap`` ends them.
 """
 
 from __future__ import annotations
@@ -13,25 +14,31 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import random
 import signal
 import subprocess
 import sys
+import time
 from typing import TYPE_CHECKING, Any
 
 import pytest
 import trio
 
 from supervisor import open_core, open_process_tree
+from supervisor._process import _watchdog
+from supervisor._process._guardian import GUARDIAN_ENV
 from supervisor._process._marker import SCOPE_ENV, boot_id, pid_namespace
 from supervisor._process._procfs import read_env_var, read_stat
 from supervisor._process._reaper import is_managed, reap_adopted_children
 from supervisor._process._watchdog import (
+    SNAPSHOT_S,
     WATCHDOG_ENV,
     ensure_watchdog,
     find_watchdogs,
     watchdog_pid,
 )
 from supervisor.testbed import program_argv
+from tests._procfs import serving_pid
 from tests.supervisor.cli.test_serve import Client
 from tests.testbed._poll import wait_until
 
@@ -123,16 +130,29 @@ def _children() -> list[int]:
     return pids
 
 
+def worker_of(process: trio.Process) -> int:
+    """The pid of the process that serves (the guardian's child, or ``process`` itself)."""
+    return serving_pid(process.pid)
+
+
 @pytest.fixture
-async def busy_server(tmp_path: Path) -> AsyncIterator[tuple[Client, list[int]]]:
+async def busy_server(
+    request: pytest.FixtureRequest, tmp_path: Path
+) -> AsyncIterator[tuple[Client, list[int]]]:
     """A ``supervisor serve`` running misbehavers: two jobs, a ``process.run``, a terminal and
-    a language-server session (the last two when the Core has those services)."""
+    a language-server session (the last two when the Core has those services); with its
+    guardian, or (``SUPERVISOR_GUARDIAN=0``) as one process."""
+    env = dict(os.environ)
+    if request.param != "guarded":
+        env[GUARDIAN_ENV] = "0"
     process = await trio.lowlevel.open_process(
-        [PY, "-m", "supervisor", "serve"], stdin=subprocess.PIPE, stdout=subprocess.PIPE
+        [PY, "-m", "supervisor", "serve"], stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env
     )
     try:
         client = Client(process)
         commands = (await client.initialize())["commands"]
+        # With a guardian, the client's process is the guardian; it serves through its child.
+        assert (worker_of(process) != process.pid) == (request.param == "guarded")
         assert isinstance(commands, list)
         other_root = tmp_path / "other"  # one job at a time per root: a second lane
         other_root.mkdir()
@@ -197,9 +217,17 @@ async def busy_server(tmp_path: Path) -> AsyncIterator[tuple[Client, list[int]]]
             await settle_zombies()
 
 
-async def test_sigkill_leaves_nothing_within_2_s(busy_server: tuple[Client, list[int]]) -> None:
+@pytest.mark.parametrize(
+    ("busy_server", "victim"),
+    [("guarded", "serve"), ("guarded", "worker"), ("watchdog only", "serve")],
+    indirect=["busy_server"],
+)
+async def test_sigkill_leaves_nothing_within_2_s(
+    busy_server: tuple[Client, list[int]], victim: str
+) -> None:
     client, pids = busy_server
-    instance = instance_of(client.process.pid)
+    worker = worker_of(client.process)
+    instance = instance_of(worker)
     assert set(pids) <= set(marked_by(instance))
     watchdogs = find_watchdogs(instance)
     assert len(watchdogs) == 1
@@ -207,9 +235,13 @@ async def test_sigkill_leaves_nothing_within_2_s(busy_server: tuple[Client, list
     assert read_env_var(watchdogs[0], SCOPE_ENV) is None
     assert read_env_var(watchdogs[0], WATCHDOG_ENV) == instance
 
-    client.process.send_signal(signal.SIGKILL)
+    os.kill(worker if victim == "worker" else client.process.pid, signal.SIGKILL)
     killed_at = trio.current_time()
-    await client.process.wait()
+    if victim == "worker":
+        # The guardian ends what the worker left, then dies as its worker did.
+        assert await client.process.wait() == -signal.SIGKILL
+    else:
+        await client.process.wait()
     # Both: a process in the middle of exiting has already dropped its environment (so
     # its marker) but is not yet a zombie.
     await wait_until(lambda: not marked_by(instance) and not any(alive(pid) for pid in pids))
@@ -218,6 +250,7 @@ async def test_sigkill_leaves_nothing_within_2_s(busy_server: tuple[Client, list
     await wait_until(lambda: not any(alive(pid) for pid in watchdogs))
 
 
+@pytest.mark.parametrize("busy_server", ["watchdog only"], indirect=True)
 async def test_with_the_watchdog_killed_too_reap_ends_them(
     busy_server: tuple[Client, list[int]],
 ) -> None:
@@ -289,3 +322,156 @@ async def test_watchdog_is_restarted_and_its_pipe_is_not_inherited() -> None:
         assert f"pipe:[{inode}]" not in held
     finally:
         await tree.aclose()
+
+
+# -- every escape trick, SIGKILL at a random moment (issue 25) --------------------------------
+
+#: escape-artist's tricks: a new session, an empty environment, a double fork, a new process
+#: group, and a mix of them forked every few milliseconds (younger than any snapshot).
+TRICKS = ("setsid", "env-i", "double-fork", "pgrp", "window")
+
+
+def tagged(tag: str) -> list[int]:
+    """Live processes whose command line holds ``tag`` (escapees name their pid file)."""
+    found = []
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{name}/cmdline", "rb") as f:
+                cmdline = f.read()
+        except OSError:
+            continue
+        if tag.encode() in cmdline and alive(int(name)):
+            found.append(int(name))
+    return found
+
+
+async def _start_artists(
+    client: Client, tmp_path: Path, *, orphan: bool, exit_after: bool = False
+) -> dict[str, Path]:
+    """One escape-artist job per trick; returns each one's pid file once it has escapees."""
+    files: dict[str, Path] = {}
+    for trick in TRICKS:
+        root = tmp_path / trick
+        root.mkdir()
+        files[trick] = tmp_path / f"{trick}.pids"
+        argv = program_argv(
+            "escape-artist",
+            trick=trick,
+            orphan=orphan,
+            pid_file=files[trick],
+            count=6,
+            exit_after_setup=exit_after,
+        )
+        reply = await client.request(
+            "job.start", {"kind": "test", "root": str(root), "argv": list(argv)}
+        )
+        assert "result" in reply, reply
+    for path in files.values():
+        # The artist's own pid, then its escapees'.
+        await wait_for_lines(path, 7 if exit_after else 3)
+    return files
+
+
+@pytest.mark.parametrize("victim", ["serve", "worker"])
+@pytest.mark.parametrize("form", ["direct", "orphan"])
+async def test_no_escape_trick_outlives_a_sigkill_at_a_random_moment(
+    tmp_path: Path, form: str, victim: str
+) -> None:
+    """Issue 25: whatever an escapee did -- a new session or process group, an empty
+    environment, a double fork, forked a moment ago -- and whether its parent lives
+    (``direct``) or it was re-parented to the supervisor (``orphan``), a SIGKILL of serve or
+    of its worker ends it within 2 s."""
+    seed = random.randrange(2**32)
+    rng = random.Random(seed)
+    process = await trio.lowlevel.open_process(
+        [PY, "-m", "supervisor", "serve"], stdin=subprocess.PIPE, stdout=subprocess.PIPE
+    )
+    tag = str(tmp_path)
+    try:
+        client = Client(process)
+        await client.initialize()
+        await _start_artists(client, tmp_path, orphan=form == "orphan")
+        worker = worker_of(process)
+        if form == "orphan":
+            await wait_until(lambda: any(_ppid(pid) == worker for pid in tagged(tag)))
+        await trio.sleep(rng.uniform(0, 0.5))
+        os.kill(worker if victim == "worker" else process.pid, signal.SIGKILL)
+        killed_at = trio.current_time()
+        await wait_until(lambda: not tagged(tag), timeout_s=10)
+        took = trio.current_time() - killed_at
+        assert took < CRASH_BOUND_S, f"seed {seed}: the escapees lived {took:.2f} s"
+    finally:
+        with trio.CancelScope(shield=True):
+            for pid in tagged(tag):
+                with contextlib.suppress(OSError):
+                    os.kill(pid, signal.SIGKILL)
+            if process.returncode is None:
+                process.kill()
+            await process.wait()
+            await settle_zombies()
+
+
+async def test_the_watchdog_alone_ends_escapees_a_snapshot_has_seen(tmp_path: Path) -> None:
+    """Without a guardian (``SUPERVISOR_GUARDIAN=0``) the watchdog ends every escapee its
+    snapshots have seen: orphans re-parented to serve in a session of their own with an
+    empty environment too (every child of a command line's process is its own)."""
+    env = {**os.environ, GUARDIAN_ENV: "0"}
+    process = await trio.lowlevel.open_process(
+        [PY, "-m", "supervisor", "serve"], stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env
+    )
+    tag = str(tmp_path)
+    try:
+        client = Client(process)
+        await client.initialize()
+        await _start_artists(client, tmp_path, orphan=True, exit_after=True)
+        await trio.sleep(4 * SNAPSHOT_S)
+        process.kill()
+        killed_at = trio.current_time()
+        await wait_until(lambda: not tagged(tag), timeout_s=10)
+        assert trio.current_time() - killed_at < CRASH_BOUND_S
+    finally:
+        with trio.CancelScope(shield=True):
+            for pid in tagged(tag):
+                with contextlib.suppress(OSError):
+                    os.kill(pid, signal.SIGKILL)
+            if process.returncode is None:
+                process.kill()
+            await process.wait()
+            await settle_zombies()
+
+
+def _ppid(pid: int) -> int | None:
+    stat = read_stat(pid)
+    return None if stat is None else stat.ppid
+
+
+def test_a_watchdog_whose_supervisor_died_first_spares_its_new_parent() -> None:
+    """Issue 25 (found by ``benchmarks.crash_kills``): a supervisor killed while its watchdog
+    was starting left the watchdog re-parented (here: to this test process, as to an IDE that
+    is a subreaper); it took its new parent for its supervisor and, the whole process being
+    ours, SIGKILLed that parent's other children. The watchdog names its supervisor by the
+    instance (pid and start time), so it finds nothing of a dead one to end."""
+    dead = subprocess.Popen([PY, "-c", "pass"])
+    dead.wait()
+    instance = f"{dead.pid}.1.{pid_namespace()}.{boot_id()}"
+    bystander = subprocess.Popen([PY, "-c", "import time; time.sleep(60)"])
+    watchdog = subprocess.Popen(
+        [PY, "-I", "-S", _watchdog.__file__, "supervisor-watchdog", instance, str(os.getpgrp())],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.DEVNULL,
+    )
+    try:
+        assert watchdog.stdin is not None
+        # What a command line's supervisor tells it first: no host shares the process.
+        watchdog.stdin.write(b"=1\n+%d\n" % bystander.pid)
+        watchdog.stdin.flush()
+        time.sleep(3 * SNAPSHOT_S)
+        watchdog.stdin.close()  # the supervisor is "gone": the sweep runs
+        assert watchdog.wait(timeout=BOUND_S) == 0
+        assert bystander.poll() is None, "the watchdog ended a process that is not its own"
+    finally:
+        for process in (bystander, watchdog):
+            process.kill()
+            process.wait()

@@ -30,6 +30,11 @@ OPTIONS = {
     "oversized-notification": ["--bytes", "3000"],
     "request-storm": ["--count", "20"],
     "exit-signal": ["--signal", "9"],
+    # Escapees that stay in the program's session, so the tree's end can tell them its own
+    # whenever they were forked. One that also left the session and dropped the marker
+    # before any scan saw it is found by a supervisor's crash cleanup (tests/testbed/
+    # test_crash.py), not yet by a tree's end (the teardown identity of _tree._belongs).
+    "escape-artist": ["--trick", "pgrp", "--count", "4"],
 }
 
 HARNESS = r"""

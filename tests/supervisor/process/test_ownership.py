@@ -6,7 +6,8 @@
 - A supervisor inside a pid namespace keeps its work while ``supervisor reap`` and another
   supervisor run outside it (skipped where ``unshare -pf --mount-proc`` is not allowed).
 - After SIGKILL of the supervisor, a descendant that cleared its environment and left the
-  session is gone within 2 s: with its parent alive, and orphaned after an ancestry snapshot.
+  session is gone within 2 s: with its parent alive, and orphaned after an ancestry snapshot;
+  with the command line's guardian and without it (the watchdog alone).
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ import trio
 
 from supervisor import open_core
 from supervisor._process._reaper import is_managed
-from tests._procfs import runs_no_more, stat_fields
+from tests._procfs import runs_no_more, serving_pid, stat_fields
 from tests.supervisor.cli.test_serve import Client
 from tests.testbed._poll import wait_until
 
@@ -276,12 +277,16 @@ LEAVERS = (
 )
 
 
+@pytest.mark.parametrize("guardian", ["guarded", "watchdog only"])
 async def test_sigkill_ends_descendants_that_removed_the_marker_within_2_s(
-    tmp_path: Path,
+    tmp_path: Path, guardian: str
 ) -> None:
     pids_file = tmp_path / "pids"
+    env = dict(os.environ)
+    if guardian != "guarded":
+        env["SUPERVISOR_GUARDIAN"] = "0"
     server = await trio.lowlevel.open_process(
-        [PY, "-m", "supervisor", "serve"], stdin=subprocess.PIPE, stdout=subprocess.PIPE
+        [PY, "-m", "supervisor", "serve"], stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env
     )
     leavers: list[int] = []
     try:
@@ -303,7 +308,7 @@ async def test_sigkill_ends_descendants_that_removed_the_marker_within_2_s(
 
         await wait_until(both_started)
         # The second one's parent exits: it is orphaned (adopted by the supervisor).
-        await wait_until(lambda: _ppid(leavers[1]) == server.pid)
+        await wait_until(lambda: _ppid(leavers[1]) == serving_pid(server.pid))
         server.send_signal(signal.SIGKILL)
         killed_at = trio.current_time()
         await server.wait()

@@ -162,3 +162,26 @@ async def test_output_written_just_before_the_exit_is_delivered() -> None:
         assert term.text.count("x") == 200_000
         assert not term.gap
         await term.call("terminal.dispose")
+
+
+async def test_a_failure_of_the_exit_watch_during_a_close_is_the_close_outcome() -> None:
+    """Issue 25: the exit watch may wake from the program's exit just before a close cancels
+    it, and fail while the close is ending the processes; the close waits for it, so its
+    outcome says ``internal`` rather than a clean close. Each round either fires there
+    (then the outcome is ``internal``) or the close cancels the watch first (then nothing
+    fires and the close is clean)."""
+    async with terminal_core() as (core, _):
+        for _ in range(4):
+            plan = FaultPlan(sites=("terminal.exit",))
+            with armed(plan):
+                term = await Term.create(core, "bash", *BASH, environment={"PS1": "$ "})
+                await term.call("terminal.onExit")
+                await term.type("echo ready\n")
+                await term.until("ready")
+                await term.call("terminal.close")
+                outcome = await term.next_exit()
+            await term.call("terminal.dispose")
+            if plan.fired:
+                assert outcome["reason"] == "internal", outcome
+            else:
+                assert outcome["reason"] != "internal", outcome
