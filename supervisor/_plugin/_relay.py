@@ -137,7 +137,6 @@ class _RelayCall:
         return {"value": self.value}
 
 
-
 @dataclass(frozen=True)
 class _Settled:
     """A relayed call as the operation runner sees it: done once it has its outcome."""
@@ -147,6 +146,7 @@ class _Settled:
     @property
     def done(self) -> bool:
         return self.call.has_value or self.call.refusal is not None
+
 
 class FunctionRelay:
     """The relay between the plugin-owned sessions of one Core.
