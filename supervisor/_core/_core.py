@@ -63,6 +63,7 @@ from .._plugin._host_workspace import open_workspace_service
 from .._plugin._run_service import open_run_service
 from .._process._reaper import reap_adopted_children, reap_orphans
 from .._session._events import DEFAULT_MAX_EVENTS
+from .._session._operations import run_operation
 from .._session._order import Sequencer, _current_turn, hold_turn
 from .._terminal._service import open_terminal_service
 from ._builtins import JobService, open_job_service, open_process_service
@@ -127,11 +128,21 @@ def _version() -> str:
 
 
 class _Operation:
-    __slots__ = ("cancel_requested", "scope")
+    """One running command: its scope and, once finished, its data or its error."""
+
+    __slots__ = ("cancel_requested", "done", "outcome", "scope")
 
     def __init__(self, scope: trio.CancelScope) -> None:
         self.scope = scope
         self.cancel_requested = False
+        self.done = False
+        self.outcome: JSONValue | CoreError = None
+
+    def finish(self, outcome: JSONValue | CoreError) -> None:
+        # The first outcome stays (run_operation's rule: finished exactly once).
+        if not self.done:
+            self.done = True
+            self.outcome = outcome
 
 
 #: An envelope parsed where it arrived, with its turn (or the error that refused it).
@@ -373,53 +384,57 @@ class Core(CommandHelpers):
         # cancels it; its private key can't collide with a caller's id.
         key = operation_id if operation_id is not None else f"\0anonymous-{next(self._anonymous)}"
         self._operations[key] = operation
-        try:
-            with operation.scope:
-                token = _current_operation_id.set(operation_id)
-                turn_token = hold_turn(turn)
-                try:
-                    check_request_values(payload)
-                    declared = _api.COMMANDS.get(command)
-                    decoded: object = payload
-                    if declared is not None:
-                        # The payload's declaration is its validation (one error shape).
-                        decoded = _api.decode_payload(command, declared.payload, payload)
-                    fault_point("request.dispatch")
-                    if turn is not None:
-                        await self._wait_turn(turn)
-                    if getattr(handler, "takes_declaration", False):
-                        data = await handler(decoded)  # type: ignore[arg-type]
-                    else:
-                        data = await handler(payload)
-                    if _api.CHECK_RESULTS:
-                        _api.check_result(command, data)
-                    return data
-                except BaseException as exc:
-                    # The request is a supervision boundary: what its handler did not foresee
-                    # ends this request as `internal`, never the Core.
-                    contained = _contain(command, exc)
-                    if contained is exc:
-                        raise
-                    raise contained from None
-                finally:
-                    _current_turn.reset(turn_token)
-                    _current_operation_id.reset(token)
-        except ExceptionGroup as group:
-            # What is left once the operation's scope took back its own cancellation.
-            contained = _contain(command, group)
-            if contained is group:
-                raise  # pragma: no cover -- an Exception is always contained
-            raise contained from None
-        finally:
+
+        async def step() -> None:
+            check_request_values(payload)
+            declared = _api.COMMANDS.get(command)
+            decoded: object = payload
+            if declared is not None:
+                # The payload's declaration is its validation (one error shape).
+                decoded = _api.decode_payload(command, declared.payload, payload)
+            fault_point("request.dispatch")
+            if turn is not None:
+                await self._wait_turn(turn)
+            if getattr(handler, "takes_declaration", False):
+                data = await handler(decoded)  # type: ignore[arg-type]
+            else:
+                data = await handler(payload)
+            if _api.CHECK_RESULTS:
+                _api.check_result(command, data)
+            operation.finish(data)
+
+        def caught() -> CoreError:
+            # Only the operation's own scope: Core.cancel, the Core's close, or the deadline.
+            if operation.cancel_requested:
+                return _closed_error() if self._closing else _cancelled_error()
+            return CoreError("timed_out", f"The operation exceeded its deadline of {timeout_ms} ms")
+
+        def forget() -> None:
             del self._operations[key]
             if not self._operations and self._idle is not None:
                 self._idle.set()
-        # Only reached when the operation's own scope caught a cancellation.
-        if operation.cancel_requested:
-            if self._closing:
-                raise CoreError("cancelled", "The supervisor is shutting down")
-            raise CoreError("cancelled", "The operation was cancelled")
-        raise CoreError("timed_out", f"The operation exceeded its deadline of {timeout_ms} ms")
+
+        token = _current_operation_id.set(operation_id)
+        turn_token = hold_turn(turn)
+        try:
+            await run_operation(
+                operation,
+                step,
+                scope=operation.scope,
+                what=f"request {cut_utf8(command, MAX_ECHO_BYTES)!r}",
+                finish=operation.finish,
+                forget=forget,
+                answer=_answer,
+                internal=lambda exc: CoreError("internal", internal_message(exc)),
+                caught=caught,
+                ended=_cancelled_error,
+            )
+        finally:
+            _current_turn.reset(turn_token)
+            _current_operation_id.reset(token)
+        if isinstance(operation.outcome, CoreError):
+            raise operation.outcome
+        return operation.outcome
 
     async def _wait_turn(self, turn: Turn) -> None:
         """Wait until the operations ahead of this one on its target took their effect.
@@ -602,38 +617,51 @@ def _dumps(response: JSONObject) -> str:
     return json.dumps(response, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
 
 
-def _contain(command: str, exc: BaseException) -> BaseException:
-    """What a request's failure becomes at the request's boundary.
+def _answer(failure: Exception) -> CoreError | None:
+    """The command's own answer a failure of its request stands for, or None.
 
-    A :class:`CoreError` (also alone in a group) is the command's own answer and stays as
-    it is. Any other :class:`Exception` is a failure we did not foresee: it is logged with
-    its traceback and becomes ``CoreError("internal", <type>: <message>)``, bounded, without
-    the traceback. Cancellation, ``KeyboardInterrupt`` and ``SystemExit`` are returned as
-    they are (with the ``internal`` error beside them when a failure came in the same group),
-    so they propagate as Trio intends.
+    A :class:`CoreError` (also alone in a group: raised in a nursery of the command) is the
+    command's answer. Anything else is a failure we did not foresee, which the operation
+    runner logs and ends ``internal`` (the request is a supervision boundary).
     """
-    if isinstance(exc, CoreError):
-        return exc
+    if isinstance(failure, CoreError):
+        return failure
+    if not isinstance(failure, ExceptionGroup):
+        return None
+    errors, others = failure.split(CoreError)
+    if errors is None or others is not None:
+        return None
+    first: BaseException = errors.exceptions[0]
+    while isinstance(first, ExceptionGroup):
+        first = first.exceptions[0]
+    assert isinstance(first, CoreError)
+    return first
+
+
+def _contain(command: str, exc: BaseException) -> BaseException:
+    """What a failure becomes at a boundary of the Core's edge (outside an operation).
+
+    The command's own answer (:func:`_answer`) stays as it is. Any other
+    :class:`Exception` is logged with its traceback and becomes
+    ``CoreError("internal", <type>: <message>)``, bounded, without the traceback.
+    Cancellation, ``KeyboardInterrupt`` and ``SystemExit`` are returned as they are (with the
+    ``internal`` error beside them when a failure came in the same group), so they propagate
+    as Trio intends.
+    """
     failure, rest = split_failure(exc)
     if failure is None:
         return exc
-    errors, others = (
-        failure.split(CoreError) if isinstance(failure, ExceptionGroup) else (None, failure)
-    )
-    error: CoreError
-    if errors is not None and others is None:
-        # A lone CoreError raised in a nursery of the command: still the command's answer.
-        first = errors.exceptions[0]
-        while isinstance(first, ExceptionGroup):
-            first = first.exceptions[0]
-        assert isinstance(first, CoreError)
-        error = first
-    else:
+    error = _answer(failure)
+    if error is None:
         log_failure(f"request {cut_utf8(command, MAX_ECHO_BYTES)!r}", failure)
         error = CoreError("internal", internal_message(failure))
     if rest is None:
         return error
     return BaseExceptionGroup("a request failed while it was cancelled", [error, rest])
+
+
+def _cancelled_error() -> CoreError:
+    return CoreError("cancelled", "The operation was cancelled")
 
 
 @asynccontextmanager

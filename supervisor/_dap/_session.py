@@ -105,7 +105,7 @@ from .._session import (
     exit_detail,
     stop_ladder,
 )
-from .._session._operations import Operation, OperationTable
+from .._session._operations import Operation, OperationTable, run_operation
 from .._session._order import effect_taken
 from .._session._resource import SessionResource
 from .._terminal._pty import EndBounds, TerminalProcess
@@ -842,7 +842,7 @@ class DebugSession(SessionResource[JSONObject]):
 
     # -- operations ----------------------------------------------------------------------
 
-    def _finish(
+    def _outcome(
         self,
         operation: _Operation,
         *,
@@ -851,19 +851,15 @@ class DebugSession(SessionResource[JSONObject]):
         reason: str | None = None,
         code: str | None = None,
         extra: JSONObject | None = None,
-    ) -> bool:
-        if operation.done:
-            return False
-        if operation.seq is not None:
-            self._pending.pop(operation.seq, None)
-        self._operations.forget(operation)
+    ) -> JSONObject:
+        """An operation's outcome: its ``operationCompleted`` params, or (with a
+        ``message``) its ``operationFailed`` params with ``reason`` and ``code``."""
         if message is None:
-            completed: JSONObject = {
+            return {
                 "operationId": operation.operation_id,
                 "command": operation.command,
                 "result": result,
             }
-            return self._operations.finish(operation, completed)
         params: JSONObject = {
             "operationId": operation.operation_id,
             "command": operation.command,
@@ -874,7 +870,17 @@ class DebugSession(SessionResource[JSONObject]):
         params["code"] = code or _REASON_CODES.get(reason, "invalid_request")
         if extra:
             params.update(extra)
-        return self._operations.finish(operation, params)
+        return params
+
+    def _settle(self, operation: _Operation, outcome: JSONObject) -> bool:
+        """Finish ``operation`` with ``outcome`` unless it has finished already (its
+        pending request forgotten, its event emitted)."""
+        if operation.done:
+            return False
+        if operation.seq is not None:
+            self._pending.pop(operation.seq, None)
+        self._operations.forget(operation)
+        return self._operations.finish(operation, outcome)
 
     def _operation_finished(self, operation: _Operation, outcome: JSONObject) -> None:
         # A failure always names its reason; a completion never does.
@@ -948,63 +954,95 @@ class DebugSession(SessionResource[JSONObject]):
         self._operations.add(operation)
         timeout = timeout_ms if timeout_ms is not None else DEFAULT_OPERATION_TIMEOUT_MS
         operation.scope.deadline = trio.current_time() + timeout / 1000
-        try:
-            with operation.scope:
-                try:
-                    fault_point("dap.operation")
-                    result = await body(operation)
-                except _SessionEnded:
-                    message = "The debug session ended"
-                    ended: JSONObject = {"sessionEndReason": self._end_reason}
-                    self._finish(operation, message=message, reason="sessionEnded", extra=ended)
-                    raise CoreError(
-                        "cancelled",
-                        message,
-                        {"operationId": operation_id, "reason": "sessionEnded", **ended},
-                    ) from None
-                except CoreError as exc:
-                    failure = dict(exc.details or {})
-                    reason = failure.get("reason")
-                    if reason not in OPERATION_FAILURE_REASONS:
-                        reason = REASON_REFUSED
-                    assert isinstance(reason, str)
-                    failure.update(operationId=operation_id, reason=reason)
-                    self._finish(operation, message=exc.message, reason=reason, code=exc.code)
-                    raise CoreError(exc.code, exc.message, failure) from None
-                except Exception as exc:
-                    # A bug of ours (or a library raising) inside this operation: it fails
-                    # alone; the session and its other operations go on.
-                    log_failure(f"debug session {self.session_id} {command}", exc)
-                    message = internal_message(exc)
-                    self._finish(operation, message=message, reason="internal")
-                    raise CoreError(
-                        "internal", message, {"operationId": operation_id, "reason": "internal"}
-                    ) from None
-                self._finish(operation, result=result)
-                return {"operationId": operation_id, "result": result}
-        except trio.Cancelled:
-            seq = operation.seq
-            failed = self._finish(
-                operation, message="The operation was cancelled", reason="cancelled"
-            )
-            if failed and seq is not None:
-                self._send_cancel(seq)
-            raise
-        finally:
+        # The adapter's own refusal, raised to the caller as it was (with its details).
+        answered: list[tuple[JSONObject, CoreError]] = []
+
+        async def step() -> None:
+            fault_point("dap.operation")
+            try:
+                result = await body(operation)
+            except _SessionEnded:
+                ended: JSONObject = {"sessionEndReason": self._end_reason}
+                message = "The debug session ended"
+                self._settle(
+                    operation,
+                    self._outcome(operation, message=message, reason="sessionEnded", extra=ended),
+                )
+                return
+            self._settle(operation, self._outcome(operation, result=result))
+
+        def answer(exc: Exception) -> JSONObject | None:
+            if not isinstance(exc, CoreError):
+                return None
+            failure = dict(exc.details or {})
+            reason = failure.get("reason")
+            if reason not in OPERATION_FAILURE_REASONS:
+                reason = REASON_REFUSED
+            assert isinstance(reason, str)
+            failure.update(operationId=operation_id, reason=reason)
+            outcome = self._outcome(operation, message=exc.message, reason=reason, code=exc.code)
+            answered.append((outcome, CoreError(exc.code, exc.message, failure)))
+            return outcome
+
+        def caught() -> JSONObject:
+            # The deadline (debug.cancelOperation finished it before it cancelled the scope).
+            operation.cancel_reason = "timedOut"
+            message = f"The operation exceeded its deadline of {timeout} ms"
+            return self._outcome(operation, message=message, reason="timedOut")
+
+        def after(by_scope: bool) -> None:
+            if operation.seq is not None:
+                self._send_cancel(operation.seq)
+
+        def forget() -> None:
             self._operations.forget(operation)
             if self._operation_room is not None:
                 self._operation_room.set()
                 self._operation_room = None
-        # Reached only when the operation's own scope caught the cancellation: either
-        # debug.cancelOperation (which already failed it) or its deadline.
-        if operation.cancel_reason is None:
-            operation.cancel_reason = "timedOut"
-            message = f"The operation exceeded its deadline of {timeout} ms"
-            self._finish(operation, message=message, reason="timedOut")
-            if operation.seq is not None:
-                self._send_cancel(operation.seq)
-        details: JSONObject = {"operationId": operation_id, "reason": operation.cancel_reason}
-        if operation.cancel_reason == "cancelled":
+
+        await run_operation(
+            operation,
+            step,
+            scope=operation.scope,
+            what=f"debug session {self.session_id} {command}",
+            finish=functools.partial(self._settle, operation),
+            forget=forget,
+            answer=answer,
+            internal=lambda exc: self._outcome(
+                operation, message=internal_message(exc), reason="internal"
+            ),
+            caught=caught,
+            ended=lambda: self._outcome(
+                operation, message="The operation was cancelled", reason="cancelled"
+            ),
+            after=after,
+        )
+        return self._answer(operation, timeout, answered)
+
+    def _answer(
+        self,
+        operation: _Operation,
+        timeout: int,
+        answered: list[tuple[JSONObject, CoreError]],
+    ) -> JSONValue:
+        """What :meth:`run_operation` gives its caller for a finished ``operation``."""
+        outcome = operation.outcome
+        assert outcome is not None
+        reason = outcome.get("reason")
+        if reason is None:
+            return {"operationId": operation.operation_id, "result": outcome.get("result")}
+        for answered_outcome, error in answered:
+            if answered_outcome is outcome:
+                raise error
+        details: JSONObject = {"operationId": operation.operation_id, "reason": reason}
+        message = outcome.get("message")
+        assert isinstance(message, str)
+        if reason == "sessionEnded":
+            details["sessionEndReason"] = outcome.get("sessionEndReason")
+            raise CoreError("cancelled", message, details)
+        if reason == "internal":
+            raise CoreError("internal", message, details)
+        if reason == "cancelled":
             raise CoreError("cancelled", "The operation was cancelled", details)
         raise CoreError("timed_out", f"The operation timed out ({timeout} ms)", details)
 
@@ -1027,7 +1065,7 @@ class DebugSession(SessionResource[JSONObject]):
         message = (
             "The operation was cancelled" if reason == "cancelled" else "The operation timed out"
         )
-        self._finish(operation, message=message, reason=reason)
+        self._settle(operation, self._outcome(operation, message=message, reason=reason))
         operation.scope.cancel()
         if seq is not None:
             self._send_cancel(seq)

@@ -98,7 +98,7 @@ from .._session import (
     stop_ladder,
 )
 from .._session._events import DEFAULT_MAX_EVENTS
-from .._session._operations import Operation, OperationTable
+from .._session._operations import Operation, OperationTable, run_operation
 from .._session._order import Sequencer, Turn
 from .._session._resource import SessionResource
 from .._session._stderr import DEFAULT_STDERR_LINE_BYTES, DEFAULT_STDERR_LINES
@@ -1388,25 +1388,21 @@ class LspSession(SessionResource[JSONObject]):
         return True
 
     async def _run_request(self, req: _Request, gen: _Generation) -> None:
-        """One request's task: a boundary of its own (a failure ends it ``internal``)."""
-
-        async def failed(exc: Exception) -> None:
-            self._finish(req, self._error(req, "internal", internal_message(exc)))
-
+        """One request's task: the one operation path (:func:`run_operation`)."""
         try:
-            await run_contained(
-                f"language-server session {self.session_id} request {req.operation_id}",
+            await run_operation(
+                req,
                 partial(self._exchange, req, gen),
-                failed,
+                scope=req.scope,
+                what=f"language-server session {self.session_id} request {req.operation_id}",
+                finish=partial(self._finish, req),
+                forget=partial(self._requests.forget, req),
+                internal=lambda exc: self._error(req, "internal", internal_message(exc)),
+                caught=lambda: self._error(req, "requestTimeout", "The request timed out"),
+                ended=lambda: self._unavailable(req, "The language-server session ended"),
             )
         finally:
             self._stop_waiting(req)
-            if req.outcome is None:
-                if req.scope.cancelled_caught and req.end_reason is None:
-                    self._finish(req, self._error(req, "requestTimeout", "The request timed out"))
-                else:
-                    self._finish(req, self._unavailable(req, "The language-server session ended"))
-            self._requests.forget(req)
 
     async def _exchange(self, req: _Request, gen: _Generation) -> None:
         try:
@@ -1416,39 +1412,38 @@ class LspSession(SessionResource[JSONObject]):
             req.after = None  # no chain of ended requests is kept alive
 
     async def _exchange_in_order(self, req: _Request, gen: _Generation) -> None:
-        with req.scope:
-            if not gen.settled.is_set():
-                await gen.settled.wait()
-            if req.after is not None:
-                await req.after.wait()
-            self._stop_waiting(req)
-            fault_point("lsp.request")
-            endpoint = gen.endpoint
-            if gen.ended or not gen.ready or endpoint is None:
-                self._finish(req, self._unavailable(req, "The language server stopped"))
-                return
-            params = req.params if isinstance(req.params, (dict, list)) else None
-            # endpoint.request queues the frame before its first checkpoint, so the next
-            # request, woken here, runs only once this one is queued.
-            req.sent.set()
-            try:
-                result = await endpoint.request(req.method, params)
-            except JSONRPCError as exc:
-                message = _cut(exc.message, 1024)
-                details: JSONObject = {"code": exc.code, "message": message}
-                if exc.data is not None:
-                    details["data"] = exc.data
-                self._finish(req, self._error(req, "languageServerError", message, details=details))
-            except EndpointClosed as exc:
-                returncode = gen.tree.returncode if gen.tree is not None else None
-                message = "The language server stopped"
-                if exc.reason.startswith(("protocol error", "read failed", "write")):
-                    message = f"The connection to the language server broke ({exc.reason})"
-                self._finish(
-                    req, self._unavailable(req, _cut(message, 1024), **exit_detail(returncode))
-                )
-            else:
-                self._finish(req, {"result": result})
+        if not gen.settled.is_set():
+            await gen.settled.wait()
+        if req.after is not None:
+            await req.after.wait()
+        self._stop_waiting(req)
+        fault_point("lsp.request")
+        endpoint = gen.endpoint
+        if gen.ended or not gen.ready or endpoint is None:
+            self._finish(req, self._unavailable(req, "The language server stopped"))
+            return
+        params = req.params if isinstance(req.params, (dict, list)) else None
+        # endpoint.request queues the frame before its first checkpoint, so the next
+        # request, woken here, runs only once this one is queued.
+        req.sent.set()
+        try:
+            result = await endpoint.request(req.method, params)
+        except JSONRPCError as exc:
+            message = _cut(exc.message, 1024)
+            details: JSONObject = {"code": exc.code, "message": message}
+            if exc.data is not None:
+                details["data"] = exc.data
+            self._finish(req, self._error(req, "languageServerError", message, details=details))
+        except EndpointClosed as exc:
+            returncode = gen.tree.returncode if gen.tree is not None else None
+            message = "The language server stopped"
+            if exc.reason.startswith(("protocol error", "read failed", "write")):
+                message = f"The connection to the language server broke ({exc.reason})"
+            self._finish(
+                req, self._unavailable(req, _cut(message, 1024), **exit_detail(returncode))
+            )
+        else:
+            self._finish(req, {"result": result})
 
     def _stop_waiting(self, req: _Request) -> None:
         if req.waiting:

@@ -44,8 +44,9 @@ from typing import TYPE_CHECKING, Final, Protocol
 
 import trio
 
-from .._boundary import fault_point, internal_message, run_contained
+from .._boundary import fault_point, internal_message
 from .._endpoint import EndpointClosed, JSONRPCError, ReplyWithoutResult
+from .._session._operations import run_operation
 from ._relay_state import (
     GRACE_MS,
     MAX_RELAYED_RESULT_BYTES,
@@ -134,6 +135,17 @@ class _RelayCall:
         if self.refusal is not None:
             raise JSONRPCError(self.refusal.number, self.refusal.message, self.refusal.data())
         return {"value": self.value}
+
+
+@dataclass(frozen=True)
+class _Settled:
+    """A relayed call as the operation runner sees it: done once it has its outcome."""
+
+    call: _RelayCall
+
+    @property
+    def done(self) -> bool:
+        return self.call.has_value or self.call.refusal is not None
 
 
 class FunctionRelay:
@@ -306,42 +318,46 @@ class FunctionRelay:
         return [], caller.serves_host_call(parent_id)
 
     async def _run(self, call: _RelayCall, caller: RelayCaller) -> None:
-        async def failed(exc: Exception) -> None:
-            if call.refusal is None and not call.has_value:
-                call.refusal = RelayRefusal("internal", internal_message(exc))
+        """One relayed call's task: the one operation path (:func:`run_operation`)."""
 
-        try:
-            await run_contained(
-                f"relayed call {call.wire_id} ({call.caller_id} -> {call.provider_id})",
-                partial(self._run_scoped, call, caller),
-                failed,
-            )
-        finally:
+        def refuse(refusal: RelayRefusal) -> None:
+            if call.refusal is None and not call.has_value:
+                call.refusal = refusal
+
+        def forget() -> None:
             call.nursery = None
             self._serving.pop((call.provider_id, call.wire_id), None)
             self._calls.discard(call)
-            if call.refusal is None and not call.has_value:
-                call.refusal = (
-                    RelayRefusal(
-                        "plugin.host.timeout", "The relay ended the call after its deadline"
-                    )
-                    if call.scope.cancelled_caught
-                    else RelayRefusal("plugin.host.cancelled", "The call was cancelled")
-                )
+
+        try:
+            await run_operation(
+                _Settled(call),
+                partial(self._run_scoped, call, caller),
+                scope=call.scope,
+                what=f"relayed call {call.wire_id} ({call.caller_id} -> {call.provider_id})",
+                finish=refuse,
+                forget=forget,
+                internal=lambda exc: RelayRefusal("internal", internal_message(exc)),
+                caught=lambda: RelayRefusal(
+                    "plugin.host.timeout", "The relay ended the call after its deadline"
+                ),
+                ended=lambda: RelayRefusal("plugin.host.cancelled", "The call was cancelled"),
+            )
+        finally:
             for child in call.linked:
                 child.end(RelayRefusal("plugin.host.cancelled", "The parent call ended"))
             call.done.set()
 
     async def _run_scoped(self, call: _RelayCall, caller: RelayCaller) -> None:
-        # call.scope: the relay's own end, GRACE_MS after the deadline, and every
-        # end()/cancel; the nursery holds the calls made as this call's children.
-        with call.scope:
-            async with trio.open_nursery() as nursery:
-                call.nursery = nursery
-                nursery.start_soon(self._deadline_passes, call)
-                await self._forward(call, caller)
-                # Its ending cancels the calls made as its children.
-                nursery.cancel_scope.cancel()
+        # Runs under call.scope (run_operation enters it): the relay's own end, GRACE_MS
+        # after the deadline, and every end()/cancel; the nursery holds the calls made as
+        # this call's children.
+        async with trio.open_nursery() as nursery:
+            call.nursery = nursery
+            nursery.start_soon(self._deadline_passes, call)
+            await self._forward(call, caller)
+            # Its ending cancels the calls made as its children.
+            nursery.cancel_scope.cancel()
 
     @staticmethod
     async def _deadline_passes(call: _RelayCall) -> None:

@@ -38,9 +38,9 @@ import trio
 
 from protocol import CoreError
 
-from .._boundary import fault_point, internal_message, run_contained
+from .._boundary import fault_point, internal_message
 from .._endpoint import EndpointClosed, JSONRPCError, ReplyWithoutResult, method_not_found
-from .._session._operations import Operation, OperationTable
+from .._session._operations import Operation, OperationTable, run_operation
 from ._host import HostCall
 from ._relay_state import RelayRefusal
 from ._state import (
@@ -119,6 +119,21 @@ CANCELLED_DATA: Final[JSONObject] = {"code": "plugin.host.cancelled"}
 def experimental_offer() -> JSONObject:
     """``capabilities.experimental`` a plugin-owned session offers in ``initialize``."""
     return {"litheFunctions": {"versions": [0]}, "litheLogging": {"versions": [0]}}
+
+
+#: The plugin log's reason of each outcome the operation runner makes (internal, deadline,
+#: session ended).
+_RUNNER_REASONS: Final = {
+    "internal": "internal",
+    "requestTimeout": "timeout",
+    "languageServerUnavailable": "unavailable",
+}
+
+
+def _runner_reason(outcome: JSONObject) -> str:
+    error = outcome.get("error")
+    code = error.get("code") if isinstance(error, dict) else None
+    return _RUNNER_REASONS.get(code, "unavailable") if isinstance(code, str) else "unavailable"
 
 
 @dataclass(eq=False)
@@ -338,39 +353,25 @@ class PluginRuntime:
         after: trio.Event | None,
         sent: trio.Event,
     ) -> None:
-        """One call's task: a boundary of its own (a failure ends the call ``internal``)."""
+        """One call's task: the one operation path (:func:`run_operation`)."""
 
-        async def failed(exc: Exception) -> None:
-            self._finish(
-                call, {"error": {"code": "internal", "message": internal_message(exc)}}, "internal"
-            )
+        def error(code: str, message: str) -> JSONObject:
+            return {"error": {"code": code, "message": message}}
 
         try:
-            await run_contained(
-                f"plugin session {self.session_id} call {call.operation_id}",
+            await run_operation(
+                call,
                 partial(self._invoke, call, endpoint, invoke, after, sent),
-                failed,
+                scope=call.scope,
+                what=f"plugin session {self.session_id} call {call.operation_id}",
+                finish=lambda outcome: self._finish(call, outcome, _runner_reason(outcome)),
+                forget=partial(self._calls.forget, call),
+                internal=lambda exc: error("internal", internal_message(exc)),
+                caught=lambda: error("requestTimeout", "The call timed out"),
+                ended=lambda: error("languageServerUnavailable", "The session ended"),
             )
         finally:
             sent.set()
-            if call.outcome is None:
-                if call.scope.cancelled_caught:
-                    self._finish(
-                        call,
-                        {"error": {"code": "requestTimeout", "message": "The call timed out"}},
-                        "timeout",
-                    )
-                else:
-                    self._finish(
-                        call,
-                        {
-                            "error": {
-                                "code": "languageServerUnavailable",
-                                "message": "The session ended",
-                            }
-                        },
-                        "unavailable",
-                    )
 
     async def _invoke(
         self,
@@ -380,60 +381,59 @@ class PluginRuntime:
         after: trio.Event | None,
         sent: trio.Event,
     ) -> None:
-        with call.scope:
-            if after is not None:
-                await after.wait()
-            if _ended_by_session(call):
-                # The session's end ended it before it was sent: no backend is left to
-                # invoke, and nothing of it may fail any more (chaos --faults, seed 9000006).
-                # A call cancelled that early is still invoked, then cancelled.
-                return
-            fault_point("plugin.call")
-            # endpoint.request queues the frame before its first checkpoint, so what is
-            # woken by `sent` is written after it.
-            sent.set()
-            try:
-                result = await endpoint.request(INVOKE_METHOD, invoke)
-            except ReplyWithoutResult:
-                # No result is not a null result (Invocation).
+        if after is not None:
+            await after.wait()
+        if _ended_by_session(call):
+            # The session's end ended it before it was sent: no backend is left to
+            # invoke, and nothing of it may fail any more (chaos --faults, seed 9000006).
+            # A call cancelled that early is still invoked, then cancelled.
+            return
+        fault_point("plugin.call")
+        # endpoint.request queues the frame before its first checkpoint, so what is
+        # woken by `sent` is written after it.
+        sent.set()
+        try:
+            result = await endpoint.request(INVOKE_METHOD, invoke)
+        except ReplyWithoutResult:
+            # No result is not a null result (Invocation).
+            self._finish(
+                call,
+                {
+                    "error": {
+                        "code": "plugin.function.invalidResult",
+                        "message": "the backend answered without a result",
+                    }
+                },
+                "invalidResult",
+            )
+        except JSONRPCError as exc:
+            self._finish(call, {"error": function_failure(exc.message, exc.data)}, "failed")
+        except EndpointClosed as exc:
+            self._finish(
+                call,
+                {
+                    "error": {
+                        "code": "languageServerUnavailable",
+                        "message": f"The backend's stdio ended: {exc.reason}",
+                    }
+                },
+                "unavailable",
+            )
+        else:
+            if json_size(result) > FUNCTION_RESULT_BYTES:
                 self._finish(
                     call,
                     {
                         "error": {
                             "code": "plugin.function.invalidResult",
-                            "message": "the backend answered without a result",
+                            "message": f"the result is over {FUNCTION_RESULT_BYTES} bytes",
                         }
                     },
                     "invalidResult",
                 )
-            except JSONRPCError as exc:
-                self._finish(call, {"error": function_failure(exc.message, exc.data)}, "failed")
-            except EndpointClosed as exc:
-                self._finish(
-                    call,
-                    {
-                        "error": {
-                            "code": "languageServerUnavailable",
-                            "message": f"The backend's stdio ended: {exc.reason}",
-                        }
-                    },
-                    "unavailable",
-                )
             else:
-                if json_size(result) > FUNCTION_RESULT_BYTES:
-                    self._finish(
-                        call,
-                        {
-                            "error": {
-                                "code": "plugin.function.invalidResult",
-                                "message": f"the result is over {FUNCTION_RESULT_BYTES} bytes",
-                            }
-                        },
-                        "invalidResult",
-                    )
-                else:
-                    # null is a result (Invocation).
-                    self._finish(call, {"result": {"value": result}}, "result")
+                # null is a result (Invocation).
+                self._finish(call, {"result": {"value": result}}, "result")
 
     def _finish(self, call: _Call, outcome: JSONObject, reason: str) -> None:
         """Complete ``call`` once; forget it; cancel its task (which sends $/cancelRequest)."""
