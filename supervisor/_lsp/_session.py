@@ -1679,6 +1679,12 @@ class LspSession(SessionResource[JSONObject]):
         if self.state is LspState.FAILED and last is not None:
             code, why = last.get("code"), last.get("message")
             message = f"session {self.session_id} failed ({code}): {why}"
+        elif self._crash is not None and not self._crash_reported:
+            # A contained failure ends it, and its state has not moved yet: say so, not
+            # "initializing" (chaos --faults, seed 777002).
+            why = internal_message(self._crash)
+            details["lastExit"] = {"reason": "failed", "code": "internal", "message": why}
+            message = f"session {self.session_id} failed (internal): {why}"
         else:
             message = f"session {self.session_id} is {self.state.value}: no server answers requests"
         raise CoreError("invalid_request", _cut(message, 1024), details)

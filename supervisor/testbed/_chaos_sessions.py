@@ -68,6 +68,18 @@ __all__ = (
 
 #: Core error codes that mean the runner or the Core is wrong, not the program.
 BUG_CODES: Final = frozenset({"invalid_request", "not_supported", "internal"})
+
+
+def _ends_internal(exc: CoreError) -> bool:
+    """An ``internal`` answer, or a refusal because the session failed ``internal`` (its
+    ``lastExit``): a request sent to a session its contained failure ended."""
+    if exc.code == "internal":
+        return True
+    last = exc.details.get("lastExit") if exc.details else None
+    refused = exc.code == "invalid_request"
+    return refused and isinstance(last, dict) and last.get("code") == "internal"
+
+
 #: Debug operation failures (``details.reason``) that a misbehaving adapter may cause.
 _DEBUG_REASONS: Final = frozenset(
     {"refused", "adapterError", "cancelled", "timedOut", "sessionEnded"}
@@ -204,7 +216,7 @@ class StepContext:
         """True when ``exc`` is the ``internal`` end of the step a fault was injected into,
         on the injected exception (any other ``internal`` is a bug the fault uncovered)."""
         return (
-            exc.code == "internal"
+            _ends_internal(exc)
             and _INJECTED in exc.message
             and index == self.fault_step
             and self.fault is not None
