@@ -201,3 +201,60 @@ async def test_language_server_from_another_ecosystem(name: str, tmp_path: str) 
             if e["event"] == "log" and e.get("source") == "serverRequest"
         ]
         assert unserved == [], unserved
+
+
+#: One version of a document per language: the version's only symbol is ``version_<i>``.
+VERSIONED: dict[str, str] = {
+    "c": "int version_{i}(void) {{ return {i}; }}\n",
+    "typescript": "function version_{i}(): number {{ return {i}; }}\n",
+    "python": "def version_{i}():\n    return {i}\n",
+    "shellscript": "version_{i}() {{\n    echo {i}\n}}\n",
+}
+
+
+@pytest.mark.parametrize("name", sorted(PEERS))
+async def test_pipelined_changes_reach_a_server_of_another_ecosystem_in_order(
+    name: str, tmp_path: str
+) -> None:
+    """Issue 24 (the order rule) against real servers beyond pylsp: 100 document versions
+    submitted from one task without waiting for any answer; the server ends with the last
+    one (had a change overtaken a later one, its symbols would name an older version)."""
+    peer = PEERS[name]
+    executable = _executable(peer.argv[0])
+    if executable is None:
+        pytest.skip(f"{name} is not installed (scripts/install-peers installs it)")
+    path = os.path.join(tmp_path, peer.file)
+    template = VERSIONED[peer.language]
+    await trio.Path(path).write_text(template.format(i=0))
+    uri = "file://" + path
+    extra: dict[str, JSONValue] = {"requestTimeoutMilliseconds": 120_000}
+    if peer.initialization_options is not None:
+        extra["initializationOptions"] = peer.initialization_options
+    async with open_core() as core:
+        session = await start(core, [executable, *peer.argv[1:]], str(tmp_path), **extra)
+        await session.wait_state("ready")
+        submitted = [
+            core.submit(
+                "lsp.syncDocument",
+                {
+                    "sessionId": session.id,
+                    "uri": uri,
+                    "languageId": peer.language,
+                    "text": template.format(i=i),
+                },
+            )
+            for i in range(100)
+        ]
+        versions = [as_obj(await op.result())["documentVersion"] for op in submitted]
+        assert versions == list(range(1, 101))
+        names: set[str] = set()
+        with trio.fail_after(WAIT_S):
+            while names != {"version_99"}:
+                symbols = await session.roundtrip(
+                    "textDocument/documentSymbol", {"textDocument": {"uri": uri}}
+                )
+                assert "result" in symbols, symbols
+                names = _names(symbols["result"])
+                if names != {"version_99"}:
+                    await trio.sleep(0.2)
+        assert (await session.stop())["state"] == "stopped"
