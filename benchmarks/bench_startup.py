@@ -9,7 +9,9 @@ the four contestants back to back in a rotating order, after a warm-up; each fig
 wall time from ``posix_spawn`` to the exit (``serve``: to the last byte of the ``initialize``
 answer; its ``shutdown`` and ``exit`` are not timed), in milliseconds. Ratios are medians of
 per-round ratios, which a shared machine's bursts of load disturb far less than a ratio of
-separate medians.
+separate medians. Every contestant runs with ``PYTHONDONTWRITEBYTECODE`` unset, so the
+warm-up leaves the bytecode cache an installed package has (pip compiles it at install):
+without it each start would also compile our modules from source.
 
 Goals (issue 26): ``--version`` at most 2x the peer, ``exec`` and ``serve``'s first answer at
 most 3x; ``run`` of one job at most 4x (it reads and checks a TOML file and opens the lanes and
@@ -51,10 +53,15 @@ def _command() -> list[str]:
     return [sys.executable, "-m", "supervisor"]
 
 
+#: The contestants' environment: ours, with the bytecode cache written and read.
+_ENV = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+
+
 def _timed(argv: list[str], *, cwd: str | None = None) -> float:
     started = time.perf_counter()
     done = subprocess.run(
         argv,
+        env=_ENV,
         stdin=subprocess.DEVNULL,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
@@ -100,6 +107,7 @@ def _serve_ms(command: list[str]) -> float:
     started = time.perf_counter()
     process = subprocess.Popen(
         [*command, "serve"],
+        env=_ENV,
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         stderr=subprocess.DEVNULL,

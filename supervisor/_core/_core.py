@@ -19,14 +19,12 @@ the thread-safe synchronous facade of the reference C ABI (``execute_json``,
 from __future__ import annotations
 
 import contextlib
-import functools
 import itertools
 import json
 import logging
 import threading
 from concurrent.futures import Future, InvalidStateError
 from contextlib import AsyncExitStack, asynccontextmanager
-from importlib import metadata
 from typing import TYPE_CHECKING, Final, TypeAlias, final
 
 import trio
@@ -66,6 +64,7 @@ from .._session._events import DEFAULT_MAX_EVENTS
 from .._session._operations import run_operation
 from .._session._order import Sequencer, _current_turn, hold_turn
 from .._terminal._service import open_terminal_service
+from .._version import __version__
 from ._builtins import JobService, open_job_service, open_process_service
 from ._context import _current_operation_id, current_operation_id
 from ._service import LanguageServerCommands, OwnedResources, ServiceContext
@@ -117,14 +116,8 @@ DEFAULT_SERVICES: Final[tuple[ServiceFactory, ...]] = (
 )
 
 
-@functools.cache
 def _version() -> str:
-    # Cached: reading the installed metadata costs about 200 us, which ``core.ping`` (a
-    # liveness probe callers repeat) would otherwise pay on every call.
-    try:
-        return metadata.version("trio-process-supervisor")
-    except metadata.PackageNotFoundError:  # running from a source tree without install
-        return "0+unknown"
+    return __version__
 
 
 class _Operation:
