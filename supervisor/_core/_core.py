@@ -42,7 +42,6 @@ from protocol import (
 )
 
 from .. import _api
-from .._api._helpers import CommandHelpers
 from .._boundary import (
     cut_utf8,
     fault_point,
@@ -52,7 +51,7 @@ from .._boundary import (
     single_exception,
     split_failure,
 )
-from .._client._sync import Portal
+from .._client._caller import CommandCaller
 from .._dap._service import open_debug_service
 from .._handles import NoPublicConstructor
 from .._lsp._service import open_lsp_service
@@ -83,7 +82,7 @@ if TYPE_CHECKING:
 
     from .._client._dap import DapClient, DebugAdapterOptions
     from .._client._lsp import LanguageServerOptions, LspClient
-    from .._client._sync import SyncDapClient, SyncLspClient
+    from .._client._sync import Portal, SyncDapClient, SyncLspClient
     from .._plugin._host import HostPolicy
     from .._session._events import EventQueue
     from .._session._order import Turn
@@ -178,7 +177,7 @@ class SubmittedOperation(metaclass=NoPublicConstructor):
 
 
 @final
-class Core(CommandHelpers):
+class Core(CommandCaller):
     """A running Core. Made by :func:`open_core`; it has no public constructor.
 
     Besides :meth:`call`, one typed helper per command (``await core.process_run(argv=[...])``
@@ -852,6 +851,8 @@ class CoreThread:
             # The session clients live in this nursery; it ends (each client stopping its
             # session, bounded) before the Core closes.
             async with trio.open_nursery() as clients:
+                from .._client._sync import Portal
+
                 assert self._thread is not None
                 self._portal = Portal._create(self._token, clients, self._thread)
                 self._ready.set()
