@@ -912,7 +912,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         from .._process._reaper import owning_whole_process
 
         with owning_whole_process():
-            return _main(args)
+            return _main(args, own_process=argv is None)
     except BaseExceptionGroup as group:
         from .._boundary import raise_single
 
@@ -926,14 +926,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 141  # 128 + SIGPIPE, as a shell reports it
 
 
-def _main(args: argparse.Namespace) -> int:
+def _main(args: argparse.Namespace, *, own_process: bool) -> int:
     # Logs always go to stderr: in serve mode stdout carries only protocol frames.
     logging.basicConfig(
         level=getattr(logging, args.log_level),
         stream=sys.stderr,
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
-    if argv is None and getattr(args, "guarded", False):
+    if own_process and getattr(args, "guarded", False):
         # The process is this command line's own (python -m supervisor, the console
         # script): split it into a guardian and this worker, so that a SIGKILL of either
         # leaves the other to end everything (_process/_guardian.py).
