@@ -13,12 +13,12 @@ __distribution__ = "trio-process-supervisor"
 import importlib
 import logging
 
-import _trio_process_supervisor
+from _trio_process_supervisor import _guard
 
 # Before anything of ours imports them: another distribution's ``protocol`` or ``lanes`` (or
 # a ``protocol.py`` in the working directory) would fail on a name it lacks, far from the
 # cause. Nothing is imported here (``find_spec``), so the lazy names below stay lazy.
-_trio_process_supervisor.check("protocol", "lanes")
+_guard.check("protocol", "lanes")
 from typing import TYPE_CHECKING
 
 # A library logs, it does not print: without logging set up by the host, nothing of ours

@@ -145,19 +145,36 @@ def test_the_packages_depend_one_way() -> None:
     for package, forbidden in above.items():
         for path in sorted((ROOT / package).rglob("*.py")):
             for node in ast.walk(ast.parse(path.read_text(), str(path))):
-                names = (
-                    [alias.name for alias in node.names]
-                    if isinstance(node, ast.Import)
-                    else [node.module or ""]
-                    if isinstance(node, ast.ImportFrom) and not node.level
-                    else []
-                )
+                if isinstance(node, ast.Import):
+                    names = [alias.name for alias in node.names]
+                elif isinstance(node, ast.ImportFrom) and not node.level:
+                    names = [node.module or ""]
+                else:
+                    continue
                 upward += [
                     f"{path.relative_to(ROOT)}:{node.lineno}: {name}"
                     for name in names
                     if name.split(".")[0] in forbidden
                 ]
     assert upward == []
+
+
+def test_the_guard_imports_nothing_of_ours() -> None:
+    """``_trio_process_supervisor/_guard.py`` is what ``supervisor`` and ``lanes`` import
+    first; the command's entry beside it imports the command line, so a guard importing any
+    of ours would close a circle through all three packages."""
+    path = ROOT / "_trio_process_supervisor" / "_guard.py"
+    ours = {"supervisor", "protocol", "lanes", "_trio_process_supervisor"}
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            names = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            names = ["_trio_process_supervisor" if node.level else node.module or ""]
+        else:
+            continue
+        found += [f"{node.lineno}: {name}" for name in names if name.split(".")[0] in ours]
+    assert found == []
 
 
 def test_the_reading_finds_imports_of_every_kind() -> None:
