@@ -63,8 +63,7 @@ def _timed(argv: list[str], *, cwd: str | None = None) -> float:
         argv,
         env=_ENV,
         stdin=subprocess.DEVNULL,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
+        capture_output=True,
         cwd=cwd,
         timeout=TIMEOUT_S,
         check=False,
@@ -112,7 +111,8 @@ def _serve_ms(command: list[str]) -> float:
         stdout=subprocess.PIPE,
         stderr=subprocess.DEVNULL,
     )
-    assert process.stdin is not None and process.stdout is not None
+    assert process.stdin is not None
+    assert process.stdout is not None
     try:
         process.stdin.write(_frame({"jsonrpc": "2.0", "id": 1, "method": "initialize"}))
         process.stdin.flush()
