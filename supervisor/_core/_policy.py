@@ -4,16 +4,19 @@ plugin-contract.md "Host services": a plugin backend may ask the supervisor to s
 program or to show a window; whether a person consents, and how a window is shown, is the
 embedding host's to decide. The Core takes the policy as an option and hands it to its
 services (:attr:`~supervisor.ServiceContext.host_policy`); the plugin host services ask it
-(``supervisor._plugin._host``, which also holds the two policies of this package,
-``AllowAll`` and ``RouteToClient``).
+(``supervisor._plugin._host``). The two policies of this package, ``AllowAll`` and
+``RouteToClient``, live here too, so serve picks one without importing the plugin side.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
-__all__ = ("Consent", "HostPolicy", "Show")
+if TYPE_CHECKING:
+    from collections.abc import Iterable
+
+__all__ = ("AllowAll", "Consent", "HostPolicy", "RouteToClient", "Show")
 
 
 @dataclass(frozen=True)
@@ -60,3 +63,30 @@ class HostPolicy(Protocol):
     async def show(self, request: Show) -> None:
         """Show a window or tab (a host without windows does nothing)."""
         ...
+
+
+class AllowAll:
+    """Serve everything there is a handler for, consent to everything, show nothing."""
+
+    def routes_to_client(self, method: str) -> bool:
+        return False
+
+    async def consent(self, request: Consent) -> bool:
+        return True
+
+    async def show(self, request: Show) -> None:
+        return None
+
+
+class RouteToClient(AllowAll):
+    """Serve nothing here: every host request goes to the client as ``hostRequest``.
+
+    Args:
+        methods: Only these methods go to the client (None: all of them).
+    """
+
+    def __init__(self, methods: Iterable[str] | None = None) -> None:
+        self._methods = None if methods is None else frozenset(methods)
+
+    def routes_to_client(self, method: str) -> bool:
+        return self._methods is None or method in self._methods

@@ -29,11 +29,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Protocol, TypeAlias, TypeVar
 
-from .._core._policy import Consent, HostPolicy, Show
+from .._core._policy import AllowAll, Consent, HostPolicy, RouteToClient, Show
 from ._workspace import WorkspaceContexts
 
 if TYPE_CHECKING:
-    from collections.abc import Awaitable, Callable, Iterable
+    from collections.abc import Awaitable, Callable
     from pathlib import Path
 
     import trio
@@ -91,33 +91,6 @@ class HostSession(Protocol):
     def notify_backend(self, method: str, params: JSONObject) -> None:
         """Queue a host notification to the running backend (in order, never blocks)."""
         ...
-
-
-class AllowAll:
-    """Serve everything there is a handler for, consent to everything, show nothing."""
-
-    def routes_to_client(self, method: str) -> bool:
-        return False
-
-    async def consent(self, request: Consent) -> bool:
-        return True
-
-    async def show(self, request: Show) -> None:
-        return None
-
-
-class RouteToClient(AllowAll):
-    """Serve nothing here: every host request goes to the client as ``hostRequest``.
-
-    Args:
-        methods: Only these methods go to the client (None: all of them).
-    """
-
-    def __init__(self, methods: Iterable[str] | None = None) -> None:
-        self._methods = None if methods is None else frozenset(methods)
-
-    def routes_to_client(self, method: str) -> bool:
-        return self._methods is None or method in self._methods
 
 
 @dataclass(frozen=True)

@@ -1,7 +1,7 @@
 """What each start imports (issue 26.2): ``import supervisor`` and the command line's
 ``--version``, ``--help`` and a command's ``--help`` import neither trio, nor msgspec, nor a
-session kind; the Core and ``exec`` import no session kind (each kind is imported when it is
-first used: docs/architecture.md "The Core and its services").
+session kind; the Core, ``exec`` and ``serve``'s ``initialize`` import no session kind (each
+kind is imported when it is first used: docs/architecture.md "The Core and its services").
 
 Read from ``sys.modules`` of a fresh interpreter at its exit, never from a timing: the
 start-up's speed is benchmarks/bench_startup.py's.
@@ -31,15 +31,18 @@ atexit.register(lambda: print("\\nIMPORTED " + json.dumps(sorted(
 """
 
 
-def _imported(code: str, *argv: str, heavy: tuple[str, ...] = HEAVY) -> list[str]:
+def _imported(
+    code: str, *argv: str, heavy: tuple[str, ...] = HEAVY, stdin: bytes = b""
+) -> list[str]:
     done = subprocess.run(
         [sys.executable, "-c", _PROBE.format(heavy=heavy, code=code), *argv],
+        input=stdin,
         capture_output=True,
-        text=True,
         timeout=60,
     )
-    lines = [line for line in done.stderr.splitlines() if line.startswith("IMPORTED ")]
-    assert len(lines) == 1, done.stderr
+    stderr = done.stderr.decode(errors="replace")
+    lines = [line for line in stderr.splitlines() if line.startswith("IMPORTED ")]
+    assert len(lines) == 1, stderr
     found: list[str] = json.loads(lines[0].removeprefix("IMPORTED "))
     return found
 
@@ -71,6 +74,13 @@ def test_the_core_imports_no_session_kind() -> None:
 
 def test_exec_imports_no_session_kind() -> None:
     assert _imported(_COMMAND, "exec", "--", "/bin/true", heavy=KINDS) == []
+
+
+def test_serve_answers_initialize_without_a_session_kind() -> None:
+    """``supervisor serve`` to its ``initialize`` answer (then the end of its input)."""
+    body = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {}})
+    frame = f"Content-Length: {len(body)}\r\n\r\n{body}".encode()
+    assert _imported(_COMMAND, "serve", heavy=KINDS, stdin=frame) == []
 
 
 def test_the_probe_sees_what_is_imported() -> None:
