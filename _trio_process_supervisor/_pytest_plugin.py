@@ -4,7 +4,7 @@ environment, so a shadowed package names itself here rather than as a missing mo
 
 from __future__ import annotations
 
-from . import check
+from ._guard import check
 
 check()
 

@@ -12,11 +12,11 @@ import logging
 #: The distribution this package belongs to (``_trio_process_supervisor`` checks it).
 __distribution__ = "trio-process-supervisor"
 
-import _trio_process_supervisor
+from _trio_process_supervisor import _guard
 
 # Before importing it: another distribution's ``protocol`` (or a ``protocol.py`` in the
 # working directory) would fail below on a name it lacks, far from the cause.
-_trio_process_supervisor.check("protocol")
+_guard.check("protocol")
 
 from ._driver import (
     Job as Job,

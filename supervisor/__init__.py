@@ -13,12 +13,12 @@ __distribution__ = "trio-process-supervisor"
 import importlib
 import logging
 
-import _trio_process_supervisor
+from _trio_process_supervisor import _guard
 
 # Before anything of ours imports them: another distribution's ``protocol`` or ``lanes`` (or
 # a ``protocol.py`` in the working directory) would fail on a name it lacks, far from the
 # cause. Nothing is imported here (``find_spec``), so the lazy names below stay lazy.
-_trio_process_supervisor.check("protocol", "lanes")
+_guard.check("protocol", "lanes")
 from typing import TYPE_CHECKING
 
 # A library logs, it does not print: without logging set up by the host, nothing of ours
@@ -173,11 +173,11 @@ _LAZY: dict[str, tuple[str, str]] = {
     "DebugService": ("_dap._service", "DebugService"),
     "open_debug_service": ("_dap._service", "open_debug_service"),
     "DebugState": ("_dap._state", "DebugState"),
-    "AllowAll": ("_plugin._host", "AllowAll"),
-    "Consent": ("_plugin._host", "Consent"),
-    "HostPolicy": ("_plugin._host", "HostPolicy"),
-    "RouteToClient": ("_plugin._host", "RouteToClient"),
-    "Show": ("_plugin._host", "Show"),
+    "AllowAll": ("_core._policy", "AllowAll"),
+    "Consent": ("_core._policy", "Consent"),
+    "HostPolicy": ("_core._policy", "HostPolicy"),
+    "RouteToClient": ("_core._policy", "RouteToClient"),
+    "Show": ("_core._policy", "Show"),
     "EndpointClosed": ("_endpoint", "EndpointClosed"),
     "EndpointStatistics": ("_endpoint", "EndpointStatistics"),
     "JSONRPCEndpoint": ("_endpoint", "JSONRPCEndpoint"),

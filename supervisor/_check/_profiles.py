@@ -12,6 +12,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Final
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from protocol import JSONObject
 
 __all__ = ("CLIENTS", "dap_initialize_arguments", "lsp_initialize_params")
@@ -27,115 +29,136 @@ _CLIENT_INFO: Final[dict[str, JSONObject]] = {
 
 
 def _lsp_capabilities(client: str) -> JSONObject:
+    profile = _CAPABILITIES.get(client)
+    if profile is None:
+        raise ValueError(f"unknown client profile {client!r}; known: {', '.join(CLIENTS)}")
+    return profile()
+
+
+def _vscode_capabilities() -> JSONObject:
+    """Visual Studio Code's client capabilities."""
     markdown: JSONObject = {"documentationFormat": ["markdown", "plaintext"]}
-    if client == "vscode":
-        return {
-            "general": {
-                "positionEncodings": ["utf-16"],
-                "staleRequestSupport": {
-                    "cancel": True,
-                    "retryOnContentModified": [
-                        "textDocument/semanticTokens/full",
-                        "textDocument/semanticTokens/range",
-                        "textDocument/semanticTokens/full/delta",
-                    ],
-                },
-                "markdown": {"parser": "marked", "version": "1.1.0"},
+    return {
+        "general": {
+            "positionEncodings": ["utf-16"],
+            "staleRequestSupport": {
+                "cancel": True,
+                "retryOnContentModified": [
+                    "textDocument/semanticTokens/full",
+                    "textDocument/semanticTokens/range",
+                    "textDocument/semanticTokens/full/delta",
+                ],
             },
-            "window": {
-                "workDoneProgress": True,
-                "showMessage": {"messageActionItem": {"additionalPropertiesSupport": True}},
-                "showDocument": {"support": True},
+            "markdown": {"parser": "marked", "version": "1.1.0"},
+        },
+        "window": {
+            "workDoneProgress": True,
+            "showMessage": {"messageActionItem": {"additionalPropertiesSupport": True}},
+            "showDocument": {"support": True},
+        },
+        "workspace": {
+            "applyEdit": True,
+            "configuration": True,
+            "workspaceFolders": True,
+            "didChangeConfiguration": {"dynamicRegistration": True},
+            "didChangeWatchedFiles": {
+                "dynamicRegistration": True,
+                "relativePatternSupport": True,
             },
-            "workspace": {
-                "applyEdit": True,
-                "configuration": True,
-                "workspaceFolders": True,
-                "didChangeConfiguration": {"dynamicRegistration": True},
-                "didChangeWatchedFiles": {
-                    "dynamicRegistration": True,
-                    "relativePatternSupport": True,
-                },
-                "symbol": {"dynamicRegistration": True},
-                "executeCommand": {"dynamicRegistration": True},
-                "semanticTokens": {"refreshSupport": True},
-                "inlayHint": {"refreshSupport": True},
-                "diagnostics": {"refreshSupport": True},
-                "workspaceEdit": {"documentChanges": True, "resourceOperations": ["create"]},
+            "symbol": {"dynamicRegistration": True},
+            "executeCommand": {"dynamicRegistration": True},
+            "semanticTokens": {"refreshSupport": True},
+            "inlayHint": {"refreshSupport": True},
+            "diagnostics": {"refreshSupport": True},
+            "workspaceEdit": {"documentChanges": True, "resourceOperations": ["create"]},
+        },
+        "textDocument": {
+            "synchronization": {"dynamicRegistration": True, "didSave": True},
+            "completion": {
+                "dynamicRegistration": True,
+                "contextSupport": True,
+                "completionItem": {"snippetSupport": True, **markdown},
             },
-            "textDocument": {
-                "synchronization": {"dynamicRegistration": True, "didSave": True},
-                "completion": {
-                    "dynamicRegistration": True,
-                    "contextSupport": True,
-                    "completionItem": {"snippetSupport": True, **markdown},
-                },
-                "hover": {"dynamicRegistration": True, "contentFormat": ["markdown", "plaintext"]},
-                "publishDiagnostics": {"relatedInformation": True, "versionSupport": False},
-                "diagnostic": {"dynamicRegistration": True, "relatedDocumentSupport": False},
-                "documentSymbol": {"hierarchicalDocumentSymbolSupport": True},
+            "hover": {"dynamicRegistration": True, "contentFormat": ["markdown", "plaintext"]},
+            "publishDiagnostics": {"relatedInformation": True, "versionSupport": False},
+            "diagnostic": {"dynamicRegistration": True, "relatedDocumentSupport": False},
+            "documentSymbol": {"hierarchicalDocumentSymbolSupport": True},
+        },
+    }
+
+
+def _neovim_capabilities() -> JSONObject:
+    """Neovim's client capabilities."""
+    markdown: JSONObject = {"documentationFormat": ["markdown", "plaintext"]}
+    return {
+        "general": {"positionEncodings": ["utf-8", "utf-16", "utf-32"]},
+        "window": {
+            "workDoneProgress": True,
+            "showMessage": {"messageActionItem": {"additionalPropertiesSupport": True}},
+            "showDocument": {"support": True},
+        },
+        "workspace": {
+            "applyEdit": True,
+            "configuration": True,
+            "workspaceFolders": True,
+            "didChangeWatchedFiles": {
+                "dynamicRegistration": False,
+                "relativePatternSupport": True,
             },
-        }
-    if client == "neovim":
-        return {
-            "general": {"positionEncodings": ["utf-8", "utf-16", "utf-32"]},
-            "window": {
-                "workDoneProgress": True,
-                "showMessage": {"messageActionItem": {"additionalPropertiesSupport": True}},
-                "showDocument": {"support": True},
+            "symbol": {"dynamicRegistration": False},
+            "semanticTokens": {"refreshSupport": True},
+            "inlayHint": {"refreshSupport": True},
+            "workspaceEdit": {"resourceOperations": ["rename", "create", "delete"]},
+        },
+        "textDocument": {
+            "synchronization": {"dynamicRegistration": False, "didSave": True},
+            "completion": {
+                "dynamicRegistration": False,
+                "contextSupport": False,
+                "completionItem": {"snippetSupport": False, **markdown},
             },
-            "workspace": {
-                "applyEdit": True,
-                "configuration": True,
-                "workspaceFolders": True,
-                "didChangeWatchedFiles": {
-                    "dynamicRegistration": False,
-                    "relativePatternSupport": True,
-                },
-                "symbol": {"dynamicRegistration": False},
-                "semanticTokens": {"refreshSupport": True},
-                "inlayHint": {"refreshSupport": True},
-                "workspaceEdit": {"resourceOperations": ["rename", "create", "delete"]},
+            "hover": {"dynamicRegistration": True, "contentFormat": ["markdown", "plaintext"]},
+            "publishDiagnostics": {"relatedInformation": True, "dataSupport": True},
+            "diagnostic": {"dynamicRegistration": False},
+            "documentSymbol": {"hierarchicalDocumentSymbolSupport": True},
+        },
+    }
+
+
+def _helix_capabilities() -> JSONObject:
+    """Helix's client capabilities."""
+    markdown: JSONObject = {"documentationFormat": ["markdown", "plaintext"]}
+    return {
+        "general": {"positionEncodings": ["utf-8", "utf-32", "utf-16"]},
+        "window": {"workDoneProgress": True},
+        "workspace": {
+            "applyEdit": True,
+            "configuration": True,
+            "workspaceFolders": True,
+            "didChangeConfiguration": {"dynamicRegistration": False},
+            "didChangeWatchedFiles": {
+                "dynamicRegistration": True,
+                "relativePatternSupport": False,
             },
-            "textDocument": {
-                "synchronization": {"dynamicRegistration": False, "didSave": True},
-                "completion": {
-                    "dynamicRegistration": False,
-                    "contextSupport": False,
-                    "completionItem": {"snippetSupport": False, **markdown},
-                },
-                "hover": {"dynamicRegistration": True, "contentFormat": ["markdown", "plaintext"]},
-                "publishDiagnostics": {"relatedInformation": True, "dataSupport": True},
-                "diagnostic": {"dynamicRegistration": False},
-                "documentSymbol": {"hierarchicalDocumentSymbolSupport": True},
+            "executeCommand": {"dynamicRegistration": False},
+            "inlayHint": {"refreshSupport": False},
+            "workspaceEdit": {"documentChanges": True, "resourceOperations": ["create"]},
+        },
+        "textDocument": {
+            "completion": {
+                "completionItem": {"snippetSupport": True, **markdown},
             },
-        }
-    if client == "helix":
-        return {
-            "general": {"positionEncodings": ["utf-8", "utf-32", "utf-16"]},
-            "window": {"workDoneProgress": True},
-            "workspace": {
-                "applyEdit": True,
-                "configuration": True,
-                "workspaceFolders": True,
-                "didChangeConfiguration": {"dynamicRegistration": False},
-                "didChangeWatchedFiles": {
-                    "dynamicRegistration": True,
-                    "relativePatternSupport": False,
-                },
-                "executeCommand": {"dynamicRegistration": False},
-                "inlayHint": {"refreshSupport": False},
-                "workspaceEdit": {"documentChanges": True, "resourceOperations": ["create"]},
-            },
-            "textDocument": {
-                "completion": {
-                    "completionItem": {"snippetSupport": True, **markdown},
-                },
-                "hover": {"contentFormat": ["markdown"]},
-                "publishDiagnostics": {"versionSupport": True, "tagSupport": {"valueSet": [1, 2]}},
-            },
-        }
-    raise ValueError(f"unknown client profile {client!r}; known: {', '.join(CLIENTS)}")
+            "hover": {"contentFormat": ["markdown"]},
+            "publishDiagnostics": {"versionSupport": True, "tagSupport": {"valueSet": [1, 2]}},
+        },
+    }
+
+
+_CAPABILITIES: Final[dict[str, Callable[[], JSONObject]]] = {
+    "vscode": _vscode_capabilities,
+    "neovim": _neovim_capabilities,
+    "helix": _helix_capabilities,
+}
 
 
 def lsp_initialize_params(client: str, *, root: str, pid: int) -> JSONObject:

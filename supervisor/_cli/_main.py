@@ -589,9 +589,9 @@ class _VersionAction(argparse.Action):
         super().__init__(option_strings, dest, nargs=0, default=argparse.SUPPRESS, **kwargs)
 
     def __call__(self, parser: argparse.ArgumentParser, *args: Any, **kwargs: Any) -> None:
-        from .._core._core import _version
+        from .._version import __version__
 
-        print(f"supervisor {_version()}")
+        print(f"supervisor {__version__}")
         parser.exit()
 
 
@@ -905,11 +905,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     exception groups of the nurseries it crossed (a group leaves only when it holds two or
     more), so its traceback names the error first.
     """
-    from .._process._reaper import owning_whole_process
-
     try:
+        # Parsed before anything of the Core is imported: ``--version``, ``--help`` and a
+        # bad option answer in milliseconds (bench_startup), and exit here (SystemExit).
+        args = _parser().parse_args(argv)
+        from .._process._reaper import owning_whole_process
+
         with owning_whole_process():
-            return _main(argv)
+            return _main(args, own_process=argv is None)
     except BaseExceptionGroup as group:
         from .._boundary import raise_single
 
@@ -923,15 +926,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 141  # 128 + SIGPIPE, as a shell reports it
 
 
-def _main(argv: Sequence[str] | None) -> int:
-    args = _parser().parse_args(argv)
+def _main(args: argparse.Namespace, *, own_process: bool) -> int:
     # Logs always go to stderr: in serve mode stdout carries only protocol frames.
     logging.basicConfig(
         level=getattr(logging, args.log_level),
         stream=sys.stderr,
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
-    if argv is None and getattr(args, "guarded", False):
+    if own_process and getattr(args, "guarded", False):
         # The process is this command line's own (python -m supervisor, the console
         # script): split it into a guardian and this worker, so that a SIGKILL of either
         # leaves the other to end everything (_process/_guardian.py).

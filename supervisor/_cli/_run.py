@@ -550,37 +550,14 @@ async def _leftover_processes(settle_ms: int = LEFTOVER_SETTLE_MS) -> list[tuple
     The runner ends every tree it started; this sweep is the run's own evidence of it
     (a scope's end must leave no process behind), reported rather than trusted.
     """
+    from .._process._marker import marked_processes
+
     deadline = trio.current_time() + settle_ms / 1000
     while True:
-        found = _marked_processes()
+        found = marked_processes()
         if not found or trio.current_time() >= deadline:
             return found
         await trio.sleep(0.05)
-
-
-def _marked_processes() -> list[tuple[int, str]]:
-    """``(pid, command line)`` of live processes marked by this supervisor instance."""
-    from .._process._marker import SCOPE_ENV, instance_id
-    from .._process._procfs import HAVE_PROCFS, all_pids, read_env_var, read_stat
-
-    if not HAVE_PROCFS:
-        return []
-    prefix = instance_id() + "/"
-    found: list[tuple[int, str]] = []
-    for pid in all_pids():
-        value = read_env_var(pid, SCOPE_ENV)
-        if value is None or not value.startswith(prefix):
-            continue
-        stat = read_stat(pid)
-        if stat is None or stat.dead:
-            continue
-        try:
-            with open(f"/proc/{pid}/cmdline", "rb") as f:
-                cmdline = f.read().replace(b"\0", b" ").decode(errors="replace").strip()
-        except OSError:
-            cmdline = "?"
-        found.append((pid, cmdline))
-    return found
 
 
 # --- Reporting ---------------------------------------------------------------------------

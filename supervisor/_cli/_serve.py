@@ -49,6 +49,7 @@ from protocol import (
 )
 
 from .._core._core import PROTOCOL_VERSION, _version, open_core
+from .._core._policy import AllowAll, RouteToClient
 from .._endpoint import (
     EndpointClosed,
     JSONRPCError,
@@ -57,7 +58,6 @@ from .._endpoint import (
     open_jsonrpc_endpoint,
 )
 from .._handles import take_over_stdio
-from .._plugin._host import AllowAll, RouteToClient
 from .._process._tree import DEFAULT_KILL_WAIT_MS, DEFAULT_TERM_GRACE_MS
 from .._session._order import Turn
 
@@ -67,8 +67,8 @@ if TYPE_CHECKING:
     from protocol import JSONObject, JSONValue, Request
 
     from .._core._core import Core
+    from .._core._policy import HostPolicy
     from .._endpoint import JSONRPCEndpoint
-    from .._plugin._host import HostPolicy
 
 __all__ = ("SERVER_NAME", "SERVE_MAX_REQUESTS_IN_FLIGHT", "serve", "serve_stdio")
 

@@ -57,7 +57,7 @@ if TYPE_CHECKING:
     from protocol import JSONObject, JSONValue
 
     from .._api._debug import DebugEvent
-    from .._core._core import Core
+    from ._caller import CommandCaller
 
 __all__ = (
     "DEBUG_COMMANDS",
@@ -266,7 +266,7 @@ class DapClient(metaclass=NoPublicConstructor):
         terminated: The ``terminated`` event once the session ended, else None.
     """
 
-    def __init__(self, core: Core, session_id: str, adapter_id: str, state: str) -> None:
+    def __init__(self, core: CommandCaller, session_id: str, adapter_id: str, state: str) -> None:
         self._core = core
         self.session_id = session_id
         self.adapter_id = adapter_id
@@ -468,7 +468,7 @@ class DapClient(metaclass=NoPublicConstructor):
 
 @asynccontextmanager
 async def open_dap_client(
-    core: Core, argv: Sequence[str], **options: Unpack[DebugAdapterOptions]
+    core: CommandCaller, argv: Sequence[str], **options: Unpack[DebugAdapterOptions]
 ) -> AsyncIterator[DapClient]:
     """Start a debug adapter and yield it once it answered ``initialize``; disconnect after.
 

@@ -57,7 +57,7 @@ if TYPE_CHECKING:
     from protocol import JSONObject, JSONValue
 
     from .._api._lsp import LspEvent, LspSnapshotResult
-    from .._core._core import Core
+    from ._caller import CommandCaller
 
 __all__ = (
     "NOTIFICATION_HISTORY",
@@ -203,7 +203,7 @@ class LspClient(metaclass=NoPublicConstructor):
         documents: The documents open through this client, keyed by URI.
     """
 
-    def __init__(self, core: Core, session_id: str, server_id: str) -> None:
+    def __init__(self, core: CommandCaller, session_id: str, server_id: str) -> None:
         self._core = core
         self.session_id = session_id
         self.server_id = server_id
@@ -667,7 +667,7 @@ def _default_cwd(root_uri: str) -> str:
 
 @asynccontextmanager
 async def open_lsp_client(
-    core: Core,
+    core: CommandCaller,
     argv: Sequence[str],
     *,
     root_uri: str,

@@ -20,7 +20,7 @@ from protocol._json import fit_texts
 from .._api._process import DEFAULT_PROCESS_RUN_TIMEOUT_MS, MAX_OUTPUT_BYTES_LIMIT
 from .._endpoint import DEFAULT_MAX_BODY_BYTES
 from .._process._oneshot import DEFAULT_MAX_OUTPUT_BYTES, run_process
-from .._session._events import EventQueue
+from .._session._events import MAX_WAIT_EVENTS_MS, EventQueue
 from ._jobs import ProcessJobRunner, check_job_launch
 from ._service import declared
 
@@ -44,8 +44,6 @@ __all__ = (
     "open_process_service",
 )
 
-#: The longest a ``*.waitEvents`` call may block (ours): 10 minutes.
-MAX_WAIT_EVENTS_MS: Final = 600_000
 #: The most bytes ``stdout`` and ``stderr`` of a ``process.run`` answer take together once
 #: encoded as JSON: the frame-body limit less 64 KiB for the rest of the answer. Output is
 #: kept as bytes but sent as JSON text, where a control character takes six bytes

@@ -19,14 +19,12 @@ the thread-safe synchronous facade of the reference C ABI (``execute_json``,
 from __future__ import annotations
 
 import contextlib
-import functools
 import itertools
 import json
 import logging
 import threading
 from concurrent.futures import Future, InvalidStateError
 from contextlib import AsyncExitStack, asynccontextmanager
-from importlib import metadata
 from typing import TYPE_CHECKING, Final, TypeAlias, final
 
 import trio
@@ -44,7 +42,6 @@ from protocol import (
 )
 
 from .. import _api
-from .._api._helpers import CommandHelpers
 from .._boundary import (
     cut_utf8,
     fault_point,
@@ -54,21 +51,17 @@ from .._boundary import (
     single_exception,
     split_failure,
 )
-from .._client._sync import Portal
-from .._dap._service import open_debug_service
+from .._client._caller import CommandCaller
 from .._handles import NoPublicConstructor
-from .._lsp._service import open_lsp_service
-from .._plugin._host import HostEnvironment
-from .._plugin._host_workspace import open_workspace_service
-from .._plugin._run_service import open_run_service
 from .._process._reaper import reap_adopted_children, reap_orphans
 from .._session._events import DEFAULT_MAX_EVENTS
 from .._session._operations import run_operation
 from .._session._order import Sequencer, _current_turn, hold_turn
-from .._terminal._service import open_terminal_service
+from .._version import __version__
 from ._builtins import JobService, open_job_service, open_process_service
 from ._context import _current_operation_id, current_operation_id
-from ._service import LanguageServerCommands, OwnedResources, ServiceContext
+from ._registry import KINDS, LazyService
+from ._service import OwnedResources, ServiceContext
 from ._subscription import EVENT_SOURCES, EventSubscription
 
 if TYPE_CHECKING:
@@ -84,10 +77,10 @@ if TYPE_CHECKING:
 
     from .._client._dap import DapClient, DebugAdapterOptions
     from .._client._lsp import LanguageServerOptions, LspClient
-    from .._client._sync import SyncDapClient, SyncLspClient
-    from .._plugin._host import HostPolicy
+    from .._client._sync import Portal, SyncDapClient, SyncLspClient
     from .._session._events import EventQueue
     from .._session._order import Turn
+    from ._policy import HostPolicy
     from ._service import CommandHandler, Service, ServiceFactory
 
 __all__ = (
@@ -105,26 +98,44 @@ logger = logging.getLogger("supervisor.core")
 
 #: ``core.ping``'s ``protocolVersion``.
 PROTOCOL_VERSION: Final = 1
-#: The services every Core opens, in order (closed in reverse order).
+#: The services every Core opens, in order (closed in reverse order): ``process.run`` and the
+#: job lanes at once, each session kind (:data:`~supervisor._core._registry.KINDS`: ``lsp``,
+#: ``terminal``, ``debug``, ``workspace``, ``run``) when first used.
 DEFAULT_SERVICES: Final[tuple[ServiceFactory, ...]] = (
     open_process_service,
     open_job_service,
-    open_lsp_service,
-    open_terminal_service,
-    open_debug_service,
-    open_workspace_service,
-    open_run_service,
+    *KINDS,
 )
 
 
-@functools.cache
 def _version() -> str:
-    # Cached: reading the installed metadata costs about 200 us, which ``core.ping`` (a
-    # liveness probe callers repeat) would otherwise pay on every call.
-    try:
-        return metadata.version("trio-process-supervisor")
-    except metadata.PackageNotFoundError:  # running from a source tree without install
-        return "0+unknown"
+    return __version__
+
+
+class _Unopened:
+    """A service registered by name (:class:`LazyService`) that no one has needed yet."""
+
+    __slots__ = ("factory", "lock")
+
+    def __init__(self, factory: LazyService) -> None:
+        self.factory = factory
+        #: Held while it opens: the callers that need it at once wait for the one opening.
+        self.lock = trio.Lock()
+
+
+class _ServicesOf:
+    """The Core's services by name, as its services see them (``ServiceContext.lookup``)."""
+
+    __slots__ = ("_core",)
+
+    def __init__(self, core: Core) -> None:
+        self._core = core
+
+    async def service(self, name: str) -> Service | None:
+        return await self._core._service(name)
+
+    def opened_service(self, name: str) -> Service | None:
+        return self._core._named.get(name)
 
 
 class _Operation:
@@ -185,17 +196,32 @@ class SubmittedOperation(metaclass=NoPublicConstructor):
 
 
 @final
-class Core(CommandHelpers):
+class Core(CommandCaller):
     """A running Core. Made by :func:`open_core`; it has no public constructor.
 
     Besides :meth:`call`, one typed helper per command (``await core.process_run(argv=[...])``
     returns a ``ProcessResult``; docs/commands.md lists them all).
     """
 
-    def __init__(self, services: Sequence[Service], nursery: trio.Nursery | None = None) -> None:
-        self._services = tuple(services)
-        #: Where :meth:`submit` runs operations (the Core's root nursery).
+    def __init__(
+        self,
+        services: Sequence[Service],
+        nursery: trio.Nursery | None = None,
+        *,
+        context: ServiceContext | None = None,
+    ) -> None:
+        #: The open services, in the order they opened.
+        self._services: list[Service] = []
+        #: Where :meth:`submit` runs operations and services opened on first use run (the
+        #: Core's root nursery), and what those services are given.
         self._nursery = nursery
+        self._context = context
+        #: The open services by name (the prefix of their commands).
+        self._named: dict[str, Service] = {}
+        #: The services registered by name and not opened yet (:meth:`_register`).
+        self._unopened: dict[str, _Unopened] = {}
+        #: Each service opened on first use, while it runs: (stop it, it stopped).
+        self._held: list[tuple[trio.Event, trio.Event]] = []
         #: The line of each target (docs/architecture.md "The order rule").
         self._sequencer = Sequencer()
         self._operations: dict[str, _Operation] = {}
@@ -205,16 +231,90 @@ class Core(CommandHelpers):
         #: event per call: a keystroke's command would pay for making and setting it.)
         self._idle: trio.Event | None = None
         self._commands: dict[str, CommandHandler] = {"core.ping": self._ping}
-        for service in self._services:
-            for name, handler in service.commands().items():
-                if name in self._commands:
-                    raise RuntimeError(f"two services define the command {name!r}")
-                self._commands[name] = handler
+        for service in services:
+            self._adopt(service)
 
     @property
     def commands(self) -> tuple[str, ...]:
-        """The command names this Core answers, sorted."""
-        return tuple(sorted(self._commands))
+        """The command names this Core answers, sorted (a session kind's before it opens)."""
+        declared = [name for name in _api.COMMANDS if name.partition(".")[0] in self._unopened]
+        return tuple(sorted({*self._commands, *declared}))
+
+    # -- services ------------------------------------------------------------------------
+
+    def _adopt(self, service: Service) -> None:
+        """Answer ``service``'s commands from now on."""
+        commands = service.commands()
+        for name in commands:
+            if name in self._commands:
+                raise RuntimeError(f"two services define the command {name!r}")
+        self._commands.update(commands)
+        self._services.append(service)
+        for name in commands:
+            self._named.setdefault(name.partition(".")[0], service)
+
+    def _register(self, factory: LazyService) -> None:
+        """Open ``factory``'s service when a command of it first arrives or a service asks
+        for it by name (docs/architecture.md "Layers")."""
+        if factory.name in self._named or factory.name in self._unopened:
+            raise RuntimeError(f"two services are named {factory.name!r}")
+        for name in _api.COMMANDS:
+            if name.partition(".")[0] == factory.name and name in self._commands:
+                raise RuntimeError(f"two services define the command {name!r}")
+        self._unopened[factory.name] = _Unopened(factory)
+
+    async def _service(self, name: str) -> Service | None:
+        """The service ``name``, opened now if it is registered and not open yet."""
+        service = self._named.get(name)
+        if service is not None:
+            return service
+        unopened = self._unopened.get(name)
+        if unopened is None:
+            return None
+        async with unopened.lock:
+            service = self._named.get(name)
+            if service is not None:
+                return service  # opened while this task waited for the lock
+            if self._closing:
+                raise _closed_error()
+            if self._nursery is None or self._context is None:
+                raise RuntimeError("this Core opens no services (no nursery)")
+            opened: Service = await self._nursery.start(self._hold, unopened.factory)
+            del self._unopened[name]
+            self._adopt(opened)
+            return opened
+
+    async def _hold(self, factory: LazyService, *, task_status: trio.TaskStatus[Service]) -> None:
+        """Run one service opened on first use, until :meth:`_release`."""
+        # Started from the operation that first needed the service: what the service runs
+        # belongs to no operation and to no target's line.
+        _current_operation_id.set(None)
+        _current_turn.set(None)
+        stop, stopped = trio.Event(), trio.Event()
+        assert self._context is not None
+        try:
+            async with factory(self._context) as service:
+                self._held.append((stop, stopped))
+                task_status.started(service)
+                await stop.wait()
+        finally:
+            stopped.set()
+
+    async def _release(self) -> None:
+        """Close the services opened on first use, in the reverse order of their opening.
+
+        After :meth:`_close`, which ended what they run; shielded by the caller.
+        """
+        for stop, stopped in reversed(self._held):
+            stop.set()
+            await stopped.wait()
+
+    async def _owner_ended(self, owner: str) -> None:
+        # A plugin session ended: what other services keep for it goes too.
+        with trio.CancelScope(shield=True):
+            for service in list(self._services):
+                if isinstance(service, OwnedResources):
+                    await service.dispose_owner(owner)
 
     def _job_service(self) -> JobService:
         for service in self._services:
@@ -360,10 +460,8 @@ class Core(CommandHelpers):
         turn: Turn | None,
     ) -> JSONValue:
         handler = self._commands.get(command)
-        if handler is None:
-            raise CoreError(
-                "not_supported", f"Unknown command: {cut_utf8(command, MAX_ECHO_BYTES)}"
-            )
+        if handler is None and command.partition(".")[0] not in self._unopened:
+            raise _unknown(command)
         if self._closing:
             raise CoreError("cancelled", "The supervisor is shutting down")
         if operation_id is not None and operation_id in self._operations:
@@ -386,12 +484,16 @@ class Core(CommandHelpers):
         self._operations[key] = operation
 
         async def step() -> None:
+            nonlocal handler
             check_request_values(payload)
             declared = _api.COMMANDS.get(command)
             decoded: object = payload
             if declared is not None:
                 # The payload's declaration is its validation (one error shape).
                 decoded = _api.decode_payload(command, declared.payload, payload)
+            if handler is None:
+                # A session kind not opened yet: now (docs/architecture.md "Layers").
+                handler = await self._open_for(command)
             fault_point("request.dispatch")
             if turn is not None:
                 await self._wait_turn(turn)
@@ -435,6 +537,13 @@ class Core(CommandHelpers):
         if isinstance(operation.outcome, CoreError):
             raise operation.outcome
         return operation.outcome
+
+    async def _open_for(self, command: str) -> CommandHandler:
+        await self._service(command.partition(".")[0])
+        handler = self._commands.get(command)
+        if handler is None:
+            raise _unknown(command)
+        return handler
 
     async def _wait_turn(self, turn: Turn) -> None:
         """Wait until the operations ahead of this one on its target took their effect.
@@ -597,6 +706,10 @@ class Core(CommandHelpers):
         return {"protocolVersion": PROTOCOL_VERSION, "version": _version()}
 
 
+def _unknown(command: str) -> CoreError:
+    return CoreError("not_supported", f"Unknown command: {cut_utf8(command, MAX_ECHO_BYTES)}")
+
+
 def _closed_error() -> CoreError:
     return CoreError("cancelled", "The supervisor is shutting down")
 
@@ -724,47 +837,28 @@ async def _open_core(
     async with trio.open_nursery() as nursery:
         try:
             async with AsyncExitStack() as stack:
-                owning: list[OwnedResources] = []
-
-                async def owner_ended(owner: str) -> None:
-                    # A plugin session ended: what other services keep for it goes too.
-                    with trio.CancelScope(shield=True):
-                        for service in owning:
-                            await service.dispose_owner(owner)
-
-                commanding: list[LanguageServerCommands] = []
-
-                async def language_server_command(
-                    session_id: str, command: str, arguments: list[JSONValue], timeout_ms: int
-                ) -> JSONValue:
-                    # Services reach each other only through the context: here the debug
-                    # service asks a language server for a debug adapter's port.
-                    if not commanding:
-                        raise CoreError("not_supported", "No language-server service runs")
-                    return await commanding[0].execute_command(
-                        session_id, command, arguments, timeout_ms
-                    )
-
-                host = HostEnvironment.default(host_policy, plugin_state_root)
+                core = Core((), nursery)
                 context = ServiceContext(
                     nursery=nursery,
                     trusted=trusted,
                     max_events=max_events,
-                    owner_ended=owner_ended,
-                    language_server_command=language_server_command,
-                    host=host,
+                    owner_ended=core._owner_ended,
+                    host_policy=host_policy,
+                    plugin_state_root=plugin_state_root,
+                    lookup=_ServicesOf(core),
                 )
-                opened = [await stack.enter_async_context(f(context)) for f in services]
-                host.attach(opened)
-                host.nursery = nursery
-                owning += [s for s in opened if isinstance(s, OwnedResources)]
-                commanding += [s for s in opened if isinstance(s, LanguageServerCommands)]
-                core = Core(opened, nursery)
+                core._context = context
+                for factory in services:
+                    if isinstance(factory, LazyService):
+                        core._register(factory)
+                    else:
+                        core._adopt(await stack.enter_async_context(factory(context)))
                 try:
                     yield core
                 finally:
                     with trio.CancelScope(shield=True):
                         await core._close()
+                        await core._release()
                 # Leaving the stack closes the services in reverse order; each shields its
                 # own cleanup (a scope must be exited by the scope that entered it, so the
                 # stack can't be closed from inside a shield of ours).
@@ -859,6 +953,8 @@ class CoreThread:
             # The session clients live in this nursery; it ends (each client stopping its
             # session, bounded) before the Core closes.
             async with trio.open_nursery() as clients:
+                from .._client._sync import Portal
+
                 assert self._thread is not None
                 self._portal = Portal._create(self._token, clients, self._thread)
                 self._ready.set()

@@ -4,24 +4,27 @@ A service owns one kind of thing the Core supervises (job lanes, one-shot proces
 later language-server, debug, terminal and plugin sessions) and offers the commands that act
 on it. It is opened as an async context manager inside the Core's root nursery and closed,
 in reverse order, when the Core closes; closing a service ends everything it started.
-Adding a session kind is adding one service to :data:`supervisor._core._core.DEFAULT_SERVICES`;
-the Core's dispatch, operation registry and cancellation stay as they are.
+Adding a session kind is adding one service to :data:`supervisor._core._core.DEFAULT_SERVICES`
+(a session kind by name, :class:`supervisor._core._registry.LazyService`, imported and opened
+when the Core first needs it); the Core's dispatch, operation registry and cancellation stay
+as they are.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Protocol, TypeAlias, TypeVar, runtime_checkable
 
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable, Mapping
     from contextlib import AbstractAsyncContextManager
+    from pathlib import Path
 
     import trio
 
     from protocol import JSONObject, JSONValue
 
-    from .._plugin._host import HostEnvironment
+    from ._policy import HostPolicy
 
 __all__ = (
     "CommandHandler",
@@ -30,6 +33,7 @@ __all__ = (
     "Service",
     "ServiceContext",
     "ServiceFactory",
+    "ServiceLookup",
     "declared",
 )
 
@@ -38,6 +42,7 @@ CommandHandler: TypeAlias = "Callable[[JSONObject], Awaitable[JSONValue]]"
 
 S = TypeVar("S")
 P = TypeVar("P")
+_T = TypeVar("_T")
 
 
 def declared(
@@ -75,18 +80,35 @@ async def _no_owned_resources(owner: str) -> None:
     """The default :attr:`ServiceContext.owner_ended`: a context outside a Core owns nothing."""
 
 
-async def _no_language_servers(
-    session_id: str, command: str, arguments: list[JSONValue], timeout_ms: int
-) -> JSONValue:
-    """The default :attr:`ServiceContext.language_server_command`: no LSP service."""
-    from protocol import CoreError
+class ServiceLookup(Protocol):
+    """How a service finds the Core's other services: by name (the Core implements it)."""
 
-    raise CoreError("not_supported", "No language-server service runs in this Core")
+    async def service(self, name: str) -> Service | None:
+        """The service ``name``, opened now if it was not yet; None when there is none."""
+        ...
+
+    def opened_service(self, name: str) -> Service | None:
+        """The service ``name`` if it is open; None otherwise (nothing of it exists yet)."""
+        ...
+
+
+class _NoServices:
+    """The lookup of a context outside a Core: it has no other services."""
+
+    async def service(self, name: str) -> Service | None:
+        return None
+
+    def opened_service(self, name: str) -> Service | None:
+        return None
 
 
 @dataclass(frozen=True)
 class ServiceContext:
     """What a service is given when the Core opens it.
+
+    Services reach each other only through their context: by name (:meth:`service`; a
+    service's name is the prefix of its commands, ``"lsp"`` for ``lsp.*``), through
+    :attr:`owner_ended`, and through state they share (:meth:`shared`).
 
     Attributes:
         nursery: The Core's root nursery: long-lived tasks of the service (a session's
@@ -95,27 +117,61 @@ class ServiceContext:
         max_events: The bound of each event queue the service keeps.
         owner_ended: ``await owner_ended(owner)``: an owner (a plugin-owned session, by its
             ``sessionId``) has ended, so every service that keeps resources for owners
-            (:class:`OwnedResources`) releases that owner's. Services reach each other only
-            through this: the Core calls ``dispose_owner`` of each such service in turn.
-            Shielded and bounded by each service's own bounds.
-        language_server_command: ``await language_server_command(sessionId, command,
-            arguments, timeout_ms)``: a ``workspace/executeCommand`` on a running language
-            server session, answered with its result (a debug adapter hosted by a language
-            server, plugin-contract.md ``tcpLanguageServer``). The Core routes it to the
-            service implementing :class:`LanguageServerCommands`.
-        host: The host services plugin backends ask for (workspace contexts, the dispatch
-            table, the embedding host's policy), shared by every service of the Core;
-            None outside a Core (plugin backends' host requests then go to the client).
+            (:class:`OwnedResources`) releases that owner's: the Core calls
+            ``dispose_owner`` of each such service in turn. Shielded and bounded by each
+            service's own bounds.
+        host_policy: The embedding host's decisions for plugin backends' host requests
+            (``open_core(host_policy=...)``); None: allow all.
+        plugin_state_root: Where plugin state directories and the host secret live
+            (``open_core(plugin_state_root=...)``); None: the default.
+        lookup: The Core's services by name (:meth:`service`); none outside a Core.
     """
 
     nursery: trio.Nursery
     trusted: bool
     max_events: int
     owner_ended: Callable[[str], Awaitable[None]] = _no_owned_resources
-    language_server_command: Callable[[str, str, list[JSONValue], int], Awaitable[JSONValue]] = (
-        _no_language_servers
-    )
-    host: HostEnvironment | None = None
+    host_policy: HostPolicy | None = None
+    plugin_state_root: Path | None = None
+    lookup: ServiceLookup = field(default_factory=_NoServices)
+    _shared: dict[object, object] = field(default_factory=dict, repr=False, compare=False)
+
+    async def service(self, name: str) -> Service | None:
+        """The Core's service ``name`` (``"lsp"``, ``"terminal"``, ...), opened on first
+        use (the Core imports a session kind only when something needs it); None when the
+        Core runs no service of that name."""
+        return await self.lookup.service(name)
+
+    def opened_service(self, name: str) -> Service | None:
+        """The Core's service ``name`` if it is open, without opening it: None when it is
+        not (so nothing of it -- no session, no terminal -- exists yet)."""
+        return self.lookup.opened_service(name)
+
+    def shared(self, make: Callable[[ServiceContext], _T]) -> _T:
+        """The one ``make(self)`` of this Core, made on first use: state that several
+        services share (the plugin host environment), with the Core's lifetime."""
+        made = self._shared.get(make)
+        if made is None:
+            made = self._shared[make] = make(self)
+        return made  # type: ignore[return-value]
+
+    async def language_server_command(
+        self, session_id: str, command: str, arguments: list[JSONValue], timeout_ms: int
+    ) -> JSONValue:
+        """A ``workspace/executeCommand`` on a running language-server session, answered
+        with its result (a debug adapter hosted by a language server, plugin-contract.md
+        ``tcpLanguageServer``): sent by the ``lsp`` service (:class:`LanguageServerCommands`).
+
+        Raises:
+            CoreError: ``not_supported`` when the Core runs no language-server service;
+                the service's own errors (``not_found``, ``launch_failed``).
+        """
+        service = await self.service("lsp")
+        if not isinstance(service, LanguageServerCommands):
+            from protocol import CoreError
+
+            raise CoreError("not_supported", "No language-server service runs in this Core")
+        return await service.execute_command(session_id, command, arguments, timeout_ms)
 
 
 @runtime_checkable

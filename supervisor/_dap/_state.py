@@ -30,6 +30,8 @@ from protocol import CoreError, StateMachine
 from .._core._payload import check_fields
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from protocol import JSONObject, JSONValue
 
 __all__ = (
@@ -728,107 +730,142 @@ def normalize_result(kind: str, body: JSONValue) -> JSONObject:
     carry ``isFiltered``. Counts and references are never negative (0 when absent or
     invalid); lines and columns are one-based as DAP sends them.
     """
-    source = body if isinstance(body, dict) else {}
-    if kind == "threads":
-        return {
-            "threads": [
-                {"id": _int_or_none(t.get("id")), "name": _text(t.get("name")) or ""}
-                for t in _objects(body, "threads")
-            ]
-        }
-    if kind == "stackTrace":
-        frames: list[JSONValue] = [
-            {
-                "id": _int_or_none(f.get("id")),
-                "name": _text(f.get("name")) or "",
-                "line": _int_or_none(f.get("line")),
-                "column": _int_or_none(f.get("column")),
-                "source": _source(f.get("source")),
-                "presentationHint": _text(f.get("presentationHint")),
-                "isFiltered": _is_filtered(f),
-            }
-            for f in _objects(body, "stackFrames")
+    normalize = _NORMALIZERS.get(kind)
+    if normalize is None:
+        raise ValueError(f"unknown inspect kind {kind!r}")
+    return normalize(body, body if isinstance(body, dict) else {})
+
+
+def _normalized_threads(body: JSONValue, source: JSONObject) -> JSONObject:
+    return {
+        "threads": [
+            {"id": _int_or_none(t.get("id")), "name": _text(t.get("name")) or ""}
+            for t in _objects(body, "threads")
         ]
-        total = _int_or_none(source.get("totalFrames"))
-        return {"stackFrames": frames, "totalFrames": total if total is not None else len(frames)}
-    if kind == "scopes":
-        return {
-            "scopes": [
-                {
-                    "name": _text(s.get("name")) or "",
-                    "variablesReference": _ref(s.get("variablesReference")),
-                    "namedVariables": _count(s.get("namedVariables")),
-                    "indexedVariables": _count(s.get("indexedVariables")),
-                    "expensive": s.get("expensive") is True,
-                }
-                for s in _objects(body, "scopes")
-            ]
+    }
+
+
+def _normalized_stack_trace(body: JSONValue, source: JSONObject) -> JSONObject:
+    frames: list[JSONValue] = [
+        {
+            "id": _int_or_none(f.get("id")),
+            "name": _text(f.get("name")) or "",
+            "line": _int_or_none(f.get("line")),
+            "column": _int_or_none(f.get("column")),
+            "source": _source(f.get("source")),
+            "presentationHint": _text(f.get("presentationHint")),
+            "isFiltered": _is_filtered(f),
         }
-    if kind == "variables":
-        return {
-            "variables": [
-                {
-                    "name": _text(v.get("name")) or "",
-                    "value": _text(v.get("value")) or "",
-                    "type": _text(v.get("type")),
-                    "evaluateName": _text(v.get("evaluateName")),
-                    "variablesReference": _ref(v.get("variablesReference")),
-                    "namedVariables": _count(v.get("namedVariables")),
-                    "indexedVariables": _count(v.get("indexedVariables")),
-                }
-                for v in _objects(body, "variables")
-            ]
-        }
-    if kind == "evaluate":
-        return {
-            "result": _text(source.get("result")) or "",
-            "type": _text(source.get("type")),
-            "variablesReference": _ref(source.get("variablesReference")),
-            "namedVariables": _count(source.get("namedVariables")),
-            "indexedVariables": _count(source.get("indexedVariables")),
-        }
-    if kind == "exceptionInfo":
-        mode = source.get("breakMode")
-        return {
-            "exceptionId": _text(source.get("exceptionId")) or "",
-            "description": _text(source.get("description")),
-            "breakMode": mode if mode in _BREAK_MODES else "never",
-            "details": _exception_details(source.get("details"), _MAX_INNER_DEPTH),
-        }
-    if kind in ("stepInTargets", "gotoTargets"):
-        return {
-            "targets": [
-                {
-                    "id": _int_or_none(t.get("id")),
-                    "label": _text(t.get("label")) or "",
-                    "line": _int_or_none(t.get("line")),
-                    "column": _int_or_none(t.get("column")),
-                    "endLine": _int_or_none(t.get("endLine")),
-                    "endColumn": _int_or_none(t.get("endColumn")),
-                }
-                for t in _objects(body, "targets")
-                if _int_or_none(t.get("id")) is not None
-            ]
-        }
-    if kind == "setVariable":
-        return {
-            "value": _text(source.get("value")) or "",
-            "type": _text(source.get("type")),
-            "variablesReference": _ref(source.get("variablesReference")),
-            "namedVariables": _count(source.get("namedVariables")),
-            "indexedVariables": _count(source.get("indexedVariables")),
-        }
-    if kind == "dataBreakpointInfo":
-        access = source.get("accessTypes")
-        return {
-            "dataId": _text(source.get("dataId")),
-            "description": _text(source.get("description")) or "",
-            "accessTypes": [a for a in access if a in _ACCESS_TYPES]
-            if isinstance(access, list)
-            else [],
-            "canPersist": source.get("canPersist") is True,
-        }
-    raise ValueError(f"unknown inspect kind {kind!r}")
+        for f in _objects(body, "stackFrames")
+    ]
+    total = _int_or_none(source.get("totalFrames"))
+    return {"stackFrames": frames, "totalFrames": total if total is not None else len(frames)}
+
+
+def _normalized_scopes(body: JSONValue, source: JSONObject) -> JSONObject:
+    return {
+        "scopes": [
+            {
+                "name": _text(s.get("name")) or "",
+                "variablesReference": _ref(s.get("variablesReference")),
+                "namedVariables": _count(s.get("namedVariables")),
+                "indexedVariables": _count(s.get("indexedVariables")),
+                "expensive": s.get("expensive") is True,
+            }
+            for s in _objects(body, "scopes")
+        ]
+    }
+
+
+def _normalized_variables(body: JSONValue, source: JSONObject) -> JSONObject:
+    return {
+        "variables": [
+            {
+                "name": _text(v.get("name")) or "",
+                "value": _text(v.get("value")) or "",
+                "type": _text(v.get("type")),
+                "evaluateName": _text(v.get("evaluateName")),
+                "variablesReference": _ref(v.get("variablesReference")),
+                "namedVariables": _count(v.get("namedVariables")),
+                "indexedVariables": _count(v.get("indexedVariables")),
+            }
+            for v in _objects(body, "variables")
+        ]
+    }
+
+
+def _normalized_evaluate(body: JSONValue, source: JSONObject) -> JSONObject:
+    return {
+        "result": _text(source.get("result")) or "",
+        "type": _text(source.get("type")),
+        "variablesReference": _ref(source.get("variablesReference")),
+        "namedVariables": _count(source.get("namedVariables")),
+        "indexedVariables": _count(source.get("indexedVariables")),
+    }
+
+
+def _normalized_exception_info(body: JSONValue, source: JSONObject) -> JSONObject:
+    mode = source.get("breakMode")
+    return {
+        "exceptionId": _text(source.get("exceptionId")) or "",
+        "description": _text(source.get("description")),
+        "breakMode": mode if mode in _BREAK_MODES else "never",
+        "details": _exception_details(source.get("details"), _MAX_INNER_DEPTH),
+    }
+
+
+def _normalized_targets(body: JSONValue, source: JSONObject) -> JSONObject:
+    return {
+        "targets": [
+            {
+                "id": _int_or_none(t.get("id")),
+                "label": _text(t.get("label")) or "",
+                "line": _int_or_none(t.get("line")),
+                "column": _int_or_none(t.get("column")),
+                "endLine": _int_or_none(t.get("endLine")),
+                "endColumn": _int_or_none(t.get("endColumn")),
+            }
+            for t in _objects(body, "targets")
+            if _int_or_none(t.get("id")) is not None
+        ]
+    }
+
+
+def _normalized_set_variable(body: JSONValue, source: JSONObject) -> JSONObject:
+    return {
+        "value": _text(source.get("value")) or "",
+        "type": _text(source.get("type")),
+        "variablesReference": _ref(source.get("variablesReference")),
+        "namedVariables": _count(source.get("namedVariables")),
+        "indexedVariables": _count(source.get("indexedVariables")),
+    }
+
+
+def _normalized_data_breakpoint_info(body: JSONValue, source: JSONObject) -> JSONObject:
+    access = source.get("accessTypes")
+    return {
+        "dataId": _text(source.get("dataId")),
+        "description": _text(source.get("description")) or "",
+        "accessTypes": [a for a in access if a in _ACCESS_TYPES]
+        if isinstance(access, list)
+        else [],
+        "canPersist": source.get("canPersist") is True,
+    }
+
+
+#: ``debug.inspect`` kind -> its normalizer (``normalize_result``).
+_NORMALIZERS: Final[dict[str, Callable[[JSONValue, JSONObject], JSONObject]]] = {
+    "threads": _normalized_threads,
+    "stackTrace": _normalized_stack_trace,
+    "scopes": _normalized_scopes,
+    "variables": _normalized_variables,
+    "evaluate": _normalized_evaluate,
+    "exceptionInfo": _normalized_exception_info,
+    "stepInTargets": _normalized_targets,
+    "gotoTargets": _normalized_targets,
+    "setVariable": _normalized_set_variable,
+    "dataBreakpointInfo": _normalized_data_breakpoint_info,
+}
 
 
 _BREAK_MODES: Final = ("never", "always", "unhandled", "userUnhandled")

@@ -42,6 +42,7 @@ from .._core._payload import (
     require_str,
 )
 from .._endpoint import JSONRPCError
+from .._plugin._host import HostEnvironment
 from .._plugin._launch import (
     LaunchPlan,
     call_launch_function,
@@ -91,7 +92,6 @@ if TYPE_CHECKING:
     from protocol import JSONObject, JSONValue
 
     from .._core._service import CommandHandler, ServiceContext
-    from .._plugin._host import HostEnvironment
     from .._process._tree import ProcessTree
 
 __all__ = ("LspService", "open_lsp_service", "parse_launch_start", "parse_start")
@@ -1389,7 +1389,8 @@ async def open_lsp_service(context: ServiceContext) -> AsyncIterator[LspService]
     exit-wait, TERM-grace and kill-wait bounds (8 s with the defaults).
     """
     async with trio.open_nursery() as nursery:
-        service = LspService(nursery, context.max_events, context.owner_ended, context.host)
+        host = HostEnvironment.of(context)
+        service = LspService(nursery, context.max_events, context.owner_ended, host)
         try:
             yield service
         finally:

@@ -29,16 +29,18 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Protocol, TypeAlias, TypeVar
 
+from .._core._policy import AllowAll, Consent, HostPolicy, RouteToClient, Show
 from ._workspace import WorkspaceContexts
 
 if TYPE_CHECKING:
-    from collections.abc import Awaitable, Callable, Iterable, Sequence
+    from collections.abc import Awaitable, Callable
     from pathlib import Path
 
     import trio
 
     from protocol import JSONObject, JSONValue
 
+    from .._core._service import ServiceContext
     from ._subscriptions import Subscriptions
     from ._workspace import WorkspaceContext
 
@@ -89,79 +91,6 @@ class HostSession(Protocol):
     def notify_backend(self, method: str, params: JSONObject) -> None:
         """Queue a host notification to the running backend (in order, never blocks)."""
         ...
-
-
-@dataclass(frozen=True)
-class Consent:
-    """What a person is asked before a program starts for a backend.
-
-    Attributes:
-        plugin_id: Who asks.
-        method: The host method (``lithe/host/terminal/create``, ...).
-        executable: The program, as resolved.
-        arguments: Its argv after the program.
-        cwd: Its working directory.
-    """
-
-    plugin_id: str
-    method: str
-    executable: str
-    arguments: tuple[str, ...]
-    cwd: str
-
-
-@dataclass(frozen=True)
-class Show:
-    """A window or tab a backend asks to show (``kind``: ``terminal``, ``run``, ...)."""
-
-    plugin_id: str
-    kind: str
-    id: str
-
-
-class HostPolicy(Protocol):
-    """The embedding host's decisions (the ones that are a person's)."""
-
-    def routes_to_client(self, method: str) -> bool:
-        """True: forward ``method`` to the client as ``hostRequest`` instead of serving it."""
-        ...
-
-    async def consent(self, request: Consent) -> bool:
-        """Ask for consent to start a program; False refuses it
-        (-32010 ``plugin.host.permissionDenied``). May wait for a person; the request's
-        cancellation (backend, context, session) ends the wait."""
-        ...
-
-    async def show(self, request: Show) -> None:
-        """Show a window or tab (a host without windows does nothing)."""
-        ...
-
-
-class AllowAll:
-    """Serve everything there is a handler for, consent to everything, show nothing."""
-
-    def routes_to_client(self, method: str) -> bool:
-        return False
-
-    async def consent(self, request: Consent) -> bool:
-        return True
-
-    async def show(self, request: Show) -> None:
-        return None
-
-
-class RouteToClient(AllowAll):
-    """Serve nothing here: every host request goes to the client as ``hostRequest``.
-
-    Args:
-        methods: Only these methods go to the client (None: all of them).
-    """
-
-    def __init__(self, methods: Iterable[str] | None = None) -> None:
-        self._methods = None if methods is None else frozenset(methods)
-
-    def routes_to_client(self, method: str) -> bool:
-        return self._methods is None or method in self._methods
 
 
 @dataclass(frozen=True)
@@ -216,7 +145,7 @@ class HostServices:
 
 @dataclass(eq=False)
 class HostEnvironment:
-    """What host services share in one Core.
+    """What host services share in one Core (:meth:`of`).
 
     Attributes:
         policy: The embedding host's decisions.
@@ -227,10 +156,11 @@ class HostEnvironment:
     policy: HostPolicy = field(default_factory=AllowAll)
     contexts: WorkspaceContexts = field(default_factory=WorkspaceContexts)
     table: HostServices = field(default_factory=HostServices)
-    #: The Core's root nursery (set by the Core): background work of a service, such as
-    #: disposing a closed context's terminals.
+    #: The Core's root nursery: background work of a service, such as disposing a closed
+    #: context's terminals.
     nursery: trio.Nursery | None = None
-    _services: list[object] = field(default_factory=list)
+    #: The Core's services, by name; None outside a Core.
+    _services: ServiceContext | None = None
     _extensions: dict[object, object] = field(default_factory=dict)
 
     @classmethod
@@ -246,9 +176,21 @@ class HostEnvironment:
             table=default_host_services(),
         )
 
-    def attach(self, services: Sequence[object]) -> None:
-        """The Core's opened services, so handlers can reach them (:meth:`service`)."""
-        self._services[:] = services
+    @staticmethod
+    def of(context: ServiceContext) -> HostEnvironment:
+        """The one environment of the Core ``context`` belongs to, made when a service
+        first asks (the ``lsp`` service, whose sessions run the plugin backends, or the
+        ``workspace`` one): the Core's policy and state root, its nursery and services."""
+        return context.shared(_environment_of)
+
+    async def service(self, name: str) -> object | None:
+        """The Core's service ``name`` (``"terminal"``, ``"debug"``, ...), opened on first
+        use; None when the Core runs none of that name, or outside a Core."""
+        return None if self._services is None else await self._services.service(name)
+
+    def opened_service(self, name: str) -> object | None:
+        """The Core's service ``name`` if it is open (None: nothing of it exists yet)."""
+        return None if self._services is None else self._services.opened_service(name)
 
     def extension(self, kind: Callable[[HostEnvironment], _T]) -> _T:
         """The one ``kind(self)`` of this environment, made on first use: the state a host
@@ -258,9 +200,9 @@ class HostEnvironment:
             made = self._extensions[kind] = kind(self)
         return made  # type: ignore[return-value]
 
-    def service(self, kind: type[_T]) -> _T | None:
-        """The Core's service of type ``kind``, or None when it has none."""
-        for service in self._services:
-            if isinstance(service, kind):
-                return service
-        return None
+
+def _environment_of(context: ServiceContext) -> HostEnvironment:
+    host = HostEnvironment.default(context.host_policy, context.plugin_state_root)
+    host.nursery = context.nursery
+    host._services = context
+    return host

@@ -3,7 +3,8 @@
 plugin-contract.md "Language server host methods". Every method takes ``context:
 {contextID, generation}`` and ``serverID`` (the languageID of one of the calling plugin's
 servers); the server is the ``lsp.*`` session started with ``contribution: {pluginID,
-context}`` for that context (:meth:`~supervisor._lsp._service.LspService.host_server`):
+context}`` for that context (:meth:`~supervisor._lsp._service.LspService.host_server`, through
+:class:`LanguageServers`):
 
 - ``request {method, params? (object, default {}), timeoutMilliseconds? (1..300000, default
   60000)}`` -> ``{value}``, under the server's session policy;
@@ -19,7 +20,7 @@ one -32602 ``plugin.host.invalidParams``. The backend hears of the server throug
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Final
+from typing import TYPE_CHECKING, Any, Final, Protocol, runtime_checkable
 
 from protocol import cut_utf8
 
@@ -28,11 +29,9 @@ from ._state import HostRefusal, _refusal
 if TYPE_CHECKING:
     from protocol import JSONObject, JSONValue
 
-    from .._lsp._service import LspService
-    from .._lsp._session import LspSession
     from ._host import HostCall, HostServices
 
-__all__ = ("MAX_STATUS_MESSAGE_BYTES", "register")
+__all__ = ("MAX_STATUS_MESSAGE_BYTES", "LanguageServers", "register")
 
 #: plugin-contract.md: setStatus's message is cut to 1024 bytes on a character boundary.
 MAX_STATUS_MESSAGE_BYTES: Final = 1024
@@ -41,6 +40,35 @@ MAX_TIMEOUT_MS: Final = 300_000
 DEFAULT_TIMEOUT_MS: Final = 60_000
 _STATES: Final = frozenset({"preparing", "ready", "degraded", "failed"})
 _PREFIX: Final = "lithe/host/languageServer/"
+
+
+@runtime_checkable
+class LanguageServers(Protocol):
+    """What these methods need of the Core's ``lsp`` service (``LspService``): the plugin
+    runtime stands below the language-server sessions that run it, so it names the
+    service by this interface, and a server by what ``host_server`` returns."""
+
+    def host_server(self, plugin_id: str, context: JSONObject, server_id: str) -> Any:
+        """The server ``server_id`` of ``plugin_id`` running for ``context``.
+
+        Raises:
+            HostRefusal: No such server (``plugin.host.*``).
+        """
+        ...
+
+    async def host_request(
+        self, session: Any, method: str, params: JSONObject, timeout_ms: int
+    ) -> JSONValue:
+        """``request`` on the server: ``{value}``."""
+        ...
+
+    async def host_notify(self, session: Any, method: str, params: JSONObject | None) -> JSONValue:
+        """``notify`` on the server: ``{delivered}``."""
+        ...
+
+    def set_status(self, session: Any, status: JSONObject) -> None:
+        """``setStatus`` of the server's current generation."""
+        ...
 
 
 def register(table: HostServices) -> None:
@@ -62,17 +90,15 @@ def _invalid(message: str) -> HostRefusal:
     return _refusal("plugin.host.invalidParams", message)
 
 
-def _server(call: HostCall) -> tuple[LspService, LspSession]:
-    from .._lsp._service import LspService
-
+async def _server(call: HostCall) -> tuple[LanguageServers, Any]:
     server_id = call.params.get("serverID")
     if not isinstance(server_id, str) or not server_id:
         raise _invalid("serverID must be a non-empty string")
     context = call.params.get("context")
     if call.context is None or not isinstance(context, dict):
         raise _invalid("context is required")
-    service = call.host.service(LspService)
-    if service is None:
+    service = await call.host.service("lsp")
+    if not isinstance(service, LanguageServers):
         raise _refusal(
             "plugin.host.languageServerUnavailable", "this host runs no language servers"
         )
@@ -104,7 +130,7 @@ async def _request(call: HostCall) -> JSONValue:
         or not 1 <= timeout <= MAX_TIMEOUT_MS
     ):
         raise _invalid(f"timeoutMilliseconds must be 1 to {MAX_TIMEOUT_MS}")
-    service, session = _server(call)
+    service, session = await _server(call)
     return await service.host_request(session, method, params, timeout)
 
 
@@ -112,7 +138,7 @@ async def _notify(call: HostCall) -> JSONValue:
     _fields(call.params, frozenset({"method", "params"}))
     method = _method(call.params)
     params = _object(call.params)
-    service, session = _server(call)
+    service, session = await _server(call)
     return await service.host_notify(session, method, params)
 
 
@@ -137,6 +163,6 @@ async def _set_status(call: HostCall) -> JSONValue:
         ):
             raise _invalid("percentage must be a whole number from 0 to 100")
         status["percentage"] = percentage
-    service, session = _server(call)
+    service, session = await _server(call)
     service.set_status(session, status)
     return {}

@@ -49,18 +49,18 @@ def _unavailable(what: str) -> HostRefusal:
     return HostRefusal(-32601, "plugin.host.unavailable", f"this host runs no {what}")
 
 
-def _runs(call: HostCall) -> RunService:
-    service = call.host.service(RunService)
-    if service is None:
+async def _runs(call: HostCall) -> RunService:
+    service = await call.host.service("run")
+    if not isinstance(service, RunService):
         raise _unavailable("run sessions")
     return service
 
 
-def _debug(call: HostCall) -> DebugService:
+async def _debug(call: HostCall) -> DebugService:
     from .._dap._service import DebugService  # the debug service imports nothing of ours
 
-    service = call.host.service(DebugService)
-    if service is None:
+    service = await call.host.service("debug")
+    if not isinstance(service, DebugService):
         raise _unavailable("debug sessions")
     return service
 
@@ -91,7 +91,7 @@ async def _consent(call: HostCall, executable: str, arguments: tuple[str, ...], 
 async def run_start(call: HostCall) -> JSONValue:
     """``run/start {context, label, process, temporaryFiles?, debug?, rerun?}`` ->
     ``{runID}``."""
-    service = _runs(call)
+    service = await _runs(call)
     root = _root(call.context) if "context" in call.params else ""
     session = call.session
     registry = getattr(session, "registry", None)
@@ -112,14 +112,14 @@ async def run_start(call: HostCall) -> JSONValue:
 async def run_stop(call: HostCall) -> JSONValue:
     """``run/stop {runID} | {sessionID}`` -> null."""
     kind, target = decode_run_stop(call.params)
-    debug = _debug(call) if kind == "sessionID" else None
-    await _runs(call).stop(call.session.plugin_id, kind, target, debug)
+    debug = await _debug(call) if kind == "sessionID" else None
+    await (await _runs(call)).stop(call.session.plugin_id, kind, target, debug)
     return None
 
 
 async def debug_start(call: HostCall) -> JSONValue:
     """``debug/start {context, label, adapter, request, configuration}`` -> ``{sessionID}``."""
-    service = _runs(call)
+    service = await _runs(call)
     plugin_id = call.session.plugin_id
     plugin = service.plugin(plugin_id)
     plan = decode_debug_start(call.params, plugin_id, plugin.adapters)
@@ -130,7 +130,7 @@ async def debug_start(call: HostCall) -> JSONValue:
         started = replace(plan.adapter, adapter={**plan.adapter.adapter, "executable": resolved})
         plan = replace(plan, adapter=started)
     root = _root(call.context)
-    debug = _debug(call)
+    debug = await _debug(call)
     adapter = plan.adapter.adapter
     executable = adapter.get("executable")
     arguments = adapter.get("arguments", [])

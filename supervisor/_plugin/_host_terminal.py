@@ -148,7 +148,9 @@ class TerminalLeases:
 
     def _contexts_changed(self, revision: int) -> None:
         nursery = self._host.nursery
-        service = self._host.service(TerminalService)
+        service = self._host.opened_service("terminal")
+        if not isinstance(service, TerminalService):
+            service = None
         stale = [
             lease
             for lease in self._leases.values()
@@ -182,7 +184,7 @@ def _check_options(call: HostCall) -> None:
             )
 
 
-def _prepare(call: HostCall) -> tuple[TerminalService, TerminalLeases, WorkspaceContext]:
+async def _prepare(call: HostCall) -> tuple[TerminalService, TerminalLeases, WorkspaceContext]:
     """The checks every method makes: options, a context, its authority, the service."""
     _check_options(call)
     context = call.context
@@ -193,8 +195,8 @@ def _prepare(call: HostCall) -> tuple[TerminalService, TerminalLeases, Workspace
             "plugin.host.authorityUnsupported",
             "terminals run only for a local workspace",
         )
-    service = call.host.service(TerminalService)
-    if service is None:
+    service = await call.host.service("terminal")
+    if not isinstance(service, TerminalService):
         raise _refusal("plugin.host.unavailable", "this Core runs no terminal service")
     return service, call.host.extension(TerminalLeases), context
 
@@ -266,7 +268,7 @@ def _show_flag(call: HostCall) -> bool:
 
 
 async def _create(call: HostCall) -> JSONValue:
-    service, leases, context = _prepare(call)
+    service, leases, context = await _prepare(call)
     show = _show_flag(call)
     cwd = _working_directory(call, context)
     payload: JSONObject = {
@@ -294,7 +296,7 @@ async def _create(call: HostCall) -> JSONValue:
 
 
 async def _show(call: HostCall) -> JSONValue:
-    service, leases, _context = _prepare(call)
+    service, leases, _context = await _prepare(call)
     lease = leases.find(call, service)
     if service.state_of(lease.terminal_id) != "running":
         raise _refusal(
@@ -306,7 +308,7 @@ async def _show(call: HostCall) -> JSONValue:
 
 
 async def _close(call: HostCall) -> JSONValue:
-    service, leases, _context = _prepare(call)
+    service, leases, _context = await _prepare(call)
     lease = leases.find(call, service)
     payload: JSONObject = {"terminalID": lease.terminal_id}
     if "retainedContextBytes" in call.params:
@@ -318,7 +320,7 @@ async def _close(call: HostCall) -> JSONValue:
 
 
 async def _reopen(call: HostCall) -> JSONValue:
-    service, leases, context = _prepare(call)
+    service, leases, context = await _prepare(call)
     show = _show_flag(call)
     lease = leases.find(call, service)
     launch = service.launch_of(lease.terminal_id)
@@ -337,7 +339,7 @@ async def _reopen(call: HostCall) -> JSONValue:
 
 
 async def _dispose(call: HostCall) -> JSONValue:
-    service, leases, _context = _prepare(call)
+    service, leases, _context = await _prepare(call)
     lease = leases.find(call, service)
     try:
         await call_command(
@@ -352,7 +354,7 @@ async def _dispose(call: HostCall) -> JSONValue:
 
 
 async def _on_exit(call: HostCall) -> JSONValue:
-    service, leases, context = _prepare(call)
+    service, leases, context = await _prepare(call)
     lease = leases.find(call, service)
     subscriptions = call.session.subscriptions
     holder: list[str] = []

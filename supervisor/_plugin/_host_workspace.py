@@ -99,4 +99,4 @@ async def open_workspace_service(context: ServiceContext) -> AsyncIterator[Works
     """Open the ``workspace.*`` commands on the Core's host environment."""
     from ._host import HostEnvironment
 
-    yield WorkspaceService(context.host if context.host is not None else HostEnvironment.default())
+    yield WorkspaceService(HostEnvironment.of(context))

@@ -470,46 +470,13 @@ def parse_launch_plan(payload: JSONValue, *, backend: bool = False) -> LaunchPla
     if not isinstance(settings, dict):
         raise invalid_field("settings", "settings must be an object")
 
-    raw_requires = payload.get("requiresTools", [])
-    requires_list = _strings(raw_requires, "requiresTools")
-    if len(requires_list) > MAX_REQUIRED_TOOLS:
-        raise invalid_field("requiresTools", f"requiresTools has more than {MAX_REQUIRED_TOOLS}")
-    if len(set(requires_list)) != len(requires_list):
-        raise invalid_field("requiresTools", "requiresTools lists a tool twice")
-    for index, tool in enumerate(requires_list):
-        if not _TOOL_ID.match(tool):
-            raise invalid_field(f"requiresTools[{index}]", "not a tool-definition ID")
-    requires = frozenset(requires_list)
-
-    arguments = _strings(payload.get("arguments"), "arguments")
-    for index, item in enumerate(arguments):
-        _check_template(item, f"arguments[{index}]", "arguments", backend=backend)
-    validation: list[str] | None = None
-    if "validationArguments" in payload:
-        validation = _strings(payload["validationArguments"], "validationArguments")
-        for index, item in enumerate(validation):
-            _check_template(
-                item, f"validationArguments[{index}]", "validationArguments", backend=backend
-            )
-    options = payload.get("initializationOptions")
-    if options is not None:
-        if _json_bytes(options) > MAX_OPTIONS_BYTES:
-            raise invalid_field("initializationOptions", "initializationOptions is over 1 MiB")
-        _check_options(options, "initializationOptions", backend=backend)
-    dependencies: list[str] = []
-    raw_deps = payload.get("runtimeDependencies", [])
-    if not isinstance(raw_deps, list):
-        raise invalid_field("runtimeDependencies", "runtimeDependencies must be an array")
-    for index, dep in enumerate(raw_deps):
-        where = f"runtimeDependencies[{index}].tool"
-        if not isinstance(dep, dict):
-            raise invalid_field(where, "a runtime dependency is an object {tool}")
-        dependencies.append(_tool_id(dep.get("tool"), where, requires))
+    requires = _required_tools(payload)
+    arguments, validation, options = _plan_arguments(payload, backend=backend)
+    dependencies = _runtime_dependencies(payload, requires)
 
     launch = payload.get("launch")
     if not isinstance(launch, dict):
         raise invalid_field("launch", "launch must be an object {kind, ...}")
-    kind = launch.get("kind")
     common: dict[str, object] = {
         "plugin_dir": plugin_dir,
         "state_dir": state_dir,
@@ -527,6 +494,22 @@ def parse_launch_plan(payload: JSONValue, *, backend: bool = False) -> LaunchPla
         "backend": backend,
         "owner": _owner(payload.get("owner")),
     }
+    plan = _plan_of_kind(launch, common, payload, dependencies, validation, backend=backend)
+    _check_directories_present(plan)
+    return plan
+
+
+def _plan_of_kind(
+    launch: dict[str, JSONValue],
+    common: dict[str, object],
+    payload: dict[str, JSONValue],
+    dependencies: list[str],
+    validation: list[str] | None,
+    *,
+    backend: bool,
+) -> LaunchPlan:
+    """The plan of ``launch.kind`` (packaged, systemCommand, runtime or backend)."""
+    kind = launch.get("kind")
     plan: LaunchPlan
     if kind == "packaged":
         _only(launch, {"kind", "path"})
@@ -539,57 +522,119 @@ def parse_launch_plan(payload: JSONValue, *, backend: bool = False) -> LaunchPla
             raise invalid_field("launch.commands", "commands must be bare command names")
         plan = LaunchPlan(kind="systemCommand", commands=tuple(commands), **common)  # type: ignore[arg-type]
     elif kind == "runtime":
-        _only(
-            launch,
-            {"kind", "tool", "packagedRuntime", "minimumVersion", "runtimeArguments", "entry"},
-        )
-        tool = _tool_id(launch.get("tool"), "launch.tool", requires)
-        if tool in dependencies:
-            raise invalid_field(
-                "runtimeDependencies", "the launch tool must not be repeated in runtimeDependencies"
-            )
-        if validation is not None:
-            raise invalid_field(
-                "validationArguments", "a runtime launch declares no validationArguments"
-            )
-        entry = _package_relative(launch.get("entry"), "launch.entry", allow_arch=False)
-        packaged_runtime = None
-        if "packagedRuntime" in launch:
-            packaged_runtime = _package_relative(
-                launch["packagedRuntime"], "launch.packagedRuntime", allow_arch=True
-            )
-        minimum = launch.get("minimumVersion")
-        if minimum is not None:
-            if not isinstance(minimum, str) or not _VERSION.match(minimum):
-                raise invalid_field(
-                    "launch.minimumVersion", "minimumVersion is one to three dot-separated numbers"
-                )
-            if packaged_runtime is not None:
-                raise invalid_field(
-                    "launch.minimumVersion", "packagedRuntime excludes minimumVersion"
-                )
-        runtime_arguments = _strings(launch.get("runtimeArguments"), "launch.runtimeArguments")
-        for index, item in enumerate(runtime_arguments):
-            _check_template(
-                item, f"launch.runtimeArguments[{index}]", "runtimeArguments", backend=backend
-            )
-        plan = LaunchPlan(
-            kind="tool",
-            tool=tool,
-            entry=entry,
-            packaged_runtime=packaged_runtime,
-            minimum_version=minimum,
-            runtime_arguments=tuple(runtime_arguments),
-            **common,  # type: ignore[arg-type]
-        )
+        plan = _runtime_launch(launch, common, dependencies, validation, backend=backend)
     elif kind == "backend":
         plan = _backend_launch(payload, launch, common)
     else:
         raise invalid_field(
             "launch.kind", 'launch.kind must be "packaged", "systemCommand" or "runtime"'
         )
-    _check_directories_present(plan)
     return plan
+
+
+def _runtime_launch(
+    launch: dict[str, JSONValue],
+    common: dict[str, object],
+    dependencies: list[str],
+    validation: list[str] | None,
+    *,
+    backend: bool,
+) -> LaunchPlan:
+    """``launch {kind: "runtime", tool, entry, packagedRuntime?, minimumVersion?,
+    runtimeArguments?}``: the entry run by a tool the plan requires."""
+    requires = common["requires_tools"]
+    assert isinstance(requires, frozenset)
+    _only(
+        launch,
+        {"kind", "tool", "packagedRuntime", "minimumVersion", "runtimeArguments", "entry"},
+    )
+    tool = _tool_id(launch.get("tool"), "launch.tool", requires)
+    if tool in dependencies:
+        raise invalid_field(
+            "runtimeDependencies", "the launch tool must not be repeated in runtimeDependencies"
+        )
+    if validation is not None:
+        raise invalid_field(
+            "validationArguments", "a runtime launch declares no validationArguments"
+        )
+    entry = _package_relative(launch.get("entry"), "launch.entry", allow_arch=False)
+    packaged_runtime = None
+    if "packagedRuntime" in launch:
+        packaged_runtime = _package_relative(
+            launch["packagedRuntime"], "launch.packagedRuntime", allow_arch=True
+        )
+    minimum = launch.get("minimumVersion")
+    if minimum is not None:
+        if not isinstance(minimum, str) or not _VERSION.match(minimum):
+            raise invalid_field(
+                "launch.minimumVersion", "minimumVersion is one to three dot-separated numbers"
+            )
+        if packaged_runtime is not None:
+            raise invalid_field("launch.minimumVersion", "packagedRuntime excludes minimumVersion")
+    runtime_arguments = _strings(launch.get("runtimeArguments"), "launch.runtimeArguments")
+    for index, item in enumerate(runtime_arguments):
+        _check_template(
+            item, f"launch.runtimeArguments[{index}]", "runtimeArguments", backend=backend
+        )
+    return LaunchPlan(
+        kind="tool",
+        tool=tool,
+        entry=entry,
+        packaged_runtime=packaged_runtime,
+        minimum_version=minimum,
+        runtime_arguments=tuple(runtime_arguments),
+        **common,  # type: ignore[arg-type]
+    )
+
+
+def _required_tools(payload: dict[str, JSONValue]) -> frozenset[str]:
+    """``requiresTools``: distinct tool-definition IDs, at most :data:`MAX_REQUIRED_TOOLS`."""
+    requires_list = _strings(payload.get("requiresTools", []), "requiresTools")
+    if len(requires_list) > MAX_REQUIRED_TOOLS:
+        raise invalid_field("requiresTools", f"requiresTools has more than {MAX_REQUIRED_TOOLS}")
+    if len(set(requires_list)) != len(requires_list):
+        raise invalid_field("requiresTools", "requiresTools lists a tool twice")
+    for index, tool in enumerate(requires_list):
+        if not _TOOL_ID.match(tool):
+            raise invalid_field(f"requiresTools[{index}]", "not a tool-definition ID")
+    return frozenset(requires_list)
+
+
+def _plan_arguments(
+    payload: dict[str, JSONValue], *, backend: bool
+) -> tuple[list[str], list[str] | None, JSONValue]:
+    """``arguments``, ``validationArguments`` (``None`` when absent) and
+    ``initializationOptions``, their templates checked."""
+    arguments = _strings(payload.get("arguments"), "arguments")
+    for index, item in enumerate(arguments):
+        _check_template(item, f"arguments[{index}]", "arguments", backend=backend)
+    validation: list[str] | None = None
+    if "validationArguments" in payload:
+        validation = _strings(payload["validationArguments"], "validationArguments")
+        for index, item in enumerate(validation):
+            _check_template(
+                item, f"validationArguments[{index}]", "validationArguments", backend=backend
+            )
+    options = payload.get("initializationOptions")
+    if options is not None:
+        if _json_bytes(options) > MAX_OPTIONS_BYTES:
+            raise invalid_field("initializationOptions", "initializationOptions is over 1 MiB")
+        _check_options(options, "initializationOptions", backend=backend)
+    return arguments, validation, options
+
+
+def _runtime_dependencies(payload: dict[str, JSONValue], requires: frozenset[str]) -> list[str]:
+    """``runtimeDependencies [{tool}]``: tools the plan requires (``requiresTools``)."""
+    dependencies: list[str] = []
+    raw_deps = payload.get("runtimeDependencies", [])
+    if not isinstance(raw_deps, list):
+        raise invalid_field("runtimeDependencies", "runtimeDependencies must be an array")
+    for index, dep in enumerate(raw_deps):
+        where = f"runtimeDependencies[{index}].tool"
+        if not isinstance(dep, dict):
+            raise invalid_field(where, "a runtime dependency is an object {tool}")
+        dependencies.append(_tool_id(dep.get("tool"), where, requires))
+    return dependencies
 
 
 def _owner(value: JSONValue) -> str | None:

@@ -70,7 +70,7 @@ if TYPE_CHECKING:
     from protocol import JSONObject, JSONValue
 
     from .._endpoint import JSONRPCEndpoint
-    from .._lsp._state import RateLimit
+    from .._session._rate import RateLimit
     from ._host import HostEnvironment, HostHandler
     from ._relay import FunctionRelay
 

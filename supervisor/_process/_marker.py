@@ -29,7 +29,7 @@ import secrets
 from dataclasses import dataclass
 from typing import Final, Literal
 
-from ._procfs import HAVE_PROCFS, read_stat
+from ._procfs import HAVE_PROCFS, all_pids, read_env_var, read_stat
 
 __all__ = (
     "SCOPE_ENV",
@@ -38,6 +38,7 @@ __all__ = (
     "boot_id",
     "instance_id",
     "instance_verdict",
+    "marked_processes",
     "new_scope_marker",
     "parse_marker",
     "pid_namespace",
@@ -194,3 +195,26 @@ def instance_verdict(marker: Marker) -> tuple[Verdict, str]:
     if stat.starttime != marker.starttime:
         return "dead", "instance pid reused"
     return "alive", "instance runs"
+
+
+def marked_processes() -> list[tuple[int, str]]:
+    """``(pid, command line)`` of the live processes marked by this supervisor instance
+    (``supervisor run``'s leftover check, a Ray agent's; empty without ``/proc``)."""
+    if not HAVE_PROCFS:
+        return []
+    prefix = instance_id() + "/"
+    found: list[tuple[int, str]] = []
+    for pid in all_pids():
+        value = read_env_var(pid, SCOPE_ENV)
+        if value is None or not value.startswith(prefix):
+            continue
+        stat = read_stat(pid)
+        if stat is None or stat.dead:
+            continue
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                cmdline = f.read().replace(b"\0", b" ").decode(errors="replace").strip()
+        except OSError:
+            cmdline = "?"
+        found.append((pid, cmdline))
+    return found

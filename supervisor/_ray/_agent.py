@@ -127,11 +127,11 @@ class NodeAgent:
         Waits up to ``settle_s`` for killed processes to be reaped (the runner's sweep,
         done on this node).
         """
-        from .._cli._run import _marked_processes
+        from .._process._marker import marked_processes
 
         deadline = time.monotonic() + settle_s
         while True:
-            found = _marked_processes()
+            found = marked_processes()
             if not found or time.monotonic() >= deadline:
                 return found
             time.sleep(0.05)

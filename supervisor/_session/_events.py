@@ -41,12 +41,15 @@ __all__ = (
     "DEFAULT_MAX_BATCH_BYTES",
     "DEFAULT_MAX_EVENTS",
     "INFORMATIONAL_EVENTS",
+    "MAX_WAIT_EVENTS_MS",
     "EventQueue",
     "EventQueueStatistics",
 )
 
 #: Events a queue keeps before it drops the oldest.
 DEFAULT_MAX_EVENTS = 4096
+#: The longest a ``*.waitEvents`` call may block (ours): 10 minutes.
+MAX_WAIT_EVENTS_MS: Final = 600_000
 #: The most bytes of events one drain returns, as JSON (16 MiB; a lone larger event is
 #: returned alone). A quarter of the frame-body limit: room for the rest of the answer, and
 #: a drain of a full queue of large events is spread over a few answers instead of one.

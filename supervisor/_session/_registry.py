@@ -18,15 +18,14 @@ from typing import TYPE_CHECKING, Generic, Protocol, TypeVar
 
 import trio
 
-from protocol import MAX_ECHO_BYTES, CoreError, cut_utf8, echo
+from protocol import MAX_ECHO_BYTES, CoreError, cut_utf8, echo, invalid_field
 
-from .._core._builtins import MAX_WAIT_EVENTS_MS
-from .._core._payload import require_str
+from ._events import MAX_WAIT_EVENTS_MS
 
 if TYPE_CHECKING:
-    from protocol import JSONObject, JSONValue
+    from collections.abc import Awaitable
 
-    from .._core._service import CommandHandler
+    from protocol import JSONObject, JSONValue
 
 __all__ = ("EventSource", "SessionRegistry")
 
@@ -115,7 +114,10 @@ class SessionRegistry(Mapping[str, S], Generic[S]):
     # -- lookup --------------------------------------------------------------------------
 
     def _require_id(self, payload: JSONObject) -> str:
-        return require_str(payload, self._id_field)
+        value = payload.get(self._id_field)
+        if not isinstance(value, str) or not value:
+            raise invalid_field(self._id_field, f"{self._id_field} must be a non-empty string")
+        return value
 
     def read_id(self, payload: JSONObject) -> str:
         """The id ``payload[<idField>]`` names (not looked up).
@@ -156,7 +158,7 @@ class SessionRegistry(Mapping[str, S], Generic[S]):
 
     # -- waitEvents / pollEvents ---------------------------------------------------------
 
-    def event_commands(self, kind: str) -> dict[str, CommandHandler]:
+    def event_commands(self, kind: str) -> dict[str, Callable[[JSONObject], Awaitable[JSONValue]]]:
         """``{"<kind>.waitEvents": ..., "<kind>.pollEvents": ...}`` for ``commands()``.
 
         ``waitEvents {<idField>, timeoutMilliseconds?}`` blocks until events are queued or
