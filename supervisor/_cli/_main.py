@@ -430,6 +430,47 @@ def _add_serve(sub: Any) -> None:
         _SERVE_HELP,
         _SERVE_EPILOG,
     )
+    where = serve.add_mutually_exclusive_group()
+    where.add_argument(
+        "--listen",
+        nargs="?",
+        const="",
+        default=None,
+        metavar="PATH",
+        help="be a backend clients attach to: serve on the Unix socket PATH (default: the"
+        " workspace's socket, $XDG_RUNTIME_DIR/trio-process-supervisor/NAME-HASH.sock, HASH"
+        " naming the realpath of --workspace or the cwd; without XDG_RUNTIME_DIR a 0700"
+        " directory in the temp dir)",
+    )
+    where.add_argument(
+        "--attach",
+        nargs="?",
+        const="",
+        default=None,
+        metavar="PATH",
+        help="bridge stdin/stdout to the backend on PATH (default as --listen), starting"
+        " it if none listens: what an editor that starts a stdio backend runs",
+    )
+    serve.add_argument(
+        "--workspace",
+        default=None,
+        metavar="DIR",
+        help="the workspace that names the default socket (default: the cwd)",
+    )
+    serve.add_argument(
+        "--idle-grace",
+        default="10m",
+        metavar="DURATION",
+        help="with --listen/--attach: how long the backend keeps everything running with no"
+        " client attached, then ends it and exits: N ms, or with a unit (500ms, 30s, 10m,"
+        " 1h); 0 at once; never (default: 10m)",
+    )
+    serve.add_argument(
+        "--untrusted",
+        action="store_true",
+        help="with --listen/--attach: the workspace is untrusted (build and test jobs end"
+        " denied) for every client",
+    )
     serve.set_defaults(handler=_serve, guarded=True)
 
 
@@ -639,9 +680,23 @@ def _run(args: argparse.Namespace) -> int:
 
 
 def _serve(args: argparse.Namespace) -> int:
-    from ._serve import serve_stdio
+    if args.listen is None and args.attach is None:
+        from ._serve import serve_stdio
 
-    return serve_stdio()
+        return serve_stdio()
+    from ._listen import default_socket_path, parse_idle_grace, serve_listen_main
+
+    try:
+        grace = parse_idle_grace(args.idle_grace)
+    except ValueError as exc:
+        print(f"supervisor serve: {exc}", file=sys.stderr)
+        return 2
+    path = args.listen or args.attach or default_socket_path(args.workspace)
+    if args.attach is not None:
+        from ._attach import attach_stdio
+
+        return attach_stdio(path, idle_grace=args.idle_grace, untrusted=args.untrusted)
+    return serve_listen_main(path, idle_grace_ms=grace, trusted=not args.untrusted)
 
 
 def _complete_jobs(path: str) -> int:
@@ -933,7 +988,12 @@ def _main(args: argparse.Namespace, *, own_process: bool) -> int:
         stream=sys.stderr,
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
-    if own_process and getattr(args, "guarded", False):
+    if (
+        own_process
+        and getattr(args, "guarded", False)
+        # The bridge owns no process: the backend it may start must outlive it.
+        and getattr(args, "attach", None) is None
+    ):
         # The process is this command line's own (python -m supervisor, the console
         # script): split it into a guardian and this worker, so that a SIGKILL of either
         # leaves the other to end everything (_process/_guardian.py).
