@@ -357,3 +357,131 @@ def test_default_socket_is_named_by_the_workspace(runtime_dir: str, tmp_path: st
     assert one != default_socket_path(str(tmp_path))
     assert os.path.basename(one).startswith("run-")
     assert json.dumps(one)
+
+
+async def test_editor_reload_keeps_sessions_warm(runtime_dir: str, tmp_path: str) -> None:
+    """The editor reload of issue 30: a client starts pylsp with a document open, a bash
+    terminal with a command running and a long job, then vanishes; the next client finds
+    them alive (``core.sessions``), the same server answers a hover at once with the
+    document still open, the terminal gives the output it made meanwhile and takes input,
+    the job's output is complete; then the idle grace ends everything."""
+    from tests.supervisor.lsp._support import PYLSP, as_obj
+    from tests.supervisor.lsp.test_real_servers import SOURCE, _project, _serve_call, _serve_wait
+
+    _, uri = _project(str(tmp_path))
+    path = _socket_path(runtime_dir)
+    async with backend(path, "--idle-grace", "1s") as process:
+        first = await _connect(path)
+        await first.initialize()
+        started = await _serve_call(
+            first,
+            "lsp.startServer",
+            {
+                "serverId": "pylsp",
+                "executable": PYLSP,
+                "workingDirectory": str(tmp_path),
+                "rootUri": "file://" + str(tmp_path),
+            },
+        )
+        assert isinstance(started, dict)
+        sid = str(started["sessionId"])
+        seen: list[JSONObject] = []
+        await _serve_wait(first, sid, seen, lambda e: e.get("state") == "ready")
+        document: JSONObject = {
+            "sessionId": sid,
+            "uri": uri,
+            "languageId": "python",
+            "text": SOURCE,
+        }
+        await _serve_call(first, "lsp.syncDocument", document)
+        await _serve_wait(first, sid, seen, lambda e: e["event"] == "diagnostics")
+        server_pid = as_obj(await _serve_call(first, "lsp.snapshot", {"sessionId": sid}))["pid"]
+        terminal = await _serve_call(
+            first,
+            "terminal.create",
+            {
+                "executable": "bash",
+                "arguments": ["--norc", "--noprofile", "-i"],
+                "environment": {"PS1": "$ "},
+            },
+        )
+        assert isinstance(terminal, dict)
+        terminal_id = terminal["terminalID"]
+        await _serve_call(
+            first,
+            "terminal.write",
+            {"terminalID": terminal_id, "data": "sleep 1; echo built-$((40+2))\n"},
+        )
+        script = (
+            "import time\nfor i in range(30):\n    print('step', i, flush=True); time.sleep(0.05)\n"
+        )
+        job = await _serve_call(
+            first, "job.start", {"kind": "test", "root": str(tmp_path), "argv": [PY, "-c", script]}
+        )
+        assert isinstance(job, dict)
+        job_id = job["jobId"]
+        # The window reloads: the client vanishes without shutdown.
+        await first.stream.aclose()
+
+        second = await _connect(path)
+        await second.initialize()
+        alive = await _serve_call(second, "core.sessions", {})
+        assert isinstance(alive, dict)
+        assert alive["pid"] == serving_pid(process.pid)
+        servers = alive["languageServers"]
+        assert isinstance(servers, list)
+        assert len(servers) == 1
+        server = servers[0]
+        assert isinstance(server, dict)
+        assert server["pid"] == server_pid
+        assert server["state"] == "ready"
+        assert isinstance(server["uptimeMs"], int)
+        documents = server["documents"]
+        assert isinstance(documents, list)
+        assert [as_obj(d)["uri"] for d in documents] == [uri]
+        terminals = alive["terminals"]
+        assert isinstance(terminals, list)
+        assert [as_obj(t)["terminalID"] for t in terminals] == [terminal_id]
+        # The same server, the document still open: a hover answers at once.
+        hover = await _serve_call(
+            second,
+            "lsp.request",
+            {
+                "sessionId": sid,
+                "method": "textDocument/hover",
+                "params": {"textDocument": {"uri": uri}, "position": {"line": 3, "character": 5}},
+            },
+        )
+        assert isinstance(hover, dict)
+        operation = hover["operationId"]
+        later: list[JSONObject] = []
+        done = await _serve_wait(
+            second,
+            sid,
+            later,
+            lambda e: e["event"] == "requestCompleted" and e["operationId"] == operation,
+        )
+        assert "greet" in str(done["result"])
+        # The terminal: what the command wrote while nobody was attached, then live input.
+        await _read_terminal(second, terminal_id, "built-42")
+        await _serve_call(
+            second, "terminal.write", {"terminalID": terminal_id, "data": "echo $$\n"}
+        )
+        terminal_pid = as_obj(terminals[0])["pid"]
+        await _read_terminal(second, terminal_id, str(terminal_pid))
+        # The job's output is complete.
+        await second.wait_notification("job.finished", jobId=job_id)
+        text = "".join(
+            str(_field(n, "params", "text"))
+            for n in second.notifications
+            if n.get("method") == "job.output" and _field(n, "params", "jobId") == job_id
+        )
+        assert text == "".join(f"step {i}\n" for i in range(30))
+        # The editor closes for good: after the idle grace everything ends, then the backend.
+        await second.detach()
+        with trio.fail_after(REPLY_TIMEOUT_S):
+            assert await process.wait() == 0
+        assert isinstance(server_pid, int)
+        assert isinstance(terminal_pid, int)
+        assert runs_no_more(server_pid)
+        assert runs_no_more(terminal_pid)
