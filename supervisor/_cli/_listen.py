@@ -143,6 +143,9 @@ class _Connection(_Server):
         self._core = backend.core
         #: Set when the backend ends for a reason this client did not give.
         self.interrupt = trio.Event()
+        #: ``initializationOptions.observer: true`` (``supervisor status``): does not count
+        #: as attached for the idle grace, and gets no job notifications.
+        self.observer = False
         self.outbox, self._inbox = trio.open_memory_channel[JSONObject](_CLIENT_EVENT_BATCHES)
         self.gap = False
 
@@ -175,8 +178,12 @@ class _Connection(_Server):
             self.lifecycle.initialize_failed()
             raise JSONRPCError(int(ErrorCode.REQUEST_FAILED), f"ending: {self._ending}")
         self.lifecycle.initialize_answered()
-        self.backend.subscribe(self)
-        self._nursery.start_soon(self._forward_outbox)
+        self.observer = options.get("observer") is True
+        if not self.observer:
+            self.backend.subscribe(self)
+            self._nursery.start_soon(self._forward_outbox)
+        else:
+            self.backend.changed()
         core = self.backend.core
         return {
             "serverInfo": {"name": SERVER_NAME, "version": _version()},
@@ -229,6 +236,10 @@ class _Backend:
         self._subscribers: set[_Connection] = set()
         self._numbers = 0
         self._changed = trio.Event()
+        #: When the last client (observers aside) detached, or the backend started.
+        self._idle_since = trio.current_time()
+        #: Whether a client (not an observer) ever attached.
+        self._had_client = False
         self.ending: str | None = None
         self.ended = trio.Event()
         self._closed = trio.Event()
@@ -241,8 +252,16 @@ class _Backend:
         logger.info("client %d attached (%d attached)", connection.number, len(self.connections))
         return connection
 
+    def attached(self) -> bool:
+        """Whether a client is attached (observers such as ``supervisor status`` aside)."""
+        return any(not connection.observer for connection in self.connections)
+
     def detach(self, connection: _Connection) -> None:
         self.connections.discard(connection)
+        if not connection.observer:
+            self._had_client = True
+            if not self.attached():
+                self._idle_since = trio.current_time()
         self._subscribers.discard(connection)
         connection.outbox.close()
         self._change()
@@ -252,6 +271,10 @@ class _Backend:
         if connection in self.connections:
             self._subscribers.add(connection)
             self._change()
+
+    def changed(self) -> None:
+        """Something the idle grace depends on changed (a client became an observer)."""
+        self._change()
 
     def _change(self) -> None:
         self._changed.set()
@@ -337,14 +360,14 @@ class _Backend:
             return
         while self.ending is None:
             changed = self._changed
-            if self.connections:
+            if self.attached():
                 await changed.wait()
                 continue
-            wait_ms = grace if self._numbers else max(grace, _FIRST_CLIENT_GRACE_MS)
-            with trio.move_on_after(wait_ms / 1000):
+            wait_ms = grace if self._had_client else max(grace, _FIRST_CLIENT_GRACE_MS)
+            with trio.move_on_at(self._idle_since + wait_ms / 1000):
                 await changed.wait()
                 continue
-            if not self.connections:
+            if not self.attached():
                 await self.end(f"no client attached for {grace} ms")
                 return
 

@@ -1,5 +1,5 @@
-"""The ``supervisor`` command line: ``run``, ``exec``, ``serve``, ``reap``, ``testbed``,
-``chaos``, ``check``, ``completion``.
+"""The ``supervisor`` command line: ``run``, ``exec``, ``serve``, ``status``, ``reap``,
+``testbed``, ``chaos``, ``check``, ``completion``.
 
 Each subcommand imports its implementation lazily so ``supervisor --help`` stays fast. A
 subcommand is one ``_add_<name>`` function (its parser, with the global options, its
@@ -17,7 +17,11 @@ Exit codes:
     interrupted by SIGINT/SIGTERM (the command is cancelled and its processes end first);
     120 when stdout is closed (nothing run) or the result can not be written to it; 141
     when the reader of stdout went away.
-    ``serve``: 0 after ``shutdown`` then ``exit``, 1 otherwise.
+    ``serve``: 0 after ``shutdown`` then ``exit``, 1 otherwise. ``serve --listen``: 0 when
+    the backend ended by ``shutdown {"scope": "backend"}`` or its idle grace, 1 when another
+    backend listens there, 130/143 on SIGINT/SIGTERM. ``serve --attach``: 0 when the backend
+    closed the connection, 1 when it could not be reached or started.
+    ``status``: 0.
     ``reap``: 0.
     ``testbed list``: 0. ``testbed run``: the program's own status (128+N when a signal N
     ended it); 130/143/129 when interrupted by SIGINT/SIGTERM/SIGHUP (its tree is ended
@@ -474,6 +478,22 @@ def _add_serve(sub: Any) -> None:
     serve.set_defaults(handler=_serve, guarded=True)
 
 
+def _add_status(sub: Any) -> None:
+    status = _subcommand(
+        sub,
+        "status",
+        "list the running backends (serve --listen) and what each keeps alive",
+        "Ask every backend of this user (the sockets in $XDG_RUNTIME_DIR/trio-process-"
+        "supervisor,\nor a 0700 directory in the temp dir) for its language servers, debug"
+        " sessions,\nterminals, jobs and plugin runs, with their states, pids and uptimes."
+        " Asking does\nnot count as attaching: the idle grace goes on.",
+        "exit status:\n  0  always (no backend running is not an error)\n\n"
+        "examples:\n  supervisor status\n  supervisor status --json\n",
+    )
+    status.add_argument("--json", action="store_true", help="print the backends as JSON")
+    status.set_defaults(handler=_status)
+
+
 def _add_reap(sub: Any) -> None:
     reap = _subcommand(
         sub,
@@ -597,6 +617,7 @@ _SUBCOMMANDS: Final = (
     _add_run,
     _add_exec,
     _add_serve,
+    _add_status,
     _add_reap,
     _add_testbed,
     _add_chaos,
@@ -697,6 +718,12 @@ def _serve(args: argparse.Namespace) -> int:
 
         return attach_stdio(path, idle_grace=args.idle_grace, untrusted=args.untrusted)
     return serve_listen_main(path, idle_grace_ms=grace, trusted=not args.untrusted)
+
+
+def _status(args: argparse.Namespace) -> int:
+    from ._status import status_main
+
+    return status_main(as_json=args.json)
 
 
 def _complete_jobs(path: str) -> int:

@@ -10,6 +10,7 @@ import json
 import os
 import shutil
 import signal
+import socket
 import stat
 import subprocess
 import sys
@@ -485,3 +486,43 @@ async def test_editor_reload_keeps_sessions_warm(runtime_dir: str, tmp_path: str
         assert isinstance(terminal_pid, int)
         assert runs_no_more(server_pid)
         assert runs_no_more(terminal_pid)
+
+
+async def test_status_lists_backends_without_attaching(runtime_dir: str, tmp_path: str) -> None:
+    path = _socket_path(runtime_dir)
+    stale = os.path.join(os.path.dirname(path), "dead-0000000000000000.sock")
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as dead:
+        dead.bind(stale)  # a socket nobody listens on: a backend that died
+    async with backend(path, "--idle-grace", "never") as process:
+        client = await _connect(path)
+        await client.initialize()
+        await client.request(
+            "terminal.create", {"executable": "bash", "arguments": ["--norc", "--noprofile"]}
+        )
+        result = await trio.run_process(
+            [PY, "-m", "supervisor", "status", "--json"], capture_stdout=True
+        )
+        listed = json.loads(result.stdout)
+        by_socket = {b["socket"]: b for b in listed["backends"]}
+        assert by_socket[stale]["stale"] is True
+        mine = by_socket[path]
+        assert mine["pid"] == serving_pid(process.pid)
+        assert [t["state"] for t in mine["terminals"]] == ["running"]
+        text = await trio.run_process([PY, "-m", "supervisor", "status"], capture_stdout=True)
+        assert b"terminal" in text.stdout
+        assert b"stale" in text.stdout
+        await client.detach()
+
+
+async def test_an_observer_does_not_restart_the_idle_grace(runtime_dir: str) -> None:
+    path = _socket_path(runtime_dir)
+    async with backend(path, "--idle-grace", "2s") as process:
+        # `supervisor status` every 0.5 s does not keep the backend alive.
+        with trio.fail_after(REPLY_TIMEOUT_S):
+            while process.returncode is None:
+                await trio.run_process(
+                    [PY, "-m", "supervisor", "status", "--json"], capture_stdout=True
+                )
+                with trio.move_on_after(0.5):
+                    await process.wait()
+        assert process.returncode == 0
