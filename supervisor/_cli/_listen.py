@@ -39,7 +39,7 @@ import trio
 from protocol import CoreError, ErrorCode, JSONObject, LifecycleState
 
 from .._core._core import PROTOCOL_VERSION, _version, open_core
-from .._endpoint import JSONRPCError, open_jsonrpc_endpoint
+from .._endpoint import JSONRPCError, current_request_id, open_jsonrpc_endpoint
 from .._plugin._host import AllowAll
 from ._serve import (
     _END_OF_EVENTS,
@@ -154,6 +154,12 @@ class _Connection(_Server):
     ) -> JSONValue:
         if method == "shutdown":
             return await self._shutdown_scoped(params)
+        request_id = current_request_id.get()
+        if request_id is not None:
+            # Every client numbers its requests from 1, and serve makes the JSON-RPC id the
+            # operation id, which must be unique in the one Core: qualify it with the
+            # client. (This task's own copy of the context: nothing else sees it.)
+            current_request_id.set(f"{self.number}/{request_id}")
         return await super()._dispatch(method, params, turn)
 
     async def _initialize(self, params: JSONValue | None) -> JSONValue:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import signal
 import socket
@@ -526,3 +527,73 @@ async def test_an_observer_does_not_restart_the_idle_grace(runtime_dir: str) -> 
                 with trio.move_on_after(0.5):
                     await process.wait()
         assert process.returncode == 0
+
+
+async def test_two_clients_writing_to_one_terminal_are_ordered_per_connection(
+    runtime_dir: str,
+) -> None:
+    """Each connection's writes take effect in its own order (one sequencer per backend),
+    however the two connections interleave."""
+    path = _socket_path(runtime_dir)
+    count = 40
+    async with backend(path, "--idle-grace", "never"):
+        first, second = await _connect(path), await _connect(path)
+        await first.initialize()
+        await second.initialize()
+        created = await first.request(
+            "terminal.create",
+            {"executable": "sh", "arguments": ["-c", "stty -echo; echo ready; exec cat"]},
+        )
+        terminal_id = _field(created, "result", "terminalID")
+        await _read_terminal(first, terminal_id, "ready")
+
+        async def pipeline(client: SocketClient, tag: str) -> None:
+            for i in range(count):
+                params: JSONObject = {"terminalID": terminal_id, "data": f"{tag}{i}.\n"}
+                await client.send(
+                    {"jsonrpc": "2.0", "id": 1000 + i, "method": "terminal.write", "params": params}
+                )
+            for i in range(count):
+                assert "result" in await client.reply_to(1000 + i)
+
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(pipeline, first, "A")
+            nursery.start_soon(pipeline, second, "B")
+        seen = await _read_terminal(first, terminal_id, f"B{count - 1}.")
+        if f"A{count - 1}." not in seen:
+            seen += await _read_terminal(first, terminal_id, f"A{count - 1}.")
+        for tag in "AB":
+            numbers = [int(n) for n in re.findall(rf"{tag}(\d+)\.", seen)]
+            assert numbers == list(range(count)), f"{tag}: {numbers}"
+        await first.detach()
+        await second.detach()
+
+
+async def test_a_sigkill_of_the_backend_ends_every_process(runtime_dir: str, tmp_path: str) -> None:
+    path = _socket_path(runtime_dir)
+    async with backend(path, "--idle-grace", "never") as process:
+        client = await _connect(path)
+        await client.initialize()
+        created = await client.request(
+            "terminal.create", {"executable": "bash", "arguments": ["--norc", "--noprofile"]}
+        )
+        terminal_id = _field(created, "result", "terminalID")
+        listed = await client.request("terminal.list", {})
+        terminals = listed["result"]
+        assert isinstance(terminals, list)
+        (terminal,) = [t for t in terminals if isinstance(t, dict)]
+        assert terminal["terminalID"] == terminal_id
+        terminal_pid = terminal["pid"]
+        assert isinstance(terminal_pid, int)
+        pid_file = os.path.join(tmp_path, "pid")
+        script = f"import os, time; open({pid_file!r}, 'w').write(str(os.getpid())); time.sleep(60)"
+        await client.request(
+            "job.start", {"kind": "test", "root": str(tmp_path), "argv": [PY, "-c", script]}
+        )
+        job_pid = await _wait_for_pid(pid_file)
+        os.kill(serving_pid(process.pid), signal.SIGKILL)
+        # The guarantee is 2 s; the bound is generous for a loaded machine.
+        with trio.fail_after(REPLY_TIMEOUT_S):
+            await _until_gone(terminal_pid)
+            await _until_gone(job_pid)
+        await client.wait_closed()
