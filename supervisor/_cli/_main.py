@@ -575,6 +575,12 @@ def _add_chaos(sub: Any) -> None:
         action="store_true",
         help="inject one fault per round inside a random step's unit and check it ends alone",
     )
+    chaos.add_argument(
+        "--attach",
+        action="store_true",
+        help="chaos for backends (serve --listen): clients attach, detach and reattach at"
+        " random moments; nothing lost, nothing answered twice, nothing left",
+    )
     chaos.add_argument("--json", action="store_true", help="print the report as JSON")
     chaos.set_defaults(handler=_chaos)
 
@@ -950,6 +956,18 @@ def _testbed(args: argparse.Namespace) -> int:
 
 def _chaos(args: argparse.Namespace) -> int:
     import trio
+
+    if args.attach:
+        from ..testbed._chaos_attach import run_attach_chaos
+
+        attach_report = trio.run(run_attach_chaos, args.iterations, args.seed)
+        if args.json:
+            print(json.dumps(attach_report.to_json(), indent=2))
+        else:
+            print(attach_report.summary())
+            for violation in attach_report.violations:
+                print(f"  violation: {violation}")
+        return 0 if attach_report.ok else 1
 
     from ..testbed import run_chaos
 
