@@ -131,6 +131,20 @@ def _exists(path: str) -> bool:
     return os.path.exists(path)
 
 
+async def _debug_event(client: Client, session: JSONObject, name: str) -> JSONObject:
+    """Drain the debug session's events until one named ``name``."""
+    with trio.fail_after(60):
+        while True:
+            reply = await client.request(
+                "debug.waitEvents", {**session, "timeoutMilliseconds": 5000}
+            )
+            events = _field(reply, "result", "events")
+            assert isinstance(events, list)
+            for event in events:
+                if isinstance(event, dict) and event.get("event") == name:
+                    return event
+
+
 def _socket_path(runtime_dir: str) -> str:
     return default_socket_path(os.path.join(runtime_dir, ".."))
 
@@ -363,10 +377,13 @@ def test_default_socket_is_named_by_the_workspace(runtime_dir: str, tmp_path: st
 
 async def test_editor_reload_keeps_sessions_warm(runtime_dir: str, tmp_path: str) -> None:
     """The editor reload of issue 30: a client starts pylsp with a document open, a bash
-    terminal with a command running and a long job, then vanishes; the next client finds
-    them alive (``core.sessions``), the same server answers a hover at once with the
-    document still open, the terminal gives the output it made meanwhile and takes input,
-    the job's output is complete; then the idle grace ends everything."""
+    terminal with a command running, a debugpy session stopped at a breakpoint and a long
+    job, then vanishes; the next client finds them alive (``core.sessions``), the same
+    server answers a hover at once with the document still open, the terminal gives the
+    output it made meanwhile and takes input, the debug session is still stopped there (its
+    stack asked again) and continues to the end, the job's output is complete; then the
+    idle grace ends everything."""
+    from tests.supervisor.dap.test_sessions import BREAK_LINE, TARGET, debugpy_adapter
     from tests.supervisor.lsp._support import PYLSP, as_obj
     from tests.supervisor.lsp.test_real_servers import SOURCE, _project, _serve_call, _serve_wait
 
@@ -414,6 +431,29 @@ async def test_editor_reload_keeps_sessions_warm(runtime_dir: str, tmp_path: str
             "terminal.write",
             {"terminalID": terminal_id, "data": "sleep 1; echo built-$((40+2))\n"},
         )
+        # A debugpy session stopped at a breakpoint.
+        target = os.path.join(tmp_path, "target.py")
+        with open(target, "w") as f:  # noqa: ASYNC230 - a few bytes
+            f.write(TARGET)
+        debug = as_obj(
+            await _serve_call(
+                first,
+                "debug.createSession",
+                {"adapterId": "debugpy", "rootPath": str(tmp_path), "adapter": debugpy_adapter()},
+            )
+        )
+        debug_id: JSONObject = {"sessionId": debug["sessionId"]}
+        await _serve_call(
+            first,
+            "debug.setBreakpoints",
+            {**debug_id, "path": target, "breakpoints": [{"line": BREAK_LINE}]},
+        )
+        await _serve_call(
+            first,
+            "debug.launch",
+            {**debug_id, "configuration": {"program": target, "console": "internalConsole"}},
+        )
+        await _debug_event(first, debug_id, "stopped")
         script = (
             "import time\nfor i in range(30):\n    print('step', i, flush=True); time.sleep(0.05)\n"
         )
@@ -471,6 +511,31 @@ async def test_editor_reload_keeps_sessions_warm(runtime_dir: str, tmp_path: str
         )
         terminal_pid = as_obj(terminals[0])["pid"]
         await _read_terminal(second, terminal_id, str(terminal_pid))
+        # The debug session: still stopped at the breakpoint; its stack is asked again, and it
+        # continues to the end.
+        debugs = alive["debugSessions"]
+        assert isinstance(debugs, list)
+        assert [as_obj(d)["sessionId"] for d in debugs] == [debug_id["sessionId"]]
+        adapter_pid = as_obj(debugs[0])["adapterPid"]
+        assert isinstance(adapter_pid, int)
+        threads = as_obj(
+            await _serve_call(second, "debug.inspect", {**debug_id, "kind": "threads"})
+        )
+        thread_list = as_obj(threads["result"])["threads"]
+        assert isinstance(thread_list, list)
+        thread_id = as_obj(thread_list[0])["id"]
+        stack = as_obj(
+            await _serve_call(
+                second, "debug.inspect", {**debug_id, "kind": "stackTrace", "threadId": thread_id}
+            )
+        )
+        frames = as_obj(stack["result"])["stackFrames"]
+        assert isinstance(frames, list)
+        assert as_obj(frames[0])["line"] == BREAK_LINE
+        await _serve_call(
+            second, "debug.execute", {**debug_id, "command": "continue", "threadId": thread_id}
+        )
+        await _debug_event(second, debug_id, "terminated")
         # The job's output is complete.
         await second.wait_notification("job.finished", jobId=job_id)
         text = "".join(
@@ -487,6 +552,7 @@ async def test_editor_reload_keeps_sessions_warm(runtime_dir: str, tmp_path: str
         assert isinstance(terminal_pid, int)
         assert runs_no_more(server_pid)
         assert runs_no_more(terminal_pid)
+        assert runs_no_more(adapter_pid)
 
 
 async def test_status_lists_backends_without_attaching(runtime_dir: str, tmp_path: str) -> None:
