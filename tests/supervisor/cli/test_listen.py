@@ -24,7 +24,7 @@ import trio
 
 from supervisor._cli._listen import default_socket_path, parse_idle_grace, socket_directory
 from tests._procfs import runs_no_more, serving_pid
-from tests.supervisor.cli.test_serve import REPLY_TIMEOUT_S, Client, _field, _wait_for_pid
+from tests.supervisor.cli.test_serve import REPLY_TIMEOUT_S, Client, _field, _frame, _wait_for_pid
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Iterator
@@ -673,3 +673,45 @@ async def test_attach_chaos_rounds_pass() -> None:
     assert report.ok, report.violations
     assert report.rounds == 4
     assert report.detaches["vanish"] + report.detaches["shutdown"] == report.clients
+
+
+async def test_a_flood_from_one_client_never_costs_another_its_answers(
+    runtime_dir: str,
+) -> None:
+    """Each connection has its own endpoint and its own in-flight bounds: a client past its
+    limit is refused ``busy``, another is served as usual."""
+    from supervisor._cli._serve import SERVE_MAX_REQUESTS_IN_FLIGHT
+
+    path = _socket_path(runtime_dir)
+    async with backend(path, "--idle-grace", "never"):
+        flood, calm = await _connect(path), await _connect(path)
+        await flood.initialize()
+        await calm.initialize()
+        created = await flood.request(
+            "terminal.create", {"executable": "sh", "arguments": ["-c", "exec sleep 60"]}
+        )
+        terminal_id = _field(created, "result", "terminalID")
+        # Long polls hold their places in flight; past the limit the flood is refused busy.
+        count = SERVE_MAX_REQUESTS_IN_FLIGHT + 50
+        poll: JSONObject = {"terminalID": terminal_id, "timeoutMilliseconds": 60_000}
+        frames = b"".join(
+            _frame(
+                {
+                    "jsonrpc": "2.0",
+                    "id": 10_000 + i,
+                    "method": "terminal.waitEvents",
+                    "params": poll,
+                }
+            )
+            for i in range(count)
+        )
+        await flood.send_raw(frames)
+        busy = await flood.reply_to(10_000 + count - 1)
+        assert _field(busy, "error", "data", "code") == "busy"
+        for _ in range(20):
+            assert "result" in await calm.request("core.ping", {})
+        # The flood's client vanishes: its polls are cancelled, the backend goes on.
+        await flood.stream.aclose()
+        listed = await calm.request("terminal.list", {})
+        assert isinstance(listed["result"], list)
+        await calm.detach()
