@@ -328,6 +328,13 @@ class _Backend:
             nursery.start_soon(self._serve_connection, stream)
 
     async def _serve_connection(self, stream: trio.SocketStream) -> None:
+        # A connection is a supervision boundary: whatever ends it unforeseen ends only it.
+        try:
+            await self._serve_connection_unguarded(stream)
+        except Exception:
+            logger.exception("a client's connection failed; it is detached")
+
+    async def _serve_connection_unguarded(self, stream: trio.SocketStream) -> None:
         async with stream:
             try:
                 pid, uid = peer_uid(stream.socket)
