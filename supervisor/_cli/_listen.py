@@ -39,8 +39,8 @@ import trio
 from protocol import CoreError, ErrorCode, JSONObject, LifecycleState
 
 from .._core._core import PROTOCOL_VERSION, _version, open_core
+from .._core._policy import AllowAll
 from .._endpoint import JSONRPCError, current_request_id, open_jsonrpc_endpoint
-from .._plugin._host import AllowAll
 from ._serve import (
     _END_OF_EVENTS,
     _FLUSH_TIMEOUT_S,

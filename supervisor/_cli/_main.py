@@ -968,7 +968,7 @@ def _chaos(args: argparse.Namespace) -> int:
     import trio
 
     if args.attach:
-        from ..testbed._chaos_attach import run_attach_chaos
+        from ._chaos_attach import run_attach_chaos
 
         attach_report = trio.run(run_attach_chaos, args.iterations, args.seed)
         if args.json:

@@ -667,7 +667,7 @@ async def test_a_sigkill_of_the_backend_ends_every_process(runtime_dir: str, tmp
 
 async def test_attach_chaos_rounds_pass() -> None:
     """A few rounds of ``supervisor chaos --attach`` (CI runs 30 with the commit's seed)."""
-    from supervisor.testbed._chaos_attach import run_attach_chaos
+    from supervisor._cli._chaos_attach import run_attach_chaos
 
     report = await run_attach_chaos(4, 20261205)
     assert report.ok, report.violations

@@ -154,7 +154,7 @@ class _Round:
         self.report.violations.append(f"round {self.index}: {text}")
 
     async def run(self) -> None:
-        from .._cli._listen import serve_listen
+        from ._listen import serve_listen
 
         with trio.move_on_after(_ROUND_BOUND_S) as bound:
             async with trio.open_nursery() as nursery:
