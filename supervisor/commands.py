@@ -25,6 +25,8 @@ from ._api._base import (
 from ._api._core import (
     CorePing as CorePing,
     CorePingResult as CorePingResult,
+    CoreSessions as CoreSessions,
+    CoreSessionsResult as CoreSessionsResult,
     Envelope as Envelope,
     ErrorBody as ErrorBody,
     Response as Response,
@@ -220,6 +222,8 @@ __all__ = (
     "CancelledResult",
     "CorePing",
     "CorePingResult",
+    "CoreSessions",
+    "CoreSessionsResult",
     "Count",
     "DataBreakpoint",
     "DebugAdapterEvent",

@@ -8,7 +8,16 @@ import msgspec
 
 from ._base import MAX_MILLISECONDS, JsonObject, JsonValue, NonEmpty, Payload, Result
 
-__all__ = ("COMMANDS", "CorePing", "CorePingResult", "Envelope", "ErrorBody", "Response")
+__all__ = (
+    "COMMANDS",
+    "CorePing",
+    "CorePingResult",
+    "CoreSessions",
+    "CoreSessionsResult",
+    "Envelope",
+    "ErrorBody",
+    "Response",
+)
 
 
 class Envelope(msgspec.Struct, rename="camel", kw_only=True):
@@ -60,4 +69,38 @@ class CorePingResult(Result, kw_only=True):
     version: str
 
 
-COMMANDS = {"core.ping": (CorePing, CorePingResult)}
+class CoreSessions(Payload, kw_only=True):
+    """``core.sessions {}``: no fields."""
+
+
+class CoreSessionsResult(Result, kw_only=True):
+    """``core.sessions``: what is alive in this Core, for a client that attaches to resume.
+
+    Every item has ``uptimeMs`` (milliseconds its process has run; null without one) next to
+    the fields of the command that lists it.
+
+    Attributes:
+        pid: The process that serves (the backend's worker).
+        uptime_ms: How long it has run, in milliseconds.
+        language_servers: Each language server: ``sessionId``, ``serverId``, ``state``,
+            ``generation``, ``pid`` and its open ``documents`` (``{uri, languageId,
+            version, diagnosticCount}``), as ``lsp.snapshot`` gives them.
+        debug_sessions: As ``debug.listSessions``.
+        terminals: As ``terminal.list``.
+        jobs: As ``job.list``.
+        runs: Plugin runs, as ``run.list``.
+    """
+
+    pid: int
+    uptime_ms: int | None
+    language_servers: list[JsonObject]
+    debug_sessions: list[JsonObject]
+    terminals: list[JsonObject]
+    jobs: list[JsonObject]
+    runs: list[JsonObject]
+
+
+COMMANDS = {
+    "core.ping": (CorePing, CorePingResult),
+    "core.sessions": (CoreSessions, CoreSessionsResult),
+}

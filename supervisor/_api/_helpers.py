@@ -32,6 +32,8 @@ from ._base import (
 from ._core import (
     CorePing as core_CorePing,
     CorePingResult as core_CorePingResult,
+    CoreSessions as core_CoreSessions,
+    CoreSessionsResult as core_CoreSessionsResult,
 )
 from ._debug import (
     Adapter as debug_Adapter,
@@ -202,6 +204,11 @@ class CommandHelpers:
         """``core.ping``; see docs/commands.md."""
         data = await self.call("core.ping", _wire(core_CorePing()))
         return _convert(data, core_CorePingResult)
+
+    async def core_sessions(self: _Caller) -> core_CoreSessionsResult:
+        """``core.sessions``; see docs/commands.md."""
+        data = await self.call("core.sessions", _wire(core_CoreSessions()))
+        return _convert(data, core_CoreSessionsResult)
 
     async def debug_attach(
         self: _Caller,

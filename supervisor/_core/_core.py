@@ -22,6 +22,7 @@ import contextlib
 import itertools
 import json
 import logging
+import os
 import threading
 from concurrent.futures import Future, InvalidStateError
 from contextlib import AsyncExitStack, asynccontextmanager
@@ -230,7 +231,10 @@ class Core(CommandCaller):
         #: Made by _close while operations run; the last one to end sets it. (Not one
         #: event per call: a keystroke's command would pay for making and setting it.)
         self._idle: trio.Event | None = None
-        self._commands: dict[str, CommandHandler] = {"core.ping": self._ping}
+        self._commands: dict[str, CommandHandler] = {
+            "core.ping": self._ping,
+            "core.sessions": self._sessions,
+        }
         for service in services:
             self._adopt(service)
 
@@ -704,6 +708,64 @@ class Core(CommandCaller):
 
     async def _ping(self, payload: JSONObject) -> JSONValue:
         return {"protocolVersion": PROTOCOL_VERSION, "version": _version()}
+
+    async def _sessions(self, payload: JSONObject) -> JSONValue:
+        """``core.sessions``: every listing command's answer, each item with its uptime (a
+        service not opened yet has nothing to list, and is not opened for it)."""
+        from ._service import call_command
+
+        commands = self._commands
+
+        async def listed(command: str) -> list[JSONValue]:
+            if command not in commands:
+                return []
+            items = await call_command(commands, command, {})
+            assert isinstance(items, list)
+            return [_with_uptime(item) for item in items]
+
+        servers: list[JSONValue] = []
+        for service in self._services:
+            if "lsp.snapshot" not in service.commands():
+                continue
+            for session_id in getattr(service, "sessions", {}):
+                snapshot = await call_command(commands, "lsp.snapshot", {"sessionId": session_id})
+                assert isinstance(snapshot, dict)
+                kept = ("sessionId", "serverId", "state", "generation", "pid", "documents")
+                servers.append(_with_uptime({k: snapshot[k] for k in kept if k in snapshot}))
+        return {
+            "pid": os.getpid(),
+            "uptimeMs": _uptime_ms(os.getpid()),
+            "languageServers": servers,
+            "debugSessions": await listed("debug.listSessions"),
+            "terminals": await listed("terminal.list"),
+            "jobs": await listed("job.list"),
+            "runs": await listed("run.list"),
+        }
+
+
+def _uptime_ms(pid: object) -> int | None:
+    """How long process ``pid`` has run, in milliseconds; None when unknown (or no pid)."""
+    if not isinstance(pid, int) or isinstance(pid, bool):
+        return None
+    from .._process._procfs import read_stat
+
+    stat = read_stat(pid)
+    if stat is None or not stat.starttime:
+        return None
+    try:
+        with open("/proc/uptime") as f:
+            since_boot_s = float(f.read().split()[0])
+    except (OSError, ValueError, IndexError):
+        return None
+    ticks = os.sysconf("SC_CLK_TCK")
+    return max(0, round((since_boot_s - stat.starttime / ticks) * 1000))
+
+
+def _with_uptime(item: JSONValue) -> JSONValue:
+    if not isinstance(item, dict):
+        return item
+    pid = item.get("pid", item.get("adapterPid"))
+    return {**item, "uptimeMs": _uptime_ms(pid)}
 
 
 def _unknown(command: str) -> CoreError:
