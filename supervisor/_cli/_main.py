@@ -124,7 +124,7 @@ Core command is a method of the same name (params = payload); job lanes push
 job.started / job.output / job.finished notifications (+ job.progress /
 job.record for a job started with report: true); $/cancelRequest cancels
 a request (-32800). Every request received is answered exactly once.
-At most 128 requests run at once (the in-flight limit); one past it is
+At most 4096 requests are in flight at once (the in-flight limit); one past it is
 answered at once with -32803 and error.data.code "busy": send it again later.
 With --listen it is a backend on a private Unix socket that clients attach to
 and detach from (sessions, terminals and jobs outlive them); --attach is the
