@@ -490,6 +490,14 @@ class _Multiplexer:
                 capture.chunk = _GROWN_PIPE_BYTES
         return True
 
+    def _forget(self, fd: int) -> None:
+        # The stop ladder, running beside a cancelled run's last reads, may have reaped the
+        # child (closing its pidfd) or ended a pipe: its registration is gone with it
+        # (EBADF/ENOENT), which is no failure of the run (seen as `internal` on a
+        # cancelled process.run under serve --listen's chaos).
+        with contextlib.suppress(OSError):
+            self.epoll.unregister(fd)
+
     def _service(self, events: list[tuple[int, int]]) -> None:
         for fd, _ in events:
             reader = self.readers.get(fd)
@@ -499,11 +507,11 @@ class _Multiplexer:
                 except BlockingIOError:
                     continue
                 if not more:
-                    self.epoll.unregister(fd)
+                    self._forget(fd)
                     del self.readers[fd]
             elif fd == self.pidfd:
                 # Unregister first: reading returncode reaps and closes the pidfd.
-                self.epoll.unregister(fd)
+                self._forget(fd)
                 self.pidfd = None
                 self.tree.returncode  # noqa: B018  # reaps; records the exit time
             elif self.stdin is not None and fd == self.stdin.fileno():
