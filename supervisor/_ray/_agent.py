@@ -55,7 +55,8 @@ class NodeAgent:
     """Hosts the lanes of one node. Built by Ray on that node (``ray.remote(NodeAgent)``).
 
     Thread-safe: Ray calls its methods from several threads (a pull waits while commands
-    arrive). Every method returns plain data that Ray can carry.
+    arrive). Every method returns plain data that Ray can carry. No method may be
+    ``async def``: Ray would run the class as an asyncio actor, one call at a time.
 
     Args:
         name: How the runner names this node in reports (``host/node-id``).
@@ -148,7 +149,7 @@ class NodeAgent:
 
     def _run(self) -> None:
         try:
-            trio.run(self._main)
+            trio.run(_serve, self)
         except BaseException as exc:
             self._error = exc
         finally:
@@ -156,16 +157,6 @@ class NodeAgent:
             self._ready.set()
             with self._lock:
                 self._lock.notify_all()
-
-    async def _main(self) -> None:
-        from .._core._core import open_core
-
-        self._stop = trio.Event()
-        async with open_core(services=(self._job_service(),)) as core:
-            self._core = core
-            self._token = trio.lowlevel.current_trio_token()
-            self._ready.set()
-            await self._stop.wait()
 
     def _job_service(self) -> Any:
         """A Core service factory: the lanes with this agent's lossless event log.
@@ -246,3 +237,21 @@ class NodeAgent:
             self._seq += 1
             self._log.append((self._seq, method, {**params, "jobId": runner_id}))
             self._lock.notify_all()
+
+
+async def _serve(agent: NodeAgent) -> None:
+    """The agent's Trio side: its Core, until :meth:`NodeAgent.shutdown`.
+
+    A function, not a method: Ray runs an actor class with any ``async def`` method as an
+    asyncio actor, whose plain methods then run one at a time on its event loop, so every
+    call would wait behind a pending :meth:`NodeAgent.events` pull (a second's delay per
+    command, per sweep, per stop). :class:`NodeAgent` must stay a threaded actor.
+    """
+    from .._core._core import open_core
+
+    agent._stop = trio.Event()
+    async with open_core(services=(agent._job_service(),)) as core:
+        agent._core = core
+        agent._token = trio.lowlevel.current_trio_token()
+        agent._ready.set()
+        await agent._stop.wait()
