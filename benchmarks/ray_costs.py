@@ -2,7 +2,7 @@
 
 ``python -m benchmarks.ray_costs [JOBS] [ROUNDS]`` starts a three-node local cluster
 (``ray.cluster_utils.Cluster``, one CPU per node), writes a lanes file of JOBS ``/bin/true``
-jobs over 10 projects, and per round prints:
+jobs over 10 projects (``bench_ray.write_run_file``), and per round prints:
 
 - ``local``: the whole command run here (``supervisor run FILE --json``), seconds;
 - ``ray``: the whole command with ``--ray ADDRESS`` (a warm cluster), seconds, and the time
@@ -18,13 +18,11 @@ A diagnostic for README "Job lanes on a Ray cluster" (not a benchmark row:
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 import tempfile
-import time
 
-PROJECTS = 10
+from benchmarks.bench_ray import run_command, write_run_file
 
 _PHASES = r"""
 import json, sys, time
@@ -70,49 +68,6 @@ print(json.dumps({k: round(v, 3) for k, v in marks.items()}))
 """
 
 
-def _write_file(base: str, jobs: int) -> tuple[str, list[str]]:
-    roots = []
-    lines = []
-    for p in range(PROJECTS):
-        root = os.path.join(base, f"p{p}")
-        os.mkdir(root)
-        roots.append(root)
-    for i in range(jobs):
-        lines += [
-            "[[job]]",
-            f'name = "j{i}"',
-            f'project = "p{i % PROJECTS}"',
-            'kind = "command"',
-            'argv = ["/bin/true"]',
-            "",
-        ]
-    path = os.path.join(base, "run.toml")
-    with open(path, "w") as f:
-        f.write("\n".join(lines))
-    return path, roots
-
-
-def _command(path: str, *extra: str) -> tuple[float, float | None]:
-    """The whole command's wall time and its first ``job.finished`` line, seconds."""
-    started = time.perf_counter()
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "supervisor", "run", path, "--json", *extra],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    first = None
-    assert proc.stdout is not None
-    for line in proc.stdout:
-        if first is None and '"job.finished"' in line:
-            first = time.perf_counter() - started
-    err = proc.stderr.read() if proc.stderr else ""
-    code = proc.wait()
-    if code != 0:
-        raise RuntimeError(f"supervisor run {extra} exited {code}: {err[-2000:]}")
-    return time.perf_counter() - started, first
-
-
 def main(jobs: int = 50, rounds: int = 3) -> None:
     from ray.cluster_utils import Cluster
 
@@ -124,10 +79,10 @@ def main(jobs: int = 50, rounds: int = 3) -> None:
         cluster.add_node(num_cpus=1)
         cluster.wait_for_nodes()
         with tempfile.TemporaryDirectory(prefix="ray-costs-") as base:
-            path, roots = _write_file(base, jobs)
+            path, roots = write_run_file(base, jobs)
             for _ in range(rounds):
-                local, _ = _command(path)
-                ray_s, first = _command(path, "--ray", cluster.address)
+                local, _ = run_command(path)
+                ray_s, first = run_command(path, "--ray", cluster.address)
                 out = subprocess.run(
                     [sys.executable, "-c", _PHASES, cluster.address, json.dumps(roots), str(jobs)],
                     capture_output=True,
