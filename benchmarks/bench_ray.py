@@ -3,7 +3,7 @@
 2 000 ``/bin/true`` jobs over 200 lanes (10 per lane), as ``bench_lanes`` runs them, once
 through :func:`supervisor.open_ray_lanes` on a local two-node cluster
 (``ray.cluster_utils.Cluster``: a head and one worker node, one CPU each; the lanes spread
-over both, each node's agent runs its lanes in an embedded Core) and once through
+over both, each node's agent runs the lanes a local run has) and once through
 :func:`lanes.open_lanes` with :class:`ProcessJobRunner` in this process. The agents are
 started (one job per node) before the clock starts. The row is jobs/s; the per-job overhead
 of Ray is ``1 / ours - 1 / peer``. On one machine the "nodes" share its cores, so this

@@ -541,7 +541,7 @@ class RayExecutor:
             self._lanes.fail(job_id, reason)
 
     async def leftover_processes(self, settle_ms: int) -> list[tuple[int, str]]:
-        """Processes the agents' Cores started that are still alive, swept on every node at
+        """Processes the agents' lanes started that are still alive, swept on every node at
         once (the sweep costs one node's settle time, not one per node)."""
         found: dict[str, list[tuple[int, str]]] = {}
 
@@ -595,7 +595,7 @@ async def open_ray_executor(
     only for its own node's agent (:meth:`RayExecutor.start_agents`).
 
     ``max_output_bytes`` is the lanes' output cap per job and stream on every node, in bytes.
-    The block ends (also when cancelled) only after each agent closed its Core, so every
+    The block ends (also when cancelled) only after each agent closed its lanes, so every
     tree on every node has ended, or after the agent was killed (its watchdog ends them).
     """
     async with trio.open_nursery() as nursery:
