@@ -3,12 +3,23 @@
 2 000 ``/bin/true`` jobs over 200 lanes (10 per lane), as ``bench_lanes`` runs them, once
 through :func:`supervisor.open_ray_lanes` on a local two-node cluster
 (``ray.cluster_utils.Cluster``: a head and one worker node, one CPU each; the lanes spread
-over both, each node's agent runs its lanes in an embedded Core) and once through
+over both, each node's agent runs the lanes a local run has) and once through
 :func:`lanes.open_lanes` with :class:`ProcessJobRunner` in this process. The agents are
 started (one job per node) before the clock starts. The row is jobs/s; the per-job overhead
 of Ray is ``1 / ours - 1 / peer``. On one machine the "nodes" share its cores, so this
 measures the cost of the path (commands and events through Ray, an agent per node), not a
 gain from more machines (README "Job lanes on a Ray cluster").
+
+Three rows on a warm three-node local cluster (a head and two workers, one CPU each) measure
+the fixed costs of a small run:
+
+- the whole command ``supervisor run FILE --ray ADDRESS --json`` on :data:`SMALL_JOBS`
+  ``/bin/true`` jobs over :data:`SMALL_PROJECTS` projects, less the cluster join, against the
+  same command run locally (goal: at most 3x);
+- the join itself (``import ray``, ``ray.init`` on the running cluster, leaving), against a
+  floor of 1 s;
+- the time from submitting one ``/bin/true`` job to its ``job.finished`` with the agents up,
+  against the same locally (goal: at most 200 ms).
 
 Skipped (no row) when Ray is not installed. ``python -m benchmarks.bench_ray [JOBS]``
 prints the row; fewer jobs keep it short on a loaded machine.
@@ -18,19 +29,22 @@ from __future__ import annotations
 
 import contextlib
 import os
+import statistics
+import subprocess
 import sys
 import tempfile
 import time
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import trio
 
-from benchmarks._common import paired_row
+from benchmarks._common import paired_row, row
 from lanes import JobKind, JobRequest, open_lanes
 from supervisor._core._jobs import ProcessJobRunner
 
 if TYPE_CHECKING:
     from protocol import JSONObject
+    from supervisor._ray._executor import RayCluster
 
 __all__ = ("measure",)
 
@@ -42,6 +56,15 @@ ARGV = ("/bin/true",)
 #: the local rate on one machine (measured 0.64x and 0.84x at 2 000 jobs; at 200 jobs the
 #: fixed round trips dominate and it is about 0.15x).
 GOAL = 0.5
+#: The small run of the fixed-cost rows: jobs, and the projects (lanes) they spread over.
+SMALL_JOBS = 50
+SMALL_PROJECTS = 10
+#: The whole small command on the cluster, less the join, against the same run locally.
+WHOLE_GOAL = 3.0
+#: Joining a running cluster (import, connect, leave), seconds.
+JOIN_GOAL_S = 1.0
+#: Submission to the first ``job.finished`` of a trivial job, agents up, milliseconds.
+FIRST_EVENT_GOAL_MS = 200.0
 
 
 class _Tally:
@@ -90,6 +113,181 @@ async def _local(roots: list[str], jobs: int) -> float:
     return jobs / elapsed
 
 
+def write_run_file(base: str, jobs: int = SMALL_JOBS) -> tuple[str, list[str]]:
+    """A lanes file of ``jobs`` ``/bin/true`` jobs over :data:`SMALL_PROJECTS` projects in
+    ``base``; returns its path and the projects' roots."""
+    roots = [os.path.join(base, f"p{p}") for p in range(SMALL_PROJECTS)]
+    for root in roots:
+        os.makedirs(root, exist_ok=True)
+    lines: list[str] = []
+    for i in range(jobs):
+        lines += ["[[job]]", f'name = "j{i}"', f'project = "p{i % SMALL_PROJECTS}"']
+        lines += ['kind = "command"', 'argv = ["/bin/true"]', ""]
+    path = os.path.join(base, "run.toml")
+    with open(path, "w") as f:
+        f.write("\n".join(lines))
+    return path, roots
+
+
+def run_command(path: str, *extra: str) -> tuple[float, float | None]:
+    """``supervisor run PATH --json EXTRA``: its wall time and the time to its first
+    ``job.finished`` line, seconds.
+
+    Raises:
+        RuntimeError: The command did not exit 0.
+    """
+    started = time.perf_counter()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "supervisor", "run", path, "--json", *extra],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    first = None
+    assert proc.stdout is not None
+    assert proc.stderr is not None
+    for line in proc.stdout:
+        if first is None and '"job.finished"' in line:
+            first = time.perf_counter() - started
+    err = proc.stderr.read()
+    code = proc.wait()
+    if code != 0:
+        raise RuntimeError(f"supervisor run {' '.join(extra)} exited {code}: {err[-2000:]}")
+    return time.perf_counter() - started, first
+
+
+_JOIN = (
+    "import logging, sys, ray\n"
+    "ray.init(address=sys.argv[1], include_dashboard=False, log_to_driver=False,"
+    " logging_level=logging.WARNING, configure_logging=False)\n"
+    "ray.shutdown()\n"
+)
+
+
+def _join_s(address: str) -> float:
+    """Joining the running cluster as the runner does, less a bare interpreter's start."""
+
+    def wall(*argv: str) -> float:
+        started = time.perf_counter()
+        subprocess.run([sys.executable, *argv], check=True, capture_output=True)
+        return time.perf_counter() - started
+
+    return max(0.0, wall("-c", _JOIN, address) - wall("-c", "pass"))
+
+
+async def _first_event_ms(root: str, cluster: RayCluster | None, tries: int) -> list[float]:
+    """Submission to ``job.finished`` of one ``/bin/true`` job, ``tries`` times, one after
+    the other, in milliseconds; on the cluster (its agents up first) or locally."""
+    done = trio.Event()
+
+    def on_event(method: str, params: JSONObject) -> None:
+        if method == "job.finished":
+            done.set()
+
+    request = JobRequest(kind=JobKind.COMMAND, root=root, argv=ARGV)
+    times: list[float] = []
+    async with contextlib.AsyncExitStack() as stack:
+        if cluster is None:
+            lanes: Any = await stack.enter_async_context(
+                open_lanes(ProcessJobRunner(), on_event=on_event)
+            )
+        else:
+            from supervisor._ray._executor import open_ray_executor
+
+            executor = await stack.enter_async_context(open_ray_executor(cluster))
+            await executor.wait_agents()
+            lanes = await stack.enter_async_context(executor.open_lanes(on_event=on_event))
+        for _ in range(tries + 1):
+            done = trio.Event()
+            started = time.perf_counter()
+            lanes.start_job(request)
+            await done.wait()
+            times.append((time.perf_counter() - started) * 1000)
+            await lanes.wait_idle()
+    return times[1:]  # the first one warms the lane (and on Ray, its agent's first spawn)
+
+
+def measure_fixed_costs(*, pairs: int = 3, tries: int = 20) -> list[dict[str, object]]:
+    """The three fixed-cost rows (module docstring) on their own three-node cluster.
+
+    Returns:
+        The rows, or none when Ray is not installed.
+    """
+    try:
+        import ray
+        from ray.cluster_utils import Cluster
+
+        from supervisor._ray._executor import connect_cluster
+    except ImportError:
+        return []
+    cluster = Cluster(
+        initialize_head=True, head_node_args={"num_cpus": 1, "include_dashboard": False}
+    )
+    whole: list[float] = []
+    local: list[float] = []
+    joins: list[float] = []
+    firsts: list[float] = []
+    try:
+        for _ in range(2):
+            cluster.add_node(num_cpus=1)
+        cluster.wait_for_nodes()
+        with tempfile.TemporaryDirectory(prefix="bench-ray-") as base:
+            path, roots = write_run_file(base)
+            run_command(path, "--ray", cluster.address)  # the cluster's first driver: warm-up
+            for i in range(pairs):
+                order = [(whole, ("--ray", cluster.address)), (local, ())]
+                if i % 2:
+                    order.reverse()
+                for sink, extra in order:
+                    sink.append(run_command(path, *extra)[0])
+                joins.append(_join_s(cluster.address))
+            local_first = trio.run(_first_event_ms, roots[0], None, tries)
+            joined = connect_cluster(cluster.address, [(roots[0], None)])
+            try:
+                firsts = trio.run(_first_event_ms, roots[0], joined, tries)
+            finally:
+                joined.disconnect()
+    finally:
+        with contextlib.suppress(Exception):
+            ray.shutdown()
+        cluster.shutdown()
+    join = statistics.median(joins)
+    less_join = [w - j for w, j in zip(whole, joins, strict=True)]
+    first_ms = statistics.median(firsts)
+    return [
+        paired_row(
+            f"supervisor run of {SMALL_JOBS} /bin/true jobs over {SMALL_PROJECTS} projects"
+            " with --ray on a warm 3-node local cluster, less the join (s; ratio < 1 = faster)",
+            less_join,
+            local,
+            unit="s",
+            peer_name="the same command locally",
+            at_most=WHOLE_GOAL,
+            note=f"whole command {statistics.median(whole):.2f} s with the join",
+        ),
+        row(
+            "joining a running Ray cluster: import ray, ray.init, leave (s)",
+            ours=join,
+            peer=JOIN_GOAL_S,
+            unit="s",
+            peer_name="a floor of 1 s",
+            ratio=join / JOIN_GOAL_S,
+            goal=f"<= {JOIN_GOAL_S:g} s",
+            met=join <= JOIN_GOAL_S,
+        ),
+        row(
+            "submission to job.finished of one /bin/true job on a warm 3-node Ray cluster (ms)",
+            ours=first_ms,
+            peer=statistics.median(local_first),
+            unit="ms",
+            peer_name="the same lanes in this process",
+            ratio=first_ms / statistics.median(local_first),
+            goal=f"<= {FIRST_EVENT_GOAL_MS:g} ms",
+            met=first_ms <= FIRST_EVENT_GOAL_MS,
+        ),
+    ]
+
+
 def measure(*, rounds: int = 120, jobs: int = JOBS) -> list[dict[str, object]]:
     """Measure jobs/s of both; ``max(2, rounds // 60)`` pairs, one cluster for all.
 
@@ -128,6 +326,7 @@ def measure(*, rounds: int = 120, jobs: int = JOBS) -> list[dict[str, object]]:
         cluster.shutdown()
     overhead_ms = (1 / min(ours) - 1 / max(local)) * 1000 if ours and local else 0.0
     return [
+        *measure_fixed_costs(pairs=max(3, rounds // 40)),
         paired_row(
             f"{jobs} /bin/true jobs over {LANES} lanes on a {NODES}-node local Ray cluster"
             " (jobs/s; ratio > 1 = faster)",
@@ -137,10 +336,14 @@ def measure(*, rounds: int = 120, jobs: int = JOBS) -> list[dict[str, object]]:
             peer_name="the same lanes in this process",
             at_least=GOAL,
             note=f"Ray adds about {overhead_ms:.2f} ms per job (worst round)",
-        )
+        ),
     ]
 
 
 if __name__ == "__main__":
-    for r in measure(jobs=int(sys.argv[1]) if len(sys.argv) > 1 else JOBS):
+    if sys.argv[1:] == ["fixed"]:
+        rows = measure_fixed_costs()
+    else:
+        rows = measure(jobs=int(sys.argv[1]) if len(sys.argv) > 1 else JOBS)
+    for r in rows:
         print(r)

@@ -1,8 +1,8 @@
 """Job lanes on a Ray cluster (the ``[ray]`` extra): ``supervisor run FILE --ray ADDRESS``.
 
-Ray places each lane on a node and carries the calls; a node agent (a Ray actor hosting an
-embedded Core, :mod:`._agent`) starts and ends the trees there. Ray is imported only when
-these lanes are opened: the base install never imports it.
+Ray places each lane on a node and carries the calls; a node agent (a Ray actor running the
+lanes a local run has, :mod:`._agent`) starts and ends the trees there. Ray is imported only
+when these lanes are opened: the base install never imports it.
 """
 
 from __future__ import annotations

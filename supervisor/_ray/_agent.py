@@ -1,7 +1,8 @@
-"""The node agent: job lanes of an embedded Core on one Ray node, driven from the runner.
+"""The node agent: job lanes on one Ray node, driven from the runner.
 
 Contract (README "Job lanes on a Ray cluster"): one agent per node the run uses, a Ray actor
-pinned to that node. It runs a Core (:func:`~supervisor._core._core.open_core`) on a Trio
+pinned to that node. It runs the lanes ``supervisor run`` runs locally
+(:func:`lanes.open_lanes` with :class:`~supervisor._core._jobs.ProcessJobRunner`) on a Trio
 thread of its own, so the lanes' policy, deadlines, cancel, supersede, output caps and tree
 ends are the local ones, on the node (each job is submitted trusted or not, as
 ``supervisor run`` does on its one set of lanes). The runner sends it ordered command
@@ -10,7 +11,7 @@ batches (:meth:`NodeAgent.commands`) and pulls its job events with
 acknowledged and the runner skips what it already has, so events arrive in order and
 exactly once even when a pull is repeated.
 
-Why the agent ends nothing itself on its death: its Core started every tree, so the
+Why the agent ends nothing itself on its death: its lanes started every tree, so the
 watchdog of the agent's process (``_process._watchdog``) ends them when that process dies,
 however it dies; the runner then reports the agent's unfinished jobs ``failed``.
 
@@ -24,19 +25,14 @@ import contextlib
 import socket
 import threading
 import time
-from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Any, Final
 
 import trio
 
 if TYPE_CHECKING:
-    from collections.abc import AsyncIterator
-
     from lanes import Lanes
     from protocol import JSONObject
 
-    from .._core._core import Core
-    from .._core._service import ServiceContext
 
 __all__ = ("MAX_EVENTS_PER_PULL", "Command", "Event", "NodeAgent")
 
@@ -55,7 +51,8 @@ class NodeAgent:
     """Hosts the lanes of one node. Built by Ray on that node (``ray.remote(NodeAgent)``).
 
     Thread-safe: Ray calls its methods from several threads (a pull waits while commands
-    arrive). Every method returns plain data that Ray can carry.
+    arrive). Every method returns plain data that Ray can carry. No method may be
+    ``async def``: Ray would run the class as an asyncio actor, one call at a time.
 
     Args:
         name: How the runner names this node in reports (``host/node-id``).
@@ -69,7 +66,7 @@ class NodeAgent:
         self._log: list[Event] = []
         self._seq = 0
         self._token: trio.lowlevel.TrioToken | None = None
-        self._core: Core | None = None
+        self._lanes_open: Lanes | None = None
         self._stop: trio.Event | None = None
         self._ready = threading.Event()
         self._error: BaseException | None = None
@@ -122,7 +119,7 @@ class NodeAgent:
             return self._log[:MAX_EVENTS_PER_PULL]
 
     def leftovers(self, settle_s: float) -> list[tuple[int, str]]:
-        """``(pid, command line)`` of live processes this agent's Core started.
+        """``(pid, command line)`` of live processes this agent's lanes started.
 
         Waits up to ``settle_s`` for killed processes to be reaped (the runner's sweep,
         done on this node).
@@ -137,7 +134,7 @@ class NodeAgent:
             time.sleep(0.05)
 
     def shutdown(self) -> None:
-        """Close the Core (every job ends ``cancelled``, every tree ends), stop the thread."""
+        """Close the lanes (every job ends ``cancelled``, every tree ends), stop the thread."""
         token = self._token
         if token is not None and self._stop is not None:
             with contextlib.suppress(trio.RunFinishedError):
@@ -148,7 +145,7 @@ class NodeAgent:
 
     def _run(self) -> None:
         try:
-            trio.run(self._main)
+            trio.run(_serve, self)
         except BaseException as exc:
             self._error = exc
         finally:
@@ -157,47 +154,9 @@ class NodeAgent:
             with self._lock:
                 self._lock.notify_all()
 
-    async def _main(self) -> None:
-        from .._core._core import open_core
-
-        self._stop = trio.Event()
-        async with open_core(services=(self._job_service(),)) as core:
-            self._core = core
-            self._token = trio.lowlevel.current_trio_token()
-            self._ready.set()
-            await self._stop.wait()
-
-    def _job_service(self) -> Any:
-        """A Core service factory: the lanes with this agent's lossless event log.
-
-        The Core's own event queue drops the oldest events when full (a client that does
-        not drain must not grow it); here the runner drains continuously and each job's
-        output is capped by the lanes, so the log is bounded by lanes x output cap.
-        """
-        from lanes import open_lanes
-
-        from .._core._builtins import JobService
-        from .._core._jobs import ProcessJobRunner
-        from .._session._events import EventQueue
-
-        agent = self
-
-        @asynccontextmanager
-        async def open_node_job_service(context: ServiceContext) -> AsyncIterator[JobService]:
-            async with open_lanes(
-                ProcessJobRunner(),
-                on_event=agent._record,
-                trusted=context.trusted,
-                max_output_bytes=agent._max_output_bytes,
-            ) as lanes:
-                # Its queue stays empty: the runner reads the agent's log instead.
-                yield JobService(lanes, EventQueue(1))
-
-        return open_node_job_service
-
     def _lanes(self) -> Lanes:
-        assert self._core is not None
-        return self._core.lanes
+        assert self._lanes_open is not None
+        return self._lanes_open
 
     def _apply(self, batch: list[Command]) -> list[bool]:
         from lanes import JobRequest
@@ -246,3 +205,31 @@ class NodeAgent:
             self._seq += 1
             self._log.append((self._seq, method, {**params, "jobId": runner_id}))
             self._lock.notify_all()
+
+
+async def _serve(agent: NodeAgent) -> None:
+    """The agent's Trio side: its lanes, until :meth:`NodeAgent.shutdown`.
+
+    The lanes alone, as a local ``supervisor run`` has them, not an embedded Core: a Core
+    would import (and open) its language-server, debug, terminal and plugin services, which
+    an agent never uses, and that was most of an agent's start. Each event goes to the
+    agent's lossless log (:meth:`NodeAgent._record`): the runner drains it continuously and
+    the lanes cap each job's output, so it is bounded by lanes x output cap.
+
+    A function, not a method: Ray runs an actor class with any ``async def`` method as an
+    asyncio actor, whose plain methods then run one at a time on its event loop, so every
+    call would wait behind a pending :meth:`NodeAgent.events` pull (a second's delay per
+    command, per sweep, per stop). :class:`NodeAgent` must stay a threaded actor.
+    """
+    from lanes import open_lanes
+
+    from .._core._jobs import ProcessJobRunner
+
+    agent._stop = trio.Event()
+    async with open_lanes(
+        ProcessJobRunner(), on_event=agent._record, max_output_bytes=agent._max_output_bytes
+    ) as lanes:
+        agent._lanes_open = lanes
+        agent._token = trio.lowlevel.current_trio_token()
+        agent._ready.set()
+        await agent._stop.wait()

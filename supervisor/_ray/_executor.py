@@ -3,7 +3,8 @@
 Contract (README "Job lanes on a Ray cluster"): :func:`connect_cluster` joins (or, for
 ``auto`` without a running cluster, starts) a Ray cluster and places every lane on a node;
 :func:`open_ray_executor` starts one :class:`~supervisor._ray._agent.NodeAgent` per node
-used and gives ``supervisor run`` lanes with the local lanes' interface (``start_job``,
+used (while the first jobs are submitted: a job waits only for its own node's agent) and
+gives ``supervisor run`` lanes with the local lanes' interface (``start_job``,
 ``cancel_job``, ``wait_idle``) whose jobs run on their lane's node.
 
 Failure semantics:
@@ -499,10 +500,18 @@ class RayExecutor:
             self._nursery.start_soon(link.run, name=f"ray agent {node.name}")
         return link
 
-    async def start_agents(self) -> None:
-        """Start the agent of every node a lane is placed on and wait until each answers."""
+    def start_agents(self) -> None:
+        """Begin starting the agent of every node a lane is placed on; return at once.
+
+        Each agent starts while the run submits its first jobs: a job's commands wait only
+        for its own node's agent (they queue in its link until the agent answers), so the
+        nodes' start-ups overlap each other and the first jobs.
+        """
         for root in self.cluster.placement:
             self.link_for(root)
+
+    async def wait_agents(self) -> None:
+        """Wait until every agent started so far answered (or was taken for lost)."""
         for link in list(self._links.values()):
             await link.ready.wait()
 
@@ -532,20 +541,27 @@ class RayExecutor:
             self._lanes.fail(job_id, reason)
 
     async def leftover_processes(self, settle_ms: int) -> list[tuple[int, str]]:
-        """Processes the agents' Cores started that are still alive, swept on each node."""
-        found: list[tuple[int, str]] = []
-        for link in self._links.values():
-            if link.dead is not None:
-                continue
+        """Processes the agents' lanes started that are still alive, swept on every node at
+        once (the sweep costs one node's settle time, not one per node)."""
+        found: dict[str, list[tuple[int, str]]] = {}
+
+        async def sweep(link: _AgentLink) -> None:
             try:
                 left = await _ray_get(
                     link.handle.leftovers.remote(settle_ms / 1000), LOST_AFTER_S + settle_ms / 1000
                 )
             except Exception as exc:
                 link.lost(exc)
-                continue
-            found += [(pid, f"{cmd} [node {link.node.name}]") for pid, cmd in left]
-        return found
+                return
+            name = link.node.name
+            found[link.node.node_id] = [(pid, f"{cmd} [node {name}]") for pid, cmd in left]
+
+        links = [link for link in self._links.values() if link.dead is None]
+        async with trio.open_nursery() as nursery:
+            for link in links:
+                nursery.start_soon(sweep, link)
+        # In the order of the links (the head first), whatever order the answers came in.
+        return [item for link in links for item in found.get(link.node.node_id, [])]
 
     async def _shutdown(self) -> None:
         async with trio.open_nursery() as nursery:
@@ -575,15 +591,17 @@ async def open_ray_executor(
 ) -> AsyncIterator[RayExecutor]:
     """Start the node agents of ``cluster``'s placement; stop them when the block ends.
 
+    The block begins at once: the agents start alongside the first jobs, each job waiting
+    only for its own node's agent (:meth:`RayExecutor.start_agents`).
+
     ``max_output_bytes`` is the lanes' output cap per job and stream on every node, in bytes.
-    The block ends (also when cancelled) only after each agent closed its Core, so every
+    The block ends (also when cancelled) only after each agent closed its lanes, so every
     tree on every node has ended, or after the agent was killed (its watchdog ends them).
     """
     async with trio.open_nursery() as nursery:
         executor = RayExecutor(cluster, nursery, max_output_bytes=max_output_bytes, pins=pins)
         try:
-            with trio.CancelScope(shield=True):
-                await executor.start_agents()
+            executor.start_agents()
             yield executor
         finally:
             with trio.CancelScope(shield=True):
