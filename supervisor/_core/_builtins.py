@@ -161,8 +161,8 @@ class JobService:
 @asynccontextmanager
 async def open_job_service(context: ServiceContext) -> AsyncIterator[JobService]:
     """Open the lanes; leaving the block cancels every job and waits for its cleanup."""
-    events = EventQueue(context.max_events)
-    async with open_lanes(
-        ProcessJobRunner(), on_event=events.put, trusted=context.trusted
-    ) as lanes:
+    events = EventQueue(context.max_events, budget=context.event_budget)
+    # The job's pipes are read only as fast as its events are taken (supervisor._flow).
+    runner = ProcessJobRunner(watch_output=events.watch)
+    async with open_lanes(runner, on_event=events.put, trusted=context.trusted) as lanes:
         yield JobService(lanes, events)

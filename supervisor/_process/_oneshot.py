@@ -436,6 +436,19 @@ class _Multiplexer:
         stdin_stream = tree.stdin if isinstance(tree.stdin, trio.lowlevel.FdStream) else None
         return cls(tree, pidfd, readers, stdin_stream, bytes(stdin or b""))
 
+    def pause_reading(self) -> None:
+        """Stop reading stdout and stderr (flow control: the kernel then holds the child's
+        next write); the exit is still seen."""
+        for fd in self.readers:
+            with contextlib.suppress(OSError, ValueError):
+                self.epoll.modify(fd, 0)
+
+    def resume_reading(self) -> None:
+        """Read stdout and stderr again after :meth:`pause_reading`."""
+        for fd in self.readers:
+            with contextlib.suppress(OSError, ValueError):
+                self.epoll.modify(fd, select.EPOLLIN)
+
     def stop_feeding(self) -> None:
         """Close the child's stdin (all written, the child gone, or it stopped reading)."""
         if self.stdin is not None:
