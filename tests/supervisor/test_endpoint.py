@@ -8,7 +8,6 @@ the endpoint writes. One test runs a real subprocess peer (tests/peers/echo_serv
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import math
 import os
@@ -42,6 +41,7 @@ from supervisor._endpoint import (
     method_not_found,
     open_jsonrpc_endpoint,
 )
+from supervisor._flow import current_answer_room
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator
@@ -825,6 +825,107 @@ async def test_write_timeout_closes_and_fails_pending(
             await endpoint.notify("after")
 
 
+async def test_a_peer_that_reads_nothing_for_two_minutes_is_waited_for(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """Issue 25: no write timeout by default. The queue holds at most its byte bound (plus a
+    lone larger frame), the sender waits, and once the peer reads everything arrives."""
+    ours, theirs = trio.testing.lockstep_stream_pair()
+    peer = RawPeer(theirs)
+    sent = 0
+    async with (
+        open_jsonrpc_endpoint(
+            ours.send_stream,
+            ours.receive_stream,
+            request_handler=echo_handler,
+            max_write_bytes=256 * 1024,
+        ) as endpoint,
+        trio.open_nursery() as nursery,
+    ):
+
+        async def chatter() -> None:
+            nonlocal sent
+            for n in range(200):
+                await endpoint.notify("note", {"n": n, "pad": "p" * 10_000})
+                sent += 1
+
+        nursery.start_soon(chatter)
+        peak = 0
+        for _ in range(120):
+            await trio.sleep(1)
+            peak = max(peak, endpoint.statistics().outbound_bytes)
+        assert not endpoint.closed
+        assert 0 < sent < 200  # the sender waits for room
+        assert peak <= 256 * 1024 + 11_000
+        with trio.fail_after(60):
+            for n in range(200):
+                note = await peer.receive()
+                assert isinstance(note, Notification)
+                assert isinstance(note.params, dict)
+                assert note.params["n"] == n
+        assert not endpoint.closed
+
+
+async def test_no_frame_over_the_limit_is_ever_written() -> None:
+    """A request or notification of ours whose body would be over the frame-body limit is
+    refused with an error naming the limit, and nothing is written (issue 25)."""
+    async with raw_pair(max_body_bytes=1000) as (endpoint, peer):
+        with pytest.raises(ValueError, match="over the frame-body limit of 1000 bytes"):
+            await endpoint.notify("big", {"pad": "x" * 2000})
+        with pytest.raises(ValueError, match="over the frame-body limit of 1000 bytes"):
+            await endpoint.request("big", {"pad": "x" * 2000})
+        assert endpoint.statistics().pending_requests == 0
+        await endpoint.notify("small", {"pad": "x" * 100})
+        note = await peer.receive()
+        assert isinstance(note, Notification)
+        assert note.method == "small"
+        await peer.receive_nothing_more()
+
+
+async def test_a_drain_in_a_handler_takes_only_the_room_left(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """The room a handler's drain may take (supervisor._flow.current_answer_room) is what the
+    write queue has left: all it asks for when nothing is on its way, nothing (it waits)
+    while the queue is full and the peer does not read (issue 25)."""
+    grants: list[int] = []
+
+    async def handler(method: str, params: JSONValue | None) -> JSONValue:
+        room = current_answer_room.get()
+        assert room is not None
+        if method == "now":
+            grants.append(room.take_nowait(1 << 20))
+        else:
+            await trio.sleep(2)
+            grants.append(await room.take(1 << 20))
+        return None
+
+    ours, theirs = trio.testing.lockstep_stream_pair()
+    peer = RawPeer(theirs)
+    async with (
+        open_jsonrpc_endpoint(
+            ours.send_stream, ours.receive_stream, request_handler=handler, max_write_bytes=100_000
+        ) as endpoint,
+        trio.open_nursery() as nursery,
+    ):
+        await peer.send_message(Request(id=1, method="now", params=None))
+        assert isinstance(await peer.receive(), Response)
+        assert grants == [1 << 20]  # nothing else on its way: a lone large answer goes
+        await peer.send_message(Request(id=2, method="wait", params=None))
+        await trio.testing.wait_all_tasks_blocked()
+        nursery.start_soon(endpoint.notify, "fill", {"pad": "f" * 100_000})
+        await trio.sleep(10)
+        assert grants == [1 << 20]  # waits: nothing is free until the peer reads
+        assert not endpoint.closed
+        fill = await peer.receive()
+        assert isinstance(fill, Notification)
+        answer = await peer.receive()
+        assert isinstance(answer, Response)
+        assert answer.id == 2
+        assert len(grants) == 2
+        assert grants[1] > 0
+
+
 # -- the end of the transport ----------------------------------------------------------------
 
 
@@ -1201,7 +1302,7 @@ async def test_a_peer_sending_requests_while_reading_nothing_is_held_back_not_dr
                 message = await peer.receive()
                 assert isinstance(message, (Response, ErrorResponse))
                 answered[message.id] = answered.get(message.id, 0) + 1
-        assert answered == {request_id: 1 for request_id in range(1, sent + 1)}
+        assert answered == dict.fromkeys(range(1, sent + 1), 1)
         assert not endpoint.closed
         await trio.testing.wait_all_tasks_blocked()
         stats = endpoint.statistics()

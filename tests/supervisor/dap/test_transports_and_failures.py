@@ -12,7 +12,6 @@ from typing import TYPE_CHECKING, Any
 import pytest
 import trio
 
-import supervisor._dap._session
 from protocol import CoreError
 from tests._procfs import runs_no_more
 from tests.supervisor.cli.test_serve import serve_process
