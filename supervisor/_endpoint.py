@@ -133,9 +133,12 @@ _CLOSING_WRITE_S: Final = 10.0
 DEFAULT_MAX_BODY_BYTES: Final = 64 * 1024 * 1024
 #: Default number of inbound requests whose handlers may run at once.
 DEFAULT_MAX_INBOUND_CONCURRENCY: Final = 128
-#: Default budget of frame-body bytes held by inbound requests whose handlers run (256 MiB,
-#: four bodies at the frame limit): without it, 128 requests of 64 MiB could be held at once.
-DEFAULT_MAX_INFLIGHT_BYTES: Final = 256 * 1024 * 1024
+#: Default budget of frame-body bytes held by inbound requests whose handlers run (96 MiB):
+#: without it, 128 requests of 64 MiB could be held at once. A held request costs up to twice
+#: its body (its decoded value and an onward copy, e.g. a document re-encoded for a language
+#: server), so this budget is 192 MiB of serve's documented 512 MiB total (README "Memory
+#: bounds"). One request alone is always admitted (it passed the frame limit).
+DEFAULT_MAX_INFLIGHT_BYTES: Final = 96 * 1024 * 1024
 
 #: The most a single ``send_all`` is asked to move; an opt-in write timeout applies per
 #: chunk, so a large frame to a slow but live reader is not mistaken for a dead one.

@@ -75,7 +75,8 @@ class ProcessService:
             payload.argv,
             cwd=payload.cwd,
             env=payload.env,
-            stdin=payload.stdin.encode() if payload.stdin is not None else None,
+            # Text: encoded a piece at a time as the child reads (never held twice).
+            stdin=payload.stdin,
             timeout_ms=process_run_timeout_ms(payload),
             max_output_bytes=payload.max_output_bytes or DEFAULT_MAX_OUTPUT_BYTES,
         )
