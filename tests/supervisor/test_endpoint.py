@@ -46,7 +46,7 @@ from supervisor._flow import current_answer_room
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator
 
-    from protocol import JSONValue, Params
+    from protocol import JSONObject, JSONValue, Params
     from supervisor._endpoint import NotificationHandler, RequestHandler
 
 ECHO_SERVER = os.path.join(os.path.dirname(os.path.dirname(__file__)), "peers", "echo_server.py")
@@ -913,7 +913,8 @@ async def test_a_drain_in_a_handler_takes_only_the_room_left(
         assert grants == [1 << 20]  # nothing else on its way: a lone large answer goes
         await peer.send_message(Request(id=2, method="wait", params=None))
         await trio.testing.wait_all_tasks_blocked()
-        nursery.start_soon(endpoint.notify, "fill", {"pad": "f" * 100_000})
+        fill_params: JSONObject = {"pad": "f" * 100_000}
+        nursery.start_soon(endpoint.notify, "fill", fill_params)
         await trio.sleep(10)
         assert grants == [1 << 20]  # waits: nothing is free until the peer reads
         assert not endpoint.closed
