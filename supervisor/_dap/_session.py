@@ -1835,7 +1835,7 @@ class DebugSession(SessionResource[JSONObject]):
         Its stdin is closed; a socket only stops sending (the adapter sees end of file and
         may still send its last events), or is closed when the writer still holds it.
         """
-        self._write_send.close()
+        self._writes.close("closed")  # what is queued is still written, then the writer ends
         if self._tree is not None and self._tree.stdin is not None:
             with contextlib.suppress(trio.BrokenResourceError, trio.ClosedResourceError):
                 await self._tree.stdin.aclose()
