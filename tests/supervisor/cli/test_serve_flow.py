@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING
 
 import trio
 
+from tests._procfs import serving_pid
 from tests.supervisor.cli.test_serve import REPLY_TIMEOUT_S, Client, serve_process
 
 if TYPE_CHECKING:
@@ -97,8 +98,8 @@ class _Stall:
 async def test_a_client_that_stops_reading_loses_no_session_and_no_answer() -> None:
     cwd = os.getcwd()
     async with serve_process() as client:
-        serve_pid = client.process.pid
         await client.initialize()
+        serve_pid = serving_pid(client.process.pid)  # the worker, not its guardian
         started = _result(
             await client.request(
                 "lsp.startServer",
