@@ -568,7 +568,7 @@ async def serve(
                     server.endpoint = endpoint
                     if not await server.run_session(endpoint, interrupt):
                         # Leaving by cancellation drops what the client did not read rather
-                        # than giving it the endpoint's longer write timeout as well.
+                        # than waiting out the endpoint's closing write bound (10 s) as well.
                         output_scope.cancel()
                         await trio.lowlevel.checkpoint()
         finally:

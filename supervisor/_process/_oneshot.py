@@ -430,6 +430,10 @@ async def _supervise(
 _HAVE_EPOLL = hasattr(select, "epoll")
 #: Passes through the epoll loop that found work before an explicit scheduler pass.
 _BUSY_PASSES_PER_CHECKPOINT = 16
+#: Bytes read in a row after which the loop passes through the scheduler anyway: what consumes
+#: the output (a job's flusher, and through it flow control's pause) runs at least once per
+#: MiB read, not once per 16 reads of up to a MiB each.
+_BYTES_PER_CHECKPOINT = 1024 * 1024
 #: How long, in all, the Trio thread may wait for a child's exit once one of its pipes
 #: reached EOF (seconds; see ``_Multiplexer.run``).
 _EXIT_AFTER_EOF_S = 0.0003
@@ -457,6 +461,10 @@ class _Multiplexer:
         self._spin_until: float | None = None
         #: The buffer a flooding stream is read into (see :meth:`_read`).
         self._scratch: bytearray | None = None
+        #: Reading paused (flow control): a readiness polled before the pause is not served.
+        self.paused = False
+        #: Bytes read since the last pass through the scheduler (see :meth:`run`).
+        self._read_since = 0
         self.epoll.register(pidfd, select.EPOLLIN)
         for fd in readers:
             self.epoll.register(fd, select.EPOLLIN)
@@ -487,12 +495,14 @@ class _Multiplexer:
     def pause_reading(self) -> None:
         """Stop reading stdout and stderr (flow control: the kernel then holds the child's
         next write); the exit is still seen."""
+        self.paused = True
         for fd in self.readers:
             with contextlib.suppress(OSError, ValueError):
                 self.epoll.modify(fd, 0)
 
     def resume_reading(self) -> None:
         """Read stdout and stderr again after :meth:`pause_reading`."""
+        self.paused = False
         for fd in self.readers:
             with contextlib.suppress(OSError, ValueError):
                 self.epoll.modify(fd, select.EPOLLIN)
@@ -539,6 +549,7 @@ class _Multiplexer:
                 size = os.readv(fd, (view[: capture.chunk],))
                 if size:
                     capture.feed(view[:size])
+        self._read_since += size
         if size < capture.chunk:
             return size > 0
         capture.full_reads += 1
@@ -563,6 +574,8 @@ class _Multiplexer:
         for fd, _ in events:
             reader = self.readers.get(fd)
             if reader is not None:
+                if self.paused:
+                    continue  # paused by what an earlier read of this batch fed
                 try:
                     more = self._read(fd, reader[0])
                 except BlockingIOError:
@@ -620,12 +633,14 @@ class _Multiplexer:
             if events:
                 # Level-triggered: whatever is left shows up in the next poll.
                 busy += 1
-                if busy >= _BUSY_PASSES_PER_CHECKPOINT:
+                if busy >= _BUSY_PASSES_PER_CHECKPOINT or self._read_since >= _BYTES_PER_CHECKPOINT:
                     busy = 0
+                    self._read_since = 0
                     await trio.lowlevel.checkpoint()
                     self.waited = True
                 continue
             busy = 0
+            self._read_since = 0
             # The epoll descriptor is readable as soon as a registered one has an event.
             await trio.lowlevel.wait_readable(self.epoll.fileno())
             self.waited = True
