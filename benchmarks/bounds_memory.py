@@ -11,13 +11,20 @@ Cases:
     serve-output: the same through ``supervisor serve``; the answer frame's size.
     events: 64 jobs writing 1 MiB of NUL bytes each; once all ended, ``job.pollEvents``
         drains their queued events (the largest batch as JSON).
-    inflight: 8 requests of 60 MiB each sent at once to ``supervisor serve`` (each holds its
-        payload for 6 s): how many were refused ``busy``, and serve's peak.
+    inflight: 16 requests of 12 MiB each sent at once to ``supervisor serve`` (each holds
+        its payload for 20 s): how many were refused ``busy`` (the 96 MiB budget holds 8),
+        and serve's peak.
+    serve-full: every budget of one ``supervisor serve`` full at once (issue 25): requests
+        in flight up to their budget, the client reading nothing while a 60 MiB answer and
+        more wait to be written, and 16 language servers logging without pause whose events
+        nobody drains (the Core's 64 MiB event budget). Serve's peak against its documented
+        total (README "Memory bounds": 512 MiB).
 """
 
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import threading
@@ -73,6 +80,9 @@ class _Serve:
         )
         self.frames: list[tuple[int, dict[str, Any]]] = []
         self.ready = threading.Condition()
+        #: Cleared: the client reads nothing (as a busy editor).
+        self.reading = threading.Event()
+        self.reading.set()
         threading.Thread(target=self._read, daemon=True).start()
         self.send(0, "initialize", {"capabilities": {}})
         self.wait(1)
@@ -88,6 +98,7 @@ class _Serve:
                     self.frames.append((len(event.body), message))
                     self.ready.notify_all()
                 continue
+            self.reading.wait()
             data = self.process.stdout.read1(1 << 20)  # type: ignore[attr-defined]
             if not data:
                 return
@@ -103,7 +114,15 @@ class _Serve:
         with self.ready:
             self.ready.wait_for(lambda: len([m for _, m in self.frames if "id" in m]) >= answers)
 
+    def rss(self) -> int:
+        with open(f"/proc/{serving_pid(self.process.pid)}/status") as f:
+            for line in f:
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1]) * 1024
+        return 0
+
     def close(self) -> int:
+        self.reading.set()
         peak = _hwm(str(serving_pid(self.process.pid)))  # the worker, not its guardian
         self.send(999_999, "shutdown", None)
         assert self.process.stdin is not None
@@ -159,21 +178,92 @@ async def _events() -> dict[str, object]:
     return {"batches": batches, "largestBatch": _mib(largest), "peak": _mib(_hwm())}
 
 
-def _inflight() -> dict[str, object]:
-    serve = _Serve()
-    stdin = "x" * (60 * 1024 * 1024)
-    # Long enough for serve to read all eight (about 0.5 s per 60 MiB frame when loaded).
-    argv = [PY, "-c", "import time; time.sleep(6)"]
-    for i in range(8):
-        serve.send(10 + i, "process.run", {"argv": argv, "stdin": stdin})
-    serve.wait(9)
-    refused = [
-        m["id"]
+#: The in-flight case: requests of this many bytes of stdin, and how many.
+_HELD_BYTES = 12 * 1024 * 1024
+_HELD_REQUESTS = 16
+
+
+def _hold_requests(serve: _Serve, first_id: int, seconds: int) -> None:
+    stdin = "x" * _HELD_BYTES
+    argv = [PY, "-c", f"import time; time.sleep({seconds})"]
+    for i in range(_HELD_REQUESTS):
+        serve.send(first_id + i, "process.run", {"argv": argv, "stdin": stdin})
+
+
+def _refused(serve: _Serve) -> int:
+    return sum(
+        1
         for _, m in serve.frames
         if isinstance(m.get("error"), dict) and m["error"].get("data", {}).get("code") == "busy"
-    ]
+    )
+
+
+def _inflight() -> dict[str, object]:
+    serve = _Serve()
+    idle = serve.rss()
+    _hold_requests(serve, 10, 20)
+    serve.wait(1 + _HELD_REQUESTS)
     peak = serve.close()
-    return {"refusedBusy": len(refused), "servePeak": _mib(peak)}
+    return {"refusedBusy": _refused(serve), "serveIdle": _mib(idle), "servePeak": _mib(peak)}
+
+
+_LOGGERS = 16
+
+
+def _serve_full() -> dict[str, object]:
+    fake = os.path.join(os.path.dirname(__file__), "..", "tests", "peers", "lsp_fake.py")
+    cwd = os.getcwd()
+    serve = _Serve()
+    idle = serve.rss()
+    for n in range(_LOGGERS):
+        serve.send(
+            100 + n,
+            "lsp.startServer",
+            {
+                "serverId": f"logger{n}",
+                "executable": PY,
+                "arguments": [fake],
+                "workingDirectory": cwd,
+                "rootUri": "file://" + cwd,
+            },
+        )
+    serve.wait(1 + _LOGGERS)
+    time.sleep(3)  # every server is ready
+    for n, (_, message) in enumerate(m for m in list(serve.frames) if m[1].get("id", 0) >= 100):
+        session = message["result"]["sessionId"]
+        serve.send(
+            200 + n,
+            "lsp.request",
+            {
+                "sessionId": session,
+                "method": "test/logFlood",
+                "params": {"perSecond": 50, "bytes": 20_000},
+            },
+        )
+    serve.wait(1 + 2 * _LOGGERS)
+    serve.reading.clear()  # the client reads nothing from here on
+    _hold_requests(serve, 10, 25)
+    big = "import sys; sys.stdout.write('y' * (60 * 1024 * 1024))"
+    serve.send(300, "process.run", {"argv": [PY, "-c", big], "maxOutputBytes": 64 * 1024 * 1024})
+    serve.send(
+        301,
+        "job.start",
+        {"kind": "command", "root": cwd, "argv": ["sh", "-c", "yes | head -c 100000000"]},
+    )
+    samples = []
+    for _ in range(20):
+        time.sleep(1)
+        samples.append(serve.rss())
+    serve.reading.set()
+    serve.wait(3 + 2 * _LOGGERS + _HELD_REQUESTS)
+    peak = serve.close()
+    return {
+        "refusedBusy": _refused(serve),
+        "serveIdle": _mib(idle),
+        "serveRssDuringStall": _mib(max(samples)),
+        "servePeak": _mib(peak),
+        "documentedTotal": "512.0 MiB",
+    }
 
 
 CASES = {
@@ -181,6 +271,7 @@ CASES = {
     "serve-output": _serve_output,
     "events": lambda: trio.run(_events),
     "inflight": _inflight,
+    "serve-full": _serve_full,
 }
 
 

@@ -117,6 +117,8 @@ _OWS = b" \t"
 _MAX_LENGTH_DIGITS = 20
 _COMPACT_MIN_BYTES = 65536
 _SLICE_COPY_MAX = 4096
+#: A body at least this large that empties the buffer releases it at once.
+_RELEASE_MIN_BYTES = 1024 * 1024
 
 
 def _positive_limit(name: str, value: object) -> int:
@@ -275,9 +277,13 @@ class FrameDecoder:
                                     return frame
                             self._pos = self._scan = end
                             return Frame(bytes(buf[body_start:end]))
-                        self._pos = self._scan = end
                         with memoryview(buf) as view:
-                            return Frame(view[body_start:end].tobytes())
+                            frame = Frame(view[body_start:end].tobytes())
+                        if length >= _RELEASE_MIN_BYTES and end == len(buf):
+                            buf.clear()  # see _next_event: no second copy stays behind
+                            end = 0
+                        self._pos = self._scan = end
+                        return frame
         try:
             return self._next_event()
         except RemoteProtocolError as exc:
@@ -448,6 +454,11 @@ class FrameDecoder:
             # One copy instead of two (a bytearray slice, then bytes of it).
             with memoryview(buf) as view:
                 body = view[start:end].tobytes()
+        if length >= _RELEASE_MIN_BYTES and end == len(buf):
+            # Memory bound: a large body would otherwise stay buffered, a second copy of
+            # it, until the next bytes arrive (perhaps much later).
+            buf.clear()
+            end = 0
         self._pos = self._scan = end
         self._body_length = None
         self._stray_run = 0

@@ -17,6 +17,17 @@ Tasks, all in one nursery owned by :func:`open_jsonrpc_endpoint`:
   ``$/cancelRequest`` cancels exactly that request; each is a supervision boundary, so a
   handler's bug is answered -32603 (``data.code`` ``internal``) and ends that request only.
 
+Flow control, not a write timeout (DESIGN invariant 20, docs/architecture.md "Flow
+control"): a peer that reads slowly, or not at all for a while, is never taken for a dead one.
+The write queue is bounded in frames and in bytes; past it, whoever queues waits: answers wait
+(their handler tasks hold them, counted), the reader admits no new request (it stops reading,
+which is backpressure on the peer) and a drain of queued events takes only the room left
+(:data:`supervisor._flow.current_answer_room`, set for every handler). The endpoint closes only
+when the peer is gone: end of input, a failed read or write (a broken pipe), a broken frame
+header, or its owner closing it. ``write_timeout_ms`` is opt-in, for the one peer whose
+contract asks for it (a plugin backend that stays blocked past its request timeout,
+plugin-contract.md "Isolation between backends").
+
 Every background task runs in a cancel scope of its own rather than in the nursery's, because
 the caller's ``async with`` body runs in the nursery too and a transport failure must stop our
 tasks without cancelling the caller.
@@ -70,6 +81,7 @@ from protocol import (
 from protocol._errors import MissingResultError
 
 from ._boundary import cut_utf8, internal_message, log_failure, split_failure
+from ._flow import current_answer_room
 from ._handles import NoPublicConstructor
 
 if TYPE_CHECKING:
@@ -80,6 +92,7 @@ if TYPE_CHECKING:
 __all__ = (
     "DEFAULT_MAX_BODY_BYTES",
     "DEFAULT_MAX_INFLIGHT_BYTES",
+    "DEFAULT_MAX_WRITE_BYTES",
     "EndpointClosed",
     "EndpointStatistics",
     "JSONRPCEndpoint",
@@ -109,19 +122,29 @@ current_admission: contextvars.ContextVar[object] = contextvars.ContextVar(
 
 #: Default bound of the write queue, in frames: a peer that stops reading costs bounded memory.
 DEFAULT_MAX_PENDING_WRITES: Final = 256
-#: Default time a single write may make no progress before the transport is declared dead.
-DEFAULT_WRITE_TIMEOUT_MS: Final = 10_000
+#: Default bound of what is on its way to the peer, in bytes (16 MiB): frames queued, answers
+#: waiting for room and room reserved by drains. A single larger frame is let through alone.
+DEFAULT_MAX_WRITE_BYTES: Final = 16 * 1024 * 1024
+#: How long the last frames may take when the endpoint is closed gracefully, and how long a
+#: shielded answer (a failure met while cancelled) may wait for room: a peer that reads nothing
+#: must not hold up its owner's exit.
+_CLOSING_WRITE_S: Final = 10.0
 #: Default frame-body limit, in bytes (64 MiB), so one frame can't exhaust memory.
 DEFAULT_MAX_BODY_BYTES: Final = 64 * 1024 * 1024
 #: Default number of inbound requests whose handlers may run at once.
 DEFAULT_MAX_INBOUND_CONCURRENCY: Final = 128
-#: Default budget of frame-body bytes held by inbound requests whose handlers run (256 MiB,
-#: four bodies at the frame limit): without it, 128 requests of 64 MiB could be held at once.
-DEFAULT_MAX_INFLIGHT_BYTES: Final = 256 * 1024 * 1024
+#: Default budget of frame-body bytes held by inbound requests whose handlers run (96 MiB):
+#: without it, 128 requests of 64 MiB could be held at once. A held request costs up to twice
+#: its body (its decoded value and an onward copy, e.g. a document re-encoded for a language
+#: server), so this budget is 192 MiB of serve's documented 512 MiB total (README "Memory
+#: bounds"). One request alone is always admitted (it passed the frame limit).
+DEFAULT_MAX_INFLIGHT_BYTES: Final = 96 * 1024 * 1024
 
-#: The most a single ``send_all`` is asked to move; the write timeout applies per chunk, so
-#: a large frame to a slow but live reader is not mistaken for a dead one.
+#: The most a single ``send_all`` is asked to move; an opt-in write timeout applies per
+#: chunk, so a large frame to a slow but live reader is not mistaken for a dead one.
 _WRITE_CHUNK_BYTES: Final = 64 * 1024
+#: Past this many bytes taken at once, the writer writes frame by frame instead of joining.
+_JOIN_BYTES: Final = 1024 * 1024
 #: How much one ``receive_some`` may return.
 _READ_CHUNK_BYTES: Final = 64 * 1024
 #: Reads of a pipe that found data before the reader passes through the scheduler anyway.
@@ -129,9 +152,6 @@ _READS_PER_PASS: Final = 16
 #: Inbound notifications waiting for the dispatcher; past this the reader stops reading,
 #: which is backpressure on the peer that sends them.
 _NOTIFICATION_QUEUE_SIZE: Final = 128
-#: How long the reader waits for room to queue a refusal before it takes the peer for one
-#: that sends requests while reading none of our answers (see _answer_from_reader).
-_REFUSAL_WAIT_S: Final = 10.0
 
 #: ``await request_handler(method, params) -> result``
 RequestHandler: TypeAlias = "Callable[[str, JSONValue | None], Awaitable[JSONValue]]"
@@ -185,8 +205,9 @@ class EndpointClosed(Exception):
 
     Args:
         reason: Why the endpoint closed: ``"eof"``, ``"closed"`` (our side left the context
-            manager, or closed the stream it reads), ``"write timeout"``, ``"protocol error:
-            ..."``, ``"read failed: ..."``, or ``"write failed: ..."``.
+            manager, or closed the stream it reads), ``"protocol error: ..."``, ``"read failed:
+            ..."``, ``"write failed: ..."``, or ``"write timeout"`` (only with an opt-in
+            ``write_timeout_ms``).
     """
 
     def __init__(self, reason: str) -> None:
@@ -218,6 +239,9 @@ class EndpointStatistics:
         pending_requests: Outbound requests waiting for their reply.
         running_handlers: Inbound requests whose handler has not answered yet.
         queued_writes: Frames waiting for the writer.
+        queued_write_bytes: Bytes of those frames.
+        outbound_bytes: Bytes on their way to the peer: frames queued, answers waiting for
+            room in the queue, and room reserved by drains of queued events.
         frames_written: Frames the writer has handed to the send stream.
         writes: ``send_all`` calls the writer made (fewer than frames when it coalesced).
         frames_read: Frames the reader decoded.
@@ -231,6 +255,8 @@ class EndpointStatistics:
     writes: int
     frames_read: int
     ignored_replies: int
+    queued_write_bytes: int = 0
+    outbound_bytes: int = 0
 
 
 class _Pending:
@@ -332,40 +358,73 @@ class _Waiter:
 
 
 class _WriteQueue:
-    """A bounded FIFO of encoded frames between producers and the single writer task.
+    """A FIFO of encoded frames between producers and the single writer task, bounded in
+    frames and in bytes.
 
-    Producers wait while ``limit`` frames are queued; ``put_urgent`` skips the bound for the
-    few frames that must be queued from a cancelled context (``$/cancelRequest``), whose
-    number is bounded by the requests that were pending.
+    Producers wait while ``limit`` frames, or ``max_bytes`` bytes, are queued or being
+    written (a frame larger than ``max_bytes`` waits until the queue is empty, then goes
+    alone); ``put_urgent`` skips the bounds for the few frames that must be queued from a
+    cancelled context (``$/cancelRequest``), whose number is bounded by the requests that
+    were pending.
 
     Strictly first in, first out, waiting producers included (docs/architecture.md "The order
     rule": a session's messages reach its peer in the order they were handed over): a
     producer that has to wait leaves its frame in a line, and the writer moves waiting frames
     into the queue in that order as it makes room; nothing queued later, and no direct
     write, goes ahead of a waiting frame.
+
+    Besides the frames it counts what is on its way to them (:attr:`outbound`, flow control):
+    frames waiting in the line, and bytes reserved by :meth:`reserve` for events a drain is
+    about to put into an answer (:class:`_AnswerRoom`). That total is what the reader and the
+    drains wait on: nothing new is taken on while the peer does not read.
     """
 
-    def __init__(self, limit: int) -> None:
+    def __init__(self, limit: int, max_bytes: int = DEFAULT_MAX_WRITE_BYTES) -> None:
         self.limit = limit
+        self.max_bytes = max_bytes
         self.frames: deque[tuple[bytes, trio.Event | None]] = deque()
+        #: Bytes of the queued frames, including those the writer took and is writing.
+        self.bytes = 0
+        #: Of those, the bytes the writer took and has not finished writing.
+        self.writing = 0
+        #: Producers waiting for room, first come first, and the bytes of their frames.
+        self.waiting: deque[_Waiter] = deque()
+        self.waiting_bytes = 0
+        #: Bytes reserved for answers being made (see :meth:`reserve`).
+        self.reserved = 0
         self.closed_reason: str | None = None
         #: True while the writer waits for frames (nothing is being written).
         self.writer_parked = False
-        #: Producers waiting for room, first come first.
-        self.waiting: deque[_Waiter] = deque()
         self._not_empty = trio.lowlevel.ParkingLot()
+        #: Woken whenever room may have appeared (the reader's and the drains' waits).
+        self._room = trio.lowlevel.ParkingLot()
+
+    @property
+    def outbound(self) -> int:
+        """Bytes on their way to the peer: queued or being written, waiting, reserved."""
+        return self.bytes + self.waiting_bytes + self.reserved
+
+    def _fits(self, size: int) -> bool:
+        return len(self.frames) < self.limit and (
+            self.bytes == 0 or self.bytes + size <= self.max_bytes
+        )
+
+    def _append(self, frame: bytes, written: trio.Event | None) -> None:
+        self.frames.append((frame, written))
+        self.bytes += len(frame)
+        self._not_empty.unpark_all()
 
     async def put(self, frame: bytes, written: trio.Event | None = None) -> None:
         await trio.lowlevel.checkpoint_if_cancelled()
         if self.closed_reason is not None:
             raise EndpointClosed(self.closed_reason)
-        if len(self.frames) < self.limit and not self.waiting:
-            self.frames.append((frame, written))
-            self._not_empty.unpark_all()
+        if not self.waiting and self._fits(len(frame)):
+            self._append(frame, written)
             await trio.lowlevel.cancel_shielded_checkpoint()
             return
         waiter = _Waiter(frame, written)
         self.waiting.append(waiter)
+        self.waiting_bytes += len(frame)
         try:
             await waiter.event.wait()
         except trio.Cancelled:
@@ -373,6 +432,8 @@ class _WriteQueue:
                 # Cancelled while it waited: never sent, and the line goes on without it.
                 with contextlib.suppress(ValueError):
                     self.waiting.remove(waiter)
+                    self.waiting_bytes -= len(frame)
+                    self._room.unpark_all()
                 raise
             # Already queued (it will be written): as after an append, the cancellation is
             # delivered at the caller's next checkpoint.
@@ -383,19 +444,64 @@ class _WriteQueue:
     def _reason(self) -> str:
         return self.closed_reason or "closed"
 
+    def _admit_waiting(self) -> None:
+        """Room again: the waiting frames come next, in the order they waited."""
+        while self.waiting and self._fits(len(self.waiting[0].frame)):
+            waiter = self.waiting.popleft()
+            self.waiting_bytes -= len(waiter.frame)
+            waiter.queued = True
+            self._append(waiter.frame, waiter.written)
+            waiter.event.set()
+
     def put_nowait(self, frame: bytes) -> bool:
         """Queue ``frame`` if there is room, nobody waits before it and the queue is open;
         say whether it did."""
-        if len(self.frames) >= self.limit or self.waiting or self.closed_reason is not None:
+        if self.waiting or not self._fits(len(frame)) or self.closed_reason is not None:
             return False
-        self.frames.append((frame, None))
-        self._not_empty.unpark_all()
+        self._append(frame, None)
         return True
 
     def put_urgent(self, frame: bytes) -> None:
         if self.closed_reason is None:
-            self.frames.append((frame, None))
-            self._not_empty.unpark_all()
+            self._append(frame, None)
+
+    async def wait_room(self) -> None:
+        """Wait until less than ``max_bytes`` is on its way (or the queue closed).
+
+        **Cancellation:** safe to cancel.
+        """
+        await trio.lowlevel.checkpoint_if_cancelled()
+        while self.outbound >= self.max_bytes and self.closed_reason is None:
+            await self._room.park()
+
+    def reserve_nowait(self, wanted: int) -> int:
+        """Reserve up to ``wanted`` bytes of the room left; all of it when nothing is on its
+        way (a lone large answer always goes), 0 when there is no room."""
+        outbound = self.outbound
+        if outbound == 0 or self.closed_reason is not None:
+            # Nothing else on its way (a lone large answer goes), or nothing will be written.
+            grant = wanted
+        else:
+            grant = min(wanted, self.max_bytes - outbound)
+        if grant <= 0:
+            return 0
+        self.reserved += grant
+        return grant
+
+    async def reserve(self, wanted: int) -> int:
+        """:meth:`reserve_nowait`, waiting until it grants something (at least 1 byte)."""
+        await trio.lowlevel.checkpoint_if_cancelled()
+        while True:
+            grant = self.reserve_nowait(max(wanted, 1))
+            if grant:
+                return grant
+            await self._room.park()
+
+    def release(self, size: int) -> None:
+        """Give back ``size`` reserved bytes (their answer is queued now, or not coming)."""
+        if size:
+            self.reserved -= size
+            self._room.unpark_all()
 
     async def get_all(self) -> list[tuple[bytes, trio.Event | None]]:
         while not self.frames:
@@ -408,21 +514,58 @@ class _WriteQueue:
                 self.writer_parked = False
         items = list(self.frames)
         self.frames.clear()
-        # Room again: the waiting frames come next, in the order they waited.
-        while self.waiting and len(self.frames) < self.limit:
-            waiter = self.waiting.popleft()
-            waiter.queued = True
-            self.frames.append((waiter.frame, waiter.written))
-            waiter.event.set()
+        # Still counted until written (:meth:`written`): what the writer holds is memory too.
+        self.writing = self.bytes
+        self._admit_waiting()
         return items
+
+    def written(self) -> None:
+        """The writer finished writing what :meth:`get_all` gave it."""
+        self.bytes -= self.writing
+        self.writing = 0
+        self._admit_waiting()
+        self._room.unpark_all()
 
     def close(self, reason: str) -> None:
         if self.closed_reason is None:
             self.closed_reason = reason
         waiting, self.waiting = self.waiting, deque()
+        self.waiting_bytes = 0
         for waiter in waiting:
             waiter.event.set()  # not queued: it raises EndpointClosed
+        self._room.unpark_all()
         self._not_empty.unpark_all()
+
+
+class _AnswerRoom:
+    """Room reserved in the write queue for one answer (or one batch of notifications) that
+    a drain of queued events is making (:class:`supervisor._flow.AnswerRoom`).
+
+    The endpoint sets one for every request handler (:data:`supervisor._flow.
+    current_answer_room`) and releases it once the handler returned; then the answer's frame
+    is counted instead.
+    """
+
+    __slots__ = ("_queue", "granted")
+
+    def __init__(self, queue: _WriteQueue) -> None:
+        self._queue = queue
+        self.granted = 0
+
+    async def take(self, wanted: int) -> int:
+        grant = await self._queue.reserve(wanted)
+        self.granted += grant
+        return grant
+
+    def take_nowait(self, wanted: int) -> int:
+        grant = self._queue.reserve_nowait(wanted)
+        self.granted += grant
+        return grant
+
+    def release(self) -> None:
+        """Give back what was reserved (idempotent)."""
+        granted, self.granted = self.granted, 0
+        self._queue.release(granted)
 
 
 @final
@@ -443,10 +586,11 @@ class JSONRPCEndpoint(metaclass=NoPublicConstructor):
         notification_handler: NotificationHandler | None,
         name: str,
         max_pending_writes: int,
-        write_timeout_ms: float,
+        write_timeout_ms: float | None,
         max_body_bytes: int,
         max_inbound_concurrency: int,
         max_inflight_bytes: int = DEFAULT_MAX_INFLIGHT_BYTES,
+        max_write_bytes: int = DEFAULT_MAX_WRITE_BYTES,
         admit_request: Callable[[Request], object] | None = None,
         cancelled_data: JSONValue = None,
         close_on_input_end: bool = True,
@@ -462,7 +606,11 @@ class JSONRPCEndpoint(metaclass=NoPublicConstructor):
         self._receive_stream = receive_stream
         self._request_handler = request_handler
         self._notification_handler = notification_handler
-        self._write_timeout_s = write_timeout_ms / 1000
+        #: The opt-in write timeout in seconds, or None (flow control only).
+        self._write_timeout_s = None if write_timeout_ms is None else write_timeout_ms / 1000
+        self._closing_write_s = (
+            _CLOSING_WRITE_S if self._write_timeout_s is None else self._write_timeout_s
+        )
         self._max_body_bytes = max_body_bytes
         self._max_inbound = max_inbound_concurrency
         self._max_inflight_bytes = max_inflight_bytes
@@ -478,7 +626,7 @@ class JSONRPCEndpoint(metaclass=NoPublicConstructor):
         #: Handler tasks whose answer waits for room in the write queue.
         self._answers_waiting = 0
         self._inbound: dict[tuple[type, object], _Inbound] = {}
-        self._queue = _WriteQueue(max_pending_writes)
+        self._queue = _WriteQueue(max_pending_writes, max_write_bytes)
         self._notifications_in, self._notifications_out = trio.open_memory_channel[Notification](
             _NOTIFICATION_QUEUE_SIZE
         )
@@ -555,6 +703,8 @@ class JSONRPCEndpoint(metaclass=NoPublicConstructor):
             EndpointClosed: The endpoint closed before the reply arrived (or was closed), or
                 its input ended (no reply can arrive).
             trio.TooSlowError: ``timeout_ms`` passed; the peer was sent ``$/cancelRequest``.
+            ValueError: The request's body would be over the frame-body limit (the message
+                names it); nothing was sent.
 
         **Cancellation:** if the caller is cancelled (or the timeout passes) after the
         request was queued, the pending entry is removed first and ``$/cancelRequest``
@@ -566,6 +716,11 @@ class JSONRPCEndpoint(metaclass=NoPublicConstructor):
             await trio.lowlevel.checkpoint()
             raise EndpointClosed(ended)
         request_id, frame = self._conn.send_request(method, params)
+        if len(frame) > self._max_body_bytes:
+            problem = self._frame_problem(frame, "request")
+            if problem is not None:
+                self._conn.forget_request(request_id)
+                raise ValueError(problem)
         pending = _Pending()
         self._pending[request_id] = pending
         try:
@@ -658,7 +813,7 @@ class JSONRPCEndpoint(metaclass=NoPublicConstructor):
         """Queue a notification for the writer.
 
         Returns once the frame is queued, not written; leaving the context manager normally
-        writes what is queued (bounded by ``write_timeout_ms``).
+        writes what is queued (bounded by ``write_timeout_ms``, or 10 s without one).
 
         Args:
             method: The JSON-RPC method.
@@ -666,16 +821,41 @@ class JSONRPCEndpoint(metaclass=NoPublicConstructor):
 
         Raises:
             EndpointClosed: The endpoint is closed.
+            ValueError: The notification's body would be over the frame-body limit (the
+                message names it); nothing was sent.
 
-        **Cancellation:** waits only while the write queue is full; if cancelled then, the
-        notification is not sent.
+        **Cancellation:** waits only while the write queue is full (the peer does not read:
+        no timeout ends that wait); if cancelled then, the notification is not sent.
         """
         if self._close_reason is not None:
             await trio.lowlevel.checkpoint()
             raise EndpointClosed(self._close_reason)
-        await self._queue.put(
-            encode_frame(encode_message(Notification(method=method, params=params)))
+        frame = encode_frame(encode_message(Notification(method=method, params=params)))
+        if len(frame) > self._max_body_bytes:
+            problem = self._frame_problem(frame, "notification")
+            if problem is not None:
+                await trio.lowlevel.checkpoint()
+                raise ValueError(problem)
+        await self._queue.put(frame)
+
+    def _frame_problem(self, frame: bytes, what: str) -> str | None:
+        """Why ``frame`` may not be written (its body is over the limit), or None."""
+        body = len(frame) - frame.index(b"\r\n\r\n") - 4
+        if body <= self._max_body_bytes:
+            return None
+        return (
+            f"the {what} is {body} bytes as JSON, over the frame-body limit of"
+            f" {self._max_body_bytes} bytes"
         )
+
+    def answer_room(self) -> _AnswerRoom:
+        """Room in the write queue for a task that drains queued events into notifications.
+
+        Serve's job-event forwarder sets it as :data:`supervisor._flow.current_answer_room`
+        around each drain, so a drain takes only what the queue has room for, and calls
+        ``release()`` once the notifications are queued (they count themselves then).
+        """
+        return _AnswerRoom(self._queue)
 
     async def wait_closed(self) -> None:
         """Wait until the endpoint has closed; :attr:`close_reason` then says why.
@@ -701,7 +881,7 @@ class JSONRPCEndpoint(metaclass=NoPublicConstructor):
 
         Raises:
             EndpointClosed: The endpoint closed before they were all written (a write
-                failed or made no progress for ``write_timeout_ms``, or it was closed).
+                failed, made no progress for an opt-in ``write_timeout_ms``, or it was closed).
 
         **Cancellation:** safe to cancel; the frames stay queued for the writer.
         """
@@ -730,6 +910,8 @@ class JSONRPCEndpoint(metaclass=NoPublicConstructor):
             pending_requests=len(self._pending),
             running_handlers=len(self._inbound),
             queued_writes=len(self._queue.frames),
+            queued_write_bytes=self._queue.bytes,
+            outbound_bytes=self._queue.outbound,
             frames_written=self._frames_written,
             writes=self._writes,
             frames_read=self._frames_read,
@@ -815,9 +997,16 @@ class JSONRPCEndpoint(metaclass=NoPublicConstructor):
                     items = await self._queue.get_all()
                     if not items:
                         return
-                    data = b"".join([frame for frame, _ in items])
-                    if data:  # empty when only flush() markers were queued
-                        await self._send(data, deadline)
+                    if len(items) == 1 or self._queue.writing > _JOIN_BYTES:
+                        # Large frames go one by one: joining them would copy them all.
+                        for frame, _ in items:
+                            if frame:  # empty: a flush() marker
+                                await self._send(frame, deadline)
+                    else:
+                        data = b"".join([frame for frame, _ in items])
+                        if data:  # empty when only flush() markers were queued
+                            await self._send(data, deadline)
+                    self._queue.written()
                     frames = len(items)
                     if self._flush_markers:
                         frames = sum(1 for frame, _ in items if frame)
@@ -835,16 +1024,22 @@ class JSONRPCEndpoint(metaclass=NoPublicConstructor):
 
     async def _send(self, data: bytes, deadline: trio.CancelScope) -> None:
         send_all = self._send_all_fd if self._send_fd is not None else self._send_stream.send_all
+        timeout = self._write_timeout_s
+        if timeout is None:
+            # Flow control: a write waits for the peer as long as the peer is there.
+            self._writes += 1
+            await send_all(data)
+            return
         if len(data) <= _WRITE_CHUNK_BYTES:
             self._writes += 1
-            deadline.deadline = trio.current_time() + self._write_timeout_s
+            deadline.deadline = trio.current_time() + timeout
             await send_all(data)
             deadline.deadline = math.inf
             return
         view = memoryview(data)
         for start in range(0, len(view), _WRITE_CHUNK_BYTES):
             self._writes += 1
-            deadline.deadline = trio.current_time() + self._write_timeout_s
+            deadline.deadline = trio.current_time() + timeout
             await send_all(view[start : start + _WRITE_CHUNK_BYTES])
         deadline.deadline = math.inf
 
@@ -937,6 +1132,10 @@ class JSONRPCEndpoint(metaclass=NoPublicConstructor):
         | ReplyReceived,
     ) -> None:
         if isinstance(event, RequestReceived):
+            if event.request.method not in self._exempt:
+                # Flow control: while what we owe the peer does not move, take on nothing
+                # new (the reader stops: backpressure); it never closes for it.
+                await self._queue.wait_room()
             await self._start_inbound(event.request, event.body_bytes)
         elif isinstance(event, NotificationReceived):
             if event.notification.method == CANCEL_METHOD:
@@ -989,22 +1188,16 @@ class JSONRPCEndpoint(metaclass=NoPublicConstructor):
         entry.finish()
 
     async def _answer_from_reader(self, frame: bytes) -> None:
-        """Queue an answer the reader makes itself (a refusal), waiting for room a bounded time.
+        """Queue an answer the reader makes itself (a refusal), waiting for room if need be.
 
         While the reader waits it reads nothing, the replies the writer may be waiting on
-        included: a peer that sends requests while it reads none of our answers would block
-        both sides for ever. A peer that reads frees room as the writer goes on, so no room
-        for :data:`_REFUSAL_WAIT_S` means exactly that peer: the endpoint closes
-        (``"peer not reading"``), and its owner sees a transport failure.
+        included: a peer that sends requests while it reads none of our answers is held
+        back until it reads again (flow control); the endpoint does not close for it.
         """
         if self._queue.put_nowait(frame):
             return
-        with trio.move_on_after(_REFUSAL_WAIT_S):
-            with contextlib.suppress(EndpointClosed):
-                await self._queue.put(frame)
-            return
-        if self._close_reason is None:
-            self._close("peer not reading: no room for an answer while it sends requests")
+        with contextlib.suppress(EndpointClosed):
+            await self._queue.put(frame)
 
     async def _start_inbound(self, request: Request, body_bytes: int) -> None:
         exempt = request.method in self._exempt
@@ -1069,17 +1262,23 @@ class JSONRPCEndpoint(metaclass=NoPublicConstructor):
         self, request: Request, key: tuple[type, object], inbound: _Inbound
     ) -> None:
         answer: Response | ErrorResponse
+        room = _AnswerRoom(self._queue)
         try:
             try:
                 with inbound.scope:
                     current_request_id.set(request.id)
                     current_admission.set(inbound.admission)
+                    # A drain of queued events in this handler takes only the room the
+                    # write queue has (supervisor._flow): events stay where they coalesce.
+                    current_answer_room.set(room)
                     result = await self._request_handler(request.method, request.params)
             finally:
                 # Removed before any answer is queued: a $/cancelRequest from now on finds
                 # nothing, so a finished request is never answered twice.
                 del self._inbound[key]
                 self._inflight_bytes -= inbound.body_bytes
+                # The answer's frame is counted from here on, instead of the room.
+                room.release()
         except JSONRPCError as exc:
             answer = _error_response(request.id, exc.code, exc.message, exc.data)
         except BaseException as exc:
@@ -1132,7 +1331,7 @@ class JSONRPCEndpoint(metaclass=NoPublicConstructor):
         # Shielded and bounded so that neither a cancellation nor a stuck peer loses the
         # answer or holds up what is re-raised after it; a closed endpoint answers nothing.
         written = trio.Event() if wait_written else None
-        with trio.move_on_after(self._write_timeout_s, shield=True):
+        with trio.move_on_after(self._closing_write_s, shield=True):
             try:
                 await self._queue.put(self._conn.send_answer(answer), written)
             except EndpointClosed:
@@ -1163,9 +1362,9 @@ class JSONRPCEndpoint(metaclass=NoPublicConstructor):
         self._input_done.set()
 
     async def _flush(self) -> None:
-        """Let the writer finish what is queued, then stop it; bounded by the write timeout."""
+        """Let the writer finish what is queued, then stop it; bounded (see _CLOSING_WRITE_S)."""
         self._queue.close(self._close_reason or "closed")
-        with trio.move_on_after(self._write_timeout_s):
+        with trio.move_on_after(self._closing_write_s):
             await self._writer_done.wait()
 
 
@@ -1178,10 +1377,11 @@ async def open_jsonrpc_endpoint(
     notification_handler: NotificationHandler | None = None,
     name: str = "peer",
     max_pending_writes: int = DEFAULT_MAX_PENDING_WRITES,
-    write_timeout_ms: float = DEFAULT_WRITE_TIMEOUT_MS,
+    write_timeout_ms: float | None = None,
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
     max_inbound_concurrency: int = DEFAULT_MAX_INBOUND_CONCURRENCY,
     max_inflight_bytes: int = DEFAULT_MAX_INFLIGHT_BYTES,
+    max_write_bytes: int = DEFAULT_MAX_WRITE_BYTES,
     admit_request: Callable[[Request], object] | None = None,
     cancelled_data: JSONValue = None,
     close_on_input_end: bool = True,
@@ -1202,7 +1402,16 @@ async def open_jsonrpc_endpoint(
     past ``max_inflight_bytes``, are refused at once with -32803 and ``data: {"code": "busy"}``,
     so the reader never stops reading replies and memory stays bounded. An answer whose body
     would be over ``max_body_bytes`` (a peer with our limit could not read it) is replaced by
-    a -32603 answer saying so.
+    a -32603 answer saying so; a request or notification of ours over it raises ValueError.
+    No frame over the limit is ever written.
+
+    Flow control (never a timeout): what is on its way to the peer -- frames queued, answers
+    waiting for room, room reserved by drains -- is bounded by ``max_pending_writes`` frames
+    and ``max_write_bytes`` bytes (a single larger frame goes alone). A peer that does not
+    read makes answers and notifications wait, the reader stop admitting requests (it reads
+    no further until there is room: backpressure on the peer), and a drain of queued events
+    in a handler take only the room left (:data:`supervisor._flow.current_answer_room`).
+    Being slow never closes the endpoint.
 
     Each inbound request and notification is a supervision boundary. A request handler
     that raises any other :class:`Exception` (a bug of ours, a library refusing a value)
@@ -1218,8 +1427,9 @@ async def open_jsonrpc_endpoint(
     of their own (so a slow handler does not stop replies from being read); with none, they
     are dropped (debug log). ``$/cancelRequest`` is handled here and not passed on.
 
-    When the transport ends -- EOF, a broken frame header, a write that fails or makes no
-    progress for ``write_timeout_ms`` -- the endpoint closes: pending requests fail at once
+    When the transport ends -- EOF, a broken frame header, a read or write that fails (a
+    broken pipe), or, only when ``write_timeout_ms`` is given, a write that makes no progress
+    for that long -- the endpoint closes: pending requests fail at once
     with :class:`EndpointClosed`, handler tasks are cancelled (and not answered), and
     :meth:`JSONRPCEndpoint.wait_closed` returns. The ``async with`` body is not cancelled.
     With ``close_on_input_end=False`` the end of input (as opposed to a write failure) only
@@ -1227,7 +1437,8 @@ async def open_jsonrpc_endpoint(
 
     Leaving the block closes the endpoint with reason ``"closed"``: pending requests fail,
     handler tasks are cancelled, frames already queued are written when the block is left
-    without an exception (bounded by ``write_timeout_ms``), and both streams are closed
+    without an exception (bounded by ``write_timeout_ms``, or 10 s without one), and both
+    streams are closed
     with :func:`trio.aclose_forcefully`. The process behind the streams, if any, is the
     caller's to end.
 
@@ -1239,14 +1450,18 @@ async def open_jsonrpc_endpoint(
         notification_handler: ``await notification_handler(method, params)``, or None.
         name: The peer's name, used in log messages.
         max_pending_writes: Frames the write queue holds before senders wait.
-        write_timeout_ms: Milliseconds a write of up to 64 KiB may take before the transport
-            is declared dead (``"write timeout"``).
+        write_timeout_ms: None (the default): no write is ever timed out, a peer that reads
+            slowly is waited for. A number of milliseconds opts in to declaring the transport
+            dead (``"write timeout"``) when a write of up to 64 KiB makes no progress that
+            long: only for a peer whose contract says so (a plugin backend, plugin-contract.md
+            "Isolation between backends"), and the testbed.
         max_body_bytes: The largest frame body accepted, in bytes; a larger one is a protocol
             error that closes the endpoint.
         max_inbound_concurrency: Inbound requests that may be handled at once.
         max_inflight_bytes: The most frame-body bytes the requests being handled may hold
             together; a request that would take them past it is refused ``busy`` (one alone
             is always admitted).
+        max_write_bytes: The most bytes on their way to the peer (see "Flow control" above).
         admit_request: ``admit_request(request) -> admission``, called synchronously by the
             reader in arrival order before a request's handler task starts (handler tasks
             start in no particular order). Raising :class:`JSONRPCError` refuses the request:
@@ -1286,7 +1501,7 @@ async def open_jsonrpc_endpoint(
     still queued; it never hangs.
     """
     _check_bounds(max_pending_writes, write_timeout_ms, max_body_bytes, max_inbound_concurrency)
-    if max_inflight_bytes < 1:
+    if max_inflight_bytes < 1 or max_write_bytes < 1:
         raise ValueError("endpoint bounds must be positive")
     endpoint = JSONRPCEndpoint._create(
         send_stream,
@@ -1299,6 +1514,7 @@ async def open_jsonrpc_endpoint(
         max_body_bytes=max_body_bytes,
         max_inbound_concurrency=max_inbound_concurrency,
         max_inflight_bytes=max_inflight_bytes,
+        max_write_bytes=max_write_bytes,
         admit_request=admit_request,
         cancelled_data=cancelled_data,
         close_on_input_end=close_on_input_end,
@@ -1324,15 +1540,15 @@ async def open_jsonrpc_endpoint(
 
 def _check_bounds(
     max_pending_writes: int,
-    write_timeout_ms: float,
+    write_timeout_ms: float | None,
     max_body_bytes: int,
     max_inbound_concurrency: int,
 ) -> None:
     """Raise ValueError unless every bound of :func:`open_jsonrpc_endpoint` is positive."""
     if max_pending_writes < 1 or max_inbound_concurrency < 1 or max_body_bytes < 1:
         raise ValueError("endpoint bounds must be positive")
-    if not write_timeout_ms > 0 or math.isnan(write_timeout_ms):
-        raise ValueError("write_timeout_ms must be positive")
+    if write_timeout_ms is not None and (not write_timeout_ms > 0 or math.isnan(write_timeout_ms)):
+        raise ValueError("write_timeout_ms must be positive or None")
 
 
 def _start_tasks(endpoint: JSONRPCEndpoint, nursery: trio.Nursery) -> None:

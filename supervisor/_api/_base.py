@@ -97,9 +97,14 @@ class Event(
     Attributes:
         seq: Its number in its queue, growing by one per event queued (a gap in the numbers
             is an event dropped while the queue was full).
+        dropped: Events of the same target (job, terminal, run or session) dropped since its
+            last drained event, because the consumer did not keep up (absent when none).
+        dropped_bytes: The bytes those events took as JSON (with ``dropped``).
     """
 
     seq: int
+    dropped: int | None = None
+    dropped_bytes: int | None = None
 
 
 class CancelledResult(Result, kw_only=True):

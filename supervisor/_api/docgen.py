@@ -571,8 +571,10 @@ def render_markdown() -> str:
     out += [
         "`*.waitEvents` and `*.pollEvents` answer `{events, gap}`: events in order, each",
         "with `seq` (one more per queued event) and `event` (its kind); `gap` is true when",
-        "events were dropped since the last drain (the queue was full). `supervisor serve`",
-        "pushes job events as notifications instead.",
+        "events were dropped since the last drain (the consumer did not keep up). The first",
+        "event drained of a target (job, terminal, run or session) that lost events carries",
+        "`dropped` (how many) and `droppedBytes` (their bytes as JSON). `supervisor serve`",
+        "pushes job events as notifications instead (with the same two members).",
         "",
     ]
     for kind in sorted(EVENTS):

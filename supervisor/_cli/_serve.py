@@ -14,7 +14,14 @@ Contract (ide-backend-protocol.schema.json):
   JSON-RPC error whose ``data.code`` is the Core code (``invalid_request``, ...), with the
   Core message as the message.
 - Lanes push their ``job.started`` / ``job.output`` / ``job.finished`` notifications, and
-  ``job.progress`` / ``job.record`` for a job started with ``report: true``.
+  ``job.progress`` / ``job.record`` for a job started with ``report: true``. A notification
+  whose job lost events before it (the client did not keep up) carries ``dropped`` and
+  ``droppedBytes``.
+- A slow client never ends the session (flow control, DESIGN invariant 20): only the end of
+  input, a broken pipe or ``exit`` do. While the client does not read, answers and
+  notifications wait, bounded in bytes; a job or terminal whose output is not taken is paused;
+  other informational events are coalesced with drop counts; the reader takes no new request
+  until there is room again.
 - ``$/cancelRequest`` answers the cancelled request with -32800 (the endpoint does that).
 - ``shutdown`` waits for the requests in flight (a ``*.waitEvents`` long poll answers at once,
   with an empty batch, as if its timeout had passed), ends every lane and process, then
@@ -57,6 +64,7 @@ from .._endpoint import (
     current_request_id,
     open_jsonrpc_endpoint,
 )
+from .._flow import current_answer_room
 from .._handles import take_over_stdio
 from .._process._tree import DEFAULT_KILL_WAIT_MS, DEFAULT_TERM_GRACE_MS
 from .._session._order import Turn
@@ -375,12 +383,26 @@ class _Server:
             self._core_closed.set()
 
     async def _forward_job_events(self, core: Core) -> None:
-        """Send each job event as a notification, in order, until the end marker."""
+        """Send each job event as a notification, in order, until the end marker.
+
+        Flow control: each drain takes only what the endpoint's write queue has room for, so
+        while the client does not read, job events wait in their queue, where a job's output
+        not taken pauses its pipes and the rest is coalesced (supervisor._flow).
+        """
         try:
             while True:
-                batch = await core.job_events.wait(_FOREVER_MS)
-                if await self._send_events(batch):
-                    return
+                room = self.endpoint.answer_room() if self.endpoint is not None else None
+                token = current_answer_room.set(room)
+                try:
+                    batch = await core.job_events.wait(_FOREVER_MS)
+                finally:
+                    current_answer_room.reset(token)
+                try:
+                    if await self._send_events(batch):
+                        return
+                finally:
+                    if room is not None:
+                        room.release()
         finally:
             self._forwarder_done.set()
 
@@ -388,7 +410,8 @@ class _Server:
         """Notify the client of each event; True when done (the end marker, or no output)."""
         events = batch.get("events")
         if batch.get("gap"):
-            logger.warning("job events were dropped: the client did not keep up")
+            # Each job's next event says how many of its events went (dropped, droppedBytes).
+            logger.info("job events were dropped: the client did not keep up")
         assert isinstance(events, list)
         for event in events:
             assert isinstance(event, dict)
@@ -545,7 +568,7 @@ async def serve(
                     server.endpoint = endpoint
                     if not await server.run_session(endpoint, interrupt):
                         # Leaving by cancellation drops what the client did not read rather
-                        # than giving it the endpoint's longer write timeout as well.
+                        # than waiting out the endpoint's closing write bound (10 s) as well.
                         output_scope.cancel()
                         await trio.lowlevel.checkpoint()
         finally:

@@ -75,7 +75,8 @@ class ProcessService:
             payload.argv,
             cwd=payload.cwd,
             env=payload.env,
-            stdin=payload.stdin.encode() if payload.stdin is not None else None,
+            # Text: encoded a piece at a time as the child reads (never held twice).
+            stdin=payload.stdin,
             timeout_ms=process_run_timeout_ms(payload),
             max_output_bytes=payload.max_output_bytes or DEFAULT_MAX_OUTPUT_BYTES,
         )
@@ -161,8 +162,8 @@ class JobService:
 @asynccontextmanager
 async def open_job_service(context: ServiceContext) -> AsyncIterator[JobService]:
     """Open the lanes; leaving the block cancels every job and waits for its cleanup."""
-    events = EventQueue(context.max_events)
-    async with open_lanes(
-        ProcessJobRunner(), on_event=events.put, trusted=context.trusted
-    ) as lanes:
+    events = EventQueue(context.max_events, budget=context.event_budget)
+    # The job's pipes are read only as fast as its events are taken (supervisor._flow).
+    runner = ProcessJobRunner(watch_output=events.watch)
+    async with open_lanes(runner, on_event=events.put, trusted=context.trusted) as lanes:
         yield JobService(lanes, events)

@@ -55,7 +55,7 @@ from .._boundary import (
 from .._client._caller import CommandCaller
 from .._handles import NoPublicConstructor
 from .._process._reaper import reap_adopted_children, reap_orphans
-from .._session._events import DEFAULT_MAX_EVENTS
+from .._session._events import DEFAULT_EVENT_BUDGET_BYTES, DEFAULT_MAX_EVENTS, EventBudget
 from .._session._operations import run_operation
 from .._session._order import Sequencer, _current_turn, hold_turn
 from .._version import __version__
@@ -235,6 +235,9 @@ class Core(CommandCaller):
             "core.ping": self._ping,
             "core.sessions": self._sessions,
         }
+        #: The bytes all event queues of this Core keep together (statistics: ``used``,
+        #: ``peak``); None for a Core made without one.
+        self.event_budget: EventBudget | None = None
         for service in services:
             self._adopt(service)
 
@@ -847,6 +850,7 @@ async def open_core(
     services: Sequence[ServiceFactory] = DEFAULT_SERVICES,
     host_policy: HostPolicy | None = None,
     plugin_state_root: Path | None = None,
+    event_budget_bytes: int = DEFAULT_EVENT_BUDGET_BYTES,
 ) -> AsyncIterator[Core]:
     """Start a Core and close it when the block ends.
 
@@ -859,6 +863,8 @@ async def open_core(
             (:class:`~supervisor._plugin._host.HostPolicy`); None: allow all.
         plugin_state_root: Where plugin state directories and the host secret live; None:
             ``$XDG_STATE_HOME/trio-process-supervisor/plugins``.
+        event_budget_bytes: The bytes every event queue of the Core keeps together (64 MiB;
+            past it the queue that puts drops its oldest informational events, counted).
 
     Yields:
         The running :class:`Core`.
@@ -879,6 +885,7 @@ async def open_core(
             services=services,
             host_policy=host_policy,
             plugin_state_root=plugin_state_root,
+            event_budget_bytes=event_budget_bytes,
         ) as core:
             yield core
     except BaseExceptionGroup as group:
@@ -893,6 +900,7 @@ async def _open_core(
     services: Sequence[ServiceFactory],
     host_policy: HostPolicy | None,
     plugin_state_root: Path | None,
+    event_budget_bytes: int = DEFAULT_EVENT_BUDGET_BYTES,
 ) -> AsyncIterator[Core]:
     # Invariant 8: processes left by supervisors that died (SIGKILL, crash) end at our start.
     reap_orphans()
@@ -908,8 +916,10 @@ async def _open_core(
                     host_policy=host_policy,
                     plugin_state_root=plugin_state_root,
                     lookup=_ServicesOf(core),
+                    event_budget=EventBudget(event_budget_bytes),
                 )
                 core._context = context
+                core.event_budget = context.event_budget
                 for factory in services:
                     if isinstance(factory, LazyService):
                         core._register(factory)

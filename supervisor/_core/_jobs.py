@@ -41,6 +41,14 @@ the job's process tree only (created close-on-exec, placed by the spawn's file a
 copy closed once the job started), and its read end is drained like the output: at most
 ``drain_ms`` after the main process exited.
 
+Flow control (DESIGN invariant 20, :mod:`supervisor._flow`): given ``watch_output`` (the
+Core passes its job-event queue's :meth:`~supervisor.EventQueue.watch`), a job whose events
+are not taken -- not drained by ``job.waitEvents``/``job.pollEvents``, not written to serve's
+client -- is paused at the high watermark: its pipes are not read, so the kernel holds the
+program's next write; a drain down to the low watermark resumes it. The program is never
+killed for it (its own deadline still runs). Once the main process has exited, the pipes are
+read without pause for the drain bound, so what it wrote before its exit is delivered.
+
 Boundary: a job is a supervision boundary. An unexpected exception while a job runs (ours, or
 a library's) leaves the runner after its tree was ended by the same shielded stop ladder; the
 lanes driver then finishes that job ``failed`` with ``errorCode: "internal"`` and the
@@ -79,6 +87,7 @@ if TYPE_CHECKING:
 
     from lanes import Job, JobRequest
 
+    from .._flow import FlowListener
     from .._process._tree import ProcessTree, TreeEndReport
 
 __all__ = (
@@ -112,6 +121,9 @@ class ProcessJobRunner:
             milliseconds.
         drain_ms: How long output is still read after the main process exited, in
             milliseconds; a descendant holding a pipe open never stretches a job past it.
+        watch_output: ``watch_output(job_id, listener) -> unwatch``: lets whatever takes the
+            job's events pause and resume the reading of its pipes (see "Flow control"
+            above), or None (output is read without pause).
 
     Raises:
         ValueError: A bound is negative.
@@ -123,6 +135,7 @@ class ProcessJobRunner:
         term_grace_ms: int = TERM_GRACE_MS,
         kill_wait_ms: int = KILL_WAIT_MS,
         drain_ms: int = DEFAULT_DRAIN_MS,
+        watch_output: Callable[[str, FlowListener], Callable[[], None]] | None = None,
     ) -> None:
         # A job has no polite step: the ladder starts at SIGTERM.
         self._bounds = StopBounds(
@@ -135,6 +148,7 @@ class ProcessJobRunner:
         self.term_grace_ms = term_grace_ms
         self.kill_wait_ms = kill_wait_ms
         self.drain_ms = drain_ms
+        self._watch_output = watch_output
 
     def __repr__(self) -> str:
         return (
@@ -191,13 +205,18 @@ class ProcessJobRunner:
             if pass_fd is not None:
                 # The job has its copy: EOF comes when its tree has closed every one.
                 os.close(pass_fd[0])
+        gate = _OutputGate()
+        unwatch = None if self._watch_output is None else self._watch_output(job.id, gate)
         try:
             fault_point("job.spawn")
             if reader is None:
-                await self._supervise(tree, emit_output)
+                await self._supervise(tree, emit_output, gate)
             else:
-                await self._supervise_reporting(tree, emit_output, reader)
+                await self._supervise_reporting(tree, emit_output, reader, gate)
         finally:
+            if unwatch is not None:
+                unwatch()
+            gate.release()
             if reader is not None:
                 reader.close()
             # Joins the ladder that ended the tree (or runs it, after a failure before).
@@ -242,6 +261,7 @@ class ProcessJobRunner:
         tree: ProcessTree,
         emit_output: Callable[[str, str], None],
         reader: _ReportReader,
+        gate: _OutputGate,
     ) -> None:
         """:meth:`_supervise`, with the report pipe read by a task of its own, drained
         within the same bound after the main process's exit and read through the ladder."""
@@ -256,7 +276,7 @@ class ProcessJobRunner:
 
             nursery.start_soon(read_reports)
             try:
-                await self._supervise(tree, emit_output, reader.done.wait)
+                await self._supervise(tree, emit_output, gate, reader.done.wait)
             finally:
                 reading.cancel()
             exit_time = tree.exit_time if tree.exit_time is not None else trio.current_time()
@@ -268,6 +288,7 @@ class ProcessJobRunner:
         self,
         tree: ProcessTree,
         emit_output: Callable[[str, str], None],
+        gate: _OutputGate,
         also_drained: Callable[[], Awaitable[object]] | None = None,
     ) -> None:
         """Pump both pipes until the main process exits and the drain bound passes, then
@@ -298,7 +319,7 @@ class ProcessJobRunner:
         err = _Capture("stderr", 0, on_output)
         mux = _Multiplexer.open(tree, out, err, None)
         if mux is None:
-            await self._supervise_tasks(tree, emit_output, also_drained)
+            await self._supervise_tasks(tree, emit_output, gate, also_drained)
             return
 
         async def drained() -> None:
@@ -308,7 +329,10 @@ class ProcessJobRunner:
 
         failed = True
         try:
+            gate.attach(mux)
             await mux.run(until_exit=True)
+            # What it wrote before its exit is read now, paused or not (bounded by the drain).
+            gate.release()
             fault_point("job.exit")
             mux.drain_nowait()
             if mux.readers:
@@ -322,6 +346,8 @@ class ProcessJobRunner:
             failed = False
             raise
         finally:
+            # The ladder reads while the tree ends: the pause must not hold its drain.
+            gate.release()
             try:
                 await self._stop(tree, drained, lambda: out.total + err.total, failed=failed)
             finally:
@@ -336,14 +362,15 @@ class ProcessJobRunner:
         self,
         tree: ProcessTree,
         emit_output: Callable[[str, str], None],
+        gate: _OutputGate,
         also_drained: Callable[[], Awaitable[object]] | None,
     ) -> None:
         """:meth:`_supervise` with a task per pipe, where epoll or pidfds are missing."""
         assert tree.stdout is not None
         assert tree.stderr is not None
         pumps = [
-            _Pump("stdout", tree.stdout, emit_output),
-            _Pump("stderr", tree.stderr, emit_output),
+            _Pump("stdout", tree.stdout, emit_output, gate),
+            _Pump("stderr", tree.stderr, emit_output, gate),
         ]
 
         async def drained() -> None:
@@ -366,6 +393,8 @@ class ProcessJobRunner:
             failed = True
             try:
                 await tree.wait()
+                # What it wrote before its exit is read now, paused or not (bounded by the drain).
+                gate.release()
                 fault_point("job.exit")
                 with trio.move_on_after(self.drain_ms / 1000):
                     for pump in pumps:
@@ -375,12 +404,61 @@ class ProcessJobRunner:
                 failed = False
                 raise
             finally:
+                # The ladder reads while the tree ends: the pause must not hold its drain.
+                gate.release()
                 try:
                     progress = lambda: sum(pump.read_bytes for pump in pumps)  # noqa: E731
                     await self._stop(tree, drained, progress, failed=failed)
                 finally:
                     for scope in reading:
                         scope.cancel()
+
+
+class _OutputGate:
+    """A job's :class:`~supervisor._flow.FlowListener`: pauses the reading of its pipes.
+
+    Paused, the multiplexer stops watching the pipes (the exit is still seen) and a
+    :class:`_Pump` waits before its next read. :meth:`release` ends the pausing for good (the
+    main process exited, or the job is over).
+    """
+
+    def __init__(self) -> None:
+        self.paused = False
+        #: How many times the job was paused (statistics, tests).
+        self.pauses = 0
+        self._released = False
+        self._mux: _Multiplexer | None = None
+        self._resumed = trio.Event()
+
+    def attach(self, mux: _Multiplexer) -> None:
+        self._mux = mux
+        if self.paused:
+            mux.pause_reading()
+
+    def pause(self) -> None:
+        if self._released or self.paused:
+            return
+        self.paused = True
+        self.pauses += 1
+        self._resumed = trio.Event()
+        if self._mux is not None:
+            self._mux.pause_reading()
+
+    def resume(self) -> None:
+        if not self.paused:
+            return
+        self.paused = False
+        self._resumed.set()
+        if self._mux is not None:
+            self._mux.resume_reading()
+
+    def release(self) -> None:
+        self.resume()
+        self._released = True
+
+    async def wait_open(self) -> None:
+        while self.paused:
+            await self._resumed.wait()
 
 
 class _Pump:
@@ -391,10 +469,12 @@ class _Pump:
         stream_name: str,
         stream: trio.abc.ReceiveStream,
         emit_output: Callable[[str, str], None],
+        gate: _OutputGate | None = None,
     ) -> None:
         self.stream_name = stream_name
         self.stream = stream
         self.emit_output = emit_output
+        self.gate = gate
         self.done = trio.Event()
         #: Bytes read so far (the stop ladder's drain goes on while it grows).
         self.read_bytes = 0
@@ -403,6 +483,8 @@ class _Pump:
     async def run(self) -> None:
         try:
             while True:
+                if self.gate is not None:
+                    await self.gate.wait_open()
                 try:
                     data = await self.stream.receive_some(_READ_BYTES)
                 except (trio.BrokenResourceError, trio.ClosedResourceError):

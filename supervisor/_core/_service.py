@@ -24,6 +24,7 @@ if TYPE_CHECKING:
 
     from protocol import JSONObject, JSONValue
 
+    from .._session._events import EventBudget
     from ._policy import HostPolicy
 
 __all__ = (
@@ -125,6 +126,8 @@ class ServiceContext:
         plugin_state_root: Where plugin state directories and the host secret live
             (``open_core(plugin_state_root=...)``); None: the default.
         lookup: The Core's services by name (:meth:`service`); none outside a Core.
+        event_budget: The bytes every event queue of the Core keeps together
+            (:class:`~supervisor._session._events.EventBudget`); None: no shared bound.
     """
 
     nursery: trio.Nursery
@@ -134,6 +137,7 @@ class ServiceContext:
     host_policy: HostPolicy | None = None
     plugin_state_root: Path | None = None
     lookup: ServiceLookup = field(default_factory=_NoServices)
+    event_budget: EventBudget | None = None
     _shared: dict[object, object] = field(default_factory=dict, repr=False, compare=False)
 
     async def service(self, name: str) -> Service | None:

@@ -290,7 +290,7 @@ class DebugService:
             root_path=root_path,
             supports_run_in_terminal=supports_rit,
             run_in_terminal_handler=handler,
-            events=EventQueue(self._context.max_events),
+            events=EventQueue(self._context.max_events, budget=self._context.event_budget),
             start_child=self._start_child,
             language_server_command=self._context.language_server_command,
         )
@@ -365,7 +365,7 @@ class DebugService:
             root_path=parent.root_path,
             supports_run_in_terminal=parent.supports_run_in_terminal,
             run_in_terminal_handler=parent.run_in_terminal_handler,
-            events=EventQueue(self._context.max_events),
+            events=EventQueue(self._context.max_events, budget=self._context.event_budget),
             parent=parent,
             start_child=self._start_child,
             language_server_command=self._context.language_server_command,

@@ -96,6 +96,7 @@ from .._boundary import (
     log_failure,
     split_failure,
 )
+from .._endpoint import EndpointClosed, _WriteQueue
 from .._process._tree import PIPE, open_process_tree
 from .._session import (
     DRAIN_AFTER_EXIT_MS,
@@ -177,10 +178,12 @@ DEFAULT_INITIALIZE_TIMEOUT_MS: Final = 30_000
 #: Operations that may be pending at once per session; the next one waits for room (its
 #: session's later operations wait behind it: docs/architecture.md "The order rule").
 MAX_PENDING_OPERATIONS: Final = 128
-#: Frames waiting for the writer; past this, senders wait (backpressure, bounded memory).
+#: Frames, and bytes, waiting for the writer; past either, senders wait (backpressure,
+#: bounded memory). An adapter that reads slowly is waited for, never ended for it (flow
+#: control, DESIGN invariant 20): its operations end at their deadlines, and a stop ends it
+#: by the ladder (``disconnect`` bounded, stdin closed, TERM, KILL).
 _WRITE_QUEUE_FRAMES: Final = 256
-#: A single write that makes no progress this long means the adapter stopped reading.
-_WRITE_TIMEOUT_S: Final = 10.0
+_WRITE_QUEUE_BYTES: Final = 16 * 1024 * 1024
 #: Output drained after the adapter's exit; a held-open pipe must not stretch the stop.
 _DRAIN_AFTER_EXIT_S: Final = DRAIN_AFTER_EXIT_MS / 1000
 #: The adapter's stop ladder: its polite step is the end of its input (then its exit).
@@ -362,7 +365,7 @@ class DebugSession(SessionResource[JSONObject]):
         self._socket: trio.SocketStream | None = None
         self._send_stream: trio.abc.SendStream | None = None
         self._receive_stream: trio.abc.ReceiveStream | None = None
-        self._write_send, self._write_receive = trio.open_memory_channel[bytes](_WRITE_QUEUE_FRAMES)
+        self._writes = _WriteQueue(_WRITE_QUEUE_FRAMES, _WRITE_QUEUE_BYTES)
         self._pending: dict[int, _Pending] = {}
         self._operations: OperationTable[_Operation] = OperationTable(self._operation_finished)
         self._anonymous = itertools.count(1)
@@ -715,19 +718,21 @@ class DebugSession(SessionResource[JSONObject]):
     async def _write_loop(self) -> None:
         stream = self._send_stream
         assert stream is not None
-        async with self._write_receive:
-            async for frame in self._write_receive:
-                fault_point("dap.writer")
-                try:
-                    with trio.fail_after(_WRITE_TIMEOUT_S):
+        try:
+            while True:
+                frames = await self._writes.get_all()
+                if not frames:
+                    return  # closed, and everything queued before was written
+                for frame, _ in frames:
+                    fault_point("dap.writer")
+                    try:
                         await stream.send_all(frame)
-                except (trio.BrokenResourceError, trio.ClosedResourceError):
-                    self._end_transport("transportClosed")
-                    return
-                except trio.TooSlowError:
-                    logger.warning("debug adapter %s stopped reading", self.session_id)
-                    self._end_transport("adapterNotReading")
-                    return
+                    except (trio.BrokenResourceError, trio.ClosedResourceError):
+                        self._end_transport("transportClosed")
+                        return
+                self._writes.written()
+        finally:
+            self._writes.close("the writer ended")
 
     async def _read_loop(self) -> None:
         stream = self._receive_stream
@@ -798,8 +803,8 @@ class DebugSession(SessionResource[JSONObject]):
 
     async def _send(self, frame: bytes) -> None:
         try:
-            await self._write_send.send(frame)
-        except (trio.BrokenResourceError, trio.ClosedResourceError):
+            await self._writes.put(frame)
+        except EndpointClosed:
             raise _SessionEnded from None
 
     async def _request(
@@ -834,11 +839,9 @@ class DebugSession(SessionResource[JSONObject]):
         if not (self.capabilities or {}).get("supportsCancelRequest"):
             return
         _, frame = self._conn.request("cancel", {"requestId": seq})
-        # Best effort, never blocking: it may be sent from a cancelled task.
-        with contextlib.suppress(
-            trio.WouldBlock, trio.BrokenResourceError, trio.ClosedResourceError
-        ):
-            self._write_send.send_nowait(frame)
+        # Never blocking: it may be sent from a cancelled task (bounded by the requests
+        # that were pending).
+        self._writes.put_urgent(frame)
 
     # -- operations ----------------------------------------------------------------------
 
@@ -918,7 +921,7 @@ class DebugSession(SessionResource[JSONObject]):
                 ``timedOut`` (``timed_out``: the deadline, or ``debug.cancelOperation`` with
                 reason timedOut); ``sessionEnded`` (``cancelled``: the session ended first;
                 details ``sessionEndReason`` is the ``terminated`` event's reason, such as
-                ``adapterExited``, ``protocolError``, ``adapterNotReading``,
+                ``adapterExited``, ``protocolError``, ``transportClosed``,
                 ``disconnected``).
 
         **Cancellation:** cancelling the caller fails the operation (``operationFailed``,
@@ -1820,7 +1823,7 @@ class DebugSession(SessionResource[JSONObject]):
                     await self._request("disconnect", arguments)
 
     async def _close_input(self) -> None:
-        self._write_send.close()
+        self._writes.close("closed")
         for stream in (self._socket, self._tree.stdin if self._tree is not None else None):
             if stream is not None:
                 with contextlib.suppress(trio.BrokenResourceError, trio.ClosedResourceError):
@@ -1832,7 +1835,7 @@ class DebugSession(SessionResource[JSONObject]):
         Its stdin is closed; a socket only stops sending (the adapter sees end of file and
         may still send its last events), or is closed when the writer still holds it.
         """
-        self._write_send.close()
+        self._writes.close("closed")  # what is queued is still written, then the writer ends
         if self._tree is not None and self._tree.stdin is not None:
             with contextlib.suppress(trio.BrokenResourceError, trio.ClosedResourceError):
                 await self._tree.stdin.aclose()

@@ -62,7 +62,7 @@ from .._plugin._state import (
 )
 from .._plugin._workspace import context_expired
 from .._process._tree import open_process_tree
-from .._session._events import EventQueue
+from .._session._events import EventBudget, EventQueue
 from .._session._order import effect_taken
 from .._session._registry import SessionRegistry
 from ._client import check_client_policy
@@ -488,8 +488,10 @@ class LspService:
         max_events: int,
         owner_ended: Callable[[str], Awaitable[None]] | None = None,
         host: HostEnvironment | None = None,
+        event_budget: EventBudget | None = None,
     ) -> None:
         self._nursery = nursery
+        self._event_budget = event_budget
         #: The Core's host services for plugin backends (None: all go to the client).
         self.host = host
         if host is not None:
@@ -641,7 +643,7 @@ class LspService:
         session = LspSession(
             session_id,
             spec,
-            EventQueue(self._max_events),
+            EventQueue(self._max_events, budget=self._event_budget),
             # Stderr may fill at most a quarter of the queue: the rest stays for
             # diagnostics, requestCompleted and state changes.
             stderr_log_share=max(1, self._max_events // 4),
@@ -1390,7 +1392,9 @@ async def open_lsp_service(context: ServiceContext) -> AsyncIterator[LspService]
     """
     async with trio.open_nursery() as nursery:
         host = HostEnvironment.of(context)
-        service = LspService(nursery, context.max_events, context.owner_ended, host)
+        service = LspService(
+            nursery, context.max_events, context.owner_ended, host, context.event_budget
+        )
         try:
             yield service
         finally:

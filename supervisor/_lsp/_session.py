@@ -161,9 +161,6 @@ DEFAULT_INITIALIZE_TIMEOUT_MS: Final = 60_000
 MAX_PENDING_FOR_READINESS: Final = 128
 #: A backend's requests for host terminals (ordered per terminal on its connection).
 _HOST_TERMINAL_PREFIX: Final = "lithe/host/terminal/"
-#: Ours: a server that stops reading stalls only its own writer; its requests end at their
-#: deadlines and a stop ends it. So the endpoint's "no progress" timeout is not what ends it.
-LSP_WRITE_TIMEOUT_MS: Final = 3_600_000
 #: Lines of stderr kept for crash reports and snapshots, and the longest line kept (bytes).
 STDERR_RING_LINES: Final = DEFAULT_STDERR_LINES
 STDERR_LINE_BYTES: Final = DEFAULT_STDERR_LINE_BYTES
@@ -736,10 +733,11 @@ class LspSession(SessionResource[JSONObject]):
                     ),
                     # A backend's writes may stay blocked for the request timeout at most
                     # (plugin-contract.md "Isolation between backends": transportFailed).
+                    # A language server is never ended for reading slowly (flow control,
+                    # DESIGN invariant 20): it stalls only its own writer, its requests end
+                    # at their deadlines, and a stop ends it by the ladder.
                     write_timeout_ms=(
-                        self.spec.request_timeout_ms
-                        if self.plugin is not None
-                        else LSP_WRITE_TIMEOUT_MS
+                        self.spec.request_timeout_ms if self.plugin is not None else None
                     ),
                     cancelled_data=CANCELLED_DATA if self.plugin is not None else None,
                     # The end of stdout only stops reading: what was read before it (a

@@ -48,6 +48,7 @@ if TYPE_CHECKING:
 
     from .._core._service import CommandHandler, ServiceContext
     from .._dap._service import DebugService
+    from .._session._events import EventBudget
     from ._run_state import DebugStart, RunStart
 
 __all__ = ("DID_EXIT", "MAX_REQUIRED_TOOLS", "RunOwner", "RunService", "open_run_service")
@@ -239,8 +240,10 @@ def _parse_adapters(value: JSONValue, tools: RunTools) -> dict[str, DebugAdapter
 class RunService:
     """Run sessions of plugin backends, and the debug sessions they start."""
 
-    def __init__(self, nursery: trio.Nursery, max_events: int) -> None:
-        self.table = RunTable(nursery, self._exited, max_events)
+    def __init__(
+        self, nursery: trio.Nursery, max_events: int, event_budget: EventBudget | None = None
+    ) -> None:
+        self.table = RunTable(nursery, self._exited, max_events, event_budget)
         self._plugins: dict[str, PluginRuns] = {}
         #: Debug sessions started by debug/start: sessionId -> plugin ID.
         self._debug_owners: dict[str, str] = {}
@@ -374,7 +377,7 @@ class RunService:
 @asynccontextmanager
 async def open_run_service(context: ServiceContext) -> AsyncIterator[RunService]:
     """The run service of a Core; closing it ends every run (shielded, bounded)."""
-    service = RunService(context.nursery, context.max_events)
+    service = RunService(context.nursery, context.max_events, context.event_budget)
     try:
         yield service
     finally:

@@ -37,7 +37,7 @@ from protocol import CoreError
 
 from .._process._ladder import StopBounds, stop_ladder
 from .._process._tree import DEVNULL, PIPE, STDOUT, ProcessTree, open_process_tree
-from .._session._events import EventQueue
+from .._session._events import EventBudget, EventQueue
 from .._session._registry import SessionRegistry
 from ._run_state import expand_temporary_files
 from ._state import HostRefusal
@@ -141,10 +141,12 @@ class RunTable:
         nursery: trio.Nursery,
         exited: Callable[[Run], Awaitable[None]],
         max_events: int = 1024,
+        event_budget: EventBudget | None = None,
     ) -> None:
         self._nursery = nursery
         self._exited = exited
         self._max_events = max_events
+        self._event_budget = event_budget
         #: Every run by ``runID`` (``runId`` in Core commands), live and recently ended.
         self.runs: SessionRegistry[Run] = SessionRegistry("run", "run", "runId", _events_of)
         self._serial = itertools.count(1)
@@ -201,7 +203,7 @@ class RunTable:
             generation,
             plan.label,
             plan.rerun,
-            EventQueue(self._max_events),
+            EventQueue(self._max_events, budget=self._event_budget),
             owner,
         )
         await self._nursery.start(self._run, run, plan)

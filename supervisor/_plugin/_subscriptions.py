@@ -10,9 +10,10 @@ plugin-contract.md "Workspace contexts and capability discovery", "Host notifica
 - ``lithe/host/subscriptions/dispose``, the end of the backend process (a replacement never
   hears an old subscription), and closing the subscription's context dispose it; the
   service that made it is told (``on_dispose``) so it stops the work.
-- Host notifications wait in a queue of :data:`MAX_QUEUED_NOTIFICATIONS` per session;
-  ``workspace/didChangeContexts`` coalesces to the latest revision; overflow ends the session
-  (:class:`NotificationOverflow`) rather than growing without bound or losing a command.
+- Host notifications wait in a queue of :data:`MAX_QUEUED_NOTIFICATIONS` per session and
+  :data:`MAX_QUEUED_NOTIFICATION_BYTES` of params (as JSON); ``workspace/didChangeContexts``
+  coalesces to the latest revision; overflow ends the session (:class:`NotificationOverflow`)
+  rather than growing without bound or losing a command.
 """
 
 from __future__ import annotations
@@ -24,6 +25,8 @@ from typing import TYPE_CHECKING, Final
 
 import trio
 
+from protocol._json import encoded_size
+
 if TYPE_CHECKING:
     from collections.abc import Callable
 
@@ -32,6 +35,7 @@ if TYPE_CHECKING:
 __all__ = (
     "DID_CHANGE_CONTEXTS",
     "MAX_QUEUED_NOTIFICATIONS",
+    "MAX_QUEUED_NOTIFICATION_BYTES",
     "NOTIFY",
     "HostNotifications",
     "NotificationOverflow",
@@ -41,13 +45,16 @@ __all__ = (
 
 #: Host notifications queued per session before the session ends (plugin-contract.md).
 MAX_QUEUED_NOTIFICATIONS: Final = 128
+#: Bytes of their params (as JSON) queued per session before the session ends (ours).
+MAX_QUEUED_NOTIFICATION_BYTES: Final = 8 * 1024 * 1024
 NOTIFY: Final = "lithe/host/subscriptions/notify"
 DID_CHANGE_CONTEXTS: Final = "lithe/host/workspace/didChangeContexts"
 
 
 class NotificationOverflow(Exception):
-    """More than :data:`MAX_QUEUED_NOTIFICATIONS` host notifications waited: the session
-    ends (the backend stopped reading)."""
+    """More than :data:`MAX_QUEUED_NOTIFICATIONS` host notifications, or more than
+    :data:`MAX_QUEUED_NOTIFICATION_BYTES` of them, waited: the session ends (the backend
+    stopped reading)."""
 
 
 class HostNotifications:
@@ -57,9 +64,15 @@ class HostNotifications:
     them in order.
     """
 
-    def __init__(self, bound: int = MAX_QUEUED_NOTIFICATIONS) -> None:
+    def __init__(
+        self, bound: int = MAX_QUEUED_NOTIFICATIONS, max_bytes: int = MAX_QUEUED_NOTIFICATION_BYTES
+    ) -> None:
         self._bound = bound
+        self._max_bytes = max_bytes
         self._queue: deque[tuple[str, JSONObject]] = deque()
+        #: The JSON size of each queued notification's params, in queue order.
+        self._sizes: deque[int] = deque()
+        self._bytes = 0
         self._ready = trio.Event()
         self.overflowed = False
 
@@ -70,17 +83,27 @@ class HostNotifications:
         """Queue a notification; a queued ``didChangeContexts`` takes the later revision."""
         if self.overflowed:
             return
+        size = encoded_size(params)
         if method == DID_CHANGE_CONTEXTS:
             for n, (queued, _params) in enumerate(self._queue):
                 if queued == DID_CHANGE_CONTEXTS:
                     self._queue[n] = (method, params)
+                    self._bytes += size - self._sizes[n]
+                    self._sizes[n] = size
                     return
-        if len(self._queue) >= self._bound:
+        if len(self._queue) >= self._bound or self._bytes + size > self._max_bytes:
             self.overflowed = True
-            self._queue.clear()
+            self._clear()
         else:
             self._queue.append((method, params))
+            self._sizes.append(size)
+            self._bytes += size
         self._ready.set()
+
+    def _clear(self) -> None:
+        self._queue.clear()
+        self._sizes.clear()
+        self._bytes = 0
 
     async def get(self) -> tuple[str, JSONObject]:
         """The next notification, waiting for one.
@@ -91,16 +114,18 @@ class HostNotifications:
         while True:
             if self.overflowed:
                 raise NotificationOverflow(
-                    f"more than {self._bound} host notifications waited for the backend"
+                    f"more than {self._bound} host notifications (or {self._max_bytes} bytes"
+                    " of them) waited for the backend"
                 )
             if self._queue:
+                self._bytes -= self._sizes.popleft()
                 return self._queue.popleft()
             self._ready = trio.Event()
             await self._ready.wait()
 
     def clear(self) -> None:
         """Forget what is queued (the backend process ended)."""
-        self._queue.clear()
+        self._clear()
         self.overflowed = False
 
 

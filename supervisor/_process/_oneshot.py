@@ -22,6 +22,7 @@ import contextlib
 import fcntl
 import math
 import os
+import re
 import select
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -189,11 +190,53 @@ def _non_negative_int(name: str, value: object) -> int:
     return value
 
 
-async def _feed_stdin(stream: trio.abc.SendStream, data: bytes) -> None:
+#: Characters of a text stdin encoded at a time (see :class:`_StdinFeed`).
+_STDIN_TEXT_PIECE = 16384
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+class _StdinFeed:
+    """What is left to write to a child's stdin.
+
+    A text is encoded as UTF-8 a piece at a time as the child reads it, so a large text stdin
+    (``process.run``'s, up to the frame limit) is never held a second time as bytes: the
+    request that carries it is memory enough (README "Memory bounds").
+    """
+
+    __slots__ = ("_pending", "_pos", "_text")
+
+    def __init__(self, data: bytes | bytearray | memoryview | str) -> None:
+        if isinstance(data, str):
+            self._text = data
+            self._pending = memoryview(b"")
+        else:
+            self._text = ""
+            self._pending = memoryview(data).cast("B")
+        self._pos = 0
+
+    def __bool__(self) -> bool:
+        return bool(self._pending) or self._pos < len(self._text)
+
+    def chunk(self, size: int) -> memoryview:
+        """Up to ``size`` bytes of what is left (empty once everything was taken)."""
+        if not self._pending and self._pos < len(self._text):
+            piece = self._text[self._pos : self._pos + _STDIN_TEXT_PIECE]
+            self._pos += len(piece)
+            self._pending = memoryview(piece.encode())
+        return self._pending[:size]
+
+    def advance(self, written: int) -> None:
+        """``written`` bytes of the last :meth:`chunk` reached the child."""
+        self._pending = self._pending[written:]
+
+
+async def _feed_stdin(stream: trio.abc.SendStream, data: _StdinFeed) -> None:
     # A child that exits without reading its input is not an error of the call.
     with contextlib.suppress(trio.BrokenResourceError, trio.ClosedResourceError):
-        if data:
-            await stream.send_all(data)
+        while data:
+            chunk = data.chunk(_READ_CHUNK)
+            await stream.send_all(chunk)
+            data.advance(len(chunk))
         await stream.aclose()
 
 
@@ -202,7 +245,7 @@ async def run_process(
     *,
     cwd: str | os.PathLike[str] | None = None,
     env: Mapping[str, str | None] | None = None,
-    stdin: bytes | None = None,
+    stdin: bytes | str | None = None,
     timeout_ms: int | None = None,
     max_output_bytes: int = DEFAULT_MAX_OUTPUT_BYTES,
     on_output: OutputCallback | None = None,
@@ -217,8 +260,9 @@ async def run_process(
         cwd: Working directory; default: ours.
         env: Changes to our environment (None values remove a variable); the scope
             marker is always set.
-        stdin: Bytes written to the child's stdin, which is then closed; None
-            means ``/dev/null``.
+        stdin: Bytes written to the child's stdin, which is then closed; a ``str`` is
+            written as UTF-8 (encoded a piece at a time as the child reads, so a large text
+            is not held twice); None means ``/dev/null``.
         timeout_ms: Deadline in milliseconds from the spawn; when it passes the
             tree is ended and ``timed_out`` is set. None: no deadline.
         max_output_bytes: Bytes kept per stream (default 16 MiB, at most
@@ -251,8 +295,12 @@ async def run_process(
     if timeout_ms is not None:
         _positive_int("timeoutMilliseconds", timeout_ms)
     _non_negative_int("term_grace_ms", term_grace_ms)
-    if stdin is not None and not isinstance(stdin, (bytes, bytearray, memoryview)):
-        raise CoreError("invalid_request", "stdin must be bytes or None")
+    if stdin is not None and not isinstance(stdin, (bytes, bytearray, memoryview, str)):
+        raise CoreError("invalid_request", "stdin must be bytes, str or None")
+    if isinstance(stdin, str) and _SURROGATE.search(stdin) is not None:
+        raise CoreError(
+            "invalid_request", "stdin holds a lone surrogate (no UTF-8 form)", {"field": "stdin"}
+        )
 
     # No polite step: a command is asked to stop by SIGTERM.
     bounds = StopBounds(
@@ -303,7 +351,7 @@ async def _supervise(
     tree: ProcessTree,
     out: _Capture,
     err: _Capture,
-    stdin: bytes | None,
+    stdin: bytes | str | None,
     timeout_ms: int | None,
     bounds: StopBounds,
 ) -> bool:
@@ -344,7 +392,7 @@ async def _supervise(
     async def feed() -> None:
         assert tree.stdin is not None
         with feeding:
-            await _feed_stdin(tree.stdin, bytes(stdin or b""))
+            await _feed_stdin(tree.stdin, _StdinFeed(stdin or b""))
 
     async with trio.open_nursery() as nursery:
         if tree.stdout is not None:
@@ -382,6 +430,10 @@ async def _supervise(
 _HAVE_EPOLL = hasattr(select, "epoll")
 #: Passes through the epoll loop that found work before an explicit scheduler pass.
 _BUSY_PASSES_PER_CHECKPOINT = 16
+#: Bytes read in a row after which the loop passes through the scheduler anyway: what consumes
+#: the output (a job's flusher, and through it flow control's pause) runs at least once per
+#: MiB read, not once per 16 reads of up to a MiB each.
+_BYTES_PER_CHECKPOINT = 1024 * 1024
 #: How long, in all, the Trio thread may wait for a child's exit once one of its pipes
 #: reached EOF (seconds; see ``_Multiplexer.run``).
 _EXIT_AFTER_EOF_S = 0.0003
@@ -396,19 +448,23 @@ class _Multiplexer:
         pidfd: int,
         readers: dict[int, tuple[_Capture, trio.lowlevel.FdStream]],
         stdin_stream: trio.lowlevel.FdStream | None,
-        stdin_data: bytes,
+        stdin_data: bytes | str,
     ) -> None:
         self.tree = tree
         self.epoll = select.epoll()
         self.pidfd: int | None = pidfd
         self.readers = readers
         self.stdin = stdin_stream
-        self.stdin_data = memoryview(stdin_data)
+        self.stdin_data = _StdinFeed(stdin_data)
         #: Whether :meth:`run` has passed through Trio's scheduler (a full checkpoint).
         self.waited = False
         self._spin_until: float | None = None
         #: The buffer a flooding stream is read into (see :meth:`_read`).
         self._scratch: bytearray | None = None
+        #: Reading paused (flow control): a readiness polled before the pause is not served.
+        self.paused = False
+        #: Bytes read since the last pass through the scheduler (see :meth:`run`).
+        self._read_since = 0
         self.epoll.register(pidfd, select.EPOLLIN)
         for fd in readers:
             self.epoll.register(fd, select.EPOLLIN)
@@ -420,7 +476,7 @@ class _Multiplexer:
 
     @classmethod
     def open(
-        cls, tree: ProcessTree, out: _Capture, err: _Capture, stdin: bytes | None
+        cls, tree: ProcessTree, out: _Capture, err: _Capture, stdin: bytes | str | None
     ) -> _Multiplexer | None:
         """The multiplexer for ``tree``, or None when it needs the task-based path."""
         pidfd = tree._exit_fd()
@@ -434,7 +490,22 @@ class _Multiplexer:
             if isinstance(stream, trio.lowlevel.FdStream):
                 readers[stream.fileno()] = (capture, stream)
         stdin_stream = tree.stdin if isinstance(tree.stdin, trio.lowlevel.FdStream) else None
-        return cls(tree, pidfd, readers, stdin_stream, bytes(stdin or b""))
+        return cls(tree, pidfd, readers, stdin_stream, stdin or b"")
+
+    def pause_reading(self) -> None:
+        """Stop reading stdout and stderr (flow control: the kernel then holds the child's
+        next write); the exit is still seen."""
+        self.paused = True
+        for fd in self.readers:
+            with contextlib.suppress(OSError, ValueError):
+                self.epoll.modify(fd, 0)
+
+    def resume_reading(self) -> None:
+        """Read stdout and stderr again after :meth:`pause_reading`."""
+        self.paused = False
+        for fd in self.readers:
+            with contextlib.suppress(OSError, ValueError):
+                self.epoll.modify(fd, select.EPOLLIN)
 
     def stop_feeding(self) -> None:
         """Close the child's stdin (all written, the child gone, or it stopped reading)."""
@@ -478,6 +549,7 @@ class _Multiplexer:
                 size = os.readv(fd, (view[: capture.chunk],))
                 if size:
                     capture.feed(view[:size])
+        self._read_since += size
         if size < capture.chunk:
             return size > 0
         capture.full_reads += 1
@@ -502,6 +574,8 @@ class _Multiplexer:
         for fd, _ in events:
             reader = self.readers.get(fd)
             if reader is not None:
+                if self.paused:
+                    continue  # paused by what an earlier read of this batch fed
                 try:
                     more = self._read(fd, reader[0])
                 except BlockingIOError:
@@ -516,14 +590,14 @@ class _Multiplexer:
                 self.tree.returncode  # noqa: B018  # reaps; records the exit time
             elif self.stdin is not None and fd == self.stdin.fileno():
                 try:
-                    written = os.write(fd, self.stdin_data[:_READ_CHUNK])
+                    written = os.write(fd, self.stdin_data.chunk(_READ_CHUNK))
                 except BlockingIOError:
                     continue
                 except OSError:
                     # A child that exits without reading its input is not an error.
                     self.stop_feeding()
                     continue
-                self.stdin_data = self.stdin_data[written:]
+                self.stdin_data.advance(written)
                 if not self.stdin_data:
                     self.stop_feeding()
 
@@ -559,12 +633,14 @@ class _Multiplexer:
             if events:
                 # Level-triggered: whatever is left shows up in the next poll.
                 busy += 1
-                if busy >= _BUSY_PASSES_PER_CHECKPOINT:
+                if busy >= _BUSY_PASSES_PER_CHECKPOINT or self._read_since >= _BYTES_PER_CHECKPOINT:
                     busy = 0
+                    self._read_since = 0
                     await trio.lowlevel.checkpoint()
                     self.waited = True
                 continue
             busy = 0
+            self._read_since = 0
             # The epoll descriptor is readable as soon as a registered one has an event.
             await trio.lowlevel.wait_readable(self.epoll.fileno())
             self.waited = True

@@ -5,11 +5,17 @@ Contract (plugin-contract.md "Plugin-owned native terminals"):
 - The program starts through :func:`open_process_tree` (no shell, the scope marker, its own
   session) with the PTY slave as fds 0-2 *and as the controlling terminal* of that session,
   so job control, ``SIGWINCH`` and hang-up behave as in a terminal emulator.
-- One reader task per generation reads the master without pause, decodes UTF-8
-  incrementally (a character is never split across two ``output`` events; invalid bytes
-  become U+FFFD) and hands each chunk to ``on_output`` and to the :class:`RetainedDisplay`.
-  Chunks are at most :data:`READ_CHUNK_BYTES` bytes (one event each; the per-terminal event
-  queue bounds their number and their characters, so memory).
+- One reader task per generation reads the master, decodes UTF-8 incrementally (a character
+  is never split across two ``output`` events; invalid bytes become U+FFFD) and hands each
+  chunk to ``on_output`` and to the :class:`RetainedDisplay`. Chunks are at most
+  :data:`READ_CHUNK_BYTES` bytes (one event each; the per-terminal event queue bounds their
+  number and their bytes, so memory).
+- Flow control (xterm.js's ``WriteBuffer``, node-pty's ``pause``/``resume``): the terminal's
+  event queue pauses the reader (:meth:`TerminalProcess.pause`) when the output nobody took
+  reaches its high watermark and resumes it at the low one. Paused, the reader does not read
+  the master: the kernel holds the program's next write, and the program is never killed for
+  it. The pause never holds an end: once the main process exited, or a close began, the
+  reader reads on.
 - :meth:`TerminalProcess.end` is the close, by the stop ladder
   (:func:`~supervisor._process._ladder.stop_ladder`): SIGHUP and SIGCONT to every process
   group of the PTY's session and to every process carrying the tree's marker, a bounded wait
@@ -166,7 +172,7 @@ class TerminalProcess:
         self.display = display
         self._on_output = on_output
         self._decoder = codecs.getincrementaldecoder("utf-8")("replace")
-        self._discard = False
+        self.__discard = False
         self._write_lock = trio.Lock()
         self._scope = trio.CancelScope()
         self._reader_done = trio.Event()
@@ -182,6 +188,12 @@ class TerminalProcess:
         self._closed = False
         #: Bytes read from the master so far (statistics).
         self.bytes_read = 0
+        #: Flow control: paused by the event queue, and how many times (statistics).
+        self.paused = False
+        self.pauses = 0
+        self._unpaused = trio.Event()
+        #: A close began: the pause no longer holds the reader (the end must not wait on it).
+        self._ending = False
 
     @classmethod
     async def start(
@@ -254,6 +266,8 @@ class TerminalProcess:
                     fault_point("terminal.exit")
                     self.returncode = rc
                     self.exited.set()
+                    # What it wrote before its exit is read now, paused or not.
+                    self._unpaused.set()
                     on_exit(self)
         except BaseException as exc:
             failure, rest = split_failure(exc)
@@ -285,6 +299,11 @@ class TerminalProcess:
         read = os.read
         try:
             while True:
+                if self.paused and not (self.__discard or self._ending or self.exited.is_set()):
+                    # Flow control: nothing is read until the output is taken (resume),
+                    # the program exits or a close begins.
+                    await self._unpaused.wait()
+                    continue
                 try:
                     await trio.lowlevel.wait_readable(fd)
                 except trio.ClosedResourceError:
@@ -316,6 +335,29 @@ class TerminalProcess:
         finally:
             self._eof.set()
             self._reader_done.set()
+
+    @property
+    def _discard(self) -> bool:
+        """True once a close began: output is read and thrown away (never paused)."""
+        return self.__discard
+
+    @_discard.setter
+    def _discard(self, value: bool) -> None:
+        self.__discard = value
+        if value:
+            self._unpaused.set()
+
+    def pause(self) -> None:
+        """Stop reading the master (flow control); idempotent."""
+        if not self.paused:
+            self.paused = True
+            self.pauses += 1
+            self._unpaused = trio.Event()
+
+    def resume(self) -> None:
+        """Read the master again; idempotent."""
+        self.paused = False
+        self._unpaused.set()
 
     def _emit(self, text: str) -> None:
         if text and not self._discard:
@@ -449,6 +491,8 @@ class TerminalProcess:
         cancellation is delivered at its next checkpoint.
         """
         with trio.CancelScope(shield=True):
+            self._ending = True
+            self._unpaused.set()
             if not keep_output:
                 self._discard = True
             # Sent whether or not the main process still runs: what it left in the session

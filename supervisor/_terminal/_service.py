@@ -17,8 +17,10 @@ the terminal's *owner*) drives it:
   -> null (SIGWINCH reaches the program). Both need a running terminal
   (``plugin.host.preconditionFailed``).
 - ``output {terminalID, generation, data}`` events, ordered, bounded
-  (:data:`MAX_TERMINAL_EVENTS` per terminal and 4 Mi characters of output, oldest dropped
-  with ``gap: true``), drained by
+  (:data:`MAX_TERMINAL_EVENTS` per terminal and 4 MiB of output as JSON, oldest dropped
+  with ``gap: true`` and a ``dropped``/``droppedBytes`` report), flow-controlled (output not
+  taken pauses the PTY reader at 1 MiB and resumes it at 256 KiB, once the terminal's events
+  were drained once: :mod:`._events`), drained by
   ``terminal.waitEvents {terminalID, timeoutMilliseconds}`` and ``terminal.pollEvents
   {terminalID}`` -> ``{events, gap}`` (:mod:`._events`). Each event's ``seq`` is
   monotonic per handle across generations and never renumbered; ``exit`` outcomes are never
@@ -104,6 +106,7 @@ if TYPE_CHECKING:
 
     from .._api._terminal import TerminalClose, TerminalResize, TerminalWrite
     from .._core._service import CommandHandler, ServiceContext
+    from .._session._events import EventBudget
 
 __all__ = (
     "MAX_HANDLES_PER_OWNER",
@@ -114,8 +117,8 @@ __all__ = (
 
 #: Handles one owner may hold, closed ones included (plugin-contract.md).
 MAX_HANDLES_PER_OWNER: Final = 8
-#: Events queued per terminal (ours). Memory is bounded by characters as well
-#: (:data:`._events.DEFAULT_MAX_OUTPUT_CHARS`, 4 Mi): one event carries up to
+#: Events queued per terminal (ours). Memory is bounded by bytes as well
+#: (:data:`._events.DEFAULT_MAX_OUTPUT_BYTES`, 4 MiB as JSON): one event carries up to
 #: 64 KiB of output.
 MAX_TERMINAL_EVENTS: Final = 256
 
@@ -186,8 +189,15 @@ class TerminalService:
         bounds: How long each step of ending a terminal may take.
     """
 
-    def __init__(self, nursery: trio.Nursery, max_events: int, bounds: EndBounds) -> None:
+    def __init__(
+        self,
+        nursery: trio.Nursery,
+        max_events: int,
+        bounds: EndBounds,
+        event_budget: EventBudget | None = None,
+    ) -> None:
         self._nursery = nursery
+        self._event_budget = event_budget
         self._max_events = min(max_events, MAX_TERMINAL_EVENTS)
         self._bounds = bounds
         self._handles: SessionRegistry[_Handle] = SessionRegistry(
@@ -342,6 +352,9 @@ class TerminalService:
             on_exit=lambda process: self._on_process_exit(handle, process),
             on_failure=lambda process, _exc: self._on_process_failure(handle, process),
         )
+        # Output nobody takes pauses this generation's reader (flow control); the next
+        # generation's reader replaces it.
+        handle.events.watch(handle.process)
 
     def _on_process_exit(self, handle: _Handle, process: TerminalProcess) -> None:
         """The waiter task saw the main process exit: run the natural-exit cleanup."""
@@ -546,7 +559,7 @@ class TerminalService:
             rows=rows,
             cols=cols,
             retained_budget=budget,
-            events=TerminalEvents(self._max_events),
+            events=TerminalEvents(self._max_events, budget=self._event_budget),
             lifecycle=TerminalLifecycle(terminal_id),
         )
         # Registered before the spawn so concurrent creates count it against the limit.
@@ -702,7 +715,9 @@ async def open_terminal_service(
     tree (shielded, bounded, concurrently) before it returns.
     """
     async with trio.open_nursery() as nursery:
-        service = TerminalService(nursery, context.max_events, bounds or EndBounds())
+        service = TerminalService(
+            nursery, context.max_events, bounds or EndBounds(), context.event_budget
+        )
         try:
             yield service
         finally:

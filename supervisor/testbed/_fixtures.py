@@ -110,7 +110,7 @@ async def open_scenario_session(
     *,
     request_handler: RequestHandler | None = None,
     max_body_bytes: int = 64 * 1024 * 1024,
-    write_timeout_ms: float = 10_000,
+    write_timeout_ms: float | None = None,
     max_inbound_concurrency: int = 128,
     term_grace_ms: int = 2000,
     pid_file: str | os.PathLike[str] | None = None,
@@ -123,7 +123,10 @@ async def open_scenario_session(
         scenario: An LSP-speaking scenario name.
         request_handler: Answers the program's requests (default: null for every one).
         max_body_bytes: The endpoint's frame-body limit, in bytes.
-        write_timeout_ms: How long a write may make no progress, in milliseconds.
+        write_timeout_ms: None (the default): a program that stops reading is waited for
+            (flow control, as the supervisor's own sessions do). A number of milliseconds:
+            a write that makes no progress that long closes the endpoint (``"write
+            timeout"``), for a test that wants to see that happen.
         max_inbound_concurrency: Program requests handled at once (past it: ``busy``).
         term_grace_ms: TERM grace when the tree is ended at the end of the block, in ms.
         pid_file: As for :func:`open_scenario`.

@@ -138,8 +138,9 @@ SCENARIOS: Final[dict[str, Scenario]] = {
             "stdin-stall",
             _RPC,
             "Answers initialize, then never reads stdin again.",
-            "Only that session's writer blocks; after the write timeout the session fails and"
-            " its requests end; every other session and the Core keep answering.",
+            "Only that session's writer blocks (flow control: it is waited for, never timed"
+            " out, unless a write timeout is asked for); its requests end at their deadlines,"
+            " a stop ends it; every other session and the Core keep answering.",
         ),
         Scenario(
             "malformed-header",

@@ -39,6 +39,9 @@ Requests (answered concurrently where they wait):
     ``test/tick {n}``: answered null; kept in arrival order with the documents' messages.
     ``test/stopReading``: answers null, then never reads stdin again while it writes a
         ``window/logMessage`` every 20 ms.
+    ``test/logFlood {perSecond, bytes}``: answers null, then (on a thread of its own, while it
+        goes on serving) logs without end: ``perSecond`` ``window/logMessage`` of about
+        ``bytes`` bytes each, and a stderr line per message.
     ``workspace/executeCommand {command, arguments: [ms]}``: answered after ``ms`` with
         ``{command, count}``, ``count`` being how many executeCommand requests arrived;
         command ``test.startDebugServer`` starts ``dap_fake.py tcp-announced`` (a debug
@@ -190,6 +193,22 @@ def _answer_when_exists(request_id: object, path: str, result: object) -> None:
     while not os.path.exists(path):
         time.sleep(0.02)
     _answer(request_id, result)
+
+
+def _log_flood(per_second: int, size: int) -> None:
+    n = 0
+    pad = "x" * size
+    while True:
+        n += 1
+        _write(
+            {
+                "jsonrpc": "2.0",
+                "method": "window/logMessage",
+                "params": {"type": 4, "message": f"flood {n} {pad}"},
+            }
+        )
+        os.write(2, b"stderr flood %d\n" % n)
+        time.sleep(1 / per_second)
 
 
 def _keep_writing() -> None:
@@ -353,6 +372,10 @@ def main() -> int:
         elif method == "test/stopReading":
             _answer(request_id, None)
             _keep_writing()
+        elif method == "test/logFlood":
+            _answer(request_id, None)
+            args = (int(p.get("perSecond", 100)), int(p.get("bytes", 100)))
+            threading.Thread(target=_log_flood, args=args, daemon=True).start()
         else:
             _error(request_id, -32601, f"Method not found: {method}")
     return 0

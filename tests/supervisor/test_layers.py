@@ -23,8 +23,8 @@ SUPERVISOR = ROOT / "supervisor"
 
 #: The floors of ``supervisor/``, from the ground up (docs/architecture.md "Layers").
 FLOORS: tuple[tuple[str, ...], ...] = (
-    # The ground: errors, handles, supervision boundaries, the version.
-    ("_errors", "_handles", "_boundary", "_version"),
+    # The ground: errors, handles, supervision boundaries, the version, flow control's pieces.
+    ("_errors", "_handles", "_boundary", "_version", "_flow"),
     # The declarations of the Core's edge: every command's payload, result and event.
     ("_api",),
     # The session clients, written against the commands (not the Core).

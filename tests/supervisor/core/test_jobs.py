@@ -17,12 +17,18 @@ from protocol import CoreError
 from supervisor import open_core
 from supervisor._boundary import FaultPlan
 from supervisor._core._jobs import ProcessJobRunner
+from supervisor._flow import Watermarks
+from supervisor._process._oneshot import _GROWN_PIPE_BYTES
+from supervisor._session._events import EventQueue
 from tests._faults import armed
 from tests._procfs import runs_no_more
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from protocol import JSONObject
     from supervisor import Core
+    from supervisor._flow import FlowListener
 
 PY = sys.executable
 
@@ -453,3 +459,62 @@ async def test_output_written_just_before_the_exit_is_in_the_job_output(
     assert events.output(job_id, "stderr") == "last stderr line\n"
     methods = [m for m, p in events.events if p["jobId"] == job_id]
     assert methods[-1] == "job.finished"
+
+
+async def test_a_job_whose_output_is_not_taken_is_paused_not_killed(
+    tmp_path: os.PathLike[str],
+) -> None:
+    """Issue 25: past the high watermark of events nobody took, the job's pipes are not
+    read (the kernel holds its next write); taking them resumes it. Nothing is dropped, the
+    job is never killed for it, and it ends ``ok`` with every byte delivered."""
+    queue = EventQueue()
+    marks = Watermarks(high_bytes=64 * 1024, low_bytes=16 * 1024)
+    gates: list[FlowListener] = []
+    paused = trio.Event()
+
+    class Seen:
+        """The runner's listener, and word of its first pause."""
+
+        def __init__(self, gate: FlowListener) -> None:
+            self.gate = gate
+
+        def pause(self) -> None:
+            self.gate.pause()
+            paused.set()
+
+        def resume(self) -> None:
+            self.gate.resume()
+
+    def watch(job_id: str, listener: FlowListener) -> Callable[[], None]:
+        gates.append(listener)
+        return queue.watch(job_id, Seen(listener), marks)
+
+    size = 8 * 1024 * 1024  # more than is read past the pause plus a grown pipe
+    code = f"import os\nfor _ in range({size // 4096}):\n    os.write(1, b'x' * 4096)\n"
+    queue.poll()  # a consumer exists
+    async with open_lanes(
+        ProcessJobRunner(watch_output=watch),
+        on_event=queue.put,
+        max_output_bytes=size,
+    ) as lanes:
+        job_id = lanes.start_job(request(code, root=str(tmp_path)))
+        with trio.fail_after(30):
+            await paused.wait()
+        await trio.sleep(1)  # nobody takes anything for a while: it stays paused
+        (job,) = [j for j in lanes.list_jobs() if j["id"] == job_id]
+        assert job["state"] == "running"
+        queued = queue.statistics().queued_bytes
+        # The high watermark plus what was read before the job's flusher ran and paused it:
+        # the reader yields once per MiB read (reads of up to a grown pipe's size), and may
+        # run once more before the flusher does.
+        assert queued <= marks.high_bytes + 4 * _GROWN_PIPE_BYTES
+        taken: list[JSONObject] = []
+        with trio.fail_after(60):
+            while not any(e["event"] == "job.finished" for e in taken):
+                batch = await queue.wait(1000)
+                taken += [e for e in batch["events"] if isinstance(e, dict)]  # type: ignore[union-attr]
+    assert sum(getattr(g, "pauses", 0) for g in gates) >= 2
+    text = "".join(str(e["text"]) for e in taken if e["event"] == "job.output")
+    assert text == "x" * size
+    assert not any("dropped" in e for e in taken)
+    assert taken[-1]["status"] == "ok"

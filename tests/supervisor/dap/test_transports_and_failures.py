@@ -12,7 +12,6 @@ from typing import TYPE_CHECKING, Any
 import pytest
 import trio
 
-import supervisor._dap._session
 from protocol import CoreError
 from tests._procfs import runs_no_more
 from tests.supervisor.cli.test_serve import serve_process
@@ -319,18 +318,41 @@ async def _ended_by_session(
     assert terminated["reason"] == end_reason
 
 
-async def test_write_timeout_ends_only_the_stalled_session(
-    core: Core, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.setattr(supervisor._dap._session, "_WRITE_TIMEOUT_S", 0.5)
-    session_id, _ = await create(core, {"executable": PY, "arguments": [FAKE, "stop-reading"]})
+async def test_an_adapter_that_stops_reading_is_never_ended_for_it(core: Core) -> None:
+    """Issue 25: no write timeout ends a debug session any more (it used to end it
+    ``adapterNotReading`` after 10 s). The blocked operation ends at its own deadline, the
+    session stays up, and a stop ends the adapter by the ladder."""
+    session_id, adapter_pid = await create(
+        core, {"executable": PY, "arguments": [FAKE, "stop-reading"]}
+    )
     events = Events(core, session_id)
     await core.call("debug.launch", {"sessionId": session_id})
+    started = trio.current_time()
     with pytest.raises(CoreError) as info:
-        await _evaluate_more_than_a_pipe_holds(core, session_id)
-    await _ended_by_session(info.value, events, "big", "adapterNotReading")
-    failed = [(e["operationId"], e["reason"], e["code"]) for e in events.names("operationFailed")]
-    assert failed == [("big", "sessionEnded", "cancelled")]
+        await core.call(
+            "debug.inspect",
+            {
+                "sessionId": session_id,
+                "operationId": "big",
+                "kind": "evaluate",
+                "expression": "x" * (1 << 20),
+            },
+            timeout_ms=12_000,
+        )
+    assert info.value.code == "timed_out"
+    assert trio.current_time() - started >= 11.5  # past the old 10 s write timeout
+    batch = await core.call("debug.pollEvents", {"sessionId": session_id})
+    assert isinstance(batch, dict)
+    assert isinstance(batch["events"], list)
+    events.seen.extend(e for e in batch["events"] if isinstance(e, dict))
+    assert events.names("terminated") == []
+    result = await core.call("debug.disconnect", {"sessionId": session_id})
+    assert isinstance(result, dict)
+    detail = result["terminated"]
+    assert isinstance(detail, dict)
+    assert detail["reason"] == "disconnected"
+    assert adapter_pid is not None
+    assert runs_no_more(adapter_pid)
 
 
 async def test_broken_frame_ends_session_with_protocol_error_once(core: Core) -> None:

@@ -222,6 +222,18 @@ async def test_notification_queue_coalesces_revisions_and_overflow_ends() -> Non
     assert await queue.get() == (NOTIFY, {"sequence": 9})
 
 
+async def test_notification_queue_is_bounded_in_bytes_too() -> None:
+    """Issue 25: a few large notifications overflow it as many small ones do."""
+    queue = HostNotifications(bound=100, max_bytes=1000)
+    queue.put(NOTIFY, {"event": "e" * 400})
+    assert await queue.get() == (NOTIFY, {"event": "e" * 400})
+    queue.put(NOTIFY, {"event": "e" * 400})
+    queue.put(NOTIFY, {"event": "e" * 400})
+    queue.put(NOTIFY, {"event": "e" * 400})  # past 1 000 bytes waiting
+    with pytest.raises(NotificationOverflow, match="1000 bytes"):
+        await queue.get()
+
+
 async def test_dispatch_table_and_policies(tmp_path: Path) -> None:
     async def handler(call: object) -> JSONValue:
         return None

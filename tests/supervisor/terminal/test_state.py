@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from typing import TYPE_CHECKING
 
 import pytest
@@ -12,6 +13,7 @@ from hypothesis import given, strategies as st
 from protocol import CoreError, lookup_error
 from supervisor._api import validate_payload
 from supervisor._process._marker import SCOPE_ENV
+from supervisor._session._events import EVENT_OVERHEAD_BYTES
 from supervisor._terminal._events import TerminalEvents
 from supervisor._terminal._launch import (
     DEFAULT_RETAINED_CONTEXT_BYTES,
@@ -390,14 +392,19 @@ async def test_wait_blocks_until_an_event_or_the_timeout(
         assert [e["event"] for e in _drained(batch)] == ["exit"]
 
 
-def test_output_characters_are_bounded_too() -> None:
-    """Memory follows characters, not events: the oldest output goes past either bound."""
-    events = TerminalEvents(100, max_output_chars=10)
+def test_output_bytes_are_bounded_too() -> None:
+    """Memory follows bytes, not events: the oldest output goes past either bound, and the
+    first event drained after it says how much went (issue 25)."""
+    one = len(json.dumps({"seq": 1, "event": "output", **_out(1, "aaaa")}, separators=(",", ":")))
+    events = TerminalEvents(100, max_output_bytes=2 * (one + EVENT_OVERHEAD_BYTES))
     for data in ("aaaa", "bbbb", "cccc"):
         events.put_output(_out(1, data))
     batch = events.poll()
     assert batch["gap"] is True
-    assert [e["data"] for e in _drained(batch)] == ["bbbb", "cccc"]
+    drained = _drained(batch)
+    assert [e["data"] for e in drained] == ["bbbb", "cccc"]
+    assert (drained[0]["dropped"], drained[0]["droppedBytes"]) == (1, one)
+    assert "dropped" not in drained[1]
     # One event larger than the bound is still delivered (the newest is always kept).
     events.put_output(_out(1, "x" * 25))
     assert [e["data"] for e in _drained(events.poll())] == ["x" * 25]
@@ -444,4 +451,4 @@ def test_bounds_must_be_positive() -> None:
     with pytest.raises(ValueError, match="positive"):
         TerminalEvents(0)
     with pytest.raises(ValueError, match="positive"):
-        TerminalEvents(8, max_output_chars=0)
+        TerminalEvents(8, max_output_bytes=0)

@@ -8,6 +8,7 @@ or Core.
 from __future__ import annotations
 
 import os
+import re
 import signal
 import sys
 from contextlib import asynccontextmanager
@@ -21,8 +22,10 @@ import trio.testing
 
 import supervisor._process._tree
 from protocol import CoreError
+from protocol._json import encoded_size
 from supervisor._core._core import open_core
-from supervisor._terminal._events import DEFAULT_MAX_OUTPUT_CHARS
+from supervisor._flow import DEFAULT_HIGH_WATERMARK_BYTES
+from supervisor._terminal._events import DEFAULT_MAX_OUTPUT_BYTES
 from supervisor._terminal._pty import READ_CHUNK_BYTES, EndBounds
 from supervisor._terminal._service import (
     MAX_HANDLES_PER_OWNER,
@@ -33,7 +36,7 @@ from supervisor._terminal._service import (
 from tests._procfs import runs_no_more, stat_fields
 
 if TYPE_CHECKING:
-    from collections.abc import AsyncIterator
+    from collections.abc import AsyncIterator, Sequence
 
     from protocol import JSONObject, JSONValue
     from supervisor._core._core import Core
@@ -67,6 +70,14 @@ async def terminal_core(bounds: EndBounds = FAST) -> AsyncIterator[tuple[Core, T
 def _dict(value: JSONValue) -> JSONObject:
     assert isinstance(value, dict), value
     return value
+
+
+def _json_bytes(events: Sequence[JSONValue]) -> int:
+    return sum(encoded_size(e) for e in events)
+
+
+def _flood_numbers(text: str) -> list[int]:
+    return [int(m) for m in re.findall(r"flood line (\d+) é€", text)]
 
 
 class Term:
@@ -345,14 +356,21 @@ async def test_flooding_program_memory_bounded_close_not_blocked() -> None:
         term = await Term.create(core, PY, str(PEERS / "term_flood.py"))
         await term.until("flood line")
         pid = await term.pid()
-        # Nobody drains for a while: the queue stays bounded and reports the gap.
+        # Nobody drains for a while: the reader is paused at the high watermark (issue 25),
+        # so the queue stays bounded and nothing is dropped.
         await trio.sleep(2)
         events = await term.poll()
         assert len(events) <= MAX_TERMINAL_EVENTS
-        assert term.gap
+        assert not term.gap
         assert "\ufffd" not in term.text  # characters never split across events
         assert all(len(str(e["data"])) <= READ_CHUNK_BYTES for e in term.outputs)
-        assert sum(len(str(_dict(e).get("data", ""))) for e in events) <= DEFAULT_MAX_OUTPUT_CHARS
+        assert _json_bytes(events) <= DEFAULT_HIGH_WATERMARK_BYTES + 2 * READ_CHUNK_BYTES
+        assert _json_bytes(events) <= DEFAULT_MAX_OUTPUT_BYTES
+        numbers = _flood_numbers(term.text)
+        assert numbers == list(range(numbers[0], numbers[0] + len(numbers)))  # none lost
+        # Taken, the output flows again.
+        await term.pump()
+        assert _flood_numbers(term.text)[-1] > numbers[-1]
         with trio.fail_after(WAIT_S):
             closed = _dict(await term.call("terminal.close"))
         assert runs_no_more(pid)
@@ -776,17 +794,13 @@ async def test_exit_outcome_is_not_evicted_by_a_flood_after_reopen() -> None:
         await trio.sleep(1.5)
         batch = _dict(await term.call("terminal.pollEvents"))
         events = [_dict(e) for e in batch["events"]]  # type: ignore[union-attr]
-        assert batch["gap"] is True
+        assert batch["gap"] is False
         exits = [e for e in events if e["event"] == "exit"]
         assert [(e["generation"], e["reason"]) for e in exits] == [(1, "closed")]
         outputs = [e for e in events if e["event"] == "output"]
-        # The output queue is full by one of its bounds: events, or characters (up to one
-        # read chunk short of it).
-        queued_chars = sum(len(str(e["data"])) for e in outputs)
-        assert (
-            len(outputs) == MAX_TERMINAL_EVENTS
-            or queued_chars > DEFAULT_MAX_OUTPUT_CHARS - READ_CHUNK_BYTES
-        )
+        # The reader of generation 2 was paused at the high watermark (its consumer took
+        # nothing): bounded, and nothing dropped.
+        assert 0 < _json_bytes(outputs) <= DEFAULT_HIGH_WATERMARK_BYTES + 2 * READ_CHUNK_BYTES
         assert all(e["generation"] == 2 for e in outputs)
         seqs = [int(str(e["seq"])) for e in events]
         assert seqs == sorted(seqs)
