@@ -103,12 +103,14 @@ from ._lsp import (
     LspWaitEvents as lsp_LspWaitEvents,
     LspWorkspaceFilesChanged as lsp_LspWorkspaceFilesChanged,
     LspWorkspaceFilesChangedResult as lsp_LspWorkspaceFilesChangedResult,
+    MAX_SHUTDOWN_TIMEOUT_MS as lsp_MAX_SHUTDOWN_TIMEOUT_MS,
     OperationResult as lsp_OperationResult,
     ResponseError as lsp_ResponseError,
     RestartBudget as lsp_RestartBudget,
     SessionPolicy as lsp_SessionPolicy,
     WorkspaceStateSpec as lsp_WorkspaceStateSpec,
     _Method as lsp_Method,
+    _RequestTimeout as lsp_RequestTimeout,
     _Timeout as lsp_Timeout,
 )
 from ._plugin import (
@@ -789,7 +791,7 @@ class CommandHelpers:
         method: lsp_Method,
         operation_id: base_NonEmpty | None = None,
         params: base_JsonObject | list[base_JsonValue] | None = None,
-        timeout_milliseconds: lsp_Timeout | None = None,
+        timeout_milliseconds: lsp_RequestTimeout | None = None,
     ) -> lsp_OperationResult:
         """``lsp.request``; see docs/commands.md."""
         data = await self.call(
@@ -849,8 +851,10 @@ class CommandHelpers:
         initialization_options: base_JsonValue = None,
         workspace_configuration: base_JsonObject | None = None,
         initialize_timeout_milliseconds: lsp_Timeout | None = None,
-        request_timeout_milliseconds: lsp_Timeout | None = None,
-        shutdown_timeout_milliseconds: typing.Annotated[int, msgspec.Meta(ge=1, le=60000)]
+        request_timeout_milliseconds: lsp_RequestTimeout | None = None,
+        shutdown_timeout_milliseconds: typing.Annotated[
+            int, msgspec.Meta(ge=1, le=lsp_MAX_SHUTDOWN_TIMEOUT_MS)
+        ]
         | None = None,
         service_ready_idle_timeout_milliseconds: lsp_Timeout | None = None,
         service_ready_absolute_timeout_milliseconds: lsp_Timeout | None = None,

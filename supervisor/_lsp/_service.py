@@ -31,6 +31,14 @@ import trio
 
 from protocol import MAX_ECHO_BYTES, MAX_MILLISECONDS, CoreError, cut_utf8, echo, lookup_error
 
+from .._api._lsp import (
+    MAX_BACKOFF_MS,
+    MAX_CRASHES,
+    MAX_SESSION_TIMEOUT_MS,
+    MAX_SHUTDOWN_TIMEOUT_MS,
+    MAX_STATE_AGE_DAYS,
+    MAX_STATE_ENTRIES,
+)
 from .._core._context import current_operation_id
 from .._core._payload import (
     MAX_COUNT,
@@ -77,8 +85,6 @@ from ._session import (
 )
 from ._state import Gate, LspState, RestartBudget
 from ._workspace_state import (
-    MAX_AGE_DAYS as MAX_STATE_AGE_DAYS,
-    MAX_ENTRIES as MAX_STATE_ENTRIES,
     Retention,
     WorkspaceState,
     is_state_name,
@@ -143,7 +149,6 @@ MAX_POLICY_NAME_BYTES: Final = 256
 _EXECUTE_COMMAND: Final = "workspace/executeCommand"
 #: The reference's function-result bound, used for plugin requests' results (bytes).
 MAX_PLUGIN_RESULT_BYTES: Final = 1024 * 1024
-_MAX_TIMEOUT_MS: Final = 3_600_000
 
 
 def _invalid(message: str, field: str | None = None) -> CoreError:
@@ -274,10 +279,10 @@ def _parse_restart(value: JSONValue) -> tuple[bool, RestartBudget]:
     if not isinstance(value, dict):
         raise _invalid("restart must be a boolean or an object", "restart")
     budget = RestartBudget()
-    max_crashes = optional_positive_int(value, "maxCrashes", maximum=100)
-    window = optional_positive_int(value, "windowMilliseconds", maximum=_MAX_TIMEOUT_MS)
-    initial = optional_positive_int(value, "initialBackoffMilliseconds", maximum=600_000)
-    maximum = optional_positive_int(value, "maxBackoffMilliseconds", maximum=600_000)
+    max_crashes = optional_positive_int(value, "maxCrashes", maximum=MAX_CRASHES)
+    window = optional_positive_int(value, "windowMilliseconds", maximum=MAX_SESSION_TIMEOUT_MS)
+    initial = optional_positive_int(value, "initialBackoffMilliseconds", maximum=MAX_BACKOFF_MS)
+    maximum = optional_positive_int(value, "maxBackoffMilliseconds", maximum=MAX_BACKOFF_MS)
     return True, RestartBudget(
         max_crashes=max_crashes or budget.max_crashes,
         window_ms=window or budget.window_ms,
@@ -359,7 +364,7 @@ def parse_start(payload: JSONObject) -> LspServerSpec:
     client = check_client_policy(payload.get("clientCapabilities"), payload.get("hostRequests"))
     contribution = _parse_contribution(payload.get("contribution"))
 
-    def ms(name: str, default: int, maximum: int = _MAX_TIMEOUT_MS) -> int:
+    def ms(name: str, default: int, maximum: int = MAX_SESSION_TIMEOUT_MS) -> int:
         value = optional_positive_int(payload, name, maximum=maximum)
         return default if value is None else value
 
@@ -391,7 +396,7 @@ def parse_start(payload: JSONObject) -> LspServerSpec:
                 "requestTimeoutMilliseconds", spec.request_timeout_ms, MAX_REQUEST_TIMEOUT_MS
             ),
             "shutdown_timeout_ms": ms(
-                "shutdownTimeoutMilliseconds", spec.shutdown_timeout_ms, 60_000
+                "shutdownTimeoutMilliseconds", spec.shutdown_timeout_ms, MAX_SHUTDOWN_TIMEOUT_MS
             ),
             "service_ready_idle_ms": ms(
                 "serviceReadyIdleTimeoutMilliseconds", spec.service_ready_idle_ms

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Final
 
 from protocol import CoreError, invalid_field, read_int, text_problem
 
+from .._api._terminal import MAX_COLS, MAX_RETAINED_CONTEXT_BYTES, MAX_ROWS
 from .._process._marker import SCOPE_ENV
 
 if TYPE_CHECKING:
@@ -52,12 +53,9 @@ MAX_ENVIRONMENT_ENTRIES: Final = 64
 MAX_LAUNCH_BYTES: Final = 64 * 1024
 MAX_TITLE_BYTES: Final = 128
 DEFAULT_RETAINED_CONTEXT_BYTES: Final = 16_384
-MAX_RETAINED_CONTEXT_BYTES: Final = 262_144
 #: Window size bounds (ours): the emulator keeps up to rows x cols cells per terminal.
 DEFAULT_ROWS: Final = 24
 DEFAULT_COLS: Final = 80
-MAX_ROWS: Final = 300
-MAX_COLS: Final = 500
 #: The most UTF-8 bytes one ``terminal.write`` carries (ours).
 MAX_WRITE_BYTES: Final = 64 * 1024
 #: The terminal type programs see unless ``environment`` sets ``TERM`` (ours): what the
