@@ -147,6 +147,8 @@ from ._run import (
     _RunId as run_RunId,
 )
 from ._terminal import (
+    MAX_ARGUMENTS as terminal_MAX_ARGUMENTS,
+    MAX_ENVIRONMENT_ENTRIES as terminal_MAX_ENVIRONMENT_ENTRIES,
     TerminalClose as terminal_TerminalClose,
     TerminalCloseResult as terminal_TerminalCloseResult,
     TerminalCreate as terminal_TerminalCreate,
@@ -1086,9 +1088,12 @@ class CommandHelpers:
         *,
         executable: base_NonEmpty,
         owner: base_NonEmpty | None = None,
-        arguments: typing.Annotated[list[str], msgspec.Meta(max_length=256)] | None = None,
+        arguments: typing.Annotated[list[str], msgspec.Meta(max_length=terminal_MAX_ARGUMENTS)]
+        | None = None,
         cwd: base_NonEmpty | None = None,
-        environment: typing.Annotated[dict[str, str | None], msgspec.Meta(max_length=64)]
+        environment: typing.Annotated[
+            dict[str, str | None], msgspec.Meta(max_length=terminal_MAX_ENVIRONMENT_ENTRIES)
+        ]
         | None = None,
         title: base_NonEmpty | None = None,
         rows: terminal_Rows | None = None,

@@ -33,6 +33,9 @@ TERMINAL_STATES: dict[str, str] = {
     "disposed": "forgotten; no further events",
 }
 
+#: ``terminal.create``: at most 256 arguments and 64 environment entries.
+MAX_ARGUMENTS: Final = 256
+MAX_ENVIRONMENT_ENTRIES: Final = 64
 #: A terminal's size: at most 300 rows by 500 columns.
 MAX_ROWS: Final = 300
 MAX_COLS: Final = 500
@@ -63,9 +66,11 @@ class TerminalCreate(Payload, kw_only=True):
 
     owner: NonEmpty | None = None
     executable: NonEmpty
-    arguments: Annotated[list[str], msgspec.Meta(max_length=256)] | None = None
+    arguments: Annotated[list[str], msgspec.Meta(max_length=MAX_ARGUMENTS)] | None = None
     cwd: NonEmpty | None = None
-    environment: Annotated[dict[str, str | None], msgspec.Meta(max_length=64)] | None = None
+    environment: (
+        Annotated[dict[str, str | None], msgspec.Meta(max_length=MAX_ENVIRONMENT_ENTRIES)] | None
+    ) = None
     title: NonEmpty | None = None
     rows: _Rows | None = None
     cols: _Cols | None = None
