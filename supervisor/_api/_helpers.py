@@ -135,6 +135,8 @@ from ._process import (
     ProcessRun as process_ProcessRun,
 )
 from ._run import (
+    MAX_DEBUG_ADAPTERS as run_MAX_DEBUG_ADAPTERS,
+    MAX_REQUIRED_TOOLS as run_MAX_REQUIRED_TOOLS,
     RunConfigurePlugin as run_RunConfigurePlugin,
     RunConfigurePluginResult as run_RunConfigurePluginResult,
     RunDebugAdapter as run_RunDebugAdapter,
@@ -1012,10 +1014,14 @@ class CommandHelpers:
         *,
         plugin_id: base_NonEmpty,
         package_root: base_Path | None = None,
-        requires_tools: typing.Annotated[list[base_NonEmpty], msgspec.Meta(max_length=32)]
+        requires_tools: typing.Annotated[
+            list[base_NonEmpty], msgspec.Meta(max_length=run_MAX_REQUIRED_TOOLS)
+        ]
         | None = None,
         tools: dict[str, base_JsonValue] | None = None,
-        debug_adapters: typing.Annotated[list[run_RunDebugAdapter], msgspec.Meta(max_length=32)]
+        debug_adapters: typing.Annotated[
+            list[run_RunDebugAdapter], msgspec.Meta(max_length=run_MAX_DEBUG_ADAPTERS)
+        ]
         | None = None,
     ) -> run_RunConfigurePluginResult:
         """``run.configurePlugin``; see docs/commands.md."""
