@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Final
 
 import trio
 
-from protocol import MAX_ECHO_BYTES, MAX_MILLISECONDS, CoreError, cut_utf8, echo, lookup_error
+from protocol import MAX_ECHO_BYTES, CoreError, cut_utf8, echo, lookup_error
 
 from .._api._lsp import (
     MAX_BACKOFF_MS,
@@ -109,6 +109,7 @@ if TYPE_CHECKING:
         LspUpdateWorkspaceConfiguration,
         LspWorkspaceFilesChanged,
     )
+    from .._api._plugin import LspFunctionRequest, LspHostNotify
     from .._core._service import CommandHandler, ServiceContext
 
     _SessionPayload = (
@@ -121,6 +122,8 @@ if TYPE_CHECKING:
         | LspNotify
         | LspCancelOperation
         | LspServerRequestResponse
+        | LspFunctionRequest
+        | LspHostNotify
     )
     from .._process._tree import ProcessTree
 
@@ -1067,7 +1070,8 @@ class LspService:
 
     # -- plugin functions (plugin-contract.md "Plugin functions") ------------------------
 
-    async def _function_request(self, payload: JSONObject) -> JSONValue:
+    @declared
+    async def _function_request(self, payload: LspFunctionRequest) -> JSONValue:
         """``lsp.functionRequest`` -> ``{operationId}``; the call ends in one requestCompleted.
 
         Refusals (plugin-contract.md "Invocation", in order): see
@@ -1075,13 +1079,13 @@ class LspService:
         is capped at one hour and defaults to the session's request timeout.
         """
         session = self._session(payload)
-        # Capped at one hour below (function_timeout_ms); past MAX_MILLISECONDS, refused.
-        timeout = optional_positive_int(payload, "timeoutMilliseconds", maximum=MAX_MILLISECONDS)
+        # Capped at one hour below (function_timeout_ms).
+        timeout = payload.timeout_milliseconds
         plugin = session.plugin
         function_id, params = check_function_request(
-            payload.get("function"),
-            payload.get("params"),
-            payload.get("context"),
+            payload.function,
+            payload.params,
+            payload.context,
             session_plugin_id=plugin.plugin_id if plugin is not None else None,
             negotiated=plugin is not None and plugin.negotiated,
             registry=plugin.registry if plugin is not None else None,
@@ -1091,16 +1095,12 @@ class LspService:
                 else None
             ),
         )
-        operation_id = (
-            optional_str(payload, "operationId")
-            or current_operation_id()
-            or session.new_operation_id()
-        )
+        operation_id = payload.operation_id or current_operation_id() or session.new_operation_id()
         session.start_function_call(
             operation_id=operation_id,
             function_id=function_id,
             params=params,
-            context=payload.get("context"),
+            context=payload.context,
             timeout_ms=function_timeout_ms(timeout, session.spec.request_timeout_ms),
         )
         return {"operationId": operation_id}
@@ -1183,7 +1183,8 @@ class LspService:
         accepted = session.answer_server_request(payload.request_id, payload.result, error)
         return {"accepted": accepted}
 
-    async def _host_notify(self, payload: JSONObject) -> JSONValue:
+    @declared
+    async def _host_notify(self, payload: LspHostNotify) -> JSONValue:
         """``lsp.hostNotify {sessionId, method, params}`` -> ``{delivered}``.
 
         plugin-contract.md "Host notifications": another method, a service the session is
@@ -1191,8 +1192,7 @@ class LspService:
         plugin-owned or not ready: ``invalid_request``.
         """
         session = self._session(payload)
-        method = require_str(payload, "method")
-        params = payload.get("params")
+        method, params = payload.method, payload.params
         if session.plugin is None:
             raise _invalid(f"session {session.session_id} is not plugin-owned")
         session.plugin.check_notify(method, params)
