@@ -213,7 +213,9 @@ def test_unknown_field_names_the_known_ones() -> None:
     with pytest.raises(CoreError) as info:
         validate_payload("terminal.create", {"executable": "sh", "argv": ["-c", "true"]})
     message = info.value.message
-    assert message.startswith("terminal.create: unknown field 'argv' (known: arguments, ")
+    assert message.startswith(
+        "terminal.create: unknown field 'argv' (did you mean 'arguments'?) (known: arguments, "
+    )
     known = message.split("(known: ", 1)[1].rstrip(")").split(", ")
     assert known == sorted(known)
     assert {"executable", "arguments", "cwd", "environment", "rows", "cols"} <= set(known)
