@@ -150,7 +150,8 @@ class LspStartServer(Payload, kw_only=True):
         server_id: The caller's name for the server (echoed in events).
         executable: The program; ``arguments`` follow it.
         working_directory: Absolute.
-        root_uri: The workspace root URI sent in ``initialize``.
+        root_uri: The workspace root URI sent in ``initialize`` (default: the file URI of
+            ``workingDirectory``).
         initialization_options: Pass-through JSON for ``initialize``.
         workspace_configuration: What ``workspace/configuration`` answers.
         restart: true, or a restart budget: restart after crashes.

@@ -361,7 +361,9 @@ def parse_start(payload: JSONObject) -> LspServerSpec:
     cwd = require_path(payload, "workingDirectory")
     if not os.path.isabs(cwd):
         raise _invalid("workingDirectory must be an absolute path", "workingDirectory")
-    root_uri = require_str(payload, "rootUri")
+    # Optional in the declaration, so optional here: the workspace root defaults to the
+    # working directory (LSP initialize's rootUri is a file URI).
+    root_uri = optional_str(payload, "rootUri") or pathlib.Path(cwd).as_uri()
     config = payload.get("workspaceConfiguration")
     if config is not None and not isinstance(config, dict):
         raise _invalid("workspaceConfiguration must be an object", "workspaceConfiguration")
