@@ -38,6 +38,7 @@ from protocol import (
     CoreError,
     argv_item_problem,
     cut_utf8,
+    did_you_mean,
     echo,
     env_item_problem,
     invalid_field,
@@ -230,6 +231,24 @@ Milliseconds: TypeAlias = Annotated[int, msgspec.Meta(ge=1, le=MAX_MILLISECONDS)
 WaitMilliseconds: TypeAlias = Annotated[int, msgspec.Meta(ge=0, le=MAX_MILLISECONDS)]
 #: A count or an id: 1 to 2**31 - 1.
 Count: TypeAlias = Annotated[int, msgspec.Meta(ge=1, le=MAX_COUNT)]
+
+
+#: Field names from other habits (and from our other commands) mapped to the field a
+#: declaration may have instead: an unknown-field refusal suggests the alias's target when
+#: that command has it (:func:`protocol.did_you_mean`), else the closest spelling.
+FIELD_ALIASES: Final = {
+    "argv": "arguments",
+    "args": "arguments",
+    "cmd": "executable",
+    "command": "executable",
+    "program": "executable",
+    "cwd": "workingDirectory",
+    "workingDirectory": "cwd",
+    "env": "environment",
+    "environment": "env",
+    "timeout": "timeoutMilliseconds",
+    "timeoutMs": "timeoutMilliseconds",
+}
 
 
 # -- the rule walker --------------------------------------------------------------------
@@ -488,9 +507,11 @@ def _message(command: str, tp: Any, raw: object, text: str) -> CoreError:
         return invalid_field(where, f"{command}: {message.format(where=where)}")
 
     if match := re.fullmatch(r"Object contains unknown field `(.*)`", text, re.S):
-        known = ", ".join(_known_fields(tp, raw, path)) or "none"
+        names = _known_fields(tp, raw, path)
+        known = ", ".join(names) or "none"
         field = _join(_walk(tp, raw, path)[2], match[1])
-        return fail(field, f"unknown field {_braces(echo(field))} (known: {known})")
+        hint = _braces(did_you_mean(match[1], names, aliases=FIELD_ALIASES))
+        return fail(field, f"unknown field {_braces(echo(field))}{hint} (known: {known})")
     if match := re.fullmatch(r"Object missing required field `(.*)`", text, re.S):
         return fail(_join(_walk(tp, raw, path)[2], match[1]), "{where} is required")
     if match := re.fullmatch(r"Expected `(.*)`, got `(.*)`", text, re.S):
@@ -559,8 +580,9 @@ def decode_payload(command: str, tp: Any, payload: object) -> Any:
         unknown = sorted(set(payload) - known)
         if unknown:
             names = ", ".join(sorted(known))
+            hint = did_you_mean(unknown[0], known, aliases=FIELD_ALIASES)
             raise invalid_field(
-                unknown[0], f"{command}: unknown field {echo(unknown[0])} (known: {names})"
+                unknown[0], f"{command}: unknown field {echo(unknown[0])}{hint} (known: {names})"
             )
     try:
         value = msgspec.convert(payload, tp, strict=True)

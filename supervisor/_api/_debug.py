@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Literal, TypeAlias
+from typing import Annotated, Final, Literal, TypeAlias
 
 import msgspec
 
@@ -27,6 +27,7 @@ __all__ = (
     "COMMANDS",
     "DEBUG_STATES",
     "EVENTS",
+    "MAX_OPERATION_TIMEOUT_MS",
     "ORDER",
     "DebugEvent",
     "DebugInspect",
@@ -58,7 +59,9 @@ DEBUG_STATES: dict[str, str] = {
 }
 
 #: An operation's bound (ours): 1 ms to 5 minutes.
-_OperationTimeout = Annotated[int, msgspec.Meta(ge=1, le=300_000)]
+#: An operation's longest deadline (ours; as a forwarded LSP request), in milliseconds.
+MAX_OPERATION_TIMEOUT_MS: Final = 300_000
+_OperationTimeout = Annotated[int, msgspec.Meta(ge=1, le=MAX_OPERATION_TIMEOUT_MS)]
 _Id = Annotated[int, msgspec.Meta(ge=0, le=MAX_COUNT)]
 _OneBased = Annotated[int, msgspec.Meta(ge=1, le=MAX_COUNT)]
 

@@ -103,12 +103,14 @@ from ._lsp import (
     LspWaitEvents as lsp_LspWaitEvents,
     LspWorkspaceFilesChanged as lsp_LspWorkspaceFilesChanged,
     LspWorkspaceFilesChangedResult as lsp_LspWorkspaceFilesChangedResult,
+    MAX_SHUTDOWN_TIMEOUT_MS as lsp_MAX_SHUTDOWN_TIMEOUT_MS,
     OperationResult as lsp_OperationResult,
     ResponseError as lsp_ResponseError,
     RestartBudget as lsp_RestartBudget,
     SessionPolicy as lsp_SessionPolicy,
     WorkspaceStateSpec as lsp_WorkspaceStateSpec,
     _Method as lsp_Method,
+    _RequestTimeout as lsp_RequestTimeout,
     _Timeout as lsp_Timeout,
 )
 from ._plugin import (
@@ -133,6 +135,8 @@ from ._process import (
     ProcessRun as process_ProcessRun,
 )
 from ._run import (
+    MAX_DEBUG_ADAPTERS as run_MAX_DEBUG_ADAPTERS,
+    MAX_REQUIRED_TOOLS as run_MAX_REQUIRED_TOOLS,
     RunConfigurePlugin as run_RunConfigurePlugin,
     RunConfigurePluginResult as run_RunConfigurePluginResult,
     RunDebugAdapter as run_RunDebugAdapter,
@@ -145,6 +149,8 @@ from ._run import (
     _RunId as run_RunId,
 )
 from ._terminal import (
+    MAX_ARGUMENTS as terminal_MAX_ARGUMENTS,
+    MAX_ENVIRONMENT_ENTRIES as terminal_MAX_ENVIRONMENT_ENTRIES,
     TerminalClose as terminal_TerminalClose,
     TerminalCloseResult as terminal_TerminalCloseResult,
     TerminalCreate as terminal_TerminalCreate,
@@ -789,7 +795,7 @@ class CommandHelpers:
         method: lsp_Method,
         operation_id: base_NonEmpty | None = None,
         params: base_JsonObject | list[base_JsonValue] | None = None,
-        timeout_milliseconds: lsp_Timeout | None = None,
+        timeout_milliseconds: lsp_RequestTimeout | None = None,
     ) -> lsp_OperationResult:
         """``lsp.request``; see docs/commands.md."""
         data = await self.call(
@@ -849,8 +855,10 @@ class CommandHelpers:
         initialization_options: base_JsonValue = None,
         workspace_configuration: base_JsonObject | None = None,
         initialize_timeout_milliseconds: lsp_Timeout | None = None,
-        request_timeout_milliseconds: lsp_Timeout | None = None,
-        shutdown_timeout_milliseconds: typing.Annotated[int, msgspec.Meta(ge=1, le=60000)]
+        request_timeout_milliseconds: lsp_RequestTimeout | None = None,
+        shutdown_timeout_milliseconds: typing.Annotated[
+            int, msgspec.Meta(ge=1, le=lsp_MAX_SHUTDOWN_TIMEOUT_MS)
+        ]
         | None = None,
         service_ready_idle_timeout_milliseconds: lsp_Timeout | None = None,
         service_ready_absolute_timeout_milliseconds: lsp_Timeout | None = None,
@@ -1006,10 +1014,14 @@ class CommandHelpers:
         *,
         plugin_id: base_NonEmpty,
         package_root: base_Path | None = None,
-        requires_tools: typing.Annotated[list[base_NonEmpty], msgspec.Meta(max_length=32)]
+        requires_tools: typing.Annotated[
+            list[base_NonEmpty], msgspec.Meta(max_length=run_MAX_REQUIRED_TOOLS)
+        ]
         | None = None,
         tools: dict[str, base_JsonValue] | None = None,
-        debug_adapters: typing.Annotated[list[run_RunDebugAdapter], msgspec.Meta(max_length=32)]
+        debug_adapters: typing.Annotated[
+            list[run_RunDebugAdapter], msgspec.Meta(max_length=run_MAX_DEBUG_ADAPTERS)
+        ]
         | None = None,
     ) -> run_RunConfigurePluginResult:
         """``run.configurePlugin``; see docs/commands.md."""
@@ -1082,9 +1094,12 @@ class CommandHelpers:
         *,
         executable: base_NonEmpty,
         owner: base_NonEmpty | None = None,
-        arguments: typing.Annotated[list[str], msgspec.Meta(max_length=256)] | None = None,
+        arguments: typing.Annotated[list[str], msgspec.Meta(max_length=terminal_MAX_ARGUMENTS)]
+        | None = None,
         cwd: base_NonEmpty | None = None,
-        environment: typing.Annotated[dict[str, str | None], msgspec.Meta(max_length=64)]
+        environment: typing.Annotated[
+            dict[str, str | None], msgspec.Meta(max_length=terminal_MAX_ENVIRONMENT_ENTRIES)
+        ]
         | None = None,
         title: base_NonEmpty | None = None,
         rows: terminal_Rows | None = None,

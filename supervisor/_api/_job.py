@@ -49,17 +49,23 @@ JobStatus: TypeAlias = Literal["ok", "failed", "cancelled", "denied", "supersede
 
 
 class JobStart(Payload, kw_only=True):
-    """``job.start``: queue a job on its kind's lane.
+    """``job.start``: queue a job on its project's lane (one lane per project root; one job
+    at a time per lane, in submission order).
 
     Attributes:
-        kind: The lane.
-        root: The workspace root, absolute.
+        kind: What the job is (``build``, ``test``, ``pack``, ``toolchain``, ``add``,
+            ``command``): a ``build`` or ``test`` submitted while one of the same kind waits
+            on the lane replaces the waiting one (it ends ``superseded``); an untrusted
+            workspace denies ``build`` and ``test``. The kind does not choose the lane.
+        root: The project root, absolute: the lane the job runs on.
         argv: The program and its arguments.
         cwd: The working directory, relative to ``root`` (default: ``root``).
         env: Environment changes (null removes a variable).
         timeout_milliseconds: Ends the job ``failed`` (``timedOut``) after this long; 0 or
             absent: no deadline (as ``process.run``'s 0 and a lanes file's ``timeout_ms = 0``).
-        supersede: Cancel a running job of the same kind first.
+        supersede: Cancel the lane's running job, whatever its kind (it ends
+            ``superseded``); this job is then queued like any other, behind jobs already
+            waiting.
         report: Give the job a report channel: JSON lines on the descriptor
             ``SUPERVISOR_REPORT_FD`` names become ``job.progress`` / ``job.record``.
     """

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Literal, TypeAlias
+from typing import Annotated, Final, Literal, TypeAlias
 
 import msgspec
 
@@ -27,6 +27,13 @@ __all__ = (
     "EVENTS",
     "LSP_STATES",
     "LSP_STOP_STEPS",
+    "MAX_BACKOFF_MS",
+    "MAX_CRASHES",
+    "MAX_REQUEST_TIMEOUT_MS",
+    "MAX_SESSION_TIMEOUT_MS",
+    "MAX_SHUTDOWN_TIMEOUT_MS",
+    "MAX_STATE_AGE_DAYS",
+    "MAX_STATE_ENTRIES",
     "ORDER",
     "LspEvent",
     "LspStartServer",
@@ -60,8 +67,26 @@ LSP_STOP_STEPS: dict[str, str] = {
     "internalFailure": "the session failed inside (a supervisor bug); cleanup still ran",
 }
 
-_Timeout = Annotated[int, msgspec.Meta(ge=1, le=3_600_000)]
-_Backoff = Annotated[int, msgspec.Meta(ge=1, le=600_000)]
+# Each bound is written once, here; the session enforces the same constant
+# (tests/core/test_declared_bounds.py keeps them together).
+#: A forwarded request's deadline (``lsp.request``, ``requestTimeoutMilliseconds``): at most
+#: 300 000 ms, the reference's bound for a forwarded language-server request (default 60 000).
+MAX_REQUEST_TIMEOUT_MS: Final = 300_000
+#: The session's other durations (handshake, readiness, crash window): at most an hour.
+MAX_SESSION_TIMEOUT_MS: Final = 3_600_000
+#: ``shutdownTimeoutMilliseconds``: at most a minute.
+MAX_SHUTDOWN_TIMEOUT_MS: Final = 60_000
+#: A restart's backoff: at most 10 minutes.
+MAX_BACKOFF_MS: Final = 600_000
+#: ``restart.maxCrashes``: at most 100 per window.
+MAX_CRASHES: Final = 100
+#: ``workspaceState.retention``: at most 64 state directories, kept at most a year.
+MAX_STATE_ENTRIES: Final = 64
+MAX_STATE_AGE_DAYS: Final = 365
+
+_Timeout = Annotated[int, msgspec.Meta(ge=1, le=MAX_SESSION_TIMEOUT_MS)]
+_RequestTimeout = Annotated[int, msgspec.Meta(ge=1, le=MAX_REQUEST_TIMEOUT_MS)]
+_Backoff = Annotated[int, msgspec.Meta(ge=1, le=MAX_BACKOFF_MS)]
 _Method = Annotated[str, msgspec.Meta(min_length=1)]
 
 
@@ -95,8 +120,8 @@ class SessionPolicy(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
 class StateRetention(msgspec.Struct, rename="camel", forbid_unknown_fields=True, kw_only=True):
     """How many per-workspace state directories to keep, and for how long."""
 
-    max_entries: Annotated[int, msgspec.Meta(ge=1, le=64)]
-    max_age_days: Annotated[int, msgspec.Meta(ge=1, le=365)]
+    max_entries: Annotated[int, msgspec.Meta(ge=1, le=MAX_STATE_ENTRIES)]
+    max_age_days: Annotated[int, msgspec.Meta(ge=1, le=MAX_STATE_AGE_DAYS)]
 
 
 class WorkspaceStateSpec(msgspec.Struct, rename="camel", forbid_unknown_fields=True, kw_only=True):
@@ -112,7 +137,7 @@ class WorkspaceStateSpec(msgspec.Struct, rename="camel", forbid_unknown_fields=T
 class RestartBudget(msgspec.Struct, rename="camel", forbid_unknown_fields=True, kw_only=True):
     """Restarts after crashes: at most ``maxCrashes`` per window, with backoff."""
 
-    max_crashes: Annotated[int, msgspec.Meta(ge=1, le=100)] | None = None
+    max_crashes: Annotated[int, msgspec.Meta(ge=1, le=MAX_CRASHES)] | None = None
     window_milliseconds: _Timeout | None = None
     initial_backoff_milliseconds: _Backoff | None = None
     max_backoff_milliseconds: _Backoff | None = None
@@ -125,7 +150,8 @@ class LspStartServer(Payload, kw_only=True):
         server_id: The caller's name for the server (echoed in events).
         executable: The program; ``arguments`` follow it.
         working_directory: Absolute.
-        root_uri: The workspace root URI sent in ``initialize``.
+        root_uri: The workspace root URI sent in ``initialize`` (default: the file URI of
+            ``workingDirectory``).
         initialization_options: Pass-through JSON for ``initialize``.
         workspace_configuration: What ``workspace/configuration`` answers.
         restart: true, or a restart budget: restart after crashes.
@@ -162,8 +188,10 @@ class LspStartServer(Payload, kw_only=True):
     initialization_options: JsonValue = None
     workspace_configuration: JsonObject | None = None
     initialize_timeout_milliseconds: _Timeout | None = None
-    request_timeout_milliseconds: _Timeout | None = None
-    shutdown_timeout_milliseconds: Annotated[int, msgspec.Meta(ge=1, le=60_000)] | None = None
+    request_timeout_milliseconds: _RequestTimeout | None = None
+    shutdown_timeout_milliseconds: (
+        Annotated[int, msgspec.Meta(ge=1, le=MAX_SHUTDOWN_TIMEOUT_MS)] | None
+    ) = None
     service_ready_idle_timeout_milliseconds: _Timeout | None = None
     service_ready_absolute_timeout_milliseconds: _Timeout | None = None
     gates: Annotated[list[Gate], msgspec.Meta(max_length=8)] | None = None
@@ -303,7 +331,7 @@ class LspRequest(Payload, kw_only=True):
     operation_id: NonEmpty | None = None
     method: _Method
     params: JsonObject | list[JsonValue] | None = None
-    timeout_milliseconds: _Timeout | None = None
+    timeout_milliseconds: _RequestTimeout | None = None
 
 
 class LspNotify(Payload, kw_only=True):

@@ -4,7 +4,7 @@ with ``lithe/host/run/start``."""
 
 from __future__ import annotations
 
-from typing import Annotated, Literal, TypeAlias
+from typing import Annotated, Final, Literal, TypeAlias
 
 import msgspec
 
@@ -20,9 +20,14 @@ from ._base import (
     WaitMilliseconds,
 )
 
-__all__ = ("COMMANDS", "EVENTS", "ORDER")
+__all__ = ("COMMANDS", "EVENTS", "MAX_DEBUG_ADAPTERS", "MAX_REQUIRED_TOOLS", "ORDER")
 
 _RunId = Annotated[str, msgspec.Meta(min_length=1)]
+#: Tool references: requiresTools holds at most 32 tool-definition IDs.
+MAX_REQUIRED_TOOLS: Final = 32
+#: Ours: a plugin declares at most this many debug adapters.
+MAX_DEBUG_ADAPTERS: Final = 32
+_ToolIds = Annotated[list[NonEmpty], msgspec.Meta(max_length=MAX_REQUIRED_TOOLS)]
 
 
 class RunSelectedRuntime(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
@@ -64,9 +69,13 @@ class RunConfigurePlugin(Payload, kw_only=True):
 
     plugin_id: NonEmpty
     package_root: Path | None = None
-    requires_tools: Annotated[list[NonEmpty], msgspec.Meta(max_length=32)] | None = None
+    requires_tools: (
+        Annotated[list[NonEmpty], msgspec.Meta(max_length=MAX_REQUIRED_TOOLS)] | None
+    ) = None
     tools: dict[str, JsonValue] | None = None
-    debug_adapters: Annotated[list[RunDebugAdapter], msgspec.Meta(max_length=32)] | None = None
+    debug_adapters: (
+        Annotated[list[RunDebugAdapter], msgspec.Meta(max_length=MAX_DEBUG_ADAPTERS)] | None
+    ) = None
 
 
 class RunConfigurePluginResult(Result, kw_only=True):

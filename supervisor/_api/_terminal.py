@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Literal, TypeAlias
+from typing import Annotated, Final, Literal, TypeAlias
 
 import msgspec
 
@@ -33,9 +33,17 @@ TERMINAL_STATES: dict[str, str] = {
     "disposed": "forgotten; no further events",
 }
 
-_Rows = Annotated[int, msgspec.Meta(ge=1, le=300)]
-_Cols = Annotated[int, msgspec.Meta(ge=1, le=500)]
-_Retained = Annotated[int, msgspec.Meta(ge=0, le=262_144)]
+#: ``terminal.create``: at most 256 arguments and 64 environment entries.
+MAX_ARGUMENTS: Final = 256
+MAX_ENVIRONMENT_ENTRIES: Final = 64
+#: A terminal's size: at most 300 rows by 500 columns.
+MAX_ROWS: Final = 300
+MAX_COLS: Final = 500
+#: ``retainedContextBytes``: 0 keeps none; at most 262 144 (the reference's bound).
+MAX_RETAINED_CONTEXT_BYTES: Final = 262_144
+_Rows = Annotated[int, msgspec.Meta(ge=1, le=MAX_ROWS)]
+_Cols = Annotated[int, msgspec.Meta(ge=1, le=MAX_COLS)]
+_Retained = Annotated[int, msgspec.Meta(ge=0, le=MAX_RETAINED_CONTEXT_BYTES)]
 _TerminalId = Annotated[str, msgspec.Meta(min_length=1)]
 
 
@@ -58,9 +66,11 @@ class TerminalCreate(Payload, kw_only=True):
 
     owner: NonEmpty | None = None
     executable: NonEmpty
-    arguments: Annotated[list[str], msgspec.Meta(max_length=256)] | None = None
+    arguments: Annotated[list[str], msgspec.Meta(max_length=MAX_ARGUMENTS)] | None = None
     cwd: NonEmpty | None = None
-    environment: Annotated[dict[str, str | None], msgspec.Meta(max_length=64)] | None = None
+    environment: (
+        Annotated[dict[str, str | None], msgspec.Meta(max_length=MAX_ENVIRONMENT_ENTRIES)] | None
+    ) = None
     title: NonEmpty | None = None
     rows: _Rows | None = None
     cols: _Cols | None = None

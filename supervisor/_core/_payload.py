@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Final
 from protocol import (
     MAX_MILLISECONDS,
     CoreError,
+    did_you_mean,
     echo,
     invalid_field,
     read_argv,
@@ -29,6 +30,8 @@ from protocol import (
     read_path,
     read_text,
 )
+
+from .._api._base import FIELD_ALIASES
 
 if TYPE_CHECKING:
     from protocol import JSONObject
@@ -64,14 +67,18 @@ def check_fields(payload: JSONObject, allowed: frozenset[str], command: str) -> 
     Raises:
         CoreError: ``invalid_request`` naming the first unknown field (sorted; cut when
             long) and listing the known ones, sorted: ``"terminal.create: unknown field
-            'argv' (known: arguments, cols, ...)"``, with ``details.field`` the unknown one.
+            'argv' (did you mean 'arguments'?) (known: arguments, cols, ...)"``, with
+            ``details.field`` the unknown one.
     """
     if allowed.issuperset(payload):
         return  # the common case, without building a set (it is on every command's path)
     unknown = sorted(set(payload) - allowed)
     # A caller who guessed a name (``argv`` for ``arguments``) can correct it from the answer.
     known = ", ".join(sorted(allowed)) or "none"
-    raise _invalid(f"{command}: unknown field {echo(unknown[0])} (known: {known})", unknown[0])
+    hint = did_you_mean(unknown[0], allowed, aliases=FIELD_ALIASES)
+    raise _invalid(
+        f"{command}: unknown field {echo(unknown[0])}{hint} (known: {known})", unknown[0]
+    )
 
 
 def require_str(payload: JSONObject, name: str, *, non_empty: bool = True) -> str:

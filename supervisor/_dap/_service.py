@@ -34,26 +34,17 @@ from typing import TYPE_CHECKING, Final
 
 import trio
 
-from protocol import CoreError, echo, invalid_field, read_int
+from protocol import CoreError, echo
 
+from .._api._base import decode_payload, encode_value
+from .._api._debug import Adapter
 from .._core._context import current_operation_id
-from .._core._payload import (
-    MAX_COUNT,
-    optional_bool,
-    optional_env,
-    optional_path,
-    optional_positive_int,
-    optional_str,
-    require_argv,
-    require_path,
-    require_str,
-)
+from .._core._service import call_command, declared
 from .._session._events import EventQueue
 from .._session._registry import SessionRegistry
 from ._session import (
     DEFAULT_CONNECT_TIMEOUT_MS,
     DEFAULT_INITIALIZE_TIMEOUT_MS,
-    MAX_OPERATION_TIMEOUT_MS,
     AdapterSpec,
     DebugSession,
     check_loopback,
@@ -66,10 +57,29 @@ from ._state import (
 )
 
 if TYPE_CHECKING:
-    from collections.abc import AsyncIterator, Mapping
+    from collections.abc import AsyncIterator, Mapping, Sequence
+
+    import msgspec
 
     from protocol import JSONObject, JSONValue
 
+    from .._api._debug import (
+        DebugCancelOperation,
+        DebugCreateSession,
+        DebugDataBreakpointInfo,
+        DebugExecute,
+        DebugInspect,
+        DebugListSessions,
+        DebugRunInTerminalResponse,
+        DebugSessionRef,
+        DebugSetBreakpoints,
+        DebugSetDataBreakpoints,
+        DebugSetExceptionBreakpoints,
+        DebugSetFunctionBreakpoints,
+        DebugSetVariable,
+        DebugStart,
+        _Operation,
+    )
     from .._core._service import CommandHandler, ServiceContext
 
 __all__ = ("MAX_DEBUG_SESSIONS", "DebugService", "open_debug_service")
@@ -77,24 +87,10 @@ __all__ = ("MAX_DEBUG_SESSIONS", "DebugService", "open_debug_service")
 #: Sessions that may exist at once (terminated ones count until destroyed); then ``busy``.
 MAX_DEBUG_SESSIONS: Final = 32
 
-_TRANSPORTS: Final = ("stdio", "tcpPort", "tcpAnnounced", "tcpLanguageServer")
 #: plugin-contract.md ``launch.endpoint.command`` for ``tcpLanguageServer``.
 _COMMAND_RE: Final = re.compile(r"[A-Za-z0-9._:-]{1,128}")
-_LANGUAGE_SERVER_FIELDS: Final = frozenset(
-    {"languageServerSessionId", "command", "commandArguments"}
-)
-_INSPECT_FIELDS: Final = {
-    "threads": frozenset(),
-    "stackTrace": frozenset({"threadId", "startFrame", "levels"}),
-    "scopes": frozenset({"frameId"}),
-    "variables": frozenset({"variablesReference", "variableFilter", "start", "count"}),
-    "evaluate": frozenset({"expression", "frameId", "context"}),
-    "exceptionInfo": frozenset({"threadId"}),
-    "stepInTargets": frozenset({"frameId"}),
-    "gotoTargets": frozenset({"path", "line", "column"}),
-}
-_ALL_INSPECT_FIELDS: Final = frozenset().union(*_INSPECT_FIELDS.values())
-_EVALUATE_CONTEXTS: Final = ("watch", "repl", "hover", "clipboard", "variables")
+#: ``debug.inspect``'s fields that are ours, not the DAP request's arguments.
+_OPERATION_FIELDS: Final = ("sessionId", "operationId", "timeoutMilliseconds", "kind")
 
 
 def _invalid(message: str, field: str | None = None) -> CoreError:
@@ -102,127 +98,112 @@ def _invalid(message: str, field: str | None = None) -> CoreError:
     return CoreError("invalid_request", message, None if field is None else {"field": field})
 
 
-def _optional_int(payload: JSONObject, name: str, *, minimum: int) -> int | None:
-    # DAP's integers (ids, references, counts) are 32-bit in the adapters we meet.
-    return read_int(payload, name, minimum=minimum, maximum=MAX_COUNT)
+def parse_adapter(value: Adapter | JSONValue) -> AdapterSpec:
+    """Check ``debug.createSession``'s ``adapter`` for what its declaration can not say.
 
-
-def _require_int(payload: JSONObject, name: str, *, minimum: int) -> int:
-    value = _optional_int(payload, name, minimum=minimum)
-    if value is None:
-        raise invalid_field(name, f"{name} must be an integer >= {minimum}")
-    return value
-
-
-def _require_text(payload: JSONObject, name: str) -> str:
-    # A replacement value may be empty (an empty string literal is typed as ""), unlike ids.
-    value = payload.get(name)
-    if not isinstance(value, str):
-        raise invalid_field(name, f"{name} must be a string")
-    return value
-
-
-def parse_adapter(value: JSONValue) -> AdapterSpec:
-    """Validate ``debug.createSession``'s ``adapter`` object.
-
+    ``value`` is the decoded :class:`~supervisor._api._debug.Adapter`, or a JSON object (a
+    plugin's ``debugAdapters[].adapter``), decoded here with the same declaration.
     ``executable`` may be left out only for ``tcpPort``: the session then connects to an
     adapter it does not own (``python -m debugpy --listen``), and ends only its socket.
 
     Raises:
-        CoreError: ``invalid_request`` for an unknown field, a bad type, an unknown
+        CoreError: ``invalid_request`` for what the declaration refuses, a field of another
             transport, a missing port, or a host that is not loopback.
     """
-    if not isinstance(value, dict):
-        raise _invalid("adapter must be an object", "adapter")
-    transport = value.get("transport", "stdio")
-    if transport not in _TRANSPORTS:
-        raise _invalid(
-            "adapter.transport must be stdio, tcpPort, tcpAnnounced or tcpLanguageServer",
-            "adapter.transport",
-        )
-    assert isinstance(transport, str)
-    language_server = _language_server_endpoint(value, transport)
-    host = optional_str(value, "host") or "127.0.0.1"
+    adapter = value if isinstance(value, Adapter) else _decode_adapter(value)
+    transport = adapter.transport or "stdio"
+    language_server = _language_server_endpoint(adapter, transport)
+    host = adapter.host or "127.0.0.1"
     if transport != "stdio":
         host = check_loopback(host)
-    elif "host" in value or "port" in value:
+    elif adapter.host is not None or adapter.port is not None:
         raise _invalid("adapter.host and adapter.port are for the TCP transports", "adapter.host")
-    port = _optional_int(value, "port", minimum=1)
-    if port is not None and port > 65535:
-        raise _invalid("adapter.port must be at most 65535", "adapter.port")
+    port = adapter.port
     if transport == "tcpPort" and port is None:
         raise _invalid("adapter.port is required for tcpPort", "adapter.port")
     argv: list[str] | None = None
     if transport == "tcpLanguageServer":
         # The adapter lives inside the language server: no process of its own.
-        if "executable" in value or "port" in value or "announcePrefix" in value:
+        if adapter.executable is not None or port is not None or adapter.announce_prefix:
             raise _invalid(
                 "adapter.executable, port and announcePrefix are not for tcpLanguageServer",
                 "adapter.transport",
             )
-    elif value.get("executable") is not None or transport != "tcpPort":
-        executable = require_path(value, "executable")
-        arguments = value.get("arguments", [])
-        argv = (
-            require_argv({"arguments": [executable, *arguments]}, "arguments")
-            if isinstance(arguments, list)
-            else None
-        )
-        if argv is None:
-            raise _invalid("adapter.arguments must be an array of strings", "adapter.arguments")
-    elif "arguments" in value or "environment" in value or "workingDirectory" in value:
+    elif adapter.executable is not None or transport != "tcpPort":
+        if adapter.executable is None:
+            raise _invalid("adapter.executable is required", "adapter.executable")
+        argv = [adapter.executable, *(adapter.arguments or [])]
+    elif (
+        adapter.arguments is not None
+        or adapter.environment is not None
+        or adapter.working_directory is not None
+    ):
         raise _invalid("adapter arguments need an executable", "adapter.executable")
-    prefix = optional_str(value, "announcePrefix")
+    prefix = adapter.announce_prefix
     if prefix is not None and transport != "tcpAnnounced":
         raise _invalid("adapter.announcePrefix is for tcpAnnounced", "adapter.announcePrefix")
-    stream = value.get("announceStream", "stdout")
-    if stream not in ("stdout", "stderr") or ("announceStream" in value and prefix is None):
+    if adapter.announce_stream is not None and prefix is None:
         raise _invalid(
             "adapter.announceStream must be stdout or stderr, with tcpAnnounced",
             "adapter.announceStream",
         )
-    assert isinstance(stream, str)
-    connect_timeout = optional_positive_int(
-        value, "connectTimeoutMilliseconds", maximum=MAX_OPERATION_TIMEOUT_MS
-    )
-    initialize_timeout = optional_positive_int(
-        value, "initializeTimeoutMilliseconds", maximum=MAX_OPERATION_TIMEOUT_MS
-    )
     return AdapterSpec(
         argv=argv,
-        env=optional_env(value, "environment"),
-        cwd=optional_path(value, "workingDirectory"),
+        env=adapter.environment,
+        cwd=adapter.working_directory,
         transport=transport,
         host=host,
         port=port,
         announce_prefix=prefix or "",
-        announce_stream=stream,
-        connect_timeout_ms=connect_timeout or DEFAULT_CONNECT_TIMEOUT_MS,
-        initialize_timeout_ms=initialize_timeout or DEFAULT_INITIALIZE_TIMEOUT_MS,
+        announce_stream=adapter.announce_stream or "stdout",
+        connect_timeout_ms=adapter.connect_timeout_milliseconds or DEFAULT_CONNECT_TIMEOUT_MS,
+        initialize_timeout_ms=(
+            adapter.initialize_timeout_milliseconds or DEFAULT_INITIALIZE_TIMEOUT_MS
+        ),
         language_server=language_server,
     )
 
 
+def _decode_adapter(value: JSONValue) -> Adapter:
+    """A JSON ``adapter`` object as its declaration; refusals name ``adapter.<field>``."""
+    try:
+        adapter: Adapter = decode_payload("adapter", Adapter, value)
+    except CoreError as exc:
+        field = (exc.details or {}).get("field")
+        where = "adapter" if field in (None, "payload") else f"adapter.{field}"
+        raise _invalid(exc.message, where) from None
+    return adapter
+
+
 def _language_server_endpoint(
-    value: JSONObject, transport: str
+    adapter: Adapter, transport: str
 ) -> tuple[str, str, tuple[JSONValue, ...]] | None:
     """``tcpLanguageServer``'s ``{languageServerSessionId, command, commandArguments?}``."""
+    given = {
+        "languageServerSessionId": adapter.language_server_session_id,
+        "command": adapter.command,
+        "commandArguments": adapter.command_arguments,
+    }
     if transport != "tcpLanguageServer":
-        extra = sorted(set(value) & _LANGUAGE_SERVER_FIELDS)
+        extra = sorted(name for name, value in given.items() if value is not None)
         if extra:
             raise _invalid(f"adapter.{extra[0]} is for tcpLanguageServer", f"adapter.{extra[0]}")
         return None
-    session_id = require_str(value, "languageServerSessionId")
-    command = require_str(value, "command")
-    if not _COMMAND_RE.fullmatch(command):
+    for name in ("languageServerSessionId", "command"):
+        if given[name] is None:
+            raise _invalid(f"adapter.{name} is required for tcpLanguageServer", f"adapter.{name}")
+    assert adapter.language_server_session_id is not None
+    assert adapter.command is not None
+    if not _COMMAND_RE.fullmatch(adapter.command):
         raise _invalid(
             "adapter.command must be 1-128 letters, digits, '.', '_', ':' or '-'",
             "adapter.command",
         )
-    arguments = value.get("commandArguments", [])
-    if not isinstance(arguments, list) or len(arguments) > MAX_COUNT:
-        raise _invalid("adapter.commandArguments must be an array", "adapter.commandArguments")
-    return session_id, command, tuple(arguments)
+    return (
+        adapter.language_server_session_id,
+        adapter.command,
+        tuple(adapter.command_arguments or ()),
+    )
 
 
 class DebugService:
@@ -260,25 +241,19 @@ class DebugService:
         """The sessions by id (until ``debug.destroySession``)."""
         return self._sessions
 
-    def _session(self, payload: JSONObject) -> DebugSession:
-        return self._sessions.lookup(payload)
+    def _session(self, payload: _Operation | DebugSessionRef) -> DebugSession:
+        return self._sessions.find(payload.session_id)
 
     # -- lifecycle -----------------------------------------------------------------------
 
-    async def _create_session(self, payload: JSONObject) -> JSONValue:
-        session_id = optional_str(payload, "sessionId")
-        if session_id is None:
-            session_id = self._sessions.new_id()
-        elif not session_id:
-            raise _invalid("sessionId must be a non-empty string", "sessionId")
-        adapter_id = require_str(payload, "adapterId")
-        spec = parse_adapter(payload.get("adapter"))
-        root_path = require_path(payload, "rootPath")
-        supports_rit = optional_bool(payload, "supportsRunInTerminalRequest", False)
-        handler = payload.get("runInTerminal", "supervisor")
-        if handler not in ("supervisor", "host"):
-            raise _invalid("runInTerminal must be supervisor or host", "runInTerminal")
-        assert isinstance(handler, str)
+    @declared
+    async def _create_session(self, payload: DebugCreateSession) -> JSONValue:
+        session_id = payload.session_id or self._sessions.new_id()
+        adapter_id = payload.adapter_id
+        spec = parse_adapter(payload.adapter)
+        root_path = payload.root_path
+        supports_rit = bool(payload.supports_run_in_terminal_request)
+        handler = payload.run_in_terminal or "supervisor"
         if session_id in self._sessions:
             raise _invalid(f"A debug session {echo(session_id)} already exists")
         if len(self._sessions) >= MAX_DEBUG_SESSIONS:
@@ -326,8 +301,10 @@ class DebugService:
             CoreError: as ``debug.createSession`` and ``debug.launch``/``debug.attach``; a
                 session whose launch or attach failed is stopped and forgotten.
         """
-        created = await self._create_session(
-            {"adapterId": adapter_id, "adapter": adapter, "rootPath": root_path}
+        created = await call_command(
+            self.commands(),
+            "debug.createSession",
+            {"adapterId": adapter_id, "adapter": adapter, "rootPath": root_path},
         )
         assert isinstance(created, dict)
         session_id = str(created["sessionId"])
@@ -378,12 +355,14 @@ class DebugService:
             raise
         return child
 
-    async def _disconnect(self, payload: JSONObject) -> JSONValue:
+    @declared
+    async def _disconnect(self, payload: DebugSessionRef) -> JSONValue:
         session = self._session(payload)
         detail = await session.stop()
         return {"sessionId": session.session_id, "state": session.state.value, "terminated": detail}
 
-    async def _destroy_session(self, payload: JSONObject) -> JSONValue:
+    @declared
+    async def _destroy_session(self, payload: DebugSessionRef) -> JSONValue:
         session = self._session(payload)
         if not session.ended:
             raise _invalid(
@@ -393,29 +372,22 @@ class DebugService:
         self._sessions.remove(session.session_id)
         return {"sessionId": session.session_id, "destroyed": True}
 
-    async def _list_sessions(self, payload: JSONObject) -> JSONValue:
+    @declared
+    async def _list_sessions(self, payload: DebugListSessions) -> JSONValue:
         return [s.describe() for s in self._sessions.values()]
 
     # -- operations ----------------------------------------------------------------------
 
-    def _operation_fields(self, payload: JSONObject) -> tuple[str | None, int | None]:
+    def _operation_fields(self, payload: _Operation) -> tuple[str | None, int | None]:
         # Defaults to the Core operation's id: the envelope's operationId, or the JSON-RPC
         # id through `supervisor serve`.
-        operation_id = optional_str(payload, "operationId") or current_operation_id()
-        if operation_id == "":
-            raise _invalid("operationId must be a non-empty string", "operationId")
-        timeout = optional_positive_int(
-            payload, "timeoutMilliseconds", maximum=MAX_OPERATION_TIMEOUT_MS
-        )
-        return operation_id, timeout
+        return payload.operation_id or current_operation_id(), payload.timeout_milliseconds
 
-    async def _start(self, payload: JSONObject, kind: str) -> JSONValue:
+    async def _start(self, payload: DebugStart, kind: str) -> JSONValue:
         command = f"debug.{kind}"
         session = self._session(payload)
         operation_id, timeout = self._operation_fields(payload)
-        configuration = payload.get("configuration", {})
-        if not isinstance(configuration, dict):
-            raise _invalid("configuration must be an object", "configuration")
+        configuration = payload.configuration or {}
         return await session.run_operation(
             command,
             operation_id,
@@ -423,17 +395,20 @@ class DebugService:
             lambda op: session.start(kind, configuration, op),
         )
 
-    async def _launch(self, payload: JSONObject) -> JSONValue:
+    @declared
+    async def _launch(self, payload: DebugStart) -> JSONValue:
         return await self._start(payload, "launch")
 
-    async def _attach(self, payload: JSONObject) -> JSONValue:
+    @declared
+    async def _attach(self, payload: DebugStart) -> JSONValue:
         return await self._start(payload, "attach")
 
-    async def _set_breakpoints(self, payload: JSONObject) -> JSONValue:
+    @declared
+    async def _set_breakpoints(self, payload: DebugSetBreakpoints) -> JSONValue:
         session = self._session(payload)
         operation_id, timeout = self._operation_fields(payload)
-        path = require_str(payload, "path")
-        breakpoints = normalize_source_breakpoints(payload.get("breakpoints", []))
+        path = payload.path
+        breakpoints = normalize_source_breakpoints(_entries(payload.breakpoints or []))
         return await session.run_operation(
             "debug.setBreakpoints",
             operation_id,
@@ -441,10 +416,11 @@ class DebugService:
             lambda op: session.set_source_breakpoints(path, breakpoints, op),
         )
 
-    async def _set_exception_breakpoints(self, payload: JSONObject) -> JSONValue:
+    @declared
+    async def _set_exception_breakpoints(self, payload: DebugSetExceptionBreakpoints) -> JSONValue:
         session = self._session(payload)
         operation_id, timeout = self._operation_fields(payload)
-        filters = normalize_exception_filters(payload.get("filters", []))
+        filters = normalize_exception_filters(_entries(payload.filters or []))
         return await session.run_operation(
             "debug.setExceptionBreakpoints",
             operation_id,
@@ -452,10 +428,11 @@ class DebugService:
             lambda op: session.set_exception_filters(filters, op),
         )
 
-    async def _set_function_breakpoints(self, payload: JSONObject) -> JSONValue:
+    @declared
+    async def _set_function_breakpoints(self, payload: DebugSetFunctionBreakpoints) -> JSONValue:
         session = self._session(payload)
         operation_id, timeout = self._operation_fields(payload)
-        breakpoints = normalize_function_breakpoints(payload.get("breakpoints", []))
+        breakpoints = normalize_function_breakpoints(_entries(payload.breakpoints or []))
         return await session.run_operation(
             "debug.setFunctionBreakpoints",
             operation_id,
@@ -463,13 +440,14 @@ class DebugService:
             lambda op: session.set_function_breakpoints(breakpoints, op),
         )
 
-    async def _execute(self, payload: JSONObject) -> JSONValue:
+    @declared
+    async def _execute(self, payload: DebugExecute) -> JSONValue:
         session = self._session(payload)
         operation_id, timeout = self._operation_fields(payload)
-        command = require_str(payload, "command")
-        thread_id = _optional_int(payload, "threadId", minimum=0)
-        single = optional_bool(payload, "singleThread", False)
-        target_id = _optional_int(payload, "targetId", minimum=0)
+        command = payload.command
+        thread_id = payload.thread_id
+        single = bool(payload.single_thread)
+        target_id = payload.target_id
         return await session.run_operation(
             "debug.execute",
             operation_id,
@@ -477,15 +455,16 @@ class DebugService:
             lambda op: session.execute(command, thread_id, single, op, target_id),
         )
 
-    async def _set_variable(self, payload: JSONObject) -> JSONValue:
+    @declared
+    async def _set_variable(self, payload: DebugSetVariable) -> JSONValue:
         """``debug.setVariable {variablesReference, name, value}`` -> ``{operationId, result:
         {value, type, variablesReference, namedVariables, indexedVariables}}``."""
         session = self._session(payload)
         operation_id, timeout = self._operation_fields(payload)
         arguments: JSONObject = {
-            "variablesReference": _require_int(payload, "variablesReference", minimum=1),
-            "name": require_str(payload, "name"),
-            "value": _require_text(payload, "value"),
+            "variablesReference": payload.variables_reference,
+            "name": payload.name,
+            "value": payload.value,
         }
         return await session.run_operation(
             "debug.setVariable",
@@ -494,14 +473,17 @@ class DebugService:
             lambda op: session.set_variable(arguments, op),
         )
 
-    async def _data_breakpoint_info(self, payload: JSONObject) -> JSONValue:
+    @declared
+    async def _data_breakpoint_info(self, payload: DebugDataBreakpointInfo) -> JSONValue:
         """``debug.dataBreakpointInfo {name, variablesReference?, frameId?}`` ->
         ``{operationId, result: {dataId, description, accessTypes, canPersist}}``."""
         session = self._session(payload)
         operation_id, timeout = self._operation_fields(payload)
-        arguments: JSONObject = {"name": require_str(payload, "name")}
-        for name, minimum in (("variablesReference", 1), ("frameId", 0)):
-            value = _optional_int(payload, name, minimum=minimum)
+        arguments: JSONObject = {"name": payload.name}
+        for name, value in (
+            ("variablesReference", payload.variables_reference),
+            ("frameId", payload.frame_id),
+        ):
             if value is not None:
                 arguments[name] = value
         return await session.run_operation(
@@ -511,12 +493,13 @@ class DebugService:
             lambda op: session.data_breakpoint_info(arguments, op),
         )
 
-    async def _set_data_breakpoints(self, payload: JSONObject) -> JSONValue:
+    @declared
+    async def _set_data_breakpoints(self, payload: DebugSetDataBreakpoints) -> JSONValue:
         """``debug.setDataBreakpoints {breakpoints: [{dataId, accessType?, condition?,
         hitCondition?, enabled?}]}`` -> ``{operationId, result: {breakpoints, sent}}``."""
         session = self._session(payload)
         operation_id, timeout = self._operation_fields(payload)
-        breakpoints = normalize_data_breakpoints(payload.get("breakpoints", []))
+        breakpoints = normalize_data_breakpoints(_entries(payload.breakpoints or []))
         return await session.run_operation(
             "debug.setDataBreakpoints",
             operation_id,
@@ -524,39 +507,27 @@ class DebugService:
             lambda op: session.set_data_breakpoints(breakpoints, op),
         )
 
-    async def _inspect(self, payload: JSONObject) -> JSONValue:
+    @declared
+    async def _inspect(self, payload: DebugInspect) -> JSONValue:
         session = self._session(payload)
         operation_id, timeout = self._operation_fields(payload)
-        kind = require_str(payload, "kind")
-        allowed = _INSPECT_FIELDS.get(kind)
-        if allowed is None:
-            raise _invalid(f"kind must be one of {', '.join(_INSPECT_FIELDS)}", "kind")
-        extra = sorted((set(payload) & _ALL_INSPECT_FIELDS) - allowed)
-        if extra:
-            raise _invalid(f"debug.inspect {kind}: field {echo(extra[0])} is not allowed")
-        arguments = _inspect_arguments(kind, payload)
+        kind = str(type(payload).__struct_config__.tag)
+        arguments = _inspect_arguments(payload)
         return await session.run_operation(
             "debug.inspect", operation_id, timeout, lambda op: session.inspect(kind, arguments, op)
         )
 
-    async def _cancel_operation(self, payload: JSONObject) -> JSONValue:
-        session = self._session(payload)
-        operation_id = require_str(payload, "operationId")
-        reason = payload.get("reason", "cancelled")
-        if reason not in ("cancelled", "timedOut"):
-            raise _invalid("reason must be cancelled or timedOut", "reason")
-        assert isinstance(reason, str)
-        return {"cancelled": session.cancel_operation(operation_id, reason)}
+    @declared
+    async def _cancel_operation(self, payload: DebugCancelOperation) -> JSONValue:
+        session = self._sessions.find(payload.session_id)
+        reason = payload.reason or "cancelled"
+        return {"cancelled": session.cancel_operation(payload.operation_id, reason)}
 
-    async def _run_in_terminal_response(self, payload: JSONObject) -> JSONValue:
-        session = self._session(payload)
-        request_id = require_str(payload, "requestId")
-        success = payload.get("success")
-        if not isinstance(success, bool):
-            raise _invalid("success must be a boolean", "success")
-        process_id = optional_positive_int(payload, "processId")
-        shell_process_id = optional_positive_int(payload, "shellProcessId")
-        message = optional_str(payload, "message")
+    @declared
+    async def _run_in_terminal_response(self, payload: DebugRunInTerminalResponse) -> JSONValue:
+        session = self._sessions.find(payload.session_id)
+        request_id, success, message = payload.request_id, payload.success, payload.message
+        process_id, shell_process_id = payload.process_id, payload.shell_process_id
         if success and process_id is None and shell_process_id is None:
             raise _invalid("a successful runInTerminal answer needs processId or shellProcessId")
         accepted = await session.run_in_terminal_response(
@@ -586,53 +557,26 @@ async def _stop_for_close(session: DebugSession) -> None:
     await session.stop(reason="supervisorClosing")
 
 
-def _inspect_arguments(kind: str, payload: JSONObject) -> JSONObject:
-    """Validate ``debug.inspect``'s kind-specific fields and build the DAP arguments."""
-    if kind == "threads":
-        return {}
-    if kind in ("stackTrace", "exceptionInfo"):
-        arguments: JSONObject = {"threadId": _require_int(payload, "threadId", minimum=0)}
-        if kind == "stackTrace":
-            for name in ("startFrame", "levels"):
-                value = _optional_int(payload, name, minimum=0)
-                if value is not None:
-                    arguments[name] = value
-        return arguments
-    if kind in ("scopes", "stepInTargets"):
-        return {"frameId": _require_int(payload, "frameId", minimum=0)}
-    if kind == "gotoTargets":
-        arguments = {
-            "source": {"path": require_str(payload, "path")},
-            "line": _require_int(payload, "line", minimum=1),
-        }
-        column = _optional_int(payload, "column", minimum=1)
-        if column is not None:
-            arguments["column"] = column
-        return arguments
-    if kind == "variables":
-        arguments = {"variablesReference": _require_int(payload, "variablesReference", minimum=1)}
-        variable_filter = payload.get("variableFilter")
-        if variable_filter is not None:
-            if variable_filter not in ("named", "indexed"):
-                raise _invalid("variableFilter must be named or indexed", "variableFilter")
-            arguments["filter"] = variable_filter
-        start = _optional_int(payload, "start", minimum=0)
-        if start is not None:
-            arguments["start"] = start
-        count = _optional_int(payload, "count", minimum=1)
-        if count is not None:
-            arguments["count"] = count
-        return arguments
-    expression = require_str(payload, "expression")
-    arguments = {"expression": expression}
-    frame_id = _optional_int(payload, "frameId", minimum=0)
-    if frame_id is not None:
-        arguments["frameId"] = frame_id
-    context = payload.get("context")
-    if context is not None:
-        if context not in _EVALUATE_CONTEXTS:
-            raise _invalid("context must be watch, repl, hover, clipboard or variables", "context")
-        arguments["context"] = context
+def _entries(items: Sequence[msgspec.Struct]) -> list[JSONValue]:
+    """Decoded breakpoint entries in the wire form the session keeps (absent fields left
+    out), for the normalizers of :mod:`._state` (sort, trim, de-duplicate)."""
+    return [
+        {name: value for name, value in encode_value(item).items() if value is not None}
+        for item in items
+    ]
+
+
+def _inspect_arguments(payload: DebugInspect) -> JSONObject:
+    """``debug.inspect``'s DAP arguments: its kind's fields, as the DAP request names them."""
+    arguments: JSONObject = {
+        name: value
+        for name, value in encode_value(payload).items()
+        if name not in _OPERATION_FIELDS
+    }
+    if "variableFilter" in arguments:
+        arguments["filter"] = arguments.pop("variableFilter")
+    if "path" in arguments:  # gotoTargets
+        arguments = {"source": {"path": arguments.pop("path")}, **arguments}
     return arguments
 
 

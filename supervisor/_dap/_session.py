@@ -89,6 +89,7 @@ import trio
 from protocol import EOF, NEED_DATA, CoreError, JSONObject, RemoteProtocolError, StrayText
 from protocol._dap import DAPConnection, DAPEvent, DAPRequest, DAPResponse
 
+from .._api._debug import MAX_OPERATION_TIMEOUT_MS
 from .._boundary import (
     crash_report,
     fault_point,
@@ -167,8 +168,6 @@ DEFAULT_EXIT_WAIT_MS: Final = 1_000
 DEFAULT_TERM_GRACE_MS: Final = TERM_GRACE_MS
 #: An operation's default deadline (as a forwarded LSP request), in milliseconds.
 DEFAULT_OPERATION_TIMEOUT_MS: Final = 60_000
-#: The longest deadline an operation may ask for, in milliseconds.
-MAX_OPERATION_TIMEOUT_MS: Final = 300_000
 #: How long a TCP transport may take to be reachable (or announced), in milliseconds.
 DEFAULT_CONNECT_TIMEOUT_MS: Final = 10_000
 #: How long an adapter has to answer ``initialize`` before the session ends

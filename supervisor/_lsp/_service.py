@@ -29,8 +29,16 @@ from typing import TYPE_CHECKING, Final
 
 import trio
 
-from protocol import MAX_ECHO_BYTES, MAX_MILLISECONDS, CoreError, cut_utf8, echo, lookup_error
+from protocol import MAX_ECHO_BYTES, CoreError, cut_utf8, echo, lookup_error
 
+from .._api._lsp import (
+    MAX_BACKOFF_MS,
+    MAX_CRASHES,
+    MAX_SESSION_TIMEOUT_MS,
+    MAX_SHUTDOWN_TIMEOUT_MS,
+    MAX_STATE_AGE_DAYS,
+    MAX_STATE_ENTRIES,
+)
 from .._core._context import current_operation_id
 from .._core._payload import (
     MAX_COUNT,
@@ -41,6 +49,7 @@ from .._core._payload import (
     require_path,
     require_str,
 )
+from .._core._service import declared
 from .._endpoint import JSONRPCError
 from .._plugin._host import HostEnvironment
 from .._plugin._launch import (
@@ -77,8 +86,6 @@ from ._session import (
 )
 from ._state import Gate, LspState, RestartBudget
 from ._workspace_state import (
-    MAX_AGE_DAYS as MAX_STATE_AGE_DAYS,
-    MAX_ENTRIES as MAX_STATE_ENTRIES,
     Retention,
     WorkspaceState,
     is_state_name,
@@ -91,7 +98,33 @@ if TYPE_CHECKING:
 
     from protocol import JSONObject, JSONValue
 
+    from .._api._lsp import (
+        LspCancelOperation,
+        LspCloseDocument,
+        LspNotify,
+        LspRequest,
+        LspServerRequestResponse,
+        LspSessionRef,
+        LspSyncDocument,
+        LspUpdateWorkspaceConfiguration,
+        LspWorkspaceFilesChanged,
+    )
+    from .._api._plugin import LspFunctionRequest, LspHostNotify
     from .._core._service import CommandHandler, ServiceContext
+
+    _SessionPayload = (
+        LspSessionRef
+        | LspSyncDocument
+        | LspCloseDocument
+        | LspWorkspaceFilesChanged
+        | LspUpdateWorkspaceConfiguration
+        | LspRequest
+        | LspNotify
+        | LspCancelOperation
+        | LspServerRequestResponse
+        | LspFunctionRequest
+        | LspHostNotify
+    )
     from .._process._tree import ProcessTree
 
 __all__ = ("LspService", "open_lsp_service", "parse_launch_start", "parse_start")
@@ -143,7 +176,6 @@ MAX_POLICY_NAME_BYTES: Final = 256
 _EXECUTE_COMMAND: Final = "workspace/executeCommand"
 #: The reference's function-result bound, used for plugin requests' results (bytes).
 MAX_PLUGIN_RESULT_BYTES: Final = 1024 * 1024
-_MAX_TIMEOUT_MS: Final = 3_600_000
 
 
 def _invalid(message: str, field: str | None = None) -> CoreError:
@@ -274,10 +306,10 @@ def _parse_restart(value: JSONValue) -> tuple[bool, RestartBudget]:
     if not isinstance(value, dict):
         raise _invalid("restart must be a boolean or an object", "restart")
     budget = RestartBudget()
-    max_crashes = optional_positive_int(value, "maxCrashes", maximum=100)
-    window = optional_positive_int(value, "windowMilliseconds", maximum=_MAX_TIMEOUT_MS)
-    initial = optional_positive_int(value, "initialBackoffMilliseconds", maximum=600_000)
-    maximum = optional_positive_int(value, "maxBackoffMilliseconds", maximum=600_000)
+    max_crashes = optional_positive_int(value, "maxCrashes", maximum=MAX_CRASHES)
+    window = optional_positive_int(value, "windowMilliseconds", maximum=MAX_SESSION_TIMEOUT_MS)
+    initial = optional_positive_int(value, "initialBackoffMilliseconds", maximum=MAX_BACKOFF_MS)
+    maximum = optional_positive_int(value, "maxBackoffMilliseconds", maximum=MAX_BACKOFF_MS)
     return True, RestartBudget(
         max_crashes=max_crashes or budget.max_crashes,
         window_ms=window or budget.window_ms,
@@ -329,7 +361,9 @@ def parse_start(payload: JSONObject) -> LspServerSpec:
     cwd = require_path(payload, "workingDirectory")
     if not os.path.isabs(cwd):
         raise _invalid("workingDirectory must be an absolute path", "workingDirectory")
-    root_uri = require_str(payload, "rootUri")
+    # Optional in the declaration, so optional here: the workspace root defaults to the
+    # working directory (LSP initialize's rootUri is a file URI).
+    root_uri = optional_str(payload, "rootUri") or pathlib.Path(cwd).as_uri()
     config = payload.get("workspaceConfiguration")
     if config is not None and not isinstance(config, dict):
         raise _invalid("workspaceConfiguration must be an object", "workspaceConfiguration")
@@ -359,7 +393,7 @@ def parse_start(payload: JSONObject) -> LspServerSpec:
     client = check_client_policy(payload.get("clientCapabilities"), payload.get("hostRequests"))
     contribution = _parse_contribution(payload.get("contribution"))
 
-    def ms(name: str, default: int, maximum: int = _MAX_TIMEOUT_MS) -> int:
+    def ms(name: str, default: int, maximum: int = MAX_SESSION_TIMEOUT_MS) -> int:
         value = optional_positive_int(payload, name, maximum=maximum)
         return default if value is None else value
 
@@ -391,7 +425,7 @@ def parse_start(payload: JSONObject) -> LspServerSpec:
                 "requestTimeoutMilliseconds", spec.request_timeout_ms, MAX_REQUEST_TIMEOUT_MS
             ),
             "shutdown_timeout_ms": ms(
-                "shutdownTimeoutMilliseconds", spec.shutdown_timeout_ms, 60_000
+                "shutdownTimeoutMilliseconds", spec.shutdown_timeout_ms, MAX_SHUTDOWN_TIMEOUT_MS
             ),
             "service_ready_idle_ms": ms(
                 "serviceReadyIdleTimeoutMilliseconds", spec.service_ready_idle_ms
@@ -539,8 +573,10 @@ class LspService:
         """The sessions by id (stopped and failed ones until destroyed)."""
         return self._sessions
 
-    def _session(self, payload: JSONObject) -> LspSession:
-        return self._sessions.lookup(payload)
+    def _session(self, payload: JSONObject | _SessionPayload) -> LspSession:
+        if isinstance(payload, dict):
+            return self._sessions.lookup(payload)
+        return self._sessions.find(payload.session_id)
 
     async def aclose(self) -> None:
         """Stop every session concurrently (the Core closing); idempotent, bounded.
@@ -741,14 +777,17 @@ class LspService:
                 with trio.CancelScope(shield=True):
                     await remove_temporary_directory(temporary_dir)
 
-    async def _stop(self, payload: JSONObject) -> JSONValue:
+    @declared
+    async def _stop(self, payload: LspSessionRef) -> JSONValue:
         return await self._session(payload).stop()
 
-    async def _restart(self, payload: JSONObject) -> JSONValue:
+    @declared
+    async def _restart(self, payload: LspSessionRef) -> JSONValue:
         session = self._session(payload)
         return {"generation": await session.restart()}
 
-    async def _destroy(self, payload: JSONObject) -> JSONValue:
+    @declared
+    async def _destroy(self, payload: LspSessionRef) -> JSONValue:
         session = self._session(payload)
         if session.state not in (LspState.STOPPED, LspState.FAILED):
             raise _invalid(f"session {session.session_id} is {session.state.value}; stop it first")
@@ -760,7 +799,8 @@ class LspService:
         self._server_states.pop(session.session_id, None)
         return {"destroyed": True}
 
-    async def _snapshot(self, payload: JSONObject) -> JSONValue:
+    @declared
+    async def _snapshot(self, payload: LspSessionRef) -> JSONValue:
         session = self._session(payload)
         snapshot = session.snapshot()
         if session.spec.contribution is not None:
@@ -917,19 +957,11 @@ class LspService:
 
     # -- documents -----------------------------------------------------------------------
 
-    async def _sync(self, payload: JSONObject) -> JSONValue:
+    @declared
+    async def _sync(self, payload: LspSyncDocument) -> JSONValue:
         session = self._session(payload)
-        uri = require_str(payload, "uri")
-        language_id = require_str(payload, "languageId")
-        text = optional_str(payload, "text")
-        raw_changes = payload.get("contentChanges")
-        changes: list[JSONObject] | None = None
-        if raw_changes is not None:
-            if not isinstance(raw_changes, list) or not all(
-                isinstance(c, dict) for c in raw_changes
-            ):
-                raise _invalid("contentChanges must be an array of objects", "contentChanges")
-            changes = [c for c in raw_changes if isinstance(c, dict)]
+        uri, language_id, text = payload.uri, payload.language_id, payload.text
+        changes = payload.content_changes
         session.check_open()
         # Recorded only once what was submitted before it went out: a change that arrived
         # behind a request waiting for readiness must not reach the server (with the
@@ -947,9 +979,10 @@ class LspService:
                 await session.notify(plan.method, plan.params)
         return {"documentVersion": plan.version, "changed": plan.changed}
 
-    async def _close_document(self, payload: JSONObject) -> JSONValue:
+    @declared
+    async def _close_document(self, payload: LspCloseDocument) -> JSONValue:
         session = self._session(payload)
-        uri = require_str(payload, "uri")
+        uri = payload.uri
         await session.wait_outbox()
         document = session.documents.close(uri)
         live = session.documents_live
@@ -959,39 +992,29 @@ class LspService:
             session.emit_diagnostics(uri, None, [])
         return {"closed": True}
 
-    async def _files_changed(self, payload: JSONObject) -> JSONValue:
+    @declared
+    async def _files_changed(self, payload: LspWorkspaceFilesChanged) -> JSONValue:
         session = self._session(payload)
-        raw = payload.get("changes")
-        if not isinstance(raw, list) or not raw:
-            raise _invalid("changes must be a non-empty array of {uri, kind}", "changes")
+        # LSP FileChangeType: Created 1, Changed 2, Deleted 3.
         kinds = {"created": 1, "changed": 2, "deleted": 3}
-        changes: list[JSONValue] = []
-        for index, item in enumerate(raw):
-            if not isinstance(item, dict):
-                raise _invalid(f"changes[{index}] must be an object", f"changes[{index}]")
-            uri = require_str(item, "uri")
-            kind = item.get("kind")
-            if not isinstance(kind, str) or kind not in kinds:
-                raise _invalid(
-                    f"changes[{index}].kind must be created, changed or deleted",
-                    f"changes[{index}].kind",
-                )
-            changes.append({"uri": uri, "type": kinds[kind]})
+        changes: list[JSONValue] = [
+            {"uri": change.uri, "type": kinds[change.kind]} for change in payload.changes
+        ]
         await session.notify("workspace/didChangeWatchedFiles", {"changes": changes})
         return {"sent": len(changes)}
 
-    async def _clear_diagnostics(self, payload: JSONObject) -> JSONValue:
+    @declared
+    async def _clear_diagnostics(self, payload: LspSessionRef) -> JSONValue:
         session = self._session(payload)
         cleared = session.documents.clear_diagnostics()
         for document in cleared:
             session.emit_diagnostics(document.uri, None, [])
         return {"cleared": len(cleared)}
 
-    async def _update_configuration(self, payload: JSONObject) -> JSONValue:
+    @declared
+    async def _update_configuration(self, payload: LspUpdateWorkspaceConfiguration) -> JSONValue:
         session = self._session(payload)
-        config = payload.get("workspaceConfiguration")
-        if not isinstance(config, dict):
-            raise _invalid("workspaceConfiguration must be an object", "workspaceConfiguration")
+        config = payload.workspace_configuration
         return {"delivered": await self._deliver_configuration(session, config)}
 
     async def _deliver_configuration(self, session: LspSession, config: JSONValue) -> bool:
@@ -1006,21 +1029,12 @@ class LspService:
 
     # -- requests ------------------------------------------------------------------------
 
-    async def _request(self, payload: JSONObject) -> JSONValue:
+    @declared
+    async def _request(self, payload: LspRequest) -> JSONValue:
         session = self._session(payload)
         session.refuse_requests_if_ended()
-        method = require_str(payload, "method")
-        params = payload.get("params")
-        if params is not None and not isinstance(params, (dict, list)):
-            raise _invalid("params must be an object or an array", "params")
-        timeout_ms = optional_positive_int(
-            payload, "timeoutMilliseconds", maximum=MAX_REQUEST_TIMEOUT_MS
-        )
-        operation_id = (
-            optional_str(payload, "operationId")
-            or current_operation_id()
-            or session.new_operation_id()
-        )
+        method, params, timeout_ms = payload.method, payload.params, payload.timeout_milliseconds
+        operation_id = payload.operation_id or current_operation_id() or session.new_operation_id()
         uri = None
         if isinstance(params, dict):
             document = params.get("textDocument")
@@ -1035,7 +1049,8 @@ class LspService:
         )
         return {"operationId": operation_id}
 
-    async def _notify(self, payload: JSONObject) -> JSONValue:
+    @declared
+    async def _notify(self, payload: LspNotify) -> JSONValue:
         """``lsp.notify {sessionId, method, params?}`` -> ``{delivered: true}``.
 
         A notification the session does not own: documents go through ``lsp.syncDocument`` /
@@ -1044,24 +1059,23 @@ class LspService:
         the lifecycle (``initialized``, ``exit``, ``$/cancelRequest``) is the session's.
         """
         session = self._session(payload)
-        method = require_str(payload, "method")
+        method, params = payload.method, payload.params
         owner = _OWNED_NOTIFICATIONS.get(method)
         if owner is not None:
             raise _invalid(f"{method} is sent by the session: use {owner}", "method")
-        params = payload.get("params")
-        if params is not None and not isinstance(params, (dict, list)):
-            raise _invalid("params must be an object or an array", "params")
         session.refuse_requests_if_ended()
         await session.notify(method, params)
         return {"delivered": True}
 
-    async def _cancel(self, payload: JSONObject) -> JSONValue:
+    @declared
+    async def _cancel(self, payload: LspCancelOperation) -> JSONValue:
         session = self._session(payload)
-        return {"cancelled": session.cancel(require_str(payload, "operationId"))}
+        return {"cancelled": session.cancel(payload.operation_id)}
 
     # -- plugin functions (plugin-contract.md "Plugin functions") ------------------------
 
-    async def _function_request(self, payload: JSONObject) -> JSONValue:
+    @declared
+    async def _function_request(self, payload: LspFunctionRequest) -> JSONValue:
         """``lsp.functionRequest`` -> ``{operationId}``; the call ends in one requestCompleted.
 
         Refusals (plugin-contract.md "Invocation", in order): see
@@ -1069,13 +1083,13 @@ class LspService:
         is capped at one hour and defaults to the session's request timeout.
         """
         session = self._session(payload)
-        # Capped at one hour below (function_timeout_ms); past MAX_MILLISECONDS, refused.
-        timeout = optional_positive_int(payload, "timeoutMilliseconds", maximum=MAX_MILLISECONDS)
+        # Capped at one hour below (function_timeout_ms).
+        timeout = payload.timeout_milliseconds
         plugin = session.plugin
         function_id, params = check_function_request(
-            payload.get("function"),
-            payload.get("params"),
-            payload.get("context"),
+            payload.function,
+            payload.params,
+            payload.context,
             session_plugin_id=plugin.plugin_id if plugin is not None else None,
             negotiated=plugin is not None and plugin.negotiated,
             registry=plugin.registry if plugin is not None else None,
@@ -1085,16 +1099,12 @@ class LspService:
                 else None
             ),
         )
-        operation_id = (
-            optional_str(payload, "operationId")
-            or current_operation_id()
-            or session.new_operation_id()
-        )
+        operation_id = payload.operation_id or current_operation_id() or session.new_operation_id()
         session.start_function_call(
             operation_id=operation_id,
             function_id=function_id,
             params=params,
-            context=payload.get("context"),
+            context=payload.context,
             timeout_ms=function_timeout_ms(timeout, session.spec.request_timeout_ms),
         )
         return {"operationId": operation_id}
@@ -1155,7 +1165,8 @@ class LspService:
             )
         return outcome.get("result")
 
-    async def _server_request_response(self, payload: JSONObject) -> JSONValue:
+    @declared
+    async def _server_request_response(self, payload: LspServerRequestResponse) -> JSONValue:
         """``lsp.serverRequestResponse {sessionId, requestId, result? | error?}``: the host's
         answer to a ``serverRequest`` event (a server request named in ``hostRequests``).
 
@@ -1165,28 +1176,19 @@ class LspService:
             ``{accepted}``: False for an unknown, late or repeated ``requestId``.
         """
         session = self._session(payload)
-        request_id = require_str(payload, "requestId")
-        raw_error = payload.get("error")
         error: JSONRPCError | None = None
-        if raw_error is not None:
-            code = raw_error.get("code") if isinstance(raw_error, dict) else None
-            message = raw_error.get("message") if isinstance(raw_error, dict) else None
-            if (
-                not isinstance(raw_error, dict)
-                or not isinstance(code, int)
-                or isinstance(code, bool)
-                or not isinstance(message, str)
-                or "result" in payload
-            ):
+        if payload.error is not None:
+            if payload.result is not None:
                 raise _invalid(
                     "error must be {code: integer, message: string, data?}, without result",
                     "error",
                 )
-            error = JSONRPCError(code, message, raw_error.get("data"))
-        accepted = session.answer_server_request(request_id, payload.get("result"), error)
+            error = JSONRPCError(payload.error.code, payload.error.message, payload.error.data)
+        accepted = session.answer_server_request(payload.request_id, payload.result, error)
         return {"accepted": accepted}
 
-    async def _host_notify(self, payload: JSONObject) -> JSONValue:
+    @declared
+    async def _host_notify(self, payload: LspHostNotify) -> JSONValue:
         """``lsp.hostNotify {sessionId, method, params}`` -> ``{delivered}``.
 
         plugin-contract.md "Host notifications": another method, a service the session is
@@ -1194,8 +1196,7 @@ class LspService:
         plugin-owned or not ready: ``invalid_request``.
         """
         session = self._session(payload)
-        method = require_str(payload, "method")
-        params = payload.get("params")
+        method, params = payload.method, payload.params
         if session.plugin is None:
             raise _invalid(f"session {session.session_id} is not plugin-owned")
         session.plugin.check_notify(method, params)

@@ -23,9 +23,6 @@ if TYPE_CHECKING:
 
 __all__ = ("Retention", "WorkspaceState", "expired_names", "is_state_name", "prepare", "sweep")
 
-#: ``state.retention`` bounds: maxEntries 1..64, maxAgeDays 1..365.
-MAX_ENTRIES: Final = 64
-MAX_AGE_DAYS: Final = 365
 _DAY_S: Final = 86_400
 
 

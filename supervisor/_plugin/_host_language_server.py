@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any, Final, Protocol, runtime_checkable
 
 from protocol import cut_utf8
 
+from .._api._lsp import MAX_REQUEST_TIMEOUT_MS
 from ._state import HostRefusal, _refusal
 
 if TYPE_CHECKING:
@@ -35,8 +36,8 @@ __all__ = ("MAX_STATUS_MESSAGE_BYTES", "LanguageServers", "register")
 
 #: plugin-contract.md: setStatus's message is cut to 1024 bytes on a character boundary.
 MAX_STATUS_MESSAGE_BYTES: Final = 1024
-#: request's timeoutMilliseconds: 1 to 300000, default 60000.
-MAX_TIMEOUT_MS: Final = 300_000
+#: request's timeoutMilliseconds: 1 to 300000 (the bound of ``lsp.request``), default 60000.
+MAX_TIMEOUT_MS: Final = MAX_REQUEST_TIMEOUT_MS
 DEFAULT_TIMEOUT_MS: Final = 60_000
 _STATES: Final = frozenset({"preparing", "ready", "degraded", "failed"})
 _PREFIX: Final = "lithe/host/languageServer/"

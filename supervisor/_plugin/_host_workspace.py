@@ -19,14 +19,15 @@ from __future__ import annotations
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING
 
-from .._core._payload import check_fields
+from .._core._service import declared
 from ._state import _refusal
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Mapping
 
-    from protocol import JSONObject, JSONValue
+    from protocol import JSONValue
 
+    from .._api._plugin import WorkspaceListContexts, WorkspaceSetContexts
     from .._core._service import CommandHandler, ServiceContext
     from ._host import HostCall, HostEnvironment, HostServices
 
@@ -81,12 +82,12 @@ class WorkspaceService:
     async def aclose(self) -> None:
         return None
 
-    async def _set(self, payload: JSONObject) -> JSONValue:
-        check_fields(payload, frozenset({"contexts"}), "workspace.setContexts")
-        return self._host.contexts.set_contexts(payload)
+    @declared
+    async def _set(self, payload: WorkspaceSetContexts) -> JSONValue:
+        return self._host.contexts.set_contexts({"contexts": payload.contexts})
 
-    async def _list(self, payload: JSONObject) -> JSONValue:
-        check_fields(payload, frozenset(), "workspace.listContexts")
+    @declared
+    async def _list(self, payload: WorkspaceListContexts) -> JSONValue:
         contexts = self._host.contexts
         return {
             "revision": contexts.revision,

@@ -36,7 +36,8 @@ import trio
 
 from protocol import CoreError, invalid_field, path_problem
 
-from .._core._payload import check_fields, optional_str, require_path, require_str
+from .._api._run import MAX_REQUIRED_TOOLS
+from .._core._service import declared
 from ._run_state import DebugAdapter, RunTools
 from ._runs import Run, RunTable
 from ._state import HostRefusal, is_plugin_id
@@ -46,6 +47,7 @@ if TYPE_CHECKING:
 
     from protocol import JSONObject, JSONValue
 
+    from .._api._run import RunConfigurePlugin, RunDebugAdapter, RunList, RunRef
     from .._core._service import CommandHandler, ServiceContext
     from .._dap._service import DebugService
     from .._session._events import EventBudget
@@ -54,20 +56,10 @@ if TYPE_CHECKING:
 __all__ = ("DID_EXIT", "MAX_REQUIRED_TOOLS", "RunOwner", "RunService", "open_run_service")
 
 DID_EXIT: Final = "lithe/host/run/didExit"
-#: Tool references: requiresTools holds at most 32 tool-definition IDs.
-MAX_REQUIRED_TOOLS: Final = 32
-#: Ours: a plugin declares at most this many debug adapters here.
-MAX_DEBUG_ADAPTERS: Final = 32
 _TOOL_ID: Final = re.compile(
     r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}(:[A-Za-z0-9][A-Za-z0-9._-]{0,127})?"
 )
 _LOCAL_ID: Final = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
-_PLUGIN_FIELDS: Final = frozenset(
-    {"pluginId", "packageRoot", "requiresTools", "tools", "debugAdapters"}
-)
-_ADAPTER_FIELDS: Final = frozenset(
-    {"id", "adapterID", "requests", "adapter", "configurations", "launch"}
-)
 #: Stands for the executable a runSelectedRuntime tool resolves to when a session starts,
 #: so the rest of the adapter is checked as debug.createSession checks it.
 _RUNTIME_PLACEHOLDER: Final = "/runSelectedRuntime"
@@ -99,39 +91,26 @@ class PluginRuns:
     adapters: Mapping[str, DebugAdapter] = field(default_factory=dict)
 
 
-def _absolute(payload: JSONObject, name: str) -> str:
-    value = require_path(payload, name)
-    if not os.path.isabs(value):
-        raise invalid_field(name, f"{name} must be an absolute path")
-    return value
-
-
-def parse_plugin_runs(payload: JSONObject) -> tuple[str, PluginRuns]:
-    """Validate ``run.configurePlugin``.
+def parse_plugin_runs(payload: RunConfigurePlugin) -> tuple[str, PluginRuns]:
+    """Check what the ``run.configurePlugin`` declaration can not say: the plugin and tool
+    IDs' forms, absolute paths, tools among ``requiresTools``, the adapters.
 
     Raises:
         CoreError: ``invalid_request`` naming the first bad field.
     """
-    check_fields(payload, _PLUGIN_FIELDS, "run.configurePlugin")
-    plugin_id = require_str(payload, "pluginId")
+    plugin_id = payload.plugin_id
     if not is_plugin_id(plugin_id):
         raise invalid_field("pluginId", "pluginId is not a plugin ID")
-    package_root = _absolute(payload, "packageRoot") if "packageRoot" in payload else None
-    required = payload.get("requiresTools", [])
-    if (
-        not isinstance(required, list)
-        or len(required) > MAX_REQUIRED_TOOLS
-        or not all(isinstance(t, str) and _TOOL_ID.fullmatch(t) for t in required)
-        or len(set(map(str, required))) != len(required)
-    ):
+    package_root = payload.package_root
+    if package_root is not None and not os.path.isabs(package_root):
+        raise invalid_field("packageRoot", "packageRoot must be an absolute path")
+    required = payload.requires_tools or []
+    if not all(_TOOL_ID.fullmatch(t) for t in required) or len(set(required)) != len(required):
         raise invalid_field(
             "requiresTools", f"requiresTools is at most {MAX_REQUIRED_TOOLS} distinct tool IDs"
         )
-    tools = payload.get("tools", {})
-    if not isinstance(tools, dict):
-        raise invalid_field("tools", "tools maps a tool ID to its executable")
     resolved: dict[str, str | None] = {}
-    for tool, entry in tools.items():
+    for tool, entry in (payload.tools or {}).items():
         if tool not in required:
             raise invalid_field(f"tools.{tool}", f"{tool} is not in requiresTools")
         if isinstance(entry, dict):
@@ -145,35 +124,25 @@ def parse_plugin_runs(payload: JSONObject) -> tuple[str, PluginRuns]:
         ):
             raise invalid_field(f"tools.{tool}", f"tools.{tool} must name an absolute path")
         resolved[tool] = entry
-    run_tools = RunTools(frozenset(map(str, required)), resolved, package_root)
-    adapters = _parse_adapters(payload.get("debugAdapters", []), run_tools)
+    run_tools = RunTools(frozenset(required), resolved, package_root)
+    adapters = _parse_adapters(payload.debug_adapters or [], run_tools)
     return plugin_id, PluginRuns(run_tools, adapters)
 
 
-def _runtime_tool(entry: JSONObject, where: str, tools: RunTools) -> str | None:
+def _runtime_tool(entry: RunDebugAdapter, where: str, tools: RunTools) -> str | None:
     """``launch {kind: runSelectedRuntime, tool}``: the adapter starts with the executable the
     user's runtime selection resolves for ``tool`` (plugin-contract.md "Debug adapters")."""
-    if "launch" not in entry:
+    if entry.launch is None:
         return None
-    launch = entry["launch"]
-    if (
-        not isinstance(launch, dict)
-        or set(launch) != {"kind", "tool"}
-        or launch["kind"] != "runSelectedRuntime"
-        or not isinstance(launch["tool"], str)
-    ):
-        raise invalid_field(f"{where}.launch", "launch is {kind: runSelectedRuntime, tool}")
-    tool = launch["tool"]
+    tool = entry.launch.tool
     if tool not in tools.required:
         raise CoreError(
             "plugin.runtime.undeclared",
             f"{where}.launch.tool: {tool!r} is not in the plugin's requiresTools",
             {"field": f"{where}.launch.tool"},
         )
-    adapter = entry.get("adapter")
-    if isinstance(adapter, dict) and (
-        "executable" in adapter or adapter.get("transport") == "tcpLanguageServer"
-    ):
+    adapter = entry.adapter
+    if "executable" in adapter or adapter.get("transport") == "tcpLanguageServer":
         raise invalid_field(
             f"{where}.adapter",
             "an adapter started by runSelectedRuntime has no executable of its own and is "
@@ -182,56 +151,41 @@ def _runtime_tool(entry: JSONObject, where: str, tools: RunTools) -> str | None:
     return tool
 
 
-def _parse_adapters(value: JSONValue, tools: RunTools) -> dict[str, DebugAdapter]:
+def _parse_adapters(value: list[RunDebugAdapter], tools: RunTools) -> dict[str, DebugAdapter]:
     from .._dap._service import parse_adapter  # the debug service's own adapter check
 
-    if not isinstance(value, list) or len(value) > MAX_DEBUG_ADAPTERS:
-        raise invalid_field("debugAdapters", "debugAdapters is an array")
     adapters: dict[str, DebugAdapter] = {}
     for index, entry in enumerate(value):
         where = f"debugAdapters[{index}]"
-        if not isinstance(entry, dict):
-            raise invalid_field(where, f"{where} must be an object")
-        check_fields(entry, _ADAPTER_FIELDS, where)
-        local_id = entry.get("id")
-        if not isinstance(local_id, str) or not _LOCAL_ID.fullmatch(local_id):
+        local_id = entry.id
+        if not _LOCAL_ID.fullmatch(local_id):
             raise invalid_field(f"{where}.id", "id is a plugin-local adapter ID")
         if local_id in adapters:
             raise invalid_field(f"{where}.id", f"the adapter {local_id} is declared twice")
-        requests = entry.get("requests", ["launch"])
-        if (
-            not isinstance(requests, list)
-            or not requests
-            or not set(map(str, requests)) <= {"launch", "attach"}
-        ):
+        requests = ["launch"] if entry.requests is None else entry.requests
+        if not requests:
             raise invalid_field(f"{where}.requests", "requests holds launch and/or attach")
         runtime_tool = _runtime_tool(entry, where, tools)
-        adapter = entry.get("adapter")
-        if runtime_tool is not None and isinstance(adapter, dict):
+        adapter: JSONObject = entry.adapter
+        if runtime_tool is not None:
             adapter = {**adapter, "executable": _RUNTIME_PLACEHOLDER}
         try:
             parse_adapter(adapter)
         except CoreError as exc:
             raise invalid_field(f"{where}.adapter", exc.message) from None
-        configurations = entry.get("configurations", {})
-        if not isinstance(configurations, dict) or not all(
-            isinstance(v, dict) for v in configurations.values()
-        ):
-            raise invalid_field(f"{where}.configurations", "configurations maps a request")
-        undeclared = sorted(set(configurations) - set(map(str, requests)))
+        configurations = entry.configurations or {}
+        undeclared = sorted(set(configurations) - set(requests))
         if undeclared:
             # "A configuration for an undeclared request is refused."
             raise invalid_field(
                 f"{where}.configurations.{undeclared[0]}", f"{undeclared[0]} is not served"
             )
-        adapter = entry["adapter"]
-        assert isinstance(adapter, dict)
         adapters[local_id] = DebugAdapter(
             local_id,
-            frozenset(map(str, requests)),
-            adapter,
-            optional_str(entry, "adapterID") or local_id,
-            {k: v for k, v in configurations.items() if isinstance(v, dict)},
+            frozenset(requests),
+            entry.adapter,
+            entry.adapter_id or local_id,
+            dict(configurations),
             runtime_tool,
         )
     return adapters
@@ -348,24 +302,25 @@ class RunService:
 
     # -- commands ------------------------------------------------------------------------
 
-    async def _configure(self, payload: JSONObject) -> JSONValue:
+    @declared
+    async def _configure(self, payload: RunConfigurePlugin) -> JSONValue:
         plugin_id, runs = parse_plugin_runs(payload)
         self._plugins[plugin_id] = runs
         return {"pluginId": plugin_id}
 
-    async def _list(self, payload: JSONObject) -> JSONValue:
-        check_fields(payload, frozenset(), "run.list")
+    @declared
+    async def _list(self, payload: RunList) -> JSONValue:
         return [*self.table.describe()]
 
-    async def _stop(self, payload: JSONObject) -> JSONValue:
-        check_fields(payload, frozenset({"runId"}), "run.stop")
-        run = self.table.runs.lookup(payload)
+    @declared
+    async def _stop(self, payload: RunRef) -> JSONValue:
+        run = self.table.runs.find(payload.run_id)
         await self.table.stop(run)
         return run.describe()
 
-    async def _destroy(self, payload: JSONObject) -> JSONValue:
-        check_fields(payload, frozenset({"runId"}), "run.destroy")
-        run = self.table.runs.lookup(payload)
+    @declared
+    async def _destroy(self, payload: RunRef) -> JSONValue:
+        run = self.table.runs.find(payload.run_id)
         if not run.ended.is_set():
             raise CoreError(
                 "invalid_request", f"run {run.run_id} is running; stop it first", {"field": "runId"}

@@ -19,12 +19,20 @@ import os
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Final
 
-from protocol import CoreError, invalid_field, read_int, text_problem
+from protocol import CoreError, invalid_field, text_problem
 
+from .._api._terminal import (
+    MAX_ARGUMENTS,
+    MAX_COLS,
+    MAX_ENVIRONMENT_ENTRIES,
+    MAX_RETAINED_CONTEXT_BYTES,
+    MAX_ROWS,
+    TerminalCreate,
+)
 from .._process._marker import SCOPE_ENV
 
 if TYPE_CHECKING:
-    from protocol import JSONObject, JSONValue
+    from protocol import JSONObject
 
 __all__ = (
     "DEFAULT_COLS",
@@ -41,23 +49,16 @@ __all__ = (
     "MAX_WRITE_BYTES",
     "TerminalLaunch",
     "parse_create",
-    "read_retained_bytes",
-    "read_size",
     "read_terminal_id",
 )
 
-MAX_ARGUMENTS: Final = 256
 MAX_ITEM_BYTES: Final = 16 * 1024
-MAX_ENVIRONMENT_ENTRIES: Final = 64
 MAX_LAUNCH_BYTES: Final = 64 * 1024
 MAX_TITLE_BYTES: Final = 128
 DEFAULT_RETAINED_CONTEXT_BYTES: Final = 16_384
-MAX_RETAINED_CONTEXT_BYTES: Final = 262_144
 #: Window size bounds (ours): the emulator keeps up to rows x cols cells per terminal.
 DEFAULT_ROWS: Final = 24
 DEFAULT_COLS: Final = 80
-MAX_ROWS: Final = 300
-MAX_COLS: Final = 500
 #: The most UTF-8 bytes one ``terminal.write`` carries (ours).
 MAX_WRITE_BYTES: Final = 64 * 1024
 #: The terminal type programs see unless ``environment`` sets ``TERM`` (ours): what the
@@ -73,11 +74,8 @@ def _utf8_len(text: str) -> int:
     return len(text.encode("utf-8", "surrogatepass"))
 
 
-def _item(value: JSONValue, field: str, *, allow_empty: bool = True) -> str:
-    if not isinstance(value, str):
-        raise _invalid(f"{field} must be a string", field)
-    if not allow_empty and not value:
-        raise _invalid(f"{field} must not be empty", field)
+def _item(value: str, field: str) -> str:
+    """``value``, checked for the OS (valid Unicode, no NUL) and the 16 KiB item bound."""
     if (problem := text_problem(value, field)) is not None:
         raise _invalid(problem, field)
     if _utf8_len(value) > MAX_ITEM_BYTES:
@@ -112,37 +110,6 @@ class TerminalLaunch:
         return {"TERM": DEFAULT_TERM, **dict(self.environment)}
 
 
-def read_retained_bytes(payload: JSONObject, default: int) -> int:
-    """Read ``retainedContextBytes``: an integer 0..262 144 (refused above, never clamped)."""
-    value = read_int(
-        payload,
-        "retainedContextBytes",
-        minimum=0,
-        maximum=MAX_RETAINED_CONTEXT_BYTES,
-        default=default,
-    )
-    assert value is not None  # the default
-    return value
-
-
-def _dimension(payload: JSONObject, name: str, default: int, maximum: int) -> int:
-    value = read_int(payload, name, minimum=1, maximum=maximum, default=default)
-    assert value is not None  # the default
-    return value
-
-
-def read_size(payload: JSONObject, *, required: bool) -> tuple[int, int]:
-    """Read ``rows`` and ``cols`` (1..300 and 1..500; required for ``terminal.resize``)."""
-    if required:
-        for name in ("rows", "cols"):
-            if name not in payload:
-                raise _invalid(f"{name} is required", name)
-    return (
-        _dimension(payload, "rows", DEFAULT_ROWS, MAX_ROWS),
-        _dimension(payload, "cols", DEFAULT_COLS, MAX_COLS),
-    )
-
-
 def read_terminal_id(payload: JSONObject) -> str:
     """Read the required ``terminalID`` string."""
     value = payload.get("terminalID")
@@ -152,9 +119,10 @@ def read_terminal_id(payload: JSONObject) -> str:
 
 
 def parse_create(
-    payload: JSONObject,
+    payload: TerminalCreate,
 ) -> tuple[str | None, TerminalLaunch, str | None, tuple[int, int], int]:
-    """Validate a ``terminal.create`` payload.
+    """Check what the ``terminal.create`` declaration can not say (sizes in bytes, absolute
+    paths, the scope marker, one-line titles) and read its defaults.
 
     Returns:
         ``(owner, launch, title, (rows, cols), retained_context_bytes)``.
@@ -162,74 +130,50 @@ def parse_create(
     Raises:
         CoreError: ``invalid_request`` with ``details.field`` for the first bad field.
     """
-    owner_value = payload.get("owner")
-    owner: str | None = None
-    if owner_value is not None:
-        owner = _item(owner_value, "owner", allow_empty=False)
-
-    executable = _item(payload.get("executable"), "executable", allow_empty=False)
+    owner = None if payload.owner is None else _item(payload.owner, "owner")
+    executable = _item(payload.executable, "executable")
     if os.sep in executable and not os.path.isabs(executable):
         raise _invalid("executable must be an absolute path or a bare command name", "executable")
     total = _utf8_len(executable)
 
-    raw_arguments = payload.get("arguments", [])
-    if not isinstance(raw_arguments, list):
-        raise _invalid("arguments must be an array of strings", "arguments")
-    if len(raw_arguments) > MAX_ARGUMENTS:
-        raise _invalid(f"arguments has more than {MAX_ARGUMENTS} items", "arguments")
     arguments = tuple(
-        _item(item, f"arguments[{index}]") for index, item in enumerate(raw_arguments)
+        _item(item, f"arguments[{index}]") for index, item in enumerate(payload.arguments or [])
     )
     total += sum(_utf8_len(a) for a in arguments)
 
-    cwd_value = payload.get("cwd")
-    cwd: str | None = None
-    if isinstance(cwd_value, dict):
-        raise _invalid(
-            "cwd must be an absolute path string: the supervisor has no workspace roots, so "
-            "a {rootID, path} resource can not be resolved",
-            "cwd",
-        )
-    if cwd_value is not None:
-        cwd = _item(cwd_value, "cwd", allow_empty=False)
+    cwd = payload.cwd
+    if cwd is not None:
+        _item(cwd, "cwd")
         if not os.path.isabs(cwd):
             raise _invalid(
                 "cwd must be an absolute path (a relative one would depend on the "
-                "supervisor's own working directory)",
+                "supervisor's own working directory; the supervisor has no workspace roots)",
                 "cwd",
             )
         total += _utf8_len(cwd)
 
-    raw_env = payload.get("environment")
     environment: list[tuple[str, str | None]] = []
-    if raw_env is not None:
-        if not isinstance(raw_env, dict):
-            raise _invalid("environment must be an object of strings or null", "environment")
-        if len(raw_env) > MAX_ENVIRONMENT_ENTRIES:
+    for name, value in (payload.environment or {}).items():
+        field = f"environment.{name}"
+        _item(name, field)
+        if not name:
+            raise _invalid(f"{field}: a variable name must not be empty", field)
+        if "=" in name:
+            raise _invalid(f"{field}: a variable name cannot contain '='", field)
+        if name == SCOPE_ENV:
             raise _invalid(
-                f"environment has more than {MAX_ENVIRONMENT_ENTRIES} entries", "environment"
+                f"{SCOPE_ENV} is the supervisor's scope marker: it can be neither "
+                "overridden nor removed",
+                field,
             )
-        for name, value in raw_env.items():
-            field = f"environment.{name}"
-            _item(name, field, allow_empty=False)
-            if "=" in name:
-                raise _invalid(f"{field}: a variable name cannot contain '='", field)
-            if name == SCOPE_ENV:
-                raise _invalid(
-                    f"{SCOPE_ENV} is the supervisor's scope marker: it can be neither "
-                    "overridden nor removed",
-                    field,
-                )
-            if value is not None:
-                value = _item(value, field)
-                total += _utf8_len(value)
-            total += _utf8_len(name)
-            environment.append((name, value))
+        if value is not None:
+            total += _utf8_len(_item(value, field))
+        total += _utf8_len(name)
+        environment.append((name, value))
 
-    title_value = payload.get("title")
-    title: str | None = None
-    if title_value is not None:
-        title = _item(title_value, "title", allow_empty=False)
+    title = payload.title
+    if title is not None:
+        _item(title, "title")
         if "\n" in title or "\r" in title:
             raise _invalid("title must be a single line", "title")
         if _utf8_len(title) > MAX_TITLE_BYTES:
@@ -240,7 +184,9 @@ def parse_create(
         raise _invalid(
             f"the launch data is longer than {MAX_LAUNCH_BYTES} bytes in all", "arguments"
         )
-    size = read_size(payload, required=False)
-    retained = read_retained_bytes(payload, DEFAULT_RETAINED_CONTEXT_BYTES)
+    size = (payload.rows or DEFAULT_ROWS, payload.cols or DEFAULT_COLS)
+    retained = payload.retained_context_bytes
+    if retained is None:
+        retained = DEFAULT_RETAINED_CONTEXT_BYTES
     launch = TerminalLaunch(executable, arguments, cwd, tuple(environment))
     return owner, launch, title, size, retained

@@ -89,7 +89,6 @@ import trio
 from protocol import MAX_ECHO_BYTES, CoreError, cut_utf8, echo
 
 from .._boundary import crash_report, fault_point, log_failure, run_contained
-from .._core._payload import require_str
 from .._core._service import declared
 from .._session import exit_detail
 from .._session._registry import SessionRegistry
@@ -104,7 +103,15 @@ if TYPE_CHECKING:
 
     from protocol import JSONObject, JSONValue
 
-    from .._api._terminal import TerminalClose, TerminalResize, TerminalWrite
+    from .._api._terminal import (
+        TerminalClose,
+        TerminalCreate,
+        TerminalDisposeSubscription,
+        TerminalList,
+        TerminalRef,
+        TerminalResize,
+        TerminalWrite,
+    )
     from .._core._service import CommandHandler, ServiceContext
     from .._session._events import EventBudget
 
@@ -270,7 +277,7 @@ class TerminalService:
             CoreError: ``not_found``; ``plugin.host.preconditionFailed`` when the handle
                 already has a live subscription.
         """
-        return self._subscribe(self._get({"terminalID": terminal_id}), listener)
+        return self._subscribe(self._handles.find(terminal_id), listener)
 
     def end_exit_subscription(self, subscription: str) -> bool:
         """End an onExit subscription, keeping the terminal; False when none has the id."""
@@ -319,9 +326,6 @@ class TerminalService:
             await handle.idle.wait()
             handle = self._handles.find(terminal_id)
         return handle
-
-    def _get(self, payload: JSONObject) -> _Handle:
-        return self._handles.lookup(payload)
 
     def _output_sink(self, handle: _Handle, generation: int) -> Callable[[str], None]:
         def on_output(text: str) -> None:
@@ -538,7 +542,8 @@ class TerminalService:
 
     # -- commands ----------------------------------------------------------------------
 
-    async def _create(self, payload: JSONObject) -> JSONValue:
+    @declared
+    async def _create(self, payload: TerminalCreate) -> JSONValue:
         owner, launch, title, (rows, cols), budget = parse_create(payload)
         if self._closing:
             raise CoreError("cancelled", "The supervisor is shutting down")
@@ -619,8 +624,9 @@ class TerminalService:
             await self._end_generation(handle, reason="closed", keep_output=True)
         return {"retainedContextBytes": len(handle.retained_text.encode("utf-8"))}
 
-    async def _reopen(self, payload: JSONObject) -> JSONValue:
-        handle = await self._get_settled(self._handles.read_id(payload))
+    @declared
+    async def _reopen(self, payload: TerminalRef) -> JSONValue:
+        handle = await self._get_settled(payload.terminal_id)
         handle.lifecycle.apply(_In.REOPEN)
         handle.idle = trio.Event()
         old_generation, old_outcome = handle.generation, handle.outcome
@@ -655,15 +661,17 @@ class TerminalService:
             "restoredContextBytes": len(restored.encode("utf-8")),
         }
 
-    async def _dispose(self, payload: JSONObject) -> JSONValue:
-        handle = await self._get_settled(self._handles.read_id(payload))
+    @declared
+    async def _dispose(self, payload: TerminalRef) -> JSONValue:
+        handle = await self._get_settled(payload.terminal_id)
         handle.lifecycle.apply(_In.DISPOSE)
         handle.idle = trio.Event()
         await self._dispose_now(handle)
         return None
 
-    async def _on_exit(self, payload: JSONObject) -> JSONValue:
-        return {"subscriptionID": self._subscribe(self._get(payload), None)}
+    @declared
+    async def _on_exit(self, payload: TerminalRef) -> JSONValue:
+        return {"subscriptionID": self._subscribe(self._handles.find(payload.terminal_id), None)}
 
     def _subscribe(self, handle: _Handle, listener: Callable[[JSONObject], None] | None) -> str:
         if handle.subscription is not None:
@@ -680,8 +688,9 @@ class TerminalService:
             listener(dict(handle.outcome))
         return handle.subscription
 
-    async def _dispose_subscription(self, payload: JSONObject) -> JSONValue:
-        subscription = require_str(payload, "subscriptionID")
+    @declared
+    async def _dispose_subscription(self, payload: TerminalDisposeSubscription) -> JSONValue:
+        subscription = payload.subscription_id
         if self.end_exit_subscription(subscription):
             return None
         raise CoreError(
@@ -690,7 +699,8 @@ class TerminalService:
             {"subscriptionID": cut_utf8(subscription, MAX_ECHO_BYTES)},
         )
 
-    async def _list(self, payload: JSONObject) -> JSONValue:
+    @declared
+    async def _list(self, payload: TerminalList) -> JSONValue:
         return [handle.wire() for handle in self._handles.values()]
 
 

@@ -551,8 +551,9 @@ def test_start_payload_rules(tmp_path: Path) -> None:
     with pytest.raises(CoreError) as caught:
         parse_launch_start({**backend, "pluginId": "p", "workingDirectory": str(tmp_path)})
     assert field_of(caught.value) == "workingDirectory"
-    # Without a launch plan, the executable, working directory and root stay required.
-    for name in ("executable", "workingDirectory", "rootUri"):
+    # Without a launch plan, the executable and working directory stay required; the root
+    # defaults to the working directory (rootUri is optional in the declaration).
+    for name in ("executable", "workingDirectory"):
         plain: dict[str, Any] = {
             "serverId": "s",
             "executable": "/bin/true",
@@ -563,6 +564,8 @@ def test_start_payload_rules(tmp_path: Path) -> None:
         with pytest.raises(CoreError) as caught:
             parse_start(parse_launch_start(plain)[1])
         assert (caught.value.code, field_of(caught.value)) == ("invalid_request", name)
+    plain = {"serverId": "s", "executable": "/bin/true", "workingDirectory": str(tmp_path)}
+    assert parse_start(parse_launch_start(plain)[1]).root_uri == tmp_path.as_uri()
     # The plan's owner is the identity the session gets; another one is refused.
     owned = {**backend, "launchPlan": {**plan, "backend": True, "owner": {"pluginID": "p"}}}
     with pytest.raises(CoreError) as caught:

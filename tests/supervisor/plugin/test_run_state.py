@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 import pytest
 
 from protocol import CoreError
+from supervisor._api import validate_payload
 from supervisor._plugin._run_service import parse_plugin_runs
 from supervisor._plugin._run_state import (
     DEBUG_CONFIGURATION_BYTES,
@@ -388,25 +389,31 @@ def test_debug_start_refusals(
                     {"id": "py", "requests": ["run"], "adapter": {"executable": "/bin/true"}}
                 ],
             },
-            "debugAdapters[0].requests",
+            "debugAdapters[0].requests[0]",
         ),
     ],
 )
 def test_configure_plugin_refuses_what_it_cannot_use(payload: JSONObject, field: str) -> None:
     with pytest.raises(CoreError) as caught:
-        parse_plugin_runs(payload)
+        parse_plugin_runs(validate_payload("run.configurePlugin", payload))
     assert caught.value.code == "invalid_request"
     assert caught.value.details == {"field": field}
 
 
 def test_configure_plugin_accepts_launch_plan_tool_entries() -> None:
     plugin_id, runs = parse_plugin_runs(
-        {
-            "pluginId": "p",
-            "requiresTools": ["python", "node"],
-            "tools": {"python": {"executable": sys.executable, "version": "3.11"}, "node": None},
-            "debugAdapters": [{"id": "py", "adapter": {"executable": sys.executable}}],
-        }
+        validate_payload(
+            "run.configurePlugin",
+            {
+                "pluginId": "p",
+                "requiresTools": ["python", "node"],
+                "tools": {
+                    "python": {"executable": sys.executable, "version": "3.11"},
+                    "node": None,
+                },
+                "debugAdapters": [{"id": "py", "adapter": {"executable": sys.executable}}],
+            },
+        )
     )
     assert plugin_id == "p"
     assert runs.tools.resolved == {"python": sys.executable, "node": None}
@@ -423,7 +430,7 @@ def runtime_adapter(**changes: JSONValue) -> JSONObject:
 
 
 def test_configure_plugin_adapter_started_by_the_selected_runtime() -> None:
-    _, runs = parse_plugin_runs(runtime_adapter())
+    _, runs = parse_plugin_runs(validate_payload("run.configurePlugin", runtime_adapter()))
     assert runs.adapters["py"].runtime_tool == "python"
     assert runs.adapters["py"].adapter == {"arguments": ["-m"]}  # no executable yet
     assert resolve_tool("python", RunTools(resolved={"python": sys.executable})) == sys.executable
@@ -443,7 +450,7 @@ def test_configure_plugin_adapter_started_by_the_selected_runtime() -> None:
         (
             runtime_adapter(launch={"kind": "process", "tool": "python"}),
             "invalid_request",
-            "debugAdapters[0].launch",
+            "debugAdapters[0].launch.kind",
         ),
         (
             runtime_adapter(adapter={"executable": sys.executable}),
@@ -466,6 +473,6 @@ def test_configure_plugin_refuses_bad_runtime_adapters(
     entry: JSONObject, code: str, field: str
 ) -> None:
     with pytest.raises(CoreError) as caught:
-        parse_plugin_runs(entry)
+        parse_plugin_runs(validate_payload("run.configurePlugin", entry))
     assert caught.value.code == code
     assert caught.value.details == {"field": field}

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import pytest
 import trio
@@ -19,7 +19,6 @@ from supervisor._terminal._launch import (
     DEFAULT_RETAINED_CONTEXT_BYTES,
     MAX_RETAINED_CONTEXT_BYTES,
     parse_create,
-    read_retained_bytes,
 )
 from supervisor._terminal._render import (
     DEFAULT_MAX_PENDING_CHARS,
@@ -140,23 +139,29 @@ def test_a_failed_life() -> None:
 # -- launch validation -----------------------------------------------------------------
 
 
+def _create(payload: dict[str, object]) -> Any:
+    """``terminal.create``'s payload as the Core hands it to the service: decoded, then
+    checked for what the declaration can not say."""
+    return parse_create(validate_payload("terminal.create", payload))
+
+
 def _refused(payload: dict[str, object], field: str) -> None:
     with pytest.raises(CoreError) as info:
-        parse_create(payload)  # type: ignore[arg-type]
+        parse_create(validate_payload("terminal.create", payload))
     assert info.value.code == "invalid_request"
     assert info.value.details is not None
     assert str(info.value.details["field"]).startswith(field), info.value.message
 
 
 def test_parse_create_defaults() -> None:
-    owner, launch, title, size, retained = parse_create({"executable": "bash"})
+    owner, launch, title, size, retained = _create({"executable": "bash"})
     assert owner is None
     assert launch.argv == ["bash"]
     assert title is None
     assert size == (24, 80)
     assert retained == DEFAULT_RETAINED_CONTEXT_BYTES
     assert launch.env()["TERM"] == "xterm-256color"
-    _, launch, _, _, _ = parse_create(
+    _, launch, _, _, _ = _create(
         {"executable": "/bin/sh", "environment": {"TERM": "vt100", "GONE": None}}
     )
     assert launch.env() == {"TERM": "vt100", "GONE": None}
@@ -210,14 +215,16 @@ def test_unknown_field_names_the_known_ones() -> None:
     with pytest.raises(CoreError) as info:
         validate_payload("terminal.create", {"executable": "sh", "argv": ["-c", "true"]})
     message = info.value.message
-    assert message.startswith("terminal.create: unknown field 'argv' (known: arguments, ")
+    assert message.startswith(
+        "terminal.create: unknown field 'argv' (did you mean 'arguments'?) (known: arguments, "
+    )
     known = message.split("(known: ", 1)[1].rstrip(")").split(", ")
     assert known == sorted(known)
     assert {"executable", "arguments", "cwd", "environment", "rows", "cols"} <= set(known)
 
 
 def test_limits_at_the_edge_are_accepted() -> None:
-    parse_create(
+    _create(
         {
             "executable": "sh",
             "arguments": ["a"] * 256,
@@ -226,7 +233,7 @@ def test_limits_at_the_edge_are_accepted() -> None:
             "retainedContextBytes": MAX_RETAINED_CONTEXT_BYTES,
         }
     )
-    assert read_retained_bytes({"retainedContextBytes": 0}, 5) == 0
+    assert _create({"executable": "sh", "retainedContextBytes": 0})[4] == 0
 
 
 # -- retained rendering ----------------------------------------------------------------
