@@ -37,6 +37,7 @@ from typing import TYPE_CHECKING, Final
 import trio
 
 from protocol import CoreError, ErrorCode, JSONObject, LifecycleState
+from protocol._json import encoded_size
 
 from .._core._core import PROTOCOL_VERSION, _version, open_core
 from .._core._policy import AllowAll
@@ -75,6 +76,9 @@ DEFAULT_IDLE_GRACE_MS: Final = 10 * 60 * 1000
 #: Job event batches queued for one client before it is dropped from them (``gap``):
 #: a client that stops reading never holds the others' notifications.
 _CLIENT_EVENT_BATCHES: Final = 4096
+#: And the bytes (as JSON) of the batches queued for one client: the queue is bounded in
+#: bytes as every queue of serve is (issue 25); past it the client's next batch says ``gap``.
+_CLIENT_EVENT_BYTES: Final = 16 * 1024 * 1024
 #: How long a backend waits for its first client at least, whatever the idle grace: the
 #: bridge that started it connects only once it listens.
 _FIRST_CLIENT_GRACE_MS: Final = 30_000
@@ -146,8 +150,12 @@ class _Connection(_Server):
         #: ``initializationOptions.observer: true`` (``supervisor status``): does not count
         #: as attached for the idle grace, and gets no job notifications.
         self.observer = False
-        self.outbox, self._inbox = trio.open_memory_channel[JSONObject](_CLIENT_EVENT_BATCHES)
+        self.outbox, self._inbox = trio.open_memory_channel[tuple[JSONObject, int]](
+            _CLIENT_EVENT_BATCHES
+        )
         self.gap = False
+        #: Bytes (as JSON) of the batches in :attr:`outbox` not yet written.
+        self.queued_bytes = 0
 
     async def _dispatch(
         self, method: str, params: JSONValue | None, turn: Turn | None
@@ -221,7 +229,8 @@ class _Connection(_Server):
         return None
 
     async def _forward_outbox(self) -> None:
-        async for batch in self._inbox:
+        async for batch, size in self._inbox:
+            self.queued_bytes -= size
             if self.gap:
                 self.gap = False
                 logger.warning(
@@ -394,13 +403,19 @@ class _Backend:
             while not self._subscribers:
                 await self._changed.wait()
             batch = await self.core.job_events.wait(_FOREVER_MS)
+            size = encoded_size(batch)
             for connection in list(self._subscribers):
+                if connection.queued_bytes + size > _CLIENT_EVENT_BYTES:
+                    connection.gap = True
+                    continue
                 try:
-                    connection.outbox.send_nowait(batch)
+                    connection.outbox.send_nowait((batch, size))
                 except trio.WouldBlock:
                     connection.gap = True
                 except (trio.ClosedResourceError, trio.BrokenResourceError):
                     pass
+                else:
+                    connection.queued_bytes += size
             events = batch.get("events")
             if isinstance(events, list) and any(
                 isinstance(e, dict) and e.get("event") == _END_OF_EVENTS for e in events
