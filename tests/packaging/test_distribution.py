@@ -193,6 +193,10 @@ def test_the_wheel_holds_the_licence_the_metadata_and_every_package(
         metadata = archive.read(info).decode()
         entry_points = archive.read(info.replace("METADATA", "entry_points.txt")).decode()
     assert any(n.endswith(".dist-info/licenses/LICENSE") for n in names)
+    # The manual and the reference docs, under <prefix>/share/doc/ once installed.
+    docs = [n.split(".data/data/", 1)[1] for n in names if ".data/data/" in n]
+    for doc in ("README.md", "architecture.md", "commands.md", "schema/core.json"):
+        assert f"share/doc/trio-process-supervisor/{doc}" in docs, docs
     for package in ("supervisor", "protocol", "lanes", "_trio_process_supervisor"):
         assert f"{package}/__init__.py" in names
         assert f"{package}/py.typed" in names
