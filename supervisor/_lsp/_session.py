@@ -88,6 +88,7 @@ from .._endpoint import (
     open_jsonrpc_endpoint,
 )
 from .._plugin._session import CANCELLED_DATA, PluginRuntime, experimental_offer, route_fact
+from .._plugin._subscriptions import LATEST_WINS
 from .._process._tree import open_process_tree
 from .._session import (
     DRAIN_AFTER_EXIT_MS,
@@ -851,13 +852,22 @@ class LspSession(SessionResource[JSONObject]):
         """Write the plugin runtime's queued host notifications, in order, while the
         generation runs (plugin-contract.md "Host notifications"). An overflow of the queue
         raises :class:`~supervisor._plugin._subscriptions.NotificationOverflow`, which ends
-        the session (a contained failure of this stage)."""
+        the session (a contained failure of this stage).
+
+        A "latest wins" notification (``didChangeContexts``) at the head of the queue stays
+        there until the backend has read everything written to it before: meanwhile later
+        revisions replace it, and a backend that does not read gets only the latest once it
+        reads again. Moved to the endpoint's write queue at once, each would have reached the
+        backend (the pipe holds hundreds)."""
         assert self.plugin is not None
         queue = self.plugin.notifications
         while True:
-            method, params = await queue.get()
             try:
+                if await queue.peek() in LATEST_WINS:
+                    await endpoint.wait_read_by_peer()
+                method, params = await queue.get()
                 await endpoint.notify(method, params)
+                queue.written()
             except EndpointClosed:
                 return  # the watchers say how the backend went
 

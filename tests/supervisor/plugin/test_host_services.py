@@ -27,7 +27,10 @@ if TYPE_CHECKING:
 
 BACKEND = os.path.join(os.path.dirname(__file__), "..", "..", "peers", "plugin_backend.py")
 PLUGIN = "com.example.tool"
-FUNCTIONS = {"version": 0, "functions": [{"id": "host.call"}, {"id": "seen.get"}]}
+FUNCTIONS = {
+    "version": 0,
+    "functions": [{"id": "host.call"}, {"id": "seen.get"}, {"id": "late.reply"}],
+}
 
 
 @pytest.fixture
@@ -144,6 +147,67 @@ async def test_workspace_methods_are_served_here(core: Core, tmp_path: Path) -> 
     )
     assert as_obj(old["error"])["code"] == -32011
     assert code_of(old) == "plugin.host.contextExpired"
+    await session.stop()
+
+
+async def _change_contexts(core: Core, root: Path, n: int) -> int:
+    """Change the one open context (its folders); the new revision."""
+    folders: list[JSONValue] = [{"path": str(root)}]
+    folders += [{"path": "/"}] * (n % 2)
+    changed = as_obj(
+        await core.call(
+            "workspace.setContexts",
+            {"contexts": [{"contextID": "w1", "name": f"orders {n}", "folders": folders}]},
+        )
+    )
+    revision = changed["revision"]
+    assert isinstance(revision, int)
+    return revision
+
+
+#: How to make each "latest wins" host notification go out, once (plugin-contract.md "Host
+#: services": "context revisions coalesce to the latest").
+LATEST_WINS_CAUSES = {"lithe/host/workspace/didChangeContexts": _change_contexts}
+
+
+def test_every_latest_wins_notification_is_tested() -> None:
+    from supervisor._plugin._subscriptions import LATEST_WINS
+
+    assert set(LATEST_WINS_CAUSES) == LATEST_WINS
+
+
+@pytest.mark.parametrize("method", sorted(LATEST_WINS_CAUSES))
+async def test_latest_wins_notifications_merge_while_the_backend_does_not_read(
+    core: Core, tmp_path: Path, method: str
+) -> None:
+    root = tmp_path / "orders"
+    root.mkdir()
+    cause = LATEST_WINS_CAUSES[method]
+    await cause(core, root, 0)
+    session = await backend(core, tmp_path, ["workspace"])
+    # The backend stops reading for 3 s, and says so first.
+    op = (
+        await session.call(
+            "lsp.functionRequest",
+            function={"pluginID": PLUGIN, "functionID": "late.reply"},
+            params={"ms": 3000, "announce": True},
+        )
+    )["operationId"]
+    await session.wait_for(lambda e: e["event"] == "requestProgress" and e["operationId"] == op)
+    latest = 0
+    for n in range(1, 31):
+        latest = await cause(core, root, n)
+        await trio.sleep(0.02)  # the changes come apart: the sender runs between them
+    assert isinstance(op, str)
+    await session.completed(op)
+    with trio.fail_after(20):
+        while True:
+            notes = await backend_notifications(session, method, 1)
+            if notes[-1]["params"] == {"revision": latest}:
+                break
+            await trio.sleep(0.05)
+    # The one written before the pause (the pipe took it), then only the latest.
+    assert len(notes) <= 2, notes
     await session.stop()
 
 
