@@ -150,8 +150,9 @@ async def test_workspace_methods_are_served_here(core: Core, tmp_path: Path) -> 
     await session.stop()
 
 
-async def _change_contexts(core: Core, root: Path, n: int) -> int:
-    """Change the one open context (its folders); the new revision."""
+async def _set_contexts(core: Core, session: Session | None, root: Path, n: int) -> int:
+    """Change the one open context (its folders) with ``workspace.setContexts``; the new
+    revision."""
     folders: list[JSONValue] = [{"path": str(root)}]
     folders += [{"path": "/"}] * (n % 2)
     changed = as_obj(
@@ -165,9 +166,26 @@ async def _change_contexts(core: Core, root: Path, n: int) -> int:
     return revision
 
 
-#: How to make each "latest wins" host notification go out, once (plugin-contract.md "Host
-#: services": "context revisions coalesce to the latest").
-LATEST_WINS_CAUSES = {"lithe/host/workspace/didChangeContexts": _change_contexts}
+async def _host_notify_contexts(core: Core, session: Session | None, root: Path, n: int) -> int:
+    """A host with its own workspace model sends the change itself (``lsp.hostNotify``)."""
+    if session is not None:
+        notified = await session.call(
+            "lsp.hostNotify",
+            method="lithe/host/workspace/didChangeContexts",
+            params={"revision": n + 1},
+        )
+        assert notified == {"delivered": True}
+    return n + 1
+
+
+#: How to make each "latest wins" host notification go out, once, by every path a change
+#: takes (plugin-contract.md "Host services": "context revisions coalesce to the latest").
+LATEST_WINS_CAUSES = {
+    "lithe/host/workspace/didChangeContexts": {
+        "setContexts": _set_contexts,
+        "hostNotify": _host_notify_contexts,
+    },
+}
 
 
 def test_every_latest_wins_notification_is_tested() -> None:
@@ -176,14 +194,17 @@ def test_every_latest_wins_notification_is_tested() -> None:
     assert set(LATEST_WINS_CAUSES) == LATEST_WINS
 
 
-@pytest.mark.parametrize("method", sorted(LATEST_WINS_CAUSES))
+@pytest.mark.parametrize(
+    ("method", "path"),
+    [(method, path) for method, paths in sorted(LATEST_WINS_CAUSES.items()) for path in paths],
+)
 async def test_latest_wins_notifications_merge_while_the_backend_does_not_read(
-    core: Core, tmp_path: Path, method: str
+    core: Core, tmp_path: Path, method: str, path: str
 ) -> None:
     root = tmp_path / "orders"
     root.mkdir()
-    cause = LATEST_WINS_CAUSES[method]
-    await cause(core, root, 0)
+    cause = LATEST_WINS_CAUSES[method][path]
+    await _set_contexts(core, None, root, 0)
     session = await backend(core, tmp_path, ["workspace"])
     # The backend stops reading for 3 s, and says so first.
     op = (
@@ -193,12 +214,12 @@ async def test_latest_wins_notifications_merge_while_the_backend_does_not_read(
             params={"ms": 3000, "announce": True},
         )
     )["operationId"]
+    assert isinstance(op, str)
     await session.wait_for(lambda e: e["event"] == "requestProgress" and e["operationId"] == op)
     latest = 0
     for n in range(1, 31):
-        latest = await cause(core, root, n)
+        latest = await cause(core, session, root, n)
         await trio.sleep(0.02)  # the changes come apart: the sender runs between them
-    assert isinstance(op, str)
     await session.completed(op)
     with trio.fail_after(20):
         while True:
