@@ -1,4 +1,5 @@
-"""What the LSP and DAP batteries share: bounds, leftovers, stdout hygiene, exit wording."""
+"""What the LSP and DAP batteries share: bounds, exit wording, and the checks judged over every
+instance (what comes before the initialize answer, zombies, leftovers, stdout hygiene)."""
 
 from __future__ import annotations
 
@@ -122,8 +123,10 @@ def cut_json(value: object, limit: int = 120) -> str:
 
 
 def plural(count: int, noun: str) -> str:
-    """``1 instance``, ``3 instances``."""
-    return f"{count} {noun}{'' if count == 1 else 's'}"
+    """``1 instance``, ``3 instances``, ``2 children``."""
+    if count == 1:
+        return f"{count} {noun}"
+    return f"{count} {noun}{'ren' if noun.endswith('child') else 's'}"
 
 
 def ms(seconds: float) -> str:
@@ -204,11 +207,12 @@ class Zombies:
                 for (_p, first, last) in d.zombies.values()
                 if last - first > ZOMBIE_BOUND_S
             )
-            who = "the server" if parent == worst.root else f"its process {parent}"
+            who = "the program" if parent == worst.root else "its process"
+            what = next((cmd for (p, _s), cmd in worst.seen.items() if p == pid), "?")
             return Outcome.FAIL, (
-                f"{count} children stayed zombies (exited, never collected) over"
+                f"{plural(count, 'child')} stayed a zombie (exited, not collected) over"
                 f" {ms(ZOMBIE_BOUND_S)}, on {len(late)} of {plural(len(self.watched), 'instance')};"
-                f" the longest: pid {pid}, a child of {who} (pid {parent}), at least"
+                f" the longest: pid {pid} ({what}), a child of {who} {parent}, at least"
                 f" {ms(age)}"
             )
         if seen:
@@ -217,7 +221,8 @@ class Zombies:
                 default=0.0,
             )
             return Outcome.PASS, (
-                f"{seen} exited children collected, none a zombie over {ms(ZOMBIE_BOUND_S)}"
+                f"{plural(seen, 'exited child')} collected, none a zombie over"
+                f" {ms(ZOMBIE_BOUND_S)}"
                 f" (the longest seen {ms(longest_ms)}), across"
                 f" {plural(len(self.watched), 'instance')}"
             )

@@ -3,7 +3,14 @@
 Instances: ``disconnect`` with ``terminateDebuggee: true`` (after a launch when a launch
 configuration is given), ``disconnect`` with ``terminateDebuggee: false`` (the debuggee
 must then survive), an instance whose stdin is closed, and one whose client is SIGKILLed.
-Leftovers and stdout hygiene are judged over every instance.
+What an adapter sends before its initialize response, the zombies it leaves, its leftovers and
+its stdout hygiene are judged over every instance.
+
+As an editor does, ``terminateDebuggee`` goes only to an adapter that announces
+``supportTerminateDebuggee``, ``configurationDone`` only to one that supports it (after
+``setExceptionBreakpoints`` when it defines exception filters or lacks ``configurationDone``),
+and ``runInTerminal`` is served: the command runs (without a terminal) and the answer carries
+its ``processId``; it is ended with the adapter's instance.
 """
 
 from __future__ import annotations

@@ -3,7 +3,13 @@
 Each group of checks runs against a fresh instance of the program, so one failure does not
 hide the next: the main session (initialize, requests, cancel, the client that stops
 reading, shutdown and exit), an instance whose stdin is closed, an instance whose client is
-SIGKILLed, and a restart. Leftovers and stdout hygiene are judged over every instance.
+SIGKILLed, and a restart. What a program sends before its initialize answer, the zombies it
+leaves, its leftovers and its stdout hygiene are judged over every instance
+(:data:`PASSIVE_CHECKS`, reported whatever ``only`` says).
+
+The checker is the client an editor is: it sends its own pid as ``processId`` (the vanishing
+client sends its own), answers the program's requests as an editor does, and ends every
+process it saw the program start (``ProcessTree.note_members``), whatever its marker says.
 """
 
 from __future__ import annotations

@@ -59,6 +59,10 @@ def cmdline_of(pid: int) -> str:
                         raw := _read_cmdline(f"/proc/{pid}/task/{tid}/cmdline")
                     ):
                         break
+        elif st is not None and st.dead:
+            # A zombie keeps no command line, only its name (as ps shows it).
+            comm = _read_cmdline(f"/proc/{pid}/comm").strip()
+            return f"[{comm.decode(errors='replace')}]" if comm else "?"
     text = raw.replace(b"\0", b" ").decode(errors="replace").strip()
     return (text[:200] or "?") + note
 
