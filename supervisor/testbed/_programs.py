@@ -299,14 +299,30 @@ def zombie_maker(options: Options) -> int:
     With ``--protocol``, serve that protocol instead: the zombies stay for as long as the
     server runs.
     """
+    children = []
     for _ in range(options.count):
         pid = os.fork()
         if pid == 0:
             os._exit(0)
         _record_pid(options, pid)
+        children.append(pid)
+    # In place once every child has exited (each is then a zombie).
+    deadline = time.monotonic() + 10
+    while not all(_is_zombie(pid) for pid in children) and time.monotonic() < deadline:
+        time.sleep(0.001)
     if options.protocol is not None:
         return _serve(options)
     return _ready_then_hang(options)
+
+
+def _is_zombie(pid: int) -> bool:
+    """``pid`` has exited and waits to be collected (or has no ``/proc`` to say otherwise)."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            data = f.read()
+    except OSError:
+        return True
+    return data[data.rfind(b")") + 2 :].split()[0] in (b"Z", b"X")
 
 
 def _thread_leader_exited() -> bool:

@@ -129,6 +129,7 @@ async def test_ruff_server_passes_with_every_client_profile(client: str) -> None
         (
             program_argv("zombie-maker", protocol="lsp", count=3),
             "reaps-children",
+            # Three per instance; a zombie keeps only its name ([python]).
             "15 children stayed a zombie (exited, not collected) over 1000 ms, on 5 of 5"
             " instances; the longest: pid",
         ),
