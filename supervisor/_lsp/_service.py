@@ -1209,8 +1209,14 @@ class LspService:
             raise _invalid(f"session {session.session_id} is not ready")
         assert isinstance(params, dict)
         session.endpoint_for_notify()  # invalid_request once its server went away
+        # After the requests and calls submitted before it (the order rule); a call submitted
+        # after it waits for the queue (PluginRuntime.start_call).
+        waited = await session.wait_outbox()
+        if waited:
+            session.endpoint_for_notify()
         session.plugin.notifications.put(method, params)
-        await trio.lowlevel.checkpoint()
+        if not waited:
+            await trio.lowlevel.checkpoint()
         return {"delivered": True}
 
     # -- the relay (plugin-contract.md "Cross-plugin calls") ------------------------------
