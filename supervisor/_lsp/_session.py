@@ -278,6 +278,9 @@ class _Request(Operation):
     after: trio.Event | None = None
     #: Set when this request was handed to the endpoint, or ended without that.
     sent: trio.Event = field(default_factory=trio.Event)
+    #: ``HostNotifications.mark()`` when it came (a plugin session): a host notification
+    #: held back to merge (``lsp.hostNotify`` before it) is written first.
+    after_notifications: int = 0
 
 
 @dataclass(eq=False)
@@ -1364,6 +1367,8 @@ class LspSession(SessionResource[JSONObject]):
         # each request is written after the message submitted before it. A ready server's
         # requests wait for each other only until each is queued, a scheduler pass.
         req.after = self._chain(gen, req.sent)
+        if self.plugin is not None:
+            req.after_notifications = self.plugin.notifications.mark()
         self._nursery.start_soon(self._run_request, req, gen)
         return req
 
@@ -1424,6 +1429,8 @@ class LspSession(SessionResource[JSONObject]):
             await gen.settled.wait()
         if req.after is not None:
             await req.after.wait()
+        if self.plugin is not None:
+            await self.plugin.notifications.wait_written(req.after_notifications)
         self._stop_waiting(req)
         fault_point("lsp.request")
         endpoint = gen.endpoint
@@ -1631,7 +1638,14 @@ class LspSession(SessionResource[JSONObject]):
         stopped reading); cancelled then, nothing is sent.
         """
         endpoint = self.endpoint_for_notify()
-        if await self.wait_outbox():
+        waited = await self.wait_outbox()
+        if self.plugin is not None:
+            # After a host notification held back to merge (lsp.hostNotify before it).
+            mark = self.plugin.notifications.mark()
+            if self.plugin.notifications.pending(mark):
+                await self.plugin.notifications.wait_written(mark)
+                waited = True
+        if waited:
             endpoint = self.endpoint_for_notify()
         try:
             await endpoint.notify(method, params)

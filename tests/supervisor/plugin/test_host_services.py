@@ -232,6 +232,45 @@ async def test_latest_wins_notifications_merge_while_the_backend_does_not_read(
     await session.stop()
 
 
+async def test_what_follows_a_held_host_notification_is_written_after_it(
+    core: Core, tmp_path: Path
+) -> None:
+    """The order rule with a merging queue: a notification of the caller's own sent after
+    ``lsp.hostNotify`` on the same session goes out after the held ``didChangeContexts``."""
+    session = await backend(core, tmp_path, ["workspace"])
+    op = (
+        await session.call(
+            "lsp.functionRequest",
+            function={"pluginID": PLUGIN, "functionID": "late.reply"},
+            params={"ms": 2000, "announce": True},
+        )
+    )["operationId"]
+    assert isinstance(op, str)
+    await session.wait_for(lambda e: e["event"] == "requestProgress" and e["operationId"] == op)
+    for n in range(1, 6):
+        await _host_notify_contexts(core, session, tmp_path, n)
+    sent = await session.call("lsp.notify", method="custom/after", params={})
+    assert sent == {"delivered": True}
+    await session.completed(op)
+    method = "lithe/host/workspace/didChangeContexts"
+    op = (
+        await session.call(
+            "lsp.functionRequest", function={"pluginID": PLUGIN, "functionID": "seen.get"}
+        )
+    )["operationId"]
+    assert isinstance(op, str)
+    seen = as_obj(as_obj((await session.completed(op))["result"])["value"])
+    arrivals = seen["arrivals"]
+    assert isinstance(arrivals, list)
+    order = [a for a in arrivals if isinstance(a, str) and a.startswith((method, "custom/"))]
+    assert order[-1] == "custom/after None", order
+    notifications = seen["notifications"]
+    assert isinstance(notifications, list)
+    contexts = [as_obj(n) for n in notifications if as_obj(n)["method"] == method]
+    assert contexts[-1]["params"] == {"revision": 6}
+    await session.stop()
+
+
 async def test_a_forwarded_request_ends_when_its_context_closes(core: Core, tmp_path: Path) -> None:
     await core.call("workspace.setContexts", {"contexts": [{"contextID": "w1", "folders": []}]})
     session = await backend(core, tmp_path, ["lithe/host/window/showInformation"])
