@@ -1,8 +1,9 @@
 """The conformance kit leaves nothing behind (issue 27): ``supervisor check`` run against every
 testbed program, each command under a harness that is a child subreaper. Whatever the command
-leaves -- a helper still running (one whose main thread exited included), a zombie nobody
-collected -- is re-parented to the harness once the command has exited, and the harness lists
-it (then ends and collects it). The kit must never leave what it started: that is the promise
+leaves -- a helper still running (one whose main thread exited included) -- is re-parented to
+the harness once the command has exited, and the harness lists it (then ends and collects it).
+A helper that escaped its parent is the harness's child from then on: once the kit has ended
+it, the harness collects its zombie. The kit must never leave what it started: that is the promise
 it checks in others.
 """
 
@@ -60,8 +61,24 @@ def describe(pid):
     return f"pid {pid} state {fields[0].decode()} threads {int(fields[17])}"
 
 
+def collect_ended():
+    # A helper that escaped its parent (double-forked, setsid) is re-parented here as soon as
+    # that parent exits, long before the kit ends it: once ended it is this harness's zombie
+    # to collect, not a leftover. A Z with more than one thread still runs.
+    for pid in children():
+        description = describe(pid)
+        if description is not None and description.endswith("state Z threads 1"):
+            try:
+                os.waitpid(pid, os.WNOHANG)
+            except ChildProcessError:
+                pass
+
+
 deadline = time.monotonic() + 5
-while children() and time.monotonic() < deadline:
+while time.monotonic() < deadline:
+    collect_ended()
+    if not children():
+        break
     time.sleep(0.05)
 left = [d for d in map(describe, children()) if d is not None]
 for pid in children():
