@@ -1210,7 +1210,7 @@ class LspService:
         assert isinstance(params, dict)
         session.endpoint_for_notify()  # invalid_request once its server went away
         # After the requests and calls submitted before it (the order rule); a call submitted
-        # after it waits for the queue (PluginRuntime.start_call).
+        # after it, and a request or notification, waits for the queue (HostNotifications.mark).
         waited = await session.wait_outbox()
         if waited:
             session.endpoint_for_notify()
