@@ -45,9 +45,12 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import errno
+import fcntl
 import logging
 import math
 import os
+import sys
+import termios
 from collections import deque
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
@@ -152,6 +155,9 @@ _READS_PER_PASS: Final = 16
 #: Inbound notifications waiting for the dispatcher; past this the reader stops reading,
 #: which is backpressure on the peer that sends them.
 _NOTIFICATION_QUEUE_SIZE: Final = 128
+#: ``wait_read_by_peer`` polls the pipe's fill this often at first, then backs off to the max.
+_PEER_READ_POLL_FIRST_S: Final = 0.001
+_PEER_READ_POLL_MAX_S: Final = 0.05
 
 #: ``await request_handler(method, params) -> result``
 RequestHandler: TypeAlias = "Callable[[str, JSONValue | None], Awaitable[JSONValue]]"
@@ -326,6 +332,16 @@ def _internal_response(request_id: RequestId | None, failure: BaseException) -> 
         message,
         {"code": "internal", "message": message},
     )
+
+
+def _unread_in_pipe(fd: int) -> int:
+    """Bytes written to the pipe ``fd`` and not yet read from its other end; 0 when the
+    system can't say (``FIONREAD`` on a pipe's write end is Linux's)."""
+    try:
+        raw = fcntl.ioctl(fd, termios.FIONREAD, b"\0\0\0\0")
+    except OSError:
+        return 0
+    return int.from_bytes(raw, sys.byteorder, signed=True)
 
 
 def _pipe_fd(stream: object) -> int | None:
@@ -903,6 +919,30 @@ class JSONRPCEndpoint(metaclass=NoPublicConstructor):
         if not written.is_set():
             # The writer only stops once the queue is closed, so the queue knows why.
             raise EndpointClosed(self._queue.closed_reason or "closed")
+
+    async def wait_read_by_peer(self) -> None:
+        """Wait until the peer has read every frame queued before this call.
+
+        :meth:`flush` returns once the frames are in the pipe; a peer that stopped reading
+        leaves them there (a pipe holds 64 KiB). On a pipe this then waits until the pipe
+        holds nothing of ours any more (``FIONREAD``), polling from 1 ms up to 50 ms apart.
+        A sender of "latest wins" messages waits here before taking the next one, so that
+        later versions can replace a waiting one while the peer does not read. On a stream
+        that is no pipe, or where the pipe's fill can't be read, it returns after the flush.
+
+        Raises:
+            EndpointClosed: As :meth:`flush`, or the endpoint closed while waiting.
+
+        **Cancellation:** safe to cancel; nothing changes.
+        """
+        await self.flush()
+        fd = self._send_fd
+        delay = _PEER_READ_POLL_FIRST_S
+        while fd is not None and _unread_in_pipe(fd) > 0:
+            if self._close_reason is not None:
+                raise EndpointClosed(self._close_reason)
+            await trio.sleep(delay)
+            delay = min(delay * 2, _PEER_READ_POLL_MAX_S)
 
     def statistics(self) -> EndpointStatistics:
         """Return an :class:`EndpointStatistics` snapshot."""

@@ -173,6 +173,44 @@ def _stat(pid: int) -> tuple[str, str] | None:
     return comm, data[close + 2 :].split(b" ", 1)[0].decode()
 
 
+def _running(pid: int) -> bool:
+    """Whether ``pid`` runs: not gone, and not a zombie -- except a process whose main thread
+    exited while another thread runs on (Go and Java helpers do this), which reads ``Z`` but
+    lives (``/proc/<pid>/stat`` field 20 counts its threads)."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            data = f.read()
+    except OSError:
+        return False
+    fields = data[data.rfind(b")") + 2 :].split()
+    try:
+        return fields[0] not in (b"Z", b"X") or int(fields[17]) > 1
+    except (IndexError, ValueError):
+        return False
+
+
+def _environ(pid: int) -> bytes | None:
+    """``/proc/<pid>/environ``, read through another thread once the main thread has exited
+    (the file then fails with ESRCH although the process runs); None when unreadable."""
+    try:
+        with open(f"/proc/{pid}/environ", "rb") as f:
+            return f.read()
+    except ProcessLookupError:
+        try:
+            tids = [t for t in os.listdir(f"/proc/{pid}/task") if t != str(pid)]
+        except OSError:
+            return None
+        for tid in tids:
+            try:
+                with open(f"/proc/{pid}/task/{tid}/environ", "rb") as f:
+                    return f.read()
+            except OSError:
+                continue
+        return None
+    except OSError:
+        return None
+
+
 def marked_live_processes(run_id: str | None = None) -> dict[int, str]:
     """Live (non-zombie) processes of a test run whose environment carries the scope marker.
 
@@ -191,18 +229,15 @@ def marked_live_processes(run_id: str | None = None) -> dict[int, str]:
         if not name.isdigit():
             continue
         pid = int(name)
-        try:
-            with open(f"/proc/{pid}/environ", "rb") as f:
-                environ = f.read()
-        except OSError:
+        environ = _environ(pid)
+        if environ is None:
             continue
         entries = environ.split(b"\0")
         if ours is not None and ours not in entries:
             continue
         if not any(entry.startswith(needle) for entry in entries):
             continue
-        stat = _stat(pid)
-        if stat is None or stat[1] in ("Z", "X"):
+        if not _running(pid):
             continue
         try:
             with open(f"/proc/{pid}/cmdline", "rb") as f:
@@ -261,7 +296,7 @@ def descendants() -> dict[tuple[int, int], str]:
         stack.extend(_children(pid))
         stat = _stat(pid)
         start = _starttime(pid)
-        if stat is None or start is None or stat[1] in ("Z", "X") or stat[0] == _WATCHDOG_COMM:
+        if stat is None or start is None or not _running(pid) or stat[0] == _WATCHDOG_COMM:
             continue
         found[(pid, start)] = _cmdline(pid)
     return found
@@ -292,7 +327,7 @@ def unreaped_children() -> list[int]:
     zombies: list[int] = []
     for pid in _children():
         stat = _stat(pid)
-        if stat is not None and stat[1] == "Z":
+        if stat is not None and stat[1] == "Z" and not _running(pid):
             zombies.append(pid)
     return zombies
 

@@ -33,8 +33,15 @@ def state(pid: int) -> str | None:
 
 
 def runs_no_more(pid: int) -> bool:
-    """True when ``pid`` has exited: reaped, or a zombie waiting to be reaped."""
-    return state(pid) in (None, "Z", "X")
+    """True when ``pid`` has exited: reaped, or a zombie waiting to be reaped.
+
+    A process whose main thread exited while another thread runs reads ``Z`` too, but runs
+    (field 20 of ``stat`` counts its threads): it has not exited.
+    """
+    fields = stat_fields(pid)
+    if fields is None:
+        return True
+    return fields[0] in (b"Z", b"X") and int(fields[17]) <= 1
 
 
 def collect_if_adopted(pids: Iterable[int]) -> None:

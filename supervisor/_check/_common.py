@@ -1,4 +1,5 @@
-"""What the LSP and DAP batteries share: bounds, leftovers, stdout hygiene, exit wording."""
+"""What the LSP and DAP batteries share: bounds, exit wording, and the checks judged over every
+instance (what comes before the initialize answer, zombies, leftovers, stdout hygiene)."""
 
 from __future__ import annotations
 
@@ -10,25 +11,43 @@ from typing import TYPE_CHECKING, Final
 
 import trio
 
+from .._process._procfs import HAVE_PROCFS
 from ._report import Outcome
 
 if TYPE_CHECKING:
     from collections.abc import Callable
 
     from ._peer import Program
-    from ._report import ConformanceReport
+    from ._watch import Descendants
 
 __all__ = (
+    "REAPS_CHILDREN_RULE",
+    "ZOMBIE_BOUND_S",
     "Bounds",
     "Leftovers",
+    "Zombies",
     "describe_status",
+    "early_verdict",
     "exit_on_eof",
-    "record_stdout",
     "settle_leftovers",
+    "settle_zombies",
+    "stdout_verdict",
 )
 
 #: How long a program's descendants get to follow it out after it exited, in seconds.
 LEFTOVER_SETTLE_S: Final = 1.0
+#: How long a child of the program may stay a zombie (exited, not collected), in seconds.
+ZOMBIE_BOUND_S: Final = 1.0
+#: How often ``settle_zombies`` samples, in seconds.
+_ZOMBIE_SAMPLE_S: Final = 0.02
+#: How much longer than the bound ``settle_zombies`` waits at most, in seconds.
+_ZOMBIE_SETTLE_SLACK_S: Final = 3.0
+#: The rule of ``reaps-children`` (both protocols).
+REAPS_CHILDREN_RULE: Final = (
+    "POSIX wait(2): a process collects each child that exited, else the child stays a zombie"
+    " holding its pid and process slot; no child of the program or of its helpers stays a"
+    " zombie over 1 000 ms, in any instance"
+)
 
 
 @dataclass(frozen=True)
@@ -105,6 +124,13 @@ def cut_json(value: object, limit: int = 120) -> str:
     return text if len(text) <= limit else text[:limit] + "..."
 
 
+def plural(count: int, noun: str) -> str:
+    """``1 instance``, ``3 instances``, ``2 children``."""
+    if count == 1:
+        return f"{count} {noun}"
+    return f"{count} {noun}{'ren' if noun.endswith('child') else 's'}"
+
+
 def ms(seconds: float) -> str:
     return f"{seconds * 1000:.0f} ms"
 
@@ -135,25 +161,113 @@ class Leftovers:
         for pid, cmd in sorted(live.items()):
             self.found.append(f"{step}: pid {pid} still running: {cmd}")
 
-    def report(self, report: ConformanceReport, rule: str) -> None:
+    def verdict(self) -> tuple[Outcome, str]:
+        """The ``no-leftovers`` outcome and evidence."""
         if not self.looked:
-            report.add(
-                "no-leftovers",
+            return (
                 Outcome.SKIP,
                 "the program never exited on its own (the checker ended it), so its leftovers"
                 " were not judged",
-                rule,
             )
-        elif self.found:
-            report.add("no-leftovers", Outcome.FAIL, "; ".join(self.found), rule)
-        else:
-            report.add(
-                "no-leftovers",
-                Outcome.PASS,
-                f"nothing of it ran {ms(LEFTOVER_SETTLE_S)} after each of {self.looked}"
-                " exits (ancestry with start times, scope marker, child subreaper)",
-                rule,
+        if self.found:
+            return Outcome.FAIL, "; ".join(self.found)
+        return (
+            Outcome.PASS,
+            f"nothing of it ran {ms(LEFTOVER_SETTLE_S)} after each of"
+            f" {plural(self.looked, 'exit')} (ancestry with start times, scope marker, child"
+            " subreaper)",
+        )
+
+
+class Zombies:
+    """The ``reaps-children`` check across a battery: the zombie children of every instance
+    (each instance's :class:`~._watch.Descendants` notes them while it samples)."""
+
+    def __init__(self) -> None:
+        self.watched: list[Descendants] = []
+
+    def watch(self, descendants: Descendants) -> None:
+        self.watched.append(descendants)
+
+    def verdict(self) -> tuple[Outcome, str]:
+        """The ``reaps-children`` outcome and evidence."""
+        if not self.watched:
+            return Outcome.SKIP, "no instance ran"
+        if not HAVE_PROCFS:
+            return Outcome.SKIP, "needs /proc to see zombies"
+        seen = sum(len(d.zombies) for d in self.watched)
+        late = [
+            (longest, d)
+            for d in self.watched
+            if (longest := d.longest_zombie()) is not None and longest[2] > ZOMBIE_BOUND_S
+        ]
+        if late:
+            (pid, parent, age), worst = max(late, key=lambda item: item[0][2])
+            count = sum(
+                1
+                for d in self.watched
+                for (_p, first, last) in d.zombies.values()
+                if last - first > ZOMBIE_BOUND_S
             )
+            who = "the program" if parent == worst.root else "its process"
+            what = next((cmd for (p, _s), cmd in worst.seen.items() if p == pid), "?")
+            return Outcome.FAIL, (
+                f"{plural(count, 'child')} stayed a zombie (exited, not collected) over"
+                f" {ms(ZOMBIE_BOUND_S)}, on {len(late)} of {plural(len(self.watched), 'instance')};"
+                f" the longest: pid {pid} ({what}), a child of {who} {parent}, at least"
+                f" {ms(age)}"
+            )
+        if seen:
+            longest_ms = max(
+                (last - first for d in self.watched for (_p, first, last) in d.zombies.values()),
+                default=0.0,
+            )
+            return Outcome.PASS, (
+                f"{plural(seen, 'exited child')} collected, none a zombie over"
+                f" {ms(ZOMBIE_BOUND_S)}"
+                f" (the longest seen {ms(longest_ms)}), across"
+                f" {plural(len(self.watched), 'instance')}"
+            )
+        return Outcome.PASS, (
+            f"no child left a zombie across {plural(len(self.watched), 'instance')} (sampled"
+            " every 20 ms)"
+        )
+
+
+async def settle_zombies(descendants: Descendants) -> None:
+    """Before an instance ends, give each zombie child the time to be judged: wait until every
+    one seen was collected or has stayed over :data:`ZOMBIE_BOUND_S` (no wait when there is
+    none). A program that keeps making children that it collects at once holds this up by
+    milliseconds; :data:`_ZOMBIE_SETTLE_SLACK_S` past the bound, it goes on regardless."""
+    # Ages are measured between samples, so the bound is judged however late a busy machine
+    # wakes us; the deadline only keeps a stalled sampler from holding the instance forever.
+    deadline = trio.current_time() + ZOMBIE_BOUND_S + _ZOMBIE_SETTLE_SLACK_S
+    while trio.current_time() < deadline:
+        descendants.sample()
+        if all(age > ZOMBIE_BOUND_S for age in descendants.zombies_now().values()):
+            return
+        await trio.sleep(_ZOMBIE_SAMPLE_S)
+
+
+def early_verdict(programs: list[Program], extra: list[list[str]]) -> tuple[Outcome, str]:
+    """The ``requests-before-initialize`` outcome and evidence over every instance that got
+    an ``initialize`` answer (``extra``: what the vanishing client's instance sent)."""
+    lists = [p.early for p in programs if p.initialize_answered] + extra
+    allowed = sorted({m for p in programs for m in p.early_allowed})
+    if not lists:
+        return Outcome.SKIP, "no instance answered initialize"
+    bad = [early for early in lists if early]
+    if bad:
+        names = list(dict.fromkeys(m for early in bad for m in early))
+        return Outcome.FAIL, (
+            f"sent {', '.join(names[:6])} before its initialize answer, in {len(bad)} of"
+            f" {plural(len(lists), 'instance')}"
+        )
+    return Outcome.PASS, (
+        "nothing the rule forbids before its initialize answer, in"
+        f" {plural(len(lists), 'instance')}"
+        + (f" (sent {', '.join(allowed)}, which it allows)" if allowed else "")
+    )
 
 
 async def settle_leftovers(program: Program) -> dict[int, str]:
@@ -165,26 +279,19 @@ async def settle_leftovers(program: Program) -> dict[int, str]:
         await trio.sleep(0.05)
 
 
-def record_stdout(report: ConformanceReport, programs: list[Program], rule: str) -> None:
+def stdout_verdict(programs: list[Program]) -> tuple[Outcome, str]:
+    """The ``stdout-frames`` outcome and evidence over every instance."""
     stray = sum(p.stray_bytes for p in programs)
     errors = [p.protocol_error for p in programs if p.protocol_error]
     if errors:
-        report.add(
-            "stdout-frames",
+        return (
             Outcome.FAIL,
             f"stdout stopped being a frame stream: it {errors[0]}"
             + (f"; and {stray} bytes outside frames" if stray else ""),
-            rule,
         )
-    elif stray:
-        report.add("stdout-frames", Outcome.FAIL, f"{stray} bytes on stdout outside frames", rule)
-    else:
-        report.add(
-            "stdout-frames",
-            Outcome.PASS,
-            f"only frames on stdout across {len(programs)} instances",
-            rule,
-        )
+    if stray:
+        return Outcome.FAIL, f"{stray} bytes on stdout outside frames"
+    return Outcome.PASS, f"only frames on stdout across {plural(len(programs), 'instance')}"
 
 
 async def exit_on_eof(

@@ -3,7 +3,14 @@
 Instances: ``disconnect`` with ``terminateDebuggee: true`` (after a launch when a launch
 configuration is given), ``disconnect`` with ``terminateDebuggee: false`` (the debuggee
 must then survive), an instance whose stdin is closed, and one whose client is SIGKILLed.
-Leftovers and stdout hygiene are judged over every instance.
+What an adapter sends before its initialize response, the zombies it leaves, its leftovers and
+its stdout hygiene are judged over every instance.
+
+As an editor does, ``terminateDebuggee`` goes only to an adapter that announces
+``supportTerminateDebuggee``, ``configurationDone`` only to one that supports it (after
+``setExceptionBreakpoints`` when it defines exception filters or lacks ``configurationDone``),
+and ``runInTerminal`` is served: the command runs (without a terminal) and the answer carries
+its ``processId``; it is ended with the adapter's instance.
 """
 
 from __future__ import annotations
@@ -17,16 +24,18 @@ from protocol._payload import check_request_values
 
 from .._process._procfs import read_stat
 from ._common import (
+    REAPS_CHILDREN_RULE,
     Bounds,
     Leftovers,
+    Zombies,
     describe_status,
     exit_on_eof,
     ms,
     no_answer,
-    record_stdout,
+    settle_zombies,
     workdir_of,
 )
-from ._lsp import vanish_check
+from ._lsp import PASSIVE_CHECKS, judge_passive, vanish_check
 from ._peer import Program, open_program
 from ._profiles import dap_initialize_arguments
 from ._report import ConformanceReport, Outcome
@@ -39,6 +48,9 @@ __all__ = ("DAP_CHECKS", "check_debug_adapter")
 _SPEC: Final = "DAP"
 RULES: Final = {
     "initialize": f"{_SPEC} 'initialize': answered with success and the adapter's Capabilities",
+    "requests-before-initialize": f"{_SPEC} 'initialize': 'the debug adapter is not allowed to"
+    " send any requests or events to the client until it has responded with an initialize"
+    " response'; the 'initialized' event comes 'after the initialize request has returned'",
     "launch": f"{_SPEC} 'launch' and 'configurationDone': after the 'initialized' event"
     " the debuggee starts (the 'process' event names it)",
     "disconnect": f"{_SPEC} 'disconnect': answered with success (bound 2 000 ms)",
@@ -51,6 +63,7 @@ RULES: Final = {
     "exit-on-eof": "an adapter on stdio must not outlive its client: the end of stdin ends it",
     "client-vanishes": "the client was SIGKILLed (its end of the pipes closes): the"
     " adapter ends, with its debuggee",
+    "reaps-children": REAPS_CHILDREN_RULE,
     "no-leftovers": "an adapter's helper processes end with it (every descendant, marked or not)",
     "stdout-frames": f"{_SPEC} base protocol: stdout carries only Content-Length frames",
 }
@@ -76,7 +89,10 @@ class _Battery:
         self.only = only
         self.report = ConformanceReport("dap", list(argv), client)
         self.leftovers = Leftovers()
+        self.zombies = Zombies()
         self.framed: list[Program] = []
+        #: What the vanishing client's instance sent before its initialize answer.
+        self.early_elsewhere: list[list[str]] = []
         self.results: dict[str, tuple[Outcome, str]] = {}
 
     def wants(self, *checks: str) -> bool:
@@ -85,6 +101,10 @@ class _Battery:
     def note(self, check: str, outcome: Outcome, evidence: str) -> None:
         # The first verdict stands (a later instance repeats some checks).
         self.results.setdefault(check, (outcome, evidence))
+
+    def started(self, program: Program) -> None:
+        self.framed.append(program)
+        self.zombies.watch(program.descendants)
 
     async def initialize(self, program: Program) -> tuple[dict[str, Any] | None, str]:
         answer, waited = await program.request(
@@ -104,8 +124,14 @@ class _Battery:
         caps = body if isinstance(body, dict) else {}
         return caps, f"answered in {ms(waited)}; {len(caps)} capabilities"
 
-    async def launch(self, program: Program) -> int | None:
-        """Launch the debuggee; its pid, or None (the verdict is noted)."""
+    async def launch(self, program: Program, caps: dict[str, Any]) -> int | None:
+        """Launch the debuggee; its pid, or None (the verdict is noted).
+
+        The configuration sequence an editor sends (DAP 'initialized' event): after the
+        event, ``setExceptionBreakpoints`` (no filter) when the adapter defines exception
+        filters or has no ``configurationDone``, then ``configurationDone`` when it supports
+        it.
+        """
         assert self.launch_args is not None
         launch_id = program.send_request("launch", self.launch_args)
         deadline = trio.current_time() + self.bounds.initialize
@@ -114,9 +140,13 @@ class _Battery:
                 self.note("launch", Outcome.FAIL, "no 'initialized' event after launch")
                 return None
             await trio.sleep(0.02)
-        done = program.send_request("configurationDone", {})
-        left = max(0.0, deadline - trio.current_time())
-        answer = await program.wait_answer(done, left)
+        done_supported = bool(caps.get("supportsConfigurationDoneRequest"))
+        if caps.get("exceptionBreakpointFilters") or not done_supported:
+            program.send_request("setExceptionBreakpoints", {"filters": []})
+        answer: dict[str, Any] | None = {}
+        if done_supported:
+            done = program.send_request("configurationDone", {})
+            answer = await program.wait_answer(done, max(0.0, deadline - trio.current_time()))
         launched = await program.wait_answer(launch_id, max(0.0, deadline - trio.current_time()))
         if answer is None or launched is None or launched.get("success") is not True:
             why = launched.get("message") if launched else "no answer"
@@ -142,7 +172,7 @@ class _Battery:
     async def session(self, *, terminate: bool) -> None:
         """Initialize, maybe launch, disconnect with ``terminateDebuggee``, watch the ends."""
         async with open_program(self.argv, dap=True, cwd=self.cwd) as program:
-            self.framed.append(program)
+            self.started(program)
             caps, evidence = await self.initialize(program)
             self.note("initialize", Outcome.PASS if caps is not None else Outcome.FAIL, evidence)
             if caps is None:
@@ -150,11 +180,16 @@ class _Battery:
             debuggee: int | None = None
             debuggee_start: int | None = None
             if self.launch_args is not None:
-                debuggee = await self.launch(program)
+                debuggee = await self.launch(program, caps)
                 st = read_stat(debuggee) if debuggee is not None else None
                 debuggee_start = st.starttime if st else None
+            await settle_zombies(program.descendants)
+            # As an editor: terminateDebuggee only to an adapter that announces it.
+            arguments: dict[str, Any] = {"restart": False}
+            if caps.get("supportTerminateDebuggee"):
+                arguments["terminateDebuggee"] = terminate
             answer, waited = await program.request(
-                "disconnect", {"terminateDebuggee": terminate}, timeout_s=self.bounds.shutdown
+                "disconnect", arguments, timeout_s=self.bounds.shutdown
             )
             if answer is None:
                 self.note("disconnect", Outcome.FAIL, f"no answer in {ms(self.bounds.shutdown)}")
@@ -240,11 +275,12 @@ class _Battery:
 
     async def eof_session(self) -> None:
         async with open_program(self.argv, dap=True, cwd=self.cwd) as program:
-            self.framed.append(program)
+            self.started(program)
             caps, evidence = await self.initialize(program)
             if caps is None:
                 self.note("exit-on-eof", Outcome.SKIP, f"initialize failed: {evidence}")
                 return
+            await settle_zombies(program.descendants)
             await exit_on_eof(program, self.bounds.eof_exit, self.leftovers, self.note)
 
     async def run(self) -> ConformanceReport:
@@ -258,15 +294,12 @@ class _Battery:
             await self.eof_session()
         if self.wants("client-vanishes"):
             await vanish_check(self, "dap", dap_initialize_arguments(self.client))
+        judge_passive(self)
         for check in DAP_CHECKS:
-            if check in ("no-leftovers", "stdout-frames"):
-                continue
-            if self.only is not None and check not in self.only and check != "initialize":
-                continue
-            outcome, evidence = self.results.get(check, (Outcome.SKIP, "not run"))
-            self.report.add(check, outcome, evidence, RULES[check])
-        self.leftovers.report(self.report, RULES["no-leftovers"])
-        record_stdout(self.report, self.framed, RULES["stdout-frames"])
+            wanted = self.only is None or check in self.only or check == "initialize"
+            if wanted or check in PASSIVE_CHECKS:
+                outcome, evidence = self.results.get(check, (Outcome.SKIP, "not run"))
+                self.report.add(check, outcome, evidence, RULES[check])
         return self.report
 
 

@@ -3,7 +3,13 @@
 Each group of checks runs against a fresh instance of the program, so one failure does not
 hide the next: the main session (initialize, requests, cancel, the client that stops
 reading, shutdown and exit), an instance whose stdin is closed, an instance whose client is
-SIGKILLed, and a restart. Leftovers and stdout hygiene are judged over every instance.
+SIGKILLed, and a restart. What a program sends before its initialize answer, the zombies it
+leaves, its leftovers and its stdout hygiene are judged over every instance
+(:data:`PASSIVE_CHECKS`, reported whatever ``only`` says).
+
+The checker is the client an editor is: it sends its own pid as ``processId`` (the vanishing
+client sends its own), answers the program's requests as an editor does, and ends every
+process it saw the program start (``ProcessTree.note_members``), whatever its marker says.
 """
 
 from __future__ import annotations
@@ -22,14 +28,18 @@ from protocol._payload import json_type
 from .._process._procfs import read_stat
 from .._process._tree import DEVNULL, PIPE, open_process_tree
 from ._common import (
+    REAPS_CHILDREN_RULE,
     Bounds,
     Leftovers,
+    Zombies,
     cut_json,
     describe_status,
+    early_verdict,
     exit_on_eof,
     ms,
     no_answer,
-    record_stdout,
+    settle_zombies,
+    stdout_verdict,
     workdir_of,
 )
 from ._peer import Program, open_program
@@ -46,6 +56,12 @@ _SPEC: Final = "LSP 3.17"
 RULES: Final = {
     "initialize": f"{_SPEC} 'initialize': the first request is answered with an"
     " InitializeResult carrying 'capabilities'",
+    "requests-before-initialize": f"{_SPEC} 'initialize': 'the server is not allowed to send"
+    " any requests or notifications to the client until it has responded with an"
+    " InitializeResult, with the exception that during the initialize request the server is"
+    " allowed to send the notifications window/showMessage, window/logMessage and"
+    " telemetry/event as well as the window/showMessageRequest request' ($/progress only with"
+    " the client's workDoneToken; the checker sends none)",
     "requests": f"{_SPEC} base protocol / JSON-RPC 2.0 §4: every request gets a response"
     " (a result or an error; an unknown method: MethodNotFound -32601)",
     "answers-once": "JSON-RPC 2.0 §5: exactly one response per request, with that request's id",
@@ -61,12 +77,20 @@ RULES: Final = {
     " alive then the server should exit'",
     "restart": "a client restarts a server by shutdown/exit and a new instance: the old"
     " one and its helpers are gone, the new one initializes",
+    "reaps-children": REAPS_CHILDREN_RULE,
     "no-leftovers": "a server's helper processes end with it (every descendant, marked or not)",
     "stdout-frames": f"{_SPEC} base protocol: stdout carries only Content-Length frames"
     " (logs go to stderr or window/logMessage)",
 }
 #: Every check, in the order of the report.
 LSP_CHECKS: Final = tuple(RULES)
+#: Checks judged over every instance the battery ran: they run whatever ``only`` says.
+PASSIVE_CHECKS: Final = (
+    "requests-before-initialize",
+    "reaps-children",
+    "no-leftovers",
+    "stdout-frames",
+)
 
 #: A request every server can answer (an error is an answer): ``workspace/symbol``.
 _ORDINARY: Final = ("workspace/symbol", {"query": ""})
@@ -94,7 +118,10 @@ class _Battery:
         self.only = only
         self.report = ConformanceReport("lsp", list(argv), client)
         self.leftovers = Leftovers()
+        self.zombies = Zombies()
         self.framed: list[Program] = []
+        #: What the vanishing client's instance sent before its initialize answer.
+        self.early_elsewhere: list[list[str]] = []
         self.results: dict[str, tuple[Outcome, str]] = {}
 
     def wants(self, *checks: str) -> bool:
@@ -104,7 +131,12 @@ class _Battery:
         self.results[check] = (outcome, evidence)
 
     def params(self) -> dict[str, Any]:
+        # The checker is the client of these instances, and it lives on: its own pid.
         return lsp_initialize_params(self.client, root=self.cwd, pid=os.getpid())
+
+    def started(self, program: Program) -> None:
+        self.framed.append(program)
+        self.zombies.watch(program.descendants)
 
     async def initialize(self, program: Program) -> tuple[bool, str]:
         answer, waited = await program.request(
@@ -140,7 +172,7 @@ class _Battery:
 
     async def main_session(self) -> None:
         async with open_program(self.argv, dap=False, cwd=self.cwd) as program:
-            self.framed.append(program)
+            self.started(program)
             ok, evidence = await self.initialize(program)
             self.note("initialize", Outcome.PASS if ok else Outcome.FAIL, evidence)
             if not ok:
@@ -153,6 +185,7 @@ class _Battery:
                 await self.cancel(program)
             if self.wants("client-stops-reading"):
                 await self.stop_reading(program)
+            await settle_zombies(program.descendants)
             if program.tree.returncode is None:
                 await self.shutdown_exit(program)
             else:
@@ -292,11 +325,12 @@ class _Battery:
 
     async def eof_session(self) -> None:
         async with open_program(self.argv, dap=False, cwd=self.cwd) as program:
-            self.framed.append(program)
+            self.started(program)
             ok, evidence = await self.initialize(program)
             if not ok:
                 self.note("exit-on-eof", Outcome.SKIP, f"initialize failed: {evidence}")
                 return
+            await settle_zombies(program.descendants)
             await exit_on_eof(program, self.bounds.eof_exit, self.leftovers, self.note)
 
     # -- the client vanishes -------------------------------------------------------------
@@ -308,16 +342,17 @@ class _Battery:
 
     async def restart(self) -> None:
         async with open_program(self.argv, dap=False, cwd=self.cwd) as old:
-            self.framed.append(old)
+            self.started(old)
             ok, evidence = await self.initialize(old)
             if not ok:
                 self.note("restart", Outcome.SKIP, f"initialize failed: {evidence}")
                 return
+            await settle_zombies(old.descendants)
             await old.request("shutdown", None, timeout_s=self.bounds.shutdown)
             old.notify("exit")
             await old.wait_exit(self.bounds.exit)
             async with open_program(self.argv, dap=False, cwd=self.cwd) as new:
-                self.framed.append(new)
+                self.started(new)
                 ok, evidence = await self.initialize(new)
                 left = old.descendants.alive()
                 if old.descendants.root_alive():
@@ -338,6 +373,7 @@ class _Battery:
                         Outcome.PASS,
                         f"the old instance was gone when the new one was ready ({evidence})",
                     )
+                await settle_zombies(new.descendants)
                 await new.request("shutdown", None, timeout_s=self.bounds.shutdown)
                 new.notify("exit")
                 await new.wait_exit(self.bounds.exit)
@@ -350,16 +386,23 @@ class _Battery:
             await self.vanish()
         if self.wants("restart"):
             await self.restart()
+        judge_passive(self)
         for check in LSP_CHECKS:
-            if check in ("no-leftovers", "stdout-frames"):
-                continue
-            if self.only is not None and check not in self.only and check != "initialize":
-                continue
-            outcome, evidence = self.results.get(check, (Outcome.SKIP, "not run"))
-            self.report.add(check, outcome, evidence, RULES[check])
-        self.leftovers.report(self.report, RULES["no-leftovers"])
-        record_stdout(self.report, self.framed, RULES["stdout-frames"])
+            wanted = self.only is None or check in self.only or check == "initialize"
+            if wanted or check in PASSIVE_CHECKS:
+                outcome, evidence = self.results.get(check, (Outcome.SKIP, "not run"))
+                self.report.add(check, outcome, evidence, RULES[check])
         return self.report
+
+
+def judge_passive(battery: Any) -> None:
+    """Note the checks judged over every instance of ``battery`` (either protocol's)."""
+    battery.note(
+        "requests-before-initialize", *early_verdict(battery.framed, battery.early_elsewhere)
+    )
+    battery.note("reaps-children", *battery.zombies.verdict())
+    battery.note("no-leftovers", *battery.leftovers.verdict())
+    battery.note("stdout-frames", *stdout_verdict(battery.framed))
 
 
 async def vanish_check(battery: Any, protocol: str, params: dict[str, Any]) -> None:
@@ -379,6 +422,7 @@ async def vanish_check(battery: Any, protocol: str, params: dict[str, Any]) -> N
     tree = await open_process_tree(
         helper, cwd=battery.cwd, stdin=DEVNULL, stdout=PIPE, stderr=DEVNULL
     )
+    watch: Descendants | None = None
     try:
         assert tree.stdout is not None
         line = b""
@@ -394,15 +438,23 @@ async def vanish_check(battery: Any, protocol: str, params: dict[str, Any]) -> N
         except (ValueError, KeyError, TypeError):
             battery.note("client-vanishes", Outcome.SKIP, "the helper client did not start it")
             return
+        watch = Descendants(pid, tree.marker, exclude={tree.pid})
         if not hello.get("initialized"):
             battery.note("client-vanishes", Outcome.SKIP, "initialize failed under the helper")
             return
-        watch = Descendants(pid, tree.marker, exclude={tree.pid})
+        early = hello.get("early")
+        battery.early_elsewhere.append([str(m) for m in early] if isinstance(early, list) else [])
+        battery.zombies.watch(watch)
         for _ in range(5):
             watch.sample()
             await trio.sleep(0.02)
+        await settle_zombies(watch)
         os.kill(tree.pid, signal.SIGKILL)
         start = trio.current_time()
+        # Collected at once, as a dead editor is by its parent: a server that watches its
+        # processId with kill(pid, 0) must not see our zombie as a live client.
+        with trio.move_on_after(1.0):
+            await tree.wait()
         status: int | None = None
         gone = False
         while trio.current_time() - start < bounds.vanish_exit:
@@ -447,6 +499,11 @@ async def vanish_check(battery: Any, protocol: str, params: dict[str, Any]) -> N
         )
     finally:
         with trio.CancelScope(shield=True):
+            if watch is not None:
+                # The program is not the tree's main process, and may have left the helper's
+                # session: what ancestry saw is how the end finds it and its helpers.
+                watch.sample()
+                tree.note_members(watch.members())
             await tree.aclose(term_grace_ms=500)
 
 

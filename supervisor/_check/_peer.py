@@ -21,9 +21,18 @@ from typing import TYPE_CHECKING, Any, Final
 
 import trio
 
-from protocol import EOF, NEED_DATA, Frame, FrameDecoder, RemoteProtocolError, encode_frame
+from protocol import (
+    EOF,
+    NEED_DATA,
+    CoreError,
+    Frame,
+    FrameDecoder,
+    RemoteProtocolError,
+    encode_frame,
+)
 
-from .._process._tree import PIPE, open_process_tree
+from .._process._tree import DEVNULL, PIPE, open_process_tree
+from ._profiles import early_message_problem, lsp_client_answer
 from ._watch import Descendants
 
 if TYPE_CHECKING:
@@ -68,6 +77,11 @@ class Program:
         stderr_tail: The last lines of its stderr.
         reverse_requests: Methods (commands) of the requests it sent us.
         events: DAP events (or LSP notification methods) it sent, the last 256.
+        early: What it sent before its ``initialize`` answer that the protocol does not
+            allow there (``workspace/configuration (a request)``), the first 16.
+        early_allowed: Methods it sent before that answer that the rule allows, the first 16.
+        terminals: Process trees started for its DAP ``runInTerminal`` requests (ended
+            with the program).
     """
 
     def __init__(self, tree: ProcessTree, *, dap: bool) -> None:
@@ -99,6 +113,15 @@ class Program:
         self._queued = 0
         self._stdin_closed = trio.Event()
         self._eof_event = trio.Event()
+        self._initialize_id: object = None
+        self._progress_token: object = None
+        #: The ``workspaceFolders`` sent in ``initialize`` (``workspace/workspaceFolders``).
+        self._folders: list[Any] = []
+        self.early: list[str] = []
+        self.early_allowed: list[str] = []
+        self.terminals: list[ProcessTree] = []
+        self._terminal_requests: trio.MemorySendChannel[dict[str, Any]]
+        self._terminal_requests, self._to_start = trio.open_memory_channel[dict[str, Any]](math.inf)
 
     # -- sending -------------------------------------------------------------------------
 
@@ -117,6 +140,12 @@ class Program:
         rid = self._next_id
         self._sent.add(rid)
         self._waiting[rid] = trio.Event()
+        if method == "initialize" and self._initialize_id is None:
+            self._initialize_id = rid
+            if isinstance(params, dict):
+                self._progress_token = params.get("workDoneToken")
+                folders = params.get("workspaceFolders")
+                self._folders = folders if isinstance(folders, list) else []
         if self.dap:
             message: dict[str, Any] = {"seq": rid, "type": "request", "command": method}
             if params is not None:
@@ -193,7 +222,25 @@ class Program:
             await self._eof_event.wait()
         return self._eof_event.is_set()
 
+    @property
+    def initialize_answered(self) -> bool:
+        """Its answer to our ``initialize`` has been read."""
+        return self._initialize_id in self._answered
+
+    def _note_early(self, message: dict[str, Any]) -> None:
+        """Judge a message read before the ``initialize`` answer (the stream is ordered: read
+        before it is sent before it)."""
+        if self._initialize_id is None or self._initialize_id in self._answered:
+            return
+        problem = early_message_problem(message, dap=self.dap, progress_token=self._progress_token)
+        if problem is not None:
+            if len(self.early) < 16:
+                self.early.append(problem)
+        elif len(self.early_allowed) < 16 and "method" in message:
+            self.early_allowed.append(str(message["method"]))
+
     def _take(self, message: dict[str, Any]) -> None:
+        self._note_early(message)
         if self.dap:
             kind = message.get("type")
             if kind == "response":
@@ -201,6 +248,10 @@ class Program:
             elif kind == "request":
                 command = str(message.get("command"))
                 self.reverse_requests.append(command)
+                if command == "runInTerminal" and isinstance(message.get("arguments"), dict):
+                    # Answered once the process runs (``_run_in_terminals``).
+                    self._terminal_requests.send_nowait(message)
+                    return
                 self._queue(
                     {
                         "seq": 0,
@@ -208,7 +259,7 @@ class Program:
                         "request_seq": message.get("seq"),
                         "command": command,
                         "success": False,
-                        "message": "not supported by the conformance checker",
+                        "message": f"{command} is not supported by the conformance checker",
                     }
                 )
             elif kind == "event":
@@ -218,17 +269,48 @@ class Program:
             method = str(message["method"])
             if "id" in message:
                 self.reverse_requests.append(method)
-                result: Any = None
-                params = message.get("params")
-                if method == "workspace/configuration" and isinstance(params, dict):
-                    items = params.get("items")
-                    result = [None] * (len(items) if isinstance(items, list) else 0)
-                self._queue({"jsonrpc": "2.0", "id": message["id"], "result": result})
+                how, value = lsp_client_answer(method, message.get("params"), self._folders)
+                self._queue({"jsonrpc": "2.0", "id": message["id"], how: value})
             else:
                 self.events.append({"method": method})
             return
         if "id" in message:
             self._answer(message["id"], message)
+
+    async def _run_in_terminals(self, cwd: str | None) -> None:
+        """Serve DAP ``runInTerminal`` as an editor does: start the command (without a
+        terminal: its output is not read) and answer with its ``processId``; a command that
+        cannot start is answered ``success: false`` with why."""
+        async for message in self._to_start:
+            args: dict[str, Any] = message["arguments"]
+            argv = args.get("args")
+            env = args.get("env")
+            where = args.get("cwd") or cwd
+            response: dict[str, Any] = {
+                "seq": 0,
+                "type": "response",
+                "request_seq": message.get("seq"),
+                "command": "runInTerminal",
+            }
+            try:
+                if not isinstance(argv, list) or not argv:
+                    raise ValueError("runInTerminal needs a non-empty 'args' list")
+                if args.get("argsCanBeInterpretedByShell"):
+                    argv = ["/bin/sh", "-c", " ".join(str(a) for a in argv)]
+                tree = await open_process_tree(
+                    [str(a) for a in argv],
+                    cwd=where,
+                    env=env if isinstance(env, dict) else None,
+                    stdin=DEVNULL,
+                    stdout=DEVNULL,
+                    stderr=DEVNULL,
+                )
+            except (ValueError, CoreError) as exc:
+                response.update(success=False, message=f"could not start: {exc}")
+            else:
+                self.terminals.append(tree)
+                response.update(success=True, body={"processId": tree.pid})
+            self._queue(response)
 
     def _answer(self, rid: object, message: dict[str, Any]) -> None:
         if rid not in self._sent:
@@ -356,6 +438,7 @@ async def open_program(
     TERM grace, then SIGKILL).
     """
     tree = await open_process_tree(argv, cwd=cwd, env=env, stdin=PIPE, stdout=PIPE, stderr=PIPE)
+    program: Program | None = None
     try:
         program = Program(tree, dap=dap)
         async with trio.open_nursery() as nursery:
@@ -363,10 +446,18 @@ async def open_program(
             nursery.start_soon(program._write_stdin)
             nursery.start_soon(program._drain_stderr)
             nursery.start_soon(program._sample)
+            nursery.start_soon(program._run_in_terminals, cwd)
             try:
                 yield program
             finally:
                 nursery.cancel_scope.cancel()
     finally:
         with trio.CancelScope(shield=True):
+            if program is not None:
+                # What ancestry saw: its marker may be unreadable by now (see note_members).
+                program.descendants.sample()
+                tree.note_members(program.descendants.members())
             await tree.aclose(term_grace_ms=500)
+            if program is not None:
+                for terminal in program.terminals:
+                    await terminal.aclose(term_grace_ms=500)

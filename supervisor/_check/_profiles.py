@@ -241,3 +241,94 @@ def dap_initialize_arguments(client: str) -> JSONObject:
             "supportsInvalidatedEvent": False,
         }
     raise ValueError(f"unknown client profile {client!r}; known: {', '.join(CLIENTS)}")
+
+
+#: Server-to-client requests an editor answers with null (LSP 3.17: each one's result is
+#: ``void``/``null``; ``window/showMessageRequest``: null is "no action chosen").
+_NULL_ANSWERED: Final = frozenset(
+    {
+        "client/registerCapability",
+        "client/unregisterCapability",
+        "window/workDoneProgress/create",
+        "window/showMessageRequest",
+        "workspace/codeLens/refresh",
+        "workspace/semanticTokens/refresh",
+        "workspace/inlayHint/refresh",
+        "workspace/inlineValue/refresh",
+        "workspace/diagnostic/refresh",
+        "workspace/foldingRange/refresh",
+    }
+)
+
+
+def lsp_client_answer(method: str, params: object, folders: list[JSONObject]) -> tuple[str, object]:
+    """What an editor answers to a server-to-client request: ``("result", value)`` or
+    ``("error", error object)`` (LSP 3.17, each request's "Response").
+
+    ``workspace/configuration`` gets null for each item (no setting of that section is
+    set), ``workspace/workspaceFolders`` the folders sent in ``initialize``,
+    ``workspace/applyEdit`` and ``window/showDocument`` a refusal in their own result shape
+    (the checker edits and shows nothing), the registrations, refreshes, progress creation and
+    message requests null, and any other method MethodNotFound (-32601), as VS Code does
+    ("Unhandled method ...").
+
+    Args:
+        method: The request's method.
+        params: Its params.
+        folders: The ``workspaceFolders`` sent in ``initialize``.
+    """
+    if method == "workspace/configuration":
+        items = params.get("items") if isinstance(params, dict) else None
+        return "result", [None] * (len(items) if isinstance(items, list) else 0)
+    if method == "workspace/workspaceFolders":
+        return "result", folders
+    if method == "workspace/applyEdit":
+        return "result", {
+            "applied": False,
+            "failureReason": "the conformance checker applies no edits",
+        }
+    if method == "window/showDocument":
+        return "result", {"success": False}
+    if method in _NULL_ANSWERED:
+        return "result", None
+    return "error", {"code": -32601, "message": f"Unhandled method {method}"}
+
+
+#: What LSP 3.17 lets a server send before its ``initialize`` answer ("initialize": "the
+#: server is allowed to send the notifications window/showMessage, window/logMessage and
+#: telemetry/event as well as the window/showMessageRequest request to the client").
+LSP_BEFORE_INITIALIZE: Final = frozenset(
+    {"window/showMessage", "window/logMessage", "telemetry/event", "window/showMessageRequest"}
+)
+
+
+def early_message_problem(
+    message: JSONObject, *, dap: bool, progress_token: object = None
+) -> str | None:
+    """What is wrong with ``message`` when a server sends it before its ``initialize`` answer:
+    ``"workspace/configuration (a request)"``, or None when the rule allows it.
+
+    LSP allows only :data:`LSP_BEFORE_INITIALIZE`, and ``$/progress`` with the
+    ``workDoneToken`` the client sent in ``initialize`` (``progress_token``; the checker's
+    profiles send none, as the editors they copy do). DAP allows nothing: "the debug adapter is
+    not allowed to send any requests or events to the client until it has responded with an
+    'initialize' response", the ``initialized`` event included ("but not before the
+    initialize request has finished").
+    """
+    if dap:
+        kind = message.get("type")
+        if kind == "event":
+            return f"the {message.get('event')!s} event"
+        if kind == "request":
+            return f"{message.get('command')!s} (a reverse request)"
+        return None
+    method = message.get("method")
+    if not isinstance(method, str):
+        return None  # an answer: the client sent no request yet
+    if method in LSP_BEFORE_INITIALIZE:
+        return None
+    if method == "$/progress" and progress_token is not None:
+        params = message.get("params")
+        if isinstance(params, dict) and params.get("token") == progress_token:
+            return None
+    return f"{method} ({'a request' if 'id' in message else 'a notification'})"

@@ -1,16 +1,23 @@
-"""Every descendant of a program under check, marked or not.
+"""Every descendant of a program under check, marked or not, and the zombies it leaves.
 
 A program's descendants are found three ways, because each alone misses some: by ancestry
 (``/proc/<pid>/task/*/children`` from the program down, sampled while it runs, each process
 remembered with its start time so a reused pid never counts), by the scope marker its
 environment inherited (a process that double-forked away between two samples still carries
 it, unless it scrubbed its environment), and by the child subreaper: the checker is one, so
-an orphan re-parents to us instead of init and a sample sees it as our child.
+an orphan re-parents to us instead of init and a sample sees it as our child. What ancestry
+recorded is handed to the tree's end (``ProcessTree.note_members``), so the checker ends
+every process it saw, whether its marker can be read then or not.
+
+Each sample also notes the zombie children of the program and of its descendants (exited,
+not yet collected by their parent), with when each was first seen: ``reaps-children``.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
+import time
 from typing import TYPE_CHECKING, Final
 
 from .._process._marker import SCOPE_ENV
@@ -26,15 +33,38 @@ __all__ = ("Descendants", "cmdline_of")
 _MAX_SEEN: Final = 4096
 
 
-def cmdline_of(pid: int) -> str:
-    """``pid``'s command line (cut to 200 characters), or ``?``."""
+def _read_cmdline(path: str) -> bytes:
     try:
-        with open(f"/proc/{pid}/cmdline", "rb") as f:
-            raw = f.read(4096)
+        with open(path, "rb") as f:
+            return f.read(4096)
     except OSError:
-        return "?"
+        return b""
+
+
+def cmdline_of(pid: int) -> str:
+    """``pid``'s command line (cut to 200 characters), or ``?``.
+
+    A process whose main thread exited while others run reads an empty ``cmdline`` (as its
+    ``environ``): it is read through another thread and said so.
+    """
+    raw = _read_cmdline(f"/proc/{pid}/cmdline")
+    note = ""
+    if not raw:
+        st = read_stat(pid)
+        if st is not None and st.state in ("Z", "X") and st.threads > 1:
+            note = " (its main thread exited; it runs on in another)"
+            with contextlib.suppress(OSError):
+                for tid in os.listdir(f"/proc/{pid}/task"):
+                    if tid != str(pid) and (
+                        raw := _read_cmdline(f"/proc/{pid}/task/{tid}/cmdline")
+                    ):
+                        break
+        elif st is not None and st.dead:
+            # A zombie keeps no command line, only its name (as ps shows it).
+            comm = _read_cmdline(f"/proc/{pid}/comm").strip()
+            return f"[{comm.decode(errors='replace')}]" if comm else "?"
     text = raw.replace(b"\0", b" ").decode(errors="replace").strip()
-    return text[:200] or "?"
+    return (text[:200] or "?") + note
 
 
 class Descendants:
@@ -55,35 +85,47 @@ class Descendants:
         #: ``{(pid, starttime): command line}`` of every descendant ever seen.
         self.seen: dict[tuple[int, int], str] = {}
         self._ours_before = set(self._our_children())
+        #: ``{(pid, starttime): (parent pid, first seen, last seen)}``: zombie children of
+        #: the program or its descendants (``time.monotonic()`` seconds).
+        self.zombies: dict[tuple[int, int], tuple[int, float, float]] = {}
+        self._zombies_now: set[tuple[int, int]] = set()
 
     @staticmethod
     def _our_children() -> list[int]:
         return children_of(os.getpid()) if HAVE_PROCFS else []
 
-    def _remember(self, pid: int) -> None:
-        if pid in self._exclude or len(self.seen) >= _MAX_SEEN:
+    def _remember(self, pid: int, parent: int | None = None) -> None:
+        """Record ``pid``; a zombie whose parent is ``parent`` (a process of the program, not
+        us) is noted as left unreaped."""
+        if pid in self._exclude:
             return
         st = read_stat(pid)
         if st is None:
             return
         key = (pid, st.starttime)
-        if key not in self.seen:
+        if parent is not None and st.dead and st.ppid == parent:
+            now = time.monotonic()
+            if key in self.zombies or len(self.zombies) < _MAX_SEEN:
+                self.zombies[key] = (parent, self.zombies.get(key, (parent, now))[1], now)
+                self._zombies_now.add(key)
+        if key not in self.seen and len(self.seen) < _MAX_SEEN:
             self.seen[key] = cmdline_of(pid)
 
     def sample(self) -> None:
         """Walk the program's process tree and our adopted children once."""
         if not HAVE_PROCFS:
             return
-        stack = [self.root]
+        self._zombies_now = set()
+        stack: list[tuple[int, int | None]] = [(self.root, None)]
         visited: set[int] = set()
         while stack:
-            pid = stack.pop()
+            pid, parent = stack.pop()
             if pid in visited:
                 continue
             visited.add(pid)
             if pid != self.root:
-                self._remember(pid)
-            stack.extend(children_of(pid))
+                self._remember(pid, parent)
+            stack.extend((child, pid) for child in children_of(pid))
         # Orphans re-parented to us (the child subreaper) that were not our children before
         # the program started: the program's, since the checker starts nothing else meanwhile.
         # Programs the checker itself started later (the next instance) are main processes
@@ -112,6 +154,27 @@ class Descendants:
                     if st is not None and not st.dead:
                         live[pid] = cmdline_of(pid)
         return live
+
+    def members(self) -> dict[int, int]:
+        """Every process seen, the program itself included: ``{pid: start time}`` (for
+        ``ProcessTree.note_members``)."""
+        found = dict(self.seen.keys())
+        if self._root_start is not None:
+            found[self.root] = self._root_start
+        return found
+
+    def zombies_now(self) -> dict[tuple[int, int], float]:
+        """The zombies of the last sample: ``{(pid, start): seconds seen a zombie so far}``."""
+        return {key: self.zombies[key][2] - self.zombies[key][1] for key in self._zombies_now}
+
+    def longest_zombie(self) -> tuple[int, int, float] | None:
+        """``(pid, parent, seconds)`` of the zombie seen longest, or None when none was seen."""
+        if not self.zombies:
+            return None
+        (pid, _start), (parent, first, last) = max(
+            self.zombies.items(), key=lambda item: item[1][2] - item[1][1]
+        )
+        return pid, parent, last - first
 
     def root_alive(self) -> bool:
         """The program itself still runs (not a zombie, and not a reused pid)."""

@@ -1194,6 +1194,11 @@ class LspService:
         plugin-contract.md "Host notifications": another method, a service the session is
         not granted, malformed params (or over ``notificationBytes``), a session that is not
         plugin-owned or not ready: ``invalid_request``.
+
+        Accepted notifications join the session's host-notification queue, in order with the
+        supervisor's own (the contract's "128-entry per-session queue; context revisions
+        coalesce to the latest, and overflow ends the session"): a ``didChangeContexts`` the
+        host sends while the backend does not read merges with the later ones.
         """
         session = self._session(payload)
         method, params = payload.method, payload.params
@@ -1203,7 +1208,15 @@ class LspService:
         if not session.ready:
             raise _invalid(f"session {session.session_id} is not ready")
         assert isinstance(params, dict)
-        await session.notify(method, params)
+        session.endpoint_for_notify()  # invalid_request once its server went away
+        # After the requests and calls submitted before it (the order rule); a call submitted
+        # after it, and a request or notification, waits for the queue (HostNotifications.mark).
+        waited = await session.wait_outbox()
+        if waited:
+            session.endpoint_for_notify()
+        session.plugin.notifications.put(method, params)
+        if not waited:
+            await trio.lowlevel.checkpoint()
         return {"delivered": True}
 
     # -- the relay (plugin-contract.md "Cross-plugin calls") ------------------------------

@@ -88,6 +88,7 @@ from .._endpoint import (
     open_jsonrpc_endpoint,
 )
 from .._plugin._session import CANCELLED_DATA, PluginRuntime, experimental_offer, route_fact
+from .._plugin._subscriptions import LATEST_WINS
 from .._process._tree import open_process_tree
 from .._session import (
     DRAIN_AFTER_EXIT_MS,
@@ -277,6 +278,9 @@ class _Request(Operation):
     after: trio.Event | None = None
     #: Set when this request was handed to the endpoint, or ended without that.
     sent: trio.Event = field(default_factory=trio.Event)
+    #: ``HostNotifications.mark()`` when it came (a plugin session): a host notification
+    #: held back to merge (``lsp.hostNotify`` before it) is written first.
+    after_notifications: int = 0
 
 
 @dataclass(eq=False)
@@ -851,13 +855,22 @@ class LspSession(SessionResource[JSONObject]):
         """Write the plugin runtime's queued host notifications, in order, while the
         generation runs (plugin-contract.md "Host notifications"). An overflow of the queue
         raises :class:`~supervisor._plugin._subscriptions.NotificationOverflow`, which ends
-        the session (a contained failure of this stage)."""
+        the session (a contained failure of this stage).
+
+        A "latest wins" notification (``didChangeContexts``) at the head of the queue stays
+        there until the backend has read everything written to it before: meanwhile later
+        revisions replace it, and a backend that does not read gets only the latest once it
+        reads again. Moved to the endpoint's write queue at once, each would have reached the
+        backend (the pipe holds hundreds)."""
         assert self.plugin is not None
         queue = self.plugin.notifications
         while True:
-            method, params = await queue.get()
             try:
+                if await queue.peek() in LATEST_WINS:
+                    await endpoint.wait_read_by_peer()
+                method, params = await queue.get()
                 await endpoint.notify(method, params)
+                queue.written()
             except EndpointClosed:
                 return  # the watchers say how the backend went
 
@@ -1354,6 +1367,8 @@ class LspSession(SessionResource[JSONObject]):
         # each request is written after the message submitted before it. A ready server's
         # requests wait for each other only until each is queued, a scheduler pass.
         req.after = self._chain(gen, req.sent)
+        if self.plugin is not None:
+            req.after_notifications = self.plugin.notifications.mark()
         self._nursery.start_soon(self._run_request, req, gen)
         return req
 
@@ -1414,6 +1429,8 @@ class LspSession(SessionResource[JSONObject]):
             await gen.settled.wait()
         if req.after is not None:
             await req.after.wait()
+        if self.plugin is not None:
+            await self.plugin.notifications.wait_written(req.after_notifications)
         self._stop_waiting(req)
         fault_point("lsp.request")
         endpoint = gen.endpoint
@@ -1621,7 +1638,14 @@ class LspSession(SessionResource[JSONObject]):
         stopped reading); cancelled then, nothing is sent.
         """
         endpoint = self.endpoint_for_notify()
-        if await self.wait_outbox():
+        waited = await self.wait_outbox()
+        if self.plugin is not None:
+            # After a host notification held back to merge (lsp.hostNotify before it).
+            mark = self.plugin.notifications.mark()
+            if self.plugin.notifications.pending(mark):
+                await self.plugin.notifications.wait_written(mark)
+                waited = True
+        if waited:
             endpoint = self.endpoint_for_notify()
         try:
             await endpoint.notify(method, params)

@@ -145,6 +145,8 @@ class _Call(Operation):
     generation: int
     scope: trio.CancelScope = field(default_factory=trio.CancelScope)
     end_reason: str | None = None
+    #: ``HostNotifications.mark()`` when the call started: they go out first.
+    after_notifications: int = 0
 
 
 @dataclass(eq=False)
@@ -341,6 +343,8 @@ class PluginRuntime:
         invoke: JSONObject = {"functionID": function_id, "operationID": wire_id, "params": params}
         if context is not None:
             invoke["context"] = context
+        # Host notifications queued before the call reach the backend before its invoke.
+        call.after_notifications = self.notifications.mark()
         nursery.start_soon(
             self._run_call, call, endpoint, invoke, after, trio.Event() if sent is None else sent
         )
@@ -383,6 +387,8 @@ class PluginRuntime:
     ) -> None:
         if after is not None:
             await after.wait()
+        # Host notifications queued before the call reach the backend before its invoke.
+        await self.notifications.wait_written(call.after_notifications)
         if _ended_by_session(call):
             # The session's end ended it before it was sent: no backend is left to
             # invoke, and nothing of it may fail any more (chaos --faults, seed 9000006).

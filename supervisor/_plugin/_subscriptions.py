@@ -14,6 +14,17 @@ plugin-contract.md "Workspace contexts and capability discovery", "Host notifica
   :data:`MAX_QUEUED_NOTIFICATION_BYTES` of params (as JSON); ``workspace/didChangeContexts``
   coalesces to the latest revision; overflow ends the session (:class:`NotificationOverflow`)
   rather than growing without bound or losing a command.
+
+Of the six host notifications, only ``didChangeContexts`` is "latest wins" in the contract
+(:data:`LATEST_WINS`): "context revisions coalesce to the latest", and the backend reads the
+contexts with ``listContexts`` anyway. ``subscriptions/notify`` carries a ``sequence`` the
+backend checks for gaps, ``commands/didRun`` and ``run/didExit`` are each one event, and
+``languageServer/didChangeState`` and ``didReceiveNotification`` report each state and message
+of a server (a ``crashed`` between two ``running`` must be seen): none of them merges. A
+coalescing notification merges only while it waits here, so the sender keeps it here until
+the backend has read what was written before it (``JSONRPCEndpoint.wait_read_by_peer``):
+a backend that stops reading while 30 contexts change gets the one written before it stopped,
+then the latest.
 """
 
 from __future__ import annotations
@@ -34,6 +45,7 @@ if TYPE_CHECKING:
 
 __all__ = (
     "DID_CHANGE_CONTEXTS",
+    "LATEST_WINS",
     "MAX_QUEUED_NOTIFICATIONS",
     "MAX_QUEUED_NOTIFICATION_BYTES",
     "NOTIFY",
@@ -49,6 +61,9 @@ MAX_QUEUED_NOTIFICATIONS: Final = 128
 MAX_QUEUED_NOTIFICATION_BYTES: Final = 8 * 1024 * 1024
 NOTIFY: Final = "lithe/host/subscriptions/notify"
 DID_CHANGE_CONTEXTS: Final = "lithe/host/workspace/didChangeContexts"
+#: Host notifications of which only the latest queued one matters (plugin-contract.md "Host
+#: services": "context revisions coalesce to the latest").
+LATEST_WINS: Final = frozenset({DID_CHANGE_CONTEXTS})
 
 
 class NotificationOverflow(Exception):
@@ -75,18 +90,23 @@ class HostNotifications:
         self._bytes = 0
         self._ready = trio.Event()
         self.overflowed = False
+        # Entries ever queued, and those written (or dropped) since: a call started after a
+        # notification waits until it is written (``wait_written``).
+        self._queued_total = 0
+        self._written_total = 0
+        self._written = trio.Event()
 
     def __len__(self) -> int:
         return len(self._queue)
 
     def put(self, method: str, params: JSONObject) -> None:
-        """Queue a notification; a queued ``didChangeContexts`` takes the later revision."""
+        """Queue a notification; a queued one of :data:`LATEST_WINS` takes the later params."""
         if self.overflowed:
             return
         size = encoded_size(params)
-        if method == DID_CHANGE_CONTEXTS:
+        if method in LATEST_WINS:
             for n, (queued, _params) in enumerate(self._queue):
-                if queued == DID_CHANGE_CONTEXTS:
+                if queued == method:
                     self._queue[n] = (method, params)
                     self._bytes += size - self._sizes[n]
                     self._sizes[n] = size
@@ -94,11 +114,49 @@ class HostNotifications:
         if len(self._queue) >= self._bound or self._bytes + size > self._max_bytes:
             self.overflowed = True
             self._clear()
+            self._all_written()
         else:
             self._queue.append((method, params))
             self._sizes.append(size)
             self._bytes += size
+            self._queued_total += 1
         self._ready.set()
+
+    def mark(self) -> int:
+        """A mark for :meth:`wait_written`: what is queued now."""
+        return self._queued_total
+
+    async def wait_written(self, mark: int) -> None:
+        """Wait until every notification queued before ``mark`` was written (or dropped).
+
+        A function call waits here before its ``invoke``, and a request or notification of
+        the session before it is written: a notification held back so that later revisions
+        can replace it (:meth:`peek`) is never overtaken by what the host sent after it
+        (docs/architecture.md "The order rule").
+
+        **Cancellation:** safe to cancel. Not a checkpoint when nothing is left to write: a
+        call then goes straight on to its ``invoke`` as before, and a cancel that follows at
+        once still reaches the backend as ``$/cancelRequest``.
+        """
+        while self._written_total < mark:
+            await self._written.wait()
+
+    def pending(self, mark: int) -> bool:
+        """Whether a notification queued before ``mark`` is still to be written."""
+        return self._written_total < mark
+
+    def written(self) -> None:
+        """The sender wrote the notification it took last (:meth:`get`)."""
+        self._written_total += 1
+        self._wake_writers()
+
+    def _all_written(self) -> None:
+        self._written_total = self._queued_total
+        self._wake_writers()
+
+    def _wake_writers(self) -> None:
+        self._written.set()
+        self._written = trio.Event()
 
     def _clear(self) -> None:
         self._queue.clear()
@@ -111,6 +169,17 @@ class HostNotifications:
         Raises:
             NotificationOverflow: The queue overflowed; the session must end.
         """
+        await self.peek()
+        self._bytes -= self._sizes.popleft()
+        return self._queue.popleft()
+
+    async def peek(self) -> str:
+        """The method of the next notification, left queued (so a later one of
+        :data:`LATEST_WINS` can still replace it), waiting for one.
+
+        Raises:
+            NotificationOverflow: The queue overflowed; the session must end.
+        """
         while True:
             if self.overflowed:
                 raise NotificationOverflow(
@@ -118,8 +187,7 @@ class HostNotifications:
                     " of them) waited for the backend"
                 )
             if self._queue:
-                self._bytes -= self._sizes.popleft()
-                return self._queue.popleft()
+                return self._queue[0][0]
             self._ready = trio.Event()
             await self._ready.wait()
 
@@ -127,6 +195,7 @@ class HostNotifications:
         """Forget what is queued (the backend process ended)."""
         self._clear()
         self.overflowed = False
+        self._all_written()
 
 
 @dataclass(eq=False)

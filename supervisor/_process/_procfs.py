@@ -118,6 +118,11 @@ def _read(path: str, *, paged: bool = False) -> bytes | None:
         fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
     except OSError:
         return None
+    return _read_fd(fd, paged=paged)
+
+
+def _read_fd(fd: int, *, paged: bool = False) -> bytes | None:
+    """Read ``fd`` to its end and close it; None when a read fails."""
     try:
         chunks: list[bytes] = []
         while True:
@@ -231,11 +236,40 @@ def all_pids() -> list[int]:
     return [int(name) for name in names if name.isdigit()]
 
 
+def _read_environ(pid: int) -> bytes | None:
+    """``/proc/<pid>/environ``, or, once the main thread has exited while other threads run
+    (a Go or Java helper can do this), the same block read through a live thread.
+
+    The kernel reads a process's environment through its main thread's memory map, which goes
+    when that thread exits: ``/proc/<pid>/environ`` then fails with ESRCH although the process
+    runs. Every thread shares the map, so ``/proc/<pid>/task/<tid>/environ`` of any other
+    thread still reads it. Only that error leads to the second read: a kernel thread (empty,
+    no error) or a gone process (ENOENT) cost nothing more.
+    """
+    try:
+        fd = os.open(f"/proc/{pid}/environ", os.O_RDONLY | os.O_CLOEXEC)
+    except ProcessLookupError:
+        try:
+            tids = os.listdir(f"/proc/{pid}/task")
+        except OSError:
+            return None
+        for tid in tids:
+            if tid != str(pid):
+                data = _read(f"/proc/{pid}/task/{tid}/environ")
+                if data:
+                    return data
+        return None
+    except OSError:
+        return None
+    return _read_fd(fd)
+
+
 def read_env_var(pid: int, name: str) -> str | None:
     """The value of ``name`` in the environment ``pid`` was exec'd with, or None.
 
     Unreadable environments (another user's process, a zombie, a kernel thread)
-    read as "not set".
+    read as "not set". A process whose main thread exited while others run is read through
+    one of them (see :func:`_read_environ`).
     """
     if not HAVE_PROCFS:
         psutil = _psutil()
@@ -244,7 +278,7 @@ def read_env_var(pid: int, name: str) -> str | None:
         except psutil.Error:
             return None
         return value
-    data = _read(f"/proc/{pid}/environ")
+    data = _read_environ(pid)
     if not data:
         return None
     prefix = name.encode() + b"="

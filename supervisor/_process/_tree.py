@@ -759,7 +759,28 @@ class ProcessTree(metaclass=NoPublicConstructor):
         self._scan_clean = not live and not zombies
         return live
 
+    def note_members(self, members: Mapping[int, int]) -> None:
+        """Record processes the caller saw this tree start, ``{pid: start time}`` (clock ticks
+        since boot, ``/proc/<pid>/stat`` field 22), so that ending the tree ends them too.
+
+        Once a member's parent has exited, its ancestry is gone (it was re-parented to the
+        subreaper), and its scope marker may be unreadable (an environment scrubbed on exec),
+        while it left the tree's session and group: nothing found at the end ties it to this
+        tree. A caller that watched the tree while it ran (the conformance checker samples its
+        ancestry every 20 ms) hands over what it recorded, and the end treats those processes
+        as members it had seen itself. A pid whose start time differs by then was reused by an
+        unrelated process and is left alone.
+        """
+        me = os.getpid()
+        for pid, start in members.items():
+            if pid not in (me, self.pid) and pid not in self._seen:
+                self._seen[pid] = start
+                _reaper.note_ours(pid, start)
+
     def _belongs(self, st: ProcStat) -> bool:
+        """Whether our adopted child ``st`` is of this tree: recorded by ancestry (with its
+        start time), carrying the marker (read through a live thread when the main thread has
+        exited), or, with its marker gone, in the tree's session or group."""
         if st.pid in self._seen:
             return self._seen[st.pid] == st.starttime
         value = read_env_var(st.pid, SCOPE_ENV)

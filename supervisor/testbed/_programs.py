@@ -294,12 +294,106 @@ def _kill_if_same(pid: int, start: int) -> None:
 
 
 def zombie_maker(options: Options) -> int:
-    """Start ``--count`` children that exit at once, never reap them, then hang."""
+    """Start ``--count`` children that exit at once, never reap them, then hang.
+
+    With ``--protocol``, serve that protocol instead: the zombies stay for as long as the
+    server runs.
+    """
+    children = []
     for _ in range(options.count):
         pid = os.fork()
         if pid == 0:
             os._exit(0)
         _record_pid(options, pid)
+        children.append(pid)
+    # In place once every child has exited (each is then a zombie).
+    deadline = time.monotonic() + 10
+    while not all(_is_zombie(pid) for pid in children) and time.monotonic() < deadline:
+        time.sleep(0.001)
+    if options.protocol is not None:
+        return _serve(options)
+    return _ready_then_hang(options)
+
+
+def _is_zombie(pid: int) -> bool:
+    """``pid`` has exited and waits to be collected (or has no ``/proc`` to say otherwise)."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            data = f.read()
+    except OSError:
+        return True
+    return data[data.rfind(b")") + 2 :].split()[0] in (b"Z", b"X")
+
+
+def _thread_leader_exited() -> bool:
+    """This process's main thread has exited (``/proc/self/stat`` shows it a zombie)."""
+    try:
+        with open("/proc/self/stat", "rb") as f:
+            data = f.read()
+    except OSError:
+        return True  # no procfs: nothing to wait for
+    return data[data.rfind(b")") + 2 :].split()[0] in (b"Z", b"X")
+
+
+def _headless_helper(options: Options, done: int, *, setsid: bool, double_fork: bool) -> None:
+    """In a forked child: become a helper that ignores SIGTERM and SIGHUP, has no stdio, and
+    whose main thread exits while a second thread runs on (a Go or Java helper does this).
+
+    ``/proc/<pid>/environ`` of such a process reads empty (the memory map went with the main
+    thread), so its scope marker is unreadable there, and its state reads ``Z`` although it
+    runs. Writes one byte to ``done`` once its main thread has exited. Never returns.
+    """
+    import ctypes
+
+    if setsid:
+        os.setsid()
+    if double_fork and os.fork() != 0:
+        os._exit(0)
+    for signum in (signal.SIGTERM, signal.SIGHUP):
+        signal.signal(signum, signal.SIG_IGN)
+    null = os.open(os.devnull, os.O_RDWR)
+    for fd in (0, 1, 2):
+        os.dup2(null, fd)
+    _record_pid(options)
+
+    def worker() -> None:
+        deadline = time.monotonic() + 10
+        while not _thread_leader_exited() and time.monotonic() < deadline:
+            time.sleep(0.001)
+        os.write(done, b"x")
+        os.close(done)
+        _sleep_forever()
+
+    threading.Thread(target=worker).start()
+    # The main thread ends; the process lives on in the worker.
+    ctypes.CDLL(None).pthread_exit(None)
+    _sleep_forever()  # pragma: no cover - pthread_exit does not return
+
+
+def main_thread_exits(options: Options) -> int:
+    """Start three helpers whose main thread exits while another thread runs, each ignoring
+    SIGTERM and SIGHUP: one in our session, one in a session of its own (``setsid``), one
+    double-forked (fork, setsid, fork). Then hang (``--exit``: exit 0 at once); with
+    ``--protocol``, serve that protocol instead, leaving the helpers when it exits."""
+    rd, wr = os.pipe()
+    kinds = ((False, False), (True, False), (True, True))
+    for setsid, double_fork in kinds:
+        pid = os.fork()
+        if pid == 0:
+            os.close(rd)
+            _headless_helper(options, wr, setsid=setsid, double_fork=double_fork)
+        if double_fork:
+            os.waitpid(pid, 0)  # the middle process exits at once: reap it
+    os.close(wr)
+    got = b""
+    while len(got) < len(kinds):
+        chunk = os.read(rd, len(kinds))
+        if not chunk:
+            break
+        got += chunk
+    os.close(rd)
+    if options.protocol is not None:
+        return _serve(options)
     return _ready_then_hang(options)
 
 
@@ -782,6 +876,26 @@ def oversized_notification(options: Options) -> int:
     return _serve_then_hang(options, "initialize", answer)
 
 
+def requests_before_initialize(options: Options) -> int:
+    """Talk before answering ``initialize``: LSP sends ``window/logMessage`` (allowed) and then
+    a ``workspace/configuration`` request (not allowed before the answer); DAP sends the
+    ``initialized`` event before the ``initialize`` response (and not again after it)."""
+
+    def hook(peer: Peer, request_id: Any, method: str, message: dict[str, Any]) -> bool:
+        if method != "initialize":
+            return False
+        if peer.dap:
+            peer.notify("initialized", {})
+            peer.reply(request_id, method, _capabilities(peer))
+            return True
+        peer.notify("window/logMessage", {"type": 3, "message": "starting"})
+        peer.send_request("workspace/configuration", {"items": [{"section": "testbed"}]})
+        peer.reply(request_id, method, _capabilities(peer))
+        return True
+
+    return _serve(options, hook)
+
+
 def exit_with_pending(options: Options) -> int:
     """Exit with status 0 as soon as an ordinary request arrives, without answering it."""
 
@@ -816,6 +930,8 @@ PROGRAMS: Final[dict[str, Program]] = {
     "oversized-notification": oversized_notification,
     "hang": hang,
     "exit-with-pending": exit_with_pending,
+    "requests-before-initialize": requests_before_initialize,
+    "main-thread-exits": main_thread_exits,
     "terminal-ignore-hangup": terminal_ignore_hangup,
 }
 

@@ -112,11 +112,26 @@ SCENARIOS: Final[dict[str, Scenario]] = {
         ),
         Scenario(
             "zombie-maker",
-            ("job",),
-            "Starts --count children that exit at once and never reaps them.",
+            ("job", *_RPC),
+            "Starts --count children that exit at once and never reaps them. With --protocol"
+            " it serves LSP (DAP) meanwhile, its zombies staying as long as it runs.",
             "When the program ends, its zombies are re-parented to the supervisor (child"
-            " subreaper) and reaped: no zombie remains.",
-            ("--count", "--exit", "--pid-file"),
+            " subreaper) and reaped: no zombie remains. `supervisor check` fails it on"
+            " reaps-children.",
+            ("--count", "--exit", "--pid-file", "--protocol"),
+        ),
+        Scenario(
+            "main-thread-exits",
+            ("job", *_RPC),
+            "Starts three helpers that ignore SIGTERM and whose main thread exits while another"
+            " thread runs (as Go and Java helpers do): one in its session, one after setsid,"
+            " one double-forked. Their /proc/PID/environ reads empty, their state reads Z. With"
+            " --protocol it serves LSP (DAP) and leaves them when it exits.",
+            "The helpers are alive, not zombies: the end of the tree finds them by ancestry"
+            " with start times and by the marker read through a live thread, SIGKILLs them"
+            " after the TERM grace, and nothing outlives the scope. `supervisor check` fails it"
+            " on no-leftovers and client-vanishes, and leaves nothing.",
+            ("--exit", "--pid-file", "--protocol"),
         ),
         Scenario(
             "flood-stdout",
@@ -222,6 +237,16 @@ SCENARIOS: Final[dict[str, Scenario]] = {
             "Exits with status 0 as soon as an ordinary request arrives, without answering.",
             "The pending request ends exactly once with 'the session ended'; an exit during a"
             " request is a crash, not a clean stop.",
+        ),
+        Scenario(
+            "requests-before-initialize",
+            _RPC,
+            "Talks before answering initialize: LSP sends window/logMessage (allowed) and a"
+            " workspace/configuration request (not allowed); DAP sends the initialized event"
+            " before the initialize response.",
+            "The client answers the early request and the session starts; `supervisor check`"
+            " fails it on requests-before-initialize, naming the message (LSP 3.17"
+            " 'initialize'; DAP 'initialize' and the 'initialized' event).",
         ),
         Scenario(
             "terminal-ignore-hangup",

@@ -59,6 +59,11 @@ async def test_well_behaved_server_passes_every_lsp_check() -> None:
         (fake("orphan-helper"), "no-leftovers"),
         (program_argv("malformed-header"), "stdout-frames"),
         (fake("stdout-log"), "stdout-frames"),
+        (program_argv("requests-before-initialize"), "requests-before-initialize"),
+        (program_argv("zombie-maker", protocol="lsp", count=3), "reaps-children"),
+        (program_argv("main-thread-exits", protocol="lsp"), "no-leftovers"),
+        (program_argv("main-thread-exits", protocol="lsp"), "client-vanishes"),
+        (program_argv("main-thread-exits", protocol="lsp"), "restart"),
     ],
     ids=lambda value: value if isinstance(value, str) else Path(value[2]).name + ":" + value[2],
 )
@@ -79,6 +84,9 @@ async def test_each_lsp_misbehaviour_fails_its_check(argv: list[str], check: str
         (program_argv("ignore-sigterm", protocol="dap"), "exit-after-disconnect"),
         (program_argv("ignore-sigterm", protocol="dap"), "exit-on-eof"),
         (fake("orphan-helper", "dap"), "no-leftovers"),
+        (program_argv("requests-before-initialize", protocol="dap"), "requests-before-initialize"),
+        (program_argv("zombie-maker", protocol="dap", count=3), "reaps-children"),
+        (program_argv("main-thread-exits", protocol="dap"), "no-leftovers"),
     ],
     ids=lambda value: value if isinstance(value, str) else value[2],
 )
@@ -102,6 +110,89 @@ async def test_ruff_server_passes_with_every_client_profile(client: str) -> None
         [str(ruff), "server"], client=client, only=["requests", "cancel", "shutdown-exit"]
     )
     assert report.ok, report.table()
+
+
+@pytest.mark.parametrize(
+    ("argv", "check", "evidence"),
+    [
+        (
+            program_argv("requests-before-initialize"),
+            "requests-before-initialize",
+            "sent workspace/configuration (a request) before its initialize answer, in 5 of 5"
+            " instances",
+        ),
+        (
+            program_argv("requests-before-initialize", protocol="dap"),
+            "requests-before-initialize",
+            "sent the initialized event before its initialize answer, in 3 of 3 instances",
+        ),
+        (
+            program_argv("zombie-maker", protocol="lsp", count=3),
+            "reaps-children",
+            # Three per instance; a zombie keeps only its name ([python]).
+            "15 children stayed a zombie (exited, not collected) over 1000 ms, on 5 of 5"
+            " instances; the longest: pid",
+        ),
+        (
+            program_argv("main-thread-exits", protocol="lsp"),
+            "no-leftovers",
+            "(its main thread exited; it runs on in another)",
+        ),
+    ],
+    ids=["lsp-early-request", "dap-early-event", "zombies", "main-thread-exits"],
+)
+async def test_the_new_findings_name_what_happened(
+    argv: list[str], check: str, evidence: str
+) -> None:
+    protocol_dap = "dap" in argv
+    if protocol_dap:
+        report = await check_debug_adapter(argv, bounds=FAST.scaled(1.0))
+    else:
+        report = await check_language_server(argv, bounds=FAST)
+    assert report.outcome_of(check) is Outcome.FAIL, report.table()
+    row = next(r for r in report.results if r.check == check)
+    assert evidence in row.evidence, row.evidence
+    # Nothing else fails: the program misbehaves in exactly that one way (and what follows
+    # from it: helpers left behind fail the checks that look for them).
+    follows = {"client-vanishes", "restart"} if check == "no-leftovers" else set()
+    assert set(report.failed) == {check, *follows}, report.table()
+
+
+async def test_the_vanishing_client_sends_its_own_pid_and_is_collected() -> None:
+    # A server that exits only once the client it was told about is gone: with the checker's
+    # pid (which lives on) it would never end; with the helper's, it ends once the helper dies
+    # and is collected (a zombie still answers kill(pid, 0)).
+    report = await check_language_server(fake("watch-process-id"), only=["client-vanishes"])
+    assert report.outcome_of("client-vanishes") is Outcome.PASS, report.table()
+
+
+async def test_run_in_terminal_is_served_as_an_editor_serves_it(tmp_path: Path) -> None:
+    target = tmp_path / "target.py"
+    target.write_text("import time\ntime.sleep(60)\n")
+    report = await check_debug_adapter(
+        fake("run-in-terminal", "dap"),
+        launch={"program": str(target)},
+        only=["launch", "debuggee-terminated"],
+    )
+    assert report.outcome_of("launch") is Outcome.PASS, report.table()
+    assert report.outcome_of("debuggee-terminated") is Outcome.PASS, report.table()
+
+
+BASH_LS = Path(__file__).resolve().parents[2] / ".peers" / "node" / "node_modules" / ".bin"
+
+
+@pytest.mark.skipif(
+    not (BASH_LS / "bash-language-server").exists(),
+    reason="bash-language-server is not installed (scripts/install-peers)",
+)
+async def test_bash_language_server_ends_when_its_client_vanishes() -> None:
+    # Issue 27: with the checker's own pid as processId this was a false finding.
+    report = await check_language_server(
+        [str(BASH_LS / "bash-language-server"), "start"],
+        bounds=Bounds().scaled(2.0),
+        only=["client-vanishes"],
+    )
+    assert report.outcome_of("client-vanishes") is Outcome.PASS, report.table()
 
 
 async def test_pylsp_passes_every_lsp_check() -> None:
@@ -130,6 +221,12 @@ async def test_debugpy_kills_its_debuggee_but_waits_for_stdin_eof_after_disconne
         ],
     )
     outcomes = {r.check: r.outcome for r in report.results}
+    # Its launcher exits on disconnect and stays uncollected while the adapter waits for its
+    # stdin to close (the exit-after-disconnect finding, seen from the other side).
+    assert outcomes["reaps-children"] is Outcome.FAIL, report.table()
+    assert "debugpy/launcher" in next(
+        r.evidence for r in report.results if r.check == "reaps-children"
+    )
     assert outcomes["launch"] is Outcome.PASS, report.table()
     assert outcomes["disconnect"] is Outcome.PASS, report.table()
     assert outcomes["debuggee-terminated"] is Outcome.PASS, report.table()
@@ -155,9 +252,12 @@ def test_cli_prints_json_and_exits_0_when_every_check_passes() -> None:
     assert done.returncode == 0, done.stderr
     report = json.loads(done.stdout)
     assert report["ok"] is True
+    # initialize always runs, and the checks judged over every instance always report.
     assert [r["check"] for r in report["results"]] == [
         "initialize",
+        "requests-before-initialize",
         "shutdown-exit",
+        "reaps-children",
         "no-leftovers",
         "stdout-frames",
     ]

@@ -10,11 +10,19 @@ Run as ``sys.executable tests/peers/check_fakes.py FLAW [--protocol lsp|dap]``:
     quit-when-blocked  stdout non-blocking; exit 1 as soon as a write would block: fails
                        ``client-stops-reading``
     stdout-log         print a log line on stdout before each answer: fails ``stdout-frames``
+    watch-process-id   ignore the end of stdin; exit 1 once the ``processId`` of ``initialize``
+                       is gone (polled every 100 ms with kill(pid, 0)): passes
+                       ``client-vanishes`` only when the client that dies sent its own pid
+    run-in-terminal    (DAP) launch the debuggee (``launch`` argument ``program``, run by this
+                       Python) through the ``runInTerminal`` reverse request; the ``process``
+                       event names the pid the client answered; ``disconnect`` kills it: passes
+                       ``launch`` only when the client serves runInTerminal
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import fcntl
 import os
 import signal
@@ -87,11 +95,81 @@ def stdout_log(options: argparse.Namespace) -> int:
     return tb._serve(options, hook)
 
 
+def watch_process_id(options: argparse.Namespace) -> int:
+    def watch(client: int) -> None:
+        while True:
+            try:
+                os.kill(client, 0)
+            except ProcessLookupError:
+                os._exit(1)
+            except PermissionError:
+                pass
+            time.sleep(0.1)
+
+    def hook(peer: tb.Peer, request_id: Any, method: str, message: dict[str, Any]) -> bool:
+        client = (message.get("params") or {}).get("processId")
+        if method == "initialize" and isinstance(client, int):
+            threading.Thread(target=watch, args=(client,), daemon=True).start()
+        return False
+
+    tb._serve(options, hook)
+    while True:  # the end of stdin is not the end: only the client's death is
+        time.sleep(3600)
+
+
+def run_in_terminal(options: argparse.Namespace) -> int:
+    debuggee: list[int] = []
+    launch: dict[str, Any] = {}
+
+    def hook(peer: tb.Peer, request_id: Any, method: str, message: dict[str, Any]) -> bool:
+        if method == "launch":
+            launch["id"] = request_id
+            program = (message.get("arguments") or {}).get("program")
+            peer.send_request(
+                "runInTerminal",
+                {"kind": "integrated", "cwd": os.getcwd(), "args": [sys.executable, program]},
+            )
+            return True
+        if method == "configurationDone":
+            peer.reply(request_id, method, None)
+            return True
+        if method == "disconnect":
+            for pid in debuggee:
+                with contextlib.suppress(OSError):
+                    os.kill(pid, signal.SIGKILL)
+            peer.reply(request_id, method, None)
+            os._exit(0)
+        return False
+
+    def on_message(peer: tb.Peer, message: dict[str, Any]) -> None:
+        if message.get("type") != "response" or message.get("command") != "runInTerminal":
+            return
+        body = message.get("body") or {}
+        if message.get("success") and isinstance(body.get("processId"), int):
+            debuggee.append(body["processId"])
+            peer.reply(launch["id"], "launch", None)
+            peer.notify("process", {"name": "debuggee", "systemProcessId": body["processId"]})
+        else:
+            peer.write(
+                {
+                    "type": "response",
+                    "request_seq": launch["id"],
+                    "success": False,
+                    "command": "launch",
+                    "message": f"runInTerminal failed: {message.get('message')}",
+                }
+            )
+
+    return tb._serve(options, hook, on_message)
+
+
 FLAWS = {
     "drop-cancelled": drop_cancelled,
     "orphan-helper": orphan_helper,
     "quit-when-blocked": quit_when_blocked,
     "stdout-log": stdout_log,
+    "watch-process-id": watch_process_id,
+    "run-in-terminal": run_in_terminal,
 }
 
 

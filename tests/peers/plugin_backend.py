@@ -21,7 +21,8 @@ host's writes to it block once the pipe is full), ``progress.stale`` (a progress
 ``stale`` for every earlier call's wire operationID, one ``current`` for its own, then
 answers), ``launch.resolve`` (a backend-resolved launch's answer, see its docstring),
 ``late.reply`` (blocks ``ms`` milliseconds, then reports progress and answers,
-whatever the host did meanwhile), ``last.words`` (answers ``"last"``, sends
+whatever the host did meanwhile; with ``announce`` it reports ``not reading`` first),
+``last.words`` (answers ``"last"``, sends
 ``window/logMessage`` with ``message``, writes ``last words on stderr`` to stderr and exits 5
 at once). Requests it serves outside any call, so that a session
 that negotiated nothing can be driven too: ``test/send`` (``requests`` sent at once,
@@ -202,6 +203,8 @@ def invoke(rid: object, params: Message) -> None:
         send(progress(wire, args.get("current", "current")))
         reply(rid, None)
     elif fid == "late.reply":
+        if args.get("announce"):
+            send(progress(wire, "not reading"))  # the caller knows the pause has begun
         time.sleep(args.get("ms", 0) / 1000)  # reads nothing meanwhile: the reply is late
         send(progress(wire, "late"))
         reply(rid, "late")

@@ -1072,6 +1072,29 @@ async def test_flush_waits_for_the_writer_and_fails_when_it_dies(
         assert trio.current_time() - start == pytest.approx(2.0)
 
 
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="FIONREAD on a pipe's write end")
+async def test_wait_read_by_peer_waits_until_the_pipe_is_read() -> None:
+    peer_reads, we_write = os.pipe()
+    we_read, peer_writes = os.pipe()
+    send = trio.lowlevel.FdStream(we_write)
+    receive = trio.lowlevel.FdStream(we_read)
+    try:
+        async with open_jsonrpc_endpoint(send, receive, request_handler=echo_handler) as endpoint:
+            await endpoint.notify("unread", None)
+            # Written (flush returns), but the peer has not read it: still waiting.
+            await endpoint.flush()
+            with trio.move_on_after(0.3) as waited:
+                await endpoint.wait_read_by_peer()
+            assert waited.cancelled_caught
+            data = os.read(peer_reads, 65536)
+            assert b'"unread"' in data
+            with trio.fail_after(10):
+                await endpoint.wait_read_by_peer()
+    finally:
+        os.close(peer_reads)
+        os.close(peer_writes)
+
+
 async def test_stray_text_is_logged_with_its_byte_count_only(
     caplog: pytest.LogCaptureFixture,
 ) -> None:

@@ -131,7 +131,8 @@ def start(core: Core, tmp_path: Path) -> Callable[..., Any]:
         pid_file = tmp_path / f"{scenario}.pids"
         argv = program_argv(
             scenario,
-            protocol="lsp" if scenario == "ignore-sigterm" else None,
+            # A program that is also a plain one speaks LSP when asked to.
+            protocol="lsp" if {"job", "lsp"} <= set(SCENARIOS[scenario].protocols) else None,
             pid_file=pid_file,
             count=count,
         )
@@ -224,6 +225,36 @@ async def test_ignore_sigterm__stop_ends_with_sigkill_after_the_grace(start: Any
     assert obj(result["lastExit"])["signal"] == signal.SIGKILL
     assert obj(result["lastExit"])["signalName"] == "SIGKILL"
     assert result["state"] == "stopped"  # an end during a stop is not a crash
+
+
+async def test_zombie_maker__its_zombies_are_reaped_when_it_ends(start: Any) -> None:
+    server = await start("zombie-maker", count=5)
+    await server.wait_state("ready")
+    pids = [int(line) for line in server.pid_file.read_text().split()]
+    assert len(pids) == 6  # the server and its five children, zombies while it runs
+    result = await server.stop()  # wait_gone: every zombie was collected
+    assert steps(result)[-1] == "exited"
+    assert obj(result["lastExit"])["exitCode"] == 0
+
+
+async def test_main_thread_exits__its_helpers_end_with_the_session(start: Any) -> None:
+    server = await start("main-thread-exits")
+    await server.wait_state("ready")
+    pids = [int(line) for line in server.pid_file.read_text().split()]
+    assert len(pids) == 4  # the server and three helpers
+    # Each helper runs on in a second thread although its state reads Z.
+    assert all(not gone(pid) for pid in pids)
+    result = await server.stop()  # wait_gone: the helpers, which ignore SIGTERM, were killed
+    assert obj(result["lastExit"])["exitCode"] == 0  # the server itself exits politely
+
+
+async def test_requests_before_initialize__the_early_request_is_answered(start: Any) -> None:
+    server = await start("requests-before-initialize")
+    await server.wait_state("ready")
+    op = await server.request("work")
+    assert (await server.completion(op))["result"] == {"method": "work", "params": {"n": 1}}
+    result = await server.stop()
+    assert obj(result["lastExit"])["exitCode"] == 0
 
 
 async def test_answer_after_cancel__late_answers_are_ignored(start: Any) -> None:

@@ -234,6 +234,21 @@ async def test_notification_queue_is_bounded_in_bytes_too() -> None:
         await queue.get()
 
 
+async def test_a_peeked_latest_wins_notification_still_merges() -> None:
+    # The sender peeks at the head and leaves it queued while the backend does not read.
+    queue = HostNotifications()
+    queue.put(DID_CHANGE_CONTEXTS, {"revision": 1})
+    assert await queue.peek() == DID_CHANGE_CONTEXTS
+    for revision in range(2, 31):
+        queue.put(DID_CHANGE_CONTEXTS, {"revision": revision})
+    assert len(queue) == 1
+    assert await queue.get() == (DID_CHANGE_CONTEXTS, {"revision": 30})
+    # Nothing else merges: a subscription's events each keep their sequence.
+    queue.put(NOTIFY, {"sequence": 1})
+    queue.put(NOTIFY, {"sequence": 2})
+    assert len(queue) == 2
+
+
 async def test_dispatch_table_and_policies(tmp_path: Path) -> None:
     async def handler(call: object) -> JSONValue:
         return None

@@ -27,7 +27,10 @@ if TYPE_CHECKING:
 
 BACKEND = os.path.join(os.path.dirname(__file__), "..", "..", "peers", "plugin_backend.py")
 PLUGIN = "com.example.tool"
-FUNCTIONS = {"version": 0, "functions": [{"id": "host.call"}, {"id": "seen.get"}]}
+FUNCTIONS = {
+    "version": 0,
+    "functions": [{"id": "host.call"}, {"id": "seen.get"}, {"id": "late.reply"}],
+}
 
 
 @pytest.fixture
@@ -144,6 +147,127 @@ async def test_workspace_methods_are_served_here(core: Core, tmp_path: Path) -> 
     )
     assert as_obj(old["error"])["code"] == -32011
     assert code_of(old) == "plugin.host.contextExpired"
+    await session.stop()
+
+
+async def _set_contexts(core: Core, session: Session | None, root: Path, n: int) -> int:
+    """Change the one open context (its folders) with ``workspace.setContexts``; the new
+    revision."""
+    folders: list[JSONValue] = [{"path": str(root)}]
+    folders += [{"path": "/"}] * (n % 2)
+    changed = as_obj(
+        await core.call(
+            "workspace.setContexts",
+            {"contexts": [{"contextID": "w1", "name": f"orders {n}", "folders": folders}]},
+        )
+    )
+    revision = changed["revision"]
+    assert isinstance(revision, int)
+    return revision
+
+
+async def _host_notify_contexts(core: Core, session: Session | None, root: Path, n: int) -> int:
+    """A host with its own workspace model sends the change itself (``lsp.hostNotify``)."""
+    if session is not None:
+        notified = await session.call(
+            "lsp.hostNotify",
+            method="lithe/host/workspace/didChangeContexts",
+            params={"revision": n + 1},
+        )
+        assert notified == {"delivered": True}
+    return n + 1
+
+
+#: How to make each "latest wins" host notification go out, once, by every path a change
+#: takes (plugin-contract.md "Host services": "context revisions coalesce to the latest").
+LATEST_WINS_CAUSES = {
+    "lithe/host/workspace/didChangeContexts": {
+        "setContexts": _set_contexts,
+        "hostNotify": _host_notify_contexts,
+    },
+}
+
+
+def test_every_latest_wins_notification_is_tested() -> None:
+    from supervisor._plugin._subscriptions import LATEST_WINS
+
+    assert set(LATEST_WINS_CAUSES) == LATEST_WINS
+
+
+@pytest.mark.parametrize(
+    ("method", "path"),
+    [(method, path) for method, paths in sorted(LATEST_WINS_CAUSES.items()) for path in paths],
+)
+async def test_latest_wins_notifications_merge_while_the_backend_does_not_read(
+    core: Core, tmp_path: Path, method: str, path: str
+) -> None:
+    root = tmp_path / "orders"
+    root.mkdir()
+    cause = LATEST_WINS_CAUSES[method][path]
+    await _set_contexts(core, None, root, 0)
+    session = await backend(core, tmp_path, ["workspace"])
+    # The backend stops reading for 3 s, and says so first.
+    op = (
+        await session.call(
+            "lsp.functionRequest",
+            function={"pluginID": PLUGIN, "functionID": "late.reply"},
+            params={"ms": 3000, "announce": True},
+        )
+    )["operationId"]
+    assert isinstance(op, str)
+    await session.wait_for(lambda e: e["event"] == "requestProgress" and e["operationId"] == op)
+    latest = 0
+    for n in range(1, 31):
+        latest = await cause(core, session, root, n)
+        await trio.sleep(0.02)  # the changes come apart: the sender runs between them
+    await session.completed(op)
+    with trio.fail_after(20):
+        while True:
+            notes = await backend_notifications(session, method, 1)
+            if notes[-1]["params"] == {"revision": latest}:
+                break
+            await trio.sleep(0.05)
+    # The one written before the pause (the pipe took it), then only the latest.
+    assert len(notes) <= 2, notes
+    await session.stop()
+
+
+async def test_what_follows_a_held_host_notification_is_written_after_it(
+    core: Core, tmp_path: Path
+) -> None:
+    """The order rule with a merging queue: a notification of the caller's own sent after
+    ``lsp.hostNotify`` on the same session goes out after the held ``didChangeContexts``."""
+    session = await backend(core, tmp_path, ["workspace"])
+    op = (
+        await session.call(
+            "lsp.functionRequest",
+            function={"pluginID": PLUGIN, "functionID": "late.reply"},
+            params={"ms": 2000, "announce": True},
+        )
+    )["operationId"]
+    assert isinstance(op, str)
+    await session.wait_for(lambda e: e["event"] == "requestProgress" and e["operationId"] == op)
+    for n in range(1, 6):
+        await _host_notify_contexts(core, session, tmp_path, n)
+    sent = await session.call("lsp.notify", method="custom/after", params={})
+    assert sent == {"delivered": True}
+    await session.completed(op)
+    method = "lithe/host/workspace/didChangeContexts"
+    op = (
+        await session.call(
+            "lsp.functionRequest", function={"pluginID": PLUGIN, "functionID": "seen.get"}
+        )
+    )["operationId"]
+    assert isinstance(op, str)
+    seen = as_obj(as_obj((await session.completed(op))["result"])["value"])
+    arrivals = seen["arrivals"]
+    assert isinstance(arrivals, list)
+    order = [a for a in arrivals if isinstance(a, str) and a.startswith((method, "custom/"))]
+    assert order[-1] == "custom/after None", order
+    notifications = seen["notifications"]
+    assert isinstance(notifications, list)
+    contexts = [as_obj(n) for n in notifications if as_obj(n)["method"] == method]
+    assert contexts[-1]["params"] == {"revision": 6}
     await session.stop()
 
 
