@@ -35,10 +35,10 @@ Modes:
   sends ``continued``, ``breakpoint``, ``thread`` and ``exited`` events.
 - ``record-plain``: the same, but without function breakpoints, ``configurationDone``
   (so nothing stops by itself) or exception filters.
-- ``record-early``: as ``record``, but sends ``initialized`` *before* its ``initialize``
-  response (as netcoredbg and hxcpp-debugger do), 200 ms after the request (so a launch
-  sent meanwhile waits at the client), and answers ``launch``/``attach`` only after
-  ``configurationDone`` (as debugpy does).
+- ``record-early [GATE]``: as ``record``, but sends ``initialized`` *before* its
+  ``initialize`` response (as netcoredbg and hxcpp-debugger do) -- with GATE, once that file
+  exists (so a test can have a launch wait at the client first) -- and answers
+  ``launch``/``attach`` only after ``configurationDone`` (as debugpy does).
 - ``record-twice``: as ``record``, but sends ``initialized`` twice when launched.
 - ``record-child``: as ``record``; once configured after a ``launch`` it also asks for a
   child session (``startDebugging``, ``request: "attach"``); the child's adapter (the same
@@ -154,7 +154,10 @@ def serve_recorded(
     if command == "initialize":
         plain = mode == "record-plain"
         if mode == "record-early":
-            time.sleep(0.2)
+            gate = sys.argv[2] if len(sys.argv) > 2 else None
+            deadline = time.monotonic() + 60
+            while gate is not None and not os.path.exists(gate) and time.monotonic() < deadline:
+                time.sleep(0.01)
             peer.event("initialized")
         peer.respond(message, RECORD_PLAIN_CAPABILITIES if plain else RECORD_CAPABILITIES)
     elif command in ("launch", "attach") and mode == "record-early":

@@ -13,6 +13,8 @@ from __future__ import annotations
 import sys
 from typing import TYPE_CHECKING
 
+from trio.testing import wait_all_tasks_blocked
+
 from tests._procfs import runs_no_more
 from tests.supervisor.dap.test_recorded_requests import (
     commands,
@@ -23,6 +25,7 @@ from tests.supervisor.dap.test_recorded_requests import (
 from tests.supervisor.dap.test_sessions import FAKE, Events, create, result_of
 
 if TYPE_CHECKING:
+    from pathlib import Path
     from typing import Any
 
     from protocol import JSONObject
@@ -40,6 +43,12 @@ CONFIGURATION = [
 ]
 
 
+async def session_of(core: Core, session_id: str) -> JSONObject:
+    listed = await core.call("debug.listSessions", {})
+    assert isinstance(listed, list)
+    return next(s for s in listed if isinstance(s, dict) and s["sessionId"] == session_id)
+
+
 def assert_configured_once(requests: list[Any], filters: list[str]) -> None:
     """The configuration came once, right after ``initialize`` and ``launch``/``attach``,
     with the given exception filters, the function breakpoint and both sources in path
@@ -54,14 +63,15 @@ def assert_configured_once(requests: list[Any], filters: list[str]) -> None:
 
 
 async def test_adapter_sending_initialized_before_its_response_is_configured_once(
-    core: Core,
+    core: Core, tmp_path: Path
 ) -> None:
     """netcoredbg and hxcpp-debugger send ``initialized`` before the ``initialize``
     response; this fake also answers ``launch`` only after ``configurationDone`` (as
     debugpy does). The launch, accepted before the response, is held until it and goes
     first; then the configuration, from the capabilities, once."""
+    gate = tmp_path / "answer-initialize"
     session_id, adapter_pid = await create(
-        core, {"executable": PY, "arguments": [FAKE, "record-early"]}
+        core, {"executable": PY, "arguments": [FAKE, "record-early", str(gate)]}
     )
     sid: JSONObject = {"sessionId": session_id}
     events = Events(core, session_id)
@@ -70,8 +80,13 @@ async def test_adapter_sending_initialized_before_its_response_is_configured_onc
         "debug.setExceptionBreakpoints", {**sid, "filters": [{"filterId": "raised"}]}
     )
     assert result_of(chosen)["sent"] is False
-    launched = await core.call("debug.launch", {**sid, "configuration": {"name": "Early"}})
-    assert result_of(launched) == {"requestKind": "launch"}
+    launch = core.submit("debug.launch", {**sid, "configuration": {"name": "Early"}})
+    await wait_all_tasks_blocked()
+    # The launch waits for the initialize response.
+    held = await session_of(core, session_id)
+    assert (held["state"], held["requestKind"]) == ("initializing", "launch")
+    gate.touch()
+    assert result_of(await launch.result()) == {"requestKind": "launch"}
     await events.next("stopped")  # the fake stops thread 1 on configurationDone
     requests = await received(core, sid)
     assert commands(requests)[:2] == ["initialize", "launch"]
@@ -94,13 +109,14 @@ async def test_adapter_sending_initialized_before_its_response_is_configured_onc
 
 
 async def test_a_set_pipelined_behind_a_held_launch_follows_the_configuration(
-    core: Core,
+    core: Core, tmp_path: Path
 ) -> None:
     """``debug.launch`` then ``debug.setBreakpoints``, sent without waiting: the launch is
     held for the ``initialize`` response, the configuration begins as soon as it is sent,
     and the set, arriving while the configuration is sent, goes once right after it."""
+    gate = tmp_path / "answer-initialize"
     session_id, adapter_pid = await create(
-        core, {"executable": PY, "arguments": [FAKE, "record-early"]}
+        core, {"executable": PY, "arguments": [FAKE, "record-early", str(gate)]}
     )
     sid: JSONObject = {"sessionId": session_id}
     events = Events(core, session_id)
@@ -109,6 +125,8 @@ async def test_a_set_pipelined_behind_a_held_launch_follows_the_configuration(
     change = core.submit(
         "debug.setBreakpoints", {**sid, "path": "/z/last.py", "breakpoints": [{"line": 9}]}
     )
+    await wait_all_tasks_blocked()  # the launch is held, the set waits behind it
+    gate.touch()
     await launch.result()
     assert result_of(await change.result())["sent"] is True
     await events.next("stopped")
@@ -160,10 +178,7 @@ async def test_a_child_session_is_configured_once_and_its_parent_not_again(core:
     parent_requests = await received(core, sid)
     assert commands(parent_requests) == ["initialize", "launch", *CONFIGURATION]
     assert_configured_once(parent_requests, ["uncaught"])
-    listed = await core.call("debug.listSessions", {})
-    assert isinstance(listed, list)
-    pids = {s["sessionId"]: s["adapterPid"] for s in listed if isinstance(s, dict)}
-    child_pid = pids[child["sessionId"]]
+    child_pid = (await session_of(core, str(child["sessionId"])))["adapterPid"]
     assert isinstance(child_pid, int)
     # One stop ends both, the child's adapter too.
     await disconnect(core, sid, adapter_pid)
