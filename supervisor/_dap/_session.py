@@ -1221,9 +1221,9 @@ class DebugSession(SessionResource[JSONObject]):
         self._wake()
 
     async def _may_send_set(self, supported: bool) -> bool:
-        """Whether a replaced set goes to the adapter now: kept for the configuration before
-        it began (then sent as part of it), sent once it was sent when it is being sent, sent
-        directly after it -- and never when the adapter does not support it."""
+        """Whether a replaced set goes to the adapter: not before the configuration began
+        (it is sent as part of it), right after it while it is being sent, directly once it
+        was sent; never when the adapter does not support it."""
         sequence = self.lifecycle.configuration
         action = sequence.set_action
         if action is SetAction.RECORD or not supported:
