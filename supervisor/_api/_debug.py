@@ -339,8 +339,9 @@ class DebugCapabilities(_DebugEvent, tag="capabilities", kw_only=True):
 
 
 class DebugInitialized(_DebugEvent, tag="initialized", kw_only=True):
-    """The adapter sent DAP ``initialized``: the session sends the breakpoints it keeps and
-    ``configurationDone``."""
+    """The adapter sent DAP ``initialized``: once its ``initialize`` answer came too (in
+    either order), the session sends the exception filters and breakpoints it keeps and
+    ``configurationDone``, once."""
 
 
 class DebugStopped(_DebugEvent, tag="stopped", kw_only=True):

@@ -14,6 +14,19 @@ bounded ring whose last lines go into the crash detail) and, for TCP transports,
 an exit watcher, and short tasks for configuration and reverse requests. Each operation runs
 in the caller's task inside its own cancel scope.
 
+Configuration (DAP "initialized" event, "Debug session start"; core-api.md
+``debug.setBreakpoints``): once the ``initialize`` response and the adapter's ``initialized``
+event both came, in either order (netcoredbg and hxcpp-debugger send the event first;
+:class:`~._state.ConfigurationSequence`), the session sends, each once and each after the
+previous one's answer: the exception filters, function and data breakpoints, every source's
+breakpoints in path order, then ``configurationDone`` when supported (without it,
+``setExceptionBreakpoints`` comes last: :func:`~._state.configuration_requests`). A
+``launch``/``attach`` accepted before the ``initialize`` response is held until it and goes
+before the configuration when both may go; its answer may come after ``configurationDone``
+(debugpy). A breakpoint or filter set made before the configuration began is part of it
+(answer ``sent: false``); one made while it is sent goes right after it; later ones go
+directly. A second ``initialized`` event changes nothing.
+
 Exactly once: an operation is registered before its request is written; whoever finishes it
 first (the response, ``debug.cancelOperation``, its deadline, the caller's cancellation, or
 the end of the session) emits its one ``operationCompleted`` / ``operationFailed`` event, and
@@ -114,16 +127,19 @@ from .._terminal._pty import EndBounds, TerminalProcess
 from .._terminal._render import RetainedDisplay
 from ._state import (
     RESUMING,
+    ConfigurationInput,
+    ConfigurationRequest,
+    ConfigurationState,
     DataBreakpoint,
     DebugInput,
     DebugLifecycle,
     DebugState,
     ExceptionFilter,
     FunctionBreakpoint,
+    SetAction,
     SourceBreakpoint,
     check_execute,
     data_breakpoints_arguments,
-    default_exception_filters,
     exception_breakpoints_arguments,
     function_breakpoints_arguments,
     normalize_capabilities,
@@ -374,7 +390,9 @@ class DebugSession(SessionResource[JSONObject]):
         self._terminal_requests: dict[str, _TerminalRequest] = {}
         self._terminals: list[TerminalProcess] = []
         self._initialize_answered = trio.Event()
-        self._configured = False
+        #: Set (and replaced) whenever something a held operation waits for happened: the
+        #: initialize response, a step of the configuration, the end of the transport.
+        self._progress = trio.Event()
         self._stop_count = 0
         self._transport_done = trio.Event()
         self._end_reason = "adapterExited"
@@ -591,6 +609,7 @@ class DebugSession(SessionResource[JSONObject]):
         self._end_reason = "internal"
         if not self._transport_done.is_set():
             self._transport_done.set()
+            self._wake()
 
     async def _open_transport(self) -> None:
         spec = self.spec
@@ -773,6 +792,7 @@ class DebugSession(SessionResource[JSONObject]):
             if not self._disconnect_started:
                 self._end_reason = reason
             self._transport_done.set()
+            self._wake()
 
     async def _watch_exit(self, tree: ProcessTree) -> None:
         await tree.wait()
@@ -807,8 +827,15 @@ class DebugSession(SessionResource[JSONObject]):
             raise _SessionEnded from None
 
     async def _request(
-        self, command: str, arguments: JSONValue = None, operation: _Operation | None = None
+        self,
+        command: str,
+        arguments: JSONValue = None,
+        operation: _Operation | None = None,
+        *,
+        queued: Callable[[], None] | None = None,
     ) -> DAPResponse:
+        """Send one request and wait for its answer; ``queued`` is called once its frame is
+        in the writer's queue (before anything queued later)."""
         if self._transport_done.is_set():
             raise _SessionEnded
         seq, frame = self._conn.request(command, arguments)
@@ -822,6 +849,8 @@ class DebugSession(SessionResource[JSONObject]):
             # own while this one waits for its response (docs/architecture.md "The order
             # rule").
             effect_taken()
+            if queued is not None:
+                queued()
             await pending.done.wait()
         finally:
             # Removing the entry is what makes a late response harmless.
@@ -1127,22 +1156,37 @@ class DebugSession(SessionResource[JSONObject]):
         self._move(DebugInput.RECV_INITIALIZE_RESPONSE)
         self._emit("capabilities", {"capabilities": self.capabilities})
         self._initialize_answered.set()
+        self._wake()
+        self._configuration_input(ConfigurationInput.RECV_INITIALIZE_RESPONSE)
 
     async def start(self, kind: str, configuration: JSONObject, operation: _Operation) -> JSONValue:
-        """``debug.launch`` / ``debug.attach``: sent once ``initialize`` is answered."""
+        """``debug.launch`` / ``debug.attach``: held until ``initialize`` is answered.
+
+        Its request goes before the configuration when both may go at once (the adapter sent
+        ``initialized`` before its ``initialize`` response); its answer may come after
+        ``configurationDone`` (debugpy), so only its request, not its answer, holds the
+        configuration back.
+        """
         if self.lifecycle.request_kind is not None:
             raise CoreError("invalid_request", "The debug session was already launched or attached")
         self.lifecycle.request_kind = kind
+        sequence = self.lifecycle.configuration
+        sequence.start_held = True
         try:
-            await self._wait_initialize_answered()
+            await self._wait_until(self._initialize_answered.is_set)
             self._move(DebugInput.SEND_START)
-            response = await self._request(kind, configuration, operation)
+            response = await self._request(
+                kind, configuration, operation, queued=self._start_queued
+            )
         except BaseException:
             if self.state in (DebugState.READY, DebugState.STARTING, DebugState.INITIALIZING):
                 self.lifecycle.request_kind = None
                 if self.state is DebugState.STARTING:
                     self._move(DebugInput.RECV_START_FAILED)
             raise
+        finally:
+            # Queued, refused, cancelled or ended: the configuration waits no more.
+            self._start_queued()
         if not response.success:
             self.lifecycle.request_kind = None
             self._move(DebugInput.RECV_START_FAILED)
@@ -1150,68 +1194,95 @@ class DebugSession(SessionResource[JSONObject]):
         self._move(DebugInput.RECV_START_RESPONSE)
         return {"requestKind": kind}
 
-    async def _wait_initialize_answered(self) -> None:
-        if self._initialize_answered.is_set():
+    def _start_queued(self) -> None:
+        sequence = self.lifecycle.configuration
+        if sequence.start_held:
+            sequence.start_held = False
+            self._configuration_moved()
+
+    def _wake(self) -> None:
+        self._progress.set()
+        self._progress = trio.Event()
+
+    async def _wait_until(self, ready: Callable[[], bool]) -> None:
+        """Return once ``ready()`` holds.
+
+        Raises:
+            _SessionEnded: the session's transport ended first.
+        """
+        while not ready():
+            if self._transport_done.is_set():
+                raise _SessionEnded
+            await self._progress.wait()
+
+    def _configuration_input(self, event: ConfigurationInput) -> None:
+        if self.lifecycle.configuration.handle(event):
+            self._configuration_moved()
+
+    def _configuration_moved(self) -> None:
+        """Begin the configuration when it is due (once: :class:`ConfigurationSequence`).
+
+        Its requests are planned here, synchronously, from the sets recorded so far, so a
+        set recorded before is part of it and one made later waits for it.
+        """
+        self._wake()
+        sequence = self.lifecycle.configuration
+        if not sequence.due or self._nursery is None or self._transport_done.is_set():
             return
-        async with trio.open_nursery() as nursery:
+        if self._ending():
+            return
+        plan = sequence.begin(
+            self.capabilities or {},
+            exception_filters=self.exception_filters,
+            function_breakpoints=self.function_breakpoints,
+            data_breakpoints=self.data_breakpoints,
+            source_breakpoints=self.source_breakpoints,
+        )
+        self._nursery.start_soon(self._contained, functools.partial(self._configure, plan))
 
-            async def watch_end() -> None:
-                await self._transport_done.wait()
-                nursery.cancel_scope.cancel()
-
-            async def wait_answer() -> None:
-                await self._initialize_answered.wait()
-                nursery.cancel_scope.cancel()
-
-            nursery.start_soon(watch_end)
-            nursery.start_soon(wait_answer)
-        if not self._initialize_answered.is_set():
-            raise _SessionEnded
-
-    async def _configure(self) -> None:
-        """On the adapter's ``initialized``: exception filters, function breakpoints, source
-        breakpoints (path order), then ``configurationDone`` when supported."""
-        self._configured = True
-        caps = self.capabilities or {}
+    async def _configure(self, plan: tuple[ConfigurationRequest, ...]) -> None:
+        """Send the configuration's requests, each after the previous one's answer (an
+        adapter's refusal of one does not stop the others); the sets that waited for it go
+        once its last request is queued."""
         fault_point("dap.configure")
         try:
-            filters = self.exception_filters
-            if filters is None:
-                filters = default_exception_filters(caps)
-            if caps.get("exceptionBreakpointFilters"):
+            for index, request in enumerate(plan):
+                last = index == len(plan) - 1
                 await self._request(
-                    "setExceptionBreakpoints", exception_breakpoints_arguments(filters, caps)
+                    request.command,
+                    request.arguments,
+                    queued=self._configuration_finished if last else None,
                 )
-            if caps.get("supportsFunctionBreakpoints") and self.function_breakpoints:
-                await self._request(
-                    "setFunctionBreakpoints",
-                    function_breakpoints_arguments(self.function_breakpoints, caps),
-                )
-            if caps.get("supportsDataBreakpoints") and self.data_breakpoints:
-                await self._request(
-                    "setDataBreakpoints",
-                    data_breakpoints_arguments(self.data_breakpoints, caps),
-                )
-            for path in sorted(self.source_breakpoints):
-                await self._request(
-                    "setBreakpoints",
-                    source_breakpoints_arguments(path, self.source_breakpoints[path], caps),
-                )
-            if caps.get("supportsConfigurationDoneRequest"):
-                await self._request("configurationDone")
         except _SessionEnded:
             return
+
+    def _configuration_finished(self) -> None:
+        self.lifecycle.configuration.finish()
+        self._wake()
+
+    async def _may_send_set(self, supported: bool) -> bool:
+        """Whether a replaced set goes to the adapter: not before the configuration began
+        (it is sent as part of it), right after it while it is being sent, directly once it
+        was sent; never when the adapter does not support it."""
+        sequence = self.lifecycle.configuration
+        action = sequence.set_action
+        if action is SetAction.RECORD or not supported:
+            return False
+        if action is SetAction.WAIT:
+            await self._wait_until(lambda: sequence.state is ConfigurationState.CONFIGURED)
+        return True
 
     async def set_source_breakpoints(
         self, path: str, breakpoints: tuple[SourceBreakpoint, ...], operation: _Operation
     ) -> JSONValue:
-        """Replace one source's set; send it now when configuration has begun."""
+        """Replace one source's set; kept for the configuration until it was sent, then
+        sent directly (:meth:`_may_send_set`)."""
         if breakpoints:
             self.source_breakpoints[path] = breakpoints
         else:
             self.source_breakpoints.pop(path, None)
         wire: list[JSONValue] = [bp.to_wire() for bp in breakpoints]
-        if not self._configured:
+        if not await self._may_send_set(supported=True):
             return {"path": path, "breakpoints": wire, "sent": False}
         caps = self.capabilities or {}
         response = await self._request(
@@ -1272,9 +1343,10 @@ class DebugSession(SessionResource[JSONObject]):
         arguments: Callable[[], JSONObject],
         operation: _Operation,
     ) -> JSONValue:
-        """Send a replaced set to the adapter once configured and when it supports it; the
-        answer says whether it was sent (a set kept for later is sent at configuration)."""
-        if not self._configured or not supported:
+        """Send a replaced set to the adapter when it supports it and the configuration
+        allows (:meth:`_may_send_set`); the answer says whether it was sent (a set kept for
+        later is sent with the configuration)."""
+        if not await self._may_send_set(supported):
             return {key: wire, "sent": False}
         response = await self._request(command, arguments(), operation)
         if not response.success:
@@ -1411,8 +1483,7 @@ class DebugSession(SessionResource[JSONObject]):
         name = message.event
         if name == "initialized":
             self._emit("initialized")
-            if not self._configured and self._nursery is not None:
-                self._nursery.start_soon(self._contained, self._configure)
+            self._configuration_input(ConfigurationInput.RECV_INITIALIZED)
         elif name == "stopped":
             self._stop_count += 1
             thread = _int(body.get("threadId"))

@@ -14,6 +14,12 @@ that means a bug of ours. Remote inputs (the adapter's events) that the table la
 current state are ignored: an adapter that sends ``stopped`` while we are already
 disconnecting must not break the session.
 
+The configuration (DAP "initialized" event and "Debug session start") has a table of its own,
+:class:`ConfigurationSequence`, beside the session's: it is due once *both* the
+``initialize`` response and the ``initialized`` event came, in either order (netcoredbg and
+hxcpp-debugger send the event before the response), and it is sent exactly once
+(:func:`configuration_requests` is its content and order).
+
 Breakpoint sets follow core-api.md: the complete set is replaced on every call, kept sorted
 and de-duplicated, disabled entries are kept but never sent, and only the fields the
 adapter's capabilities allow are sent.
@@ -25,7 +31,7 @@ import enum
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Final
 
-from protocol import CoreError, StateMachine
+from protocol import CoreError, ErrorCode, LocalProtocolError, StateMachine
 
 from .._core._payload import check_fields
 
@@ -36,14 +42,20 @@ if TYPE_CHECKING:
 
 __all__ = (
     "CAPABILITY_FLAGS",
+    "ConfigurationInput",
+    "ConfigurationRequest",
+    "ConfigurationSequence",
+    "ConfigurationState",
     "DataBreakpoint",
     "DebugInput",
     "DebugLifecycle",
     "DebugState",
     "ExceptionFilter",
     "FunctionBreakpoint",
+    "SetAction",
     "SourceBreakpoint",
     "check_execute",
+    "configuration_requests",
     "data_breakpoints_arguments",
     "exception_breakpoints_arguments",
     "function_breakpoints_arguments",
@@ -138,6 +150,7 @@ class DebugLifecycle:
     Attributes:
         state: The current :class:`DebugState`.
         request_kind: ``"launch"`` or ``"attach"`` once one was accepted, else None.
+        configuration: The session's :class:`ConfigurationSequence`.
         selected_thread: The thread of the last ``stopped`` event (None before any stop and
             after ``continued`` for all threads); stepping needs one.
         terminate_override: The ``terminateDebuggee`` a child session (DAP
@@ -155,6 +168,8 @@ class DebugLifecycle:
         self.request_kind: str | None = None
         self.selected_thread: int | None = None
         self.terminate_override: bool | None = None
+        #: The session's configuration, a table of its own (it runs beside launch/attach).
+        self.configuration = ConfigurationSequence()
 
     @property
     def state(self) -> DebugState:
@@ -577,6 +592,216 @@ def data_breakpoints_arguments(
             out["hitCondition"] = bp.hit_condition
         sent.append(out)
     return {"breakpoints": sent}
+
+
+# -- configuration ---------------------------------------------------------------------------
+
+
+class ConfigurationState(enum.StrEnum):
+    """Where a session's DAP configuration is.
+
+    DAP, "initialized" event: the client configures (breakpoints, exception filters,
+    ``configurationDone``) once the adapter sent the event, "but not before the initialize
+    request has finished"; an adapter that sends the event first is answered as if it came
+    second.
+    """
+
+    #: Neither the ``initialize`` response nor the ``initialized`` event has come.
+    AWAITING_BOTH = "awaitingBoth"
+    #: The ``initialize`` response came (capabilities known); the event has not.
+    AWAITING_EVENT = "awaitingEvent"
+    #: The ``initialized`` event came before the ``initialize`` response.
+    AWAITING_RESPONSE = "awaitingResponse"
+    #: Both came: the configuration may begin (once no ``launch``/``attach`` is held).
+    DUE = "due"
+    #: The configuration requests are being sent, one after the other's answer.
+    CONFIGURING = "configuring"
+    #: Its last request (``configurationDone`` when supported) is queued to the adapter.
+    CONFIGURED = "configured"
+
+
+class ConfigurationInput(enum.Enum):
+    """What moves a configuration: ``RECV_*`` are the adapter's, ``SEND_*`` ours."""
+
+    RECV_INITIALIZE_RESPONSE = "recv_initialize_response"
+    RECV_INITIALIZED = "recv_initialized"
+    #: The configuration begins (its requests are planned from the sets recorded so far).
+    SEND_CONFIGURATION = "send_configuration"
+    #: Its last request was queued.
+    SEND_CONFIGURATION_DONE = "send_configuration_done"
+
+
+_C = ConfigurationState
+_CI = ConfigurationInput
+#: A second ``initialized`` event (or one after the configuration) is a remote input the table
+#: lacks: ignored, so a session is configured once.
+_CONFIGURATION_TRANSITIONS: Final[
+    dict[tuple[ConfigurationState, ConfigurationInput], ConfigurationState]
+] = {
+    (_C.AWAITING_BOTH, _CI.RECV_INITIALIZE_RESPONSE): _C.AWAITING_EVENT,
+    (_C.AWAITING_BOTH, _CI.RECV_INITIALIZED): _C.AWAITING_RESPONSE,
+    (_C.AWAITING_EVENT, _CI.RECV_INITIALIZED): _C.DUE,
+    (_C.AWAITING_RESPONSE, _CI.RECV_INITIALIZE_RESPONSE): _C.DUE,
+    (_C.DUE, _CI.SEND_CONFIGURATION): _C.CONFIGURING,
+    (_C.CONFIGURING, _CI.SEND_CONFIGURATION_DONE): _C.CONFIGURED,
+}
+_CONFIGURATION_LOCAL: Final = frozenset({_CI.SEND_CONFIGURATION, _CI.SEND_CONFIGURATION_DONE})
+
+
+class SetAction(enum.Enum):
+    """What a ``debug.set*Breakpoints`` / ``debug.setExceptionBreakpoints`` does now."""
+
+    #: Before the configuration began: kept, and sent as part of it (answer ``sent: false``).
+    RECORD = "record"
+    #: While the configuration is sent: sent directly once it is (its own sets went first).
+    WAIT = "wait"
+    #: After the configuration: sent directly.
+    SEND = "send"
+
+
+@dataclass(frozen=True)
+class ConfigurationRequest:
+    """One request of the configuration: the DAP command and its arguments."""
+
+    command: str
+    arguments: JSONObject | None = None
+
+
+def configuration_requests(
+    capabilities: JSONObject,
+    *,
+    exception_filters: tuple[ExceptionFilter, ...] | None,
+    function_breakpoints: tuple[FunctionBreakpoint, ...],
+    data_breakpoints: tuple[DataBreakpoint, ...],
+    source_breakpoints: dict[str, tuple[SourceBreakpoint, ...]],
+) -> tuple[ConfigurationRequest, ...]:
+    """The configuration's requests, in the order they are sent, each once.
+
+    core-api.md: the exception filters (the client's selection, else the adapter's
+    ``default: true`` filters) when the adapter declared ``exceptionBreakpointFilters``;
+    ``setFunctionBreakpoints`` with ``supportsFunctionBreakpoints`` and a set;
+    ``setDataBreakpoints`` with ``supportsDataBreakpoints`` and a set; ``setBreakpoints`` for
+    every source in path order; ``configurationDone`` with
+    ``supportsConfigurationDoneRequest``.
+
+    Without ``supportsConfigurationDoneRequest``, DAP ("initialized" event) has the client
+    send ``setExceptionBreakpoints`` anyway, and older adapters take it as the end of the
+    configuration: it then comes last, after the breakpoints (an empty ``filters`` when
+    the adapter declared none).
+    """
+    filters = exception_filters
+    if filters is None:
+        filters = default_exception_filters(capabilities)
+    done = bool(capabilities.get("supportsConfigurationDoneRequest"))
+    exceptions = ConfigurationRequest(
+        "setExceptionBreakpoints", exception_breakpoints_arguments(filters, capabilities)
+    )
+    out: list[ConfigurationRequest] = []
+    if done and capabilities.get("exceptionBreakpointFilters"):
+        out.append(exceptions)
+    if capabilities.get("supportsFunctionBreakpoints") and function_breakpoints:
+        arguments = function_breakpoints_arguments(function_breakpoints, capabilities)
+        out.append(ConfigurationRequest("setFunctionBreakpoints", arguments))
+    if capabilities.get("supportsDataBreakpoints") and data_breakpoints:
+        arguments = data_breakpoints_arguments(data_breakpoints, capabilities)
+        out.append(ConfigurationRequest("setDataBreakpoints", arguments))
+    for path in sorted(source_breakpoints):
+        arguments = source_breakpoints_arguments(path, source_breakpoints[path], capabilities)
+        out.append(ConfigurationRequest("setBreakpoints", arguments))
+    out.append(ConfigurationRequest("configurationDone") if done else exceptions)
+    return tuple(out)
+
+
+class ConfigurationSequence:
+    """A debug session's DAP configuration as a transition table (pure).
+
+    It is *due* once the ``initialize`` response and the ``initialized`` event both came
+    (either order) and no ``launch``/``attach`` is held: one accepted before the
+    ``initialize`` response is sent first, then the configuration, so the adapter sees
+    them in the order the client gave them. It begins once
+    (:meth:`begin`, which plans its requests from the sets recorded so far) and ends once
+    its last request is queued (:meth:`finish`); a second ``initialized`` event changes
+    nothing.
+
+    Attributes:
+        start_held: A ``launch``/``attach`` was accepted and its request is not queued yet.
+    """
+
+    def __init__(self) -> None:
+        self._machine = StateMachine(
+            _CONFIGURATION_TRANSITIONS,
+            ConfigurationState.AWAITING_BOTH,
+            local_inputs=_CONFIGURATION_LOCAL,
+            name="debug configuration",
+        )
+        self.start_held = False
+
+    @property
+    def state(self) -> ConfigurationState:
+        """The current :class:`ConfigurationState`."""
+        return self._machine.state
+
+    def handle(self, event: ConfigurationInput) -> bool:
+        """Apply an adapter's input (``RECV_*``).
+
+        Returns:
+            True when the state changed (a repeated input changes nothing).
+
+        Raises:
+            LocalProtocolError: ``event`` is one of ours and not allowed now.
+        """
+        return self._machine.process(event)
+
+    @property
+    def due(self) -> bool:
+        """Whether the configuration may begin now."""
+        return self.state is ConfigurationState.DUE and not self.start_held
+
+    @property
+    def set_action(self) -> SetAction:
+        """What a breakpoint or exception filter set does now (:class:`SetAction`)."""
+        if self.state is ConfigurationState.CONFIGURED:
+            return SetAction.SEND
+        if self.state is ConfigurationState.CONFIGURING:
+            return SetAction.WAIT
+        return SetAction.RECORD
+
+    def begin(
+        self,
+        capabilities: JSONObject,
+        *,
+        exception_filters: tuple[ExceptionFilter, ...] | None,
+        function_breakpoints: tuple[FunctionBreakpoint, ...],
+        data_breakpoints: tuple[DataBreakpoint, ...],
+        source_breakpoints: dict[str, tuple[SourceBreakpoint, ...]],
+    ) -> tuple[ConfigurationRequest, ...]:
+        """Begin the configuration: its requests (:func:`configuration_requests`), from the
+        sets recorded until now.
+
+        Raises:
+            LocalProtocolError: it is not due (begun already, or a start is held).
+        """
+        if self.start_held:
+            raise LocalProtocolError(
+                "the configuration waits for the held launch or attach",
+                error_code=ErrorCode.INVALID_REQUEST,
+            )
+        self._machine.process(ConfigurationInput.SEND_CONFIGURATION)
+        return configuration_requests(
+            capabilities,
+            exception_filters=exception_filters,
+            function_breakpoints=function_breakpoints,
+            data_breakpoints=data_breakpoints,
+            source_breakpoints=source_breakpoints,
+        )
+
+    def finish(self) -> None:
+        """The configuration's last request was queued.
+
+        Raises:
+            LocalProtocolError: it was not begun, or finished already.
+        """
+        self._machine.process(ConfigurationInput.SEND_CONFIGURATION_DONE)
 
 
 # -- execute ---------------------------------------------------------------------------------

@@ -35,6 +35,14 @@ Modes:
   sends ``continued``, ``breakpoint``, ``thread`` and ``exited`` events.
 - ``record-plain``: the same, but without function breakpoints, ``configurationDone``
   (so nothing stops by itself) or exception filters.
+- ``record-early [GATE]``: as ``record``, but sends ``initialized`` *before* its
+  ``initialize`` response (as netcoredbg and hxcpp-debugger do) -- with GATE, once that file
+  exists (so a test can have a launch wait at the client first) -- and answers
+  ``launch``/``attach`` only after ``configurationDone`` (as debugpy does).
+- ``record-twice``: as ``record``, but sends ``initialized`` twice when launched.
+- ``record-child``: as ``record``; once configured after a ``launch`` it also asks for a
+  child session (``startDebugging``, ``request: "attach"``); the child's adapter (the same
+  program, attached) does not.
 - ``say-and-exit``: on launch, answers it, writes an ``output`` event ("last words") and a
   stderr line ("last stderr line"), and exits 0 at once: nothing it wrote may be lost.
 """
@@ -132,16 +140,46 @@ RECORDED_EVENTS: list[tuple[str, dict[str, Any]]] = [
 ]
 
 
-def serve_recorded(peer: Peer, message: dict[str, Any], recorded: list[Any]) -> bool:
-    """The ``record`` modes' own answers; False for a request answered as in ``normal``."""
+def serve_recorded(
+    peer: Peer, message: dict[str, Any], recorded: list[Any], held: dict[str, Any]
+) -> bool:
+    """The ``record`` modes' own answers; False for a request answered as in ``normal``.
+
+    ``held`` keeps what a mode holds between requests: ``start`` (a launch or attach not
+    answered yet), ``configured``, ``launched``.
+    """
+    mode = sys.argv[1]
     command = message["command"]
     expression = (message.get("arguments") or {}).get("expression")
     if command == "initialize":
-        plain = sys.argv[1] == "record-plain"
+        plain = mode == "record-plain"
+        if mode == "record-early":
+            gate = sys.argv[2] if len(sys.argv) > 2 else None
+            deadline = time.monotonic() + 60
+            while gate is not None and not os.path.exists(gate) and time.monotonic() < deadline:
+                time.sleep(0.01)
+            peer.event("initialized")
         peer.respond(message, RECORD_PLAIN_CAPABILITIES if plain else RECORD_CAPABILITIES)
-    elif command == "configurationDone":
+    elif command in ("launch", "attach") and mode == "record-early":
+        if held.get("configured"):
+            peer.respond(message)
+        else:
+            held["start"] = message
+    elif command in ("launch", "attach") and mode in ("record-twice", "record-child"):
+        held["launched"] = command == "launch"
+        peer.event("initialized")
+        if mode == "record-twice":
+            peer.event("initialized")
         peer.respond(message)
+    elif command == "configurationDone":
+        held["configured"] = True
+        peer.respond(message)
+        if held.get("start") is not None:
+            peer.respond(held.pop("start"))
         peer.event("stopped", {"reason": "pause", "threadId": 1, "allThreadsStopped": True})
+        if mode == "record-child" and held.get("launched"):
+            arguments = {"request": "attach", "configuration": {"name": "child"}}
+            peer.write({"type": "request", "command": "startDebugging", "arguments": arguments})
     elif command == "variables":
         peer.respond(message, {"variables": []})
     elif command == "evaluate" and expression == "received":
@@ -159,6 +197,7 @@ def serve(peer: Peer, mode: str, arg: str) -> None:
     held_evaluate: dict[str, Any] | None = None
     received: list[dict[str, Any]] = []
     recorded: list[Any] = []
+    held: dict[str, Any] = {}
     while True:
         message = peer.read()
         if message is None:
@@ -171,7 +210,7 @@ def serve(peer: Peer, mode: str, arg: str) -> None:
         command = message["command"]
         if mode.startswith("record"):
             recorded.append({"command": command, "arguments": message.get("arguments")})
-            if serve_recorded(peer, message, recorded):
+            if serve_recorded(peer, message, recorded, held):
                 continue
         if command == "initialize":
             if mode == "crash-initialize":
