@@ -28,7 +28,6 @@ import errno
 import hashlib
 import logging
 import os
-import signal
 import socket
 import struct
 import tempfile
@@ -52,6 +51,7 @@ from ._serve import (
     _Server,
     _trusted_option,
     jsonrpc_error_from,
+    run_until_signalled,
 )
 
 if TYPE_CHECKING:
@@ -518,34 +518,12 @@ def serve_listen_main(path: str, *, idle_grace_ms: int | None, trusted: bool) ->
     """Run :func:`serve_listen` in this process; SIGINT/SIGTERM end the backend (130/143)."""
 
     async def main() -> int:
-        interrupt = trio.Event()
-        signalled: list[int] = []
-        result: list[int] = []
-        with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
-            async with trio.open_nursery() as nursery:
-
-                async def run() -> None:
-                    result.append(
-                        await serve_listen(
-                            path, idle_grace_ms=idle_grace_ms, trusted=trusted, interrupt=interrupt
-                        )
-                    )
-                    nursery.cancel_scope.cancel()
-
-                async def watch() -> None:
-                    async for signum in signals:
-                        if signalled:
-                            nursery.cancel_scope.cancel()
-                            return
-                        logger.warning("received signal %d: ending the backend", signum)
-                        signalled.append(signum)
-                        interrupt.set()
-
-                nursery.start_soon(run)
-                nursery.start_soon(watch)
-        if signalled:
-            return 128 + signalled[0]
-        return result[0] if result else 1
+        return await run_until_signalled(
+            lambda interrupt: serve_listen(
+                path, idle_grace_ms=idle_grace_ms, trusted=trusted, interrupt=interrupt
+            ),
+            first="received signal %d: ending the backend",
+        )
 
     try:
         return trio.run(main)

@@ -577,6 +577,42 @@ async def serve(
     return server.exit_code
 
 
+async def run_until_signalled(body: Callable[[trio.Event], Awaitable[int]], *, first: str) -> int:
+    """Run ``body(interrupt)`` and return its exit status, or ``128 + signum`` once signalled.
+
+    The first SIGINT or SIGTERM logs ``first`` (a format with one ``%d``, the signal) and sets
+    ``interrupt``, so the body ends as it ends on an interrupt (answers what it has, ends what
+    it started); a second one cancels the body at once (its shielded cleanup still runs). The
+    stdio server and the listening backend share it, so both end the same way on a signal.
+    Returns 1 if the body was cancelled before it returned a status.
+    """
+    interrupt = trio.Event()
+    signalled: list[int] = []
+    result: list[int] = []
+    with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
+        async with trio.open_nursery() as nursery:
+
+            async def run() -> None:
+                result.append(await body(interrupt))
+                nursery.cancel_scope.cancel()
+
+            async def watch() -> None:
+                async for signum in signals:
+                    if signalled:
+                        logger.warning("received signal %d again: ending now", signum)
+                        nursery.cancel_scope.cancel()
+                        return
+                    logger.warning(first, signum)
+                    signalled.append(signum)
+                    interrupt.set()
+
+            nursery.start_soon(run)
+            nursery.start_soon(watch)
+    if signalled:
+        return 128 + signalled[0]
+    return result[0] if result else 1
+
+
 def serve_stdio() -> int:
     """Run :func:`serve` on this process's stdin and stdout; return the exit status.
 
@@ -591,33 +627,9 @@ def serve_stdio() -> int:
     async def main() -> int:
         receive = trio.lowlevel.FdStream(protocol_in)
         send = trio.lowlevel.FdStream(protocol_out)
-        interrupt = trio.Event()
-        signalled: list[int] = []
-        with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
-            result: list[int] = []
-            async with trio.open_nursery() as nursery:
-
-                async def run() -> None:
-                    result.append(await serve(receive, send, interrupt=interrupt))
-                    nursery.cancel_scope.cancel()
-
-                async def watch() -> None:
-                    async for signum in signals:
-                        if signalled:
-                            logger.warning("received signal %d again: ending now", signum)
-                            nursery.cancel_scope.cancel()
-                            return
-                        logger.warning(
-                            "received signal %d: cancelling the requests, ending everything",
-                            signum,
-                        )
-                        signalled.append(signum)
-                        interrupt.set()
-
-                nursery.start_soon(run)
-                nursery.start_soon(watch)
-        if signalled:
-            return 128 + signalled[0]
-        return result[0] if result else 1
+        return await run_until_signalled(
+            lambda interrupt: serve(receive, send, interrupt=interrupt),
+            first="received signal %d: cancelling the requests, ending everything",
+        )
 
     return trio.run(main)
