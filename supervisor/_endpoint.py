@@ -44,14 +44,8 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
-import errno
-import fcntl
 import logging
 import math
-import os
-import sys
-import termios
-from collections import deque
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Final, NoReturn, TypeAlias, final
@@ -60,9 +54,7 @@ import trio
 
 from protocol import (
     CANCEL_METHOD,
-    EOF,
     MAX_ECHO_BYTES,
-    NEED_DATA,
     CancelReceived,
     ErrorCode,
     ErrorObject,
@@ -71,13 +63,11 @@ from protocol import (
     MessageRefused,
     Notification,
     NotificationReceived,
-    RemoteProtocolError,
     ReplyIgnored,
     ReplyReceived,
     Request,
     RequestReceived,
     Response,
-    StrayText,
     encode_frame,
     encode_message,
 )
@@ -86,6 +76,14 @@ from protocol._errors import MissingResultError
 from ._boundary import cut_utf8, internal_message, log_failure, split_failure
 from ._flow import current_answer_room
 from ._handles import NoPublicConstructor
+from ._transport import (
+    DEFAULT_MAX_BODY_BYTES,
+    DEFAULT_MAX_PENDING_WRITES,
+    DEFAULT_MAX_WRITE_BYTES,
+    EndpointClosed,
+    FramedTransport,
+    _WriteQueue,
+)
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Awaitable, Callable
@@ -123,17 +121,10 @@ current_admission: contextvars.ContextVar[object] = contextvars.ContextVar(
     "current_admission", default=None
 )
 
-#: Default bound of the write queue, in frames: a peer that stops reading costs bounded memory.
-DEFAULT_MAX_PENDING_WRITES: Final = 256
-#: Default bound of what is on its way to the peer, in bytes (16 MiB): frames queued, answers
-#: waiting for room and room reserved by drains. A single larger frame is let through alone.
-DEFAULT_MAX_WRITE_BYTES: Final = 16 * 1024 * 1024
 #: How long the last frames may take when the endpoint is closed gracefully, and how long a
 #: shielded answer (a failure met while cancelled) may wait for room: a peer that reads nothing
 #: must not hold up its owner's exit.
 _CLOSING_WRITE_S: Final = 10.0
-#: Default frame-body limit, in bytes (64 MiB), so one frame can't exhaust memory.
-DEFAULT_MAX_BODY_BYTES: Final = 64 * 1024 * 1024
 #: Default number of inbound requests whose handlers may run at once.
 DEFAULT_MAX_INBOUND_CONCURRENCY: Final = 128
 #: Default budget of frame-body bytes held by inbound requests whose handlers run (96 MiB):
@@ -143,15 +134,6 @@ DEFAULT_MAX_INBOUND_CONCURRENCY: Final = 128
 #: bounds"). One request alone is always admitted (it passed the frame limit).
 DEFAULT_MAX_INFLIGHT_BYTES: Final = 96 * 1024 * 1024
 
-#: The most a single ``send_all`` is asked to move; an opt-in write timeout applies per
-#: chunk, so a large frame to a slow but live reader is not mistaken for a dead one.
-_WRITE_CHUNK_BYTES: Final = 64 * 1024
-#: Past this many bytes taken at once, the writer writes frame by frame instead of joining.
-_JOIN_BYTES: Final = 1024 * 1024
-#: How much one ``receive_some`` may return.
-_READ_CHUNK_BYTES: Final = 64 * 1024
-#: Reads of a pipe that found data before the reader passes through the scheduler anyway.
-_READS_PER_PASS: Final = 16
 #: Inbound notifications waiting for the dispatcher; past this the reader stops reading,
 #: which is backpressure on the peer that sends them.
 _NOTIFICATION_QUEUE_SIZE: Final = 128
@@ -201,24 +183,6 @@ class ReplyWithoutResult(JSONRPCError):
         super().__init__(
             ErrorCode.INVALID_REQUEST, "the reply carried neither a result nor an error"
         )
-
-
-class EndpointClosed(Exception):
-    """The endpoint is closed, so the request can not complete.
-
-    Raised by :meth:`JSONRPCEndpoint.request` for every request pending when the transport
-    ended, and by ``request``/``notify`` after that.
-
-    Args:
-        reason: Why the endpoint closed: ``"eof"``, ``"closed"`` (our side left the context
-            manager, or closed the stream it reads), ``"protocol error: ..."``, ``"read failed:
-            ..."``, ``"write failed: ..."``, or ``"write timeout"`` (only with an opt-in
-            ``write_timeout_ms``).
-    """
-
-    def __init__(self, reason: str) -> None:
-        super().__init__(reason)
-        self.reason = reason
 
 
 def method_not_found(method: str) -> JSONRPCError:
@@ -334,223 +298,10 @@ def _internal_response(request_id: RequestId | None, failure: BaseException) -> 
     )
 
 
-def _unread_in_pipe(fd: int) -> int:
-    """Bytes written to the pipe ``fd`` and not yet read from its other end; 0 when the
-    system can't say (``FIONREAD`` on a pipe's write end is Linux's)."""
-    try:
-        raw = fcntl.ioctl(fd, termios.FIONREAD, b"\0\0\0\0")
-    except OSError:
-        return 0
-    return int.from_bytes(raw, sys.byteorder, signed=True)
-
-
-def _pipe_fd(stream: object) -> int | None:
-    """The descriptor behind a pipe stream, or None for any other stream."""
-    return stream.fileno() if isinstance(stream, trio.lowlevel.FdStream) else None
-
-
-def _stream_error(exc: OSError) -> trio.ClosedResourceError | trio.BrokenResourceError:
-    if exc.errno == errno.EBADF:
-        return trio.ClosedResourceError("file was already closed")
-    return trio.BrokenResourceError(f"{type(exc).__name__}: {exc}")
-
-
 def _id_key(request_id: object) -> tuple[type, object]:
     # The JSON type is part of an id's identity: "1" and 1 are different requests, and
     # Python's 1 == 1.0 == True must not make them collide either.
     return (type(request_id), request_id)
-
-
-class _Waiter:
-    """A producer waiting for room in the write queue, with its frame."""
-
-    __slots__ = ("event", "frame", "queued", "written")
-
-    def __init__(self, frame: bytes, written: trio.Event | None) -> None:
-        self.frame = frame
-        self.written = written
-        self.queued = False
-        self.event = trio.Event()
-
-
-class _WriteQueue:
-    """A FIFO of encoded frames between producers and the single writer task, bounded in
-    frames and in bytes.
-
-    Producers wait while ``limit`` frames, or ``max_bytes`` bytes, are queued or being
-    written (a frame larger than ``max_bytes`` waits until the queue is empty, then goes
-    alone); ``put_urgent`` skips the bounds for the few frames that must be queued from a
-    cancelled context (``$/cancelRequest``), whose number is bounded by the requests that
-    were pending.
-
-    Strictly first in, first out, waiting producers included (docs/architecture.md "The order
-    rule": a session's messages reach its peer in the order they were handed over): a
-    producer that has to wait leaves its frame in a line, and the writer moves waiting frames
-    into the queue in that order as it makes room; nothing queued later, and no direct
-    write, goes ahead of a waiting frame.
-
-    Besides the frames it counts what is on its way to them (:attr:`outbound`, flow control):
-    frames waiting in the line, and bytes reserved by :meth:`reserve` for events a drain is
-    about to put into an answer (:class:`_AnswerRoom`). That total is what the reader and the
-    drains wait on: nothing new is taken on while the peer does not read.
-    """
-
-    def __init__(self, limit: int, max_bytes: int = DEFAULT_MAX_WRITE_BYTES) -> None:
-        self.limit = limit
-        self.max_bytes = max_bytes
-        self.frames: deque[tuple[bytes, trio.Event | None]] = deque()
-        #: Bytes of the queued frames, including those the writer took and is writing.
-        self.bytes = 0
-        #: Of those, the bytes the writer took and has not finished writing.
-        self.writing = 0
-        #: Producers waiting for room, first come first, and the bytes of their frames.
-        self.waiting: deque[_Waiter] = deque()
-        self.waiting_bytes = 0
-        #: Bytes reserved for answers being made (see :meth:`reserve`).
-        self.reserved = 0
-        self.closed_reason: str | None = None
-        #: True while the writer waits for frames (nothing is being written).
-        self.writer_parked = False
-        self._not_empty = trio.lowlevel.ParkingLot()
-        #: Woken whenever room may have appeared (the reader's and the drains' waits).
-        self._room = trio.lowlevel.ParkingLot()
-
-    @property
-    def outbound(self) -> int:
-        """Bytes on their way to the peer: queued or being written, waiting, reserved."""
-        return self.bytes + self.waiting_bytes + self.reserved
-
-    def _fits(self, size: int) -> bool:
-        return len(self.frames) < self.limit and (
-            self.bytes == 0 or self.bytes + size <= self.max_bytes
-        )
-
-    def _append(self, frame: bytes, written: trio.Event | None) -> None:
-        self.frames.append((frame, written))
-        self.bytes += len(frame)
-        self._not_empty.unpark_all()
-
-    async def put(self, frame: bytes, written: trio.Event | None = None) -> None:
-        await trio.lowlevel.checkpoint_if_cancelled()
-        if self.closed_reason is not None:
-            raise EndpointClosed(self.closed_reason)
-        if not self.waiting and self._fits(len(frame)):
-            self._append(frame, written)
-            await trio.lowlevel.cancel_shielded_checkpoint()
-            return
-        waiter = _Waiter(frame, written)
-        self.waiting.append(waiter)
-        self.waiting_bytes += len(frame)
-        try:
-            await waiter.event.wait()
-        except trio.Cancelled:
-            if not waiter.queued:
-                # Cancelled while it waited: never sent, and the line goes on without it.
-                with contextlib.suppress(ValueError):
-                    self.waiting.remove(waiter)
-                    self.waiting_bytes -= len(frame)
-                    self._room.unpark_all()
-                raise
-            # Already queued (it will be written): as after an append, the cancellation is
-            # delivered at the caller's next checkpoint.
-            return
-        if not waiter.queued:
-            raise EndpointClosed(self._reason())
-
-    def _reason(self) -> str:
-        return self.closed_reason or "closed"
-
-    def _admit_waiting(self) -> None:
-        """Room again: the waiting frames come next, in the order they waited."""
-        while self.waiting and self._fits(len(self.waiting[0].frame)):
-            waiter = self.waiting.popleft()
-            self.waiting_bytes -= len(waiter.frame)
-            waiter.queued = True
-            self._append(waiter.frame, waiter.written)
-            waiter.event.set()
-
-    def put_nowait(self, frame: bytes) -> bool:
-        """Queue ``frame`` if there is room, nobody waits before it and the queue is open;
-        say whether it did."""
-        if self.waiting or not self._fits(len(frame)) or self.closed_reason is not None:
-            return False
-        self._append(frame, None)
-        return True
-
-    def put_urgent(self, frame: bytes) -> None:
-        if self.closed_reason is None:
-            self._append(frame, None)
-
-    async def wait_room(self) -> None:
-        """Wait until less than ``max_bytes`` is on its way (or the queue closed).
-
-        **Cancellation:** safe to cancel.
-        """
-        await trio.lowlevel.checkpoint_if_cancelled()
-        while self.outbound >= self.max_bytes and self.closed_reason is None:
-            await self._room.park()
-
-    def reserve_nowait(self, wanted: int) -> int:
-        """Reserve up to ``wanted`` bytes of the room left; all of it when nothing is on its
-        way (a lone large answer always goes), 0 when there is no room."""
-        outbound = self.outbound
-        if outbound == 0 or self.closed_reason is not None:
-            # Nothing else on its way (a lone large answer goes), or nothing will be written.
-            grant = wanted
-        else:
-            grant = min(wanted, self.max_bytes - outbound)
-        if grant <= 0:
-            return 0
-        self.reserved += grant
-        return grant
-
-    async def reserve(self, wanted: int) -> int:
-        """:meth:`reserve_nowait`, waiting until it grants something (at least 1 byte)."""
-        await trio.lowlevel.checkpoint_if_cancelled()
-        while True:
-            grant = self.reserve_nowait(max(wanted, 1))
-            if grant:
-                return grant
-            await self._room.park()
-
-    def release(self, size: int) -> None:
-        """Give back ``size`` reserved bytes (their answer is queued now, or not coming)."""
-        if size:
-            self.reserved -= size
-            self._room.unpark_all()
-
-    async def get_all(self) -> list[tuple[bytes, trio.Event | None]]:
-        while not self.frames:
-            if self.closed_reason is not None:
-                return []
-            self.writer_parked = True
-            try:
-                await self._not_empty.park()
-            finally:
-                self.writer_parked = False
-        items = list(self.frames)
-        self.frames.clear()
-        # Still counted until written (:meth:`written`): what the writer holds is memory too.
-        self.writing = self.bytes
-        self._admit_waiting()
-        return items
-
-    def written(self) -> None:
-        """The writer finished writing what :meth:`get_all` gave it."""
-        self.bytes -= self.writing
-        self.writing = 0
-        self._admit_waiting()
-        self._room.unpark_all()
-
-    def close(self, reason: str) -> None:
-        if self.closed_reason is None:
-            self.closed_reason = reason
-        waiting, self.waiting = self.waiting, deque()
-        self.waiting_bytes = 0
-        for waiter in waiting:
-            waiter.event.set()  # not queued: it raises EndpointClosed
-        self._room.unpark_all()
-        self._not_empty.unpark_all()
 
 
 class _AnswerRoom:
@@ -618,14 +369,18 @@ class JSONRPCEndpoint(metaclass=NoPublicConstructor):
         self._close_on_input_end = close_on_input_end
         self._admit_request = admit_request
         self._cancelled_data = cancelled_data
-        self._send_stream = send_stream
-        self._receive_stream = receive_stream
+        self._transport = FramedTransport(
+            send_stream,
+            receive_stream,
+            name=name,
+            max_pending_writes=max_pending_writes,
+            max_write_bytes=max_write_bytes,
+            write_timeout_ms=write_timeout_ms,
+        )
         self._request_handler = request_handler
         self._notification_handler = notification_handler
-        #: The opt-in write timeout in seconds, or None (flow control only).
-        self._write_timeout_s = None if write_timeout_ms is None else write_timeout_ms / 1000
         self._closing_write_s = (
-            _CLOSING_WRITE_S if self._write_timeout_s is None else self._write_timeout_s
+            _CLOSING_WRITE_S if write_timeout_ms is None else write_timeout_ms / 1000
         )
         self._max_body_bytes = max_body_bytes
         self._max_inbound = max_inbound_concurrency
@@ -642,7 +397,8 @@ class JSONRPCEndpoint(metaclass=NoPublicConstructor):
         #: Handler tasks whose answer waits for room in the write queue.
         self._answers_waiting = 0
         self._inbound: dict[tuple[type, object], _Inbound] = {}
-        self._queue = _WriteQueue(max_pending_writes, max_write_bytes)
+        #: The transport's write queue (an alias: it is on every hot path).
+        self._queue = self._transport.queue
         self._notifications_in, self._notifications_out = trio.open_memory_channel[Notification](
             _NOTIFICATION_QUEUE_SIZE
         )
@@ -652,18 +408,8 @@ class JSONRPCEndpoint(metaclass=NoPublicConstructor):
         #: Set once nothing more will be received and every notification received before
         #: that was dispatched (or the endpoint closed).
         self._input_done = trio.Event()
-        self._writer_done = trio.Event()
         self._nursery: trio.Nursery | None = None
         self._task_scopes: set[trio.CancelScope] = set()
-        self._writer_scope = trio.CancelScope()
-        self._frames_written = 0
-        #: flush() markers queued and not yet taken by the writer (they are not frames).
-        self._flush_markers = 0
-        self._writes = 0
-        self._send_fd = _pipe_fd(send_stream)
-        self._receive_fd = _pipe_fd(receive_stream)
-        self._reads_without_pass = 0
-        self._frames_read = 0
         self._ignored_replies = 0
 
     # -- public API ----------------------------------------------------------------------
@@ -771,7 +517,7 @@ class JSONRPCEndpoint(metaclass=NoPublicConstructor):
     async def _exchange(self, frame: bytes, pending: _Pending, *, wait: bool = True) -> None:
         # Waiting for the reply is this call's checkpoint, so a free slot in the queue is
         # taken without yielding first: one trip through the scheduler less per request.
-        if not self._write_now(frame) and not self._queue.put_nowait(frame):
+        if not self._transport.write_now(frame) and not self._queue.put_nowait(frame):
             await self._queue.put(frame)
         pending.queued = True
         if wait:
@@ -789,41 +535,6 @@ class JSONRPCEndpoint(metaclass=NoPublicConstructor):
 
     def _send_cancel(self, request_id: int) -> None:
         self._queue.put_urgent(self._conn.send_cancel(request_id))
-
-    def _write_now(self, frame: bytes) -> bool:
-        """Write ``frame`` from the caller's task when the writer has nothing to do.
-
-        With the writer parked on an empty queue nothing else can be writing, so the
-        frame goes out with one non-blocking ``os.write`` and the hop to the writer task
-        is saved, a scheduler pass per request. Measured against letting the writer join the
-        frames of 64 callers into one write, this wins too (20k against 12k requests/s to the echo
-        peer): the request reaches the peer a scheduler pass earlier. Whatever the pipe does not
-        take at once goes to the front of the queue, for the writer; any error is left to
-        the writer too (the frame is then queued normally). Returns whether the frame was
-        taken (written or queued).
-        """
-        fd = self._send_fd
-        queue = self._queue
-        if (
-            fd is None
-            or not queue.writer_parked
-            or queue.frames
-            or queue.waiting
-            or queue.closed_reason
-        ):
-            return False
-        try:
-            written = os.write(fd, frame)
-        except BlockingIOError:
-            written = 0
-        except OSError:
-            return False
-        if written == len(frame):
-            self._writes += 1
-            self._frames_written += 1
-            return True
-        queue.put_urgent(frame[written:])
-        return True
 
     async def notify(self, method: str, params: Params | None = None) -> None:
         """Queue a notification for the writer.
@@ -907,15 +618,15 @@ class JSONRPCEndpoint(metaclass=NoPublicConstructor):
         written = trio.Event()
         # An empty frame is a marker: the writer sets ``written`` once the batch holding it,
         # and so everything queued before it, has been written.
-        self._flush_markers += 1
+        self._transport.flush_markers += 1
         try:
             await self._queue.put(b"", written)
         except BaseException:
-            self._flush_markers -= 1
+            self._transport.flush_markers -= 1
             raise
         async with trio.open_nursery() as nursery:
             nursery.start_soon(_cancel_when_set, written, nursery.cancel_scope)
-            nursery.start_soon(_cancel_when_set, self._writer_done, nursery.cancel_scope)
+            nursery.start_soon(_cancel_when_set, self._transport.writer_done, nursery.cancel_scope)
         if not written.is_set():
             # The writer only stops once the queue is closed, so the queue knows why.
             raise EndpointClosed(self._queue.closed_reason or "closed")
@@ -936,9 +647,8 @@ class JSONRPCEndpoint(metaclass=NoPublicConstructor):
         **Cancellation:** safe to cancel; nothing changes.
         """
         await self.flush()
-        fd = self._send_fd
         delay = _PEER_READ_POLL_FIRST_S
-        while fd is not None and _unread_in_pipe(fd) > 0:
+        while self._transport.unread_by_peer() > 0:
             if self._close_reason is not None:
                 raise EndpointClosed(self._close_reason)
             await trio.sleep(delay)
@@ -952,9 +662,9 @@ class JSONRPCEndpoint(metaclass=NoPublicConstructor):
             queued_writes=len(self._queue.frames),
             queued_write_bytes=self._queue.bytes,
             outbound_bytes=self._queue.outbound,
-            frames_written=self._frames_written,
-            writes=self._writes,
-            frames_read=self._frames_read,
+            frames_written=self._transport.frames_written,
+            writes=self._transport.writes,
+            frames_read=self._transport.frames_read,
             ignored_replies=self._ignored_replies,
         )
 
@@ -978,7 +688,7 @@ class JSONRPCEndpoint(metaclass=NoPublicConstructor):
             scope.cancel()
         if not keep_writer:
             self._queue.close(self._close_reason)
-            self._writer_scope.cancel()
+            self._transport.writer_scope.cancel()
 
     def _fail_pending(self, reason: str) -> None:
         pending, self._pending = self._pending, {}
@@ -1029,138 +739,26 @@ class JSONRPCEndpoint(metaclass=NoPublicConstructor):
             self._task_scopes.discard(scope)
 
     async def _write_loop(self) -> None:
-        # One cancel scope for the life of the writer whose deadline is armed around each
-        # send_all: a fresh fail_after() per write would cost more than the write.
-        with self._writer_scope, trio.CancelScope() as deadline:
-            try:
-                while True:
-                    items = await self._queue.get_all()
-                    if not items:
-                        return
-                    if len(items) == 1 or self._queue.writing > _JOIN_BYTES:
-                        # Large frames go one by one: joining them would copy them all.
-                        for frame, _ in items:
-                            if frame:  # empty: a flush() marker
-                                await self._send(frame, deadline)
-                    else:
-                        data = b"".join([frame for frame, _ in items])
-                        if data:  # empty when only flush() markers were queued
-                            await self._send(data, deadline)
-                    self._queue.written()
-                    frames = len(items)
-                    if self._flush_markers:
-                        frames = sum(1 for frame, _ in items if frame)
-                        self._flush_markers -= len(items) - frames
-                    self._frames_written += frames
-                    for _, written in items:
-                        if written is not None:
-                            written.set()
-            except (trio.BrokenResourceError, trio.ClosedResourceError) as exc:
-                self._close(f"write failed: {type(exc).__name__}: {exc}")
-            finally:
-                self._writer_done.set()
-        if deadline.cancelled_caught:
-            self._close("write timeout")
-
-    async def _send(self, data: bytes, deadline: trio.CancelScope) -> None:
-        send_all = self._send_all_fd if self._send_fd is not None else self._send_stream.send_all
-        timeout = self._write_timeout_s
-        if timeout is None:
-            # Flow control: a write waits for the peer as long as the peer is there.
-            self._writes += 1
-            await send_all(data)
-            return
-        if len(data) <= _WRITE_CHUNK_BYTES:
-            self._writes += 1
-            deadline.deadline = trio.current_time() + timeout
-            await send_all(data)
-            deadline.deadline = math.inf
-            return
-        view = memoryview(data)
-        for start in range(0, len(view), _WRITE_CHUNK_BYTES):
-            self._writes += 1
-            deadline.deadline = trio.current_time() + timeout
-            await send_all(view[start : start + _WRITE_CHUNK_BYTES])
-        deadline.deadline = math.inf
-
-    # Pipes (``trio.lowlevel.FdStream``, what a child process gives us) are driven with
-    # ``os.read``/``os.write`` directly: the stream methods pass through the scheduler
-    # before every call, which is two of the five passes a request/reply pair costs
-    # and each saved one is request throughput. A pass still happens whenever the pipe is
-    # empty or full, and after a run of reads that all found data. Errors map as in Trio: EBADF is
-    # ``ClosedResourceError``, any other ``OSError`` ``BrokenResourceError``.
-
-    async def _send_all_fd(self, data: bytes | memoryview) -> None:
-        assert self._send_fd is not None
-        with memoryview(data) as view:
-            sent = 0
-            while sent < len(view):
-                try:
-                    sent += os.write(self._send_fd, view[sent:])
-                except BlockingIOError:
-                    await trio.lowlevel.wait_writable(self._send_fd)
-                except OSError as exc:
-                    raise _stream_error(exc) from None
-        await trio.lowlevel.checkpoint_if_cancelled()
-
-    async def _receive(self) -> bytes | bytearray:
-        fd = self._receive_fd
-        if fd is None:
-            return await self._receive_stream.receive_some(_READ_CHUNK_BYTES)
-        if self._reads_without_pass >= _READS_PER_PASS:
-            self._reads_without_pass = 0
-            await trio.lowlevel.checkpoint()
-        while True:
-            try:
-                data = os.read(fd, _READ_CHUNK_BYTES)
-            except BlockingIOError:
-                self._reads_without_pass = 0
-                await trio.lowlevel.wait_readable(fd)
-                continue
-            except OSError as exc:
-                raise _stream_error(exc) from None
-            self._reads_without_pass += 1
-            await trio.lowlevel.checkpoint_if_cancelled()
-            return data
+        await self._transport.write_loop(self._close)
 
     async def _read_loop(self) -> None:
-        conn = self._conn
-        while True:
-            try:
-                event = conn.next_event()
-            except RemoteProtocolError as exc:
-                self._end_input(f"protocol error: {exc}")
-                return
-            # Replies, the hot path, are routed without a coroutine call.
-            if type(event) is ReplyReceived:
-                self._frames_read += 1
-                self._complete(event)
-            elif event is NEED_DATA:
-                try:
-                    data = await self._receive()
-                except trio.ClosedResourceError:
-                    # Our own side closed the stream (the session or its owner ended it):
-                    # the end of a conversation, not a failure of the peer.
-                    self._end_input("closed")
-                    return
-                except trio.BrokenResourceError as exc:
-                    self._end_input(f"read failed: {exc}")
-                    return
-                if data:
-                    conn.receive_data(data)
-                else:
-                    conn.receive_eof()
-            elif event is EOF:
-                self._end_input("eof")
-                return
-            elif isinstance(event, StrayText):
-                # The count only: stray output may hold anything, secrets included.
-                logger.warning(
-                    "%s: skipped %d bytes of stray text between frames", self.name, event.byte_count
-                )
-            else:
-                self._frames_read += 1
-                await self._route(event)
+        reason = await self._transport.read_loop(self._conn, self._dispatch)
+        self._end_input(reason)
+
+    def _dispatch(
+        self,
+        event: RequestReceived
+        | NotificationReceived
+        | CancelReceived
+        | ReplyReceived
+        | ReplyIgnored
+        | MessageRefused,
+    ) -> Awaitable[None] | None:
+        # Replies, the hot path, are routed without a coroutine.
+        if type(event) is ReplyReceived:
+            self._complete(event)
+            return None
+        return self._route(event)
 
     async def _route(
         self,
@@ -1405,7 +1003,7 @@ class JSONRPCEndpoint(metaclass=NoPublicConstructor):
         """Let the writer finish what is queued, then stop it; bounded (see _CLOSING_WRITE_S)."""
         self._queue.close(self._close_reason or "closed")
         with trio.move_on_after(self._closing_write_s):
-            await self._writer_done.wait()
+            await self._transport.writer_done.wait()
 
 
 @asynccontextmanager

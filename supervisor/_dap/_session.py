@@ -99,7 +99,7 @@ from typing import TYPE_CHECKING, Final, final
 
 import trio
 
-from protocol import EOF, NEED_DATA, CoreError, JSONObject, RemoteProtocolError, StrayText
+from protocol import CoreError, JSONObject
 from protocol._dap import DAPConnection, DAPEvent, DAPRequest, DAPResponse
 
 from .._api._debug import MAX_OPERATION_TIMEOUT_MS
@@ -110,7 +110,6 @@ from .._boundary import (
     log_failure,
     split_failure,
 )
-from .._endpoint import EndpointClosed, _WriteQueue
 from .._process._tree import PIPE, open_process_tree
 from .._session import (
     DRAIN_AFTER_EXIT_MS,
@@ -125,6 +124,14 @@ from .._session._order import effect_taken
 from .._session._resource import SessionResource
 from .._terminal._pty import EndBounds, TerminalProcess
 from .._terminal._render import RetainedDisplay
+from .._transport import (
+    DEFAULT_MAX_BODY_BYTES,
+    DEFAULT_MAX_PENDING_WRITES,
+    DEFAULT_MAX_WRITE_BYTES,
+    EndpointClosed,
+    FramedTransport,
+    _WriteQueue,
+)
 from ._state import (
     RESUMING,
     ConfigurationInput,
@@ -193,12 +200,6 @@ DEFAULT_INITIALIZE_TIMEOUT_MS: Final = 30_000
 #: Operations that may be pending at once per session; the next one waits for room (its
 #: session's later operations wait behind it: docs/architecture.md "The order rule").
 MAX_PENDING_OPERATIONS: Final = 128
-#: Frames, and bytes, waiting for the writer; past either, senders wait (backpressure,
-#: bounded memory). An adapter that reads slowly is waited for, never ended for it (flow
-#: control, DESIGN invariant 20): its operations end at their deadlines, and a stop ends it
-#: by the ladder (``disconnect`` bounded, stdin closed, TERM, KILL).
-_WRITE_QUEUE_FRAMES: Final = 256
-_WRITE_QUEUE_BYTES: Final = 16 * 1024 * 1024
 #: Output drained after the adapter's exit; a held-open pipe must not stretch the stop.
 _DRAIN_AFTER_EXIT_S: Final = DRAIN_AFTER_EXIT_MS / 1000
 #: The adapter's stop ladder: its polite step is the end of its input (then its exit).
@@ -375,12 +376,16 @@ class DebugSession(SessionResource[JSONObject]):
         self.events = events
         self.lifecycle = DebugLifecycle()
         self.capabilities: JSONObject | None = None
-        self._conn = DAPConnection()
+        self._conn = DAPConnection(max_body_bytes=DEFAULT_MAX_BODY_BYTES)
         self._tree: ProcessTree | None = None
         self._socket: trio.SocketStream | None = None
-        self._send_stream: trio.abc.SendStream | None = None
-        self._receive_stream: trio.abc.ReceiveStream | None = None
-        self._writes = _WriteQueue(_WRITE_QUEUE_FRAMES, _WRITE_QUEUE_BYTES)
+        #: The byte loop (the one every framed peer has: ``supervisor._transport``), made
+        #: once the adapter is reached. Its write queue is made now, so a stop before that
+        #: has one to close. An adapter that reads slowly is waited for, never ended for it
+        #: (flow control, DESIGN invariant 20): its operations end at their deadlines, and
+        #: a stop ends it by the ladder (``disconnect`` bounded, stdin closed, TERM, KILL).
+        self._transport: FramedTransport | None = None
+        self._writes = _WriteQueue(DEFAULT_MAX_PENDING_WRITES, DEFAULT_MAX_WRITE_BYTES)
         self._pending: dict[int, _Pending] = {}
         self._operations: OperationTable[_Operation] = OperationTable(self._operation_finished)
         self._anonymous = itertools.count(1)
@@ -624,8 +629,9 @@ class DebugSession(SessionResource[JSONObject]):
                 stderr=PIPE,
             )
             if not tcp:
-                self._send_stream = self._tree.stdin
-                self._receive_stream = self._tree.stdout
+                assert self._tree.stdin is not None
+                assert self._tree.stdout is not None
+                self._make_transport(self._tree.stdin, self._tree.stdout)
                 return
         try:
             with trio.fail_after(spec.connect_timeout_ms / 1000):
@@ -647,8 +653,18 @@ class DebugSession(SessionResource[JSONObject]):
                     self._crash_details(),
                 ) from None
             raise
-        self._send_stream = self._socket
-        self._receive_stream = self._socket
+        self._make_transport(self._socket, self._socket)
+
+    def _make_transport(
+        self, send_stream: trio.abc.SendStream, receive_stream: trio.abc.ReceiveStream
+    ) -> None:
+        self._transport = FramedTransport(
+            send_stream,
+            receive_stream,
+            name=f"debug adapter {self.session_id}",
+            fault_site="dap.writer",
+            queue=self._writes,
+        )
 
     async def _ask_language_server(self) -> int:
         """``tcpLanguageServer``: the port the language server answers its command with (an
@@ -734,58 +750,28 @@ class DebugSession(SessionResource[JSONObject]):
         return details
 
     async def _write_loop(self) -> None:
-        stream = self._send_stream
-        assert stream is not None
+        transport = self._transport
+        assert transport is not None
         try:
-            while True:
-                frames = await self._writes.get_all()
-                if not frames:
-                    return  # closed, and everything queued before was written
-                for frame, _ in frames:
-                    fault_point("dap.writer")
-                    try:
-                        await stream.send_all(frame)
-                    except (trio.BrokenResourceError, trio.ClosedResourceError):
-                        self._end_transport("transportClosed")
-                        return
-                self._writes.written()
+            await transport.write_loop(lambda _reason: self._end_transport("transportClosed"))
         finally:
             self._writes.close("the writer ended")
 
     async def _read_loop(self) -> None:
-        stream = self._receive_stream
-        assert stream is not None
-        conn = self._conn
-        try:
-            while True:
-                try:
-                    data = await stream.receive_some(65536)
-                except (trio.BrokenResourceError, trio.ClosedResourceError):
-                    data = b""
-                self._heard += 1
-                if data:
-                    conn.receive_data(data)
-                else:
-                    conn.receive_eof()
-                while True:
-                    event = conn.next_event()
-                    if event is NEED_DATA:
-                        break
-                    if event is EOF:
-                        self._end_transport(self._end_reason)
-                        return
-                    if isinstance(event, StrayText):
-                        logger.warning(
-                            "debug adapter %s wrote %d stray bytes between frames",
-                            self.session_id,
-                            event.byte_count,
-                        )
-                        continue
-                    fault_point("dap.reader")
-                    self._dispatch(event)
-        except RemoteProtocolError as exc:
-            logger.warning("debug adapter %s broke the protocol: %s", self.session_id, exc)
+        transport = self._transport
+        assert transport is not None
+        reason = await transport.read_loop(self._conn, self._on_message)
+        if reason.startswith("protocol error"):
+            logger.warning("debug adapter %s broke the protocol: %s", self.session_id, reason)
             self._end_transport("protocolError")
+        else:
+            # The end of input however it came (EOF, a failed read, our own close): the
+            # adapter exited or is leaving; its exit says how.
+            self._end_transport(self._end_reason)
+
+    def _on_message(self, message: DAPEvent | DAPRequest | DAPResponse) -> None:
+        fault_point("dap.reader")
+        self._dispatch(message)
 
     def _end_transport(self, reason: str) -> None:
         if not self._transport_done.is_set():
@@ -1916,6 +1902,12 @@ class DebugSession(SessionResource[JSONObject]):
                 with contextlib.suppress(trio.BrokenResourceError, trio.ClosedResourceError):
                     await self._socket.aclose()
 
+    def _heard_chunks(self) -> int:
+        """Reads of the adapter's output so far: the transport's and the drains' (stderr,
+        a TCP adapter's stdout); the stop ladder's drain goes on while it grows."""
+        transport = self._transport
+        return self._heard + (0 if transport is None else transport.chunks_read)
+
     async def _close_tree(self) -> JSONObject:
         tree = self._tree
         if tree is None:
@@ -1925,7 +1917,7 @@ class DebugSession(SessionResource[JSONObject]):
             _STOP_BOUNDS,
             polite=self._end_input,
             drained=self._output_ended,
-            progress=lambda: self._heard,
+            progress=self._heard_chunks,
         )
         return {
             "exitCode": None,

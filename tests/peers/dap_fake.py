@@ -21,6 +21,9 @@ Modes:
 - ``stop-reading``: answers launch, then never reads its stdin again (and never exits by
   itself), so the supervisor's writes to it block once the pipe is full.
 - ``broken-header``: on launch, writes a header whose Content-Length is not a number.
+- ``stray-text``: on launch, writes a line of stray text (as an adapter's stray ``print``
+  does) before each frame it sends from then on; otherwise as normal.
+- ``oversized``: on launch, writes a header announcing a body one byte over 64 MiB.
 - ``exit-leaving-child``: on initialize, starts a child that keeps its stdout open (so
   the end of the adapter's output comes only with the child's end) and exits 3.
 - ``stderr``: as normal, and writes a line to stderr at start-up.
@@ -64,6 +67,8 @@ class Peer:
         self.reader = reader
         self.writer = writer
         self.seq = 0
+        #: ``stray-text``: a stray line goes out before every frame.
+        self.stray = False
 
     def read(self) -> dict[str, Any] | None:
         length = None
@@ -86,6 +91,8 @@ class Peer:
         self.seq += 1
         message["seq"] = self.seq
         body = json.dumps(message).encode()
+        if self.stray:
+            self.writer.write(b"a stray print, not a frame\n")
         self.writer.write(b"Content-Length: %d\r\n\r\n" % len(body) + body)
         self.writer.flush()
 
@@ -243,6 +250,13 @@ def serve(peer: Peer, mode: str, arg: str) -> None:
         elif mode == "threads" and command == "evaluate":
             peer.respond(message, {"result": json.dumps(received), "variablesReference": 0})
         elif command in ("launch", "attach"):
+            if mode == "oversized":
+                peer.writer.write(b"Content-Length: %d\r\n\r\n{" % (64 * 1024 * 1024 + 1))
+                peer.writer.flush()
+                while True:
+                    time.sleep(1)
+            if mode == "stray-text":
+                peer.stray = True
             if mode == "broken-header":
                 peer.writer.write(b"Content-Length: many\r\n\r\n{}")
                 peer.writer.flush()

@@ -30,7 +30,7 @@ FLOORS: tuple[tuple[str, ...], ...] = (
     # The session clients, written against the commands (not the Core).
     ("_client",),
     # Processes and byte streams: process trees, the stop ladder, the JSON-RPC endpoint.
-    ("_process", "_endpoint"),
+    ("_process", "_transport", "_endpoint"),
     # The session skeleton every kind stands on.
     ("_session",),
     # The Core: dispatch, operations, the service interface, process.run and the lanes.

@@ -375,6 +375,44 @@ async def test_broken_frame_ends_session_with_protocol_error_once(core: Core) ->
     assert info.value.details["reason"] == "refused"
 
 
+async def test_an_oversized_frame_ends_the_session_as_a_language_server_would(
+    core: Core,
+) -> None:
+    """The byte loop is the one language servers have (``supervisor._transport``): a frame
+    announced past the 64 MiB body limit is refused from its header, before its body is read,
+    and ends the session ``protocolError`` once, leaving nothing running."""
+    session_id, adapter_pid = await create(
+        core, {"executable": PY, "arguments": [FAKE, "oversized"]}
+    )
+    events = Events(core, session_id)
+    with trio.fail_after(WAIT_S), pytest.raises(CoreError) as info:
+        await core.call("debug.launch", {"sessionId": session_id, "operationId": "l"})
+    await _ended_by_session(info.value, events, "l", "protocolError")
+    assert adapter_pid is not None
+    assert runs_no_more(adapter_pid)
+
+
+async def test_stray_text_between_frames_is_skipped_and_the_session_goes_on(
+    core: Core, caplog: pytest.LogCaptureFixture
+) -> None:
+    """An adapter that prints stray lines between its frames (a debug ``print`` on stdout)
+    keeps working, as a language server does: the stray bytes are skipped and counted in a
+    warning that never shows them."""
+    session_id, adapter_pid = await create(
+        core, {"executable": PY, "arguments": [FAKE, "stray-text"]}
+    )
+    with trio.fail_after(WAIT_S):
+        await core.call("debug.launch", {"sessionId": session_id, "operationId": "l"})
+        threads = await core.call("debug.inspect", {"sessionId": session_id, "kind": "threads"})
+    assert isinstance(threads, dict)
+    skipped = [r.getMessage() for r in caplog.records if "stray text" in r.getMessage()]
+    assert skipped
+    assert all("a stray print" not in message for message in skipped)
+    await core.call("debug.disconnect", {"sessionId": session_id})
+    assert adapter_pid is not None
+    assert runs_no_more(adapter_pid)
+
+
 async def test_an_adapter_that_never_answers_initialize_ends_at_its_deadline(core: Core) -> None:
     """An adapter that reads its input and never answers ``initialize`` used to keep its
     session ``initializing`` for ever, and a ``debug.launch`` waiting on it. Past
