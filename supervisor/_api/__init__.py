@@ -17,7 +17,13 @@ from typing import Any, Final
 import msgspec
 
 from . import _core, _debug, _job, _lsp, _plugin, _process, _run, _terminal
-from ._base import ENDING_TURN_WAIT_MS, Ordered, decode_payload
+from ._base import (
+    ENDING_TURN_WAIT_MS,
+    TAKES_DECLARATION,
+    Ordered,
+    decode_payload,
+    takes_declaration,
+)
 
 __all__ = (
     "CHECK_RESULTS",
@@ -25,11 +31,13 @@ __all__ = (
     "ENDING_TURN_WAIT_MS",
     "EVENTS",
     "EVENT_STREAMS",
+    "TAKES_DECLARATION",
     "Command",
     "Ordered",
     "check_result",
     "declaration",
     "decode_payload",
+    "takes_declaration",
     "target_of",
     "validate_payload",
 )

@@ -559,6 +559,24 @@ def _union_fields(tp: Any) -> frozenset[str] | None:
     return frozenset(names)
 
 
+#: The attribute :func:`takes_declaration` sets on a command handler.
+TAKES_DECLARATION: Final = "takes_declaration"
+
+_H = typing.TypeVar("_H", bound=typing.Callable[..., typing.Any])
+
+
+def takes_declaration(handler: _H) -> _H:
+    """Mark ``handler`` as taking its command's payload declaration, decoded (the Core decodes
+    the JSON object, which is its validation, and passes the struct), not the JSON object.
+
+    Methods of a service use ``supervisor._core._service.declared``, which calls this; a
+    handler that is a plain function (the session registry's ``*.waitEvents``) calls it
+    directly, since the skeleton stands below the Core.
+    """
+    handler.__dict__[TAKES_DECLARATION] = True
+    return handler
+
+
 def decode_payload(command: str, tp: Any, payload: object) -> Any:
     """Convert ``payload`` into the declaration ``tp`` and check its rules: the validation.
 

@@ -504,7 +504,7 @@ class Core(CommandCaller):
             fault_point("request.dispatch")
             if turn is not None:
                 await self._wait_turn(turn)
-            if getattr(handler, "takes_declaration", False):
+            if getattr(handler, _api.TAKES_DECLARATION, False):
                 data = await handler(decoded)  # type: ignore[arg-type]
             else:
                 data = await handler(payload)

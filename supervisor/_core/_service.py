@@ -15,6 +15,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Protocol, TypeAlias, TypeVar, runtime_checkable
 
+from .._api._base import TAKES_DECLARATION, takes_declaration
+
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable, Mapping
     from contextlib import AbstractAsyncContextManager
@@ -55,8 +57,7 @@ def declared(
 
     The returned handler is typed as any other for ``commands()``; only the Core calls it.
     """
-    handler.__dict__["takes_declaration"] = True
-    return handler  # type: ignore[return-value]
+    return takes_declaration(handler)  # type: ignore[return-value]
 
 
 async def call_command(
@@ -72,7 +73,7 @@ async def call_command(
     from .. import _api  # the declarations import the services' constants
 
     handler = handlers[command]
-    if getattr(handler, "takes_declaration", False):
+    if getattr(handler, TAKES_DECLARATION, False):
         return await handler(_api.validate_payload(command, payload))
     return await handler(payload)
 

@@ -25,30 +25,18 @@ import os
 import pathlib
 import time
 from contextlib import asynccontextmanager
-from typing import TYPE_CHECKING, Final
+from typing import TYPE_CHECKING, Annotated, Final, TypeAlias
 
+import msgspec
 import trio
 
 from protocol import MAX_ECHO_BYTES, CoreError, cut_utf8, echo, lookup_error
 
-from .._api._lsp import (
-    MAX_BACKOFF_MS,
-    MAX_CRASHES,
-    MAX_SESSION_TIMEOUT_MS,
-    MAX_SHUTDOWN_TIMEOUT_MS,
-    MAX_STATE_AGE_DAYS,
-    MAX_STATE_ENTRIES,
-)
+from .._api._base import decode_payload
+from .._api._lsp import Gate as GateDeclaration, LspStartServer
+from .._api._plugin import LspPluginServerNotify, LspPluginServerRequest
 from .._core._context import current_operation_id
-from .._core._payload import (
-    MAX_COUNT,
-    optional_env,
-    optional_positive_int,
-    optional_str,
-    require_argv,
-    require_path,
-    require_str,
-)
+from .._core._payload import MAX_COUNT
 from .._core._service import declared
 from .._endpoint import JSONRPCError
 from .._plugin._host import HostEnvironment
@@ -108,8 +96,16 @@ if TYPE_CHECKING:
         LspSyncDocument,
         LspUpdateWorkspaceConfiguration,
         LspWorkspaceFilesChanged,
+        RestartBudget as RestartBudgetDeclaration,
+        SessionPolicy as SessionPolicyDeclaration,
+        WorkspaceStateSpec,
     )
-    from .._api._plugin import LspFunctionRequest, LspHostNotify
+    from .._api._plugin import (
+        LspConfigureFunctionRelay,
+        LspFunctionRequest,
+        LspHostNotify,
+        LspHostResponse,
+    )
     from .._core._service import CommandHandler, ServiceContext
 
     _SessionPayload = (
@@ -124,6 +120,7 @@ if TYPE_CHECKING:
         | LspServerRequestResponse
         | LspFunctionRequest
         | LspHostNotify
+        | LspHostResponse
     )
     from .._process._tree import ProcessTree
 
@@ -137,14 +134,10 @@ LANGUAGE_SERVER_GRANT: Final = "lithe/host/languageServer/request"
 DID_CHANGE_STATE: Final = "lithe/host/languageServer/didChangeState"
 DID_RECEIVE_NOTIFICATION: Final = "lithe/host/languageServer/didReceiveNotification"
 
-#: plugin-contract.md: at most 8 gates; list bounds of a session policy.
+#: plugin-contract.md: at most 8 gates (the declaration's bound, ``LspStartServer.gates``),
+#: also for the gates a backend-resolved launch answers with.
 MAX_GATES: Final = 8
-_POLICY_LIMITS: Final = {
-    "requestMethods": 64,
-    "commands": 128,
-    "serializedCommands": 128,
-    "forwardNotifications": 32,
-}
+_RESOLVED_GATES: TypeAlias = Annotated[list[GateDeclaration], msgspec.Meta(max_length=MAX_GATES)]
 #: Methods the host sends itself; a policy can't hand them to a plugin backend.
 HOST_METHODS: Final = frozenset(
     {
@@ -183,22 +176,17 @@ def _invalid(message: str, field: str | None = None) -> CoreError:
     return CoreError("invalid_request", message, None if field is None else {"field": field})
 
 
-def _str_list(value: JSONValue, name: str, limit: int | None = None) -> list[str]:
-    if value is None:
-        return []
-    if not isinstance(value, list) or not all(isinstance(item, str) and item for item in value):
-        raise _invalid(f"{name} must be an array of non-empty strings", name)
-    items = [item for item in value if isinstance(item, str)]
-    if limit is not None and len(items) > limit:
-        raise _invalid(f"{name} has more than {limit} entries", name)
+def _str_list(value: list[str] | None, name: str) -> list[str]:
+    """A declared list of non-empty strings, each once (its length is the declaration's)."""
+    items = list(value or ())
     if len(set(items)) != len(items):
         raise _invalid(f"{name} has duplicate entries", name)
     return items
 
 
-def _policy_names(value: JSONValue, name: str, limit: int) -> list[str]:
+def _policy_names(value: list[str] | None, name: str) -> list[str]:
     """A session-policy list: names of at most 256 bytes, no whitespace or control character."""
-    items = _str_list(value, name, limit)
+    items = _str_list(value, name)
     for index, item in enumerate(items):
         # str.isspace/isprintable cover Unicode whitespace and control/format characters.
         if len(item.encode("utf-8", "surrogatepass")) > MAX_POLICY_NAME_BYTES:
@@ -208,45 +196,31 @@ def _policy_names(value: JSONValue, name: str, limit: int) -> list[str]:
     return items
 
 
-def _parse_gates(value: JSONValue) -> tuple[Gate, ...]:
-    if value is None:
-        return ()
-    if not isinstance(value, list):
-        raise _invalid("gates must be an array", "gates")
-    if len(value) > MAX_GATES:
-        raise _invalid(f"gates has more than {MAX_GATES} entries", "gates")
+def _parse_gates(value: list[GateDeclaration] | None) -> tuple[Gate, ...]:
     gates: list[Gate] = []
-    for index, item in enumerate(value):
-        if not isinstance(item, dict):
-            raise _invalid(f"gates[{index}] must be an object", f"gates[{index}]")
-        gate_id = require_str(item, "id")
-        if item.get("until") != "notification":
-            raise _invalid(f'gates[{index}].until must be "notification"', f"gates[{index}].until")
-        method = require_str(item, "method")
-        match = item.get("match", {})
-        if not isinstance(match, dict):
-            raise _invalid(f"gates[{index}].match must be an object", f"gates[{index}].match")
-        if any(gate.id == gate_id for gate in gates):
-            raise _invalid(f"gates[{index}].id {gate_id!r} is not unique", f"gates[{index}].id")
-        gates.append(Gate(gate_id, method, match))
+    for index, item in enumerate(value or ()):
+        if any(gate.id == item.id for gate in gates):
+            raise _invalid(f"gates[{index}].id {item.id!r} is not unique", f"gates[{index}].id")
+        gates.append(Gate(item.id, item.method, item.match or {}))
     return tuple(gates)
 
 
-def _parse_policy(value: JSONValue) -> tuple[SessionPolicy, tuple[Gate, ...], bool]:
+def _parse_policy(
+    value: SessionPolicyDeclaration | None,
+) -> tuple[SessionPolicy, tuple[Gate, ...], bool]:
     """The policy, its gates, and whether the server may run for a remote workspace."""
     if value is None:
         return SessionPolicy(), (), True
-    if not isinstance(value, dict):
-        raise _invalid("sessionPolicy must be an object", "sessionPolicy")
     lists = {
-        name: _policy_names(value.get(name), f"sessionPolicy.{name}", limit)
-        for name, limit in _POLICY_LIMITS.items()
+        "requestMethods": _policy_names(value.request_methods, "sessionPolicy.requestMethods"),
+        "commands": _policy_names(value.commands, "sessionPolicy.commands"),
+        "serializedCommands": _policy_names(
+            value.serialized_commands, "sessionPolicy.serializedCommands"
+        ),
+        "forwardNotifications": _policy_names(
+            value.forward_notifications, "sessionPolicy.forwardNotifications"
+        ),
     }
-    remote = value.get("remote", "supported")
-    if remote not in ("supported", "unsupported"):
-        raise _invalid(
-            'sessionPolicy.remote must be "supported" or "unsupported"', "sessionPolicy.remote"
-        )
     # plugin-contract.md: commands are declared exactly when requestMethods lists
     # workspace/executeCommand, so neither can grant what the other does not.
     if (_EXECUTE_COMMAND in lists["requestMethods"]) != bool(lists["commands"]):
@@ -270,51 +244,38 @@ def _parse_policy(value: JSONValue) -> tuple[SessionPolicy, tuple[Gate, ...], bo
         serialized_commands=frozenset(lists["serializedCommands"]),
         forward_notifications=frozenset(lists["forwardNotifications"]),
     )
-    return policy, _parse_gates(value.get("gates")), remote == "supported"
+    return policy, _parse_gates(value.gates), value.remote != "unsupported"
 
 
-def _parse_workspace_state(value: JSONValue) -> WorkspaceState | None:
+def _parse_workspace_state(value: WorkspaceStateSpec | None) -> WorkspaceState | None:
     """``workspaceState {root, name, retention?: {maxEntries, maxAgeDays}, activeNames?}``."""
     if value is None:
         return None
     field = "workspaceState"
-    if not isinstance(value, dict):
-        raise _invalid("workspaceState must be an object", field)
-    root = require_path(value, "root")
+    root = value.root
     if not os.path.isabs(root) or os.path.normpath(root) == "/":
         raise _invalid("workspaceState.root must be an absolute directory other than /", field)
-    name = require_path(value, "name")
-    if not is_state_name(name):
+    if not is_state_name(value.name):
         raise _invalid("workspaceState.name must be a single path component", field)
-    active = _str_list(value.get("activeNames"), "workspaceState.activeNames")
-    retention: Retention | None = None
-    raw = value.get("retention")
-    if raw is not None:
-        if not isinstance(raw, dict):
-            raise _invalid("workspaceState.retention must be an object", field)
-        entries = optional_positive_int(raw, "maxEntries", maximum=MAX_STATE_ENTRIES)
-        days = optional_positive_int(raw, "maxAgeDays", maximum=MAX_STATE_AGE_DAYS)
-        if entries is None or days is None:
-            raise _invalid("workspaceState.retention needs maxEntries and maxAgeDays", field)
-        retention = Retention(entries, days)
-    return WorkspaceState(os.path.normpath(root), name, retention, frozenset(active))
+    active = _str_list(value.active_names, "workspaceState.activeNames")
+    retention = value.retention
+    return WorkspaceState(
+        os.path.normpath(root),
+        value.name,
+        None if retention is None else Retention(retention.max_entries, retention.max_age_days),
+        frozenset(active),
+    )
 
 
-def _parse_restart(value: JSONValue) -> tuple[bool, RestartBudget]:
+def _parse_restart(value: bool | RestartBudgetDeclaration | None) -> tuple[bool, RestartBudget]:
     if value is None or isinstance(value, bool):
         return bool(value), RestartBudget()
-    if not isinstance(value, dict):
-        raise _invalid("restart must be a boolean or an object", "restart")
     budget = RestartBudget()
-    max_crashes = optional_positive_int(value, "maxCrashes", maximum=MAX_CRASHES)
-    window = optional_positive_int(value, "windowMilliseconds", maximum=MAX_SESSION_TIMEOUT_MS)
-    initial = optional_positive_int(value, "initialBackoffMilliseconds", maximum=MAX_BACKOFF_MS)
-    maximum = optional_positive_int(value, "maxBackoffMilliseconds", maximum=MAX_BACKOFF_MS)
     return True, RestartBudget(
-        max_crashes=max_crashes or budget.max_crashes,
-        window_ms=window or budget.window_ms,
-        backoff_initial_ms=initial or budget.backoff_initial_ms,
-        backoff_max_ms=maximum or budget.backoff_max_ms,
+        max_crashes=value.max_crashes or budget.max_crashes,
+        window_ms=value.window_milliseconds or budget.window_ms,
+        backoff_initial_ms=value.initial_backoff_milliseconds or budget.backoff_initial_ms,
+        backoff_max_ms=value.max_backoff_milliseconds or budget.backoff_max_ms,
     )
 
 
@@ -344,34 +305,38 @@ def _parse_contribution(value: JSONValue) -> tuple[str, JSONObject] | None:
     return plugin_id, dict(context)
 
 
-def parse_start(payload: JSONObject) -> LspServerSpec:
-    """Validate an ``lsp.startServer`` payload; nothing is started.
+def _declared_start(payload: LspStartServer | JSONObject) -> LspStartServer:
+    """``payload`` as its declaration (a JSON object is decoded as the Core decodes it)."""
+    if isinstance(payload, dict):
+        start: LspStartServer = decode_payload("lsp.startServer", LspStartServer, payload)
+        return start
+    return payload
+
+
+def parse_start(payload: LspStartServer | JSONObject) -> LspServerSpec:
+    """Check an ``lsp.startServer`` payload beyond its declaration; nothing is started.
+
+    Args:
+        payload: The decoded declaration (a JSON object is decoded first, as the Core does).
 
     Raises:
-        CoreError: ``invalid_request`` naming the first bad field.
+        CoreError: ``invalid_request`` naming the first bad field; ``not_supported`` for a
+            remote workspace of a server whose policy says ``remote: "unsupported"``.
     """
-    server_id = require_str(payload, "serverId")
-    executable = require_path(payload, "executable")
-    arguments = payload.get("arguments", [])
-    if not isinstance(arguments, list):
-        raise _invalid("arguments must be an array of strings", "arguments")
-    # One argv check for the OS: the executable is item 0, the arguments follow.
-    argv = require_argv({"arguments": [executable, *arguments]}, "arguments")
-    env = optional_env(payload, "environment")
-    cwd = require_path(payload, "workingDirectory")
+    start = _declared_start(payload)
+    executable = start.executable
+    if executable is None:
+        raise _invalid("lsp.startServer: executable is required", "executable")
+    cwd = start.working_directory
+    if cwd is None:
+        raise _invalid("lsp.startServer: workingDirectory is required", "workingDirectory")
     if not os.path.isabs(cwd):
         raise _invalid("workingDirectory must be an absolute path", "workingDirectory")
     # Optional in the declaration, so optional here: the workspace root defaults to the
     # working directory (LSP initialize's rootUri is a file URI).
-    root_uri = optional_str(payload, "rootUri") or pathlib.Path(cwd).as_uri()
-    config = payload.get("workspaceConfiguration")
-    if config is not None and not isinstance(config, dict):
-        raise _invalid("workspaceConfiguration must be an object", "workspaceConfiguration")
-    policy, policy_gates, remote_supported = _parse_policy(payload.get("sessionPolicy"))
-    authority = payload.get("workspaceAuthority", "local")
-    if authority not in ("local", "remote"):
-        raise _invalid('workspaceAuthority must be "local" or "remote"', "workspaceAuthority")
-    if authority == "remote" and not remote_supported:
+    root_uri = start.root_uri or pathlib.Path(cwd).as_uri()
+    policy, policy_gates, remote_supported = _parse_policy(start.session_policy)
+    if start.workspace_authority == "remote" and not remote_supported:
         # plugin-contract.md "Plugin-owned sessions": a server with remote: "unsupported"
         # is not started for a remote workspace.
         raise CoreError(
@@ -379,65 +344,47 @@ def parse_start(payload: JSONObject) -> LspServerSpec:
             "This language server does not support a remote workspace",
             {"field": "sessionPolicy.remote"},
         )
-    gates = _parse_gates(payload.get("gates")) or policy_gates
-    restart, budget = _parse_restart(payload.get("restart"))
-    workspace_state = _parse_workspace_state(payload.get("workspaceState"))
-    plugin_id = optional_str(payload, "pluginId")
     host_services: frozenset[str] = frozenset()
-    if "hostServices" in payload:
+    if start.host_services is not None:
         # Host services: hostServices needs pluginId and names only services Core defines.
-        if plugin_id is None:
+        if start.plugin_id is None:
             raise _invalid("hostServices needs pluginId", "hostServices")
-        host_services = check_host_services(payload["hostServices"])
-
-    client = check_client_policy(payload.get("clientCapabilities"), payload.get("hostRequests"))
-    contribution = _parse_contribution(payload.get("contribution"))
-
-    def ms(name: str, default: int, maximum: int = MAX_SESSION_TIMEOUT_MS) -> int:
-        value = optional_positive_int(payload, name, maximum=maximum)
-        return default if value is None else value
-
+        host_services = check_host_services(start.host_services)
+    restart, budget = _parse_restart(start.restart)
     spec = LspServerSpec(
-        server_id=server_id,
-        argv=argv,
-        env=env,
+        server_id=start.server_id,
+        argv=[executable, *(start.arguments or ())],
+        env=start.environment,
         cwd=cwd,
         root_uri=root_uri,
-        initialization_options=payload.get("initializationOptions"),
-        workspace_configuration=config,
-        gates=gates,
+        initialization_options=start.initialization_options,
+        workspace_configuration=start.workspace_configuration,
+        gates=_parse_gates(start.gates) or policy_gates,
         policy=policy,
         restart=restart,
         budget=budget,
-        plugin_id=plugin_id,
+        plugin_id=start.plugin_id,
         host_services=host_services,
-        workspace_state=workspace_state,
-        client=client,
-        contribution=contribution,
+        workspace_state=_parse_workspace_state(start.workspace_state),
+        client=check_client_policy(start.client_capabilities, start.host_requests),
+        contribution=_parse_contribution(start.contribution),
     )
-    return LspServerSpec(
-        **{
-            **spec.__dict__,
-            "initialize_timeout_ms": ms(
-                "initializeTimeoutMilliseconds", spec.initialize_timeout_ms
-            ),
-            "request_timeout_ms": ms(
-                "requestTimeoutMilliseconds", spec.request_timeout_ms, MAX_REQUEST_TIMEOUT_MS
-            ),
-            "shutdown_timeout_ms": ms(
-                "shutdownTimeoutMilliseconds", spec.shutdown_timeout_ms, MAX_SHUTDOWN_TIMEOUT_MS
-            ),
-            "service_ready_idle_ms": ms(
-                "serviceReadyIdleTimeoutMilliseconds", spec.service_ready_idle_ms
-            ),
-            "service_ready_absolute_ms": ms(
-                "serviceReadyAbsoluteTimeoutMilliseconds", spec.service_ready_absolute_ms
-            ),
-        }
+    # The bounds are the declaration's; absent means the session's default.
+    return dataclasses.replace(
+        spec,
+        initialize_timeout_ms=start.initialize_timeout_milliseconds or spec.initialize_timeout_ms,
+        request_timeout_ms=start.request_timeout_milliseconds or spec.request_timeout_ms,
+        shutdown_timeout_ms=start.shutdown_timeout_milliseconds or spec.shutdown_timeout_ms,
+        service_ready_idle_ms=start.service_ready_idle_timeout_milliseconds
+        or spec.service_ready_idle_ms,
+        service_ready_absolute_ms=start.service_ready_absolute_timeout_milliseconds
+        or spec.service_ready_absolute_ms,
     )
 
 
-def parse_launch_start(payload: JSONObject) -> tuple[LaunchPlan | None, JSONObject]:
+def parse_launch_start(
+    payload: LspStartServer | JSONObject,
+) -> tuple[LaunchPlan | None, LspStartServer]:
     """Split an ``lsp.startServer`` payload with a ``launchPlan`` (pure; nothing started).
 
     plugin-contract.md "Process start": the plan gives the executable, its arguments and
@@ -455,43 +402,52 @@ def parse_launch_start(payload: JSONObject) -> tuple[LaunchPlan | None, JSONObje
         CoreError: ``invalid_request`` for a field the plan owns, a backend plan without
             ``pluginId``; the codes of :func:`parse_launch_plan`.
     """
-    if "launchPlan" not in payload:
-        return None, payload
-    for name in ("executable", "arguments", "initializationOptions"):
-        if name in payload:
+    start = _declared_start(payload)
+    if start.launch_plan is None:
+        return None, start
+    for name, given in (
+        ("executable", start.executable),
+        ("arguments", start.arguments),
+        ("initializationOptions", start.initialization_options),
+    ):
+        if given is not None:
             raise _invalid(f"{name} comes from launchPlan; give one of them", name)
-    plan = parse_launch_plan(payload["launchPlan"])
+    plan = parse_launch_plan(start.launch_plan)
     # plugin-contract.md "Launch templates": the host uses the plan's owner, not an identity
     # it read elsewhere, for the session it starts.
-    contribution = payload.get("contribution")
+    contribution = start.contribution
     for name, claimed in (
-        ("pluginId", payload.get("pluginId")),
-        ("contribution", contribution.get("pluginID") if isinstance(contribution, dict) else None),
+        ("pluginId", start.plugin_id),
+        ("contribution", contribution.get("pluginID") if contribution is not None else None),
     ):
         if plan.owner is not None and claimed is not None and claimed != plan.owner:
             raise _invalid(f"{name} is not the launch plan's owner {echo(plan.owner)}", name)
-    rest = {key: value for key, value in payload.items() if key != "launchPlan"}
-    rest["executable"] = plan.plugin_dir
+    rest = msgspec.structs.replace(start, launch_plan=None, executable=plan.plugin_dir)
     if plan.backend:
-        if "pluginId" not in payload:
+        if start.plugin_id is None:
             raise _invalid("a plugin backend's launchPlan needs pluginId", "pluginId")
-        for name in ("workingDirectory", "rootUri"):
-            if name in payload:
+        for name, given in (
+            ("workingDirectory", start.working_directory),
+            ("rootUri", start.root_uri),
+        ):
+            if given is not None:
                 raise _invalid(
                     f"a plugin backend starts in its state directory; {name} is not given", name
                 )
-        rest["workingDirectory"] = plan.state_dir
-        rest["rootUri"] = pathlib.Path(plan.state_dir).as_uri()
+        rest = msgspec.structs.replace(
+            rest,
+            working_directory=plan.state_dir,
+            root_uri=pathlib.Path(plan.state_dir).as_uri(),
+        )
     return plan, rest
 
 
-def _fact_owner(payload: JSONObject) -> str | None:
+def _fact_owner(start: LspStartServer) -> str | None:
     """The plugin a start's facts belong to: its backend's ``pluginId``, else the plugin the
     server is a contribution of (``contribution.pluginID`` or ``launchPlan.owner.pluginID``)."""
-    candidates: list[JSONValue] = [payload.get("pluginId")]
-    for name, key in (("contribution", "pluginID"), ("launchPlan", "owner")):
-        value = payload.get(name)
-        if isinstance(value, dict):
+    candidates: list[JSONValue] = [start.plugin_id]
+    for value, key in ((start.contribution, "pluginID"), (start.launch_plan, "owner")):
+        if value is not None:
             inner = value.get(key)
             candidates.append(inner.get("pluginID") if isinstance(inner, dict) else inner)
     return next((c for c in candidates if isinstance(c, str) and c), None)
@@ -573,9 +529,7 @@ class LspService:
         """The sessions by id (stopped and failed ones until destroyed)."""
         return self._sessions
 
-    def _session(self, payload: JSONObject | _SessionPayload) -> LspSession:
-        if isinstance(payload, dict):
-            return self._sessions.lookup(payload)
+    def _session(self, payload: _SessionPayload) -> LspSession:
         return self._sessions.find(payload.session_id)
 
     async def aclose(self) -> None:
@@ -618,15 +572,16 @@ class LspService:
                 "busy", f"plugin {plugin_id} already has a backend session running", details
             )
 
-    async def _start(self, payload: JSONObject) -> JSONValue:
+    @declared
+    async def _start(self, payload: LspStartServer) -> JSONValue:
         try:
-            plan, payload = parse_launch_start(payload)
+            plan, start = parse_launch_start(payload)
         except CoreError as exc:
             owner = _fact_owner(payload)
             if owner is not None and exc.code != "invalid_request":
                 launch_failure_fact(owner, exc, trio.current_time() * 1000)
             raise
-        spec = parse_start(payload)
+        spec = parse_start(start)
         if spec.plugin_id is None:
             return await self._start_checked(spec, plan)
         self._check_one_backend(spec.plugin_id)
@@ -735,7 +690,11 @@ class LspService:
             plan, answer, tool_definitions=plan.tool_definitions
         )
         try:
-            gates = _parse_gates(list(raw_gates)) if raw_gates else spec.gates
+            gates = (
+                _parse_gates(decode_payload("gates", _RESOLVED_GATES, list(raw_gates)))
+                if raw_gates
+                else spec.gates
+            )
         except CoreError as exc:
             raise CoreError(
                 "plugin.launch.invalidResult", exc.message, {"field": "gates"}
@@ -871,14 +830,14 @@ class LspService:
                 ``languageServerError`` (details ``{code, message}``), ``timeout``, ``busy``,
                 ``limitExceeded``, ``cancelled``.
         """
-        payload: JSONObject = {
-            "sessionId": session.session_id,
-            "method": method,
-            "params": params,
-            "timeoutMilliseconds": timeout_ms,
-        }
+        payload = LspPluginServerRequest(
+            session_id=session.session_id,
+            method=method,
+            params=params,
+            timeout_milliseconds=timeout_ms,
+        )
         try:
-            return await self._plugin_request(payload)
+            return await self._run_plugin_request(payload)
         except CoreError as exc:
             raise _as_refusal(exc) from None
 
@@ -890,11 +849,9 @@ class LspService:
         Raises:
             HostRefusal: as :meth:`host_request`.
         """
-        payload: JSONObject = {"sessionId": session.session_id, "method": method}
-        if params is not None:
-            payload["params"] = params
+        payload = LspPluginServerNotify(session_id=session.session_id, method=method, params=params)
         try:
-            return await self._plugin_notify(payload)
+            return await self._run_plugin_notify(payload)
         except CoreError as exc:
             raise _as_refusal(exc) from None
 
@@ -1109,17 +1066,18 @@ class LspService:
         )
         return {"operationId": operation_id}
 
-    async def _host_response(self, payload: JSONObject) -> JSONValue:
+    @declared
+    async def _host_response(self, payload: LspHostResponse) -> JSONValue:
         """``lsp.hostResponse {sessionId, hostRequestID, result? | error}``.
 
         Returns:
             ``{hostRequestID}``.
         """
         session = self._session(payload)
-        host_request_id = require_str(payload, "hostRequestID")
+        host_request_id = payload.host_request_id
         if session.plugin is None:
             raise _invalid(f"no pending host request {echo(host_request_id)}")
-        session.plugin.host_response(host_request_id, payload)
+        session.plugin.host_response(host_request_id, payload.result, payload.error)
         return {"hostRequestID": host_request_id}
 
     async def execute_command(
@@ -1221,7 +1179,8 @@ class LspService:
 
     # -- the relay (plugin-contract.md "Cross-plugin calls") ------------------------------
 
-    async def _configure_relay(self, payload: JSONObject) -> JSONValue:
+    @declared
+    async def _configure_relay(self, payload: LspConfigureFunctionRelay) -> JSONValue:
         """``lsp.configureFunctionRelay {plugins: [{pluginID, enabled, exports, calls}],
         contexts: [{contextID, generation, authority}]}`` -> ``{plugins, contexts,
         endedCalls}``.
@@ -1249,12 +1208,14 @@ class LspService:
 
     # -- plugin-owned sessions -----------------------------------------------------------
 
-    def _plugin_session(self, payload: JSONObject) -> LspSession:
-        session_id = payload.get("sessionId")
+    def _plugin_session(
+        self, payload: LspPluginServerRequest | LspPluginServerNotify
+    ) -> LspSession:
+        session_id = payload.session_id
         session = self._sessions.get(session_id) if isinstance(session_id, str) else None
         if session is None:
             raise _plugin_error("languageServerUnavailable", f"no session {echo(session_id)}")
-        plugin_id = optional_str(payload, "pluginId")
+        plugin_id = payload.plugin_id
         if session.spec.plugin_id is not None and plugin_id != session.spec.plugin_id:
             raise _plugin_error(
                 "foreignContribution", "the language server belongs to another plugin"
@@ -1265,12 +1226,20 @@ class LspService:
             )
         return session
 
-    async def _plugin_request(self, payload: JSONObject) -> JSONValue:
-        method = require_str(payload, "method")
-        params = payload.get("params", {})
+    @declared
+    async def _plugin_request(self, payload: LspPluginServerRequest) -> JSONValue:
+        return await self._run_plugin_request(payload)
+
+    async def _run_plugin_request(self, payload: LspPluginServerRequest) -> JSONValue:
+        # params and timeoutMilliseconds are JSON in the declaration: their refusals are the
+        # plugin contract's (plugin.host.invalidParams), not the edge's invalid_request.
+        method = payload.method
+        params = {} if payload.params is None else payload.params
         if not isinstance(params, dict):
             raise _plugin_error("invalidParams", "params must be an object")
-        timeout_ms = payload.get("timeoutMilliseconds", DEFAULT_REQUEST_TIMEOUT_MS)
+        timeout_ms = payload.timeout_milliseconds
+        if timeout_ms is None:
+            timeout_ms = DEFAULT_REQUEST_TIMEOUT_MS
         if (
             isinstance(timeout_ms, bool)
             or not isinstance(timeout_ms, int)
@@ -1324,9 +1293,13 @@ class LspService:
                 session.cancel(req.operation_id)
         return _plugin_outcome(req.outcome)
 
-    async def _plugin_notify(self, payload: JSONObject) -> JSONValue:
-        method = require_str(payload, "method")
-        params = payload.get("params")
+    @declared
+    async def _plugin_notify(self, payload: LspPluginServerNotify) -> JSONValue:
+        return await self._run_plugin_notify(payload)
+
+    async def _run_plugin_notify(self, payload: LspPluginServerNotify) -> JSONValue:
+        method = payload.method
+        params = payload.params
         if params is not None and not isinstance(params, dict):
             raise _plugin_error("invalidParams", "params must be an object")
         session = self._plugin_session(payload)

@@ -69,6 +69,7 @@ if TYPE_CHECKING:
 
     from protocol import JSONObject, JSONValue
 
+    from .._api._plugin import LspConfigureFunctionRelay
     from .._endpoint import JSONRPCEndpoint
 
 __all__ = ("FunctionRelay", "ProviderHandle", "RelayCaller")
@@ -169,8 +170,9 @@ class FunctionRelay:
 
     # -- the host's side ---------------------------------------------------------------
 
-    def configure(self, payload: JSONObject) -> JSONObject:
-        """``lsp.configureFunctionRelay``: set the snapshot; end the calls it disallows.
+    def configure(self, payload: LspConfigureFunctionRelay | JSONObject) -> JSONObject:
+        """``lsp.configureFunctionRelay``: set the snapshot (its declaration; a JSON object is
+        decoded as the Core decodes it); end the calls it disallows.
 
         Returns:
             ``{plugins, contexts, endedCalls}``: counts.

@@ -14,6 +14,8 @@ from typing import TYPE_CHECKING, Final
 
 from protocol import CoreError, lookup_error
 
+from .._api._base import decode_payload
+from .._api._plugin import LspConfigureFunctionRelay
 from ._state import is_function_id, json_size
 from ._wire import is_parent_operation_id
 
@@ -170,9 +172,10 @@ def _versions(value: JSONValue, where: str) -> dict[str, int]:
     return out
 
 
-def parse_snapshot(payload: JSONObject) -> RelaySnapshot:
+def parse_snapshot(payload: LspConfigureFunctionRelay | JSONObject) -> RelaySnapshot:
     """``lsp.configureFunctionRelay {plugins: [{pluginID, enabled, exports, calls}],
-    contexts: [{contextID, generation, authority}]}``.
+    contexts: [{contextID, generation, authority}]}``, as its declaration decoded it (a JSON
+    object is decoded by the declaration first, as the Core does).
 
     ``exports`` and ``calls`` are ``[{id, version}]`` (an export's ``context`` is accepted
     and must be ``"workspace"`` when given). ``authority`` is ``"local"`` for a local
@@ -181,20 +184,17 @@ def parse_snapshot(payload: JSONObject) -> RelaySnapshot:
     Raises:
         CoreError: ``invalid_request`` for a malformed snapshot or an unknown field.
     """
-    raw_plugins = payload.get("plugins", [])
-    raw_contexts = payload.get("contexts", [])
-    if not isinstance(raw_plugins, list) or not isinstance(raw_contexts, list):
-        raise _invalid("plugins and contexts must be arrays")
+    declared: LspConfigureFunctionRelay = (
+        decode_payload("lsp.configureFunctionRelay", LspConfigureFunctionRelay, payload)
+        if isinstance(payload, dict)
+        else payload
+    )
     plugins: dict[str, PluginEntry] = {}
-    for raw in raw_plugins:
-        if not isinstance(raw, dict) or set(raw) - {"pluginID", "enabled", "exports", "calls"}:
-            raise _invalid("a plugin is {pluginID, enabled, exports, calls}")
-        plugin_id, enabled = raw.get("pluginID"), raw.get("enabled", True)
-        if not isinstance(plugin_id, str) or not plugin_id or not isinstance(enabled, bool):
-            raise _invalid("pluginID must be a nonempty string and enabled a boolean")
+    for plugin in declared.plugins or ():
+        plugin_id = plugin.plugin_id
         if plugin_id in plugins:
             raise _invalid(f"plugin {plugin_id} twice")
-        exports = raw.get("exports")
+        exports = plugin.exports
         if isinstance(exports, list):
             for entry in exports:
                 if isinstance(entry, dict) and entry.get("context", "workspace") != "workspace":
@@ -204,26 +204,14 @@ def parse_snapshot(payload: JSONObject) -> RelaySnapshot:
                 for e in exports
             ]
         plugins[plugin_id] = PluginEntry(
-            enabled,
+            plugin.enabled,
             _versions(exports, f"{plugin_id}.exports"),
-            _versions(raw.get("calls"), f"{plugin_id}.calls"),
+            _versions(plugin.calls, f"{plugin_id}.calls"),
         )
-    contexts: dict[str, ContextEntry] = {}
-    for raw in raw_contexts:
-        if not isinstance(raw, dict) or set(raw) - {"contextID", "generation", "authority"}:
-            raise _invalid("a context is {contextID, generation, authority}")
-        context_id, generation = raw.get("contextID"), raw.get("generation")
-        authority = raw.get("authority", "local")
-        if (
-            not isinstance(context_id, str)
-            or not context_id
-            or not _is_int(generation)
-            or not isinstance(generation, int)
-            or generation < 1
-            or not isinstance(authority, str)
-        ):
-            raise _invalid("contextID, a positive generation and an authority string")
-        contexts[context_id] = ContextEntry(generation, authority)
+    contexts = {
+        context.context_id: ContextEntry(context.generation, context.authority)
+        for context in declared.contexts or ()
+    }
     return RelaySnapshot(plugins, contexts)
 
 

@@ -675,8 +675,11 @@ class PluginRuntime:
             raise JSONRPCError(number, message, data)
         return pending.result
 
-    def host_response(self, host_request_id: str, payload: JSONObject) -> None:
-        """``lsp.hostResponse``: answer a pending host request.
+    def host_response(
+        self, host_request_id: str, result: JSONValue, error: JSONObject | None
+    ) -> None:
+        """``lsp.hostResponse``: answer a pending host request with ``result`` or ``error``
+        (an ``error`` with a ``null`` result is the error).
 
         Raises:
             CoreError: ``invalid_request`` for an unknown, answered or cancelled id, both
@@ -685,12 +688,11 @@ class PluginRuntime:
         pending = self._host.get(host_request_id)
         if pending is None:
             raise CoreError("invalid_request", f"no pending host request {host_request_id!r}")
-        if "result" in payload and "error" in payload:
+        if result is not None and error is not None:
             raise CoreError("invalid_request", "give result or error, not both")
-        if "error" in payload:
-            pending.error = host_failure(payload["error"])
+        if error is not None:
+            pending.error = host_failure(error)
         else:
-            result = payload.get("result")
             if json_size(result) > HOST_RESULT_BYTES:
                 raise CoreError("invalid_request", f"result is over {HOST_RESULT_BYTES} bytes")
             pending.result = result

@@ -14,12 +14,14 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Callable, Iterator, Mapping
-from typing import TYPE_CHECKING, Generic, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, Final, Generic, Protocol, TypeVar
 
+import msgspec
 import trio
 
-from protocol import MAX_ECHO_BYTES, CoreError, cut_utf8, echo, invalid_field
+from protocol import MAX_ECHO_BYTES, CoreError, cut_utf8, echo
 
+from .._api._base import takes_declaration
 from ._events import MAX_WAIT_EVENTS_MS
 
 if TYPE_CHECKING:
@@ -28,6 +30,9 @@ if TYPE_CHECKING:
     from protocol import JSONObject, JSONValue
 
 __all__ = ("EventSource", "SessionRegistry")
+
+#: (declaration, id field's wire name) -> the struct attribute holding the id.
+_ID_ATTRIBUTES: Final[dict[tuple[type, str], str]] = {}
 
 
 class EventSource(Protocol):
@@ -56,8 +61,6 @@ class SessionRegistry(Mapping[str, S], Generic[S]):
         id_field: The payload field that names a session (``"sessionId"``,
             ``"terminalID"``).
         events_of: A session's event queue, for ``*.waitEvents`` / ``*.pollEvents``.
-        read_id: Reads ``id_field`` from a payload (raises ``invalid_request``); the
-            default requires a non-empty string.
     """
 
     def __init__(
@@ -66,14 +69,11 @@ class SessionRegistry(Mapping[str, S], Generic[S]):
         noun: str,
         id_field: str,
         events_of: Callable[[S], EventSource],
-        *,
-        read_id: Callable[[JSONObject], str] | None = None,
     ) -> None:
         self._prefix = prefix
         self._noun = noun
         self._id_field = id_field
         self._events_of = events_of
-        self._read_id = read_id or self._require_id
         self._sessions: dict[str, S] = {}
         self._counter = itertools.count(1)
 
@@ -113,19 +113,19 @@ class SessionRegistry(Mapping[str, S], Generic[S]):
 
     # -- lookup --------------------------------------------------------------------------
 
-    def _require_id(self, payload: JSONObject) -> str:
-        value = payload.get(self._id_field)
-        if not isinstance(value, str) or not value:
-            raise invalid_field(self._id_field, f"{self._id_field} must be a non-empty string")
+    def _id_of(self, payload: object) -> str:
+        """The id a decoded declaration names: its field whose wire name is the id field."""
+        name = _ID_ATTRIBUTES.get((type(payload), self._id_field))
+        if name is None:
+            name = next(
+                f.name
+                for f in msgspec.structs.fields(type(payload))  # type: ignore[arg-type]
+                if f.encode_name == self._id_field
+            )
+            _ID_ATTRIBUTES[type(payload), self._id_field] = name
+        value = getattr(payload, name)
+        assert isinstance(value, str)
         return value
-
-    def read_id(self, payload: JSONObject) -> str:
-        """The id ``payload[<idField>]`` names (not looked up).
-
-        Raises:
-            CoreError: ``invalid_request`` when the field is missing or not a string.
-        """
-        return self._read_id(payload)
 
     def not_found(self, session_id: str) -> CoreError:
         """``not_found`` for an unknown id: ``no <noun> '<id>'``, the id cut in both the
@@ -135,15 +135,6 @@ class SessionRegistry(Mapping[str, S], Generic[S]):
             f"no {self._noun} {echo(session_id)}",
             {self._id_field: cut_utf8(session_id, MAX_ECHO_BYTES)},
         )
-
-    def lookup(self, payload: JSONObject) -> S:
-        """The session ``payload[<idField>]`` names.
-
-        Raises:
-            CoreError: ``invalid_request`` when the field is missing or not a string;
-                ``not_found`` (:meth:`not_found`) when no such session is registered.
-        """
-        return self.find(self._read_id(payload))
 
     def find(self, session_id: str) -> S:
         """The session registered as ``session_id``.
@@ -169,12 +160,14 @@ class SessionRegistry(Mapping[str, S], Generic[S]):
         wait_name = f"{kind}.waitEvents"
         poll_name = f"{kind}.pollEvents"
 
-        async def wait_events(payload: JSONObject) -> JSONValue:
-            session_id = self._read_id(payload)
+        # Both take their declaration (``<kind>WaitEvents``, ``<kind>Ref``: supervisor/_api),
+        # so the id and the bound are the declaration's.
+        @takes_declaration
+        async def wait_events(payload: Any) -> JSONValue:
+            session_id = self._id_of(payload)
             session = self.find(session_id)
-            # Validated by the command's declaration: 0 to 2**31 - 1, or absent.
-            timeout = payload.get("timeoutMilliseconds")
-            timeout_ms = min(timeout, MAX_WAIT_EVENTS_MS) if isinstance(timeout, int) else 0
+            timeout = payload.timeout_milliseconds
+            timeout_ms = 0 if timeout is None else min(timeout, MAX_WAIT_EVENTS_MS)
             try:
                 return await self._events_of(session).wait(timeout_ms)
             except trio.ClosedResourceError:
@@ -185,7 +178,8 @@ class SessionRegistry(Mapping[str, S], Generic[S]):
                     {self._id_field: cut_utf8(session_id, MAX_ECHO_BYTES)},
                 ) from None
 
-        async def poll_events(payload: JSONObject) -> JSONValue:
-            return self._events_of(self.lookup(payload)).poll()
+        @takes_declaration
+        async def poll_events(payload: Any) -> JSONValue:
+            return self._events_of(self.find(self._id_of(payload))).poll()
 
         return {wait_name: wait_events, poll_name: poll_events}

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Final
+from typing import Final
 
 from protocol import CoreError, invalid_field, text_problem
 
@@ -30,9 +30,6 @@ from .._api._terminal import (
     TerminalCreate,
 )
 from .._process._marker import SCOPE_ENV
-
-if TYPE_CHECKING:
-    from protocol import JSONObject
 
 __all__ = (
     "DEFAULT_COLS",
@@ -49,7 +46,6 @@ __all__ = (
     "MAX_WRITE_BYTES",
     "TerminalLaunch",
     "parse_create",
-    "read_terminal_id",
 )
 
 MAX_ITEM_BYTES: Final = 16 * 1024
@@ -108,14 +104,6 @@ class TerminalLaunch:
     def env(self) -> dict[str, str | None]:
         """The environment changes to start with."""
         return {"TERM": DEFAULT_TERM, **dict(self.environment)}
-
-
-def read_terminal_id(payload: JSONObject) -> str:
-    """Read the required ``terminalID`` string."""
-    value = payload.get("terminalID")
-    if not isinstance(value, str) or not value:
-        raise _invalid("terminalID must be a non-empty string", "terminalID")
-    return value
 
 
 def parse_create(

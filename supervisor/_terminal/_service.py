@@ -93,7 +93,7 @@ from .._core._service import declared
 from .._session import exit_detail
 from .._session._registry import SessionRegistry
 from ._events import TerminalEvents
-from ._launch import MAX_WRITE_BYTES, TerminalLaunch, parse_create, read_terminal_id
+from ._launch import MAX_WRITE_BYTES, TerminalLaunch, parse_create
 from ._pty import EndBounds, TerminalProcess
 from ._render import RetainedDisplay, pending_bound, utf8_suffix
 from ._state import PRECONDITION_FAILED, TerminalInput, TerminalLifecycle, TerminalState
@@ -208,7 +208,7 @@ class TerminalService:
         self._max_events = min(max_events, MAX_TERMINAL_EVENTS)
         self._bounds = bounds
         self._handles: SessionRegistry[_Handle] = SessionRegistry(
-            "term", "terminal", "terminalID", _events_of, read_id=read_terminal_id
+            "term", "terminal", "terminalID", _events_of
         )
         self._subscription_ids = itertools.count(1)
         self._closing = False

@@ -587,8 +587,8 @@ def test_start_payload_rules(tmp_path: Path) -> None:
         assert field_of(refused({**plan, "owner": owner})) == "owner"
     _, payload = parse_launch_start({**backend, "pluginId": "p"})
     # plugin-contract.md "Plugin backend": ${stateDir} is its root and working directory.
-    assert payload["workingDirectory"] == str(tmp_path / "state")
-    assert payload["rootUri"] == (tmp_path / "state").as_uri()
+    assert payload.working_directory == str(tmp_path / "state")
+    assert payload.root_uri == (tmp_path / "state").as_uri()
 
 
 async def test_start_server_from_a_launch_plan(tmp_path: Path) -> None:

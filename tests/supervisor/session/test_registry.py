@@ -45,18 +45,18 @@ def test_add_refuses_a_taken_id_and_remove_forgets() -> None:
     assert list(registry.values()) == []
 
 
-def test_lookup_finds_by_the_payload_field() -> None:
+def test_find_finds_by_the_id() -> None:
     registry = _registry()
     session = _Session("a")
     registry.add("lsp-1", session)
-    assert registry.lookup({"sessionId": "lsp-1"}) is session
+    assert registry.find("lsp-1") is session
 
 
-def test_lookup_of_an_unknown_id_is_not_found_with_the_id_cut() -> None:
+def test_find_of_an_unknown_id_is_not_found_with_the_id_cut() -> None:
     registry = _registry()
     huge = "x" * 100_000
     with pytest.raises(CoreError) as info:
-        registry.lookup({"sessionId": huge})
+        registry.find(huge)
     assert info.value.code == "not_found"
     assert info.value.message.startswith("no language-server session 'xxx")
     assert len(info.value.message.encode()) < 2 * MAX_ECHO_BYTES
@@ -67,21 +67,11 @@ def test_lookup_of_an_unknown_id_is_not_found_with_the_id_cut() -> None:
 
 
 @pytest.mark.parametrize("payload", [{}, {"sessionId": 7}, {"sessionId": ""}])
-def test_lookup_of_a_missing_or_bad_id_is_invalid_request(payload: dict[str, object]) -> None:
+def test_a_missing_or_bad_id_is_refused_at_the_edge(payload: dict[str, object]) -> None:
+    # The handlers take their declaration: the Core's decode refuses it first.
     with pytest.raises(CoreError) as info:
-        _registry().lookup(payload)  # type: ignore[arg-type]
+        validate_payload("lsp.pollEvents", payload)
     assert info.value.code == "invalid_request"
-
-
-def test_a_custom_id_reader_is_used() -> None:
-    def read(payload: object) -> str:
-        raise CoreError("invalid_request", "terminalID must be a non-empty string")
-
-    registry: SessionRegistry[_Session] = SessionRegistry(
-        "term", "terminal", "terminalID", lambda s: s.events, read_id=read
-    )
-    with pytest.raises(CoreError, match="terminalID must be"):
-        registry.lookup({"terminalID": "term-1"})
 
 
 async def test_poll_and_wait_drain_the_named_session(autojump_clock: trio.abc.Clock) -> None:
@@ -91,7 +81,9 @@ async def test_poll_and_wait_drain_the_named_session(autojump_clock: trio.abc.Cl
     commands = registry.event_commands("lsp")
     assert set(commands) == {"lsp.waitEvents", "lsp.pollEvents"}
     session.events.put("log", {"line": "hi"})
-    polled = await commands["lsp.pollEvents"]({"sessionId": "lsp-1"})
+    polled = await commands["lsp.pollEvents"](
+        validate_payload("lsp.pollEvents", {"sessionId": "lsp-1"})
+    )
     assert polled == {"events": [{"seq": 1, "event": "log", "line": "hi"}], "gap": False}
 
     async def later() -> None:
@@ -101,13 +93,15 @@ async def test_poll_and_wait_drain_the_named_session(autojump_clock: trio.abc.Cl
     async with trio.open_nursery() as nursery:
         nursery.start_soon(later)
         waited = await commands["lsp.waitEvents"](
-            {"sessionId": "lsp-1", "timeoutMilliseconds": 5_000}
+            validate_payload("lsp.waitEvents", {"sessionId": "lsp-1", "timeoutMilliseconds": 5_000})
         )
     assert isinstance(waited, dict)
     events = waited["events"]
     assert isinstance(events, list)
     assert [e["seq"] for e in events if isinstance(e, dict)] == [2]
-    timed_out = await commands["lsp.waitEvents"]({"sessionId": "lsp-1", "timeoutMilliseconds": 10})
+    timed_out = await commands["lsp.waitEvents"](
+        validate_payload("lsp.waitEvents", {"sessionId": "lsp-1", "timeoutMilliseconds": 10})
+    )
     assert timed_out == {"events": [], "gap": False}
 
 
@@ -118,7 +112,7 @@ async def test_event_commands_check_fields_ids_and_timeouts() -> None:
     assert extra.value.code == "invalid_request"
     commands = _registry().event_commands("lsp")
     with pytest.raises(CoreError) as missing:
-        await commands["lsp.waitEvents"]({"sessionId": "lsp-9"})
+        await commands["lsp.waitEvents"](validate_payload("lsp.waitEvents", {"sessionId": "lsp-9"}))
     assert missing.value.code == "not_found"
     with pytest.raises(CoreError) as bad:
         validate_payload("lsp.waitEvents", {"sessionId": "lsp-1", "timeoutMilliseconds": -1})
@@ -144,7 +138,9 @@ async def test_a_wait_ended_by_a_dispose_is_not_found() -> None:
     registry.add("term-1", _ClosingQueue())
     with pytest.raises(CoreError) as info:
         await registry.event_commands("terminal")["terminal.waitEvents"](
-            {"terminalID": "term-1", "timeoutMilliseconds": 1_000}
+            validate_payload(
+                "terminal.waitEvents", {"terminalID": "term-1", "timeoutMilliseconds": 1_000}
+            )
         )
     assert (info.value.code, info.value.message) == ("not_found", "terminal term-1 was disposed")
     assert info.value.details == {"terminalID": "term-1"}
