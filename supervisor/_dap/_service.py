@@ -57,9 +57,7 @@ from ._state import (
 )
 
 if TYPE_CHECKING:
-    from collections.abc import AsyncIterator, Mapping, Sequence
-
-    import msgspec
+    from collections.abc import AsyncIterator, Mapping
 
     from protocol import JSONObject, JSONValue
 
@@ -408,7 +406,7 @@ class DebugService:
         session = self._session(payload)
         operation_id, timeout = self._operation_fields(payload)
         path = payload.path
-        breakpoints = normalize_source_breakpoints(_entries(payload.breakpoints or []))
+        breakpoints = normalize_source_breakpoints(payload.breakpoints or ())
         return await session.run_operation(
             "debug.setBreakpoints",
             operation_id,
@@ -420,7 +418,7 @@ class DebugService:
     async def _set_exception_breakpoints(self, payload: DebugSetExceptionBreakpoints) -> JSONValue:
         session = self._session(payload)
         operation_id, timeout = self._operation_fields(payload)
-        filters = normalize_exception_filters(_entries(payload.filters or []))
+        filters = normalize_exception_filters(payload.filters or ())
         return await session.run_operation(
             "debug.setExceptionBreakpoints",
             operation_id,
@@ -432,7 +430,7 @@ class DebugService:
     async def _set_function_breakpoints(self, payload: DebugSetFunctionBreakpoints) -> JSONValue:
         session = self._session(payload)
         operation_id, timeout = self._operation_fields(payload)
-        breakpoints = normalize_function_breakpoints(_entries(payload.breakpoints or []))
+        breakpoints = normalize_function_breakpoints(payload.breakpoints or ())
         return await session.run_operation(
             "debug.setFunctionBreakpoints",
             operation_id,
@@ -499,7 +497,7 @@ class DebugService:
         hitCondition?, enabled?}]}`` -> ``{operationId, result: {breakpoints, sent}}``."""
         session = self._session(payload)
         operation_id, timeout = self._operation_fields(payload)
-        breakpoints = normalize_data_breakpoints(_entries(payload.breakpoints or []))
+        breakpoints = normalize_data_breakpoints(payload.breakpoints or ())
         return await session.run_operation(
             "debug.setDataBreakpoints",
             operation_id,
@@ -555,15 +553,6 @@ def _events_of(session: DebugSession) -> EventQueue:
 
 async def _stop_for_close(session: DebugSession) -> None:
     await session.stop(reason="supervisorClosing")
-
-
-def _entries(items: Sequence[msgspec.Struct]) -> list[JSONValue]:
-    """Decoded breakpoint entries in the wire form the session keeps (absent fields left
-    out), for the normalizers of :mod:`._state` (sort, trim, de-duplicate)."""
-    return [
-        {name: value for name, value in encode_value(item).items() if value is not None}
-        for item in items
-    ]
 
 
 def _inspect_arguments(payload: DebugInspect) -> JSONObject:

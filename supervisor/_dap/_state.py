@@ -29,16 +29,21 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Final
+from typing import TYPE_CHECKING, Final, TypeVar
 
 from protocol import CoreError, ErrorCode, LocalProtocolError, StateMachine
 
-from .._core._payload import check_fields
-
 if TYPE_CHECKING:
-    from collections.abc import Callable
+    from collections.abc import Callable, Sequence
 
     from protocol import JSONObject, JSONValue
+
+    from .._api._debug import (
+        DataBreakpoint as DataBreakpointDeclaration,
+        ExceptionFilter as ExceptionFilterDeclaration,
+        FunctionBreakpoint as FunctionBreakpointDeclaration,
+        SourceBreakpoint as SourceBreakpointDeclaration,
+    )
 
 __all__ = (
     "CAPABILITY_FLAGS",
@@ -270,37 +275,37 @@ def _invalid(message: str) -> CoreError:
     return CoreError("invalid_request", message)
 
 
-def _opt_text(item: JSONObject, name: str, where: str) -> str | None:
-    value = item.get(name)
-    if value is None:
-        return None
-    if not isinstance(value, str):
-        raise _invalid(f"{where}.{name} must be a string")
-    value = value.strip()
-    return value or None
+def _trimmed(value: str | None) -> str | None:
+    """A breakpoint's text field trimmed; an empty text is absent."""
+    return (value.strip() or None) if value is not None else None
 
 
-def _enabled(item: JSONObject, where: str) -> bool:
-    value = item.get("enabled", True)
-    if not isinstance(value, bool):
-        raise _invalid(f"{where}.enabled must be a boolean")
-    return value
+def _key_text(value: str, where: str) -> str:
+    """A breakpoint's key (a name, a filter id, a data id): trimmed, and not empty then."""
+    text = value.strip()
+    if not text:
+        raise _invalid(f"{where} must be a non-empty string")
+    return text
 
 
-def _one_based(item: JSONObject, name: str, where: str, *, required: bool) -> int | None:
-    value = item.get(name)
-    if value is None and not required:
-        return None
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise _invalid(f"{where}.{name} must be an integer >= 1 (one-based)")
-    return value
+_E = TypeVar("_E")
+_D = TypeVar("_D")
 
 
-def _check_keys(item: JSONValue, allowed: frozenset[str], where: str) -> JSONObject:
-    if not isinstance(item, dict):
-        raise _invalid(f"{where} must be an object")
-    check_fields(item, allowed, where)
-    return item
+def _normalized(
+    items: Sequence[_D],
+    make: Callable[[_D, str], _E],
+    key: Callable[[_E], tuple[int, int] | str],
+    where: str,
+) -> tuple[_E, ...]:
+    """The one breakpoint-set rule (core-api.md): each decoded entry made (its texts trimmed,
+    an empty text absent), entries of one key collapsed into the last one given (the caller's
+    latest intent), the set sorted by its key."""
+    by_key: dict[tuple[int, int] | str, _E] = {}
+    for index, item in enumerate(items):
+        entry = make(item, f"{where}[{index}]")
+        by_key[key(entry)] = entry
+    return tuple(by_key[k] for k in sorted(by_key, key=lambda k: (isinstance(k, str), k)))
 
 
 @dataclass(frozen=True, order=True)
@@ -331,43 +336,24 @@ class SourceBreakpoint:
         return out
 
 
-_SOURCE_BP_FIELDS: Final = frozenset(
-    {"line", "column", "enabled", "condition", "hitCondition", "logMessage"}
-)
-
-
-def normalize_source_breakpoints(items: JSONValue) -> tuple[SourceBreakpoint, ...]:
-    """Validate, sort and de-duplicate one source's breakpoints (core-api.md).
-
-    Entries with the same ``(line, column)`` collapse into the last one given (the caller's
-    latest intent); the result is sorted by line, then column (no column first). Text fields
-    are trimmed; an empty text is absent.
-
-    Args:
-        items: The ``breakpoints`` array of ``debug.setBreakpoints``.
-
-    Raises:
-        CoreError: ``invalid_request`` naming the first bad entry.
-    """
-    if not isinstance(items, list):
-        raise _invalid("breakpoints must be an array")
-    by_key: dict[tuple[int, int], SourceBreakpoint] = {}
-    for index, raw in enumerate(items):
-        where = f"breakpoints[{index}]"
-        item = _check_keys(raw, _SOURCE_BP_FIELDS, where)
-        line = _one_based(item, "line", where, required=True)
-        assert line is not None
-        column = _one_based(item, "column", where, required=False)
-        bp = SourceBreakpoint(
-            line=line,
-            column=column,
-            enabled=_enabled(item, where),
-            condition=_opt_text(item, "condition", where),
-            hit_condition=_opt_text(item, "hitCondition", where),
-            log_message=_opt_text(item, "logMessage", where),
-        )
-        by_key[(line, column or 0)] = bp
-    return tuple(by_key[key] for key in sorted(by_key))
+def normalize_source_breakpoints(
+    items: Sequence[SourceBreakpointDeclaration],
+) -> tuple[SourceBreakpoint, ...]:
+    """One source's breakpoints (``debug.setBreakpoints``, decoded), sorted by line then
+    column (no column first), one per ``(line, column)``; see :func:`_normalized`."""
+    return _normalized(
+        items,
+        lambda d, _where: SourceBreakpoint(
+            line=d.line,
+            column=d.column,
+            enabled=d.enabled is not False,
+            condition=_trimmed(d.condition),
+            hit_condition=_trimmed(d.hit_condition),
+            log_message=_trimmed(d.log_message),
+        ),
+        lambda bp: (bp.line, bp.column or 0),
+        "breakpoints",
+    )
 
 
 def source_breakpoints_arguments(
@@ -411,29 +397,25 @@ class FunctionBreakpoint:
         return out
 
 
-def normalize_function_breakpoints(items: JSONValue) -> tuple[FunctionBreakpoint, ...]:
-    """Validate, trim, sort by name and de-duplicate (last entry of a name wins).
+def normalize_function_breakpoints(
+    items: Sequence[FunctionBreakpointDeclaration],
+) -> tuple[FunctionBreakpoint, ...]:
+    """Function breakpoints (decoded), sorted by name, one per name (:func:`_normalized`).
 
     Raises:
-        CoreError: ``invalid_request`` naming the first bad entry.
+        CoreError: ``invalid_request`` for a name that is blank once trimmed.
     """
-    if not isinstance(items, list):
-        raise _invalid("breakpoints must be an array")
-    by_name: dict[str, FunctionBreakpoint] = {}
-    allowed = frozenset({"name", "enabled", "condition", "hitCondition"})
-    for index, raw in enumerate(items):
-        where = f"breakpoints[{index}]"
-        item = _check_keys(raw, allowed, where)
-        name = _opt_text(item, "name", where)
-        if name is None:
-            raise _invalid(f"{where}.name must be a non-empty string")
-        by_name[name] = FunctionBreakpoint(
-            name,
-            _enabled(item, where),
-            _opt_text(item, "condition", where),
-            _opt_text(item, "hitCondition", where),
-        )
-    return tuple(by_name[name] for name in sorted(by_name))
+    return _normalized(
+        items,
+        lambda d, where: FunctionBreakpoint(
+            _key_text(d.name, f"{where}.name"),
+            d.enabled is not False,
+            _trimmed(d.condition),
+            _trimmed(d.hit_condition),
+        ),
+        lambda bp: bp.name,
+        "breakpoints",
+    )
 
 
 def function_breakpoints_arguments(
@@ -469,26 +451,24 @@ class ExceptionFilter:
         return out
 
 
-def normalize_exception_filters(items: JSONValue) -> tuple[ExceptionFilter, ...]:
-    """Validate, trim, sort by filter id and de-duplicate (last entry of an id wins).
+def normalize_exception_filters(
+    items: Sequence[ExceptionFilterDeclaration],
+) -> tuple[ExceptionFilter, ...]:
+    """Exception filters (decoded), sorted by filter id, one per id (:func:`_normalized`).
 
     Raises:
-        CoreError: ``invalid_request`` naming the first bad entry.
+        CoreError: ``invalid_request`` for a filter id that is blank once trimmed.
     """
-    if not isinstance(items, list):
-        raise _invalid("filters must be an array")
-    by_id: dict[str, ExceptionFilter] = {}
-    allowed = frozenset({"filterId", "enabled", "condition"})
-    for index, raw in enumerate(items):
-        where = f"filters[{index}]"
-        item = _check_keys(raw, allowed, where)
-        filter_id = _opt_text(item, "filterId", where)
-        if filter_id is None:
-            raise _invalid(f"{where}.filterId must be a non-empty string")
-        by_id[filter_id] = ExceptionFilter(
-            filter_id, _enabled(item, where), _opt_text(item, "condition", where)
-        )
-    return tuple(by_id[key] for key in sorted(by_id))
+    return _normalized(
+        items,
+        lambda d, where: ExceptionFilter(
+            _key_text(d.filter_id, f"{where}.filterId"),
+            d.enabled is not False,
+            _trimmed(d.condition),
+        ),
+        lambda f: f.filter_id,
+        "filters",
+    )
 
 
 def default_exception_filters(capabilities: JSONObject) -> tuple[ExceptionFilter, ...]:
@@ -546,33 +526,26 @@ class DataBreakpoint:
         return out
 
 
-def normalize_data_breakpoints(items: JSONValue) -> tuple[DataBreakpoint, ...]:
-    """Validate, trim, sort by ``dataId`` and de-duplicate (last entry of an id wins).
+def normalize_data_breakpoints(
+    items: Sequence[DataBreakpointDeclaration],
+) -> tuple[DataBreakpoint, ...]:
+    """Data breakpoints (decoded), sorted by ``dataId``, one per id (:func:`_normalized`).
 
     Raises:
-        CoreError: ``invalid_request`` naming the first bad entry.
+        CoreError: ``invalid_request`` for a data id that is blank once trimmed.
     """
-    if not isinstance(items, list):
-        raise _invalid("breakpoints must be an array")
-    by_id: dict[str, DataBreakpoint] = {}
-    allowed = frozenset({"dataId", "enabled", "accessType", "condition", "hitCondition"})
-    for index, raw in enumerate(items):
-        where = f"breakpoints[{index}]"
-        item = _check_keys(raw, allowed, where)
-        data_id = _opt_text(item, "dataId", where)
-        if data_id is None:
-            raise _invalid(f"{where}.dataId must be a non-empty string")
-        access = item.get("accessType")
-        if access is not None and access not in _ACCESS_TYPES:
-            raise _invalid(f"{where}.accessType must be read, write or readWrite")
-        by_id[data_id] = DataBreakpoint(
-            data_id,
-            _enabled(item, where),
-            access if isinstance(access, str) else None,
-            _opt_text(item, "condition", where),
-            _opt_text(item, "hitCondition", where),
-        )
-    return tuple(by_id[key] for key in sorted(by_id))
+    return _normalized(
+        items,
+        lambda d, where: DataBreakpoint(
+            _key_text(d.data_id, f"{where}.dataId"),
+            d.enabled is not False,
+            d.access_type,
+            _trimmed(d.condition),
+            _trimmed(d.hit_condition),
+        ),
+        lambda bp: bp.data_id,
+        "breakpoints",
+    )
 
 
 def data_breakpoints_arguments(

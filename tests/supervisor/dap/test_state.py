@@ -8,6 +8,7 @@ import pytest
 from hypothesis import given, strategies as st
 
 from protocol import CoreError, LocalProtocolError
+from supervisor._api import validate_payload
 from supervisor._dap._state import (
     CAPABILITY_FLAGS,
     DebugInput,
@@ -20,16 +21,41 @@ from supervisor._dap._state import (
     exception_breakpoints_arguments,
     function_breakpoints_arguments,
     normalize_capabilities,
-    normalize_data_breakpoints,
-    normalize_exception_filters,
-    normalize_function_breakpoints,
+    normalize_data_breakpoints as _data,
+    normalize_exception_filters as _filters,
+    normalize_function_breakpoints as _functions,
     normalize_result,
-    normalize_source_breakpoints,
+    normalize_source_breakpoints as _sources,
     source_breakpoints_arguments,
 )
 
 if TYPE_CHECKING:
     from protocol import JSONObject, JSONValue
+
+
+# The normalizers take the decoded entries, as the handlers pass them: these decode JSON
+# through the commands' declarations first, as the Core does (bad entries are refused there).
+
+
+def _decoded(command: str, field: str, items: object, **extra: object) -> Any:
+    payload: Any = {"sessionId": "s", **extra, field: items}
+    return getattr(validate_payload(command, payload), field)
+
+
+def normalize_source_breakpoints(items: object) -> Any:
+    return _sources(_decoded("debug.setBreakpoints", "breakpoints", items, path="/a.py"))
+
+
+def normalize_function_breakpoints(items: object) -> Any:
+    return _functions(_decoded("debug.setFunctionBreakpoints", "breakpoints", items))
+
+
+def normalize_exception_filters(items: object) -> Any:
+    return _filters(_decoded("debug.setExceptionBreakpoints", "filters", items))
+
+
+def normalize_data_breakpoints(items: object) -> Any:
+    return _data(_decoded("debug.setDataBreakpoints", "breakpoints", items))
 
 
 def state_of(lifecycle: DebugLifecycle) -> str:
@@ -145,7 +171,7 @@ def test_source_breakpoints_sorted_deduplicated_disabled_kept() -> None:
 )
 def test_source_breakpoints_invalid(items: object) -> None:
     with pytest.raises(CoreError) as info:
-        normalize_source_breakpoints(items)  # type: ignore[arg-type]
+        normalize_source_breakpoints(items)
     assert info.value.code == "invalid_request"
 
 
@@ -159,7 +185,7 @@ def test_source_breakpoints_invalid(items: object) -> None:
     )
 )
 def test_source_breakpoints_normalization_is_idempotent(items: list[dict[str, int]]) -> None:
-    once = normalize_source_breakpoints(list(items))  # type: ignore[arg-type]
+    once = normalize_source_breakpoints(list(items))
     again = normalize_source_breakpoints([bp.to_wire() for bp in once])
     assert once == again
     keys = [(bp.line, bp.column or 0) for bp in once]
