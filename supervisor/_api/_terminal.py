@@ -116,6 +116,32 @@ class TerminalReopenResult(Result, kw_only=True):
     restored_context_bytes: int
 
 
+class TerminalScreenResult(Result, kw_only=True):
+    """``terminal.screen``: what the terminal shows now, for a client that attaches (an
+    editor after a reload) to draw before the live output.
+
+    Attributes:
+        terminal_id: The terminal.
+        generation: The generation the text is of.
+        rows: Screen height, in lines.
+        cols: Screen width, in columns.
+        text: The displayed text as plain text, rendered by a VT emulator: the lines that
+            scrolled off, then the screen (trailing blank lines and blanks left out), at most
+            the terminal's ``retainedContextBytes`` (16 384 bytes when it keeps none). With no
+            program running, the text its last generation showed.
+        seq: The ``seq`` of the newest ``output`` event the text includes: the output events
+            after it are exactly what the text does not show yet (take them with
+            ``terminal.waitEvents``). Null when no output event is included.
+    """
+
+    terminal_id: str = msgspec.field(name="terminalID")
+    generation: int
+    rows: int
+    cols: int
+    text: str
+    seq: int | None
+
+
 class TerminalSubscription(Result, kw_only=True):
     subscription_id: str = msgspec.field(name="subscriptionID")
 
@@ -191,6 +217,7 @@ ORDER = {
     "terminal.write": _ON_TERMINAL,
     "terminal.resize": _ON_TERMINAL,
     "terminal.reopen": _ON_TERMINAL,
+    "terminal.screen": _ON_TERMINAL,
     "terminal.close": _ENDS_TERMINAL,
     "terminal.dispose": _ENDS_TERMINAL,
 }
@@ -207,6 +234,7 @@ COMMANDS = {
     "terminal.waitEvents": (TerminalWaitEvents, TerminalEvents),
     "terminal.pollEvents": (TerminalRef, TerminalEvents),
     "terminal.list": (TerminalList, list[TerminalInfo]),
+    "terminal.screen": (TerminalRef, TerminalScreenResult),
 }
 EVENTS = {"terminal": TerminalEvent}
 #: What ends each event stream of this module (docs/commands.md "Events").

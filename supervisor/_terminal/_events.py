@@ -153,11 +153,19 @@ class TerminalEvents:
 
         return unwatch
 
-    def put_output(self, params: JSONObject) -> None:
+    @property
+    def last_seq(self) -> int | None:
+        """The ``seq`` of the newest event queued so far (None before the first)."""
+        return self._seq or None
+
+    def put_output(self, params: JSONObject) -> int:
         """Queue one ``output`` event (``params``: terminalID, generation, data); never blocks.
 
         Past an output bound (events, bytes, the shared budget) the oldest output is dropped
         and counted; the newest event is always kept.
+
+        Returns:
+            The event's ``seq``.
         """
         self._seq += 1
         item: JSONObject = {"seq": self._seq, "event": "output", **params}
@@ -178,6 +186,7 @@ class TerminalEvents:
             self._paused = True
             listener.pause()
         self._ready.set()
+        return self._seq
 
     def _charge(self, size: int) -> None:
         charge = size + (EVENT_OVERHEAD_BYTES if size >= 0 else -EVENT_OVERHEAD_BYTES)

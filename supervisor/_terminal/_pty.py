@@ -164,7 +164,7 @@ class TerminalProcess:
         tree: ProcessTree,
         master: int,
         display: RetainedDisplay,
-        on_output: Callable[[str], None],
+        on_output: Callable[[str], int | None],
     ) -> None:
         self.tree = tree
         self._master = master
@@ -206,7 +206,7 @@ class TerminalProcess:
         rows: int,
         cols: int,
         display: RetainedDisplay,
-        on_output: Callable[[str], None],
+        on_output: Callable[[str], int | None],
         on_exit: Callable[[TerminalProcess], None],
         on_failure: Callable[[TerminalProcess, Exception], None],
     ) -> TerminalProcess:
@@ -361,9 +361,11 @@ class TerminalProcess:
 
     def _emit(self, text: str) -> None:
         if text and not self._discard:
-            self.display.feed(text)
+            # The event first: the display learns its seq with the text (a screen taken
+            # for a client then says which events it already shows).
+            seq = self._on_output(text)
+            self.display.feed(text, seq)
             self._render_wanted.set()
-            self._on_output(text)
 
     async def _render_loop(self) -> None:
         try:

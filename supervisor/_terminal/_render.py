@@ -240,6 +240,13 @@ class RetainedDisplay:
         self._screen = _HistoryScreen(cols, rows, max_history_bytes)
         self._stream = pyte.Stream(self._screen)
         self._lock = threading.Lock()
+        #: Held while the emulator's state changes or is read (a render, a screen), so a
+        #: screen taken for a client never sees a render half done.
+        self._render_lock = threading.Lock()
+        #: The event ``seq`` of the newest output fed (:meth:`feed`), and of the newest
+        #: output the emulator has rendered: a screen includes exactly the output up to it.
+        self._fed_seq: int | None = None
+        self._rendered_seq: int | None = None
         self._pending: list[str | tuple[int, int]] = []
         self._pending_chars = 0
         self._max_pending_chars = max_pending_chars
@@ -268,11 +275,19 @@ class RetainedDisplay:
         """Whether pending output was dropped since the last render (a flood)."""
         return self._reset
 
-    def feed(self, text: str) -> None:
-        """Queue decoded output for rendering; drops the oldest when over the bound."""
+    def feed(self, text: str, seq: int | None = None) -> None:
+        """Queue decoded output for rendering; drops the oldest when over the bound.
+
+        Args:
+            text: Decoded output.
+            seq: The ``seq`` of the ``output`` event that carried ``text`` to the clients,
+                if one did: :meth:`screen` says up to which event its text goes.
+        """
         if not text:
             return
         with self._lock:
+            if seq is not None:
+                self._fed_seq = seq
             self.fed_chars += len(text)
             self._pending.append(text)
             self._pending_chars += len(text)
@@ -317,10 +332,15 @@ class RetainedDisplay:
                 everything pending. pyte's parser is incremental, so a slice may end inside
                 an escape sequence.
         """
+        with self._render_lock:
+            self._render_pending(max_chars)
+
+    def _render_pending(self, max_chars: int | None) -> None:
         with self._lock:
             if max_chars is None or self._pending_chars <= max_chars:
                 pending, self._pending = self._pending, []
                 self._pending_chars = 0
+                self._rendered_seq = self._fed_seq
             else:
                 pending = []
                 budget = max_chars
@@ -395,6 +415,20 @@ class RetainedDisplay:
         while screen and not screen[-1]:
             screen.pop()
         return [*self._screen.history, *screen]
+
+    def screen(self, budget_bytes: int) -> tuple[str, int | None]:
+        """Render what is pending, then take :meth:`snapshot`: the text a client that
+        attaches shows before the live output (call from a worker thread; it waits for a
+        render running in another one).
+
+        Returns:
+            ``(text, seq)``: the displayed text, at most ``budget_bytes`` bytes, and the
+            ``seq`` of the newest output event it includes (None: none was fed with one).
+            The output events after ``seq`` are exactly what the text does not show yet.
+        """
+        with self._render_lock:
+            self._render_pending(None)
+            return self.snapshot(budget_bytes), self._rendered_seq
 
     def snapshot(self, budget_bytes: int) -> str:
         """The displayed text (history, then the screen), at most ``budget_bytes`` bytes.

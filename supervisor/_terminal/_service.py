@@ -93,7 +93,12 @@ from .._core._service import declared
 from .._session import exit_detail
 from .._session._registry import SessionRegistry
 from ._events import TerminalEvents
-from ._launch import MAX_WRITE_BYTES, TerminalLaunch, parse_create
+from ._launch import (
+    DEFAULT_RETAINED_CONTEXT_BYTES,
+    MAX_WRITE_BYTES,
+    TerminalLaunch,
+    parse_create,
+)
 from ._pty import EndBounds, TerminalProcess
 from ._render import RetainedDisplay, pending_bound, utf8_suffix
 from ._state import PRECONDITION_FAILED, TerminalInput, TerminalLifecycle, TerminalState
@@ -225,6 +230,7 @@ class TerminalService:
             "terminal.disposeSubscription": self._dispose_subscription,
             **self._handles.event_commands("terminal"),
             "terminal.list": self._list,
+            "terminal.screen": self._screen,
         }
 
     # -- the Python-level hooks ----------------------------------------------------------
@@ -327,17 +333,18 @@ class TerminalService:
             handle = self._handles.find(terminal_id)
         return handle
 
-    def _output_sink(self, handle: _Handle, generation: int) -> Callable[[str], None]:
-        def on_output(text: str) -> None:
+    def _output_sink(self, handle: _Handle, generation: int) -> Callable[[str], int | None]:
+        def on_output(text: str) -> int | None:
             # Late output of an older generation never reaches the new one.
             if handle.generation == generation and handle.lifecycle.state in (
                 TerminalState.STARTING,
                 TerminalState.RUNNING,
                 TerminalState.CLOSING,
             ):
-                handle.events.put_output(
+                return handle.events.put_output(
                     {"terminalID": handle.terminal_id, "generation": generation, "data": text}
                 )
+            return None
 
         return on_output
 
@@ -702,6 +709,32 @@ class TerminalService:
     @declared
     async def _list(self, payload: TerminalList) -> JSONValue:
         return [handle.wire() for handle in self._handles.values()]
+
+    @declared
+    async def _screen(self, payload: TerminalRef) -> JSONValue:
+        """``terminal.screen {terminalID}`` -> ``{terminalID, generation, rows, cols, text,
+        seq}``: the displayed text and the newest output event it includes (issue 30: a
+        client that attaches draws it, then the output events after ``seq``).
+
+        Ordered with the terminal's writes and resizes: it shows what the program made of
+        the keystrokes sent before it, as far as the program has answered them.
+        """
+        handle = self._handles.find(payload.terminal_id)
+        budget = handle.retained_budget or DEFAULT_RETAINED_CONTEXT_BYTES
+        process = handle.process
+        if process is None:
+            # No program runs: what its last generation showed, complete up to now.
+            text, seq = handle.retained_text, handle.events.last_seq
+        else:
+            text, seq = await trio.to_thread.run_sync(process.display.screen, budget)
+        return {
+            "terminalID": handle.terminal_id,
+            "generation": handle.generation,
+            "rows": handle.rows,
+            "cols": handle.cols,
+            "text": text,
+            "seq": seq,
+        }
 
 
 def _events_of(handle: _Handle) -> TerminalEvents:

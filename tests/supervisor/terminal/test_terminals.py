@@ -852,3 +852,46 @@ async def test_cwd_is_an_absolute_path(tmp_path: Path) -> None:
             expected = "absolute path" if isinstance(cwd, str) else "must be a string"
             assert expected in error.message
         assert await core.call("terminal.list", {}) == []
+
+
+async def test_screen_shows_what_another_client_read_and_seq_joins_it_to_the_live_output() -> None:
+    """Issue 30: a client that attaches to a running terminal takes ``terminal.screen`` -- the
+    displayed text, including output an earlier client already drained -- and continues with
+    the output events after its ``seq``: nothing the screen shows comes again, nothing after
+    it is missing."""
+    async with terminal_core() as (core, _):
+        first = await Term.create(core, "bash", *BASH, environment={"PS1": "$ "})
+        await first.type("echo one-$((0+1))\n")
+        await first.until("one-1")  # the first client drained it
+        await first.type("echo two-$((1+1))\n")
+        # The second client: nothing drained yet; the screen shows both answers.
+        with trio.fail_after(WAIT_S):
+            while True:
+                screen = _dict(await first.call("terminal.screen"))
+                if "two-2" in str(screen["text"]):
+                    break
+                await trio.sleep(0.05)
+        assert "one-1" in str(screen["text"])
+        assert (screen["rows"], screen["cols"], screen["generation"]) == (24, 80, 1)
+        seq = screen["seq"]
+        assert isinstance(seq, int)
+        await first.type("echo three-$((2+1))\n")
+        second = Term(core, first.id)
+        with trio.fail_after(WAIT_S):
+            after = ""
+            while "three-3" not in after:
+                await second.pump()
+                after = "".join(
+                    str(e["data"])
+                    for e in second.outputs
+                    if isinstance(e["seq"], int) and e["seq"] > seq
+                )
+        # What the screen showed is not in the events after its seq, only what came later.
+        assert "two-2" not in after
+        assert "one-1" not in after
+        shown_again = [e for e in second.outputs if isinstance(e["seq"], int) and e["seq"] <= seq]
+        assert all("three-3" not in str(e["data"]) for e in shown_again)
+        await first.type("exit\n")
+        await _wait_closed(core)
+        closed = _dict(await first.call("terminal.screen"))
+        assert "three-3" in str(closed["text"])
