@@ -297,6 +297,15 @@ class DebugDestroyResult(Result, kw_only=True):
 
 
 class DebugSessionInfo(Result, kw_only=True):
+    """One debug session as ``debug.listSessions`` and ``core.sessions`` give it.
+
+    Attributes:
+        stop: While the session is ``paused``: the ``stopped`` event that paused it
+            (``{reason, threadId, allThreadsStopped, description, text, hitBreakpointIds}``),
+            so a client that attaches (an editor after a reload) shows where it stopped and
+            asks for threads and the stack again; absent otherwise.
+    """
+
     session_id: str
     adapter_id: str
     state: DebugState
@@ -306,6 +315,7 @@ class DebugSessionInfo(Result, kw_only=True):
     child_session_ids: list[str] | None = None
     reason: str | None = None
     crash_report: JsonObject | None = None
+    stop: JsonObject | None = None
 
 
 class DebugListSessions(Payload, kw_only=True):

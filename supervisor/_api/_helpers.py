@@ -93,6 +93,7 @@ from ._lsp import (
     LspRestartResult as lsp_LspRestartResult,
     LspServerRequestResponse as lsp_LspServerRequestResponse,
     LspSessionRef as lsp_LspSessionRef,
+    LspSnapshot as lsp_LspSnapshot,
     LspSnapshotResult as lsp_LspSnapshotResult,
     LspStartServer as lsp_LspStartServer,
     LspStartServerResult as lsp_LspStartServerResult,
@@ -162,6 +163,7 @@ from ._terminal import (
     TerminalRef as terminal_TerminalRef,
     TerminalReopenResult as terminal_TerminalReopenResult,
     TerminalResize as terminal_TerminalResize,
+    TerminalScreenResult as terminal_TerminalScreenResult,
     TerminalSubscription as terminal_TerminalSubscription,
     TerminalWaitEvents as terminal_TerminalWaitEvents,
     TerminalWrite as terminal_TerminalWrite,
@@ -838,9 +840,14 @@ class CommandHelpers:
         )
         return _convert(data, base_AcceptedResult)
 
-    async def lsp_snapshot(self: _Caller, *, session_id: base_NonEmpty) -> lsp_LspSnapshotResult:
+    async def lsp_snapshot(
+        self: _Caller, *, session_id: base_NonEmpty, include_diagnostics: bool = False
+    ) -> lsp_LspSnapshotResult:
         """``lsp.snapshot``; see docs/commands.md."""
-        data = await self.call("lsp.snapshot", _wire(lsp_LspSessionRef(session_id=session_id)))
+        data = await self.call(
+            "lsp.snapshot",
+            _wire(lsp_LspSnapshot(session_id=session_id, include_diagnostics=include_diagnostics)),
+        )
         return _convert(data, lsp_LspSnapshotResult)
 
     async def lsp_start_server(
@@ -1183,6 +1190,15 @@ class CommandHelpers:
             _wire(terminal_TerminalResize(terminal_id=terminal_id, rows=rows, cols=cols)),
         )
         _none(data)
+
+    async def terminal_screen(
+        self: _Caller, *, terminal_id: terminal_TerminalId
+    ) -> terminal_TerminalScreenResult:
+        """``terminal.screen``; see docs/commands.md."""
+        data = await self.call(
+            "terminal.screen", _wire(terminal_TerminalRef(terminal_id=terminal_id))
+        )
+        return _convert(data, terminal_TerminalScreenResult)
 
     async def terminal_wait_events(
         self: _Caller,

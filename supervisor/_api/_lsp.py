@@ -246,6 +246,22 @@ class LspDestroyResult(Result, kw_only=True):
     destroyed: bool
 
 
+class LspSnapshot(Payload, kw_only=True):
+    """``lsp.snapshot``: the session's runtime state.
+
+    Attributes:
+        session_id: The session.
+        include_diagnostics: Also give each open document's latest diagnostics (its
+            ``diagnostics``: the last ``textDocument/publishDiagnostics`` the server sent for
+            it, as the ``diagnostics`` events carried them), so a client that attaches to a
+            running server (an editor after a reload) shows them without waiting for the
+            server to publish again. Default false: ``diagnosticCount`` only.
+    """
+
+    session_id: NonEmpty
+    include_diagnostics: bool = False
+
+
 class LspSnapshotResult(Result, kw_only=True):
     """``lsp.snapshot``: the session's runtime state."""
 
@@ -614,7 +630,7 @@ COMMANDS = {
     "lsp.stopServer": (LspSessionRef, LspStopResult),
     "lsp.restartServer": (LspSessionRef, LspRestartResult),
     "lsp.destroyServer": (LspSessionRef, LspDestroyResult),
-    "lsp.snapshot": (LspSessionRef, LspSnapshotResult),
+    "lsp.snapshot": (LspSnapshot, LspSnapshotResult),
     "lsp.syncDocument": (LspSyncDocument, LspSyncDocumentResult),
     "lsp.closeDocument": (LspCloseDocument, LspCloseDocumentResult),
     "lsp.workspaceFilesChanged": (LspWorkspaceFilesChanged, LspWorkspaceFilesChangedResult),

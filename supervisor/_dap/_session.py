@@ -399,6 +399,8 @@ class DebugSession(SessionResource[JSONObject]):
         #: initialize response, a step of the configuration, the end of the transport.
         self._progress = trio.Event()
         self._stop_count = 0
+        #: The ``stopped`` event that paused the session (``describe``'s ``stop``).
+        self._last_stop: JSONObject | None = None
         self._transport_done = trio.Event()
         self._end_reason = "adapterExited"
         #: A ``debug.disconnect`` (or the debuggee's end) began the DAP stop sequence;
@@ -452,7 +454,8 @@ class DebugSession(SessionResource[JSONObject]):
 
     def describe(self) -> JSONObject:
         """``{sessionId, adapterId, state, requestKind, adapterPid, parentSessionId?,
-        childSessionIds?, reason?, crashReport?}``.
+        childSessionIds?, reason?, crashReport?, stop?}``; ``stop`` (the ``stopped`` event
+        that paused it) only in state ``paused``.
 
         ``parentSessionId`` only for a session started by an adapter's ``startDebugging``,
         ``childSessionIds`` only once such a session exists; ``reason: "internal"`` and
@@ -472,6 +475,8 @@ class DebugSession(SessionResource[JSONObject]):
         if self.failure is not None:
             data["reason"] = "internal"
             data["crashReport"] = self._crash_report()
+        if self.state is DebugState.PAUSED and self._last_stop is not None:
+            data["stop"] = dict(self._last_stop)
         return data
 
     def _crash_report(self) -> JSONObject:
@@ -1477,23 +1482,19 @@ class DebugSession(SessionResource[JSONObject]):
                 self.lifecycle.selected_thread = thread
             changed = self.lifecycle.handle(DebugInput.RECV_STOPPED)
             hit = body.get("hitBreakpointIds")
-            self._emit(
-                "stopped",
-                {
-                    "reason": body.get("reason")
-                    if isinstance(body.get("reason"), str)
-                    else "unknown",
-                    "threadId": thread,
-                    "allThreadsStopped": body.get("allThreadsStopped") is True,
-                    "description": body.get("description")
-                    if isinstance(body.get("description"), str)
-                    else None,
-                    "text": body.get("text") if isinstance(body.get("text"), str) else None,
-                    "hitBreakpointIds": [i for i in hit if _int(i) is not None]
-                    if isinstance(hit, list)
-                    else [],
-                },
-            )
+            self._last_stop = {
+                "reason": body.get("reason") if isinstance(body.get("reason"), str) else "unknown",
+                "threadId": thread,
+                "allThreadsStopped": body.get("allThreadsStopped") is True,
+                "description": body.get("description")
+                if isinstance(body.get("description"), str)
+                else None,
+                "text": body.get("text") if isinstance(body.get("text"), str) else None,
+                "hitBreakpointIds": [i for i in hit if _int(i) is not None]
+                if isinstance(hit, list)
+                else [],
+            }
+            self._emit("stopped", dict(self._last_stop))
             if changed:
                 self._emit("stateChanged", {"state": self.state.value})
         elif name == "continued":

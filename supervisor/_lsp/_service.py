@@ -93,6 +93,7 @@ if TYPE_CHECKING:
         LspRequest,
         LspServerRequestResponse,
         LspSessionRef,
+        LspSnapshot,
         LspSyncDocument,
         LspUpdateWorkspaceConfiguration,
         LspWorkspaceFilesChanged,
@@ -110,6 +111,7 @@ if TYPE_CHECKING:
 
     _SessionPayload = (
         LspSessionRef
+        | LspSnapshot
         | LspSyncDocument
         | LspCloseDocument
         | LspWorkspaceFilesChanged
@@ -759,9 +761,9 @@ class LspService:
         return {"destroyed": True}
 
     @declared
-    async def _snapshot(self, payload: LspSessionRef) -> JSONValue:
+    async def _snapshot(self, payload: LspSnapshot) -> JSONValue:
         session = self._session(payload)
-        snapshot = session.snapshot()
+        snapshot = session.snapshot(include_diagnostics=payload.include_diagnostics)
         if session.spec.contribution is not None:
             status = self._statuses.get(session.session_id)
             snapshot["pluginStatus"] = None if status is None else dict(status)

@@ -447,8 +447,9 @@ class LspSession(SessionResource[JSONObject]):
             return None
         return gen.tree.pid
 
-    def snapshot(self) -> JSONObject:
-        """``lsp.snapshot``: the session's runtime state (wire-shaped)."""
+    def snapshot(self, *, include_diagnostics: bool = False) -> JSONObject:
+        """``lsp.snapshot``: the session's runtime state (wire-shaped); with
+        ``include_diagnostics`` each open document's latest diagnostics too."""
         now = _now_ms()
         pending: list[JSONValue] = [
             {
@@ -460,15 +461,17 @@ class LspSession(SessionResource[JSONObject]):
             for req in self._requests
             if req.outcome is None
         ]
-        documents: list[JSONValue] = [
-            {
+        documents: list[JSONValue] = []
+        for doc in self.documents.documents():
+            entry: JSONObject = {
                 "uri": doc.uri,
                 "languageId": doc.language_id,
                 "version": doc.version,
                 "diagnosticCount": len(doc.diagnostics),
             }
-            for doc in self.documents.documents()
-        ]
+            if include_diagnostics:
+                entry["diagnostics"] = list(doc.diagnostics)
+            documents.append(entry)
         gen = self._gen
         stderr_tail: list[JSONValue] = [*self.stderr.tail()]
         closed_gates: list[JSONValue] = []

@@ -426,6 +426,11 @@ async def test_editor_reload_keeps_sessions_warm(runtime_dir: str, tmp_path: str
         )
         assert isinstance(terminal, dict)
         terminal_id = terminal["terminalID"]
+        # What the first client reads is gone from the queue; the screen still shows it.
+        await _serve_call(
+            first, "terminal.write", {"terminalID": terminal_id, "data": "echo seen-$((1+1))\n"}
+        )
+        await _read_terminal(first, terminal_id, "seen-2")
         await _serve_call(
             first,
             "terminal.write",
@@ -504,7 +509,29 @@ async def test_editor_reload_keeps_sessions_warm(runtime_dir: str, tmp_path: str
             lambda e: e["event"] == "requestCompleted" and e["operationId"] == operation,
         )
         assert "greet" in str(done["result"])
-        # The terminal: what the command wrote while nobody was attached, then live input.
+        # Its diagnostics, published while the first client was attached, come with its state.
+        with trio.fail_after(REPLY_TIMEOUT_S):
+            while True:
+                state = as_obj(
+                    await _serve_call(
+                        second, "lsp.snapshot", {"sessionId": sid, "includeDiagnostics": True}
+                    )
+                )
+                docs = state["documents"]
+                assert isinstance(docs, list)
+                assert len(docs) == 1
+                doc = as_obj(docs[0])
+                diagnostics = doc["diagnostics"]
+                assert isinstance(diagnostics, list)
+                if "nam" in str(diagnostics):
+                    break
+                await trio.sleep(0.1)
+        assert doc["diagnosticCount"] == len(diagnostics)
+        # The terminal: its screen -- with what the first client had already read -- then
+        # what the command wrote while nobody was attached, then live input.
+        screen = as_obj(await _serve_call(second, "terminal.screen", {"terminalID": terminal_id}))
+        assert "seen-2" in str(screen["text"])
+        assert isinstance(screen["seq"], int)
         await _read_terminal(second, terminal_id, "built-42")
         await _serve_call(
             second, "terminal.write", {"terminalID": terminal_id, "data": "echo $$\n"}
@@ -517,6 +544,8 @@ async def test_editor_reload_keeps_sessions_warm(runtime_dir: str, tmp_path: str
         assert isinstance(debugs, list)
         assert [as_obj(d)["sessionId"] for d in debugs] == [debug_id["sessionId"]]
         adapter_pid = as_obj(debugs[0])["adapterPid"]
+        stop = as_obj(as_obj(debugs[0])["stop"])
+        assert stop["reason"] == "breakpoint"
         assert isinstance(adapter_pid, int)
         threads = as_obj(
             await _serve_call(second, "debug.inspect", {**debug_id, "kind": "threads"})
