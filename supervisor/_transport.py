@@ -40,8 +40,6 @@ import trio
 
 from protocol import EOF, NEED_DATA, RemoteProtocolError, StrayText
 
-from ._boundary import fault_point
-
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable
 
@@ -335,8 +333,8 @@ class FramedTransport:
             as long as the peer is there. A number of milliseconds opts in to ending the
             transport (``"write timeout"``) when a write of up to 64 KiB makes no progress
             for that long.
-        fault_site: A fault-injection site the writer passes before each write
-            (:func:`supervisor._boundary.fault_point`), or None.
+        before_write: Called by the writer before each write (a fault-injection point of
+            its owner, :func:`supervisor._boundary.fault_point`), or None.
         queue: A write queue made before the streams were known (frames queued in it
             go out first), or None for a new one of the bounds above.
 
@@ -362,7 +360,7 @@ class FramedTransport:
         max_pending_writes: int = DEFAULT_MAX_PENDING_WRITES,
         max_write_bytes: int = DEFAULT_MAX_WRITE_BYTES,
         write_timeout_ms: float | None = None,
-        fault_site: str | None = None,
+        before_write: Callable[[], None] | None = None,
         queue: _WriteQueue | None = None,
     ) -> None:
         self.name = name
@@ -380,7 +378,7 @@ class FramedTransport:
         self.frames_read = 0
         self.chunks_read = 0
         self._reads_without_pass = 0
-        self._fault_site = fault_site
+        self._before_write = before_write
 
     # -- writing -------------------------------------------------------------------------
 
@@ -405,8 +403,8 @@ class FramedTransport:
                     items = await queue.get_all()
                     if not items:
                         return
-                    if self._fault_site is not None:
-                        fault_point(self._fault_site)
+                    if self._before_write is not None:
+                        self._before_write()
                     if len(items) == 1 or queue.writing > _JOIN_BYTES:
                         # Large frames go one by one: joining them would copy them all.
                         for frame, _ in items:

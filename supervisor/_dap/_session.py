@@ -235,6 +235,10 @@ OPERATION_FAILURE_REASONS: Final = frozenset(
 )
 
 
+def _writer_fault_point() -> None:
+    fault_point("dap.writer")
+
+
 def check_loopback(host: str) -> str:
     """Accept only loopback endpoints: 127.0.0.0/8, ``::1`` or ``localhost``.
 
@@ -667,7 +671,7 @@ class DebugSession(SessionResource[JSONObject]):
             send_stream,
             receive_stream,
             name=f"debug adapter {self.session_id}",
-            fault_site="dap.writer",
+            before_write=_writer_fault_point,
             queue=self._writes,
         )
 
