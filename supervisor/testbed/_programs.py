@@ -357,7 +357,9 @@ def _headless_helper(options: Options, done: int, *, setsid: bool, double_fork: 
     _record_pid(options)
 
     def worker() -> None:
-        deadline = time.monotonic() + 10
+        # Generous: on a loaded machine the main thread's exit can take seconds, and a
+        # helper that tells before it happened is not yet the helper this program promises.
+        deadline = time.monotonic() + 60
         while not _thread_leader_exited() and time.monotonic() < deadline:
             time.sleep(0.001)
         os.write(done, b"x")
