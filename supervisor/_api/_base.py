@@ -251,6 +251,66 @@ FIELD_ALIASES: Final = {
 }
 
 
+#: What a wire field means wherever it appears, for docs/commands.md: a struct's own
+#: ``Attributes:`` entry wins where the field means more there. One text per concept, so the
+#: reference says the same thing about ``sessionId`` in all of its 80 places.
+FIELD_MEANINGS: Final = {
+    "sessionId": "The session's id, as its start answered it (``lsp.startServer``,"
+    " ``debug.createSession``).",
+    "terminalID": "The terminal's id, as ``terminal.create`` answered it.",
+    "jobId": "The job's id, as ``job.start`` answered it.",
+    "runId": "The run's id, as ``run.list`` and the run's events give it.",
+    "operationId": "The operation's id: its events carry it and ``*.cancelOperation`` names"
+    " it (the caller's, when it gave one; else one the supervisor made).",
+    "generation": "Which start this is: 1 for the first, one more for each restart (a"
+    " language server), reopen (a terminal) or change (a workspace context).",
+    "pid": "The process id of its main process; null or absent when none runs.",
+    "adapterPid": "The debug adapter's process id; null when the supervisor did not start it"
+    " (an adapter reached over TCP) or it runs no more.",
+    "exitCode": "The process's exit status; null when a signal ended it or it has not exited.",
+    "signal": "The number of the signal that ended the process; null when none did.",
+    "signalName": "That signal's name (``SIGTERM``); null when none.",
+    "crashReport": "Only in state ``failed``: a bounded report of the unexpected exception"
+    " that ended it (type, message, where); nothing of it reaches other sessions.",
+    "events": "The events taken from the queue, oldest first; empty when none came in time.",
+    "gap": "True when events of this queue were dropped since the last drain (the queue was"
+    " full): what the consumer holds is incomplete. The events next to the loss carry"
+    " ``dropped``.",
+    "threadId": "A DAP thread id (from ``debug.inspect`` ``threads`` or a ``stopped`` event).",
+    "frameId": "A DAP stack frame id (from ``debug.inspect`` ``stackTrace``).",
+    "variablesReference": "A DAP variables reference (from ``scopes``, ``variables`` or"
+    " ``evaluate``); 0 means none.",
+    "subscriptionID": "The subscription's id, as the command that made it answered"
+    " (``terminal.onExit``).",
+    "hostRequestID": "The host request's id, from its ``hostRequest`` event; ``lsp.hostResponse``"
+    " answers it.",
+    "pluginId": "The plugin (its id under the plugin contract) the session or call belongs to.",
+    "uri": "A document's URI, as LSP writes it (``file:///...``).",
+    "owner": "The plugin session that owns it (it ends with that session); null for the"
+    " host's own.",
+    "rows": "Screen height, in lines.",
+    "cols": "Screen width, in columns.",
+    "state": 'Its lifecycle state (each kind\'s states are listed under "States" below).',
+    "method": "The LSP (JSON-RPC) method, as the protocol names it (``textDocument/hover``).",
+    "params": "The params, passed through as JSON (an object or an array).",
+    "enabled": "False keeps the entry but off: it is not sent to the adapter (default true).",
+    "condition": "An expression the adapter evaluates; it stops only when the expression is"
+    " true (sent only to an adapter that announced conditions).",
+    "hitCondition": "How many hits to ignore before it stops, as the adapter reads it (sent"
+    " only to an adapter that announced hit conditions).",
+}
+#: ``timeoutMilliseconds`` of a ``*.waitEvents``.
+WAIT_MEANING: Final = (
+    "How long to wait for an event, in milliseconds: 0 or absent returns at once; a wait"
+    " longer than 10 minutes is cut to 10 minutes."
+)
+#: ``timeoutMilliseconds`` of any other command.
+DEADLINE_MEANING: Final = (
+    "The operation's deadline, in milliseconds: past it the operation ends as timed out (how"
+    " the command says); absent: the command's default."
+)
+
+
 # -- the rule walker --------------------------------------------------------------------
 
 _Checker: TypeAlias = Callable[[Any, str], None]

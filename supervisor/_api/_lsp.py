@@ -126,7 +126,15 @@ class StateRetention(msgspec.Struct, rename="camel", forbid_unknown_fields=True,
 
 class WorkspaceStateSpec(msgspec.Struct, rename="camel", forbid_unknown_fields=True, kw_only=True):
     """A per-workspace state directory ``root/name`` (plugin-contract.md "Plugin-owned
-    sessions"); ``root`` absolute, ``name`` one path component (checked by the command)."""
+    sessions"); ``root`` absolute, ``name`` one path component (checked by the command).
+
+    Attributes:
+        root: The directory that holds the state directories (absolute, not ``/``).
+        name: This workspace's directory in it: one path component, made before the start.
+        retention: How many state directories to keep and for how long; older ones are
+            pruned after the start (a ``workspaceStatePruned`` event says which).
+        active_names: The directory names of the workspaces open now: never pruned.
+    """
 
     root: Path
     name: Path

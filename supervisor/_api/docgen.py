@@ -419,8 +419,18 @@ def _type_md(tp: Any) -> str:
 
 
 def _attributes(cls: type) -> dict[str, str]:
-    """``{field: text}`` from the ``Attributes:`` section of ``cls``'s docstring."""
-    doc = inspect.getdoc(cls) or ""
+    """``{field: text}`` from the ``Attributes:`` sections of ``cls``'s docstring and of the
+    classes it stands on (its own entries win: an event's ``seq`` is documented once, on
+    :class:`~._base.Event`)."""
+    texts: dict[str, str] = {}
+    for klass in reversed(cls.__mro__):
+        doc = klass.__dict__.get("__doc__")
+        if isinstance(doc, str):
+            texts.update(_attributes_section(inspect.cleandoc(doc)))
+    return texts
+
+
+def _attributes_section(doc: str) -> dict[str, str]:
     _, found, section = doc.partition("Attributes:\n")
     if not found:
         return {}
@@ -438,6 +448,17 @@ def _attributes(cls: type) -> dict[str, str]:
         else:
             break
     return texts
+
+
+def _meaning(cls: type, field: msgspec.structs.FieldInfo, texts: dict[str, str]) -> str:
+    """A field's meaning: its struct's own entry, else the one it has wherever it appears
+    (:data:`~._base.FIELD_MEANINGS`)."""
+    text = texts.get(field.name)
+    if text:
+        return text
+    if field.encode_name == "timeoutMilliseconds":
+        return _base.WAIT_MEANING if cls.__name__.endswith("WaitEvents") else _base.DEADLINE_MEANING
+    return _base.FIELD_MEANINGS.get(field.encode_name, "")
 
 
 def _struct_md(cls: type[msgspec.Struct], seen: set[type], out: list[str]) -> None:
@@ -468,7 +489,7 @@ def _struct_md(cls: type[msgspec.Struct], seen: set[type], out: list[str]) -> No
     for field in fields:
         required = field.default is msgspec.NODEFAULT and field.default_factory is msgspec.NODEFAULT
         mark = "yes" if required else ""
-        text = texts.get(field.name, "").replace("|", "\\|")
+        text = _meaning(cls, field, texts).replace("|", "\\|")
         out.append(f"| `{field.encode_name}` | {_type_md(hints[field.name])} | {mark} | {text} |")
         nested += _structs_in(hints[field.name])
     out.append("")
