@@ -41,7 +41,14 @@ class Envelope(msgspec.Struct, rename="camel", kw_only=True):
 
 class ErrorBody(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     """A failure: a ``code`` from the catalog (see "Error codes"), a message of at most 1024
-    UTF-8 bytes, and ``details`` (``field`` for ``invalid_request``)."""
+    UTF-8 bytes, and ``details`` (``field`` for ``invalid_request``).
+
+    Attributes:
+        code: The error code, from the catalog ("Error codes" below).
+        message: What went wrong, for a person: at most 1 024 UTF-8 bytes.
+        details: Facts a program can act on: ``field`` (the payload path at fault) for
+            ``invalid_request``, others per code; absent when none.
+    """
 
     code: str
     message: str
@@ -50,7 +57,15 @@ class ErrorBody(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
 
 class Response(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     """A response: ``{id, ok: true, data}`` or ``{id, ok: false, error}``, exactly once per
-    request."""
+    request.
+
+    Attributes:
+        id: The request's ``id``, echoed (null when the request had none or it could not be
+            read).
+        ok: True: ``data`` holds the result; false: ``error`` says why.
+        data: The command's result (with ``ok: true``).
+        error: Why it failed (with ``ok: false``).
+    """
 
     id: str | int | None
     ok: bool
@@ -63,7 +78,12 @@ class CorePing(Payload, kw_only=True):
 
 
 class CorePingResult(Result, kw_only=True):
-    """``core.ping``: the protocol version (1) and the package version."""
+    """``core.ping``: the protocol version (1) and the package version.
+
+    Attributes:
+        protocol_version: The envelope protocol's version: 1.
+        version: The installed package's version.
+    """
 
     protocol_version: int
     version: str

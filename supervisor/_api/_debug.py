@@ -71,7 +71,33 @@ class Adapter(msgspec.Struct, rename="camel", forbid_unknown_fields=True, kw_onl
     loopback TCP port (``tcpPort``; ``executable`` optional) or the port it announces
     (``tcpAnnounced``, on a line of ``announceStream`` starting with ``announcePrefix``), or
     ask a language-server session for the port of the adapter it hosts (``tcpLanguageServer``:
-    ``workspace/executeCommand`` ``command`` with ``commandArguments``)."""
+    ``workspace/executeCommand`` ``command`` with ``commandArguments``).
+
+    Attributes:
+        executable: The adapter program (absolute or on ``PATH``); left out only for ``tcpPort``
+            to an adapter the supervisor does not own.
+        arguments: Its arguments (at most 4 096).
+        environment: Environment changes for it (null removes a variable).
+        working_directory: Its working directory (absolute).
+        transport: How DAP flows: ``stdio`` (default), ``tcpPort`` (connect to ``port``),
+            ``tcpAnnounced`` (the adapter prints its port), ``tcpLanguageServer`` (a language
+            server answers a command with the port).
+        host: The TCP host: loopback only (default 127.0.0.1); not for ``stdio``.
+        port: The TCP port, 1 to 65 535 (``tcpPort``).
+        announce_prefix: ``tcpAnnounced``: the first line of the announce stream starts with
+            this; what follows is the port (or ``host:port``).
+        announce_stream: ``tcpAnnounced``: where the adapter prints it, ``stdout`` (default) or
+            ``stderr``.
+        connect_timeout_milliseconds: How long to reach a TCP adapter, in milliseconds (default
+            10 000).
+        initialize_timeout_milliseconds: How long the adapter may take to answer ``initialize``,
+            in milliseconds (default 30 000); past it the session ends ``initializeTimeout``.
+        language_server_session_id: ``tcpLanguageServer``: the language-server session that
+            hosts the adapter.
+        command: ``tcpLanguageServer``: the ``workspace/executeCommand`` command that answers
+            the port.
+        command_arguments: ``tcpLanguageServer``: that command's arguments.
+    """
 
     executable: Path | None = None
     arguments: Annotated[list[OsText], msgspec.Meta(max_length=4096)] | None = None
@@ -90,7 +116,19 @@ class Adapter(msgspec.Struct, rename="camel", forbid_unknown_fields=True, kw_onl
 
 
 class DebugCreateSession(Payload, kw_only=True):
-    """``debug.createSession``: start (or connect to) an adapter and send ``initialize``."""
+    """``debug.createSession``: start (or connect to) an adapter and send ``initialize``.
+
+    Attributes:
+        adapter_id: DAP ``initialize``'s ``adapterID`` (``python``, ``lldb``, ...).
+        adapter: How to start and reach the adapter.
+        root_path: The workspace root (absolute): where a launch's relative paths are meant
+            from.
+        supports_run_in_terminal_request: Tell the adapter (in ``initialize``) that
+            ``runInTerminal`` may be asked (default false).
+        run_in_terminal: Who runs a ``runInTerminal`` request: ``supervisor`` (default: on a PTY
+            of its own) or ``host`` (a ``runInTerminalRequested`` event, answered with
+            ``debug.runInTerminalResponse``).
+    """
 
     session_id: NonEmpty | None = None
     adapter_id: NonEmpty
@@ -120,12 +158,26 @@ class _Operation(Payload, kw_only=True):
 
 
 class DebugStart(_Operation, kw_only=True):
-    """``debug.launch`` / ``debug.attach``: the adapter's launch configuration."""
+    """``debug.launch`` / ``debug.attach``: the adapter's launch configuration.
+
+    Attributes:
+        configuration: The launch or attach configuration, passed to the adapter as it is
+            (``program``, ``args``, ...: the adapter's own).
+    """
 
     configuration: JsonObject | None = None
 
 
 class SourceBreakpoint(msgspec.Struct, rename="camel", forbid_unknown_fields=True, kw_only=True):
+    """One source breakpoint.
+
+    Attributes:
+        line: Its line (one-based).
+        column: Its column (one-based).
+        log_message: A logpoint: print this (``{expressions}`` interpolated) instead of stopping
+            (sent only to an adapter that announced logpoints).
+    """
+
     line: _OneBased
     column: _OneBased | None = None
     enabled: bool | None = None
@@ -135,23 +187,48 @@ class SourceBreakpoint(msgspec.Struct, rename="camel", forbid_unknown_fields=Tru
 
 
 class DebugSetBreakpoints(_Operation, kw_only=True):
-    """``debug.setBreakpoints``: replace one source's breakpoints."""
+    """``debug.setBreakpoints``: replace one source's breakpoints.
+
+    Attributes:
+        path: The source file (absolute).
+        breakpoints: The file's breakpoints from now on (replacing the earlier set); empty or
+            absent clears them.
+    """
 
     path: NonEmpty
     breakpoints: list[SourceBreakpoint] | None = None
 
 
 class ExceptionFilter(msgspec.Struct, rename="camel", forbid_unknown_fields=True, kw_only=True):
+    """One exception filter chosen.
+
+    Attributes:
+        filter_id: The filter's id, as the adapter's capabilities list it.
+    """
+
     filter_id: NonEmpty
     enabled: bool | None = None
     condition: str | None = None
 
 
 class DebugSetExceptionBreakpoints(_Operation, kw_only=True):
+    """``debug.setExceptionBreakpoints``: choose the exception filters.
+
+    Attributes:
+        filters: The exception filters on from now on (ids from the adapter's
+            ``exceptionBreakpointFilters``); absent: the adapter's defaults.
+    """
+
     filters: list[ExceptionFilter] | None = None
 
 
 class FunctionBreakpoint(msgspec.Struct, rename="camel", forbid_unknown_fields=True, kw_only=True):
+    """One function breakpoint.
+
+    Attributes:
+        name: The function's name, as the adapter reads it.
+    """
+
     name: NonEmpty
     enabled: bool | None = None
     condition: str | None = None
@@ -159,11 +236,25 @@ class FunctionBreakpoint(msgspec.Struct, rename="camel", forbid_unknown_fields=T
 
 
 class DebugSetFunctionBreakpoints(_Operation, kw_only=True):
+    """``debug.setFunctionBreakpoints``: replace the session's function breakpoints.
+
+    Attributes:
+        breakpoints: The session's function breakpoints from now on (replacing the earlier set).
+    """
+
     breakpoints: list[FunctionBreakpoint] | None = None
 
 
 class DebugExecute(_Operation, kw_only=True):
-    """``debug.execute``: run control."""
+    """``debug.execute``: run control.
+
+    Attributes:
+        command: The run-control request (``continue``, ``next``, ``stepIn``, ...); the adapter
+            must support it.
+        single_thread: Resume only ``threadId``, not every thread (adapters that announced
+            ``supportsSingleThreadExecutionRequests``).
+        target_id: ``stepIn`` / ``goto``: the target (from ``stepInTargets`` / ``gotoTargets``).
+    """
 
     command: Literal[
         "continue", "pause", "next", "stepIn", "stepOut", "stepBack", "goto", "restart", "terminate"
@@ -182,6 +273,13 @@ class InspectThreads(_Inspect, tag="threads", kw_only=True):
 
 
 class InspectStackTrace(_Inspect, tag="stackTrace", kw_only=True):
+    """``debug.inspect`` ``stackTrace``: a thread's frames.
+
+    Attributes:
+        start_frame: The first frame to give (0: the top).
+        levels: How many frames at most (absent: all).
+    """
+
     thread_id: _Id
     start_frame: _Id | None = None
     levels: _Id | None = None
@@ -192,6 +290,14 @@ class InspectScopes(_Inspect, tag="scopes", kw_only=True):
 
 
 class InspectVariables(_Inspect, tag="variables", kw_only=True):
+    """``debug.inspect`` ``variables``: what a variables reference holds.
+
+    Attributes:
+        variable_filter: ``named`` or ``indexed`` children only (DAP ``filter``).
+        start: The first indexed child to give.
+        count: How many indexed children at most.
+    """
+
     variables_reference: _OneBased
     variable_filter: Literal["named", "indexed"] | None = None
     start: _Id | None = None
@@ -199,6 +305,14 @@ class InspectVariables(_Inspect, tag="variables", kw_only=True):
 
 
 class InspectEvaluate(_Inspect, tag="evaluate", kw_only=True):
+    """``debug.inspect`` ``evaluate``: an expression in a frame.
+
+    Attributes:
+        expression: The expression, in the debuggee's language.
+        context: Where it is evaluated for (``watch``, ``repl``, ``hover``, ``clipboard``,
+            ``variables``).
+    """
+
     expression: str
     frame_id: _Id | None = None
     context: Literal["watch", "repl", "hover", "clipboard", "variables"] | None = None
@@ -213,6 +327,14 @@ class InspectStepInTargets(_Inspect, tag="stepInTargets", kw_only=True):
 
 
 class InspectGotoTargets(_Inspect, tag="gotoTargets", kw_only=True):
+    """``debug.inspect`` ``gotoTargets``: where execution may jump to in a source line.
+
+    Attributes:
+        path: The source file (absolute).
+        line: The line (one-based).
+        column: The column (one-based).
+    """
+
     path: NonEmpty
     line: _OneBased
     column: _OneBased | None = None
@@ -232,7 +354,12 @@ DebugInspect: TypeAlias = (
 
 
 class DebugSetVariable(_Operation, kw_only=True):
-    """``debug.setVariable``: replace one visible variable's value in its container."""
+    """``debug.setVariable``: replace one visible variable's value in its container.
+
+    Attributes:
+        name: The variable's name in that reference.
+        value: The new value, as an expression the adapter parses.
+    """
 
     variables_reference: _OneBased
     name: NonEmpty
@@ -240,7 +367,11 @@ class DebugSetVariable(_Operation, kw_only=True):
 
 
 class DebugDataBreakpointInfo(_Operation, kw_only=True):
-    """``debug.dataBreakpointInfo``: the adapter's data breakpoint identity of a variable."""
+    """``debug.dataBreakpointInfo``: the adapter's data breakpoint identity of a variable.
+
+    Attributes:
+        name: The variable (or expression) a data breakpoint would watch.
+    """
 
     name: NonEmpty
     variables_reference: _OneBased | None = None
@@ -248,6 +379,13 @@ class DebugDataBreakpointInfo(_Operation, kw_only=True):
 
 
 class DataBreakpoint(msgspec.Struct, rename="camel", forbid_unknown_fields=True, kw_only=True):
+    """One data breakpoint.
+
+    Attributes:
+        data_id: What to watch: a ``dataId`` from ``debug.dataBreakpointInfo``.
+        access_type: Stop on ``read``, ``write`` or ``readWrite`` (default: the adapter's).
+    """
+
     data_id: NonEmpty
     enabled: bool | None = None
     access_type: Literal["read", "write", "readWrite"] | None = None
@@ -256,26 +394,49 @@ class DataBreakpoint(msgspec.Struct, rename="camel", forbid_unknown_fields=True,
 
 
 class DebugSetDataBreakpoints(_Operation, kw_only=True):
-    """``debug.setDataBreakpoints``: replace the session's data breakpoints."""
+    """``debug.setDataBreakpoints``: replace the session's data breakpoints.
+
+    Attributes:
+        breakpoints: The session's data breakpoints from now on (replacing the earlier set).
+    """
 
     breakpoints: list[DataBreakpoint] | None = None
 
 
 class OperationOutcome(Result, kw_only=True):
-    """A debug operation's result: its id and the normalized adapter result."""
+    """A debug operation's result: its id and the normalized adapter result.
+
+    Attributes:
+        result: The adapter's response body, normalized for the operation.
+    """
 
     operation_id: str
     result: JsonValue = None
 
 
 class DebugCancelOperation(Payload, kw_only=True):
+    """``debug.cancelOperation``: end a running operation (DAP ``cancel`` when the adapter
+    supports it).
+
+    Attributes:
+        reason: How the operation ends: ``cancelled`` (default) or ``timedOut``.
+    """
+
     session_id: NonEmpty
     operation_id: NonEmpty
     reason: Literal["cancelled", "timedOut"] | None = None
 
 
 class DebugRunInTerminalResponse(Payload, kw_only=True):
-    """``debug.runInTerminalResponse``: the host's answer to ``runInTerminalRequested``."""
+    """``debug.runInTerminalResponse``: the host's answer to ``runInTerminalRequested``.
+
+    Attributes:
+        request_id: The ``requestId`` of the ``runInTerminalRequested`` event answered.
+        success: Whether the host started the program.
+        process_id: The started process's id.
+        shell_process_id: The shell's process id, when it ran under one.
+        message: Why it failed (with ``success: false``).
+    """
 
     session_id: NonEmpty
     request_id: NonEmpty
@@ -286,12 +447,25 @@ class DebugRunInTerminalResponse(Payload, kw_only=True):
 
 
 class DebugDisconnectResult(Result, kw_only=True):
+    """``debug.disconnect``: how the session ended.
+
+    Attributes:
+        terminated: How the session ended: ``{reason, exitCode, ...}`` as its ``terminated``
+            event says.
+    """
+
     session_id: str
     state: DebugState
     terminated: JsonObject
 
 
 class DebugDestroyResult(Result, kw_only=True):
+    """``debug.destroySession``: whether a session was forgotten.
+
+    Attributes:
+        destroyed: True when the session existed and is now ended and forgotten.
+    """
+
     session_id: str
     destroyed: bool
 
@@ -304,6 +478,11 @@ class DebugSessionInfo(Result, kw_only=True):
             (``{reason, threadId, allThreadsStopped, description, text, hitBreakpointIds}``),
             so a client that attaches (an editor after a reload) shows where it stopped and
             asks for threads and the stack again; absent otherwise.
+        adapter_id: DAP ``adapterID``.
+        request_kind: ``launch`` or ``attach`` once one was sent; null before.
+        parent_session_id: The session whose adapter started this one (``startDebugging``).
+        child_session_ids: Sessions started for this one's ``startDebugging`` requests.
+        reason: In state ``failed``: ``internal``.
     """
 
     session_id: str

@@ -93,7 +93,12 @@ class JobCancel(Payload, kw_only=True):
 
 
 class JobCancelResult(Result, kw_only=True):
-    """``job.cancel``: false when the job was unknown or already finished."""
+    """``job.cancel``: false when the job was unknown or already finished.
+
+    Attributes:
+        cancelled: True when the job was queued or running and is now being cancelled (it ends
+            ``cancelled``); false when it was unknown or already finished.
+    """
 
     cancelled: bool
 
@@ -103,7 +108,15 @@ class JobList(Payload, kw_only=True):
 
 
 class JobInfo(Result, kw_only=True):
-    """One job of ``job.list``: unfinished ones and the last finished ones."""
+    """One job of ``job.list``: unfinished ones and the last finished ones.
+
+    Attributes:
+        id: The job's id, as ``job.start`` answered it.
+        kind: What the job is (as ``job.start`` gave it).
+        root: The project root: the lane the job runs on.
+        status: How it ended, once ``finished`` (``ok``, ``failed``, ``cancelled``, ``denied``,
+            ``superseded``); null before.
+    """
 
     id: str
     kind: JobKind
@@ -123,7 +136,13 @@ class JobPollEvents(Payload, kw_only=True):
 
 
 class JobStarted(Event, tag="job.started", kw_only=True):
-    """A job left its queue and its process started."""
+    """A job left its queue and its process started.
+
+    Attributes:
+        kind: What the job is (as ``job.start`` gave it).
+        root: The project root: the lane it runs on.
+        argv: The program and its arguments as started.
+    """
 
     job_id: str
     kind: JobKind
@@ -133,7 +152,12 @@ class JobStarted(Event, tag="job.started", kw_only=True):
 
 class JobOutput(Event, tag="job.output", kw_only=True):
     """A piece of a job's output (UTF-8, invalid bytes replaced); past the output cap one
-    notice with ``droppedBytes``."""
+    notice with ``droppedBytes``.
+
+    Attributes:
+        stream: Which of the job's pipes it came from: ``stdout`` or ``stderr``.
+        text: The text, in the order the job wrote it on that stream.
+    """
 
     job_id: str
     stream: Literal["stdout", "stderr"]
@@ -142,7 +166,21 @@ class JobOutput(Event, tag="job.output", kw_only=True):
 
 
 class JobFinished(Event, tag="job.finished", kw_only=True):
-    """A job ended; ``errorCode``/``error`` when it could not run (``launch_failed``)."""
+    """A job ended; ``errorCode``/``error`` when it could not run (``launch_failed``).
+
+    Attributes:
+        kind: What the job was.
+        root: The project root: the lane it ran on.
+        status: ``ok`` (exit 0), ``failed`` (another exit, a signal, its deadline, or it could
+            not start), ``cancelled`` (``job.cancel`` or the Core closing), ``denied`` (an
+            untrusted workspace), ``superseded`` (replaced by a newer job).
+        timed_out: True when its ``timeoutMilliseconds`` ended it.
+        duration_ms: From its process start to its end, in milliseconds; null when it never
+            started.
+        error_code: When it could not run or its runner failed: the catalog code
+            (``launch_failed``, ``internal``).
+        error: With ``errorCode``: the message.
+    """
 
     job_id: str
     kind: JobKind
@@ -158,7 +196,12 @@ class JobFinished(Event, tag="job.finished", kw_only=True):
 
 class JobProgress(Event, tag="job.progress", kw_only=True):
     """How far a reporting job is (ide-backend-protocol ``mcpp-ide/job/progress``): the
-    latest of its ``{"progress": ...}`` reports, at most one per flush interval."""
+    latest of its ``{"progress": ...}`` reports, at most one per flush interval.
+
+    Attributes:
+        finished: Units done so far, as the job reported.
+        total: Units in all, as the job reported.
+    """
 
     job_id: str
     finished: int
@@ -168,7 +211,13 @@ class JobProgress(Event, tag="job.progress", kw_only=True):
 class JobRecord(Event, tag="job.record", kw_only=True):
     """A JSON object a reporting job wrote on its report channel (ide-backend-protocol
     ``mcpp-ide/job/record``); past the per-job bound one notice with ``record: null`` and
-    ``droppedRecords``."""
+    ``droppedRecords``.
+
+    Attributes:
+        record: The JSON object the job wrote on its report channel; null in the one notice past
+            the per-job bound.
+        dropped_records: In that notice: how many records were dropped.
+    """
 
     job_id: str
     record: JsonObject | None

@@ -91,7 +91,14 @@ _Method = Annotated[str, msgspec.Meta(min_length=1)]
 
 
 class Gate(msgspec.Struct, rename="camel", forbid_unknown_fields=True, kw_only=True):
-    """A readiness gate: the session is ready once ``method`` arrived with ``match``."""
+    """A readiness gate: the session is ready once ``method`` arrived with ``match``.
+
+    Attributes:
+        id: The gate's name, unique among the session's gates (``closedGates`` lists the ones
+            still closed).
+        until: Always ``notification``: the gate opens when the server sends a notification.
+        match: Values the notification's params must hold (a subset match); absent: any params.
+    """
 
     id: NonEmpty
     until: Literal["notification"]
@@ -100,7 +107,22 @@ class Gate(msgspec.Struct, rename="camel", forbid_unknown_fields=True, kw_only=T
 
 
 class SessionPolicy(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
-    """What a plugin-owned session's backend may ask of its server (plugin-contract.md)."""
+    """What a plugin-owned session's backend may ask of its server (plugin-contract.md).
+
+    Attributes:
+        request_methods: The LSP requests the plugin backend may send its server
+            (``lsp.pluginServerRequest``): at most 64 names.
+        commands: The ``workspace/executeCommand`` commands it may run (given exactly when
+            ``requestMethods`` lists ``workspace/executeCommand``): at most 128.
+        serialized_commands: Of those, the commands that run one at a time (a second call joins
+            the running one): at most 128.
+        forward_notifications: Server notifications forwarded to the backend
+            (``didReceiveNotification``): at most 32.
+        server_id: The server's id under the plugin contract (its languageID).
+        gates: Readiness gates of the session (used when the start gives none).
+        remote: ``unsupported``: the server is not started for a remote workspace
+            (``workspaceAuthority: "remote"``); default ``supported``.
+    """
 
     request_methods: Annotated[list[NonEmpty], msgspec.Meta(max_length=64)] | None = msgspec.field(
         default=None, name="requestMethods"
@@ -118,7 +140,12 @@ class SessionPolicy(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
 
 
 class StateRetention(msgspec.Struct, rename="camel", forbid_unknown_fields=True, kw_only=True):
-    """How many per-workspace state directories to keep, and for how long."""
+    """How many per-workspace state directories to keep, and for how long.
+
+    Attributes:
+        max_entries: State directories kept at most (the open ones count).
+        max_age_days: State directories not used for longer than this many days are deleted.
+    """
 
     max_entries: Annotated[int, msgspec.Meta(ge=1, le=MAX_STATE_ENTRIES)]
     max_age_days: Annotated[int, msgspec.Meta(ge=1, le=MAX_STATE_AGE_DAYS)]
@@ -143,7 +170,18 @@ class WorkspaceStateSpec(msgspec.Struct, rename="camel", forbid_unknown_fields=T
 
 
 class RestartBudget(msgspec.Struct, rename="camel", forbid_unknown_fields=True, kw_only=True):
-    """Restarts after crashes: at most ``maxCrashes`` per window, with backoff."""
+    """Restarts after crashes: at most ``maxCrashes`` per window, with backoff.
+
+    Attributes:
+        max_crashes: Crashes within one window that spend the budget (default 5): the crash
+            that spends it ends the session ``failed`` instead of restarting it.
+        window_milliseconds: The sliding window crashes are counted in, in milliseconds
+            (default 180 000).
+        initial_backoff_milliseconds: The wait before the first restart, in milliseconds; it
+            doubles per crash (default 500).
+        max_backoff_milliseconds: The longest wait before a restart, in milliseconds
+            (default 8 000).
+    """
 
     max_crashes: Annotated[int, msgspec.Meta(ge=1, le=MAX_CRASHES)] | None = None
     window_milliseconds: _Timeout | None = None
@@ -226,7 +264,12 @@ class LspSessionRef(Payload, kw_only=True):
 
 
 class StopStep(msgspec.Struct, rename="camel", kw_only=True):
-    """One step of a stop's timeline (see :data:`LSP_STOP_STEPS`); some carry details."""
+    """One step of a stop's timeline (see :data:`LSP_STOP_STEPS`); some carry details.
+
+    Attributes:
+        step: What happened (the stop steps are listed under "Stop steps" below).
+        at_milliseconds: When, in milliseconds since the stop began.
+    """
 
     step: str
     at_milliseconds: int
@@ -237,7 +280,13 @@ class StopStep(msgspec.Struct, rename="camel", kw_only=True):
 
 
 class LspStopResult(Result, kw_only=True):
-    """``lsp.stopServer``: every caller of one stop gets the same result."""
+    """``lsp.stopServer``: every caller of one stop gets the same result.
+
+    Attributes:
+        timeline: The steps of the stop, in order.
+        last_exit: How the server's process ended: ``{exitCode, signal, signalName}``; null when
+            none ran.
+    """
 
     session_id: str
     state: LspState
@@ -251,6 +300,12 @@ class LspRestartResult(Result, kw_only=True):
 
 
 class LspDestroyResult(Result, kw_only=True):
+    """``lsp.destroyServer``: whether a session was forgotten.
+
+    Attributes:
+        destroyed: True when the session existed and is now stopped and forgotten.
+    """
+
     destroyed: bool
 
 
@@ -296,7 +351,14 @@ class LspSnapshotResult(Result, kw_only=True):
 
 
 class LspSyncDocument(Payload, kw_only=True):
-    """``lsp.syncDocument``: open a document, or change it (full text or LSP ranges)."""
+    """``lsp.syncDocument``: open a document, or change it (full text or LSP ranges).
+
+    Attributes:
+        language_id: The LSP language id (``python``); needed when the document is opened.
+        text: The whole text: opens the document, or replaces its text.
+        content_changes: LSP ``TextDocumentContentChangeEvent`` ranges applied to the open text,
+            in order (instead of ``text``).
+    """
 
     session_id: NonEmpty
     uri: NonEmpty
@@ -306,6 +368,14 @@ class LspSyncDocument(Payload, kw_only=True):
 
 
 class LspSyncDocumentResult(Result, kw_only=True):
+    """``lsp.syncDocument``: the document's version now.
+
+    Attributes:
+        document_version: The version the server was (or will be) told: 1 when opened, one more
+            per change.
+        changed: False when the text was already that (nothing was sent).
+    """
+
     document_version: int
     changed: bool
 
@@ -316,34 +386,78 @@ class LspCloseDocument(Payload, kw_only=True):
 
 
 class LspCloseDocumentResult(Result, kw_only=True):
+    """``lsp.closeDocument``: whether a document was open.
+
+    Attributes:
+        closed: True when it was open and ``didClose`` went to the server.
+    """
+
     closed: bool
 
 
 class FileChange(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
+    """One changed file, as LSP ``FileEvent`` says it.
+
+    Attributes:
+        kind: ``created``, ``changed`` or ``deleted``.
+    """
+
     uri: NonEmpty
     kind: Literal["created", "changed", "deleted"]
 
 
 class LspWorkspaceFilesChanged(Payload, kw_only=True):
+    """``lsp.workspaceFilesChanged``: files changed on disk, sent as
+    ``workspace/didChangeWatchedFiles``.
+
+    Attributes:
+        changes: The changed files (at least one).
+    """
+
     session_id: NonEmpty
     changes: Annotated[list[FileChange], msgspec.Meta(min_length=1)]
 
 
 class LspWorkspaceFilesChangedResult(Result, kw_only=True):
+    """``lsp.workspaceFilesChanged``: what was sent.
+
+    Attributes:
+        sent: The changes sent to the server (all of them, in one notification).
+    """
+
     sent: int
 
 
 class LspClearDiagnosticsResult(Result, kw_only=True):
+    """``lsp.clearDiagnostics``: how many documents lost theirs.
+
+    Attributes:
+        cleared: Documents whose diagnostics were cleared (each gets a ``diagnostics`` event
+            with an empty list).
+    """
+
     cleared: int
 
 
 class LspUpdateWorkspaceConfiguration(Payload, kw_only=True):
+    """``lsp.updateWorkspaceConfiguration``: new settings for the server.
+
+    Attributes:
+        workspace_configuration: What ``workspace/configuration`` answers from now on; the
+            server is told with ``workspace/didChangeConfiguration``.
+    """
+
     session_id: NonEmpty
     workspace_configuration: JsonObject
 
 
 class DeliveredResult(Result, kw_only=True):
-    """Whether the server got it now (false: it gets it when it is initialized)."""
+    """Whether the server got it now (false: it gets it when it is initialized).
+
+    Attributes:
+        delivered: True when it went to the server now; false: it goes once the server is
+            initialized.
+    """
 
     delivered: bool
 
@@ -385,7 +499,13 @@ class LspCancelOperation(Payload, kw_only=True):
 
 class ResponseError(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
     """A JSON-RPC error object sent on to a language server: ``code`` is an LSP
-    ``integer`` (32-bit signed)."""
+    ``integer`` (32-bit signed).
+
+    Attributes:
+        code: The JSON-RPC error code (a 32-bit signed integer).
+        message: The error message.
+        data: Extra JSON, passed through.
+    """
 
     code: Annotated[int, msgspec.Meta(ge=-(2**31), le=2**31 - 1)]
     message: str
@@ -394,7 +514,13 @@ class ResponseError(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
 
 class LspServerRequestResponse(Payload, kw_only=True):
     """``lsp.serverRequestResponse``: the host's answer to a ``serverRequest`` event:
-    ``result``, or ``error {code, message, data?}`` (not both: checked by the command)."""
+    ``result``, or ``error {code, message, data?}`` (not both: checked by the command).
+
+    Attributes:
+        request_id: The ``requestId`` of the ``serverRequest`` event answered.
+        result: The result to send the server (JSON).
+        error: Or the error to send it.
+    """
 
     session_id: NonEmpty
     request_id: NonEmpty
@@ -425,7 +551,16 @@ class LspStateChanged(_LspEvent, tag="stateChanged", kw_only=True):
     stderrTail, underlyingMessage?, crashReport?}`` (``code``: ``exitedEarly``,
     ``crashed``, ``initializeTimeout``, ``initializeFailed``, ``protocolError``,
     ``serviceReadyTimeout``, ``launchFailed``, ``internal``); ``stopped`` carries the exit.
-    Never dropped."""
+    Never dropped.
+
+    Attributes:
+        previous_state: The state before; null for the first.
+        reason: Why, when it ended or failed (``exitedEarly``, ``crashed``,
+            ``initializeTimeout``, ...).
+        error: When a start failed: ``{code, message}``.
+        backoff_milliseconds: Before a restart after a crash: how long until it, in
+            milliseconds.
+    """
 
     state: LspState
     previous_state: LspState | None
@@ -439,14 +574,22 @@ class LspStateChanged(_LspEvent, tag="stateChanged", kw_only=True):
 
 
 class LspFeaturesChanged(_LspEvent, tag="featuresChanged", kw_only=True):
-    """The server answered ``initialize`` (once per generation): its ``capabilities``."""
+    """The server answered ``initialize`` (once per generation): its ``capabilities``.
+
+    Attributes:
+        capabilities: The server's ``ServerCapabilities`` from its ``initialize`` answer.
+    """
 
     capabilities: JsonObject
 
 
 class LspServerInfoChanged(_LspEvent, tag="serverInfoChanged", kw_only=True):
     """The server's ``initialize`` answer named it: its ``serverInfo`` (``{name,
-    version?}``)."""
+    version?}``).
+
+    Attributes:
+        server_info: The server's ``serverInfo`` (``{name, version?}``).
+    """
 
     server_info: JsonValue
 
@@ -455,7 +598,13 @@ class LspDiagnostics(_LspEvent, tag="diagnostics", kw_only=True):
     """The server published diagnostics for a document open in the session (and, when it
     gave a ``version``, for that version), or the session cleared them (``lsp.closeDocument``,
     ``lsp.clearDiagnostics``: an empty list). Informational: dropped first when the queue
-    is full."""
+    is full.
+
+    Attributes:
+        diagnostics: The LSP ``Diagnostic`` objects, as the server sent them; empty when
+            cleared.
+        version: The document version they are for, when the server said.
+    """
 
     uri: str
     diagnostics: list[JsonValue]
@@ -469,7 +618,14 @@ class LspRequestCompleted(_LspEvent, tag="requestCompleted", kw_only=True):
     details?}`` with ``code`` ``requestCancelled``, ``requestTimeout``,
     ``languageServerUnavailable`` (the server stopped or crashed under it; its exit detail
     when known), ``languageServerError`` (``details {code, message, data?}``: the server's
-    JSON-RPC error) or ``internal``. Never dropped."""
+    JSON-RPC error) or ``internal``. Never dropped.
+
+    Attributes:
+        result: The server's result (absent with ``error``).
+        error: Why it failed: the server's JSON-RPC error, or the supervisor's ``{code,
+            message}`` (timed out, cancelled, the session ended).
+        function: For a plugin function call: its outcome under the plugin contract.
+    """
 
     operation_id: str
     method: str
@@ -480,7 +636,11 @@ class LspRequestCompleted(_LspEvent, tag="requestCompleted", kw_only=True):
 
 class LspRequestProgress(_LspEvent, tag="requestProgress", kw_only=True):
     """A plugin function call (``lsp.functionRequest``) reported progress
-    (plugin-contract.md "Plugin functions")."""
+    (plugin-contract.md "Plugin functions").
+
+    Attributes:
+        result: The progress report (``operationID`` and the plugin's normalized fields).
+    """
 
     operation_id: str
     result: JsonObject
@@ -491,7 +651,15 @@ class LspLog(_LspEvent, tag="log", kw_only=True):
     (``source`` names it, ``level`` from its type), a line it wrote on stderr (``source``
     ``stderr``, level ``debug``; at most 100 a second, ``droppedLines`` counts the rest),
     or a note of the session's (``source`` ``supervisor`` or ``serverRequest``).
-    Informational."""
+    Informational.
+
+    Attributes:
+        level: ``error``, ``warning``, ``info``, ``log`` or ``debug``.
+        source: Where it came from: ``window/logMessage``, ``window/showMessage``, ``stderr``,
+            ``supervisor`` or ``serverRequest``.
+        message: The text (one line of stderr, or the server's message).
+        dropped_lines: Stderr lines dropped by the rate bound before this one.
+    """
 
     level: str
     source: str
@@ -500,7 +668,13 @@ class LspLog(_LspEvent, tag="log", kw_only=True):
 
 
 class LspProgress(_LspEvent, tag="progress", kw_only=True):
-    """The server sent ``$/progress``: its ``token`` and ``value``. Informational."""
+    """The server sent ``$/progress``: its ``token`` and ``value``. Informational.
+
+    Attributes:
+        token: The progress token.
+        value: The progress value (``WorkDoneProgressBegin``/``Report``/``End``, or the server's
+            own).
+    """
 
     token: JsonValue
     value: JsonValue
@@ -517,7 +691,11 @@ class LspServerNotification(_LspEvent, tag="serverNotification", kw_only=True):
 
 class LspServerRequest(_LspEvent, tag="serverRequest", kw_only=True):
     """The server sent a request named in ``hostRequests``; answer it with
-    ``lsp.serverRequestResponse`` (never dropped)."""
+    ``lsp.serverRequestResponse`` (never dropped).
+
+    Attributes:
+        request_id: The id to answer with ``lsp.serverRequestResponse``.
+    """
 
     request_id: str
     method: str
@@ -528,14 +706,23 @@ class LspFact(_LspEvent, tag="fact", forbid_unknown_fields=False, kw_only=True):
     """A structured diagnostic fact (plugin-contract.md "Structured plugin diagnostics"):
     each start of the server (``languageServer/start``: ``operationFinished``, or
     ``operationFailed`` with a ``host.*`` code), a crash after it, and a plugin backend's
-    own facts; a fact carries its own fields (categories only, never messages)."""
+    own facts; a fact carries its own fields (categories only, never messages).
+
+    Attributes:
+        catalog_event: The fact's event name in the plugin contract's catalog.
+    """
 
     catalog_event: str
 
 
 class LspFunctionsChanged(_LspEvent, tag="functionsChanged", kw_only=True):
     """A plugin backend registered or unregistered functions (plugin-contract.md "Plugin
-    functions")."""
+    functions").
+
+    Attributes:
+        functions: The functions registered now.
+        removed: The functions no longer registered.
+    """
 
     functions: list[JsonValue]
     removed: list[JsonValue]
@@ -548,13 +735,22 @@ class LspSubscriptionDisposed(_LspEvent, tag="subscriptionDisposed", kw_only=Tru
 
 
 class LspWorkspaceStatePruned(_LspEvent, tag="workspaceStatePruned", kw_only=True):
-    """The per-workspace state directories a sweep deleted (after the start)."""
+    """The per-workspace state directories a sweep deleted (after the start).
+
+    Attributes:
+        names: The state directories deleted.
+    """
 
     names: list[str]
 
 
 class LspHostRequest(_LspEvent, tag="hostRequest", kw_only=True):
-    """A plugin backend asks the host; answer with ``lsp.hostResponse``."""
+    """A plugin backend asks the host; answer with ``lsp.hostResponse``.
+
+    Attributes:
+        result: ``{hostRequestID, service, params}``: the request's id (answer it with
+            ``lsp.hostResponse``), the host service and its params.
+    """
 
     method: str
     result: JsonObject
@@ -568,7 +764,12 @@ class LspHostRequestCancelled(_LspEvent, tag="hostRequestCancelled", kw_only=Tru
 
 
 class LspPluginStatus(_LspEvent, tag="pluginStatus", kw_only=True):
-    """The owning plugin's ``lithe/host/languageServer/setStatus`` for this server."""
+    """The owning plugin's ``lithe/host/languageServer/setStatus`` for this server.
+
+    Attributes:
+        message: What it is doing, for a person.
+        percentage: How far, 0 to 100.
+    """
 
     state: Literal["preparing", "ready", "degraded", "failed"]
     message: str | None = None
@@ -579,7 +780,11 @@ class LspFunctionProviderStartRequired(
     _LspEvent, tag="functionProviderStartRequired", kw_only=True
 ):
     """A relayed function call needs the providing plugin's backend started
-    (plugin-contract.md "Cross-plugin calls")."""
+    (plugin-contract.md "Cross-plugin calls").
+
+    Attributes:
+        result: ``{pluginID}``: the plugin whose backend must be started.
+    """
 
     result: JsonObject
 

@@ -87,7 +87,12 @@ class TerminalRef(Payload, kw_only=True):
 
 
 class TerminalWrite(Payload, kw_only=True):
-    """``terminal.write``: text to the program's input, at most 64 KiB as UTF-8."""
+    """``terminal.write``: text to the program's input, at most 64 KiB as UTF-8.
+
+    Attributes:
+        data: What to type: text sent to the program's input as UTF-8, at most 64 KiB; control
+            characters as they are (``\u0003`` is Ctrl-C).
+    """
 
     terminal_id: _TerminalId = msgspec.field(name="terminalID")
     data: StreamText
@@ -100,17 +105,36 @@ class TerminalResize(Payload, kw_only=True):
 
 
 class TerminalClose(Payload, kw_only=True):
-    """``terminal.close``: end the process, keep the handle (reopenable)."""
+    """``terminal.close``: end the process, keep the handle (reopenable).
+
+    Attributes:
+        retained_context_bytes: How much of the displayed text to keep for ``terminal.reopen``,
+            in bytes: 0 to 262 144 (default: what ``terminal.create`` set, 16 384).
+    """
 
     terminal_id: _TerminalId = msgspec.field(name="terminalID")
     retained_context_bytes: _Retained | None = None
 
 
 class TerminalCloseResult(Result, kw_only=True):
+    """``terminal.close``: what was kept for a reopen.
+
+    Attributes:
+        retained_context_bytes: The bytes of displayed text kept (at most the budget; less when
+            the screen showed less, and cut on a character boundary).
+    """
+
     retained_context_bytes: int
 
 
 class TerminalReopenResult(Result, kw_only=True):
+    """``terminal.reopen``: the new generation and what it shows again.
+
+    Attributes:
+        restored_context_bytes: The bytes of retained text shown again as the new generation's
+            first output (0 when none was kept).
+    """
+
     terminal_id: str = msgspec.field(name="terminalID")
     generation: int
     restored_context_bytes: int
@@ -155,6 +179,15 @@ class TerminalList(Payload, kw_only=True):
 
 
 class TerminalInfo(Result, kw_only=True):
+    """One terminal of ``terminal.list`` (and of ``core.sessions``).
+
+    Attributes:
+        title: The title given at ``terminal.create``, or null.
+        reason: In state ``failed``: ``internal``.
+        render_fallback: When the emulator met output it could not render and the display fell
+            back to plain text: why (the exception's type and message); absent otherwise.
+    """
+
     terminal_id: str = msgspec.field(name="terminalID")
     owner: str | None
     title: str | None
@@ -176,7 +209,12 @@ class TerminalWaitEvents(Payload, kw_only=True):
 class TerminalOutput(Event, tag="output", kw_only=True):
     """The program wrote to the PTY: UTF-8 text never split inside a character. A reopen
     first emits the retained text as output of the new generation. Informational: the
-    oldest output goes first when the queue is full."""
+    oldest output goes first when the queue is full.
+
+    Attributes:
+        data: The text, decoded as UTF-8 (invalid bytes replaced), never split inside a
+            character.
+    """
 
     terminal_id: str = msgspec.field(name="terminalID")
     generation: int
@@ -187,7 +225,13 @@ class TerminalExit(Event, tag="exit", kw_only=True):
     """A generation's process ended and its cleanup finished: one per generation, queued
     whether or not anyone subscribed (``subscriptionID`` names a live ``terminal.onExit``
     subscription). ``reason``: ``exited`` (by itself), ``closed`` (``terminal.close``,
-    dispose), ``internal`` (with a ``crashReport``). Never evicted by output."""
+    dispose), ``internal`` (with a ``crashReport``). Never evicted by output.
+
+    Attributes:
+        type: Always ``exit``.
+        reason: ``exited`` (by itself), ``closed`` (``terminal.close`` or a dispose),
+            ``internal`` (an unexpected failure inside the terminal; with ``crashReport``).
+    """
 
     type: Literal["exit"]
     terminal_id: str = msgspec.field(name="terminalID")
