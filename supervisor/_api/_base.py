@@ -109,14 +109,24 @@ class Event(
 
 
 class CancelledResult(Result, kw_only=True):
-    """A ``*.cancelOperation``: false when the operation was unknown or already ended."""
+    """A ``*.cancelOperation``: false when the operation was unknown or already ended.
+
+    Attributes:
+        cancelled: True when the operation was running and is now ending ``cancelled``; false
+            when it was unknown or had already ended.
+    """
 
     cancelled: bool
 
 
 class AcceptedResult(Result, kw_only=True):
     """An answer to a request the other side made: false for an unknown, late or repeated
-    id."""
+    id.
+
+    Attributes:
+        accepted: True when the answer was taken; false for an unknown, late or repeated id
+            (nothing was sent).
+    """
 
     accepted: bool
 

@@ -522,7 +522,12 @@ class DebugStateChanged(_DebugEvent, tag="stateChanged", kw_only=True):
 
 
 class DebugCapabilities(_DebugEvent, tag="capabilities", kw_only=True):
-    """The adapter answered ``initialize``: its capabilities (normalized)."""
+    """The adapter answered ``initialize``: its capabilities (normalized).
+
+    Attributes:
+        capabilities: The adapter's DAP ``Capabilities``, normalized: every ``supports*`` flag a
+            boolean, ``exceptionBreakpointFilters`` a list (possibly empty).
+    """
 
     capabilities: JsonObject
 
@@ -535,7 +540,17 @@ class DebugInitialized(_DebugEvent, tag="initialized", kw_only=True):
 
 class DebugStopped(_DebugEvent, tag="stopped", kw_only=True):
     """A thread (or all of them) stopped: DAP ``stopped`` (breakpoint, step, pause,
-    exception, ...); the session is ``paused``."""
+    exception, ...); the session is ``paused``.
+
+    Attributes:
+        reason: Why, as the adapter said (``breakpoint``, ``step``, ``pause``, ``exception``,
+            ...; ``unknown`` when it gave none).
+        all_threads_stopped: True when every thread stopped, not only ``threadId``.
+        description: The adapter's description of the stop, for a person.
+        text: More text (an exception's message), for a person.
+        hit_breakpoint_ids: The ids of the breakpoints that were hit (as the adapter numbered
+            them).
+    """
 
     reason: str
     thread_id: int | None
@@ -547,7 +562,11 @@ class DebugStopped(_DebugEvent, tag="stopped", kw_only=True):
 
 class DebugContinued(_DebugEvent, tag="continued", kw_only=True):
     """Threads resumed: DAP ``continued``, or a resuming ``debug.execute`` the adapter
-    answered."""
+    answered.
+
+    Attributes:
+        all_threads_continued: True when every thread resumed, not only ``threadId``.
+    """
 
     thread_id: int | None
     all_threads_continued: bool
@@ -556,7 +575,16 @@ class DebugContinued(_DebugEvent, tag="continued", kw_only=True):
 class DebugOutput(_DebugEvent, tag="output", kw_only=True):
     """The debuggee or the adapter wrote output (DAP ``output``: ``category`` ``stdout``,
     ``stderr``, ``console``, ...), or a runInTerminal process did (``requestId``).
-    Informational."""
+    Informational.
+
+    Attributes:
+        category: DAP ``category``: ``stdout``, ``stderr``, ``console``, ``important``,
+            ``telemetry``, ...
+        output: The text (at most 16 384 characters).
+        truncated: True when the text was cut to that bound.
+        request_id: For output of a ``runInTerminal`` process the supervisor runs: that
+            request's id.
+    """
 
     category: str
     output: str
@@ -565,14 +593,24 @@ class DebugOutput(_DebugEvent, tag="output", kw_only=True):
 
 
 class DebugThread(_DebugEvent, tag="thread", kw_only=True):
-    """A thread started or exited (DAP ``thread``). Informational."""
+    """A thread started or exited (DAP ``thread``). Informational.
+
+    Attributes:
+        reason: ``started`` or ``exited`` (or the adapter's own word).
+    """
 
     reason: str
     thread_id: int | None
 
 
 class DebugBreakpoint(_DebugEvent, tag="breakpoint", kw_only=True):
-    """The adapter changed a breakpoint (DAP ``breakpoint``: verified, moved, removed)."""
+    """The adapter changed a breakpoint (DAP ``breakpoint``: verified, moved, removed).
+
+    Attributes:
+        reason: ``changed``, ``new`` or ``removed`` (DAP).
+        breakpoint: The breakpoint as the adapter sent it (``verified``, ``line``, ``message``,
+            ...).
+    """
 
     reason: str
     breakpoint: JsonValue
@@ -591,7 +629,11 @@ class DebugTerminated(_DebugEvent, tag="terminated", forbid_unknown_fields=False
     ``initializeTimeout``, ``initializeFailed``, ``protocolError``, ``adapterNotReading``,
     ``transportClosed``, ``parentStopped``, ``supervisorClosing`` or ``internal`` (with
     ``crashReport``); then the adapter's ``exitCode``, ``signal``, ``signalName``,
-    ``forced`` (it needed a signal), and ``stderrTail`` when it did not end on request."""
+    ``forced`` (it needed a signal), and ``stderrTail`` when it did not end on request.
+
+    Attributes:
+        reason: Why it ended: one of the reasons listed above.
+    """
 
     reason: str
 
@@ -599,7 +641,23 @@ class DebugTerminated(_DebugEvent, tag="terminated", forbid_unknown_fields=False
 class DebugRunInTerminalRequested(_DebugEvent, tag="runInTerminalRequested", kw_only=True):
     """The adapter asked to run the debuggee in a terminal (DAP ``runInTerminal``):
     ``handledBy`` ``supervisor`` (started on a PTY: ``processId``, or ``error``) or
-    ``host`` (answer with ``debug.runInTerminalResponse``; never dropped)."""
+    ``host`` (answer with ``debug.runInTerminalResponse``; never dropped).
+
+    Attributes:
+        request_id: The request's id: ``debug.runInTerminalResponse`` answers it (``handledBy:
+            "host"``), and the process's output and exit carry it.
+        kind: DAP ``kind``: ``integrated`` or ``external`` (the supervisor runs both on a PTY).
+        title: The terminal title the adapter asked for.
+        cwd: The working directory asked for.
+        args: The command line asked for.
+        env: Environment changes asked for (null removes a variable).
+        args_can_be_interpreted_by_shell: DAP ``argsCanBeInterpretedByShell``: the adapter
+            allows a shell to read ``args``.
+        handled_by: ``supervisor`` (it runs the process) or ``host`` (the client must, and
+            answer).
+        process_id: When the supervisor started it: the process id.
+        error: When the supervisor could not start it: why.
+    """
 
     request_id: str
     kind: str | None
@@ -614,7 +672,14 @@ class DebugRunInTerminalRequested(_DebugEvent, tag="runInTerminalRequested", kw_
 
 
 class DebugRunInTerminalExited(_DebugEvent, tag="runInTerminalExited", kw_only=True):
-    """A process the supervisor started for ``runInTerminal`` ended."""
+    """A process the supervisor started for ``runInTerminal`` ended.
+
+    Attributes:
+        request_id: The ``runInTerminal`` request the process was started for.
+        process_id: Its process id.
+        reason: ``internal`` when a failure inside its terminal ended it (with ``crashReport``);
+            absent when it ended by itself or with the session.
+    """
 
     request_id: str
     process_id: int | None
@@ -627,7 +692,13 @@ class DebugRunInTerminalExited(_DebugEvent, tag="runInTerminalExited", kw_only=T
 
 class DebugOperationCompleted(_DebugEvent, tag="operationCompleted", kw_only=True):
     """A debug operation (launch, breakpoints, execute, inspect, ...) succeeded: exactly
-    one of this or ``operationFailed`` per operation, with the command's ``result``."""
+    one of this or ``operationFailed`` per operation, with the command's ``result``.
+
+    Attributes:
+        command: The operation's command (``launch``, ``setBreakpoints``, ``next``,
+            ``stackTrace``, ...).
+        result: Its result, normalized for the operation (the adapter's response body).
+    """
 
     operation_id: str
     command: str
@@ -639,7 +710,16 @@ class DebugOperationFailed(
 ):
     """A debug operation failed: exactly one of this or ``operationCompleted`` per
     operation; ``reason`` (``refused``, ``adapterError``, ``cancelled``, ``timedOut``,
-    ``sessionEnded``, ``internal``) and the catalog ``code``."""
+    ``sessionEnded``, ``internal``) and the catalog ``code``.
+
+    Attributes:
+        command: The operation's command.
+        message: Why, for a person.
+        reason: ``refused`` (the adapter or the session's state refused it), ``cancelled``,
+            ``timedOut``, ``sessionEnded`` or ``internal``.
+        code: The catalog code for it: ``invalid_request``, ``cancelled``, ``timed_out``,
+            ``internal``, ...
+    """
 
     operation_id: str
     command: str
@@ -649,7 +729,12 @@ class DebugOperationFailed(
 
 
 class DebugAdapterEvent(_DebugEvent, tag="adapterEvent", kw_only=True):
-    """An adapter event the session does not interpret, passed on (informational)."""
+    """An adapter event the session does not interpret, passed on (informational).
+
+    Attributes:
+        name: The DAP event's name.
+        body: Its body, passed through.
+    """
 
     name: str
     body: JsonValue = None
@@ -657,13 +742,24 @@ class DebugAdapterEvent(_DebugEvent, tag="adapterEvent", kw_only=True):
 
 class DebugFact(_DebugEvent, tag="fact", forbid_unknown_fields=False, kw_only=True):
     """A structured diagnostic fact of the adapter's start (plugin-contract.md "Structured
-    plugin diagnostics": ``debugAdapter/start``); a fact carries its own fields."""
+    plugin diagnostics": ``debugAdapter/start``); a fact carries its own fields.
+
+    Attributes:
+        catalog_event: The fact's event name in the plugin contract's catalog.
+    """
 
     catalog_event: str
 
 
 class DebugChildSessionStarted(_DebugEvent, tag="childSessionStarted", kw_only=True):
-    """The adapter's ``startDebugging`` started a child session (ended with this one)."""
+    """The adapter's ``startDebugging`` started a child session (ended with this one).
+
+    Attributes:
+        child_session_id: The new session's id (a debug session of its own: its events are in
+            its queue).
+        request: ``launch`` or ``attach``, as the adapter asked.
+        name: The child configuration's ``name``, when it has one.
+    """
 
     child_session_id: str
     request: str

@@ -223,6 +223,22 @@ class LspStartServer(Payload, kw_only=True):
         contribution: ``{pluginID, context: {contextID, generation}}``: the plugin whose
             backend reaches this server with ``lithe/host/languageServer/*``, and the
             workspace context it runs for.
+        arguments: The arguments after the executable (at most 4 096).
+        environment: Environment changes for the server (null removes a variable).
+        initialize_timeout_milliseconds: How long the server may take to answer ``initialize``,
+            in milliseconds (default 60 000).
+        request_timeout_milliseconds: The default deadline of its requests (``lsp.request``), in
+            milliseconds: 1 to 300 000 (default 60 000).
+        shutdown_timeout_milliseconds: How long a stop waits for the ``shutdown`` answer, in
+            milliseconds (default 3 000).
+        service_ready_idle_timeout_milliseconds: With gates: the session fails when, before
+            every gate opened, the server sends no changed ``$/progress`` for this long, in
+            milliseconds (default 45 000).
+        service_ready_absolute_timeout_milliseconds: With gates: the session fails when the
+            gates are not all open this long after the handshake, in milliseconds (default 600
+            000).
+        gates: Readiness gates: the session is ``ready`` once each has opened (at most 8).
+        session_policy: For a plugin-owned session: what its backend may ask of the server.
     """
 
     server_id: NonEmpty
@@ -326,7 +342,31 @@ class LspSnapshot(Payload, kw_only=True):
 
 
 class LspSnapshotResult(Result, kw_only=True):
-    """``lsp.snapshot``: the session's runtime state."""
+    """``lsp.snapshot``: the session's runtime state.
+
+    Attributes:
+        server_id: The caller's name for the server (``lsp.startServer``'s ``serverId``).
+        documents: The open documents: ``{uri, languageId, version, diagnosticCount}``, with
+            ``diagnostics`` when asked (``includeDiagnostics``).
+        pending_requests: Requests waiting for the server: ``{operationId, method, generation,
+            ageMilliseconds}``.
+        capabilities: The server's ``ServerCapabilities`` (empty before its ``initialize``
+            answer).
+        server_info: The server's ``serverInfo``, or null.
+        closed_gates: The readiness gates not opened yet.
+        last_exit: How the server's last process ended (``{exitCode, signal, signalName}``), or
+            null.
+        stderr_tail: The last lines the server wrote on stderr (bounded).
+        restart: The restart policy: ``{enabled, maxCrashes, windowMilliseconds, ...}``.
+        stderr: ``{lines, notQueued}``: stderr lines read, and those kept out of the event queue
+            by its rate bound.
+        facts: The session's structured diagnostic facts (plugin contract).
+        plugin: For a plugin-owned session: its backend's state (functions, pending calls, host
+            requests).
+        plugin_status: For a server a plugin contributes: its ``setStatus`` of the current
+            generation (``{generation, state, message?, percentage?}``), null when there is
+            none; absent for other servers.
+    """
 
     session_id: str
     server_id: str

@@ -20,6 +20,10 @@ class LspFunctionRequest(Payload, kw_only=True):
     ``function``, ``params`` and ``context`` are checked by the plugin contract's own
     refusals (plugin-contract.md "Invocation"); ``timeoutMilliseconds`` is capped at one
     hour and defaults to the session's request timeout.
+
+    Attributes:
+        function: The function to call: ``{pluginID, functionID}`` (plugin contract).
+        context: The workspace context it runs for: ``{contextID, generation}``.
     """
 
     session_id: NonEmpty
@@ -31,7 +35,13 @@ class LspFunctionRequest(Payload, kw_only=True):
 
 
 class LspHostResponse(Payload, kw_only=True):
-    """``lsp.hostResponse``: answer a ``hostRequest`` event with ``result`` or ``error``."""
+    """``lsp.hostResponse``: answer a ``hostRequest`` event with ``result`` or ``error``.
+
+    Attributes:
+        result: The answer to send the backend (JSON).
+        error: Or the error to send it: ``{code, message, data?}`` (with ``error``, a ``result``
+            of null is not sent).
+    """
 
     session_id: NonEmpty
     host_request_id: NonEmpty = msgspec.field(name="hostRequestID")
@@ -53,6 +63,14 @@ class LspHostNotify(Payload, kw_only=True):
 
 
 class RelayPlugin(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
+    """One plugin in the relay's snapshot.
+
+    Attributes:
+        plugin_id: The plugin's id.
+        exports: The functions it offers other plugins: ``[{id, version}]`` (at most 32).
+        calls: The functions of other plugins it may call: ``[{id, version}]`` (at most 32).
+    """
+
     plugin_id: NonEmpty = msgspec.field(name="pluginID")
     enabled: bool = True
     exports: JsonValue = None
@@ -60,20 +78,38 @@ class RelayPlugin(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
 
 
 class RelayContext(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
+    """One open workspace context in the relay's snapshot.
+
+    Attributes:
+        context_id: The context's id.
+        authority: ``local`` for a local workspace; anything else is remote.
+    """
+
     context_id: NonEmpty = msgspec.field(name="contextID")
     generation: Count
     authority: str = "local"
 
 
 class LspConfigureFunctionRelay(Payload, kw_only=True):
-    """``lsp.configureFunctionRelay``: the relay's snapshot, effective at once."""
+    """``lsp.configureFunctionRelay``: the relay's snapshot, effective at once.
+
+    Attributes:
+        plugins: Every plugin that takes part, with what it exports and calls.
+        contexts: The open workspace contexts.
+    """
 
     plugins: list[RelayPlugin] | None = None
     contexts: list[RelayContext] | None = None
 
 
 class RelayResult(Result, kw_only=True):
-    """Counts: plugins and contexts in the snapshot, relayed calls it ended."""
+    """Counts: plugins and contexts in the snapshot, relayed calls it ended.
+
+    Attributes:
+        plugins: Plugins in the snapshot.
+        contexts: Contexts in the snapshot.
+        ended_calls: Relayed calls running that the snapshot no longer allows, ended now.
+    """
 
     plugins: int
     contexts: int
@@ -96,6 +132,12 @@ class LspPluginServerRequest(Payload, kw_only=True):
 
 
 class PluginValueResult(Result, kw_only=True):
+    """``lsp.pluginServerRequest``: the server's answer, as the plugin contract gives it.
+
+    Attributes:
+        value: The server's result.
+    """
+
     value: JsonValue
 
 
@@ -111,7 +153,12 @@ class LspPluginServerNotify(Payload, kw_only=True):
 class WorkspaceSetContexts(Payload, kw_only=True):
     """``workspace.setContexts``: the open workspace contexts, as the embedding host declares
     them (plugin-contract.md "Workspace contexts"; each entry checked by the command:
-    ``{contextID, name?, authority?, folders: [{path, name?}]}``)."""
+    ``{contextID, name?, authority?, folders: [{path, name?}]}``).
+
+    Attributes:
+        contexts: Every open context: ``{contextID, name?, authority?, folders: [{path,
+            name?}]}`` (what is not listed is closed).
+    """
 
     contexts: JsonValue
 
@@ -121,7 +168,12 @@ class WorkspaceListContexts(Payload, kw_only=True):
 
 
 class WorkspaceContextsResult(Result, kw_only=True):
-    """``{revision, contexts: [{contextID, generation}]}``."""
+    """``{revision, contexts: [{contextID, generation}]}``.
+
+    Attributes:
+        revision: The contexts' revision: one more per change.
+        contexts: The open contexts: ``{contextID, generation}``.
+    """
 
     revision: int
     contexts: list[JsonObject]

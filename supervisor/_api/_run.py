@@ -33,7 +33,13 @@ _ToolIds = Annotated[list[NonEmpty], msgspec.Meta(max_length=MAX_REQUIRED_TOOLS)
 class RunSelectedRuntime(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
     """``{kind: runSelectedRuntime, tool}``: start the adapter with the executable the
     user's runtime selection (``tools``) resolves for ``tool``, one of ``requiresTools``
-    (else ``plugin.runtime.undeclared``); resolved at each ``debug/start``."""
+    (else ``plugin.runtime.undeclared``); resolved at each ``debug/start``.
+
+    Attributes:
+        kind: Always ``runSelectedRuntime``.
+        tool: The tool (one of the plugin's ``requiresTools``) whose selected executable starts
+            the adapter.
+    """
 
     kind: Literal["runSelectedRuntime"]
     tool: NonEmpty
@@ -43,7 +49,16 @@ class RunDebugAdapter(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
     """One debug adapter the plugin declares: ``requests`` it serves (launch, attach), the
     adapter as ``debug.createSession`` takes it (without ``executable`` when ``launch``
     says runSelectedRuntime), and default configurations by request (checked by the
-    command)."""
+    command).
+
+    Attributes:
+        id: The adapter's id within the plugin.
+        adapter_id: DAP ``adapterID`` (default: ``id``).
+        requests: The requests it serves: ``launch``, ``attach`` (default both).
+        adapter: How to start it (as ``debug.createSession``'s ``adapter``).
+        configurations: Named launch configurations it offers.
+        launch: Start it with the executable the user's runtime selection resolves.
+    """
 
     id: NonEmpty
     adapter_id: NonEmpty | None = msgspec.field(default=None, name="adapterID")
@@ -98,7 +113,12 @@ class RunWaitEvents(Payload, kw_only=True):
 
 
 class RunRerun(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
-    """What "Run again" invokes: ``lsp.functionRequest`` of ``function`` with ``data``."""
+    """What "Run again" invokes: ``lsp.functionRequest`` of ``function`` with ``data``.
+
+    Attributes:
+        function: The plugin function to call.
+        data: Its params, passed through.
+    """
 
     function: str
     data: JsonValue = None
@@ -113,7 +133,13 @@ class RunExit(msgspec.Struct, rename="camel", forbid_unknown_fields=True, kw_onl
 
 
 class RunInfo(Result, kw_only=True):
-    """A run as listed."""
+    """A run as listed.
+
+    Attributes:
+        label: The run's label, as the plugin named it.
+        exit: How its process ended, once ``ended``.
+        rerun: What "Run again" invokes, when the plugin said.
+    """
 
     run_id: str
     plugin_id: str
@@ -126,6 +152,12 @@ class RunInfo(Result, kw_only=True):
 
 
 class RunDestroyResult(Result, kw_only=True):
+    """``run.destroy``: whether a run was forgotten.
+
+    Attributes:
+        destroyed: True when the run existed and is now ended and forgotten.
+    """
+
     run_id: str
     destroyed: bool
 
@@ -135,14 +167,22 @@ class _RunEvent(Event, kw_only=True):
 
 
 class RunStarted(_RunEvent, tag="runStarted", kw_only=True):
-    """A plugin's run started its process (``lithe/host/run/start``)."""
+    """A plugin's run started its process (``lithe/host/run/start``).
+
+    Attributes:
+        label: The run's label, as the plugin named it.
+    """
 
     label: str
     pid: int | None
 
 
 class RunOutput(_RunEvent, tag="runOutput", kw_only=True):
-    """The run's process wrote output. Informational."""
+    """The run's process wrote output. Informational.
+
+    Attributes:
+        text: The output, decoded as UTF-8 (invalid bytes replaced).
+    """
 
     text: str
 
