@@ -12,7 +12,7 @@ guardian (the pid the client started; four rounds in five) or the worker. It the
 (each escapee does, even one killed before it wrote its pid) until none is alive -- a zombie is
 not alive: ``kill(pid, 0)`` would still answer for it -- and records how long that took.
 
-The run fails when any process outlives its round's kill by 2 s (DESIGN.md invariant 14). It
+The run fails when any process outlives its round's kill by 2 s (the design invariant 14). It
 prints the rounds, the processes the artists started, the survivors, and the time from the
 kill to the last escapee gone (median, 95th percentile, maximum). Exit status 0 when nothing
 survived.
@@ -39,7 +39,7 @@ from supervisor._process._guardian import serving_pid
 from supervisor.testbed import program_argv
 
 PY = sys.executable
-#: DESIGN.md invariant 14.
+#: the design invariant 14.
 BOUND_S: Final = 2.0
 #: How long a round looks for survivors after its kill, in seconds.
 WATCH_S: Final = 5.0

@@ -1,6 +1,6 @@
 """The lane policy: which job of a project runs, which waits, which ends, as pure code.
 
-Contract (ide-backend-protocol.schema.json ``mcpp-ide/job/start``): one lane
+Contract (the IDE backend protocol ``mcpp-ide/job/start``): one lane
 per project root, one job at a time per lane, in submission order. A ``build`` or ``test``
 asked for again while one of the same kind waits on the same lane replaces the waiting one
 (which ends ``superseded``); ``supersede`` cancels the running job (it ends ``superseded``).
@@ -46,7 +46,7 @@ __all__ = (
 
 
 class JobKind(StrEnum):
-    """The kinds of job (ide-backend-protocol.schema.json ``mcpp-ide/job/start`` ``kind``)."""
+    """The kinds of job (the IDE backend protocol ``mcpp-ide/job/start`` ``kind``)."""
 
     BUILD = "build"
     TEST = "test"

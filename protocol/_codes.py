@@ -6,9 +6,9 @@ Numbers on the wire come from three sources, kept apart here on purpose:
   "ErrorCodes"/"LSPErrorCodes"
   (https://microsoft.github.io/language-server-protocol/specifications/lsp/3.17/specification/#errorCodes)
   give :class:`ErrorCode`; the tests check every number against ``lsprotocol``.
-* core-api.md "Envelope" gives the string codes of the
+* the Core API contract "Envelope" gives the string codes of the
   envelope (:class:`CoreErrorCode`).
-* plugin-contract.md "Host services" (the ``plugin.host.*`` table) and "Plugin
+* the plugin contract "Host services" (the ``plugin.host.*`` table) and "Plugin
   functions" / "Cross-plugin calls" give the ``plugin.*`` codes and their numbers.
 
 :data:`ERROR_CATALOG` is the single table user-facing codes are drawn from; a
@@ -96,7 +96,7 @@ def is_lsp_reserved_code(code: int) -> bool:
 
 
 class CoreErrorCode(enum.StrEnum):
-    """String codes of the Core envelope (core-api.md "Envelope").
+    """String codes of the Core envelope (the Core API contract "Envelope").
 
     They travel as ``error.code`` of an envelope response, and in serve mode as
     ``error.data.code`` of a JSON-RPC error.
@@ -144,9 +144,9 @@ _E = CatalogEntry
 
 #: Every stable error code, in one table. Core codes first (their numbers are ours: the
 #: reference gives none, so each takes the closest JSON-RPC/LSP meaning), then
-#: ``plugin.host.*`` exactly as plugin-contract.md's table lists them, then
-#: ``plugin.function.*`` (numbers where plugin-contract.md or the reference SDK's error table,
-#: plugin-sdk-node.md, gives one).
+#: ``plugin.host.*`` exactly as the plugin contract's table lists them, then
+#: ``plugin.function.*`` (numbers where the plugin contract or the reference SDK's error table,
+#: the Node plugin SDK contract, gives one).
 ERROR_CATALOG: Final[tuple[CatalogEntry, ...]] = (
     _E("invalid_request", -32602, "The request is malformed or a field is invalid"),
     _E("not_supported", -32601, "The command or option is not supported"),
@@ -157,7 +157,7 @@ ERROR_CATALOG: Final[tuple[CatalogEntry, ...]] = (
     _E("timed_out", -32803, "The operation's deadline passed"),
     _E("launch_failed", -32803, "A process could not be started"),
     _E("internal", -32603, "A failure inside the supervisor"),
-    # plugin-contract.md "Host services": "Code JSON-RPC Meaning" table.
+    # the plugin contract "Host services": "Code JSON-RPC Meaning" table.
     _E("plugin.host.unavailable", -32601, "The host offers no such service or method"),
     _E("plugin.host.invalidParams", -32602, "Params malformed or out of range"),
     _E("plugin.host.failed", -32603, "Any other failure"),
@@ -226,7 +226,7 @@ ERROR_CATALOG: Final[tuple[CatalogEntry, ...]] = (
         -32026,
         "The named server or contribution belongs to another plugin",
     ),
-    # plugin-contract.md "Process start" .. "Backend-resolved launch" and "Outcomes and error
+    # the plugin contract "Process start" .. "Backend-resolved launch" and "Outcomes and error
     # codes": launch-plan refusals (Core) and start failures (Host); the reference gives no
     # numbers.
     _E("plugin.launch.unavailable", None, "The plugin has no such process to launch"),
@@ -256,7 +256,7 @@ ERROR_CATALOG: Final[tuple[CatalogEntry, ...]] = (
     ),
     _E("plugin.runtime.undeclared", None, "A launch names a tool requiresTools does not list"),
     _E("plugin.template.invalid", None, "Unknown, misplaced, or unguarded template variable"),
-    # plugin-contract.md "Plugin functions", "Cross-plugin calls", "Outcomes and error codes".
+    # the plugin contract "Plugin functions", "Cross-plugin calls", "Outcomes and error codes".
     _E("plugin.function.invalidReference", None, "The plugin or function ID is malformed"),
     _E("plugin.function.invalidParams", None, "The call's params are not an object"),
     _E(

@@ -1,4 +1,4 @@
-"""The Core request envelope (core-api.md "Envelope").
+"""The Core request envelope (the Core API contract "Envelope").
 
 Request: ``{id, operationId?, timeoutMilliseconds?, command, payload}``. Response:
 ``{id, ok: true, data}`` or ``{id, ok: false, error: {code, message, details?}}``.
@@ -6,7 +6,7 @@ Request: ``{id, operationId?, timeoutMilliseconds?, command, payload}``. Respons
 Rules implemented by :func:`parse_envelope`:
 
 * Bytes or text that are not a JSON object are ``invalid_request`` with the message
-  "Invalid JSON request" (core-api.md's example response).
+  "Invalid JSON request" (the Core API contract's example response).
 * ``id`` is a non-empty string or an integer; it keeps its JSON type in the response.
   It may be absent (or ``null``).
 * ``operationId`` defaults to ``id`` (as text) when ``id`` is present; when neither is

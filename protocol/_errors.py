@@ -33,8 +33,8 @@ __all__ = (
     "cut_utf8",
 )
 
-#: Messages on the wire are cut to this many UTF-8 bytes (core-api.md "Envelope";
-#: plugin-contract.md "Outcomes and error codes": messages are bounded at 1024).
+#: Messages on the wire are cut to this many UTF-8 bytes (the Core API contract "Envelope";
+#: the plugin contract "Outcomes and error codes": messages are bounded at 1024).
 MAX_MESSAGE_BYTES: Final = 1024
 
 
@@ -53,7 +53,7 @@ def cut_utf8(text: str, limit: int = MAX_MESSAGE_BYTES) -> str:
 
 
 class CoreError(Exception):
-    """A failure reported to the user with a stable code (core-api.md "Envelope").
+    """A failure reported to the user with a stable code (the Core API contract "Envelope").
 
     Args:
         code: A name from :data:`~protocol.ERROR_CATALOG` (``"invalid_request"``,
@@ -192,6 +192,6 @@ class MissingResultError(RemoteProtocolError):
 
     JSON-RPC 2.0 §5 makes it invalid, like any :class:`RemoteProtocolError`; the subclass
     lets the receiver end the request it names rather than answer the reply, and tell a
-    missing result from a ``null`` one (plugin-contract.md "Invocation": no result is
+    missing result from a ``null`` one (the plugin contract "Invocation": no result is
     ``plugin.function.invalidResult``; ``null`` is a result).
     """

@@ -2,7 +2,7 @@
 
 Sources: LSP 3.17 "Lifecycle Messages"
 (https://microsoft.github.io/language-server-protocol/specifications/lsp/3.17/specification/#lifeCycleMessages)
-and ide-backend-protocol.schema.json (``initialize`` first, -32002 before it;
+and the IDE backend protocol (``initialize`` first, -32002 before it;
 ``shutdown`` waits for requests in flight; ``exit`` ends with 0 after ``shutdown`` and
 1 otherwise).
 

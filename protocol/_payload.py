@@ -1,7 +1,8 @@
 """The one set of payload readers: argv, environment, paths, milliseconds, sizes, JSON types.
 
 Every command reads its payload at the edge, before it starts anything, and the values it
-accepts must be ones that nothing downstream can raise on (core-api.md "Envelope": bad input
+accepts must be ones that nothing downstream can raise on (the Core API contract "Envelope": bad
+input
 is ``invalid_request``):
 
 - text that reaches the OS (an argument, an environment name or value, a path, stdin) is
@@ -284,8 +285,8 @@ def read_milliseconds(
 ) -> int | None:
     """Read a duration in milliseconds: 1 to ``maximum`` (:data:`MAX_MILLISECONDS`).
 
-    Absent or null is None; so is 0 when ``zero_is_none`` (the envelope's rule, core-api.md
-    "Envelope": "a positive value starts a cooperative deadline").
+    Absent or null is None; so is 0 when ``zero_is_none`` (the envelope's rule, the Core API
+    contract "Envelope": "a positive value starts a cooperative deadline").
 
     Raises:
         CoreError: ``invalid_request`` (``details.field`` = ``name``) for a non-integer, a

@@ -17,7 +17,7 @@ Tasks, all in one nursery owned by :func:`open_jsonrpc_endpoint`:
   ``$/cancelRequest`` cancels exactly that request; each is a supervision boundary, so a
   handler's bug is answered -32603 (``data.code`` ``internal``) and ends that request only.
 
-Flow control, not a write timeout (DESIGN invariant 20, docs/architecture.md "Flow
+Flow control, not a write timeout (design invariant 20, docs/architecture.md "Flow
 control"): a peer that reads slowly, or not at all for a while, is never taken for a dead one.
 The write queue is bounded in frames and in bytes; past it, whoever queues waits: answers wait
 (their handler tasks hold them, counted), the reader admits no new request (it stops reading,
@@ -26,7 +26,7 @@ which is backpressure on the peer) and a drain of queued events takes only the r
 when the peer is gone: end of input, a failed read or write (a broken pipe), a broken frame
 header, or its owner closing it. ``write_timeout_ms`` is opt-in, for the one peer whose
 contract asks for it (a plugin backend that stays blocked past its request timeout,
-plugin-contract.md "Isolation between backends").
+the plugin contract "Isolation between backends").
 
 Every background task runs in a cancel scope of its own rather than in the nursery's, because
 the caller's ``async with`` body runs in the nursery too and a transport failure must stop our
@@ -175,7 +175,7 @@ class ReplyWithoutResult(JSONRPCError):
     Raised by :meth:`JSONRPCEndpoint.request`. It is a :class:`JSONRPCError` (code -32600,
     "Invalid Request": the reply is not a valid JSON-RPC 2.0 response object), so a caller
     that only knows error replies treats it as one; a caller for whom a missing result
-    means something catches it first (plugin-contract.md "Invocation": no result is
+    means something catches it first (the plugin contract "Invocation": no result is
     ``plugin.function.invalidResult``, while a ``null`` result is a result).
     """
 
@@ -1091,7 +1091,7 @@ async def open_jsonrpc_endpoint(
         write_timeout_ms: None (the default): no write is ever timed out, a peer that reads
             slowly is waited for. A number of milliseconds opts in to declaring the transport
             dead (``"write timeout"``) when a write of up to 64 KiB makes no progress that
-            long: only for a peer whose contract says so (a plugin backend, plugin-contract.md
+            long: only for a peer whose contract says so (a plugin backend, the plugin contract
             "Isolation between backends"), and the testbed.
         max_body_bytes: The largest frame body accepted, in bytes; a larger one is a protocol
             error that closes the endpoint.
@@ -1112,7 +1112,7 @@ async def open_jsonrpc_endpoint(
             is closing), so it can release what the admission took.
         cancelled_data: ``error.data`` of the -32800 answer to a request the peer cancelled
             with ``$/cancelRequest`` (None sends none); plugin sessions send
-            ``{"code": "plugin.host.cancelled"}`` (plugin-contract.md "Host services").
+            ``{"code": "plugin.host.cancelled"}`` (the plugin contract "Host services").
         close_on_input_end: True (the default) closes the endpoint when its input ends
             (EOF, a broken frame header, a failed read), as described above. False only stops
             reading: pending outbound requests fail with :class:`EndpointClosed`, while

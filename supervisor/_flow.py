@@ -1,4 +1,4 @@
-"""Flow control: what a consumer has not taken holds back its producer (DESIGN invariant 20).
+"""Flow control: what a consumer has not taken holds back its producer (design invariant 20).
 
 The rule, everywhere: a slow consumer costs bounded memory and never costs a session. A
 producer we can pause (a PTY, a job's pipes) is paused; one we can not (a language server's

@@ -1,7 +1,7 @@
 """Example build-only plugin backend (``dev.example.builder``): no plugin functions.
 
 It is created with ``functions=False``, so it never answers ``litheFunctions`` even when the
-host offers it (plugin-contract.md "Plugin functions": "A backend that does not answer
+host offers it (the plugin contract "Plugin functions": "A backend that does not answer
 litheFunctions (a build-only backend) keeps serving its language ... and receives no
 function calls"). The host refuses function calls for its session with ``not_supported``
 (``details.code``: ``plugin.function.unavailable``); ordinary requests still work:

@@ -3,7 +3,7 @@
 Every command's payload is a :class:`Payload` struct (camelCase on the wire, unknown fields
 refused, ranges and lengths as :class:`msgspec.Meta`). :func:`decode_payload` converts a
 request's JSON object into it; that conversion *is* the validation, so every command refuses
-bad input in one place with one error shape (core-api.md "Envelope": bad input is
+bad input in one place with one error shape (the Core API contract "Envelope": bad input is
 ``invalid_request``)::
 
     CoreError("invalid_request", "<command>: <message>", {"field": "<path>"})

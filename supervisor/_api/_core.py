@@ -21,7 +21,7 @@ __all__ = (
 
 
 class Envelope(msgspec.Struct, rename="camel", kw_only=True):
-    """A request (core-api.md "Envelope"); other fields are ignored.
+    """A request (the Core API contract "Envelope"); other fields are ignored.
 
     Attributes:
         id: The request's id, echoed in its response (a non-empty string or an integer).

@@ -741,7 +741,7 @@ class DebugAdapterEvent(_DebugEvent, tag="adapterEvent", kw_only=True):
 
 
 class DebugFact(_DebugEvent, tag="fact", forbid_unknown_fields=False, kw_only=True):
-    """A structured diagnostic fact of the adapter's start (plugin-contract.md "Structured
+    """A structured diagnostic fact of the adapter's start (the plugin contract "Structured
     plugin diagnostics": ``debugAdapter/start``); a fact carries its own fields.
 
     Attributes:

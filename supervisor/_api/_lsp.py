@@ -107,7 +107,7 @@ class Gate(msgspec.Struct, rename="camel", forbid_unknown_fields=True, kw_only=T
 
 
 class SessionPolicy(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
-    """What a plugin-owned session's backend may ask of its server (plugin-contract.md).
+    """What a plugin-owned session's backend may ask of its server (the plugin contract).
 
     Attributes:
         request_methods: The LSP requests the plugin backend may send its server
@@ -152,7 +152,7 @@ class StateRetention(msgspec.Struct, rename="camel", forbid_unknown_fields=True,
 
 
 class WorkspaceStateSpec(msgspec.Struct, rename="camel", forbid_unknown_fields=True, kw_only=True):
-    """A per-workspace state directory ``root/name`` (plugin-contract.md "Plugin-owned
+    """A per-workspace state directory ``root/name`` (the plugin contract "Plugin-owned
     sessions"); ``root`` absolute, ``name`` one path component (checked by the command).
 
     Attributes:
@@ -201,7 +201,7 @@ class LspStartServer(Payload, kw_only=True):
         initialization_options: Pass-through JSON for ``initialize``.
         workspace_configuration: What ``workspace/configuration`` answers.
         restart: true, or a restart budget: restart after crashes.
-        plugin_id: The plugin that owns the session (plugin-contract.md).
+        plugin_id: The plugin that owns the session (the plugin contract).
         host_services: Host services granted to the plugin (needs ``pluginId``).
         workspace_authority: ``"local"`` (default) or ``"remote"``: a server whose policy
             says ``remote: "unsupported"`` is refused (``not_supported``) for a remote one.
@@ -213,7 +213,7 @@ class LspStartServer(Payload, kw_only=True):
         host_requests: Server requests the host answers itself (``serverRequest`` events,
             answered with ``lsp.serverRequestResponse``).
         launch_plan: Instead of ``executable``/``arguments``/``initializationOptions``: the
-            process as a plugin declares it (plugin-contract.md "Process start"; checked by
+            process as a plugin declares it (the plugin contract "Process start"; checked by
             the command): ``{launch, arguments?, validationArguments?, runtimeDependencies?,
             initializationOptions?, requiresTools?, pluginDirectory, stateDirectory,
             workspaceStateDirectory?, logDirectory?, temporaryDirectory?, architecture?,
@@ -676,7 +676,7 @@ class LspRequestCompleted(_LspEvent, tag="requestCompleted", kw_only=True):
 
 class LspRequestProgress(_LspEvent, tag="requestProgress", kw_only=True):
     """A plugin function call (``lsp.functionRequest``) reported progress
-    (plugin-contract.md "Plugin functions").
+    (the plugin contract "Plugin functions").
 
     Attributes:
         result: The progress report (``operationID`` and the plugin's normalized fields).
@@ -743,7 +743,7 @@ class LspServerRequest(_LspEvent, tag="serverRequest", kw_only=True):
 
 
 class LspFact(_LspEvent, tag="fact", forbid_unknown_fields=False, kw_only=True):
-    """A structured diagnostic fact (plugin-contract.md "Structured plugin diagnostics"):
+    """A structured diagnostic fact (the plugin contract "Structured plugin diagnostics"):
     each start of the server (``languageServer/start``: ``operationFinished``, or
     ``operationFailed`` with a ``host.*`` code), a crash after it, and a plugin backend's
     own facts; a fact carries its own fields (categories only, never messages).
@@ -756,7 +756,7 @@ class LspFact(_LspEvent, tag="fact", forbid_unknown_fields=False, kw_only=True):
 
 
 class LspFunctionsChanged(_LspEvent, tag="functionsChanged", kw_only=True):
-    """A plugin backend registered or unregistered functions (plugin-contract.md "Plugin
+    """A plugin backend registered or unregistered functions (the plugin contract "Plugin
     functions").
 
     Attributes:
@@ -820,7 +820,7 @@ class LspFunctionProviderStartRequired(
     _LspEvent, tag="functionProviderStartRequired", kw_only=True
 ):
     """A relayed function call needs the providing plugin's backend started
-    (plugin-contract.md "Cross-plugin calls").
+    (the plugin contract "Cross-plugin calls").
 
     Attributes:
         result: ``{pluginID}``: the plugin whose backend must be started.

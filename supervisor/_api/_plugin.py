@@ -1,5 +1,5 @@
 """Plugin-owned language servers: functions, host requests, the cross-plugin relay
-(plugin-contract.md); these commands live under ``lsp.*``."""
+(the plugin contract); these commands live under ``lsp.*``."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ class LspFunctionRequest(Payload, kw_only=True):
     """``lsp.functionRequest``: call a plugin function; it ends in one ``requestCompleted``.
 
     ``function``, ``params`` and ``context`` are checked by the plugin contract's own
-    refusals (plugin-contract.md "Invocation"); ``timeoutMilliseconds`` is capped at one
+    refusals (the plugin contract "Invocation"); ``timeoutMilliseconds`` is capped at one
     hour and defaults to the session's request timeout.
 
     Attributes:
@@ -54,7 +54,7 @@ class HostRequestResult(Result, kw_only=True):
 
 
 class LspHostNotify(Payload, kw_only=True):
-    """``lsp.hostNotify``: a host notification to a plugin backend (plugin-contract.md
+    """``lsp.hostNotify``: a host notification to a plugin backend (the plugin contract
     "Host notifications")."""
 
     session_id: NonEmpty
@@ -152,7 +152,7 @@ class LspPluginServerNotify(Payload, kw_only=True):
 
 class WorkspaceSetContexts(Payload, kw_only=True):
     """``workspace.setContexts``: the open workspace contexts, as the embedding host declares
-    them (plugin-contract.md "Workspace contexts"; each entry checked by the command:
+    them (the plugin contract "Workspace contexts"; each entry checked by the command:
     ``{contextID, name?, authority?, folders: [{path, name?}]}``).
 
     Attributes:

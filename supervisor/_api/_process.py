@@ -19,7 +19,7 @@ __all__ = (
 #: The most output ``process.run`` keeps per stream: 64 MiB, the frame-body limit.
 MAX_OUTPUT_BYTES_LIMIT: Final = 64 * 1024 * 1024
 #: ``process.run`` without ``timeoutMilliseconds`` ends after a day, the deadline
-#: ide-backend-protocol.schema.json gives ``*/exec`` without ``timeoutMs``.
+#: the IDE backend protocol gives ``*/exec`` without ``timeoutMs``.
 DEFAULT_PROCESS_RUN_TIMEOUT_MS: Final = 86_400_000
 
 

@@ -1,4 +1,4 @@
-"""Run sessions of plugin backends (plugin-contract.md "Run and debug sessions"): what the
+"""Run sessions of plugin backends (the plugin contract "Run and debug sessions"): what the
 embedding host tells the supervisor of a plugin, and how it presents the runs backends start
 with ``lithe/host/run/start``."""
 

@@ -540,7 +540,7 @@ def render_markdown() -> str:
         "result and event: [schema/](schema/).",
         "",
         "Every request is an envelope `{id, operationId?, timeoutMilliseconds?, command,",
-        'payload}` (core-api.md "Envelope"); `timeoutMilliseconds` is 0 (none) to',
+        'payload}` (the Core API contract "Envelope"); `timeoutMilliseconds` is 0 (none) to',
         f"{_base.MAX_MILLISECONDS}. A payload is decoded by its declaration: an unknown field, a",
         "wrong type, a value out of its bounds or one that breaks a rule is `invalid_request`",
         'with `details.field` naming its path (`"argv[2]"`, `"env.PATH"`); an unknown field\'s',

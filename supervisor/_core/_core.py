@@ -1,6 +1,6 @@
 """The Core: one root nursery, an operation registry and envelope dispatch.
 
-Contract (core-api.md "Envelope"): a request
+Contract (the Core API contract "Envelope"): a request
 ``{id, operationId?, timeoutMilliseconds?, command, payload}`` runs one command inside its own
 cancel scope, registered under its operation id. ``cancel(operation_id)`` cancels that scope;
 a positive ``timeoutMilliseconds`` is the scope's deadline. Whatever happens, the request ends
@@ -636,7 +636,8 @@ class Core(CommandCaller):
         """Run one envelope request and return its envelope response (never raises for it).
 
         Args:
-            request: The envelope as JSON text or a decoded object (core-api.md "Envelope").
+            request: The envelope as JSON text or a decoded object (the Core API contract
+            "Envelope").
 
         Returns:
             ``{id, ok: true, data}`` or ``{id, ok: false, error: {code, message, details?}}``.
@@ -1214,7 +1215,8 @@ class CoreThread:
         """Cancel an operation from any thread.
 
         Returns:
-            1 when the operation was active, 0 otherwise (core-api.md ``lithe_core_cancel``).
+            1 when the operation was active, 0 otherwise (the Core API contract
+            ``lithe_core_cancel``).
         """
         core, token = self._require()
         try:

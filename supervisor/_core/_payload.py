@@ -137,7 +137,7 @@ def optional_timeout_ms(
 ) -> int | None:
     """Read a deadline in milliseconds: 1 to ``maximum`` starts one; absent, null or 0 is none.
 
-    This is the envelope's rule (core-api.md "Envelope": "a positive value starts a
+    This is the envelope's rule (the Core API contract "Envelope": "a positive value starts a
     cooperative deadline"), applied to every command's own timeout field.
     """
     return read_milliseconds(payload, name, maximum=maximum)

@@ -1,6 +1,6 @@
 """The embedding host's decisions: the ones that are a person's (``open_core(host_policy=...)``).
 
-plugin-contract.md "Host services": a plugin backend may ask the supervisor to start a
+the plugin contract "Host services": a plugin backend may ask the supervisor to start a
 program or to show a window; whether a person consents, and how a window is shown, is the
 embedding host's to decide. The Core takes the policy as an option and hands it to its
 services (:attr:`~supervisor.ServiceContext.host_policy`); the plugin host services ask it

@@ -164,7 +164,7 @@ class ServiceContext:
         self, session_id: str, command: str, arguments: list[JSONValue], timeout_ms: int
     ) -> JSONValue:
         """A ``workspace/executeCommand`` on a running language-server session, answered
-        with its result (a debug adapter hosted by a language server, plugin-contract.md
+        with its result (a debug adapter hosted by a language server, the plugin contract
         ``tcpLanguageServer``): sent by the ``lsp`` service (:class:`LanguageServerCommands`).
 
         Raises:
@@ -183,7 +183,7 @@ class ServiceContext:
 class OwnedResources(Protocol):
     """A service that keeps resources on behalf of owners (the terminal service).
 
-    plugin-contract.md "Plugin-owned native terminals": ending the backend session that
+    the plugin contract "Plugin-owned native terminals": ending the backend session that
     owns a terminal disposes it; a service implementing this is told through
     :attr:`ServiceContext.owner_ended`.
     """

@@ -1,6 +1,7 @@
 """The ``debug.*`` commands: debug sessions over DAP as a Core service.
 
-Reference: core-api.md ``debug.*`` and plugin-contract.md "Debug adapters" / "Remote attach";
+Reference: the Core API contract ``debug.*`` and the plugin contract "Debug adapters" / "Remote
+attach";
 each command validates its whole payload before anything is sent or started, so bad input
 starts and loses nothing. Sessions run in the Core's root nursery
 (:meth:`DebugSession.run`), each a supervision boundary: an unexpected exception inside one
@@ -85,7 +86,7 @@ __all__ = ("MAX_DEBUG_SESSIONS", "DebugService", "open_debug_service")
 #: Sessions that may exist at once (terminated ones count until destroyed); then ``busy``.
 MAX_DEBUG_SESSIONS: Final = 32
 
-#: plugin-contract.md ``launch.endpoint.command`` for ``tcpLanguageServer``.
+#: the plugin contract ``launch.endpoint.command`` for ``tcpLanguageServer``.
 _COMMAND_RE: Final = re.compile(r"[A-Za-z0-9._:-]{1,128}")
 #: ``debug.inspect``'s fields that are ours, not the DAP request's arguments.
 _OPERATION_FIELDS: Final = ("sessionId", "operationId", "timeoutMilliseconds", "kind")

@@ -1,7 +1,7 @@
 """One debug session: the adapter's process and transport, DAP correlation, operations.
 
-Reference: core-api.md ``debug.*`` (createSession, launch, breakpoints, execute, inspect,
-cancelOperation, disconnect, destroySession, runInTerminal); plugin-contract.md "Debug
+Reference: the Core API contract ``debug.*`` (createSession, launch, breakpoints, execute, inspect,
+cancelOperation, disconnect, destroySession, runInTerminal); the plugin contract "Debug
 adapters" (transports ``stdio``, ``tcpPort``, ``tcpAnnounced``; loopback only) and "Remote
 attach". Unlike the reference Core, the supervisor owns the adapter's process and transport.
 
@@ -14,7 +14,7 @@ bounded ring whose last lines go into the crash detail) and, for TCP transports,
 an exit watcher, and short tasks for configuration and reverse requests. Each operation runs
 in the caller's task inside its own cancel scope.
 
-Configuration (DAP "initialized" event, "Debug session start"; core-api.md
+Configuration (DAP "initialized" event, "Debug session start"; the Core API contract
 ``debug.setBreakpoints``): once the ``initialize`` response and the adapter's ``initialized``
 event both came, in either order (netcoredbg and hxcpp-debugger send the event first;
 :class:`~._state.ConfigurationSequence`), the session sends, each once and each after the
@@ -39,7 +39,7 @@ before anything was sent), ``adapterError`` (the adapter answered ``success: fal
 ``cancelled``, ``timedOut``, ``sessionEnded`` (code ``cancelled``, with ``sessionEndReason``:
 the ``terminated`` event's reason), ``internal`` (code ``internal``: an exception of ours).
 
-runInTerminal (core-api.md ``debug.runInTerminalResponse``): refused unless the
+runInTerminal (the Core API contract ``debug.runInTerminalResponse``): refused unless the
 session advertised ``supportsRunInTerminalRequest``. With ``runInTerminal: "supervisor"``
 (the default) the session starts the program itself on a PTY of its own
 (:class:`TerminalProcess`: no shell, the scope marker, its own session), for ``kind``
@@ -243,7 +243,7 @@ def check_loopback(host: str) -> str:
     """Accept only loopback endpoints: 127.0.0.0/8, ``::1`` or ``localhost``.
 
     Raises:
-        CoreError: ``invalid_request`` for any other host (plugin-contract.md "Debug
+        CoreError: ``invalid_request`` for any other host (the plugin contract "Debug
             adapters": "TCP endpoints are loopback only").
     """
     if host.lower() == "localhost":
@@ -278,7 +278,7 @@ class AdapterSpec:
         announce_prefix: What the first line starts with before the port or
             ``host:port`` (``tcpAnnounced``).
         announce_stream: Where that line comes: ``"stdout"`` or ``"stderr"``
-            (plugin-contract.md ``launch.endpoint.stream``).
+            (the plugin contract ``launch.endpoint.stream``).
         connect_timeout_ms: Bound on reaching the endpoint (or reading the announcement).
         initialize_timeout_ms: Bound on the adapter's answer to ``initialize``; past it the
             session ends with reason ``initializeTimeout``.
@@ -386,7 +386,7 @@ class DebugSession(SessionResource[JSONObject]):
         #: The byte loop (the one every framed peer has: ``supervisor._transport``), made
         #: once the adapter is reached. Its write queue is made now, so a stop before that
         #: has one to close. An adapter that reads slowly is waited for, never ended for it
-        #: (flow control, DESIGN invariant 20): its operations end at their deadlines, and
+        #: (flow control, design invariant 20): its operations end at their deadlines, and
         #: a stop ends it by the ladder (``disconnect`` bounded, stdin closed, TERM, KILL).
         self._transport: FramedTransport | None = None
         self._writes = _WriteQueue(DEFAULT_MAX_PENDING_WRITES, DEFAULT_MAX_WRITE_BYTES)
@@ -493,7 +493,7 @@ class DebugSession(SessionResource[JSONObject]):
     def _start_fact(self, code: str | None) -> None:
         """Record the adapter's start as one ``debugAdapter/start`` fact, once.
 
-        plugin-contract.md "Structured plugin diagnostics": from launch until
+        the plugin contract "Structured plugin diagnostics": from launch until
         ``initialize`` succeeds; ``operationFinished``, or ``operationFailed`` with one
         ``host.*`` code (``host.timedOut``, ``host.initializeFailed``, ``host.exitedEarly``).
         A stop before that records nothing. Categories only: no stderr, path or message.
@@ -677,7 +677,7 @@ class DebugSession(SessionResource[JSONObject]):
 
     async def _ask_language_server(self) -> int:
         """``tcpLanguageServer``: the port the language server answers its command with (an
-        integer or a numeric string from 1 to 65535; plugin-contract.md "Debug adapters")."""
+        integer or a numeric string from 1 to 65535; the plugin contract "Debug adapters")."""
         assert self.spec.language_server is not None
         assert self._language_server_command is not None
         session_id, command, arguments = self.spec.language_server
@@ -1362,7 +1362,7 @@ class DebugSession(SessionResource[JSONObject]):
 
         After a resuming command the session is running -- unless only one thread resumed
         (``singleThread``, or ``allThreadsContinued: false`` in the adapter's answer): the
-        other threads stay stopped, so the session stays paused (core-api.md).
+        other threads stay stopped, so the session stays paused (the Core API contract).
         """
         plan = check_execute(
             self.lifecycle, self.capabilities, command, thread_id, single_thread, target_id
@@ -1862,7 +1862,7 @@ class DebugSession(SessionResource[JSONObject]):
             self._move(DebugInput.SEND_DISCONNECT)
         # Children first: their adapters (or connections) may belong to this one.
         await self._stop_children()
-        # core-api.md: pending terminal requests fail when the session disconnects;
+        # the Core API contract: pending terminal requests fail when the session disconnects;
         # a host answer after this point is late and ignored.
         for request_id in list(self._terminal_requests):
             entry = self._terminal_requests.pop(request_id)

@@ -3,7 +3,7 @@
 Nothing here does I/O or imports trio, so every rule is tested without a process
 (tests/supervisor/dap/test_state.py). :mod:`supervisor._dap._session` drives it.
 
-Reference: core-api.md, the ``debug.*`` paragraphs (createSession, launch, breakpoints,
+Reference: the Core API contract, the ``debug.*`` paragraphs (createSession, launch, breakpoints,
 execute, inspect, disconnect) and DAP
 (https://microsoft.github.io/debug-adapter-protocol/specification).
 
@@ -20,7 +20,8 @@ The configuration (DAP "initialized" event and "Debug session start") has a tabl
 hxcpp-debugger send the event before the response), and it is sent exactly once
 (:func:`configuration_requests` is its content and order).
 
-Breakpoint sets follow core-api.md: the complete set is replaced on every call, kept sorted
+Breakpoint sets follow the Core API contract: the complete set is replaced on every call, kept
+sorted
 and de-duplicated, disabled entries are kept but never sent, and only the fields the
 adapter's capabilities allow are sent.
 """
@@ -298,9 +299,9 @@ def _normalized(
     key: Callable[[_E], tuple[int, int] | str],
     where: str,
 ) -> tuple[_E, ...]:
-    """The one breakpoint-set rule (core-api.md): each decoded entry made (its texts trimmed,
-    an empty text absent), entries of one key collapsed into the last one given (the caller's
-    latest intent), the set sorted by its key."""
+    """The one breakpoint-set rule (the Core API contract): each decoded entry made (its
+    texts trimmed, an empty text absent), entries of one key collapsed into the last one given
+    (the caller's latest intent), the set sorted by its key."""
     by_key: dict[tuple[int, int] | str, _E] = {}
     for index, item in enumerate(items):
         entry = make(item, f"{where}[{index}]")
@@ -650,7 +651,7 @@ def configuration_requests(
 ) -> tuple[ConfigurationRequest, ...]:
     """The configuration's requests, in the order they are sent, each once.
 
-    core-api.md: the exception filters (the client's selection, else the adapter's
+    the Core API contract: the exception filters (the client's selection, else the adapter's
     ``default: true`` filters) when the adapter declared ``exceptionBreakpointFilters``;
     ``setFunctionBreakpoints`` with ``supportsFunctionBreakpoints`` and a set;
     ``setDataBreakpoints`` with ``supportsDataBreakpoints`` and a set; ``setBreakpoints`` for
@@ -820,7 +821,7 @@ def check_execute(
 ) -> ExecutePlan:
     """Decide what a ``debug.execute`` sends, or refuse it before anything is sent.
 
-    Rules (core-api.md ``debug.execute``, "Smart step into and run to cursor"):
+    Rules (the Core API contract ``debug.execute``, "Smart step into and run to cursor"):
     ``next``/``stepIn``/``stepOut``/``stepBack``/``goto``/``continue`` only while paused
     with a thread (the given one, else the last stopped thread); ``pause`` only while
     running; ``stepBack`` only with ``supportsStepBack``; ``goto`` needs ``targetId`` (from
@@ -1072,7 +1073,7 @@ _MAX_INNER_DEPTH: Final = 8
 
 
 def _is_filtered(frame: JSONObject) -> bool:
-    """core-api.md "isFiltered": presentation metadata only. Without class filters (only
+    """the Core API contract "isFiltered": presentation metadata only. Without class filters (only
     Java defines them) a frame is filtered when the adapter itself marks it as not the
     user's code: frame hint ``subtle``, or source hint ``deemphasize``."""
     source = frame.get("source")

@@ -1,6 +1,6 @@
 """Open documents of a language-server session: versions, text, diagnostics (pure).
 
-Contract (core-api.md ``lsp.syncDocument`` / ``lsp.closeDocument``): the first sync
+Contract (the Core API contract ``lsp.syncDocument`` / ``lsp.closeDocument``): the first sync
 of a URI is ``didOpen`` at version 1, later ones ``didChange`` with the next version; ranged
 changes are forwarded as they are when the server advertised incremental sync, otherwise the
 change is the full new text; a sync that leaves the text as it was sends nothing and keeps the

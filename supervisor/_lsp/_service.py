@@ -1,6 +1,6 @@
 """The ``lsp.*`` commands: language-server sessions as a Core service.
 
-Contract (core-api.md ``lsp.*``; plugin-contract.md "Plugin-owned sessions", "Language
+Contract (the Core API contract ``lsp.*``; the plugin contract "Plugin-owned sessions", "Language
 server host methods", "Workspace configuration"): every command validates its payload before
 it acts (``invalid_request``; bad input starts nothing); an unknown ``sessionId`` is
 ``not_found``. Sessions run in a nursery the service owns; closing the service (the Core
@@ -11,9 +11,9 @@ Commands: ``lsp.startServer``, ``lsp.stopServer``, ``lsp.restartServer``,
 ``lsp.workspaceFilesChanged``, ``lsp.clearDiagnostics``, ``lsp.updateWorkspaceConfiguration``,
 ``lsp.request``, ``lsp.cancelOperation``, ``lsp.waitEvents``, ``lsp.pollEvents``,
 ``lsp.pluginServerRequest``, ``lsp.pluginServerNotify``; for plugin-owned sessions
-(plugin-contract.md "Plugin functions"): ``lsp.functionRequest``, ``lsp.hostResponse``,
+(the plugin contract "Plugin functions"): ``lsp.functionRequest``, ``lsp.hostResponse``,
 ``lsp.hostNotify``; for server requests the host answers itself (``hostRequests``):
-``lsp.serverRequestResponse``; the cross-plugin relay's snapshot (plugin-contract.md "Cross-plugin
+``lsp.serverRequestResponse``; the cross-plugin relay's snapshot (the plugin contract "Cross-plugin
 calls"): ``lsp.configureFunctionRelay``.
 """
 
@@ -130,13 +130,13 @@ __all__ = ("LspService", "open_lsp_service", "parse_launch_start", "parse_start"
 
 logger = logging.getLogger("supervisor.lsp")
 
-#: plugin-contract.md "Language server host methods": the grant of the methods and of the
+#: the plugin contract "Language server host methods": the grant of the methods and of the
 #: notifications to the backend.
 LANGUAGE_SERVER_GRANT: Final = "lithe/host/languageServer/request"
 DID_CHANGE_STATE: Final = "lithe/host/languageServer/didChangeState"
 DID_RECEIVE_NOTIFICATION: Final = "lithe/host/languageServer/didReceiveNotification"
 
-#: plugin-contract.md: at most 8 gates (the declaration's bound, ``LspStartServer.gates``),
+#: the plugin contract: at most 8 gates (the declaration's bound, ``LspStartServer.gates``),
 #: also for the gates a backend-resolved launch answers with.
 MAX_GATES: Final = 8
 _RESOLVED_GATES: TypeAlias = Annotated[list[GateDeclaration], msgspec.Meta(max_length=MAX_GATES)]
@@ -166,7 +166,7 @@ _OWNED_NOTIFICATIONS: Final = {
     "workspace/didChangeConfiguration": "lsp.updateWorkspaceConfiguration",
     "$/cancelRequest": "lsp.cancelOperation",
 }
-#: plugin-contract.md "Plugin-owned sessions": a policy name is at most 256 bytes (UTF-8).
+#: the plugin contract "Plugin-owned sessions": a policy name is at most 256 bytes (UTF-8).
 MAX_POLICY_NAME_BYTES: Final = 256
 _EXECUTE_COMMAND: Final = "workspace/executeCommand"
 #: The reference's function-result bound, used for plugin requests' results (bytes).
@@ -223,7 +223,7 @@ def _parse_policy(
             value.forward_notifications, "sessionPolicy.forwardNotifications"
         ),
     }
-    # plugin-contract.md: commands are declared exactly when requestMethods lists
+    # the plugin contract: commands are declared exactly when requestMethods lists
     # workspace/executeCommand, so neither can grant what the other does not.
     if (_EXECUTE_COMMAND in lists["requestMethods"]) != bool(lists["commands"]):
         raise _invalid(
@@ -283,7 +283,7 @@ def _parse_restart(value: bool | RestartBudgetDeclaration | None) -> tuple[bool,
 
 def _parse_contribution(value: JSONValue) -> tuple[str, JSONObject] | None:
     """``contribution {pluginID, context: {contextID, generation}}``: whose server this is
-    and the workspace context it runs for (plugin-contract.md "Language server host
+    and the workspace context it runs for (the plugin contract "Language server host
     methods": a backend names a server by context and serverID)."""
     if value is None:
         return None
@@ -339,7 +339,7 @@ def parse_start(payload: LspStartServer | JSONObject) -> LspServerSpec:
     root_uri = start.root_uri or pathlib.Path(cwd).as_uri()
     policy, policy_gates, remote_supported = _parse_policy(start.session_policy)
     if start.workspace_authority == "remote" and not remote_supported:
-        # plugin-contract.md "Plugin-owned sessions": a server with remote: "unsupported"
+        # the plugin contract "Plugin-owned sessions": a server with remote: "unsupported"
         # is not started for a remote workspace.
         raise CoreError(
             "not_supported",
@@ -389,10 +389,10 @@ def parse_launch_start(
 ) -> tuple[LaunchPlan | None, LspStartServer]:
     """Split an ``lsp.startServer`` payload with a ``launchPlan`` (pure; nothing started).
 
-    plugin-contract.md "Process start": the plan gives the executable, its arguments and
+    the plugin contract "Process start": the plan gives the executable, its arguments and
     ``initializationOptions`` (as launch templates), so the payload must not give them too. A
     plugin backend's plan (``launchPlan.backend: true``, with ``pluginId``) starts in its
-    state directory, which is also its root (``${stateDir}``; plugin-contract.md "Plugin
+    state directory, which is also its root (``${stateDir}``; the plugin contract "Plugin
     backend"), so ``workingDirectory`` and ``rootUri`` are not given either.
 
     Returns:
@@ -415,7 +415,7 @@ def parse_launch_start(
         if given is not None:
             raise _invalid(f"{name} comes from launchPlan; give one of them", name)
     plan = parse_launch_plan(start.launch_plan)
-    # plugin-contract.md "Launch templates": the host uses the plan's owner, not an identity
+    # the plugin contract "Launch templates": the host uses the plan's owner, not an identity
     # it read elsewhere, for the session it starts.
     contribution = start.contribution
     for name, claimed in (
@@ -551,7 +551,7 @@ class LspService:
     # -- lifecycle -----------------------------------------------------------------------
 
     def _check_one_backend(self, plugin_id: str) -> None:
-        """plugin-contract.md "Plugin backend": at most one backend process per plugin.
+        """the plugin contract "Plugin backend": at most one backend process per plugin.
 
         A session of the plugin that has not ended (running, stopping, or failed and waiting
         to restart) holds the plugin's place; a stopped or finally failed one does not.
@@ -597,7 +597,7 @@ class LspService:
         # The first process is started before we answer, so launch_failed is this
         # command's error and a refused start leaves no session behind.
         started_at_ms = trio.current_time() * 1000
-        # plugin-contract.md "Backend-resolved launch": the scratch directory of this start,
+        # the plugin contract "Backend-resolved launch": the scratch directory of this start,
         # removed when the start fails or the server ends.
         temporary_dir = plan.temporary_dir if plan is not None else None
         try:
@@ -733,7 +733,7 @@ class LspService:
             await session.run(tree, task_status=task_status)
         finally:
             if temporary_dir is not None:
-                # plugin-contract.md "Backend-resolved launch": the scratch directory of a
+                # the plugin contract "Backend-resolved launch": the scratch directory of a
                 # start is removed when the server ends.
                 with trio.CancelScope(shield=True):
                     await remove_temporary_directory(temporary_dir)
@@ -774,7 +774,7 @@ class LspService:
     def host_server(self, plugin_id: str, context: JSONObject, server_id: str) -> LspSession:
         """The server ``serverID`` of ``plugin_id`` running for ``context``.
 
-        plugin-contract.md "Language server host methods": a server is named by context and
+        the plugin contract "Language server host methods": a server is named by context and
         serverID (its languageID); the session is the one started with that ``contribution``.
 
         Raises:
@@ -1031,13 +1031,13 @@ class LspService:
         session = self._session(payload)
         return {"cancelled": session.cancel(payload.operation_id)}
 
-    # -- plugin functions (plugin-contract.md "Plugin functions") ------------------------
+    # -- plugin functions (the plugin contract "Plugin functions") ------------------------
 
     @declared
     async def _function_request(self, payload: LspFunctionRequest) -> JSONValue:
         """``lsp.functionRequest`` -> ``{operationId}``; the call ends in one requestCompleted.
 
-        Refusals (plugin-contract.md "Invocation", in order): see
+        Refusals (the plugin contract "Invocation", in order): see
         :func:`~supervisor._plugin._state.check_function_request`. ``timeoutMilliseconds``
         is capped at one hour and defaults to the session's request timeout.
         """
@@ -1086,7 +1086,7 @@ class LspService:
         self, session_id: str, command: str, arguments: list[JSONValue], timeout_ms: int
     ) -> JSONValue:
         """``workspace/executeCommand`` on a session for another service (a debug adapter
-        that lives inside a language server: plugin-contract.md ``tcpLanguageServer``).
+        that lives inside a language server: the plugin contract ``tcpLanguageServer``).
 
         Waits for readiness like any request; no ``requestCompleted`` event is queued.
 
@@ -1151,7 +1151,7 @@ class LspService:
     async def _host_notify(self, payload: LspHostNotify) -> JSONValue:
         """``lsp.hostNotify {sessionId, method, params}`` -> ``{delivered}``.
 
-        plugin-contract.md "Host notifications": another method, a service the session is
+        the plugin contract "Host notifications": another method, a service the session is
         not granted, malformed params (or over ``notificationBytes``), a session that is not
         plugin-owned or not ready: ``invalid_request``.
 
@@ -1179,7 +1179,7 @@ class LspService:
             await trio.lowlevel.checkpoint()
         return {"delivered": True}
 
-    # -- the relay (plugin-contract.md "Cross-plugin calls") ------------------------------
+    # -- the relay (the plugin contract "Cross-plugin calls") ------------------------------
 
     @declared
     async def _configure_relay(self, payload: LspConfigureFunctionRelay) -> JSONValue:
@@ -1361,7 +1361,7 @@ def _plugin_outcome(outcome: JSONObject | None) -> JSONValue:
         raise _plugin_error("timeout", message)
     if code == "languageServerError":
         details = error.get("details")
-        # plugin-contract.md: its details are {code, message} (``data`` is the host's).
+        # the plugin contract: its details are {code, message} (``data`` is the host's).
         raise _plugin_error(
             "languageServerError",
             message,

@@ -1,6 +1,6 @@
 """One language-server session: its generations, handshake, requests, events and stop.
 
-Contract (core-api.md ``lsp.*``; LSP 3.17 "Lifecycle Messages" for the stop):
+Contract (the Core API contract ``lsp.*``; LSP 3.17 "Lifecycle Messages" for the stop):
 
 Cancel-scope tree of a session, all under the LSP service's nursery::
 
@@ -13,7 +13,7 @@ Cancel-scope tree of a session, all under the LSP service's nursery::
 
 A plugin-owned session writes to its backend with the session's request timeout
 as the endpoint's write timeout: a write blocked past it fails the generation as a transport
-failure (``transportFailed``, stage ``relayWrite``; plugin-contract.md "Isolation between
+failure (``transportFailed``, stage ``relayWrite``; the plugin contract "Isolation between
 backends"). When a plugin-owned generation ends, ``owner_ended(sessionId)`` disposes what
 the Core keeps for that backend (its terminals).
 
@@ -199,7 +199,7 @@ def _cut(text: str, limit: int) -> str:
 
 @dataclass(frozen=True)
 class SessionPolicy:
-    """plugin-contract.md "Plugin-owned sessions": what a plugin backend may ask of a server."""
+    """the plugin contract "Plugin-owned sessions": what a plugin backend may ask of a server."""
 
     request_methods: frozenset[str] = frozenset()
     commands: frozenset[str] = frozenset()
@@ -235,16 +235,16 @@ class LspServerSpec:
     budget: RestartBudget = field(default_factory=RestartBudget)
     plugin_id: str | None = None
     #: ``hostServices``: the host services a plugin-owned session is granted
-    #: (plugin-contract.md "Plugin functions").
+    #: (the plugin contract "Plugin functions").
     host_services: frozenset[str] = frozenset()
     #: The per-workspace state directory of this start and its retention, if the host
-    #: keeps one (plugin-contract.md "State and retention").
+    #: keeps one (the plugin contract "State and retention").
     workspace_state: WorkspaceState | None = None
     #: The declared client capabilities and the server requests the host answers.
     client: ClientPolicy = field(default_factory=ClientPolicy)
     #: ``contribution``: the plugin that declares this server and the workspace context
     #: ``{contextID, generation}`` it runs for, so the plugin's backend reaches it with the
-    #: ``lithe/host/languageServer/*`` methods (plugin-contract.md "Language server host
+    #: ``lithe/host/languageServer/*`` methods (the plugin contract "Language server host
     #: methods"); None for a server no backend talks to.
     contribution: tuple[str, JSONObject] | None = None
 
@@ -343,7 +343,7 @@ class LspSession(SessionResource[JSONObject]):
     """A language-server session; made and driven by the LSP service.
 
     Events are bounded beyond the queue's own bound: structured facts by
-    :data:`~supervisor._lsp._state.FACTS_PER_WINDOW` per minute (plugin-contract.md), and
+    :data:`~supervisor._lsp._state.FACTS_PER_WINDOW` per minute (the plugin contract), and
     unclassified stderr lines, which always go to the stderr ring, become ``log`` events
     only within :data:`~supervisor._lsp._state.STDERR_LOG_EVENTS_PER_WINDOW` per second and
     while fewer than ``stderr_log_share`` such events wait undrained. Lines left out are
@@ -358,7 +358,7 @@ class LspSession(SessionResource[JSONObject]):
             service passes a quarter of the queue's bound, so stderr can never take more.
         owner_ended: ``await owner_ended(session_id)`` when a plugin-owned session's
             backend process has ended (each generation): what the Core keeps for that
-            owner goes with it (plugin-contract.md "Plugin-owned native terminals": ending
+            owner goes with it (the plugin contract "Plugin-owned native terminals": ending
             the backend session disposes its terminals). Shielded; it bounds itself.
     """
 
@@ -739,9 +739,9 @@ class LspSession(SessionResource[JSONObject]):
                         f"(session {self.session_id}, generation {gen.number})"
                     ),
                     # A backend's writes may stay blocked for the request timeout at most
-                    # (plugin-contract.md "Isolation between backends": transportFailed).
+                    # (the plugin contract "Isolation between backends": transportFailed).
                     # A language server is never ended for reading slowly (flow control,
-                    # DESIGN invariant 20): it stalls only its own writer, its requests end
+                    # design invariant 20): it stalls only its own writer, its requests end
                     # at their deadlines, and a stop ends it by the ladder.
                     write_timeout_ms=(
                         self.spec.request_timeout_ms if self.plugin is not None else None
@@ -856,7 +856,7 @@ class LspSession(SessionResource[JSONObject]):
 
     async def _send_host_notifications(self, endpoint: JSONRPCEndpoint) -> None:
         """Write the plugin runtime's queued host notifications, in order, while the
-        generation runs (plugin-contract.md "Host notifications"). An overflow of the queue
+        generation runs (the plugin contract "Host notifications"). An overflow of the queue
         raises :class:`~supervisor._plugin._subscriptions.NotificationOverflow`, which ends
         the session (a contained failure of this stage).
 
@@ -979,11 +979,12 @@ class LspSession(SessionResource[JSONObject]):
         gen.follow_ups_sent.set()
 
     def _provider(self) -> JSONObject:
-        """Who failed, in every structured runtime error (core-api.md ``lsp.pollEvents``)."""
+        """Who failed, in every structured runtime error (the Core API contract
+        ``lsp.pollEvents``)."""
         return {"provider": self.spec.server_id, "sessionId": self.session_id}
 
     def _underlying_message(self, gen: _Generation) -> str | None:
-        """The server's own last word before a failure (core-api.md: readiness failures
+        """The server's own last word before a failure (the Core API contract: readiness failures
         keep "the final diagnostic snapshot in underlyingMessage"): its last progress,
         log or show message of this generation, else its last stderr line."""
         if gen.last_message is not None:
@@ -1033,7 +1034,7 @@ class LspSession(SessionResource[JSONObject]):
         if reason.startswith("protocol error"):
             code = "protocolError"
         elif reason == "write timeout" and self.plugin is not None:
-            # A backend that stopped reading past the request timeout (plugin-contract.md
+            # A backend that stopped reading past the request timeout (the plugin contract
             # "Isolation between backends").
             code, stage = "transportFailed", "relayWrite"
             reason = f"a write stayed blocked for {self.spec.request_timeout_ms} ms"
@@ -1200,7 +1201,7 @@ class LspSession(SessionResource[JSONObject]):
     def _emit_fact(self, gen: _Generation, kind: str, start_code: str | None) -> None:
         """Queue one structured fact, if the session's fact rate admits it.
 
-        plugin-contract.md "Structured plugin diagnostics": each start of a server is one
+        the plugin contract "Structured plugin diagnostics": each start of a server is one
         ``languageServer/start`` operation, from launch until ``initialize`` succeeds; it
         ends ``operationFinished``, or ``operationFailed`` with one ``host.*`` code. A crash
         after that is one ``operationFailed`` fact of ``languageServer/run`` with the code
@@ -1365,7 +1366,7 @@ class LspSession(SessionResource[JSONObject]):
             req.waiting = True
             self._waiting_for_ready += 1
         # The session's outbox keeps submission order (docs/architecture.md "The order
-        # rule"; plugin-contract.md "Plugin-owned sessions": requests that wait for the
+        # rule"; the plugin contract "Plugin-owned sessions": requests that wait for the
         # gates go out in the order they were asked for): tasks wake in no set order, so
         # each request is written after the message submitted before it. A ready server's
         # requests wait for each other only until each is queued, a scheduler pass.
@@ -1398,7 +1399,7 @@ class LspSession(SessionResource[JSONObject]):
         req.end_reason = "cancelled"
         req.scope.cancel()
         # Completed now, not when the task gets around to it.
-        # The outcome names of plugin-contract.md "Invocation", shared by every
+        # The outcome names of the plugin contract "Invocation", shared by every
         # requestCompleted of a session (envelope answers keep cancelled/timed_out).
         self._finish(req, self._error(req, "requestCancelled", "The request was cancelled"))
         return True
@@ -1505,7 +1506,7 @@ class LspSession(SessionResource[JSONObject]):
         """End every pending request of ``gen`` (all when None) with languageServerUnavailable.
 
         Function calls of a plugin-owned session end the same way: the session's terminal
-        error (plugin-contract.md "Invocation").
+        error (the plugin contract "Invocation").
         """
         if self.plugin is not None and (gen is None or gen is self._gen):
             self.plugin.end_generation(message, **extra)
@@ -1519,7 +1520,7 @@ class LspSession(SessionResource[JSONObject]):
 
         self._requests.finish_all(unavailable)
 
-    # -- plugin functions (plugin-contract.md "Plugin functions") ---------------------
+    # -- plugin functions (the plugin contract "Plugin functions") ---------------------
 
     def start_function_call(
         self,
@@ -1606,7 +1607,7 @@ class LspSession(SessionResource[JSONObject]):
         after them (docs/architecture.md "The order rule"), a document change behind a
         request that waits for the ``initialize`` handshake included.
 
-        Readiness gates hold requests only: plugin-contract.md "Plugin-owned sessions":
+        Readiness gates hold requests only: the plugin contract "Plugin-owned sessions":
         "Until every gate has opened, request calls wait in order ... Notifications are never
         held." So once the handshake and its follow-ups are done and a gate is closed, this
         returns without waiting.
@@ -1987,7 +1988,7 @@ class LspSession(SessionResource[JSONObject]):
 
 
 def launch_failure_code(exc: CoreError) -> str:
-    """The ``host.*`` fact code of a start that made no process (plugin-contract.md
+    """The ``host.*`` fact code of a start that made no process (the plugin contract
     "Structured plugin diagnostics"): ``host.executableUnavailable`` when the executable or
     the working directory could not be resolved, ``host.planFailed`` when the launch plan
     could not be made (a ``plugin.launch.*``, template or tool refusal, a failed
@@ -2057,7 +2058,7 @@ def describe_exit(returncode: int) -> str:
 def configuration_section(configuration: JSONValue, section: str | None) -> JSONValue:
     """The value of a dotted ``section`` path in ``configuration`` (None when absent).
 
-    ``workspace/configuration`` items are answered this way (plugin-contract.md "Workspace
+    ``workspace/configuration`` items are answered this way (the plugin contract "Workspace
     configuration"); no section gives the whole configuration. A key that itself contains
     dots (``"python.analysis"`` stored flat) is found too.
     """

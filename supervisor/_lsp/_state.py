@@ -11,11 +11,11 @@ so every rule is tested without processes (STYLE.md point 4, h11 ``_state.py``).
   ``max_crashes`` crashes in a sliding window, a backoff that doubles from 500 ms to 8 s, and a
   start that counts as stable once the handshake has been done for 10 s.
 - :func:`params_match` and :class:`ReadinessTracker`: readiness gates
-  (plugin-contract.md "Plugin-owned sessions") and the serviceReady idle/absolute deadlines
-  (core-api.md ``lsp.startServer``): duplicate ``$/progress`` does not refresh the idle
+  (the plugin contract "Plugin-owned sessions") and the serviceReady idle/absolute deadlines
+  (the Core API contract ``lsp.startServer``): duplicate ``$/progress`` does not refresh the idle
   deadline.
 - :class:`RateLimit` and :class:`QueueShare`: bounds on what a session queues as events.
-  Structured facts are admitted at most 600 per minute per session (plugin-contract.md
+  Structured facts are admitted at most 600 per minute per session (the plugin contract
   "Structured plugin diagnostics"); unclassified stderr lines become ``log`` events only
   within a rate (ours) and while fewer than a share of the event queue are such undrained
   events, so a chatty server never pushes diagnostics or ``requestCompleted`` out of the queue.
@@ -61,7 +61,7 @@ DEFAULT_RESTART_WINDOW_MS: Final = 180_000
 DEFAULT_BACKOFF_INITIAL_MS: Final = 500
 DEFAULT_BACKOFF_MAX_MS: Final = 8_000
 DEFAULT_STABLE_AFTER_MS: Final = 10_000
-#: plugin-contract.md "Structured plugin diagnostics": "Ingress admits at most 600 facts per
+#: the plugin contract "Structured plugin diagnostics": "Ingress admits at most 600 facts per
 #: minute per session"; past that a fact is counted as dropped.
 FACTS_PER_WINDOW: Final = 600
 FACT_WINDOW_MS: Final = 60_000

@@ -1,4 +1,4 @@
-"""Per-workspace state directories of a language server (plugin-contract.md "Plugin-owned
+"""Per-workspace state directories of a language server (the plugin contract "Plugin-owned
 sessions", "State and retention").
 
 The host keeps one state directory per workspace for each server, under the plugin's storage;

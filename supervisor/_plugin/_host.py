@@ -1,6 +1,6 @@
 """Host services the supervisor serves itself: the dispatch table, the call, the policy.
 
-plugin-contract.md "Host services". A backend's ``lithe/host/*`` request that passed Core's
+the plugin contract "Host services". A backend's ``lithe/host/*`` request that passed Core's
 checks (:func:`~supervisor._plugin._state.check_host_request`) is served in one of two ways:
 
 - by a handler of the :class:`HostServices` table, in this process, on the supervisor's own
@@ -127,7 +127,7 @@ class HostServices:
 
         Raises:
             ValueError: ``method`` already has a handler (registering another one cannot
-                replace it, plugin-contract.md "Public document, file and window methods").
+                replace it, the plugin contract "Public document, file and window methods").
         """
         if method in self._handlers:
             raise ValueError(f"{method} already has a handler")

@@ -1,6 +1,6 @@
 """``lithe/host/languageServer/*``: a backend talks to its own plugin's language servers.
 
-plugin-contract.md "Language server host methods". Every method takes ``context:
+the plugin contract "Language server host methods". Every method takes ``context:
 {contextID, generation}`` and ``serverID`` (the languageID of one of the calling plugin's
 servers); the server is the ``lsp.*`` session started with ``contribution: {pluginID,
 context}`` for that context (:meth:`~supervisor._lsp._service.LspService.host_server`, through
@@ -34,7 +34,7 @@ if TYPE_CHECKING:
 
 __all__ = ("MAX_STATUS_MESSAGE_BYTES", "LanguageServers", "register")
 
-#: plugin-contract.md: setStatus's message is cut to 1024 bytes on a character boundary.
+#: the plugin contract: setStatus's message is cut to 1024 bytes on a character boundary.
 MAX_STATUS_MESSAGE_BYTES: Final = 1024
 #: request's timeoutMilliseconds: 1 to 300000 (the bound of ``lsp.request``), default 60000.
 MAX_TIMEOUT_MS: Final = MAX_REQUEST_TIMEOUT_MS

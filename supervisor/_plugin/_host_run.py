@@ -1,6 +1,6 @@
 """Host service: ``lithe/host/run/start``, ``run/stop`` and ``debug/start``.
 
-plugin-contract.md "Run and debug sessions", served on the Core's own process trees
+the plugin contract "Run and debug sessions", served on the Core's own process trees
 (:class:`~supervisor._plugin._run_service.RunService`) and debug sessions
 (:class:`~supervisor._dap._service.DebugService`). Core's checks come first
 (:mod:`supervisor._plugin._run_state`); then the embedding host's policy consents to the

@@ -1,7 +1,7 @@
 """``lithe/host/terminal/*`` (grant ``lithe/host/terminal/create``) on the supervisor's PTY
 terminals.
 
-plugin-contract.md "Plugin-owned native terminals", "Close, retained context and reopen".
+the plugin contract "Plugin-owned native terminals", "Close, retained context and reopen".
 Every method takes ``context: {contextID, generation}`` besides its own params:
 
 - ``create {executable, arguments?, title?, cwd?, environment?, show?,

@@ -1,6 +1,6 @@
 """``lithe/host/workspace/*`` (workspace.metadata) and the ``workspace.*`` Core commands.
 
-plugin-contract.md "Workspace contexts and capability discovery":
+the plugin contract "Workspace contexts and capability discovery":
 
 - ``lithe/host/workspace/listContexts {}`` -> ``{revision, contexts: [<context>]}``, every
   open context without ``stateDirectory`` (listing creates nothing);

@@ -1,6 +1,6 @@
 """Launch plans: how a plugin's declared process becomes an argv, an environment and directories.
 
-Contract (plugin-contract.md "Process start", "Runtime launch", "Tool references", "Launch
+Contract (the plugin contract "Process start", "Runtime launch", "Tool references", "Launch
 templates", "Backend-resolved launch"): a process is declared as a launch kind
 (``packaged {path}``, ``systemCommand {commands}``, ``runtime {tool, packagedRuntime?,
 minimumVersion?, runtimeArguments?, entry}``) plus ``arguments``, ``validationArguments``,
@@ -79,7 +79,7 @@ __all__ = (
     "resolve_params",
 )
 
-#: plugin-contract.md "Backend-resolved launch": at most 1024 arguments of at most 32 KiB.
+#: the plugin contract "Backend-resolved launch": at most 1024 arguments of at most 32 KiB.
 MAX_ARGUMENTS: Final = 1024
 MAX_ARGUMENT_BYTES: Final = 32 * 1024
 #: ... at most 256 environment variables, each value at most 32 KiB.
@@ -88,14 +88,14 @@ MAX_ENVIRONMENT: Final = 256
 MAX_OPTIONS_BYTES: Final = 1024 * 1024
 #: ... at most 32 writable paths.
 MAX_WRITABLE_PATHS: Final = 32
-#: plugin-contract.md "Tool references": requiresTools holds at most 32 IDs.
+#: the plugin contract "Tool references": requiresTools holds at most 32 IDs.
 MAX_REQUIRED_TOOLS: Final = 32
 #: Ours: a validation or version probe that has not exited after this many milliseconds
 #: fails (the reference gives no bound; a probe is ``--version``-like and quick).
 VALIDATION_TIMEOUT_MS: Final = 10_000
-#: plugin-contract.md "Tool references": the launch template of a definition that gives none.
+#: the plugin contract "Tool references": the launch template of a definition that gives none.
 DEFAULT_TOOL_LAUNCH: Final = ("${executable}", "${runtimeArguments}", "${entry}", "${arguments}")
-#: plugin-contract.md "Backend-resolved launch": timeoutMilliseconds 1000..120000, default 30000.
+#: the plugin contract "Backend-resolved launch": timeoutMilliseconds 1000..120000, default 30000.
 MIN_RESOLVE_TIMEOUT_MS: Final = 1000
 MAX_RESOLVE_TIMEOUT_MS: Final = 120_000
 DEFAULT_RESOLVE_TIMEOUT_MS: Final = 30_000
@@ -110,7 +110,7 @@ _VARIABLE: Final = re.compile(r"\$\{([^}]*)\}")
 _SETTING_ID: Final = re.compile(r"^[A-Za-z][\w.-]{0,63}$")
 _ENV_NAME: Final = re.compile(r"[^A-Za-z0-9]")
 
-#: Where a template is used, and the variables that place refuses (plugin-contract.md
+#: Where a template is used, and the variables that place refuses (the plugin contract
 #: "Launch templates": none of the writable directories nor settings in validationArguments;
 #: ${workspaceStateDir} not in a plugin backend, which belongs to no workspace).
 Place = Literal["arguments", "validationArguments", "runtimeArguments", "initializationOptions"]
@@ -170,7 +170,7 @@ class ToolInstall:
         version: Its version (``"21.6.1"``), or None when unknown (then a ``minimumVersion``
             is checked by running ``<executable> --version``).
         home: Its installation directory, or None.
-        launch: The definition's launch template (plugin-contract.md "Tool references").
+        launch: The definition's launch template (the plugin contract "Tool references").
     """
 
     executable: str
@@ -426,7 +426,7 @@ def parse_launch_plan(payload: JSONValue, *, backend: bool = False) -> LaunchPla
     ``payload`` is ``{launch, arguments?, validationArguments?, runtimeDependencies?:
     [{tool}], initializationOptions?, requiresTools?, pluginDirectory, stateDirectory,
     workspaceStateDirectory?, logDirectory?, temporaryDirectory?, architecture?, settings?,
-    tools?, backend?}`` (plugin-contract.md "Process start", "Launch templates"): the process
+    tools?, backend?}`` (the plugin contract "Process start", "Launch templates"): the process
     fields as the manifest declares them, plus the directories and values the host chose.
 
     Args:
@@ -656,7 +656,7 @@ def _owner(value: JSONValue) -> str | None:
 def _backend_launch(
     payload: JSONObject, launch: JSONObject, common: dict[str, object]
 ) -> LaunchPlan:
-    """plugin-contract.md "Backend-resolved launch": only a language server, with all four
+    """the plugin contract "Backend-resolved launch": only a language server, with all four
     directories and none of the fields the answer carries."""
     _only(launch, {"kind", "function", "timeoutMilliseconds"})
     if common["backend"]:
@@ -708,7 +708,7 @@ def _backend_launch(
 
 
 def resolve_params(plan: LaunchPlan, server_id: str) -> JSONObject:
-    """The ``resolveParams`` of a backend-resolved launch (plugin-contract.md): ``{serverID,
+    """The ``resolveParams`` of a backend-resolved launch (the plugin contract): ``{serverID,
     platform: {os, arch}, stateDirectory, workspaceStateDirectory, logDirectory,
     temporaryDirectory, settings}``."""
     params: JSONObject = {
@@ -748,7 +748,7 @@ def _templates(plan: LaunchPlan) -> list[str]:
 
 
 def _check_directories_present(plan: LaunchPlan) -> None:
-    """plugin-contract.md "Launch templates": a template needing an absent directory is
+    """the plugin contract "Launch templates": a template needing an absent directory is
     ``plugin.launch.invalidRequest``; so is a setting the request carries no value for."""
     used = {name for value in _templates(plan) for name in _VARIABLE.findall(value)}
     if "workspaceStateDir" in used and plan.workspace_state_dir is None:
@@ -778,7 +778,7 @@ def decode_resolved_launch(
 ) -> tuple[LaunchPlan, JSONValue, tuple[JSONValue, ...]]:
     """Decode a backend-resolved launch answer into an ordinary plan (pure).
 
-    plugin-contract.md "Backend-resolved launch": the answer is ``{executable: {kind:
+    the plugin contract "Backend-resolved launch": the answer is ``{executable: {kind:
     "packaged", path} | {kind: "tool", tool}, arguments?, environment?,
     initializationOptions?, workspaceConfiguration?, gates?, writablePaths?}``; an unknown
     field is refused.
@@ -1181,7 +1181,7 @@ async def call_launch_function(
 ) -> JSONValue:
     """Ask the plugin backend for a server's command line (``lithe/function/invoke``).
 
-    plugin-contract.md "Backend-resolved launch": the params are :func:`resolve_params`
+    the plugin contract "Backend-resolved launch": the params are :func:`resolve_params`
     plus ``tools`` (the plan's tool table as ``{<toolID>: {executable, home?, version?}}``),
     with the plan's workspace context. A failed or timed-out call ends the start without a
     process.

@@ -1,4 +1,4 @@
-"""The cross-plugin relay (plugin-contract.md "Cross-plugin calls").
+"""The cross-plugin relay (the plugin contract "Cross-plugin calls").
 
 One :class:`FunctionRelay` per LSP service relays ``lithe/host/functions/providers`` and
 ``lithe/host/functions/invoke`` between plugin-owned sessions. The rules (snapshot, the
@@ -20,7 +20,7 @@ only, with ``internal`` (-32603, ``data.code: "internal"``) to its caller, and c
 children like any end; its parent, its siblings and both sessions go on. A failure in the
 checks before a call exists is answered the same way by the calling session's handler.
 
-The deadline (plugin-contract.md "Discovery and invocation"): a call still waiting for its
+The deadline (the plugin contract "Discovery and invocation"): a call still waiting for its
 provider ends at once; a forwarded call is cancelled at the provider (``$/cancelRequest``,
 the provider session's own timeout) and its children are cancelled, and it ends when the
 provider answers, with ``plugin.host.timeout`` whatever the answer. A provider that has

@@ -1,6 +1,6 @@
 """The cross-plugin relay's pure rules: snapshot, request parsing, check order.
 
-plugin-contract.md "Cross-plugin calls": Discovery and invocation (the check table), The
+the plugin contract "Cross-plugin calls": Discovery and invocation (the check table), The
 call chain, The caller field, Hot activation. Nothing here does I/O or keeps time; the
 driver (:mod:`supervisor._plugin._relay`) feeds these functions what it knows and acts on
 the refusal they raise. Where the reference gives an order of checks, :func:`check_invoke`

@@ -1,6 +1,6 @@
 """The ``run.*`` commands: run sessions of plugin backends, as a Core service.
 
-plugin-contract.md "Run and debug sessions". Backends start runs with
+the plugin contract "Run and debug sessions". Backends start runs with
 ``lithe/host/run/start`` (served by :mod:`supervisor._plugin._host_run`); the embedding host
 presents them with these commands:
 
@@ -131,7 +131,7 @@ def parse_plugin_runs(payload: RunConfigurePlugin) -> tuple[str, PluginRuns]:
 
 def _runtime_tool(entry: RunDebugAdapter, where: str, tools: RunTools) -> str | None:
     """``launch {kind: runSelectedRuntime, tool}``: the adapter starts with the executable the
-    user's runtime selection resolves for ``tool`` (plugin-contract.md "Debug adapters")."""
+    user's runtime selection resolves for ``tool`` (the plugin contract "Debug adapters")."""
     if entry.launch is None:
         return None
     tool = entry.launch.tool

@@ -1,6 +1,6 @@
 """Pure rules of ``lithe/host/run/*`` and ``lithe/host/debug/start`` (host side).
 
-plugin-contract.md "Run and debug sessions": what Core refuses before anything is written or
+the plugin contract "Run and debug sessions": what Core refuses before anything is written or
 started. Every refusal is a :class:`~supervisor._plugin._state.HostRefusal`; malformed params
 are -32602 ``plugin.host.invalidParams`` whose ``details`` carry Core's rejection
 (``{code: "plugin.run.invalidStart" | "plugin.debug.invalidStart", field}``). The checks run in

@@ -1,6 +1,6 @@
 """Run sessions: ``lithe/host/run/start`` processes on the supervisor's process trees.
 
-plugin-contract.md "Run and debug sessions". A run is one process tree the host owns: it is
+the plugin contract "Run and debug sessions". A run is one process tree the host owns: it is
 started with the checked :class:`~supervisor._plugin._run_state.RunStart`, its temporary files
 are written to a directory of its own before the start and removed when it ends, its output
 goes to the host as events, and its end is told to the backend that started it with exactly

@@ -1,7 +1,7 @@
 """The plugin side of a plugin-owned language-server session (host side).
 
 A session started by ``lsp.startServer`` with ``pluginId`` gets one :class:`PluginRuntime`.
-It implements plugin-contract.md "Plugin functions": negotiation in ``initialize``
+It implements the plugin contract "Plugin functions": negotiation in ``initialize``
 (``litheFunctions`` and ``litheLogging``), the function registry (register/unregister),
 ``lsp.functionRequest`` calls with an opaque wire ``operationID`` and progress mapped back,
 host requests (``lithe/host/*``: answered by Core or turned into ``hostRequest`` events that
@@ -81,7 +81,7 @@ _LEVELS: Final = {"info": logging.INFO, "warning": logging.WARNING, "error": log
 
 
 def plugin_channel(plugin_id: str) -> str:
-    """The log channel of a plugin's facts: ``plugins/<id>/host`` (plugin-contract.md
+    """The log channel of a plugin's facts: ``plugins/<id>/host`` (the plugin contract
     "Structured plugin diagnostics")."""
     return f"plugins/{plugin_id}/host"
 

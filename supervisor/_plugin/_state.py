@@ -2,7 +2,7 @@
 
 Nothing here does I/O or touches Trio: every rule is a function or a small class that the
 plugin session (:mod:`supervisor._plugin._session`) applies, so each is table-tested without a
-process. References are to plugin-contract.md: "Plugin functions" (Negotiation, References
+process. References are to the plugin contract: "Plugin functions" (Negotiation, References
 and IDs, Registration and withdrawal, Invocation, Progress, Host services, Workspace contexts
 and capability discovery, Host notifications, Extending the host services) and "Structured
 plugin diagnostics".
@@ -339,7 +339,7 @@ def _is_context(value: JSONValue) -> bool:
 def function_timeout_ms(requested: JSONValue, session_default_ms: int) -> int:
     """The deadline of a host-started function call, in milliseconds.
 
-    plugin-contract.md "Invocation": ``timeoutMilliseconds`` defaults to the session's
+    the plugin contract "Invocation": ``timeoutMilliseconds`` defaults to the session's
     request timeout and is capped at one hour (:data:`MAX_FUNCTION_TIMEOUT_MS`). The value
     was validated by ``lsp.functionRequest`` (a positive integer or absent).
     """
@@ -507,7 +507,7 @@ def _method_grant(
 
 
 #: Methods granted by another method's grant: ``terminal.create`` grants the six terminal
-#: methods (plugin-contract.md "Plugin-owned native terminals").
+#: methods (the plugin contract "Plugin-owned native terminals").
 _GRANTED_BY: Final = {
     f"terminal/{name}": "terminal/create"
     for name in ("show", "close", "reopen", "dispose", "onExit")

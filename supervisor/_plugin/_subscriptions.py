@@ -1,6 +1,6 @@
 """Subscriptions and the host-notification queue of one plugin backend (pure model).
 
-plugin-contract.md "Workspace contexts and capability discovery", "Host notifications":
+the plugin contract "Workspace contexts and capability discovery", "Host notifications":
 
 - A service that creates a subscription returns a ``subscriptionID`` of the key alphabet
   (:meth:`Subscriptions.open`); its events reach the backend as
@@ -55,13 +55,13 @@ __all__ = (
     "Subscriptions",
 )
 
-#: Host notifications queued per session before the session ends (plugin-contract.md).
+#: Host notifications queued per session before the session ends (the plugin contract).
 MAX_QUEUED_NOTIFICATIONS: Final = 128
 #: Bytes of their params (as JSON) queued per session before the session ends (ours).
 MAX_QUEUED_NOTIFICATION_BYTES: Final = 8 * 1024 * 1024
 NOTIFY: Final = "lithe/host/subscriptions/notify"
 DID_CHANGE_CONTEXTS: Final = "lithe/host/workspace/didChangeContexts"
-#: Host notifications of which only the latest queued one matters (plugin-contract.md "Host
+#: Host notifications of which only the latest queued one matters (the plugin contract "Host
 #: services": "context revisions coalesce to the latest").
 LATEST_WINS: Final = frozenset({DID_CHANGE_CONTEXTS})
 

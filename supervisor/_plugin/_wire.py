@@ -7,7 +7,7 @@ one end sends the other accepts: a rule that drifts between the two drops messag
 whole). The ``plugin.*`` error numbers are read from the one catalog,
 :data:`protocol.ERROR_CATALOG`, never copied.
 
-Reference: plugin-contract.md "Plugin functions" (Negotiation, References and IDs,
+Reference: the plugin contract "Plugin functions" (Negotiation, References and IDs,
 Invocation, Progress, Host services), "Cross-plugin calls" (``parentOperationID``) and
 "Structured plugin diagnostics" (``lithe/log``).
 """

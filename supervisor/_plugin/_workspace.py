@@ -1,7 +1,7 @@
 """Workspace contexts: the open workspaces a backend may name (pure model, no I/O but the
 state directory and the host secret).
 
-plugin-contract.md "Workspace contexts and capability discovery". A context is one open
+the plugin contract "Workspace contexts and capability discovery". A context is one open
 workspace in one window: ``{contextID, generation, name, authority, folders,
 stateDirectory}``. The embedding host says which workspaces are open
 (:meth:`WorkspaceContexts.set_contexts`, the ``workspace.setContexts`` command); the model

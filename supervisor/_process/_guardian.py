@@ -1,6 +1,6 @@
 """Crash cleanup without a window: the command line's process as a guardian and a worker.
 
-Contract (DESIGN.md invariant 14): when ``supervisor serve`` dies -- SIGKILL included, at any
+Contract (the design invariant 14): when ``supervisor serve`` dies -- SIGKILL included, at any
 moment -- every process it started or adopted is gone within 2 s.
 
 Why the watchdog alone can not promise it. The watchdog (``_watchdog``) is a *child* of the

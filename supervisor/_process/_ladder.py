@@ -29,7 +29,7 @@ keeps writing stretches the end by ``max_drain_ms`` at most.
 
 The signal steps are :meth:`ProcessTree._end <supervisor._process._tree.ProcessTree._end>`;
 this module is the procedure around them and the one place the shared bounds are declared
-(DESIGN.md "Default bounds"). A kind keeps only its polite step and its polite bound. It
+(the design "Default bounds"). A kind keeps only its polite step and its polite bound. It
 lives with the process trees, the lowest floor of ``supervisor/``, so that every kind,
 ``process.run`` included, reaches it without an import up a floor; the session skeleton
 (``supervisor._session``) offers the same names.

@@ -3,7 +3,7 @@
 Every request a session runs for a client (an LSP request, a debug operation) is registered
 under its operation id, may be finished from several places (its own task, a cancel, a
 timeout, the session's end), and must produce its outcome -- one answer, one completion
-event -- exactly once (core-api.md "Operations": every request completes exactly once).
+event -- exactly once (the Core API contract "Operations": every request completes exactly once).
 The table holds that rule; each kind keeps its outcome's shape and the event it emits.
 
 :func:`run_operation` is the one procedure that runs a registered operation's step: under

@@ -2,7 +2,7 @@
 
 Every kind (language-server sessions, debug sessions, terminals) keeps its sessions by id,
 answers an unknown id with ``not_found``, and drains a session's event queue with the same
-two commands (core-api.md "Events": ``<kind>.waitEvents {<idField>, timeoutMilliseconds}``
+two commands (the Core API contract "Events": ``<kind>.waitEvents {<idField>, timeoutMilliseconds}``
 and ``<kind>.pollEvents {<idField>}``). That is written here once; a service registers the
 two handlers under its own command names and keeps only what is its own.
 

@@ -1,6 +1,6 @@
 """The event queue of one terminal handle: bounded output, exit outcomes output can't evict.
 
-Contract (plugin-contract.md "Plugin-owned native terminals" and "Close, retained
+Contract (the plugin contract "Plugin-owned native terminals" and "Close, retained
 context and reopen"):
 
 - ``output {terminalID, generation, data}`` events are ordered and bounded: past

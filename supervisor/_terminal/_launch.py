@@ -1,6 +1,6 @@
 """Validation of ``terminal.*`` payloads: the launch of a terminal and its limits.
 
-Contract (plugin-contract.md "Plugin-owned native terminals"): ``executable`` is an
+Contract (the plugin contract "Plugin-owned native terminals"): ``executable`` is an
 absolute path or a bare command found on PATH, and a relative path with a separator is
 refused; ``arguments`` is an argv array, never shell text; ``cwd`` is an absolute path string (the
 reference's ``{rootID, path}`` workspace resource needs workspace roots, which the supervisor

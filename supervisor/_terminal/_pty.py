@@ -1,6 +1,6 @@
 """One PTY process generation: the pseudo-terminal, its process tree, reader and renderer.
 
-Contract (plugin-contract.md "Plugin-owned native terminals"):
+Contract (the plugin contract "Plugin-owned native terminals"):
 
 - The program starts through :func:`open_process_tree` (no shell, the scope marker, its own
   session) with the PTY slave as fds 0-2 *and as the controlling terminal* of that session,

@@ -1,6 +1,6 @@
 """Retained context: the plain text a terminal displayed, rendered by a VT emulator.
 
-Contract (plugin-contract.md "Close, retained context and reopen"): on close the
+Contract (the plugin contract "Close, retained context and reopen"): on close the
 supervisor keeps "a plain-text suffix of its displayed terminal output": rendered text without
 escape sequences, at most the byte budget (default 16 384, at most 262 144, 0 keeps none),
 cut on a character boundary so the reported size can be smaller than the budget. A program

@@ -1,6 +1,6 @@
 """The ``terminal.*`` commands: PTY terminals the supervisor owns.
 
-Contract (plugin-contract.md "Plugin-owned native terminals", "Close, retained context and
+Contract (the plugin contract "Plugin-owned native terminals", "Close, retained context and
 reopen"). The supervisor is the native terminal service: it owns each terminal's
 PTY, process tree and retained display text, and a host (or later a plugin backend session,
 the terminal's *owner*) drives it:
@@ -127,7 +127,7 @@ __all__ = (
     "open_terminal_service",
 )
 
-#: Handles one owner may hold, closed ones included (plugin-contract.md).
+#: Handles one owner may hold, closed ones included (the plugin contract).
 MAX_HANDLES_PER_OWNER: Final = 8
 #: Events queued per terminal (ours). Memory is bounded by bytes as well
 #: (:data:`._events.DEFAULT_MAX_OUTPUT_BYTES`, 4 MiB as JSON): one event carries up to
@@ -523,7 +523,7 @@ class TerminalService:
     async def _end_if_cancelled(self, handle: _Handle, *, forget: bool) -> None:
         """Close the new process when the create/reopen was cancelled during its launch.
 
-        plugin-contract.md: "cancellation ... during launch closes the newly created
+        the plugin contract: "cancellation ... during launch closes the newly created
         process". A cancelled create also forgets the handle (``forget``): its caller never
         learned the id, so it could neither use nor dispose it, and it would hold one of the
         owner's handles. A cancelled reopen closes the new generation like

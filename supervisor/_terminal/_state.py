@@ -1,6 +1,6 @@
 """The lifecycle of one terminal handle, as a pure transition table.
 
-Contract (plugin-contract.md "Plugin-owned native terminals" and "Close, retained context and
+Contract (the plugin contract "Plugin-owned native terminals" and "Close, retained context and
 reopen"): a handle is created running; ``close`` and a natural exit both run a
 bounded cleanup (the handle is *busy* meanwhile) and leave it ``closed`` with its launch and
 retained text; ``reopen`` starts a new generation from ``closed`` only (reopening a running

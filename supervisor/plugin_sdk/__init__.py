@@ -1,6 +1,6 @@
 """A Trio SDK for plugin backends: the backend side of Lithe's plugin-function protocol.
 
-A twin of the reference Node SDK's core (plugin-sdk-node.md) in Trio idioms::
+A twin of the reference Node SDK's core (the Node plugin SDK contract) in Trio idioms::
 
     from supervisor.plugin_sdk import PluginError, create_backend
 

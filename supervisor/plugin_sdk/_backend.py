@@ -1,9 +1,9 @@
 """A Trio plugin backend: the backend side of Lithe's plugin-function protocol.
 
-Implements plugin-contract.md "Plugin backend", "Plugin functions" (Negotiation,
+Implements the plugin contract "Plugin backend", "Plugin functions" (Negotiation,
 Registration and withdrawal, Invocation, Progress, Host services), the caller's side of
 "Cross-plugin calls", and "Structured plugin diagnostics" (the automatic terminal facts),
-as a Trio twin of plugin-sdk-node.md's core (its "Rules that keep Lithe in charge" are
+as a Trio twin of the Node plugin SDK contract's core (its "Rules that keep Lithe in charge" are
 enforced here).
 
 Cancel-scope tree of a backend (everything has an owner, nothing outlives ``serve``)::
@@ -103,7 +103,7 @@ _LIFECYCLE: Final = frozenset({"initialize", "initialized", "shutdown", "exit"})
 #: host reads the outcome from ``error.message`` and ``error.data.code``, not the number.
 _FUNCTION_FAILED_NUMBER: Final = ErrorCode.REQUEST_FAILED
 #: The message of a failure that is not a PluginError: paths and tracebacks never reach
-#: the UI (plugin-sdk-node.md "Results and errors").
+#: the UI (the Node plugin SDK contract "Results and errors").
 _GENERIC_FAILURE: Final = "The function failed."
 #: How long ``shutdown`` waits for cancelled calls to end (their trees are bounded by the
 #: TERM grace plus the kill wait; this only bounds a handler that shields itself).
@@ -438,8 +438,8 @@ class Host:
 
         Raises:
             PluginSdkError: ``sdk.host.invalidMethod`` for a method outside ``lithe/host/``
-                (plugin-sdk-node.md, "No calls back into Lithe's dispatch": a backend never
-                asks Lithe to dispatch a function or a build).
+                (the Node plugin SDK contract, "No calls back into Lithe's dispatch": a backend
+                never asks Lithe to dispatch a function or a build).
             HostError: ``plugin.host.unavailable`` without litheFunctions (nothing sent);
                 the host's refusal or failure; ``plugin.host.cancelled`` when the session
                 ended before the answer.
@@ -920,8 +920,8 @@ class Backend:
 
         Raises:
             PluginSdkError: ``sdk.reservedMethod`` for ``lithe/*`` and lifecycle methods
-                (plugin-sdk-node.md, "No calls back into Lithe's dispatch": host services go
-                through :attr:`host`); ``sdk.notListening`` without a session.
+                (the Node plugin SDK contract, "No calls back into Lithe's dispatch": host
+                services go through :attr:`host`); ``sdk.notListening`` without a session.
             supervisor.JSONRPCError: The host answered with an error.
         """
         self._check_ordinary(method)
@@ -1065,10 +1065,10 @@ class Backend:
         negotiated = negotiate(params)
         if not self._answer_functions:
             # A build-only backend never answers litheFunctions, even when offered
-            # (plugin-contract.md "Plugin functions": the host then sends it no calls).
+            # (the plugin contract "Plugin functions": the host then sends it no calls).
             negotiated = Negotiated(None, negotiated.logging_version)
         if negotiated.logging_version is None:
-            # The official SDKs require the litheLogging offer (plugin-sdk-node.md
+            # The official SDKs require the litheLogging offer (the Node plugin SDK contract
             # "Logging"): refuse the host instead of running without typed diagnostics.
             raise JSONRPCError(
                 ErrorCode.INVALID_PARAMS,
@@ -1192,7 +1192,8 @@ class Backend:
                         value = await request.handler(request.params, context)
                     except Exception as exc:
                         failure = exc
-                    # Work the handler left running ends with its call (plugin-sdk-node.md,
+                    # Work the handler left running ends with its call (the Node plugin SDK
+                    # contract,
                     # "Work ends with its call").
                     nursery.cancel_scope.cancel()
             except BaseExceptionGroup as group:
@@ -1292,7 +1293,7 @@ def create_backend(
     capabilities: JSONObject | None = None,
     functions: bool = True,
 ) -> Backend:
-    """Create a plugin backend (plugin-sdk-node.md ``createBackend``).
+    """Create a plugin backend (the Node plugin SDK contract ``createBackend``).
 
     Args:
         name: Reported as ``serverInfo.name``.

@@ -1,6 +1,7 @@
 """The SDK's exceptions: ``PluginError``, ``HostError`` and ``PluginSdkError``.
 
-Reference: plugin-sdk-node.md "API" (``PluginError``, ``HostError``), "Results and errors",
+Reference: the Node plugin SDK contract "API" (``PluginError``, ``HostError``), "Results and
+errors",
 "Calling other plugins" (``sdk.functions.invalidCall``).
 """
 

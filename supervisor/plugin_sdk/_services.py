@@ -1,4 +1,4 @@
-"""Host-service wrappers and subscriptions of the backend SDK (plugin-sdk-node.md "Host
+"""Host-service wrappers and subscriptions of the backend SDK (the Node plugin SDK contract "Host
 services", "Native terminal API").
 
 - ``host.workspace``: ``list_contexts()``, ``get_context(context)``, ``get_folders(context)``.

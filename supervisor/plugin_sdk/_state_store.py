@@ -1,4 +1,4 @@
-"""``open_state_store(directory)``: a small atomic JSON store (plugin-sdk-node.md "Backend
+"""``open_state_store(directory)``: a small atomic JSON store (the Node plugin SDK contract "Backend
 API", Rule 4 "The package is read-only").
 
 The store is one JSON object in ``<directory>/state.json``. Every change writes a new file

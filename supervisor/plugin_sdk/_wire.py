@@ -5,9 +5,9 @@ progress normalization, negotiation of the ``initialize`` answer and the ``lithe
 builder. The identifier rules, bounds and error numbers are the host's own, from
 :mod:`supervisor._plugin._wire`, so both ends of the wire check alike.
 
-Reference: plugin-contract.md "Plugin functions" (Negotiation, References and IDs,
+Reference: the plugin contract "Plugin functions" (Negotiation, References and IDs,
 Registration and withdrawal, Invocation, Progress), "Cross-plugin calls" (the relay codes),
-"Structured plugin diagnostics" (``lithe/log``); plugin-sdk-node.md "API" and "Results and
+"Structured plugin diagnostics" (``lithe/log``); the Node plugin SDK contract "API" and "Results and
 errors".
 """
 
@@ -61,9 +61,9 @@ __all__ = (
 )
 
 #: Every host and relay failure code a backend can see, with its JSON-RPC number, read from
-#: the error catalog (plugin-contract.md "Host services" and "Cross-plugin calls";
-#: plugin-sdk-node.md "Calling other plugins"). ``HostError.code`` is one of these keys when
-#: the host names a known code.
+#: the error catalog (the plugin contract "Host services" and "Cross-plugin calls";
+#: the Node plugin SDK contract "Calling other plugins"). ``HostError.code`` is one of these keys
+#: when the host names a known code.
 HOST_ERRORS: Final[dict[str, int]] = dict(PLUGIN_ERRORS)
 
 

@@ -1,4 +1,5 @@
-"""An in-memory host for testing a backend without the supervisor or Lithe (plugin-sdk-node.md
+"""An in-memory host for testing a backend without the supervisor or Lithe (the Node plugin SDK
+contract
 "Testing": the bounded in-memory host).
 
 ::

@@ -616,7 +616,7 @@ async def _expect_unavailable(
     ctx: StepContext, index: int, session_id: str, plugin_id: str
 ) -> None:
     """A function call to a session whose backend is not running is refused ``not_supported``
-    with ``plugin.function.unavailable`` (plugin-contract.md "Invocation"); anything else is
+    with ``plugin.function.unavailable`` (the plugin contract "Invocation"); anything else is
     a violation."""
     try:
         await ctx.call(
