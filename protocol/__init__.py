@@ -1,7 +1,7 @@
 """Sans-I/O protocol layer: framing, JSON-RPC 2.0, the session lifecycle, the envelope.
 
 Nothing here does I/O, reads a clock or imports trio: objects take bytes or parsed JSON
-and return events, messages or bytes (STYLE.md point 1). The layers compose as
+and return events, messages or bytes (in the manner of h11 and wsproto). The layers compose as
 ``FrameDecoder`` (bytes -> frames) -> ``decode_message`` (frame body -> message) ->
 ``JSONRPCConnection`` (ids, pending requests, answered-once, cancels) ->
 ``ServerLifecycle`` / ``parse_envelope``; the EOF convention of every layer is an

@@ -17,8 +17,8 @@ Tasks, all in one nursery owned by :func:`open_jsonrpc_endpoint`:
   ``$/cancelRequest`` cancels exactly that request; each is a supervision boundary, so a
   handler's bug is answered -32603 (``data.code`` ``internal``) and ends that request only.
 
-Flow control, not a write timeout (design invariant 20, docs/architecture.md "Flow
-control"): a peer that reads slowly, or not at all for a while, is never taken for a dead one.
+Flow control, not a write timeout (docs/architecture.md "Flow control"): a peer that reads
+slowly, or not at all for a while, is never taken for a dead one.
 The write queue is bounded in frames and in bytes; past it, whoever queues waits: answers wait
 (their handler tasks hold them, counted), the reader admits no new request (it stops reading,
 which is backpressure on the peer) and a drain of queued events takes only the room left

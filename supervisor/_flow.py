@@ -1,4 +1,6 @@
-"""Flow control: what a consumer has not taken holds back its producer (design invariant 20).
+"""Flow control: what a consumer has not taken holds back its producer.
+
+The rule is written out in docs/architecture.md "Flow control".
 
 The rule, everywhere: a slow consumer costs bounded memory and never costs a session. A
 producer we can pause (a PTY, a job's pipes) is paused; one we can not (a language server's

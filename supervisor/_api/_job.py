@@ -64,8 +64,9 @@ class JobStart(Payload, kw_only=True):
         timeout_milliseconds: Ends the job ``failed`` (``timedOut``) after this long; 0 or
             absent: no deadline (as ``process.run``'s 0 and a lanes file's ``timeout_ms = 0``).
         supersede: Cancel the lane's running job, whatever its kind (it ends
-            ``superseded``); this job is then queued like any other, behind jobs already
-            waiting.
+            ``superseded``); jobs waiting on the lane are not touched. This job is then
+            queued like any other: behind the jobs already waiting, or in the place of the
+            waiting ``build``/``test`` of its kind it replaces. It does not jump the queue.
         report: Give the job a report channel: JSON lines on the descriptor
             ``SUPERVISOR_REPORT_FD`` names become ``job.progress`` / ``job.record``.
     """
@@ -108,7 +109,8 @@ class JobList(Payload, kw_only=True):
 
 
 class JobInfo(Result, kw_only=True):
-    """One job of ``job.list``: unfinished ones and the last finished ones.
+    """One job of ``job.list``: every unfinished job and the 64 most recently finished, in
+    submission order.
 
     Attributes:
         id: The job's id, as ``job.start`` answered it.

@@ -31,10 +31,12 @@ class ProcessRun(Payload, kw_only=True):
         cwd: The working directory (default: the supervisor's).
         env: Changes to the supervisor's environment (null removes a variable).
         stdin: Text written to stdin, then closed (default: empty stdin).
-        timeout_milliseconds: Ends the whole tree after this long (``timedOut``); absent:
-            a day (the schema's ``*/exec`` default); 0 or null: none.
+        timeout_milliseconds: Ends the whole tree after this many milliseconds
+            (``timedOut``); absent: 86 400 000 (a day, the IDE backend protocol's ``*/exec``
+            default); 0 or null: no deadline.
         max_output_bytes: Bytes kept per stream (default 16 MiB, at most 64 MiB); the rest
-            is read and dropped (``truncated``).
+            is read and dropped (``truncated``). Both streams together are also cut to fit
+            one answer frame (64 MiB less 64 KiB, as JSON).
     """
 
     argv: Argv
@@ -52,12 +54,14 @@ class ProcessResult(Result, kw_only=True):
 
     Attributes:
         exit_code: The main process's exit status; null when a signal ended it.
-        signal: The signal that ended it, or null.
+        signal: The number of the signal that ended the main process, or null.
         stdout: Kept stdout (UTF-8, invalid bytes replaced).
-        stderr: Kept stderr.
-        timed_out: The deadline passed and the tree was ended.
-        truncated: A stream wrote more than ``maxOutputBytes``.
-        duration_ms: From spawn to the end of the call.
+        stderr: Kept stderr (UTF-8, invalid bytes replaced).
+        timed_out: True when the deadline passed and the whole tree was ended.
+        truncated: True when output was dropped: a stream wrote more than
+            ``maxOutputBytes``, or both together did not fit one answer.
+        duration_ms: From the spawn to the end of the call (the tree gone), in
+            milliseconds.
     """
 
     exit_code: int | None

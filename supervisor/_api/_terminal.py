@@ -51,15 +51,19 @@ class TerminalCreate(Payload, kw_only=True):
     """``terminal.create``: start a program on a PTY.
 
     Attributes:
-        owner: The plugin session that owns it (ended with that session).
-        executable: An absolute path or a bare command name.
-        arguments: At most 256.
-        cwd: Absolute.
-        environment: At most 64 changes; null removes a variable.
-        title: One line, at most 128 bytes.
-        rows: 1 to 300 (24).
-        cols: 1 to 500 (80).
-        retained_context_bytes: Output kept across close/reopen: 0 to 262 144 (16 384).
+        owner: The plugin session that owns it (ended with that session); absent for the
+            host's own terminals.
+        executable: The program: an absolute path or a bare command name looked up on the
+            child's ``PATH`` (a relative path with a separator is refused).
+        arguments: Its arguments, an argv array (never shell text): at most 256.
+        cwd: The working directory, an absolute path (default: the supervisor's).
+        environment: Changes to the supervisor's environment for the program: at most 64;
+            null removes a variable.
+        title: A title for the host to show: one line, at most 128 bytes as UTF-8.
+        rows: Screen height in lines: 1 to 300 (default 24).
+        cols: Screen width in columns: 1 to 500 (default 80).
+        retained_context_bytes: How much of the displayed text ``terminal.close`` keeps for
+            ``terminal.reopen``, in bytes: 0 (none) to 262 144 (default 16 384).
 
     Every string is at most 16 KiB and the launch data at most 64 KiB in all.
     """
@@ -78,11 +82,19 @@ class TerminalCreate(Payload, kw_only=True):
 
 
 class TerminalCreateResult(Result, kw_only=True):
+    """``terminal.create``: the new terminal; its output and exit come as events
+    (``terminal.waitEvents``)."""
+
     terminal_id: str = msgspec.field(name="terminalID")
     generation: int
 
 
 class TerminalRef(Payload, kw_only=True):
+    """One terminal, by id: ``terminal.reopen`` (start its launch again, after a close),
+    ``terminal.dispose`` (end its process and forget it), ``terminal.onExit`` (subscribe to
+    its exits), ``terminal.pollEvents`` (drain its events without waiting) and
+    ``terminal.screen`` (what it shows now)."""
+
     terminal_id: _TerminalId = msgspec.field(name="terminalID")
 
 
@@ -91,7 +103,7 @@ class TerminalWrite(Payload, kw_only=True):
 
     Attributes:
         data: What to type: text sent to the program's input as UTF-8, at most 64 KiB; control
-            characters as they are (``\u0003`` is Ctrl-C).
+            characters as they are (U+0003 is Ctrl-C).
     """
 
     terminal_id: _TerminalId = msgspec.field(name="terminalID")
@@ -99,6 +111,8 @@ class TerminalWrite(Payload, kw_only=True):
 
 
 class TerminalResize(Payload, kw_only=True):
+    """``terminal.resize``: change the PTY's size (the program gets ``SIGWINCH``)."""
+
     terminal_id: _TerminalId = msgspec.field(name="terminalID")
     rows: _Rows
     cols: _Cols
@@ -145,8 +159,7 @@ class TerminalScreenResult(Result, kw_only=True):
     editor after a reload) to draw before the live output.
 
     Attributes:
-        terminal_id: The terminal.
-        generation: The generation the text is of.
+        generation: The generation the text is of (a closed terminal's: the last one).
         rows: Screen height, in lines.
         cols: Screen width, in columns.
         text: The displayed text as plain text, rendered by a VT emulator: the lines that
@@ -167,10 +180,18 @@ class TerminalScreenResult(Result, kw_only=True):
 
 
 class TerminalSubscription(Result, kw_only=True):
+    """``terminal.onExit``: a subscription to the terminal's exits. Not needed to see an exit
+    (every ``exit`` event is queued anyway); while it lives, each ``exit`` event carries its
+    ``subscriptionID``, and a plugin backend that asked for it is told of each exit. One live
+    subscription per terminal (a second is refused, ``plugin.host.preconditionFailed``), kept
+    across ``terminal.reopen``; ``terminal.disposeSubscription`` ends it."""
+
     subscription_id: str = msgspec.field(name="subscriptionID")
 
 
 class TerminalDisposeSubscription(Payload, kw_only=True):
+    """``terminal.disposeSubscription``: end an exit subscription; the terminal stays."""
+
     subscription_id: NonEmpty = msgspec.field(name="subscriptionID")
 
 
@@ -202,6 +223,8 @@ class TerminalInfo(Result, kw_only=True):
 
 
 class TerminalWaitEvents(Payload, kw_only=True):
+    """``terminal.waitEvents``: wait until the terminal has events, or the timeout passes."""
+
     terminal_id: _TerminalId = msgspec.field(name="terminalID")
     timeout_milliseconds: WaitMilliseconds | None = None
 
@@ -231,6 +254,9 @@ class TerminalExit(Event, tag="exit", kw_only=True):
         type: Always ``exit``.
         reason: ``exited`` (by itself), ``closed`` (``terminal.close`` or a dispose),
             ``internal`` (an unexpected failure inside the terminal; with ``crashReport``).
+        crash_report: With ``reason`` ``internal``: a bounded report of the unexpected
+            exception (type, message, where); nothing of it reaches other sessions.
+        subscription_id: The live ``terminal.onExit`` subscription's id; absent when none.
     """
 
     type: Literal["exit"]
@@ -248,6 +274,9 @@ TerminalEvent: TypeAlias = TerminalOutput | TerminalExit
 
 
 class TerminalEvents(Result, kw_only=True):
+    """``terminal.waitEvents`` / ``terminal.pollEvents``: the terminal's events in order;
+    ``gap`` when some were dropped since the last drain."""
+
     events: list[TerminalEvent]
     gap: bool
 

@@ -17,7 +17,7 @@ Contract (the IDE backend protocol):
   ``job.progress`` / ``job.record`` for a job started with ``report: true``. A notification
   whose job lost events before it (the client did not keep up) carries ``dropped`` and
   ``droppedBytes``.
-- A slow client never ends the session (flow control, design invariant 20): only the end of
+- A slow client never ends the session (docs/architecture.md "Flow control"): only the end of
   input, a broken pipe or ``exit`` do. While the client does not read, answers and
   notifications wait, bounded in bytes; a job or terminal whose output is not taken is paused;
   other informational events are coalesced with drop counts; the reader takes no new request

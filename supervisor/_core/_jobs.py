@@ -41,7 +41,8 @@ the job's process tree only (created close-on-exec, placed by the spawn's file a
 copy closed once the job started), and its read end is drained like the output: at most
 ``drain_ms`` after the main process exited.
 
-Flow control (design invariant 20, :mod:`supervisor._flow`): given ``watch_output`` (the
+Flow control (docs/architecture.md "Flow control", :mod:`supervisor._flow`): given
+``watch_output`` (the
 Core passes its job-event queue's :meth:`~supervisor.EventQueue.watch`), a job whose events
 are not taken -- not drained by ``job.waitEvents``/``job.pollEvents``, not written to serve's
 client -- is paused at the high watermark: its pipes are not read, so the kernel holds the

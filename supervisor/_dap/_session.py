@@ -386,7 +386,7 @@ class DebugSession(SessionResource[JSONObject]):
         #: The byte loop (the one every framed peer has: ``supervisor._transport``), made
         #: once the adapter is reached. Its write queue is made now, so a stop before that
         #: has one to close. An adapter that reads slowly is waited for, never ended for it
-        #: (flow control, design invariant 20): its operations end at their deadlines, and
+        #: (docs/architecture.md "Flow control"): its operations end at their deadlines, and
         #: a stop ends it by the ladder (``disconnect`` bounded, stdin closed, TERM, KILL).
         self._transport: FramedTransport | None = None
         self._writes = _WriteQueue(DEFAULT_MAX_PENDING_WRITES, DEFAULT_MAX_WRITE_BYTES)

@@ -7,7 +7,8 @@ Reference: the Core API contract, the ``debug.*`` paragraphs (createSession, lau
 execute, inspect, disconnect) and DAP
 (https://microsoft.github.io/debug-adapter-protocol/specification).
 
-State table (STYLE.md point 4): ``_TRANSITIONS[(state, input)] -> state``. A local input
+State table (in the manner of h11's ``_state.py``): ``_TRANSITIONS[(state, input)] ->
+state``. A local input
 (something we are about to do) that the table lacks raises :class:`LocalProtocolError` and
 moves the machine to ``ERROR`` -- the session checks with :meth:`DebugLifecycle.can` first, so
 that means a bug of ours. Remote inputs (the adapter's events) that the table lacks for the

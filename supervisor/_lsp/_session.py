@@ -740,8 +740,8 @@ class LspSession(SessionResource[JSONObject]):
                     ),
                     # A backend's writes may stay blocked for the request timeout at most
                     # (the plugin contract "Isolation between backends": transportFailed).
-                    # A language server is never ended for reading slowly (flow control,
-                    # design invariant 20): it stalls only its own writer, its requests end
+                    # A language server is never ended for reading slowly (docs/architecture.md
+                    # "Flow control"): it stalls only its own writer, its requests end
                     # at their deadlines, and a stop ends it by the ladder.
                     write_timeout_ms=(
                         self.spec.request_timeout_ms if self.plugin is not None else None

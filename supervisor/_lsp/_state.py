@@ -1,7 +1,7 @@
 """Pure policy of a language-server session: the state table, the restart budget, gates.
 
 Nothing here does I/O, reads a clock or touches Trio: callers pass the time in milliseconds,
-so every rule is tested without processes (STYLE.md point 4, h11 ``_state.py``).
+so every rule is tested without processes (a state table, after h11's ``_state.py``).
 
 - :class:`LspState` / :class:`LspInput` / :func:`next_state`: the session lifecycle
   as a ``(state, input) -> state`` table. ``stopping`` is reachable from every earlier state (a

@@ -1,6 +1,7 @@
 """Crash cleanup without a window: the command line's process as a guardian and a worker.
 
-Contract (the design invariant 14): when ``supervisor serve`` dies -- SIGKILL included, at any
+Contract (docs/architecture.md "Process ownership"): when ``supervisor serve`` dies --
+SIGKILL included, at any
 moment -- every process it started or adopted is gone within 2 s.
 
 Why the watchdog alone can not promise it. The watchdog (``_watchdog``) is a *child* of the

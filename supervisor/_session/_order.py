@@ -1,7 +1,7 @@
 """Arrival order per target: each target's operations take effect in the order they arrived.
 
-The rule (design invariant 19, docs/architecture.md "The order rule"): operations on one
-target -- a session, a terminal, a plugin backend, the job lanes -- take effect in the order
+The rule (docs/architecture.md "The order rule"): operations on one target -- a session, a
+terminal, a plugin backend, the job lanes -- take effect in the order
 they arrived on one connection, one thread or one task. An operation is two steps: its
 *effect* (the write to the PTY, the message handed to the server, the resize, the queueing of
 a job), taken in arrival order, and its *wait* (the answer, the deadline), concurrent with

@@ -10,7 +10,7 @@ An unexpected exception inside a running terminal's tasks (a supervision boundar
 same bounded cleanup and leaves it ``failed`` (reason ``internal``): like ``closed`` it keeps
 its launch and retained text, is reopenable and disposable.
 
-Strategy (STYLE.md "State machines are tables", after h11 ``_state.py``): every
+Strategy (the state machine is tables, after h11's ``_state.py``): every
 ``(state, input)`` pair is in exactly one of three tables -- a transition, a refusal with its
 stable error code, or an input that is ignored in that state (a late "exited" of a process
 that is already being ended). :class:`TerminalLifecycle` only looks things up; it does no I/O,

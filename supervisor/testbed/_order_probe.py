@@ -1,7 +1,7 @@
 """The chaos runner's order probe: pipelined keystrokes and resizes on one terminal, checked.
 
-Every chaos round runs one probe beside its steps (docs/architecture.md "The order rule";
-design invariant 19): a program on a PTY that records the lines it reads gets a random mix of
+Every chaos round runs one probe beside its steps (docs/architecture.md "The order rule"): a
+program on a PTY that records the lines it reads gets a random mix of
 ``terminal.write`` and ``terminal.resize`` commands, all submitted from one task without
 waiting for an answer (:meth:`Core.submit`), while the round's steps load the supervisor. The
 probe then checks what the program read:
