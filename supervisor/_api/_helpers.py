@@ -10,6 +10,7 @@ caller) and converts the answer into its result declaration.
 from __future__ import annotations
 
 import typing
+import warnings
 from typing import Any, Protocol, TypeVar
 
 import msgspec
@@ -176,6 +177,7 @@ from ._terminal import (
 __all__ = ("CommandHelpers",)
 
 R = TypeVar("R")
+T = TypeVar("T")
 
 
 class _Caller(Protocol):
@@ -201,6 +203,16 @@ def _convert(data: object, result: type[R]) -> R:
 def _none(data: object) -> None:
     if data is not None:
         raise msgspec.ValidationError("expected null")
+
+
+def _renamed(command: str, name: str, value: T, old: str, old_value: T) -> T:
+    """``value``, or the one given by the older keyword ``old`` (deprecated)."""
+    if old_value is None:
+        return value
+    if value is not None:
+        raise TypeError(f"{command}: give {name}= or {old}=, not both")
+    warnings.warn(f"{command}: {old}= is deprecated; use {name}=", DeprecationWarning, stacklevel=3)
+    return old_value
 
 
 class CommandHelpers:
@@ -856,8 +868,8 @@ class CommandHelpers:
         server_id: base_NonEmpty,
         executable: base_Path | None = None,
         arguments: typing.Annotated[list[base_OsText], msgspec.Meta(max_length=4096)] | None = None,
-        environment: base_Env | None = None,
-        working_directory: base_Path | None = None,
+        env: base_Env | None = None,
+        cwd: base_Path | None = None,
         root_uri: base_NonEmpty | None = None,
         initialization_options: base_JsonValue = None,
         workspace_configuration: base_JsonObject | None = None,
@@ -880,8 +892,16 @@ class CommandHelpers:
         host_requests: base_JsonValue = None,
         launch_plan: base_JsonObject | None = None,
         contribution: base_JsonObject | None = None,
+        environment: base_Env | None = None,
+        working_directory: base_Path | None = None,
     ) -> lsp_LspStartServerResult:
-        """``lsp.startServer``; see docs/commands.md."""
+        """``lsp.startServer``; see docs/commands.md.
+
+        ``env`` is the wire's ``environment`` and ``cwd`` is the wire's ``workingDirectory``
+        (``environment=`` and ``working_directory=`` still work, deprecated).
+        """
+        env = _renamed("lsp.startServer", "env", env, "environment", environment)
+        cwd = _renamed("lsp.startServer", "cwd", cwd, "working_directory", working_directory)
         data = await self.call(
             "lsp.startServer",
             _wire(
@@ -889,8 +909,8 @@ class CommandHelpers:
                     server_id=server_id,
                     executable=executable,
                     arguments=arguments,
-                    environment=environment,
-                    working_directory=working_directory,
+                    environment=env,
+                    working_directory=cwd,
                     root_uri=root_uri,
                     initialization_options=initialization_options,
                     workspace_configuration=workspace_configuration,
@@ -1104,7 +1124,7 @@ class CommandHelpers:
         arguments: typing.Annotated[list[str], msgspec.Meta(max_length=terminal_MAX_ARGUMENTS)]
         | None = None,
         cwd: base_NonEmpty | None = None,
-        environment: typing.Annotated[
+        env: typing.Annotated[
             dict[str, str | None], msgspec.Meta(max_length=terminal_MAX_ENVIRONMENT_ENTRIES)
         ]
         | None = None,
@@ -1112,8 +1132,16 @@ class CommandHelpers:
         rows: terminal_Rows | None = None,
         cols: terminal_Cols | None = None,
         retained_context_bytes: terminal_Retained | None = None,
+        environment: typing.Annotated[
+            dict[str, str | None], msgspec.Meta(max_length=terminal_MAX_ENVIRONMENT_ENTRIES)
+        ]
+        | None = None,
     ) -> terminal_TerminalCreateResult:
-        """``terminal.create``; see docs/commands.md."""
+        """``terminal.create``; see docs/commands.md.
+
+        ``env`` is the wire's ``environment`` (``environment=`` still works, deprecated).
+        """
+        env = _renamed("terminal.create", "env", env, "environment", environment)
         data = await self.call(
             "terminal.create",
             _wire(
@@ -1122,7 +1150,7 @@ class CommandHelpers:
                     executable=executable,
                     arguments=arguments,
                     cwd=cwd,
-                    environment=environment,
+                    environment=env,
                     title=title,
                     rows=rows,
                     cols=cols,

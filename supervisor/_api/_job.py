@@ -59,7 +59,7 @@ class JobStart(Payload, kw_only=True):
             workspace denies ``build`` and ``test``. The kind does not choose the lane.
         root: The project root, absolute: the lane the job runs on.
         argv: The program and its arguments.
-        cwd: The working directory, relative to ``root`` (default: ``root``).
+        cwd: The working directory: absolute, or relative to ``root`` (default: ``root``).
         env: Environment changes (null removes a variable).
         timeout_milliseconds: Ends the job ``failed`` (``timedOut``) after this long; 0 or
             absent: no deadline (as ``process.run``'s 0 and a lanes file's ``timeout_ms = 0``).

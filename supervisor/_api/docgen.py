@@ -18,6 +18,7 @@ import json
 import keyword
 import re
 import sys
+import textwrap
 import typing
 from pathlib import Path
 from typing import Any, Final
@@ -81,6 +82,12 @@ def _annotation(cls: type, field: str, imports: _Imports) -> str:
     raise KeyError(field)
 
 
+def _wire_name(cls: type[msgspec.Struct], field: str) -> str:
+    """``field``'s name on the wire."""
+    info = msgspec.structs.fields(cls)
+    return next(f.encode_name for f in info if f.name == field)
+
+
 def _rename(text: str, module: str, imports: _Imports) -> str:
     namespace = vars(sys.modules[module])
 
@@ -132,6 +139,13 @@ def _order_md(order: Ordered | None) -> str:
     return f"{text}, *ends*" if order.ending else text
 
 
+#: One Python name per concept (issue 28.5): a payload field the wire names after the
+#: reference (``environment``, ``workingDirectory``) is the helper's ``env`` / ``cwd``, as
+#: ``process.run`` and ``job.start`` (and Trio's ``run_process``) name them. The field's own
+#: name stays accepted as a keyword, with a ``DeprecationWarning``.
+PYTHON_NAMES: Final = {"environment": "env", "working_directory": "cwd"}
+
+
 def render_helpers() -> str:
     """The source of ``supervisor/_api/_helpers.py``."""
     imports = _Imports()
@@ -150,19 +164,46 @@ def render_helpers() -> str:
             payload_name = imports.alias(command.payload.__module__, command.payload.__name__)
             params: list[str] = []
             args: list[str] = []
+            old_names: list[str] = []
+            renames: list[str] = []
+            notes: list[str] = []
             for field in msgspec.structs.fields(command.payload):
                 text = _annotation(command.payload, field.name, imports)
+                python_name = PYTHON_NAMES.get(field.name, field.name)
                 if (
                     field.default is msgspec.NODEFAULT
                     and field.default_factory is msgspec.NODEFAULT
                 ):
+                    assert python_name == field.name, (name, field.name)
                     params.insert(len([p for p in params if "=" not in p]), f"{field.name}: {text}")
                 else:
-                    params.append(f"{field.name}: {text} = {field.default!r}")
-                args.append(f"{field.name}={field.name}")
+                    params.append(f"{python_name}: {text} = {field.default!r}")
+                if python_name != field.name:
+                    assert field.default is None, (name, field.name)
+                    old_names.append(f"{field.name}: {text} = None")
+                    renames.append(
+                        f"        {python_name} = _renamed({name!r}, {python_name!r},"
+                        f" {python_name}, {field.name!r}, {field.name})\n"
+                    )
+                    wire = _wire_name(command.payload, field.name)
+                    notes.append(f"``{python_name}`` is the wire's ``{wire}``")
+                args.append(f"{field.name}={python_name}")
+            params += old_names
+            if notes:
+                old = " and ".join(f"``{n.split(':')[0]}=``" for n in old_names)
+                verb = "works" if len(old_names) == 1 else "work"
+                note = textwrap.fill(
+                    f"{' and '.join(notes)} ({old} still {verb}, deprecated).",
+                    width=100,
+                    initial_indent=" " * 8,
+                    subsequent_indent=" " * 8,
+                )
+                doc = f'        """``{name}``; see docs/commands.md.\n\n{note}\n        """'
+            keywords = [p.split(":")[0] for p in params]
+            assert len(set(keywords)) == len(keywords), (name, keywords)
             signature = ", ".join(["self: _Caller", *(["*", *params] if params else [])])
             built = f"{payload_name}({', '.join(args)})"
-            body = f"        data = await self.call({name!r}, _wire({built}))\n"
+            body = "".join(renames) + f"        data = await self.call({name!r}, _wire({built}))\n"
         else:
             found = _union_name(command)
             assert found is not None, name
@@ -183,6 +224,7 @@ def render_helpers() -> str:
         "from __future__ import annotations",
         "",
         "import typing",
+        "import warnings",
         "from typing import Any, Protocol, TypeVar",
         "",
         "import msgspec",
@@ -192,6 +234,7 @@ def render_helpers() -> str:
         '__all__ = ("CommandHelpers",)',
         "",
         'R = TypeVar("R")',
+        'T = TypeVar("T")',
         "",
         "",
         "class _Caller(Protocol):",
@@ -217,6 +260,18 @@ def render_helpers() -> str:
         "def _none(data: object) -> None:",
         "    if data is not None:",
         '        raise msgspec.ValidationError("expected null")',
+        "",
+        "",
+        "def _renamed(command: str, name: str, value: T, old: str, old_value: T) -> T:",
+        '    """``value``, or the one given by the older keyword ``old`` (deprecated)."""',
+        "    if old_value is None:",
+        "        return value",
+        "    if value is not None:",
+        '        raise TypeError(f"{command}: give {name}= or {old}=, not both")',
+        "    warnings.warn(",
+        '        f"{command}: {old}= is deprecated; use {name}=", DeprecationWarning, stacklevel=3',
+        "    )",
+        "    return old_value",
         "",
         "",
         "class CommandHelpers:",

@@ -47,6 +47,7 @@ from .._api._debug import (
 )
 from .._boundary import raise_single
 from .._handles import NoPublicConstructor
+from ._caller import renamed_option
 from ._errors import RequestFailed, SessionFailed, StartFailed
 
 if TYPE_CHECKING:
@@ -137,8 +138,8 @@ class DebugAdapterOptions(TypedDict, total=False):
             file name).
         root_path: The workspace root, absolute (default: the current directory).
         session_id: The session's id (default: one the Core makes).
-        environment: Variables to set (a None value removes one).
-        working_directory: The adapter's working directory, absolute.
+        env: Variables to set (a None value removes one); the wire's ``environment``.
+        cwd: The adapter's working directory, absolute; the wire's ``workingDirectory``.
         transport: ``"stdio"`` (default), ``"tcpAnnounced"`` (the adapter prints its port on
             a line starting with ``announce_prefix``) or ``"tcpPort"`` (``port``).
         port: The loopback port of ``tcpPort``.
@@ -146,19 +147,23 @@ class DebugAdapterOptions(TypedDict, total=False):
         announce_stream: ``"stdout"`` (default) or ``"stderr"``.
         connect_timeout_ms: How long connecting may take (milliseconds).
         initialize_timeout_ms: How long ``initialize`` may take (milliseconds; 30 000).
+        environment: The older name of ``env`` (deprecated).
+        working_directory: The older name of ``cwd`` (deprecated).
     """
 
     adapter_id: str
     root_path: str
     session_id: str
-    environment: Mapping[str, str | None]
-    working_directory: str
+    env: Mapping[str, str | None]
+    cwd: str
     transport: Literal["stdio", "tcpAnnounced", "tcpPort"]
     port: int
     announce_prefix: str
     announce_stream: Literal["stdout", "stderr"]
     connect_timeout_ms: int
     initialize_timeout_ms: int
+    environment: Mapping[str, str | None]
+    working_directory: str
 
 
 @dataclass
@@ -495,10 +500,10 @@ async def open_dap_client(
         raise ValueError("argv must name the adapter's program")
     adapter_id = options.get("adapter_id") or os.path.basename(argv[0])
     adapter: JSONObject = {"executable": argv[0], "arguments": list(argv[1:])}
-    if "environment" in options:
-        adapter["environment"] = dict(options["environment"])
-    if "working_directory" in options:
-        adapter["workingDirectory"] = options["working_directory"]
+    if (env := renamed_option(options, "env", "environment", "debug_adapter")) is not None:
+        adapter["environment"] = dict(env)
+    if (cwd := renamed_option(options, "cwd", "working_directory", "debug_adapter")) is not None:
+        adapter["workingDirectory"] = cwd
     if "transport" in options:
         adapter["transport"] = options["transport"]
     if "port" in options:

@@ -47,6 +47,7 @@ from .._api._lsp import (
 )
 from .._boundary import raise_single
 from .._handles import NoPublicConstructor
+from ._caller import renamed_option
 from ._errors import LanguageServerError, RequestFailed, SessionFailed, StartFailed
 
 if TYPE_CHECKING:
@@ -80,16 +81,20 @@ _CANCEL_BOUND_S: Final = 5.0
 _MESSAGE_TYPES: Final = {"error": 1, "warning": 2, "info": 3, "log": 4, "debug": 5}
 
 _converter = get_converter()
+#: How a refused or deprecated option names its place.
+_WHERE: Final = "language_server"
 
 
 class LanguageServerOptions(TypedDict, total=False):
     """What :func:`open_lsp_client` (``core.language_server``) takes besides argv and root.
 
     Attributes:
-        working_directory: The server's working directory, absolute (default: the path of a
-            ``file:`` ``root_uri``, else the current directory).
+        cwd: The server's working directory, absolute (default: the path of a ``file:``
+            ``root_uri``, else the current directory); the wire's ``workingDirectory``.
         server_id: The name events and errors use (default: the program's file name).
-        environment: Variables to set (a None value removes one).
+        env: Variables to set (a None value removes one); the wire's ``environment``.
+        working_directory: The older name of ``cwd`` (deprecated).
+        environment: The older name of ``env`` (deprecated).
         initialization_options: ``initializationOptions`` of ``initialize``.
         workspace_configuration: What ``workspace/configuration`` answers.
         client_capabilities: The client capabilities sent in ``initialize`` (default: what
@@ -101,8 +106,10 @@ class LanguageServerOptions(TypedDict, total=False):
             (milliseconds; default 3 000).
     """
 
-    working_directory: str
+    cwd: str
     server_id: str
+    env: Mapping[str, str | None]
+    working_directory: str
     environment: Mapping[str, str | None]
     initialization_options: JSONValue
     workspace_configuration: JSONObject
@@ -702,12 +709,13 @@ async def open_lsp_client(
         "serverId": server_id,
         "executable": argv[0],
         "arguments": list(argv[1:]),
-        "workingDirectory": options.get("working_directory") or _default_cwd(root_uri),
+        "workingDirectory": renamed_option(options, "cwd", "working_directory", _WHERE)
+        or _default_cwd(root_uri),
         "rootUri": root_uri,
         "sessionPolicy": {"forwardNotifications": ["*"]},
     }
-    if "environment" in options:
-        payload["environment"] = dict(options["environment"])
+    if (env := renamed_option(options, "env", "environment", _WHERE)) is not None:
+        payload["environment"] = dict(env)
     if "initialization_options" in options:
         payload["initializationOptions"] = options["initialization_options"]
     if "workspace_configuration" in options:
