@@ -139,12 +139,21 @@ class DebugCreateSession(Payload, kw_only=True):
 
 
 class DebugCreateSessionResult(Result, kw_only=True):
+    """``debug.createSession``: the new session, answered once the adapter runs (or is
+    reached) and ``initialize`` is queued to it; its readiness and capabilities come as
+    events."""
+
     session_id: str
     state: DebugState
     adapter_pid: int | None
 
 
 class DebugSessionRef(Payload, kw_only=True):
+    """One debug session, by id: ``debug.disconnect`` (end the debug session and its
+    adapter), ``debug.destroySession`` (forget a session that has ended;
+    ``invalid_request`` before: disconnect it first) and ``debug.pollEvents`` (drain its
+    events without waiting)."""
+
     session_id: NonEmpty
 
 
@@ -269,7 +278,7 @@ class _Inspect(_Operation, tag_field="kind", kw_only=True):
 
 
 class InspectThreads(_Inspect, tag="threads", kw_only=True):
-    pass
+    """``debug.inspect`` ``threads``: the debuggee's threads (DAP ``threads``)."""
 
 
 class InspectStackTrace(_Inspect, tag="stackTrace", kw_only=True):
@@ -286,6 +295,9 @@ class InspectStackTrace(_Inspect, tag="stackTrace", kw_only=True):
 
 
 class InspectScopes(_Inspect, tag="scopes", kw_only=True):
+    """``debug.inspect`` ``scopes``: a frame's scopes (DAP ``scopes``); each has the
+    ``variablesReference`` a ``variables`` inspection takes."""
+
     frame_id: _Id
 
 
@@ -319,10 +331,16 @@ class InspectEvaluate(_Inspect, tag="evaluate", kw_only=True):
 
 
 class InspectExceptionInfo(_Inspect, tag="exceptionInfo", kw_only=True):
+    """``debug.inspect`` ``exceptionInfo``: the exception a thread stopped on (DAP
+    ``exceptionInfo``; needs the adapter's ``supportsExceptionInfoRequest``)."""
+
     thread_id: _Id
 
 
 class InspectStepInTargets(_Inspect, tag="stepInTargets", kw_only=True):
+    """``debug.inspect`` ``stepInTargets``: the calls of a frame's line a step-in may enter
+    (DAP ``stepInTargets``; needs ``supportsStepInTargetsRequest``)."""
+
     frame_id: _Id
 
 
@@ -460,10 +478,12 @@ class DebugDisconnectResult(Result, kw_only=True):
 
 
 class DebugDestroyResult(Result, kw_only=True):
-    """``debug.destroySession``: whether a session was forgotten.
+    """``debug.destroySession``: the ended session is forgotten (a later command naming it
+    is ``not_found``).
 
     Attributes:
-        destroyed: True when the session existed and is now ended and forgotten.
+        destroyed: Always true: an unknown session is ``not_found`` and one that has not
+            ended is ``invalid_request``.
     """
 
     session_id: str
@@ -502,6 +522,8 @@ class DebugListSessions(Payload, kw_only=True):
 
 
 class DebugWaitEvents(Payload, kw_only=True):
+    """``debug.waitEvents``: wait until the session has events, or the timeout passes."""
+
     session_id: NonEmpty
     timeout_milliseconds: WaitMilliseconds | None = None
 
@@ -788,6 +810,9 @@ DebugEvent: TypeAlias = (
 
 
 class DebugEvents(Result, kw_only=True):
+    """``debug.waitEvents`` / ``debug.pollEvents``: the session's events in order; ``gap``
+    when some were dropped since the last drain."""
+
     events: list[DebugEvent]
     gap: bool
 

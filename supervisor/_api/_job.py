@@ -98,7 +98,8 @@ class JobCancelResult(Result, kw_only=True):
 
     Attributes:
         cancelled: True when the job was queued or running and is now being cancelled (it ends
-            ``cancelled``); false when it was unknown or already finished.
+            ``cancelled``); false when it was unknown, already finished, or already being
+            cancelled or superseded.
     """
 
     cancelled: bool

@@ -270,6 +270,10 @@ class LspStartServer(Payload, kw_only=True):
 
 
 class LspStartServerResult(Result, kw_only=True):
+    """``lsp.startServer``: the new session, answered once its first process started (a
+    program that can not start is this command's ``launch_failed``); it is then
+    ``initializing``, and a ``stateChanged`` event says when it is ``ready`` or ``failed``."""
+
     session_id: str
 
 
@@ -312,14 +316,20 @@ class LspStopResult(Result, kw_only=True):
 
 
 class LspRestartResult(Result, kw_only=True):
+    """``lsp.restartServer``: the current server is stopped and a new generation started;
+    answered once the new one started (a second restart meanwhile joins the first). Refused
+    (``invalid_request``) while the session stops or after it ended."""
+
     generation: int
 
 
 class LspDestroyResult(Result, kw_only=True):
-    """``lsp.destroyServer``: whether a session was forgotten.
+    """``lsp.destroyServer``: the stopped or failed session is forgotten (one failed and
+    waiting to restart is ended first); a later command naming it is ``not_found``.
 
     Attributes:
-        destroyed: True when the session existed and is now stopped and forgotten.
+        destroyed: Always true: an unknown session is ``not_found`` and one that is not
+            ``stopped`` or ``failed`` is ``invalid_request`` (stop it first).
     """
 
     destroyed: bool
@@ -421,15 +431,18 @@ class LspSyncDocumentResult(Result, kw_only=True):
 
 
 class LspCloseDocument(Payload, kw_only=True):
+    """``lsp.closeDocument``: send ``textDocument/didClose`` for an open document and forget
+    its version."""
+
     session_id: NonEmpty
     uri: NonEmpty
 
 
 class LspCloseDocumentResult(Result, kw_only=True):
-    """``lsp.closeDocument``: whether a document was open.
+    """``lsp.closeDocument``: the document is closed and its diagnostics cleared.
 
     Attributes:
-        closed: True when it was open and ``didClose`` went to the server.
+        closed: Always true: a document that is not open is ``not_found``.
     """
 
     closed: bool
@@ -529,10 +542,20 @@ class LspNotify(Payload, kw_only=True):
 
 
 class OperationResult(Result, kw_only=True):
+    """``lsp.request`` / ``lsp.functionRequest``: the request was sent; exactly one
+    ``requestCompleted`` event with this ``operationId`` carries its outcome."""
+
     operation_id: str
 
 
 class LspCancelOperation(Payload, kw_only=True):
+    """``lsp.cancelOperation``: cancel a pending ``lsp.request`` or function call
+    (``$/cancelRequest`` is sent; its ``requestCompleted`` says ``requestCancelled``).
+
+    Attributes:
+        operation_id: The ``operationId`` the request was answered with.
+    """
+
     session_id: NonEmpty
     operation_id: str
 
@@ -569,6 +592,8 @@ class LspServerRequestResponse(Payload, kw_only=True):
 
 
 class LspWaitEvents(Payload, kw_only=True):
+    """``lsp.waitEvents``: wait until the session has events, or the timeout passes."""
+
     session_id: NonEmpty
     timeout_milliseconds: WaitMilliseconds | None = None
 

@@ -50,6 +50,8 @@ class LspHostResponse(Payload, kw_only=True):
 
 
 class HostRequestResult(Result, kw_only=True):
+    """``lsp.hostResponse``: the answer was handed to the backend's pending host request."""
+
     host_request_id: str = msgspec.field(name="hostRequestID")
 
 

@@ -94,6 +94,9 @@ class RunConfigurePlugin(Payload, kw_only=True):
 
 
 class RunConfigurePluginResult(Result, kw_only=True):
+    """``run.configurePlugin``: the plugin's run configuration is in place (it replaces
+    what an earlier call said of that plugin)."""
+
     plugin_id: str
 
 
@@ -102,12 +105,17 @@ class RunList(Payload, kw_only=True):
 
 
 class RunRef(Payload, kw_only=True):
-    """A run by its ``runId`` (``run.stop``, ``run.destroy``, ``run.pollEvents``)."""
+    """A run by its ``runId``: ``run.stop`` (end its process tree, bounded, and answer the
+    ended run's info; at once for an ended run), ``run.destroy`` (forget an ended run;
+    ``invalid_request`` while it runs) and ``run.pollEvents`` (drain its events without
+    waiting)."""
 
     run_id: _RunId
 
 
 class RunWaitEvents(Payload, kw_only=True):
+    """``run.waitEvents``: wait until the run has events, or the timeout passes."""
+
     run_id: _RunId
     timeout_milliseconds: WaitMilliseconds | None = None
 
@@ -152,10 +160,11 @@ class RunInfo(Result, kw_only=True):
 
 
 class RunDestroyResult(Result, kw_only=True):
-    """``run.destroy``: whether a run was forgotten.
+    """``run.destroy``: the ended run is forgotten.
 
     Attributes:
-        destroyed: True when the run existed and is now ended and forgotten.
+        destroyed: Always true: an unknown run is ``not_found`` and a running one is
+            ``invalid_request`` (stop it first).
     """
 
     run_id: str

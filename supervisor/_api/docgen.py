@@ -640,9 +640,17 @@ def render_markdown() -> str:
         out += [f"## {service}", ""]
         for command in sorted(by_service[service], key=lambda c: c.name):
             out += [f"### `{command.name}`", ""]
+            before = len(out)
             for part in (command.payload, command.result):
                 for cls in _structs_in(part) if part is not None else []:
                     _struct_md(cls, seen, out)
+            if len(out) == before:
+                # Its declarations were all described under an earlier command: say which.
+                result = "null" if command.result is None else _type_md(command.result)
+                out += [
+                    f"Payload {_type_md(command.payload)}, result {result}: described above.",
+                    "",
+                ]
     out += ["## Events", ""]
     out += [
         "`*.waitEvents` and `*.pollEvents` answer `{events, gap}`: events in order, each",
