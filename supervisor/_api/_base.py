@@ -289,7 +289,8 @@ FIELD_MEANINGS: Final = {
     "threadId": "A DAP thread id (from ``debug.inspect`` ``threads`` or a ``stopped`` event).",
     "frameId": "A DAP stack frame id (from ``debug.inspect`` ``stackTrace``).",
     "variablesReference": "A DAP variables reference (from ``scopes``, ``variables`` or"
-    " ``evaluate``); 0 means none.",
+    " ``evaluate``): 1 or more (DAP's 0 means a value has no children, so there is nothing"
+    " to ask).",
     "subscriptionID": "The subscription's id, as the command that made it answered"
     " (``terminal.onExit``).",
     "hostRequestID": "The host request's id, from its ``hostRequest`` event; ``lsp.hostResponse``"
@@ -300,7 +301,8 @@ FIELD_MEANINGS: Final = {
     " host's own.",
     "rows": "Screen height, in lines.",
     "cols": "Screen width, in columns.",
-    "state": 'Its lifecycle state (each kind\'s states are listed under "States" below).',
+    "state": "Its lifecycle state (the states of language-server sessions, debug sessions"
+    ' and terminals are explained under "Session states" below).',
     "method": "The LSP (JSON-RPC) method, as the protocol names it (``textDocument/hover``).",
     "params": "The params, passed through as JSON (an object or an array).",
     "enabled": "False keeps the entry but off: it is not sent to the adapter (default true).",

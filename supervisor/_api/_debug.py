@@ -167,7 +167,10 @@ class _Operation(Payload, kw_only=True):
 
 
 class DebugStart(_Operation, kw_only=True):
-    """``debug.launch`` / ``debug.attach``: the adapter's launch configuration.
+    """``debug.launch`` / ``debug.attach``: start the debuggee (DAP ``launch``) or attach to
+    one (DAP ``attach``), once per session. Sent once the adapter answered ``initialize``
+    (held until then); the breakpoints and exception filters the session keeps go after the
+    adapter's ``initialized``, then ``configurationDone``.
 
     Attributes:
         configuration: The launch or attach configuration, passed to the adapter as it is

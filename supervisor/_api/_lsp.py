@@ -194,8 +194,11 @@ class LspStartServer(Payload, kw_only=True):
 
     Attributes:
         server_id: The caller's name for the server (echoed in events).
-        executable: The program; ``arguments`` follow it.
-        working_directory: Absolute.
+        executable: The program; ``arguments`` follow it. Required unless ``launchPlan`` is
+            given (then refused).
+        working_directory: The server's working directory, absolute. Required, except for a
+            plugin backend's ``launchPlan`` (``backend: true``), which starts in its state
+            directory and refuses it.
         root_uri: The workspace root URI sent in ``initialize`` (default: the file URI of
             ``workingDirectory``).
         initialization_options: Pass-through JSON for ``initialize``.
@@ -223,7 +226,8 @@ class LspStartServer(Payload, kw_only=True):
         contribution: ``{pluginID, context: {contextID, generation}}``: the plugin whose
             backend reaches this server with ``lithe/host/languageServer/*``, and the
             workspace context it runs for.
-        arguments: The arguments after the executable (at most 4 096).
+        arguments: The arguments after the executable (at most 4 096); refused with
+            ``launchPlan``, which gives them.
         environment: Environment changes for the server (null removes a variable).
         initialize_timeout_milliseconds: How long the server may take to answer ``initialize``,
             in milliseconds (default 60 000).
@@ -278,7 +282,11 @@ class LspStartServerResult(Result, kw_only=True):
 
 
 class LspSessionRef(Payload, kw_only=True):
-    """A command naming one session."""
+    """One language-server session, by id: ``lsp.stopServer`` (``shutdown``, ``exit``, then
+    the bounded end of its process tree; a second stop joins the first),
+    ``lsp.restartServer``, ``lsp.destroyServer``, ``lsp.clearDiagnostics`` (forget the
+    diagnostics the session keeps for its open documents; the server is not told) and
+    ``lsp.pollEvents`` (drain its events without waiting)."""
 
     session_id: NonEmpty
 
