@@ -22,6 +22,7 @@ session.
 from __future__ import annotations
 
 import logging
+import warnings
 from collections import deque
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Final, TypeAlias
@@ -218,11 +219,27 @@ class _Terminal:
         *,
         title: str | None = None,
         cwd: JSONObject | None = None,
-        environment: dict[str, str | None] | None = None,
+        env: dict[str, str | None] | None = None,
         show: bool | None = None,
         retained_context_bytes: int | None = None,
+        environment: dict[str, str | None] | None = None,
     ) -> JSONObject:
-        """``{terminalID, generation: 1}``. ``cwd`` is ``{rootID, path}``."""
+        """``{terminalID, generation: 1}``. ``cwd`` is ``{rootID, path}``; ``env`` is the
+        request's ``environment`` (``environment=`` still works, deprecated: one Python name
+        per concept, as ``context.run``'s ``env``).
+
+        Raises:
+            TypeError: Both ``env`` and ``environment`` were given.
+        """
+        if environment is not None:
+            if env is not None:
+                raise TypeError("terminal.create: give env= or environment=, not both")
+            warnings.warn(
+                "terminal.create: environment= is deprecated; use env=",
+                DeprecationWarning,
+                stacklevel=2,
+            )
+            env = environment
         params: JSONObject = {"context": _context(context), "executable": executable}
         if arguments is not None:
             params["arguments"] = list(arguments)
@@ -230,8 +247,8 @@ class _Terminal:
             params["title"] = title
         if cwd is not None:
             params["cwd"] = cwd
-        if environment is not None:
-            params["environment"] = dict(environment)
+        if env is not None:
+            params["environment"] = dict(env)
         if show is not None:
             params["show"] = show
         if retained_context_bytes is not None:

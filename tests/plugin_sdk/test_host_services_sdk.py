@@ -101,8 +101,27 @@ def wrapper_backend(
     @backend.function("use.terminal")
     async def use_terminal(params: JSONObject, context: CallContext) -> JSONValue:
         created = await context.host.terminal.create(
-            REF, "bash", ["-c", "exit 0"], title="t", cwd={"rootID": "r0", "path": ""}, show=False
+            REF,
+            "bash",
+            ["-c", "exit 0"],
+            title="t",
+            cwd={"rootID": "r0", "path": ""},
+            env={"A": "1", "B": None},
+            show=False,
         )
+        # The older keyword still works (one Python name per concept: env, as context.run).
+        with pytest.warns(DeprecationWarning, match="environment= is deprecated; use env="):
+            await context.host.terminal.create(
+                REF,
+                "bash",
+                ["-c", "exit 0"],
+                title="t",
+                cwd={"rootID": "r0", "path": ""},
+                environment={"A": "1", "B": None},
+                show=False,
+            )
+        with pytest.raises(TypeError, match="not both"):
+            await context.host.terminal.create(REF, "bash", env={}, environment={})
 
         async def on_event(event: JSONObject, info: JSONObject) -> None:
             events.append((event, info))
@@ -218,14 +237,21 @@ async def test_terminal_wrappers_and_subscription_routing() -> None:
         (3, 4, False),
     ]
     sent = dict(host.requests)
-    assert sent["lithe/host/terminal/create"] == {
-        "context": REF,
-        "executable": "bash",
-        "arguments": ["-c", "exit 0"],
-        "title": "t",
-        "cwd": {"rootID": "r0", "path": ""},
-        "show": False,
-    }
+    creates = [p for m, p in host.requests if m == "lithe/host/terminal/create"]
+    assert len(creates) == 2  # env= and the older environment= send the same request
+    assert (
+        creates[0]
+        == creates[1]
+        == {
+            "context": REF,
+            "executable": "bash",
+            "arguments": ["-c", "exit 0"],
+            "title": "t",
+            "cwd": {"rootID": "r0", "path": ""},
+            "environment": {"A": "1", "B": None},
+            "show": False,
+        }
+    )
     assert sent["lithe/host/terminal/close"] == {
         "context": REF,
         "terminalID": "t-1",
