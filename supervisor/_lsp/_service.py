@@ -32,11 +32,10 @@ import trio
 
 from protocol import MAX_ECHO_BYTES, CoreError, cut_utf8, echo, lookup_error
 
-from .._api._base import decode_payload
+from .._api._base import MAX_COUNT, decode_payload
 from .._api._lsp import Gate as GateDeclaration, LspStartServer
 from .._api._plugin import LspPluginServerNotify, LspPluginServerRequest
 from .._core._context import current_operation_id
-from .._core._payload import MAX_COUNT
 from .._core._service import declared
 from .._endpoint import JSONRPCError
 from .._plugin._host import HostEnvironment

@@ -17,8 +17,8 @@ import pytest
 
 from protocol import MAX_MILLISECONDS, CoreError
 from supervisor._api import COMMANDS, _lsp as lsp_api, validate_payload
+from supervisor._api._base import MAX_COUNT
 from supervisor._api._process import MAX_OUTPUT_BYTES_LIMIT
-from supervisor._core._payload import MAX_COUNT
 from supervisor._dap import _session as dap_session
 from supervisor._lsp import _session as lsp_session
 from supervisor._plugin import _host_language_server
