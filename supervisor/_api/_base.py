@@ -64,6 +64,7 @@ __all__ = (
     "OsText",
     "Path",
     "Payload",
+    "RefusedAs",
     "Result",
     "Rule",
     "StreamText",
@@ -174,6 +175,22 @@ class Rule:
 
     name: str
     check: Callable[[Any, str], None]
+
+
+@dataclasses.dataclass(frozen=True)
+class RefusedAs:
+    """A field whose bad value a contract refuses with its own code, not ``invalid_request``.
+
+    The plugin contract refuses a plugin's malformed request field with
+    ``plugin.host.invalidParams``; a field declared ``Annotated[T, RefusedAs(code)]`` keeps
+    its bound in the declaration and the contract's code on the wire. The decode step raises
+    ``CoreError(code, "<command>: <message>")`` (no ``details``, as the contract's refusals).
+
+    Attributes:
+        code: The error code (``"plugin.host.invalidParams"``).
+    """
+
+    code: str
 
 
 def _problem(path: str, problem: str | None) -> None:
@@ -616,6 +633,21 @@ def _message(command: str, tp: Any, raw: object, text: str) -> CoreError:
     return fail(where, f"{{where}}: {_braces(cut_utf8(text, 512))}")
 
 
+def _refused_as(tp: Any, details: object) -> str | None:
+    """The :class:`RefusedAs` code of the top-level field a refusal names, if it has one."""
+    if not _is_struct(tp) or not isinstance(details, dict):
+        return None
+    field = details.get("field")
+    parts = _PART.findall(field) if isinstance(field, str) else []
+    hint = _field_type(tp, parts[0]) if parts else None
+    for arm in (hint, *typing.get_args(_strip(hint))):
+        if typing.get_origin(arm) is Annotated:
+            for extra in typing.get_args(arm)[1:]:
+                if isinstance(extra, RefusedAs):
+                    return extra.code
+    return None
+
+
 def _braces(text: str) -> str:
     return text.replace("{", "{{").replace("}", "}}")
 
@@ -662,7 +694,8 @@ def decode_payload(command: str, tp: Any, payload: object) -> Any:
 
     Raises:
         CoreError: ``invalid_request`` with ``details.field`` the path of the first bad value;
-            for an unknown field the message lists the known ones.
+            for an unknown field the message lists the known ones. A field marked
+            :class:`RefusedAs` is refused with its code instead (no ``details``).
     """
     if isinstance(payload, dict) and (known := _union_fields(tp)) is not None:
         # A tagged union (``debug.inspect``): a field no kind has is named before the tag
@@ -677,7 +710,11 @@ def decode_payload(command: str, tp: Any, payload: object) -> Any:
     try:
         value = msgspec.convert(payload, tp, strict=True)
     except msgspec.ValidationError as exc:
-        raise _message(command, tp, payload, str(exc)) from None
+        error = _message(command, tp, payload, str(exc))
+        code = _refused_as(tp, error.details)
+        if code is not None:
+            raise CoreError(code, error.message) from None
+        raise error from None
     check = _checker(tp)
     if check is not None:
         try:

@@ -123,6 +123,8 @@ from ._plugin import (
     LspHostResponse as plugin_LspHostResponse,
     LspPluginServerNotify as plugin_LspPluginServerNotify,
     LspPluginServerRequest as plugin_LspPluginServerRequest,
+    PluginParams as plugin_PluginParams,
+    PluginRequestMilliseconds as plugin_PluginRequestMilliseconds,
     PluginValueResult as plugin_PluginValueResult,
     RelayContext as plugin_RelayContext,
     RelayPlugin as plugin_RelayPlugin,
@@ -779,8 +781,8 @@ class CommandHelpers:
         method: base_NonEmpty,
         session_id: base_JsonValue = None,
         plugin_id: str | None = None,
-        params: base_JsonValue = None,
-        timeout_milliseconds: base_JsonValue = None,
+        params: plugin_PluginParams | None = None,
+        timeout_milliseconds: plugin_PluginRequestMilliseconds | None = None,
     ) -> plugin_PluginValueResult:
         """``lsp.pluginServerRequest``; see docs/commands.md."""
         data = await self.call(

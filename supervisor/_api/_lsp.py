@@ -24,6 +24,7 @@ from ._base import (
 
 __all__ = (
     "COMMANDS",
+    "DEFAULT_REQUEST_TIMEOUT_MS",
     "EVENTS",
     "LSP_STATES",
     "LSP_STOP_STEPS",
@@ -72,6 +73,7 @@ LSP_STOP_STEPS: dict[str, str] = {
 #: A forwarded request's deadline (``lsp.request``, ``requestTimeoutMilliseconds``): at most
 #: 300 000 ms, the reference's bound for a forwarded language-server request (default 60 000).
 MAX_REQUEST_TIMEOUT_MS: Final = 300_000
+DEFAULT_REQUEST_TIMEOUT_MS: Final = 60_000
 #: The session's other durations (handshake, readiness, crash window): at most an hour.
 MAX_SESSION_TIMEOUT_MS: Final = 3_600_000
 #: ``shutdownTimeoutMilliseconds``: at most a minute.

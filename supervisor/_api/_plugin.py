@@ -3,15 +3,45 @@
 
 from __future__ import annotations
 
+from typing import Annotated, Final, TypeAlias
+
 import msgspec
 
-from ._base import Count, JsonObject, JsonValue, Milliseconds, NonEmpty, Ordered, Payload, Result
-from ._lsp import DeliveredResult, OperationResult
+from ._base import (
+    Count,
+    JsonObject,
+    JsonValue,
+    Milliseconds,
+    NonEmpty,
+    Ordered,
+    Payload,
+    RefusedAs,
+    Result,
+)
+from ._lsp import (
+    MAX_REQUEST_TIMEOUT_MS,
+    DeliveredResult,
+    OperationResult,
+)
 
 __all__ = (
     "COMMANDS",
+    "INVALID_PARAMS",
     "ORDER",
+    "PluginParams",
+    "PluginRequestMilliseconds",
 )
+
+#: The plugin contract's refusal of a malformed field of a plugin's request.
+INVALID_PARAMS: Final = RefusedAs("plugin.host.invalidParams")
+#: A plugin's request to its language server waits 1 to 300 000 ms (the bound of
+#: ``lsp.request``; the plugin contract "Language server host methods"); 60 000 by default
+#: (``DEFAULT_REQUEST_TIMEOUT_MS``).
+PluginRequestMilliseconds: TypeAlias = Annotated[
+    int, msgspec.Meta(ge=1, le=MAX_REQUEST_TIMEOUT_MS), INVALID_PARAMS
+]
+#: A plugin's request params: an object (the plugin contract's refusal otherwise).
+PluginParams: TypeAlias = Annotated[JsonObject, INVALID_PARAMS]
 
 
 class LspFunctionRequest(Payload, kw_only=True):
@@ -122,15 +152,19 @@ class LspPluginServerRequest(Payload, kw_only=True):
     """``lsp.pluginServerRequest``: a plugin backend's request to its language server.
 
     A bad ``params``/``timeoutMilliseconds`` is ``plugin.host.invalidParams`` and an
-    unknown session ``plugin.host.languageServerUnavailable`` (the plugin contract's codes),
-    so those fields are checked by the command.
+    unknown session ``plugin.host.languageServerUnavailable`` (the plugin contract's codes):
+    the two fields are declared :data:`INVALID_PARAMS`, the session is checked by the command.
+
+    Attributes:
+        params: The request's params (an object; absent: ``{}``).
+        timeout_milliseconds: Its deadline, 1 to 300 000 ms; absent: 60 000.
     """
 
     session_id: JsonValue = None
     plugin_id: str | None = None
     method: NonEmpty
-    params: JsonValue = None
-    timeout_milliseconds: JsonValue = None
+    params: PluginParams | None = None
+    timeout_milliseconds: PluginRequestMilliseconds | None = None
 
 
 class PluginValueResult(Result, kw_only=True):

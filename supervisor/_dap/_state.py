@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Final, TypeVar
+from typing import TYPE_CHECKING, ClassVar, Final, TypeAlias, TypeVar
 
 from protocol import CoreError, ErrorCode, LocalProtocolError, StateMachine
 
@@ -310,12 +310,64 @@ def _normalized(
     return tuple(by_key[k] for k in sorted(by_key, key=lambda k: (isinstance(k, str), k)))
 
 
+#: One optional field of a breakpoint kind: ``(attribute, wire name, capability)``; the
+#: field reaches the adapter only when it negotiated the capability (None: always).
+_WireField: TypeAlias = tuple[str, str, str | None]
+_CONDITION: Final[_WireField] = ("condition", "condition", "supportsConditionalBreakpoints")
+_HIT_CONDITION: Final[_WireField] = (
+    "hit_condition",
+    "hitCondition",
+    "supportsHitConditionalBreakpoints",
+)
+
+
+class _WireForms:
+    """The two wire forms of a breakpoint kind, from its table: :attr:`KEY` (attribute, wire
+    name) and :attr:`FIELDS` (its optional fields, in wire order)."""
+
+    KEY: ClassVar[tuple[str, str]]
+    FIELDS: ClassVar[tuple[_WireField, ...]]
+    enabled: bool
+
+    def to_wire(self) -> JSONObject:
+        """The normalized wire form (camelCase, ``enabled``, absent optional fields left
+        out)."""
+        out: JSONObject = {self.KEY[1]: getattr(self, self.KEY[0]), "enabled": self.enabled}
+        for attribute, name, _capability in self.FIELDS:
+            value = getattr(self, attribute)
+            if value is not None:
+                out[name] = value
+        return out
+
+    def to_adapter(self, capabilities: JSONObject) -> JSONObject:
+        """The DAP form sent to the adapter: only the fields its capabilities allow."""
+        out: JSONObject = {self.KEY[1]: getattr(self, self.KEY[0])}
+        for attribute, name, capability in self.FIELDS:
+            value = getattr(self, attribute)
+            if value is not None and (capability is None or capabilities.get(capability)):
+                out[name] = value
+        return out
+
+
+def _sent(breakpoints: Sequence[_WireForms], capabilities: JSONObject) -> list[JSONValue]:
+    """The enabled entries of a set in the adapter's form."""
+    return [bp.to_adapter(capabilities) for bp in breakpoints if bp.enabled]
+
+
 @dataclass(frozen=True, order=True)
-class SourceBreakpoint:
+class SourceBreakpoint(_WireForms):
     """One source breakpoint as the session keeps it (one-based line and column).
 
     Ordering is ``(line, column or 0, ...)``; the set is keyed by ``(line, column)``.
     """
+
+    KEY: ClassVar[tuple[str, str]] = ("line", "line")
+    FIELDS: ClassVar[tuple[_WireField, ...]] = (
+        ("column", "column", None),
+        _CONDITION,
+        _HIT_CONDITION,
+        ("log_message", "logMessage", "supportsLogPoints"),
+    )
 
     line: int
     column: int | None = None
@@ -323,19 +375,6 @@ class SourceBreakpoint:
     condition: str | None = None
     hit_condition: str | None = None
     log_message: str | None = None
-
-    def to_wire(self) -> JSONObject:
-        """The normalized wire form (camelCase, absent optional fields left out)."""
-        out: JSONObject = {"line": self.line, "enabled": self.enabled}
-        for name, value in (
-            ("column", self.column),
-            ("condition", self.condition),
-            ("hitCondition", self.hit_condition),
-            ("logMessage", self.log_message),
-        ):
-            if value is not None:
-                out[name] = value
-        return out
 
 
 def normalize_source_breakpoints(
@@ -363,40 +402,21 @@ def source_breakpoints_arguments(
 ) -> JSONObject:
     """The DAP ``setBreakpoints`` arguments for one source: enabled entries only, and only
     the optional fields the adapter's capabilities allow."""
-    sent: list[JSONValue] = []
-    for bp in breakpoints:
-        if not bp.enabled:
-            continue
-        out: JSONObject = {"line": bp.line}
-        if bp.column is not None:
-            out["column"] = bp.column
-        if bp.condition is not None and capabilities.get("supportsConditionalBreakpoints"):
-            out["condition"] = bp.condition
-        if bp.hit_condition is not None and capabilities.get("supportsHitConditionalBreakpoints"):
-            out["hitCondition"] = bp.hit_condition
-        if bp.log_message is not None and capabilities.get("supportsLogPoints"):
-            out["logMessage"] = bp.log_message
-        sent.append(out)
+    sent = _sent(breakpoints, capabilities)
     return {"source": {"path": path}, "breakpoints": sent, "sourceModified": False}
 
 
 @dataclass(frozen=True, order=True)
-class FunctionBreakpoint:
+class FunctionBreakpoint(_WireForms):
     """One function breakpoint, keyed and ordered by ``name``."""
+
+    KEY: ClassVar[tuple[str, str]] = ("name", "name")
+    FIELDS: ClassVar[tuple[_WireField, ...]] = (_CONDITION, _HIT_CONDITION)
 
     name: str
     enabled: bool = True
     condition: str | None = None
     hit_condition: str | None = None
-
-    def to_wire(self) -> JSONObject:
-        """The normalized wire form."""
-        out: JSONObject = {"name": self.name, "enabled": self.enabled}
-        if self.condition is not None:
-            out["condition"] = self.condition
-        if self.hit_condition is not None:
-            out["hitCondition"] = self.hit_condition
-        return out
 
 
 def normalize_function_breakpoints(
@@ -424,33 +444,20 @@ def function_breakpoints_arguments(
     breakpoints: tuple[FunctionBreakpoint, ...], capabilities: JSONObject
 ) -> JSONObject:
     """DAP ``setFunctionBreakpoints`` arguments: enabled entries, allowed fields only."""
-    sent: list[JSONValue] = []
-    for bp in breakpoints:
-        if not bp.enabled:
-            continue
-        out: JSONObject = {"name": bp.name}
-        if bp.condition is not None and capabilities.get("supportsConditionalBreakpoints"):
-            out["condition"] = bp.condition
-        if bp.hit_condition is not None and capabilities.get("supportsHitConditionalBreakpoints"):
-            out["hitCondition"] = bp.hit_condition
-        sent.append(out)
-    return {"breakpoints": sent}
+    return {"breakpoints": _sent(breakpoints, capabilities)}
 
 
 @dataclass(frozen=True, order=True)
-class ExceptionFilter:
-    """One exception filter selection, keyed and ordered by ``filter_id``."""
+class ExceptionFilter(_WireForms):
+    """One exception filter selection, keyed and ordered by ``filter_id`` (its adapter form
+    is :func:`exception_breakpoints_arguments`', not :meth:`to_adapter`)."""
+
+    KEY: ClassVar[tuple[str, str]] = ("filter_id", "filterId")
+    FIELDS: ClassVar[tuple[_WireField, ...]] = (("condition", "condition", None),)
 
     filter_id: str
     enabled: bool = True
     condition: str | None = None
-
-    def to_wire(self) -> JSONObject:
-        """The normalized wire form."""
-        out: JSONObject = {"filterId": self.filter_id, "enabled": self.enabled}
-        if self.condition is not None:
-            out["condition"] = self.condition
-        return out
 
 
 def normalize_exception_filters(
@@ -505,27 +512,22 @@ _ACCESS_TYPES: Final = ("read", "write", "readWrite")
 
 
 @dataclass(frozen=True, order=True)
-class DataBreakpoint:
+class DataBreakpoint(_WireForms):
     """One data breakpoint (an adapter-owned ``dataId`` from ``debug.dataBreakpointInfo``),
     keyed and ordered by ``data_id``."""
+
+    KEY: ClassVar[tuple[str, str]] = ("data_id", "dataId")
+    FIELDS: ClassVar[tuple[_WireField, ...]] = (
+        ("access_type", "accessType", None),
+        _CONDITION,
+        _HIT_CONDITION,
+    )
 
     data_id: str
     enabled: bool = True
     access_type: str | None = None
     condition: str | None = None
     hit_condition: str | None = None
-
-    def to_wire(self) -> JSONObject:
-        """The normalized wire form."""
-        out: JSONObject = {"dataId": self.data_id, "enabled": self.enabled}
-        for name, value in (
-            ("accessType", self.access_type),
-            ("condition", self.condition),
-            ("hitCondition", self.hit_condition),
-        ):
-            if value is not None:
-                out[name] = value
-        return out
 
 
 def normalize_data_breakpoints(
@@ -554,19 +556,7 @@ def data_breakpoints_arguments(
     breakpoints: tuple[DataBreakpoint, ...], capabilities: JSONObject
 ) -> JSONObject:
     """DAP ``setDataBreakpoints`` arguments: enabled entries; conditions only when allowed."""
-    sent: list[JSONValue] = []
-    for bp in breakpoints:
-        if not bp.enabled:
-            continue
-        out: JSONObject = {"dataId": bp.data_id}
-        if bp.access_type is not None:
-            out["accessType"] = bp.access_type
-        if bp.condition is not None and capabilities.get("supportsConditionalBreakpoints"):
-            out["condition"] = bp.condition
-        if bp.hit_condition is not None and capabilities.get("supportsHitConditionalBreakpoints"):
-            out["hitCondition"] = bp.hit_condition
-        sent.append(out)
-    return {"breakpoints": sent}
+    return {"breakpoints": _sent(breakpoints, capabilities)}
 
 
 # -- configuration ---------------------------------------------------------------------------

@@ -32,11 +32,10 @@ import trio
 
 from protocol import MAX_ECHO_BYTES, CoreError, cut_utf8, echo, lookup_error
 
-from .._api._base import decode_payload
+from .._api._base import MAX_COUNT, decode_payload
 from .._api._lsp import Gate as GateDeclaration, LspStartServer
 from .._api._plugin import LspPluginServerNotify, LspPluginServerRequest
 from .._core._context import current_operation_id
-from .._core._payload import MAX_COUNT
 from .._core._service import declared
 from .._endpoint import JSONRPCError
 from .._plugin._host import HostEnvironment
@@ -65,7 +64,6 @@ from .._session._registry import SessionRegistry
 from ._client import check_client_policy
 from ._session import (
     DEFAULT_REQUEST_TIMEOUT_MS,
-    MAX_REQUEST_TIMEOUT_MS,
     LspServerSpec,
     LspSession,
     SessionPolicy,
@@ -1233,23 +1231,9 @@ class LspService:
         return await self._run_plugin_request(payload)
 
     async def _run_plugin_request(self, payload: LspPluginServerRequest) -> JSONValue:
-        # params and timeoutMilliseconds are JSON in the declaration: their refusals are the
-        # plugin contract's (plugin.host.invalidParams), not the edge's invalid_request.
         method = payload.method
         params = {} if payload.params is None else payload.params
-        if not isinstance(params, dict):
-            raise _plugin_error("invalidParams", "params must be an object")
-        timeout_ms = payload.timeout_milliseconds
-        if timeout_ms is None:
-            timeout_ms = DEFAULT_REQUEST_TIMEOUT_MS
-        if (
-            isinstance(timeout_ms, bool)
-            or not isinstance(timeout_ms, int)
-            or not 1 <= timeout_ms <= MAX_REQUEST_TIMEOUT_MS
-        ):
-            raise _plugin_error(
-                "invalidParams", f"timeoutMilliseconds must be 1 to {MAX_REQUEST_TIMEOUT_MS}"
-            )
+        timeout_ms = payload.timeout_milliseconds or DEFAULT_REQUEST_TIMEOUT_MS
         session = self._plugin_session(payload)
         policy = session.spec.policy
         if method not in policy.request_methods:

@@ -78,7 +78,7 @@ import trio
 
 from protocol import CoreError, ErrorCode, JSONObject
 
-from .._api._lsp import MAX_REQUEST_TIMEOUT_MS
+from .._api._lsp import DEFAULT_REQUEST_TIMEOUT_MS, MAX_REQUEST_TIMEOUT_MS
 from .._boundary import crash_report, fault_point, internal_message, log_failure, run_contained
 from .._endpoint import (
     EndpointClosed,
@@ -148,8 +148,6 @@ __all__ = (
 
 logger = logging.getLogger("supervisor.lsp")
 
-#: Default deadline of a forwarded request, from the reference (milliseconds).
-DEFAULT_REQUEST_TIMEOUT_MS: Final = 60_000
 DEFAULT_SHUTDOWN_TIMEOUT_MS: Final = 3_000
 DEFAULT_EXIT_WAIT_MS: Final = 2_000
 DEFAULT_TERM_GRACE_MS: Final = TERM_GRACE_MS

@@ -13,18 +13,24 @@ context}`` for that context (:meth:`~supervisor._lsp._service.LspService.host_se
 - ``setStatus {state: preparing|ready|degraded|failed, message?, percentage? (0..100)}`` ->
   ``{}``; the message is cut to 1024 bytes on a character boundary.
 
-A field the method does not define is -32018 ``plugin.host.unsupportedOption``; a malformed
-one -32602 ``plugin.host.invalidParams``. The backend hears of the server through
-``didChangeState`` and ``didReceiveNotification`` (sent by the LSP service).
+Each method's params are declared (``HostServerRequest``, ``HostServerNotify``,
+``HostServerStatus`` in ``supervisor._api._plugin``, which holds the bounds) and decoded as
+the Core decodes a command. A field the method does not define is -32018
+``plugin.host.unsupportedOption``; a malformed one -32602 ``plugin.host.invalidParams``.
+The backend hears of the server through ``didChangeState`` and ``didReceiveNotification``
+(sent by the LSP service).
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Final, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Final, Protocol, TypeVar, runtime_checkable
 
-from protocol import cut_utf8
+import msgspec
 
-from .._api._lsp import MAX_REQUEST_TIMEOUT_MS
+from protocol import CoreError, cut_utf8
+
+from .._api._base import decode_payload
+from .._api._contract import HostServerNotify, HostServerRequest, HostServerStatus
 from ._state import HostRefusal, _refusal
 
 if TYPE_CHECKING:
@@ -36,10 +42,7 @@ __all__ = ("MAX_STATUS_MESSAGE_BYTES", "LanguageServers", "register")
 
 #: the plugin contract: setStatus's message is cut to 1024 bytes on a character boundary.
 MAX_STATUS_MESSAGE_BYTES: Final = 1024
-#: request's timeoutMilliseconds: 1 to 300000 (the bound of ``lsp.request``), default 60000.
-MAX_TIMEOUT_MS: Final = MAX_REQUEST_TIMEOUT_MS
-DEFAULT_TIMEOUT_MS: Final = 60_000
-_STATES: Final = frozenset({"preparing", "ready", "degraded", "failed"})
+_T = TypeVar("_T", bound=msgspec.Struct)
 _PREFIX: Final = "lithe/host/languageServer/"
 
 
@@ -106,64 +109,38 @@ async def _server(call: HostCall) -> tuple[LanguageServers, Any]:
     return service, service.host_server(call.session.plugin_id, context, server_id)
 
 
-def _method(params: JSONObject) -> str:
-    method = params.get("method")
-    if not isinstance(method, str) or not method:
-        raise _invalid("method must be a non-empty string")
-    return method
-
-
-def _object(params: JSONObject) -> JSONObject | None:
-    value = params.get("params")
-    if value is not None and not isinstance(value, dict):
-        raise _invalid("params must be an object")
+def _decoded(call: HostCall, tp: type[_T]) -> _T:
+    """``call.params`` as its declaration: an unknown field is ``unsupportedOption`` (named
+    first, so it always names itself), any other bad field ``invalidParams``."""
+    _fields(call.params, frozenset(f.encode_name for f in msgspec.structs.fields(tp)))
+    try:
+        value: _T = decode_payload(call.method, tp, call.params)
+    except CoreError as exc:
+        raise _invalid(exc.message) from None
     return value
 
 
 async def _request(call: HostCall) -> JSONValue:
-    _fields(call.params, frozenset({"method", "params", "timeoutMilliseconds"}))
-    method = _method(call.params)
-    params = _object(call.params) or {}
-    timeout = call.params.get("timeoutMilliseconds", DEFAULT_TIMEOUT_MS)
-    if (
-        isinstance(timeout, bool)
-        or not isinstance(timeout, int)
-        or not 1 <= timeout <= MAX_TIMEOUT_MS
-    ):
-        raise _invalid(f"timeoutMilliseconds must be 1 to {MAX_TIMEOUT_MS}")
+    request = _decoded(call, HostServerRequest)
     service, session = await _server(call)
-    return await service.host_request(session, method, params, timeout)
+    return await service.host_request(
+        session, request.method, request.params or {}, request.timeout_milliseconds
+    )
 
 
 async def _notify(call: HostCall) -> JSONValue:
-    _fields(call.params, frozenset({"method", "params"}))
-    method = _method(call.params)
-    params = _object(call.params)
+    notify = _decoded(call, HostServerNotify)
     service, session = await _server(call)
-    return await service.host_notify(session, method, params)
+    return await service.host_notify(session, notify.method, notify.params)
 
 
 async def _set_status(call: HostCall) -> JSONValue:
-    _fields(call.params, frozenset({"state", "message", "percentage"}))
-    state = call.params.get("state")
-    if state not in _STATES:
-        raise _invalid("state must be preparing, ready, degraded or failed")
-    assert isinstance(state, str)
-    status: JSONObject = {"state": state}
-    if "message" in call.params:
-        message = call.params["message"]
-        if not isinstance(message, str):
-            raise _invalid("message must be a string")
-        status["message"] = cut_utf8(message, MAX_STATUS_MESSAGE_BYTES)
-    if "percentage" in call.params:
-        percentage = call.params["percentage"]
-        if (
-            isinstance(percentage, bool)
-            or not isinstance(percentage, int)
-            or not 0 <= percentage <= 100
-        ):
-            raise _invalid("percentage must be a whole number from 0 to 100")
-        status["percentage"] = percentage
+    declared = _decoded(call, HostServerStatus)
+    status: JSONObject = {"state": declared.state}
+    if declared.message is not None:
+        status["message"] = cut_utf8(declared.message, MAX_STATUS_MESSAGE_BYTES)
+    if declared.percentage is not None:
+        status["percentage"] = declared.percentage
     service, session = await _server(call)
     service.set_status(session, status)
     return {}

@@ -49,6 +49,8 @@ import trio
 
 from protocol import CoreError
 
+from .._api._base import decode_payload
+from .._api._terminal import TerminalCreate
 from .._core._service import call_command
 from .._terminal._service import TerminalService
 from ._host import Consent, Show
@@ -276,13 +278,12 @@ async def _create(call: HostCall) -> JSONValue:
     }
     payload["cwd"] = cwd
     payload["owner"] = call.session.session_id
-    executable = payload.get("executable")
-    arguments = payload.get("arguments", [])
-    if not isinstance(executable, str):
-        raise _invalid("executable must be a string", "executable")
-    if not isinstance(arguments, list) or not all(isinstance(a, str) for a in arguments):
-        raise _invalid("arguments must be an array of strings", "arguments")
-    await _consent(call, context, executable, [str(a) for a in arguments], cwd)
+    try:
+        # Decoded before the consent, so the user is never asked about a malformed start.
+        declared: TerminalCreate = decode_payload("terminal.create", TerminalCreate, payload)
+    except CoreError as exc:
+        raise _host_error(exc) from None
+    await _consent(call, context, declared.executable, list(declared.arguments or ()), cwd)
     try:
         result = await call_command(service.commands(), "terminal.create", payload)
     except CoreError as exc:

@@ -40,11 +40,14 @@ import stat
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Final, Literal
 
+import msgspec
 import trio
 
 from protocol import CoreError, echo, invalid_field, json_type
 from protocol._payload import argv_item_problem, env_item_problem, path_problem
 
+from .._api._base import decode_payload
+from .._api._contract import DEFAULT_RESOLVE_TIMEOUT_MS, BackendLaunch
 from .._endpoint import EndpointClosed, JSONRPCError, ReplyWithoutResult
 from .._process._oneshot import run_process
 from ._relay import INVOKE_METHOD
@@ -95,10 +98,6 @@ MAX_REQUIRED_TOOLS: Final = 32
 VALIDATION_TIMEOUT_MS: Final = 10_000
 #: the plugin contract "Tool references": the launch template of a definition that gives none.
 DEFAULT_TOOL_LAUNCH: Final = ("${executable}", "${runtimeArguments}", "${entry}", "${arguments}")
-#: the plugin contract "Backend-resolved launch": timeoutMilliseconds 1000..120000, default 30000.
-MIN_RESOLVE_TIMEOUT_MS: Final = 1000
-MAX_RESOLVE_TIMEOUT_MS: Final = 120_000
-DEFAULT_RESOLVE_TIMEOUT_MS: Final = 30_000
 
 _ARCHITECTURES: Final = ("arm64", "x86_64")
 _TOOL_ID: Final = re.compile(
@@ -658,7 +657,7 @@ def _backend_launch(
 ) -> LaunchPlan:
     """the plugin contract "Backend-resolved launch": only a language server, with all four
     directories and none of the fields the answer carries."""
-    _only(launch, {"kind", "function", "timeoutMilliseconds"})
+    _only(launch, {f.encode_name for f in msgspec.structs.fields(BackendLaunch)})
     if common["backend"]:
         raise invalid_field("launch.kind", "a plugin backend can not resolve its own launch")
     for name in (
@@ -678,19 +677,14 @@ def _backend_launch(
             raise _refuse(
                 "plugin.launch.invalidRequest", f"a backend-resolved launch needs {name}", name
             )
-    function = launch.get("function")
-    if not isinstance(function, str) or not _SETTING_ID.match(function):
+    try:
+        declared: BackendLaunch = decode_payload("launch", BackendLaunch, launch)
+    except CoreError as exc:
+        field_name = exc.details.get("field") if isinstance(exc.details, dict) else None
+        raise invalid_field(f"launch.{field_name}", exc.message) from None
+    function = declared.function
+    if not _SETTING_ID.match(function):
         raise invalid_field("launch.function", "launch.function must be a plugin function ID")
-    timeout = launch.get("timeoutMilliseconds", DEFAULT_RESOLVE_TIMEOUT_MS)
-    if (
-        not isinstance(timeout, int)
-        or isinstance(timeout, bool)
-        or not MIN_RESOLVE_TIMEOUT_MS <= timeout <= MAX_RESOLVE_TIMEOUT_MS
-    ):
-        raise invalid_field(
-            "launch.timeoutMilliseconds",
-            f"timeoutMilliseconds must be {MIN_RESOLVE_TIMEOUT_MS}..{MAX_RESOLVE_TIMEOUT_MS}",
-        )
     if common["owner"] is None:
         raise invalid_field("owner", "a backend-resolved launch needs owner {pluginID}")
     definitions = _strings(payload.get("toolDefinitions"), "toolDefinitions")
@@ -700,7 +694,7 @@ def _backend_launch(
     return LaunchPlan(
         kind="backend",
         function=function,
-        resolve_timeout_ms=timeout,
+        resolve_timeout_ms=declared.timeout_milliseconds,
         tool_definitions=frozenset(definitions),
         context=context,
         **common,  # type: ignore[arg-type]

@@ -12,9 +12,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Final
 
+import msgspec
+
 from protocol import CoreError, lookup_error
 
 from .._api._base import decode_payload
+from .._api._contract import DEFAULT_RELAY_TIMEOUT_MS, MAX_RELAY_TIMEOUT_MS, RelayInvoke
 from .._api._plugin import LspConfigureFunctionRelay
 from ._state import is_function_id, json_size
 from ._wire import is_parent_operation_id
@@ -60,9 +63,9 @@ MAX_PARAMS_BYTES: Final = 256 * 1024
 MAX_RESULT_BYTES: Final = 1024 * 1024
 #: A result over this (bytes, and not over :data:`MAX_RESULT_BYTES`) is ``payloadTooLarge``.
 MAX_RELAYED_RESULT_BYTES: Final = 256 * 1024
-#: ``timeoutMilliseconds`` default and cap, milliseconds.
-DEFAULT_TIMEOUT_MS: Final = 60_000
-MAX_TIMEOUT_MS: Final = 600_000
+#: ``timeoutMilliseconds`` default and cap, milliseconds (declared with ``RelayInvoke``).
+DEFAULT_TIMEOUT_MS: Final = DEFAULT_RELAY_TIMEOUT_MS
+MAX_TIMEOUT_MS: Final = MAX_RELAY_TIMEOUT_MS
 #: The relay ends a call itself this long after its deadline, milliseconds.
 GRACE_MS: Final = 2_000
 #: How long a call waits for a provider that is not running, milliseconds.
@@ -70,9 +73,8 @@ PROVIDER_START_MS: Final = 30_000
 #: The call chain: the message of a ``parentOperationID`` that names no running call.
 NOT_RUNNING_MESSAGE: Final = "The call this request belongs to is not running."
 
-_INVOKE_FIELDS: Final = frozenset(
-    {"pluginID", "functionID", "context", "params", "timeoutMilliseconds", "parentOperationID"}
-)
+_INVOKE: Final = "lithe/host/functions/invoke"
+_INVOKE_FIELDS: Final = frozenset(f.encode_name for f in msgspec.structs.fields(RelayInvoke))
 
 
 def relay_number(code: str) -> int:
@@ -276,42 +278,24 @@ def parse_invoke(params: JSONValue) -> InvokeRequest:
             raise _host_refusal(
                 "plugin.host.unsupportedOption", f"invoke has no field {name}", {"option": name}
             )
-    plugin_id, function_id = params.get("pluginID"), params.get("functionID")
-    if not isinstance(plugin_id, str) or not plugin_id:
-        raise _host_refusal("plugin.host.invalidParams", "pluginID is missing or malformed")
-    if not is_function_id(function_id):
-        raise _host_refusal("plugin.host.invalidParams", "functionID is missing or malformed")
-    assert isinstance(function_id, str)
-    context = params.get("context")
-    if (
-        not isinstance(context, dict)
-        or set(context) != {"contextID", "generation"}
-        or not isinstance(context["contextID"], str)
-        or not _is_int(context["generation"])
-    ):
-        raise _host_refusal("plugin.host.invalidParams", "context must be {contextID, generation}")
-    call_params = params.get("params", {})
-    if not isinstance(call_params, dict):
-        raise _host_refusal("plugin.host.invalidParams", "params.params must be an object")
-    timeout = params.get("timeoutMilliseconds", DEFAULT_TIMEOUT_MS)
-    if not _is_int(timeout) or not isinstance(timeout, int) or timeout < 1:
-        raise _host_refusal(
-            "plugin.host.invalidParams", "timeoutMilliseconds must be a positive integer"
-        )
-    parent = params.get("parentOperationID")
+    try:
+        invoke: RelayInvoke = decode_payload(_INVOKE, RelayInvoke, params)
+    except CoreError as exc:
+        raise _host_refusal("plugin.host.invalidParams", exc.message) from None
+    if not is_function_id(invoke.function_id):
+        raise _host_refusal("plugin.host.invalidParams", "functionID is malformed")
+    parent = invoke.parent_operation_id
     if parent is not None and not is_parent_operation_id(parent):
         raise _host_refusal(
             "plugin.host.invalidParams", "parentOperationID must be a string of 1..128 bytes"
         )
-    generation = context["generation"]
-    assert isinstance(generation, int)
     return InvokeRequest(
-        plugin_id,
-        function_id,
-        str(context["contextID"]),
-        generation,
-        call_params,
-        min(timeout, MAX_TIMEOUT_MS),
+        invoke.plugin_id,
+        invoke.function_id,
+        invoke.context.context_id,
+        invoke.context.generation,
+        invoke.params,
+        min(invoke.timeout_milliseconds, MAX_TIMEOUT_MS),
         parent,
     )
 

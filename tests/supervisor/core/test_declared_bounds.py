@@ -10,19 +10,27 @@ bounded field fails here until it is added.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import msgspec.inspect as mi
 import pytest
 
 from protocol import MAX_MILLISECONDS, CoreError
-from supervisor._api import COMMANDS, _lsp as lsp_api, validate_payload
+from supervisor._api import (
+    COMMANDS,
+    _contract as contract_api,
+    _lsp as lsp_api,
+    validate_payload,
+)
+from supervisor._api._base import MAX_COUNT
 from supervisor._api._process import MAX_OUTPUT_BYTES_LIMIT
-from supervisor._core._payload import MAX_COUNT
 from supervisor._dap import _session as dap_session
 from supervisor._lsp import _session as lsp_session
-from supervisor._plugin import _host_language_server
+from supervisor._plugin import _relay_state
 from supervisor._terminal import _launch as terminal_launch
+
+if TYPE_CHECKING:
+    from protocol import JSONObject
 
 #: The largest TCP port (the transport's, not ours).
 _MAX_PORT = 65_535
@@ -57,6 +65,11 @@ ENFORCED: dict[tuple[str, str], int] = {
     ("LspRequest", "timeoutMilliseconds"): lsp_session.MAX_REQUEST_TIMEOUT_MS,
     ("ResponseError", "code"): MAX_COUNT,
     ("LspFunctionRequest", "timeoutMilliseconds"): MAX_MILLISECONDS,
+    ("LspPluginServerRequest", "timeoutMilliseconds"): lsp_session.MAX_REQUEST_TIMEOUT_MS,
+    # The plugin contract's requests (CONTRACT_DECLARATIONS).
+    ("HostServerRequest", "timeoutMilliseconds"): lsp_session.MAX_REQUEST_TIMEOUT_MS,
+    ("HostServerStatus", "percentage"): contract_api.MAX_STATUS_PERCENTAGE,
+    ("BackendLaunch", "timeoutMilliseconds"): contract_api.MAX_RESOLVE_TIMEOUT_MS,
     ("RelayContext", "generation"): MAX_COUNT,
     ("Adapter", "port"): _MAX_PORT,
     ("Adapter", "connectTimeoutMilliseconds"): dap_session.MAX_OPERATION_TIMEOUT_MS,
@@ -68,6 +81,16 @@ ENFORCED: dict[tuple[str, str], int] = {
     ("TerminalResize", "cols"): terminal_launch.MAX_COLS,
     ("TerminalClose", "retainedContextBytes"): terminal_launch.MAX_RETAINED_CONTEXT_BYTES,
 }
+#: The plugin contract's requests a backend makes (and the backend-resolved launch of a
+#: launch plan): declared beside the commands and decoded the same way, so their bounds are
+#: the declarations' too.
+CONTRACT_DECLARATIONS: tuple[type, ...] = (
+    contract_api.HostServerRequest,
+    contract_api.HostServerNotify,
+    contract_api.HostServerStatus,
+    contract_api.RelayInvoke,
+    contract_api.BackendLaunch,
+)
 #: Debug payloads: every ``timeoutMilliseconds`` is an operation's deadline; every other
 #: bounded integer is a DAP id or position (the Core's count bound).
 _DEBUG_OPERATION = dap_session.MAX_OPERATION_TIMEOUT_MS
@@ -93,6 +116,8 @@ def _declared_bounds() -> dict[tuple[type, str], int]:
     found: set[tuple[type, str, int]] = set()
     for command in COMMANDS.values():
         _bounded(mi.type_info(command.payload), None, "", frozenset(), found)
+    for declaration in CONTRACT_DECLARATIONS:
+        _bounded(mi.type_info(declaration), None, "", frozenset(), found)
     return {(owner, field): bound for owner, field, bound in found}
 
 
@@ -123,7 +148,6 @@ def test_lsp_request_bound_is_the_references_forwarded_request_bound() -> None:
     # DESIGN.md "Default bounds" / plugin-contract.md: a forwarded language-server request
     # waits 60 000 ms by default, at most 300 000 ms; the plugin host path obeys the same.
     assert lsp_session.MAX_REQUEST_TIMEOUT_MS == 300_000
-    assert _host_language_server.MAX_TIMEOUT_MS == lsp_session.MAX_REQUEST_TIMEOUT_MS
     assert lsp_session.DEFAULT_REQUEST_TIMEOUT_MS == 60_000
     ok = {"sessionId": "s", "method": "x", "timeoutMilliseconds": 300_000}
     assert validate_payload("lsp.request", ok).timeout_milliseconds == 300_000
@@ -131,3 +155,45 @@ def test_lsp_request_bound_is_the_references_forwarded_request_bound() -> None:
         validate_payload("lsp.request", {**ok, "timeoutMilliseconds": 300_001})
     assert raised.value.code == "invalid_request"
     assert raised.value.details == {"field": "timeoutMilliseconds"}
+
+
+def test_plugin_request_bounds_keep_the_plugin_contracts_code() -> None:
+    """A plugin's bad ``timeoutMilliseconds``/``params`` is refused at the edge by the
+    declared bound, with the plugin contract's code, not ``invalid_request`` (issue 24.4)."""
+    ok = {"sessionId": "s", "method": "x", "timeoutMilliseconds": 300_000}
+    assert validate_payload("lsp.pluginServerRequest", ok).timeout_milliseconds == 300_000
+    bads: list[JSONObject] = [
+        {"timeoutMilliseconds": 300_001},
+        {"timeoutMilliseconds": 0},
+        {"params": []},
+    ]
+    for bad in bads:
+        with pytest.raises(CoreError) as raised:
+            validate_payload("lsp.pluginServerRequest", {**ok, **bad})
+        assert raised.value.code == "plugin.host.invalidParams"
+        assert raised.value.details is None
+    # Another field of the same payload is still the edge's.
+    with pytest.raises(CoreError) as edge:
+        validate_payload("lsp.pluginServerRequest", {**ok, "method": ""})
+    assert edge.value.code == "invalid_request"
+
+
+def test_relay_and_launch_deadlines_are_the_declarations() -> None:
+    # A relayed call's deadline is cut to its cap, not refused; the cap is declared once.
+    assert _relay_state.MAX_TIMEOUT_MS == contract_api.MAX_RELAY_TIMEOUT_MS
+    invoke: JSONObject = {
+        "pluginID": "p",
+        "functionID": "f.g",
+        "context": {"contextID": "c", "generation": 1},
+        "timeoutMilliseconds": contract_api.MAX_RELAY_TIMEOUT_MS + 1,
+    }
+    assert _relay_state.parse_invoke(invoke).timeout_ms == contract_api.MAX_RELAY_TIMEOUT_MS
+    del invoke["timeoutMilliseconds"]
+    assert _relay_state.parse_invoke(invoke).timeout_ms == contract_api.DEFAULT_RELAY_TIMEOUT_MS
+    # A backend-resolved launch's lower bound is the declaration's too (999 is refused:
+    # tests/supervisor/plugin/test_launch.py).
+    lower = mi.type_info(contract_api.BackendLaunch)
+    assert isinstance(lower, mi.StructType)
+    (timeout,) = [f for f in lower.fields if f.encode_name == "timeoutMilliseconds"]
+    assert isinstance(timeout.type, mi.IntType)
+    assert timeout.type.ge == contract_api.MIN_RESOLVE_TIMEOUT_MS
