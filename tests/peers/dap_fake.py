@@ -24,6 +24,8 @@ Modes:
 - ``stray-text``: on launch, writes a line of stray text (as an adapter's stray ``print``
   does) before each frame it sends from then on; otherwise as normal.
 - ``oversized``: on launch, writes a header announcing a body one byte over 64 MiB.
+- ``stray-flood``: on launch, writes 75 000 bytes of text lines and no frame (past the 64 KiB
+  of stray text a language server may write between frames), then answers launch.
 - ``exit-leaving-child``: on initialize, starts a child that keeps its stdout open (so
   the end of the adapter's output comes only with the child's end) and exits 3.
 - ``stderr``: as normal, and writes a line to stderr at start-up.
@@ -257,6 +259,12 @@ def serve(peer: Peer, mode: str, arg: str) -> None:
                     time.sleep(1)
             if mode == "stray-text":
                 peer.stray = True
+            if mode == "stray-flood":
+                peer.writer.write(b"not a frame, just output\n" * 3000)
+                peer.writer.flush()
+                peer.respond(message)
+                while True:
+                    time.sleep(1)
             if mode == "broken-header":
                 peer.writer.write(b"Content-Length: many\r\n\r\n{}")
                 peer.writer.flush()

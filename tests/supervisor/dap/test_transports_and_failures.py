@@ -413,6 +413,26 @@ async def test_stray_text_between_frames_is_skipped_and_the_session_goes_on(
     assert runs_no_more(adapter_pid)
 
 
+async def test_stray_text_past_its_bound_ends_the_session_as_a_language_server_would(
+    core: Core,
+) -> None:
+    """More than 64 KiB of text with no frame in it is an adapter that does not speak DAP on
+    that stream (the same bound a language server has, ``supervisor._transport``): the
+    session ends ``protocolError`` once, the launch waiting on it is cancelled with that
+    reason, the answer written after the flood is never taken for one, and the adapter
+    (which would sleep for ever) is ended."""
+    session_id, adapter_pid = await create(
+        core, {"executable": PY, "arguments": [FAKE, "stray-flood"]}
+    )
+    events = Events(core, session_id)
+    with trio.fail_after(WAIT_S), pytest.raises(CoreError) as info:
+        await core.call("debug.launch", {"sessionId": session_id, "operationId": "l"})
+    await _ended_by_session(info.value, events, "l", "protocolError")
+    assert not events.names("operationCompleted")
+    assert adapter_pid is not None
+    assert runs_no_more(adapter_pid)
+
+
 async def test_an_adapter_that_never_answers_initialize_ends_at_its_deadline(core: Core) -> None:
     """An adapter that reads its input and never answers ``initialize`` used to keep its
     session ``initializing`` for ever, and a ``debug.launch`` waiting on it. Past
