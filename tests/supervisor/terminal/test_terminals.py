@@ -895,3 +895,43 @@ async def test_screen_shows_what_another_client_read_and_seq_joins_it_to_the_liv
         await _wait_closed(core)
         closed = _dict(await first.call("terminal.screen"))
         assert "three-3" in str(closed["text"])
+
+
+async def test_two_clients_draining_one_terminal_share_its_events_each_once() -> None:
+    """Issue 30, the documented rule for two clients of one session: its event queue is one,
+    and a drain takes what it returns, so each event goes to exactly one of the clients that
+    wait on it -- none to both, none lost, each client's in order -- and the screen
+    (``terminal.screen``) is how a client gets what the other one took."""
+    script = "for i in $(seq 1 40); do echo line-$i; sleep 0.01; done"
+    async with terminal_core() as (core, _):
+        first = await Term.create(core, "sh", "-c", script)
+        second = Term(core, first.id)
+
+        async def drain(term: Term) -> None:
+            with trio.fail_after(WAIT_S):
+                while not (first.exits or second.exits):
+                    await term.pump(200)
+
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(drain, first)
+            nursery.start_soon(drain, second)
+        await first.poll()
+        taken = [[_seq(e) for e in term.outputs + term.exits] for term in (first, second)]
+        for seqs in taken:
+            assert seqs == sorted(seqs)
+        assert not set(taken[0]) & set(taken[1])
+        merged = sorted((e for term in (first, second) for e in term.outputs), key=_seq)
+        text = "".join(str(e["data"]) for e in merged).replace("\r\n", "\n")
+        assert text == "".join(f"line-{i}\n" for i in range(1, 41))
+        assert not first.gap
+        assert not second.gap
+        await _wait_closed(core)
+        screen = _dict(await first.call("terminal.screen"))
+        lines = [line.strip() for line in str(screen["text"]).splitlines()]
+        assert {"line-1", "line-40"} <= set(lines)
+
+
+def _seq(event: JSONObject) -> int:
+    seq = event["seq"]
+    assert isinstance(seq, int)
+    return seq
