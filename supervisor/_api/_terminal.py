@@ -168,7 +168,9 @@ class TerminalScreenResult(Result, kw_only=True):
             program running, the text its last generation showed.
         seq: The ``seq`` of the newest ``output`` event the text includes: the output events
             after it are exactly what the text does not show yet (take them with
-            ``terminal.waitEvents``). Null when no output event is included.
+            ``terminal.waitEvents``; an ``exit`` event is never included). Null when no
+            output event is included: none yet, or a closed terminal that retains no text
+            (``retainedContextBytes`` 0), whose queued output is then all still to take.
     """
 
     terminal_id: str = msgspec.field(name="terminalID")

@@ -123,6 +123,8 @@ class TerminalEvents:
         self._output_bytes = 0
         self._charged = 0
         self._seq = 0
+        #: The ``seq`` of the newest ``output`` event (an ``exit`` takes a seq too).
+        self._output_seq = 0
         self._gap = False
         self._dropped = 0
         self._dropped_bytes = 0
@@ -154,9 +156,13 @@ class TerminalEvents:
         return unwatch
 
     @property
-    def last_seq(self) -> int | None:
-        """The ``seq`` of the newest event queued so far (None before the first)."""
-        return self._seq or None
+    def last_output_seq(self) -> int | None:
+        """The ``seq`` of the newest ``output`` event queued so far (None before the first).
+
+        Not the newest event's: a closed terminal's ``exit`` comes after its output, and a
+        client that skips what a screen includes must not skip the exit with it.
+        """
+        return self._output_seq or None
 
     def put_output(self, params: JSONObject) -> int:
         """Queue one ``output`` event (``params``: terminalID, generation, data); never blocks.
@@ -168,6 +174,7 @@ class TerminalEvents:
             The event's ``seq``.
         """
         self._seq += 1
+        self._output_seq = self._seq
         item: JSONObject = {"seq": self._seq, "event": "output", **params}
         size = encoded_size(item)
         self._output.append((item, size))

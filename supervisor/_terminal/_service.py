@@ -646,10 +646,11 @@ class TerminalService:
             # The retained text goes to the display (an event and the new render), never
             # to the program's stdin.
             shown = restored.replace("\n", "\r\n") + "\r\n"
-            display.feed(shown)
-            handle.events.put_output(
+            # The event first, as the PTY reader does: a screen then includes its seq.
+            seq = handle.events.put_output(
                 {"terminalID": handle.terminal_id, "generation": handle.generation, "data": shown}
             )
+            display.feed(shown, seq)
         try:
             await self._start(handle, display)
         except BaseException:
@@ -723,8 +724,11 @@ class TerminalService:
         budget = handle.retained_budget or DEFAULT_RETAINED_CONTEXT_BYTES
         process = handle.process
         if process is None:
-            # No program runs: what its last generation showed, complete up to now.
-            text, seq = handle.retained_text, handle.events.last_seq
+            # No program runs: what its last generation showed, complete up to its last
+            # output (rendered when it ended). Nothing retained (retainedContextBytes 0)
+            # includes no event: the client takes whatever output is still queued.
+            text = handle.retained_text
+            seq = handle.events.last_output_seq if text else None
         else:
             text, seq = await trio.to_thread.run_sync(process.display.screen, budget)
         return {

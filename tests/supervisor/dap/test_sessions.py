@@ -237,6 +237,71 @@ async def test_debugpy_disconnect_while_paused_ends_debuggee_and_joins(
     await core.call("debug.destroySession", sid)
 
 
+async def _listed(core: Core, session_id: str) -> JSONObject:
+    """The session's entry in ``core.sessions`` (what a client that attaches reads)."""
+    alive = await core.call("core.sessions", {})
+    assert isinstance(alive, dict)
+    sessions = alive["debugSessions"]
+    assert isinstance(sessions, list)
+    [entry] = [s for s in sessions if isinstance(s, dict) and s["sessionId"] == session_id]
+    return entry
+
+
+async def test_a_paused_session_gives_its_current_stop_to_a_client_that_attaches(
+    core: Core, tmp_path: Path
+) -> None:
+    """Issue 30: while a session is paused its ``core.sessions`` (and ``debug.listSessions``)
+    entry carries ``stop``, the ``stopped`` event that paused it -- the newest one, after a
+    step -- so a client that did not see the event asks for the thread's stack again;
+    once it runs, there is no ``stop``."""
+    session_id, _, events, thread_id = await launch_to_breakpoint(core, tmp_path)
+    sid: JSONObject = {"sessionId": session_id}
+    fields = {"reason", "threadId", "allThreadsStopped", "description", "text", "hitBreakpointIds"}
+    stopped = events.names("stopped")[-1]
+    entry = await _listed(core, session_id)
+    assert entry["state"] == "paused"
+    stop = entry["stop"]
+    assert isinstance(stop, dict)
+    assert set(stop) == fields
+    assert stop == {k: stopped[k] for k in fields}
+    assert (stop["reason"], stop["threadId"]) == ("breakpoint", thread_id)
+    listed = await core.call("debug.listSessions", {})
+    assert isinstance(listed, list)
+    assert [s["stop"] for s in listed if isinstance(s, dict)] == [stop]
+    # The client that attaches asks for the stack of the stop's thread again.
+    stack = result_of(
+        await core.call(
+            "debug.inspect", {**sid, "kind": "stackTrace", "threadId": stop["threadId"]}
+        )
+    )
+    frames = stack["stackFrames"]
+    assert isinstance(frames, list)
+    assert as_line(frames[0]) == BREAK_LINE
+    # A step: the newest stop replaces the first.
+    await core.call("debug.execute", {**sid, "command": "next"})
+    stepped = await events.next("stopped")
+    entry = await _listed(core, session_id)
+    assert entry["stop"] == {k: stepped[k] for k in fields}
+    assert as_obj(entry["stop"])["reason"] == "step"
+    # Running: no stop to give.
+    await core.call("debug.execute", {**sid, "command": "continue"})
+    await events.next("terminated")
+    entry = await _listed(core, session_id)
+    assert entry["state"] == "terminated"
+    assert "stop" not in entry
+    await core.call("debug.destroySession", sid)
+
+
+def as_line(frame: JSONValue) -> JSONValue:
+    assert isinstance(frame, dict)
+    return frame["line"]
+
+
+def as_obj(value: JSONValue) -> JSONObject:
+    assert isinstance(value, dict)
+    return value
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

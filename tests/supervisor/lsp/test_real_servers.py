@@ -23,7 +23,7 @@ import trio
 
 from supervisor import open_core
 from tests.supervisor.cli.test_serve import Client, serve_process
-from tests.supervisor.lsp._support import PYLSP, RUFF, as_obj, start, steps
+from tests.supervisor.lsp._support import PYLSP, RUFF, WAIT_S, Session, as_obj, start, steps
 
 if TYPE_CHECKING:
     from protocol import JSONObject, JSONValue
@@ -256,3 +256,80 @@ async def test_real_server_through_supervisor_serve(server: str, tmp_path: str) 
         missing = await client.request("lsp.snapshot", {"sessionId": "nope"})
         assert as_obj(as_obj(missing["error"])["data"])["code"] == "not_found"
         await client.shut_down()
+
+
+async def _settled_diagnostics(session: Session) -> tuple[JSONObject, dict[str, list[JSONValue]]]:
+    """``lsp.snapshot {includeDiagnostics}`` taken between two drains that brought no new
+    ``diagnostics`` event, and the last diagnostics each URI's events carried: the snapshot
+    is then the state those events left, so the two must agree."""
+    with trio.fail_after(WAIT_S):
+        while True:
+            await session.drain()
+            state = await session.call("lsp.snapshot", includeDiagnostics=True)
+            if not [e for e in await session.drain(200) if e["event"] == "diagnostics"]:
+                break
+    last: dict[str, list[JSONValue]] = {}
+    for event in session.seen:
+        if event["event"] == "diagnostics":
+            diagnostics = event["diagnostics"]
+            assert isinstance(diagnostics, list)
+            last[str(event["uri"])] = diagnostics
+    return state, last
+
+
+def _documents(state: JSONObject) -> dict[str, JSONObject]:
+    documents = state["documents"]
+    assert isinstance(documents, list)
+    return {str(as_obj(d)["uri"]): as_obj(d) for d in documents}
+
+
+@pytest.mark.parametrize("server", sorted(SERVERS))
+async def test_snapshot_replays_each_open_documents_latest_diagnostics(
+    server: str, tmp_path: str
+) -> None:
+    """Issue 30: a client that attaches takes ``lsp.snapshot {includeDiagnostics: true}``
+    and has, for each open document, the diagnostics of the last ``diagnostics`` event
+    another client drained -- the newest after an edit, none for a closed document -- and
+    without the flag only their count."""
+    _, uri = _project(str(tmp_path))
+    other = os.path.join(str(tmp_path), "other.py")
+    other_uri = "file://" + other
+    broken = FIXED.replace("+ name\n", "+ nam\n")
+    with open(other, "w") as f:  # noqa: ASYNC230 - a few bytes
+        f.write(broken)
+    async with open_core() as core:
+        session = await start(core, SERVERS[server], str(tmp_path))
+        await session.wait_state("ready")
+        await session.call("lsp.syncDocument", uri=uri, languageId="python", text=SOURCE)
+        await session.wait_for(lambda e: e["event"] == "diagnostics" and e["uri"] == uri)
+        state, last = await _settled_diagnostics(session)
+        document = _documents(state)[uri]
+        assert document["diagnostics"] == last[uri]
+        assert EXPECTED[server] <= _errors(server, document)
+        assert document["diagnosticCount"] == len(last[uri])
+        # Without the flag: the count, not the list.
+        plain = _documents(await session.snapshot())[uri]
+        assert "diagnostics" not in plain
+        assert plain["diagnosticCount"] == len(last[uri])
+        # An edit that clears them: the snapshot gives the newest, not the first.
+        await session.call("lsp.syncDocument", uri=uri, languageId="python", text=FIXED)
+        await session.wait_for(
+            lambda e: e["event"] == "diagnostics" and e["uri"] == uri and e.get("version") == 2
+        )
+        # A second document, with one error of its own.
+        await session.call("lsp.syncDocument", uri=other_uri, languageId="python", text=broken)
+        await session.wait_for(lambda e: e["event"] == "diagnostics" and e["uri"] == other_uri)
+        state, last = await _settled_diagnostics(session)
+        documents = _documents(state)
+        assert set(documents) == {uri, other_uri}
+        assert documents[uri]["diagnostics"] == last[uri]
+        assert _errors(server, documents[uri]) == set()
+        assert documents[other_uri]["diagnostics"] == last[other_uri]
+        assert _errors(server, documents[other_uri]) == {UNDEFINED[server]}
+        # A closed document is no longer open: nothing of it is replayed.
+        await session.call("lsp.closeDocument", uri=uri)
+        documents = _documents(await session.call("lsp.snapshot", includeDiagnostics=True))
+        assert set(documents) == {other_uri}
+        assert _errors(server, documents[other_uri]) == {UNDEFINED[server]}
+        result = await session.stop()
+        assert result["state"] == "stopped"

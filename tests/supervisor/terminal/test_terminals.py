@@ -895,3 +895,85 @@ async def test_screen_shows_what_another_client_read_and_seq_joins_it_to_the_liv
         await _wait_closed(core)
         closed = _dict(await first.call("terminal.screen"))
         assert "three-3" in str(closed["text"])
+        # Closed, its screen includes the last output event, not the exit after it: a client
+        # that skips what the screen includes still takes the exit.
+        exit_event = await second.next_exit()
+        assert closed["seq"] == max(_seq(e) for e in second.outputs)
+        assert _seq(exit_event) > _seq(closed)
+
+
+async def test_two_clients_draining_one_terminal_share_its_events_each_once() -> None:
+    """Issue 30, the documented rule for two clients of one session: its event queue is one,
+    and a drain takes what it returns, so each event goes to exactly one of the clients that
+    wait on it -- none to both, none lost, each client's in order -- and the screen
+    (``terminal.screen``) is how a client gets what the other one took."""
+    script = "for i in $(seq 1 40); do echo line-$i; sleep 0.01; done"
+    async with terminal_core() as (core, _):
+        first = await Term.create(core, "sh", "-c", script)
+        second = Term(core, first.id)
+
+        async def drain(term: Term) -> None:
+            with trio.fail_after(WAIT_S):
+                while not (first.exits or second.exits):
+                    await term.pump(200)
+
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(drain, first)
+            nursery.start_soon(drain, second)
+        await first.poll()
+        taken = [[_seq(e) for e in term.outputs + term.exits] for term in (first, second)]
+        for seqs in taken:
+            assert seqs == sorted(seqs)
+        assert not set(taken[0]) & set(taken[1])
+        merged = sorted((e for term in (first, second) for e in term.outputs), key=_seq)
+        text = "".join(str(e["data"]) for e in merged).replace("\r\n", "\n")
+        assert text == "".join(f"line-{i}\n" for i in range(1, 41))
+        assert not first.gap
+        assert not second.gap
+        await _wait_closed(core)
+        screen = _dict(await first.call("terminal.screen"))
+        lines = [line.strip() for line in str(screen["text"]).splitlines()]
+        assert {"line-1", "line-40"} <= set(lines)
+
+
+def _seq(event: JSONObject) -> int:
+    seq = event["seq"]
+    assert isinstance(seq, int)
+    return seq
+
+
+async def test_a_closed_terminal_that_retains_nothing_shows_no_event() -> None:
+    """A closed terminal with ``retainedContextBytes: 0`` keeps no text: its screen includes
+    no output event (``seq`` null), so a client that attaches takes the output still queued
+    rather than skipping it."""
+    async with terminal_core() as (core, _):
+        term = await Term.create(core, "sh", "-c", "echo gone-$((2+3))", retainedContextBytes=0)
+        await _wait_closed(core)
+        screen = _dict(await term.call("terminal.screen"))
+        assert (screen["text"], screen["seq"]) == ("", None)
+        await term.until("gone-5")
+
+
+async def test_a_reopened_terminals_screen_includes_the_restored_text_event() -> None:
+    """After ``terminal.reopen`` the retained text is both on the screen and an ``output``
+    event of the new generation; the screen's ``seq`` includes that event, so a client that
+    attaches draws the restored text once and continues with the new program's output."""
+    async with terminal_core() as (core, _):
+        term = await Term.create(core, "sh", "-c", "read x; echo got-$x-$((1+1))")
+        await term.type("a\n")
+        await term.until("got-a-2")
+        await term.next_exit()
+        await _wait_closed(core)
+        reopened = _dict(await term.call("terminal.reopen"))
+        assert reopened["generation"] == 2
+        screen = _dict(await term.call("terminal.screen"))
+        assert "got-a-2" in str(screen["text"])
+        await term.type("b\n")
+        with trio.fail_after(WAIT_S):
+            while "got-b-2" not in term.text:
+                await term.pump()
+        restored = [e for e in term.outputs if e["generation"] == 2 and "got-a-2" in str(e["data"])]
+        assert [_seq(e) for e in restored] == [screen["seq"]]
+        after = "".join(str(e["data"]) for e in term.outputs if _seq(e) > _seq(screen))
+        assert "got-b-2" in after
+        assert "got-a-2" not in after
