@@ -146,71 +146,71 @@ def _order_md(order: Ordered | None) -> str:
 PYTHON_NAMES: Final = {"environment": "env", "working_directory": "cwd"}
 
 
+def _render_helper(name: str, command: Any, imports: _Imports) -> str:
+    """One ``CommandHelpers`` method: ``command``'s payload as keywords (renamed ones with
+    their older keyword, deprecated), its call and its result's conversion."""
+    result = _type_text(command.result, imports)
+    method = snake(name)
+    doc = f'        """``{name}``; see docs/commands.md."""'
+    convert = (
+        "        _none(data)\n"
+        if command.result is None
+        else f"        return _convert(data, {result})\n"
+    )
+    if isinstance(command.payload, type):
+        payload_name = imports.alias(command.payload.__module__, command.payload.__name__)
+        params: list[str] = []
+        args: list[str] = []
+        old_names: list[str] = []
+        renames: list[str] = []
+        notes: list[str] = []
+        for field in msgspec.structs.fields(command.payload):
+            text = _annotation(command.payload, field.name, imports)
+            python_name = PYTHON_NAMES.get(field.name, field.name)
+            if field.default is msgspec.NODEFAULT and field.default_factory is msgspec.NODEFAULT:
+                assert python_name == field.name, (name, field.name)
+                params.insert(len([p for p in params if "=" not in p]), f"{field.name}: {text}")
+            else:
+                params.append(f"{python_name}: {text} = {field.default!r}")
+            if python_name != field.name:
+                assert field.default is None, (name, field.name)
+                old_names.append(f"{field.name}: {text} = None")
+                renames.append(
+                    f"        {python_name} = _renamed({name!r}, {python_name!r},"
+                    f" {python_name}, {field.name!r}, {field.name})\n"
+                )
+                wire = _wire_name(command.payload, field.name)
+                notes.append(f"``{python_name}`` is the wire's ``{wire}``")
+            args.append(f"{field.name}={python_name}")
+        params += old_names
+        if notes:
+            old = " and ".join(f"``{n.split(':')[0]}=``" for n in old_names)
+            verb = "works" if len(old_names) == 1 else "work"
+            note = textwrap.fill(
+                f"{' and '.join(notes)} ({old} still {verb}, deprecated).",
+                width=100,
+                initial_indent=" " * 8,
+                subsequent_indent=" " * 8,
+            )
+            doc = f'        """``{name}``; see docs/commands.md.\n\n{note}\n        """'
+        keywords = [p.split(":")[0] for p in params]
+        assert len(set(keywords)) == len(keywords), (name, keywords)
+        signature = ", ".join(["self: _Caller", *(["*", *params] if params else [])])
+        built = f"{payload_name}({', '.join(args)})"
+        body = "".join(renames) + f"        data = await self.call({name!r}, _wire({built}))\n"
+    else:
+        found = _union_name(command)
+        assert found is not None, name
+        payload_name = imports.alias(*found)
+        signature = f"self: _Caller, payload: {payload_name}"
+        body = f"        data = await self.call({name!r}, _wire(payload))\n"
+    return f"    async def {method}({signature}) -> {result}:\n{doc}\n{body}{convert}"
+
+
 def render_helpers() -> str:
     """The source of ``supervisor/_api/_helpers.py``."""
     imports = _Imports()
-    methods: list[str] = []
-    for name in sorted(COMMANDS):
-        command = COMMANDS[name]
-        result = _type_text(command.result, imports)
-        method = snake(name)
-        doc = f'        """``{name}``; see docs/commands.md."""'
-        convert = (
-            "        _none(data)\n"
-            if command.result is None
-            else f"        return _convert(data, {result})\n"
-        )
-        if isinstance(command.payload, type):
-            payload_name = imports.alias(command.payload.__module__, command.payload.__name__)
-            params: list[str] = []
-            args: list[str] = []
-            old_names: list[str] = []
-            renames: list[str] = []
-            notes: list[str] = []
-            for field in msgspec.structs.fields(command.payload):
-                text = _annotation(command.payload, field.name, imports)
-                python_name = PYTHON_NAMES.get(field.name, field.name)
-                if (
-                    field.default is msgspec.NODEFAULT
-                    and field.default_factory is msgspec.NODEFAULT
-                ):
-                    assert python_name == field.name, (name, field.name)
-                    params.insert(len([p for p in params if "=" not in p]), f"{field.name}: {text}")
-                else:
-                    params.append(f"{python_name}: {text} = {field.default!r}")
-                if python_name != field.name:
-                    assert field.default is None, (name, field.name)
-                    old_names.append(f"{field.name}: {text} = None")
-                    renames.append(
-                        f"        {python_name} = _renamed({name!r}, {python_name!r},"
-                        f" {python_name}, {field.name!r}, {field.name})\n"
-                    )
-                    wire = _wire_name(command.payload, field.name)
-                    notes.append(f"``{python_name}`` is the wire's ``{wire}``")
-                args.append(f"{field.name}={python_name}")
-            params += old_names
-            if notes:
-                old = " and ".join(f"``{n.split(':')[0]}=``" for n in old_names)
-                verb = "works" if len(old_names) == 1 else "work"
-                note = textwrap.fill(
-                    f"{' and '.join(notes)} ({old} still {verb}, deprecated).",
-                    width=100,
-                    initial_indent=" " * 8,
-                    subsequent_indent=" " * 8,
-                )
-                doc = f'        """``{name}``; see docs/commands.md.\n\n{note}\n        """'
-            keywords = [p.split(":")[0] for p in params]
-            assert len(set(keywords)) == len(keywords), (name, keywords)
-            signature = ", ".join(["self: _Caller", *(["*", *params] if params else [])])
-            built = f"{payload_name}({', '.join(args)})"
-            body = "".join(renames) + f"        data = await self.call({name!r}, _wire({built}))\n"
-        else:
-            found = _union_name(command)
-            assert found is not None, name
-            payload_name = imports.alias(*found)
-            signature = f"self: _Caller, payload: {payload_name}"
-            body = f"        data = await self.call({name!r}, _wire(payload))\n"
-        methods.append(f"    async def {method}({signature}) -> {result}:\n{doc}\n{body}{convert}")
+    methods = [_render_helper(name, COMMANDS[name], imports) for name in sorted(COMMANDS)]
     header = [
         '"""Typed helpers for every Core command, generated from the declarations.',
         "",
@@ -669,6 +669,12 @@ def render_markdown() -> str:
         out.append("")
         for cls in _structs_in(EVENTS[kind]):
             _struct_md(cls, seen, out)
+    _tables_md(out)
+    return "\n".join(out)
+
+
+def _tables_md(out: list[str]) -> None:
+    """The reference's closing tables: session states, stop steps and error codes."""
     out += ["## Session states", ""]
     for title, states in (
         ("Language-server sessions (`lsp.*`)", LSP_STATES),
@@ -686,7 +692,6 @@ def render_markdown() -> str:
         number = "" if entry.jsonrpc_code is None else str(entry.jsonrpc_code)
         out.append(f"| `{entry.name}` | {number} | {entry.meaning} |")
     out.append("")
-    return "\n".join(out)
 
 
 def generated() -> dict[Path, str]:
