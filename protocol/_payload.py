@@ -63,6 +63,10 @@ MAX_MILLISECONDS: Final = 2**31 - 1
 #: reach a client anyway. A larger request is refused, not clamped: a process kept output
 #: of 1 GiB asked for, and grew to 1.5 GiB resident.
 MAX_OUTPUT_BYTES: Final = 64 * 1024 * 1024
+#: The deadline of a ``process.run`` that gives none, in milliseconds: a day, the IDE backend
+#: protocol's ``*/exec`` default without ``timeoutMs`` (``supervisor._api._process`` declares
+#: it; kept here, below the declarations, for ``supervisor exec``'s start without them).
+DEFAULT_RUN_TIMEOUT_MS: Final = 86_400_000
 
 
 def echo(name: object) -> str:

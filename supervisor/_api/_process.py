@@ -6,6 +6,8 @@ from typing import Annotated, Final
 
 import msgspec
 
+from protocol._payload import DEFAULT_RUN_TIMEOUT_MS
+
 from ._base import Argv, Env, Path, Payload, Result, StreamText
 
 __all__ = (
@@ -20,7 +22,7 @@ __all__ = (
 MAX_OUTPUT_BYTES_LIMIT: Final = 64 * 1024 * 1024
 #: ``process.run`` without ``timeoutMilliseconds`` ends after a day, the deadline
 #: the IDE backend protocol gives ``*/exec`` without ``timeoutMs``.
-DEFAULT_PROCESS_RUN_TIMEOUT_MS: Final = 86_400_000
+DEFAULT_PROCESS_RUN_TIMEOUT_MS: Final = DEFAULT_RUN_TIMEOUT_MS
 
 
 class ProcessRun(Payload, kw_only=True):
