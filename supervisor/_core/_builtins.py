@@ -15,10 +15,9 @@ from typing import TYPE_CHECKING, Final
 
 from lanes import JobKind, JobRequest, open_lanes
 from protocol import invalid_field
-from protocol._json import fit_texts
 
 from .._api._process import DEFAULT_PROCESS_RUN_TIMEOUT_MS, MAX_OUTPUT_BYTES_LIMIT
-from .._endpoint import DEFAULT_MAX_BODY_BYTES
+from .._process._mux import MAX_OUTPUT_ANSWER_BYTES as _MAX_OUTPUT_ANSWER_BYTES
 from .._process._oneshot import DEFAULT_MAX_OUTPUT_BYTES, run_process
 from .._session._events import MAX_WAIT_EVENTS_MS, EventQueue
 from ._jobs import ProcessJobRunner, check_job_launch
@@ -45,12 +44,9 @@ __all__ = (
 )
 
 #: The most bytes ``stdout`` and ``stderr`` of a ``process.run`` answer take together once
-#: encoded as JSON: the frame-body limit less 64 KiB for the rest of the answer. Output is
-#: kept as bytes but sent as JSON text, where a control character takes six bytes
-#: (``\u0000``) and an invalid byte three (U+FFFD), so 16 MiB of NUL bytes would make a
-#: 96 MiB frame; past this bound each stream keeps the head that fits its fair share, and
-#: ``truncated`` is true.
-MAX_OUTPUT_ANSWER_BYTES: Final = DEFAULT_MAX_BODY_BYTES - 64 * 1024
+#: encoded as JSON (``_process._mux.MAX_OUTPUT_ANSWER_BYTES``: the frame-body limit less
+#: 64 KiB for the rest of the answer).
+MAX_OUTPUT_ANSWER_BYTES: Final = _MAX_OUTPUT_ANSWER_BYTES
 
 
 def process_run_timeout_ms(payload: ProcessRun) -> int | None:
@@ -80,13 +76,7 @@ class ProcessService:
             timeout_ms=process_run_timeout_ms(payload),
             max_output_bytes=payload.max_output_bytes or DEFAULT_MAX_OUTPUT_BYTES,
         )
-        wire = result.to_wire()
-        (wire["stdout"], wire["stderr"]), cut = fit_texts(
-            [result.stdout, result.stderr], MAX_OUTPUT_ANSWER_BYTES
-        )
-        if cut:
-            wire["truncated"] = True
-        return wire
+        return result.answer(MAX_OUTPUT_ANSWER_BYTES)
 
 
 @asynccontextmanager

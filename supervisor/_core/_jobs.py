@@ -80,8 +80,9 @@ from .._process._ladder import (
     StopBounds,
     stop_ladder,
 )
+from .._process._launch import check_env, resolve_executable
 from .._process._oneshot import _Capture, _Multiplexer
-from .._process._tree import DEVNULL, _check_env, _open_tree, _resolve_executable
+from .._process._tree import DEVNULL, _open_tree
 
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable
@@ -660,7 +661,7 @@ def check_job_launch(request: JobRequest) -> JobRequest:
                 {"field": "cwd", "cwd": workdir},
             )
     try:
-        _resolve_executable(request.argv[0], workdir, _check_env(request.env))
+        resolve_executable(request.argv[0], workdir, check_env(request.env))
     except CoreError as exc:
         raise CoreError(
             exc.code, f"job.start: {exc.message}", {"field": "argv", **(exc.details or {})}

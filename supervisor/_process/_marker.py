@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import itertools
 import os
-import secrets
 from dataclasses import dataclass
 from typing import Final, Literal
 
@@ -106,7 +105,7 @@ def new_scope_marker() -> str:
     # whose counter would otherwise continue from the same value in both copies.
     number = next(_scope_counter)
     _issued[0] = number
-    return f"{instance_id()}/t{number}-{secrets.token_hex(4)}"
+    return f"{instance_id()}/t{number}-{os.urandom(4).hex()}"
 
 
 def scopes_issued() -> int:

@@ -19,18 +19,15 @@ Contract:
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import math
 import os
 import re
-import select
 import time
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import trio
 
-from protocol import MAX_OUTPUT_BYTES, CoreError, JSONObject
+from protocol import MAX_OUTPUT_BYTES, CoreError
 
 from ._ladder import (
     DRAIN_AFTER_EXIT_MS,
@@ -40,8 +37,28 @@ from ._ladder import (
     StopBounds,
     stop_ladder,
 )
+from ._mux import (
+    _BUSY_PASSES_PER_CHECKPOINT,
+    _BYTES_PER_CHECKPOINT,
+    _HAVE_EPOLL,
+    _READ_CHUNK,
+    BUSY,
+    DEFAULT_MAX_OUTPUT_BYTES,
+    DONE,
+    IDLE,
+    Capture,
+    Multiplexer,
+    OutputCallback,
+    ProcessResult,
+    StdinFeed,
+)
 from ._reaper import reap_orphans as reap_orphans
 from ._tree import DEVNULL, PIPE, ProcessTree, _open_tree
+
+if TYPE_CHECKING:
+    from collections.abc import Mapping, Sequence
+
+    from ._direct import Unfinished
 
 __all__ = (
     "DEFAULT_MAX_OUTPUT_BYTES",
@@ -52,130 +69,58 @@ __all__ = (
     "run_process",
 )
 
-#: Default per-stream output cap of a one-shot command, in bytes (16 MiB).
-DEFAULT_MAX_OUTPUT_BYTES = 16 * 1024 * 1024
 #: How long output is drained after the main process exits or is killed (ms).
 DRAIN_MS = DRAIN_AFTER_EXIT_MS
 
-_READ_CHUNK = 65536
-#: Full reads of one pipe after which it is grown (see ``_Multiplexer._read``).
-_FULL_READS_BEFORE_GROWING = 4
-#: The size a flooded pipe is grown to, and read by, in bytes (Linux's default
-#: ``/proc/sys/fs/pipe-max-size``, so no privilege is needed).
-_GROWN_PIPE_BYTES = 1024 * 1024
-#: ``fcntl`` command that sets a pipe's size (Linux).
-_F_SETPIPE_SZ = getattr(fcntl, "F_SETPIPE_SZ", 1031)
 #: Consecutive successful reads of one pipe between two scheduler passes.
 _READS_PER_CHECKPOINT = 16
+#: The names the job runner and the tests know them by.
+_Capture = Capture
+_StdinFeed = StdinFeed
+_SURROGATE = re.compile("[\ud800-\udfff]")
 
-OutputCallback = Callable[[str, bytes], None]
+
+async def _pump(capture: Capture, stream: trio.abc.ReceiveStream) -> None:
+    if isinstance(stream, trio.lowlevel.FdStream):
+        await _pump_fd(capture, stream)
+        return
+    with contextlib.suppress(trio.ClosedResourceError, trio.BrokenResourceError):
+        while True:
+            chunk = await stream.receive_some(_READ_CHUNK)
+            if not chunk:
+                return
+            capture.feed(bytes(chunk) if isinstance(chunk, bytearray) else chunk)
 
 
-@dataclass(frozen=True)
-class ProcessResult:
-    """The outcome of :func:`run_process` (the ``process.run`` result).
+async def _pump_fd(capture: Capture, stream: trio.lowlevel.FdStream) -> None:
+    """Read a pipe with ``os.read`` and ``wait_readable`` (cheaper than a stream).
 
-    Attributes:
-        exit_code: The main process's exit status, or None when a signal ended it.
-        signal: The number of the signal that ended it, or None.
-        stdout: Kept stdout (at most ``max_output_bytes`` bytes), UTF-8 with
-            replacement characters.
-        stderr: Kept stderr, likewise.
-        timed_out: True when the deadline passed and the tree was ended.
-        truncated: True when either stream wrote more than ``max_output_bytes``.
-        duration_ms: From spawn to the end of the call, in milliseconds.
+    ``FdStream.receive_some`` yields before every read; here a pass through the
+    scheduler happens only when the pipe is empty, or after a run of reads that found
+    data (so a flooding child can not starve the other tasks). Only this task reads
+    the pipe; its owner closes it (``ProcessTree.aclose``), which wakes this task with
+    ``ClosedResourceError``.
     """
-
-    exit_code: int | None
-    signal: int | None
-    stdout: str
-    stderr: str
-    timed_out: bool
-    truncated: bool
-    duration_ms: int
-
-    def to_wire(self) -> JSONObject:
-        """The wire form: ``{exitCode, signal, stdout, stderr, timedOut, truncated,
-        durationMs}``."""
-        return {
-            "exitCode": self.exit_code,
-            "signal": self.signal,
-            "stdout": self.stdout,
-            "stderr": self.stderr,
-            "timedOut": self.timed_out,
-            "truncated": self.truncated,
-            "durationMs": self.duration_ms,
-        }
-
-
-class _Capture:
-    """One stream's kept bytes, capped; past the cap bytes are counted, not kept."""
-
-    def __init__(self, name: str, cap: int, on_output: OutputCallback | None) -> None:
-        self.name = name
-        self.cap = cap
-        self.kept = bytearray()
-        self.total = 0
-        self.on_output = on_output
-        #: Bytes per read, and the reads that filled it (see ``_Multiplexer._read``).
-        self.chunk = _READ_CHUNK
-        self.full_reads = 0
-
-    @property
-    def truncated(self) -> bool:
-        return self.total > self.cap
-
-    def feed(self, chunk: bytes | memoryview) -> None:
-        self.total += len(chunk)
-        room = self.cap - len(self.kept)
-        if room > 0:
-            self.kept += chunk[:room]
-        if self.on_output is not None:
-            self.on_output(self.name, chunk if type(chunk) is bytes else bytes(chunk))
-
-    async def pump(self, stream: trio.abc.ReceiveStream) -> None:
-        if isinstance(stream, trio.lowlevel.FdStream):
-            await self._pump_fd(stream)
-            return
-        with contextlib.suppress(trio.ClosedResourceError, trio.BrokenResourceError):
-            while True:
-                chunk = await stream.receive_some(_READ_CHUNK)
-                if not chunk:
-                    return
-                self.feed(bytes(chunk) if isinstance(chunk, bytearray) else chunk)
-
-    async def _pump_fd(self, stream: trio.lowlevel.FdStream) -> None:
-        """Read a pipe with ``os.read`` and ``wait_readable`` (cheaper than a stream).
-
-        ``FdStream.receive_some`` yields before every read; here a pass through the
-        scheduler happens only when the pipe is empty, or after a run of reads that found
-        data (so a flooding child can not starve the other tasks). Only this task reads
-        the pipe; its owner closes it (``ProcessTree.aclose``), which wakes this task with
-        ``ClosedResourceError``.
-        """
-        fd = stream.fileno()
-        busy = 0
-        try:
-            while True:
-                try:
-                    chunk = os.read(fd, _READ_CHUNK)
-                except BlockingIOError:
-                    busy = 0
-                    await trio.lowlevel.wait_readable(fd)
-                    continue
-                if not chunk:
-                    return
-                self.feed(chunk)
-                busy += 1
-                if busy >= _READS_PER_CHECKPOINT:
-                    busy = 0
-                    await trio.lowlevel.checkpoint()
-        except (trio.ClosedResourceError, OSError):
-            # Closed under us (the drain bound passed), or EBADF after that close.
-            await trio.lowlevel.checkpoint_if_cancelled()
-
-    def text(self) -> str:
-        return self.kept.decode("utf-8", "replace")
+    fd = stream.fileno()
+    busy = 0
+    try:
+        while True:
+            try:
+                chunk = os.read(fd, _READ_CHUNK)
+            except BlockingIOError:
+                busy = 0
+                await trio.lowlevel.wait_readable(fd)
+                continue
+            if not chunk:
+                return
+            capture.feed(chunk)
+            busy += 1
+            if busy >= _READS_PER_CHECKPOINT:
+                busy = 0
+                await trio.lowlevel.checkpoint()
+    except (trio.ClosedResourceError, OSError):
+        # Closed under us (the drain bound passed), or EBADF after that close.
+        await trio.lowlevel.checkpoint_if_cancelled()
 
 
 def _positive_int(name: str, value: object) -> int:
@@ -188,46 +133,6 @@ def _non_negative_int(name: str, value: object) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value < 0:
         raise CoreError("invalid_request", f"{name} must be a non-negative integer")
     return value
-
-
-#: Characters of a text stdin encoded at a time (see :class:`_StdinFeed`).
-_STDIN_TEXT_PIECE = 16384
-_SURROGATE = re.compile("[\ud800-\udfff]")
-
-
-class _StdinFeed:
-    """What is left to write to a child's stdin.
-
-    A text is encoded as UTF-8 a piece at a time as the child reads it, so a large text stdin
-    (``process.run``'s, up to the frame limit) is never held a second time as bytes: the
-    request that carries it is memory enough (README "Memory bounds").
-    """
-
-    __slots__ = ("_pending", "_pos", "_text")
-
-    def __init__(self, data: bytes | bytearray | memoryview | str) -> None:
-        if isinstance(data, str):
-            self._text = data
-            self._pending = memoryview(b"")
-        else:
-            self._text = ""
-            self._pending = memoryview(data).cast("B")
-        self._pos = 0
-
-    def __bool__(self) -> bool:
-        return bool(self._pending) or self._pos < len(self._text)
-
-    def chunk(self, size: int) -> memoryview:
-        """Up to ``size`` bytes of what is left (empty once everything was taken)."""
-        if not self._pending and self._pos < len(self._text):
-            piece = self._text[self._pos : self._pos + _STDIN_TEXT_PIECE]
-            self._pos += len(piece)
-            self._pending = memoryview(piece.encode())
-        return self._pending[:size]
-
-    def advance(self, written: int) -> None:
-        """``written`` bytes of the last :meth:`chunk` reached the child."""
-        self._pending = self._pending[written:]
 
 
 async def _feed_stdin(stream: trio.abc.SendStream, data: _StdinFeed) -> None:
@@ -302,14 +207,7 @@ async def run_process(
             "invalid_request", "stdin holds a lone surrogate (no UTF-8 form)", {"field": "stdin"}
         )
 
-    # No polite step: a command is asked to stop by SIGTERM.
-    bounds = StopBounds(
-        polite_ms=0,
-        term_grace_ms=term_grace_ms,
-        kill_wait_ms=KILL_WAIT_MS,
-        drain_ms=DRAIN_MS,
-        max_drain_ms=MAX_DRAIN_MS,
-    )
+    bounds = _run_bounds(term_grace_ms)
     started = trio.current_time()
     # The multiplexer's first wait is the scheduler pass the spawn owes the other tasks.
     tree = await _open_tree(
@@ -335,16 +233,7 @@ async def run_process(
                 await trio.lowlevel.cancel_shielded_checkpoint()
         else:
             await stop_ladder(tree, bounds)
-    rc = tree.returncode
-    return ProcessResult(
-        exit_code=rc if rc is not None and rc >= 0 else None,
-        signal=-rc if rc is not None and rc < 0 else None,
-        stdout=out.text(),
-        stderr=err.text(),
-        timed_out=timed_out,
-        truncated=out.truncated or err.truncated,
-        duration_ms=math.ceil((trio.current_time() - started) * 1000),
-    )
+    return _result(tree, out, err, timed_out, trio.current_time() - started)
 
 
 async def _supervise(
@@ -368,7 +257,7 @@ async def _supervise(
     ) -> None:
         try:
             with scope:
-                await capture.pump(stream)
+                await _pump(capture, stream)
         finally:
             end.set()
 
@@ -427,179 +316,53 @@ async def _supervise(
 # events. The behaviour is the task-based path's: both pipes read concurrently to the end,
 # a bounded drain after the exit, leftovers ended as soon as the exit is seen.
 
-_HAVE_EPOLL = hasattr(select, "epoll")
-#: Passes through the epoll loop that found work before an explicit scheduler pass.
-_BUSY_PASSES_PER_CHECKPOINT = 16
-#: Bytes read in a row after which the loop passes through the scheduler anyway: what consumes
-#: the output (a job's flusher, and through it flow control's pause) runs at least once per
-#: MiB read, not once per 16 reads of up to a MiB each.
-_BYTES_PER_CHECKPOINT = 1024 * 1024
-#: How long, in all, the Trio thread may wait for a child's exit once one of its pipes
-#: reached EOF (seconds; see ``_Multiplexer.run``).
-_EXIT_AFTER_EOF_S = 0.0003
 
-
-class _Multiplexer:
-    """stdout, stderr, stdin and the exit of one tree, served from one task."""
+class _Multiplexer(Multiplexer):
+    """The multiplexer of one tree, driven from a Trio task: the caller's task registers
+    stdout, stderr, stdin (when fed) and the main process's pidfd with an epoll of its own
+    and waits on that epoll's descriptor with ``trio.lowlevel.wait_readable``."""
 
     def __init__(
         self,
         tree: ProcessTree,
-        pidfd: int,
-        readers: dict[int, tuple[_Capture, trio.lowlevel.FdStream]],
+        pidfd: int | None,
+        readers: dict[int, Capture],
         stdin_stream: trio.lowlevel.FdStream | None,
-        stdin_data: bytes | str,
+        stdin_data: bytes | str | StdinFeed,
     ) -> None:
+        super().__init__(
+            tree,
+            pidfd,
+            readers,
+            None if stdin_stream is None else stdin_stream.fileno(),
+            stdin_data,
+            None if stdin_stream is None else stdin_stream.close,
+        )
         self.tree = tree
-        self.epoll = select.epoll()
-        self.pidfd: int | None = pidfd
-        self.readers = readers
-        self.stdin = stdin_stream
-        self.stdin_data = _StdinFeed(stdin_data)
-        #: Whether :meth:`run` has passed through Trio's scheduler (a full checkpoint).
-        self.waited = False
-        self._spin_until: float | None = None
-        #: The buffer a flooding stream is read into (see :meth:`_read`).
-        self._scratch: bytearray | None = None
-        #: Reading paused (flow control): a readiness polled before the pause is not served.
-        self.paused = False
-        #: Bytes read since the last pass through the scheduler (see :meth:`run`).
-        self._read_since = 0
-        self.epoll.register(pidfd, select.EPOLLIN)
-        for fd in readers:
-            self.epoll.register(fd, select.EPOLLIN)
-        if stdin_stream is not None:
-            if stdin_data:
-                self.epoll.register(stdin_stream.fileno(), select.EPOLLOUT)
-            else:
-                self.stop_feeding()
 
     @classmethod
     def open(
-        cls, tree: ProcessTree, out: _Capture, err: _Capture, stdin: bytes | str | None
+        cls,
+        tree: ProcessTree,
+        out: Capture,
+        err: Capture,
+        stdin: bytes | str | StdinFeed | None,
     ) -> _Multiplexer | None:
         """The multiplexer for ``tree``, or None when it needs the task-based path."""
         pidfd = tree._exit_fd()
         streams = (tree.stdout, tree.stderr, tree.stdin)
-        if not _HAVE_EPOLL or pidfd is None:
+        # No pidfd: unsupported, unless the main process was reaped already (an adopted run,
+        # see finish_direct), when there is no exit left to wait for.
+        if not _HAVE_EPOLL or (pidfd is None and tree.returncode is None):
             return None
         if not all(s is None or isinstance(s, trio.lowlevel.FdStream) for s in streams):
             return None
-        readers: dict[int, tuple[_Capture, trio.lowlevel.FdStream]] = {}
+        readers: dict[int, Capture] = {}
         for capture, stream in ((out, tree.stdout), (err, tree.stderr)):
             if isinstance(stream, trio.lowlevel.FdStream):
-                readers[stream.fileno()] = (capture, stream)
+                readers[stream.fileno()] = capture
         stdin_stream = tree.stdin if isinstance(tree.stdin, trio.lowlevel.FdStream) else None
         return cls(tree, pidfd, readers, stdin_stream, stdin or b"")
-
-    def pause_reading(self) -> None:
-        """Stop reading stdout and stderr (flow control: the kernel then holds the child's
-        next write); the exit is still seen."""
-        self.paused = True
-        for fd in self.readers:
-            with contextlib.suppress(OSError, ValueError):
-                self.epoll.modify(fd, 0)
-
-    def resume_reading(self) -> None:
-        """Read stdout and stderr again after :meth:`pause_reading`."""
-        self.paused = False
-        for fd in self.readers:
-            with contextlib.suppress(OSError, ValueError):
-                self.epoll.modify(fd, select.EPOLLIN)
-
-    def stop_feeding(self) -> None:
-        """Close the child's stdin (all written, the child gone, or it stopped reading)."""
-        if self.stdin is not None:
-            with contextlib.suppress(OSError):
-                self.epoll.unregister(self.stdin.fileno())
-            self.stdin.close()
-            self.stdin = None
-
-    def close(self) -> None:
-        """Release the epoll; the streams stay the tree's to close."""
-        self._scratch = None
-        if not self.epoll.closed:
-            with contextlib.suppress(RuntimeError):
-                trio.lowlevel.notify_closing(self.epoll.fileno())
-            self.epoll.close()
-
-    def _read(self, fd: int, capture: _Capture) -> bool:
-        """Read once from ``fd`` into ``capture``; False at EOF.
-
-        A stream that keeps the pipe full is read in larger pieces into one reused buffer:
-        from its first full read on, no allocation per read; after
-        :data:`_FULL_READS_BEFORE_GROWING` full reads its pipe is grown to
-        :data:`_GROWN_PIPE_BYTES` (the child then writes that much before it waits for us)
-        and read that much at a time. An output flood costs far fewer system calls and
-        wake-ups; a short output is read as before.
-
-        Raises:
-            BlockingIOError: Nothing to read now.
-        """
-        if not capture.full_reads:
-            chunk = os.read(fd, _READ_CHUNK)
-            size = len(chunk)
-            if size:
-                capture.feed(chunk)
-        else:
-            scratch = self._scratch
-            if scratch is None or len(scratch) < capture.chunk:
-                scratch = self._scratch = bytearray(capture.chunk)
-            with memoryview(scratch) as view:
-                size = os.readv(fd, (view[: capture.chunk],))
-                if size:
-                    capture.feed(view[:size])
-        self._read_since += size
-        if size < capture.chunk:
-            return size > 0
-        capture.full_reads += 1
-        if capture.full_reads == _FULL_READS_BEFORE_GROWING:
-            try:
-                fcntl.fcntl(fd, _F_SETPIPE_SZ, _GROWN_PIPE_BYTES)
-            except OSError:  # not a pipe, or above the system's limit: keep 64 KiB reads
-                pass
-            else:
-                capture.chunk = _GROWN_PIPE_BYTES
-        return True
-
-    def _forget(self, fd: int) -> None:
-        # The stop ladder, running beside a cancelled run's last reads, may have reaped the
-        # child (closing its pidfd) or ended a pipe: its registration is gone with it
-        # (EBADF/ENOENT), which is no failure of the run (seen as `internal` on a
-        # cancelled process.run under serve --listen's chaos).
-        with contextlib.suppress(OSError):
-            self.epoll.unregister(fd)
-
-    def _service(self, events: list[tuple[int, int]]) -> None:
-        for fd, _ in events:
-            reader = self.readers.get(fd)
-            if reader is not None:
-                if self.paused:
-                    continue  # paused by what an earlier read of this batch fed
-                try:
-                    more = self._read(fd, reader[0])
-                except BlockingIOError:
-                    continue
-                if not more:
-                    self._forget(fd)
-                    del self.readers[fd]
-            elif fd == self.pidfd:
-                # Unregister first: reading returncode reaps and closes the pidfd.
-                self._forget(fd)
-                self.pidfd = None
-                self.tree.returncode  # noqa: B018  # reaps; records the exit time
-            elif self.stdin is not None and fd == self.stdin.fileno():
-                try:
-                    written = os.write(fd, self.stdin_data.chunk(_READ_CHUNK))
-                except BlockingIOError:
-                    continue
-                except OSError:
-                    # A child that exits without reading its input is not an error.
-                    self.stop_feeding()
-                    continue
-                self.stdin_data.advance(written)
-                if not self.stdin_data:
-                    self.stop_feeding()
 
     async def run(self, *, until_exit: bool) -> None:
         """Serve events until the main process exits (or, with ``until_exit`` False,
@@ -610,27 +373,11 @@ class _Multiplexer:
         """
         busy = 0
         while True:
-            events = self.epoll.poll(0)
-            if events:
-                readers = len(self.readers)
-                self._service(events)
-                if until_exit and self.pidfd is not None and len(self.readers) < readers:
-                    # A pipe just reached EOF: an exiting child closes its descriptors one
-                    # by one, tens of microseconds before the kernel reports the exit, and
-                    # a trip through Trio's scheduler per event costs more than that (most
-                    # runs of a short command took three wake-ups). So wait for the rest
-                    # here, briefly: a child that closes its output and keeps running
-                    # costs this once.
-                    if self._spin_until is None:
-                        self._spin_until = time.perf_counter() + _EXIT_AFTER_EOF_S
-                    left = self._spin_until - time.perf_counter()
-                    if left > 0:
-                        select.select([self.pidfd, *self.readers], [], [], left)
-                        continue
-            if (self.pidfd is None) if until_exit else not self.readers:
+            state = self.step(until_exit=until_exit)
+            if state == DONE:
                 await trio.lowlevel.checkpoint_if_cancelled()
                 return
-            if events:
+            if state == BUSY:
                 # Level-triggered: whatever is left shows up in the next poll.
                 busy += 1
                 if busy >= _BUSY_PASSES_PER_CHECKPOINT or self._read_since >= _BYTES_PER_CHECKPOINT:
@@ -639,19 +386,13 @@ class _Multiplexer:
                     await trio.lowlevel.checkpoint()
                     self.waited = True
                 continue
+            if state != IDLE:
+                continue  # SPUN: pass again at once
             busy = 0
             self._read_since = 0
             # The epoll descriptor is readable as soon as a registered one has an event.
             await trio.lowlevel.wait_readable(self.epoll.fileno())
             self.waited = True
-
-    def drain_nowait(self) -> None:
-        """Read what is already there, without waiting (EOF is usually among it)."""
-        for _ in range(_BUSY_PASSES_PER_CHECKPOINT):
-            events = self.epoll.poll(0)
-            if not events or not self.readers:
-                return
-            self._service(events)
 
 
 async def _supervise_mux(mux: _Multiplexer, timeout_ms: int | None, bounds: StopBounds) -> bool:
@@ -670,16 +411,7 @@ async def _supervise_mux(mux: _Multiplexer, timeout_ms: int | None, bounds: Stop
         mux.stop_feeding()
         mux.drain_nowait()
         failed = False
-        if not mux.readers and not timed_out:
-            # The common end: exited, pipes at EOF; only leftovers (if any) to end. The
-            # caller closes the pipes without the ladder's extra scheduler pass.
-            await stop_ladder(tree, bounds, close_pipes=False)
-            return False
-        # Something still holds a pipe open, or the deadline passed: end the tree while
-        # draining, the drain bounded from the exit on: a grandchild
-        # holding a pipe never stretches the deadline.
-        await _end_reading(mux, bounds)
-        return timed_out
+        return await _end_after_run(mux, timed_out, bounds)
     except trio.Cancelled:
         # Cancelled: the ladder still reads what the program says while it ends.
         failed = False
@@ -690,6 +422,92 @@ async def _supervise_mux(mux: _Multiplexer, timeout_ms: int | None, bounds: Stop
             # Our own failure (not a cancellation): reading again could meet it again.
             await stop_ladder(tree, bounds, close_pipes=False)
         mux.close()
+
+
+async def _end_after_run(mux: _Multiplexer, timed_out: bool, bounds: StopBounds) -> bool:
+    """End the tree once its main process exited or its deadline passed (and what was there
+    to read was read); returns ``timed_out``."""
+    if not mux.readers and not timed_out:
+        # The common end: exited, pipes at EOF; only leftovers (if any) to end. The
+        # caller closes the pipes without the ladder's extra scheduler pass.
+        await stop_ladder(mux.tree, bounds, close_pipes=False)
+        return False
+    # Something still holds a pipe open, or the deadline passed: end the tree while
+    # draining, the drain bounded from the exit on: a grandchild
+    # holding a pipe never stretches the deadline.
+    await _end_reading(mux, bounds)
+    return timed_out
+
+
+async def finish_direct(run: Unfinished) -> ProcessResult | None:
+    """Finish on Trio a run ``_direct.run_direct`` handed over, from where it stopped.
+
+    The tree is adopted as ``process.run`` holds it (the same pipes, captures and stdin
+    feed), and ended as ``process.run`` ends it from that point: by the stop ladder while
+    its output is read (a deadline that passed, a signal, a pipe held open after the exit),
+    or by the ladder alone (what the command left running).
+
+    Returns:
+        The :class:`ProcessResult`, or None when the run was interrupted (the answer is then
+        ``cancelled``, as a cancelled ``process.run``'s).
+
+    **Cancellation:** the ending is shielded and bounded, as ``process.run``'s.
+    """
+    from . import _tree
+
+    bounds = _run_bounds(TERM_GRACE_MS)
+    run.mux.close()  # its epoll only: the pipes are the tree's now
+    tree = ProcessTree._create(run.process, run.args, run.marker)
+    _tree._running_mains[0] += 1
+    if run.exited_at is not None:
+        tree._note_exit()  # the drain after the exit is bounded from the exit itself
+        tree._exit_time = trio.current_time() - (time.perf_counter() - run.exited_at)
+    stdin = run.mux.stdin_data if tree.stdin is not None else None
+    mux = _Multiplexer.open(tree, run.out, run.err, stdin)
+    assert mux is not None  # an epoll and FdStreams: what run_direct needed too
+    timed_out = run.timed_out
+    try:
+        with trio.CancelScope(shield=True):
+            if run.interrupted:
+                await _end_reading(mux, bounds)
+            else:
+                mux.stop_feeding()
+                mux.drain_nowait()
+                timed_out = await _end_after_run(mux, timed_out, bounds)
+    finally:
+        mux.close()
+        if not (tree._end_reported() and tree._close_pipes_nowait()):
+            await stop_ladder(tree, bounds)
+    if run.interrupted:
+        return None
+    return _result(tree, run.out, run.err, timed_out, time.perf_counter() - run.started)
+
+
+def _run_bounds(term_grace_ms: int) -> StopBounds:
+    # No polite step: a command is asked to stop by SIGTERM.
+    return StopBounds(
+        polite_ms=0,
+        term_grace_ms=term_grace_ms,
+        kill_wait_ms=KILL_WAIT_MS,
+        drain_ms=DRAIN_MS,
+        max_drain_ms=MAX_DRAIN_MS,
+    )
+
+
+def _result(
+    tree: ProcessTree, out: Capture, err: Capture, timed_out: bool, seconds: float
+) -> ProcessResult:
+    """The result of an ended tree that took ``seconds`` from its spawn."""
+    rc = tree.returncode
+    return ProcessResult(
+        exit_code=rc if rc is not None and rc >= 0 else None,
+        signal=-rc if rc is not None and rc < 0 else None,
+        stdout=out.text(),
+        stderr=err.text(),
+        timed_out=timed_out,
+        truncated=out.truncated or err.truncated,
+        duration_ms=math.ceil(seconds * 1000),
+    )
 
 
 async def _end_reading(mux: _Multiplexer, bounds: StopBounds) -> None:
@@ -704,7 +522,7 @@ async def _end_reading(mux: _Multiplexer, bounds: StopBounds) -> None:
         with drain:
             await mux.run(until_exit=False)
 
-    captures = [capture for capture, _ in mux.readers.values()]
+    captures = list(mux.readers.values())
     await stop_ladder(
         tree,
         bounds,

@@ -86,12 +86,15 @@ import threading
 import time
 from typing import TYPE_CHECKING, Any, Final, final
 
-import trio
-
 from ._procfs import HAVE_PROCFS, read_stat
 
 if TYPE_CHECKING:
     from collections.abc import Iterator, Mapping, Sequence
+
+    import trio
+
+# Trio is imported where it is used, not here: spawning, polling and reaping a child are plain
+# system calls, and `supervisor exec` runs its common path without an event loop (``_direct``).
 
 __all__ = (
     "DEVNULL",
@@ -148,26 +151,24 @@ class SpawnedProcess:
 
     Attributes:
         pid: The child's process id (also its session and process group id).
-        stdin: Trio stream to the child's stdin, or None when not piped.
-        stdout: Trio stream from the child's stdout, or None when not piped.
-        stderr: Trio stream from the child's stderr, or None when not piped.
+        pipes: Our ends of the child's pipes not yet wrapped as streams, by name
+            (``"stdin"``, ``"stdout"``, ``"stderr"``): a caller without an event loop reads
+            and closes them itself (``_direct``); the stream properties take them.
     """
 
     def __init__(
         self,
         pid: int,
-        stdin: trio.abc.SendStream | None,
-        stdout: trio.abc.ReceiveStream | None,
-        stderr: trio.abc.ReceiveStream | None,
+        pipes: dict[str, int],
         popen: subprocess.Popen[bytes] | None = None,
     ) -> None:
         self.pid = pid
-        self.stdin = stdin
-        self.stdout = stdout
-        self.stderr = stderr
+        self.pipes = pipes
+        self._streams: dict[str, Any] = {}
         self._popen = popen
         self._returncode: int | None = None
-        self._wait_lock = trio.Lock()
+        # Created by the first wait(): a child polled without Trio never needs it.
+        self._wait_lock: trio.Lock | None = None
         self._pidfd: int | None = None
         if _HAVE_PIDFD:
             # A kernel without pidfd_open (before 5.3) gets the thread fallback in wait().
@@ -177,12 +178,44 @@ class SpawnedProcess:
     def __repr__(self) -> str:
         return f"<SpawnedProcess pid={self.pid} returncode={self._returncode}>"
 
+    def _stream(self, name: str) -> Any:
+        stream = self._streams.get(name)
+        if stream is None:
+            fd = self.pipes.pop(name, None)
+            if fd is None:
+                return None
+            import trio
+
+            stream = self._streams[name] = trio.lowlevel.FdStream(fd)
+        return stream
+
+    @property
+    def stdin(self) -> trio.abc.SendStream | None:
+        """Trio stream to the child's stdin, or None when not piped (or closed unwrapped)."""
+        stream: trio.abc.SendStream | None = self._stream("stdin")
+        return stream
+
+    @property
+    def stdout(self) -> trio.abc.ReceiveStream | None:
+        """Trio stream from the child's stdout, or None when not piped."""
+        stream: trio.abc.ReceiveStream | None = self._stream("stdout")
+        return stream
+
+    @property
+    def stderr(self) -> trio.abc.ReceiveStream | None:
+        """Trio stream from the child's stderr, or None when not piped."""
+        stream: trio.abc.ReceiveStream | None = self._stream("stderr")
+        return stream
+
     def __del__(self) -> None:
-        # Only the descriptor is released here; the process is the tree's to end.
+        # Only the descriptors are released here; the process is the tree's to end.
         pidfd, self._pidfd = getattr(self, "_pidfd", None), None
         if pidfd is not None:
             with contextlib.suppress(OSError):
                 os.close(pidfd)
+        for fd in getattr(self, "pipes", {}).values():
+            with contextlib.suppress(OSError):
+                os.close(fd)
 
     @property
     def pidfd(self) -> int | None:
@@ -218,7 +251,7 @@ class SpawnedProcess:
         if self._popen is not None:
             # Popen must not waitpid() a pid we reaped (it could be reused by then).
             self._popen.returncode = rc
-        if not self._wait_lock.locked():
+        if self._wait_lock is None or not self._wait_lock.locked():
             # A waiter (it holds the lock) closes the descriptor itself once it wakes.
             self._close_pidfd()
 
@@ -226,8 +259,7 @@ class SpawnedProcess:
         pidfd, self._pidfd = self._pidfd, None
         if pidfd is not None:
             # Trio's epoll may still hold a registration for this number.
-            with contextlib.suppress(RuntimeError):  # outside a Trio run: none
-                trio.lowlevel.notify_closing(pidfd)
+            _notify_closing(pidfd)
             os.close(pidfd)
 
     async def wait(self) -> int:
@@ -239,6 +271,10 @@ class SpawnedProcess:
         **Cancellation:** cancellable; the child keeps running. Concurrent waiters are
         served one at a time (a pidfd has one reader in Trio) and all get the status.
         """
+        import trio
+
+        if self._wait_lock is None:
+            self._wait_lock = trio.Lock()
         if self.returncode is not None:
             await trio.lowlevel.checkpoint()
             return self._returncode  # type: ignore[return-value]  # set by the poll
@@ -266,6 +302,14 @@ class SpawnedProcess:
                 self._close_pidfd()
             self._wait_lock.release()
         return self._returncode
+
+
+def _notify_closing(fd: int) -> None:
+    """Tell Trio ``fd`` is about to close, when Trio runs here (else nothing waits on it)."""
+    trio = sys.modules.get("trio")
+    if trio is not None:
+        with contextlib.suppress(RuntimeError):  # outside a Trio run: nothing registered
+            trio.lowlevel.notify_closing(fd)
 
 
 def _inherited_fds(keep: Sequence[int]) -> list[int]:
@@ -664,7 +708,7 @@ def spawn(
             environment. Every other descriptor from 3 up is still closed.
 
     Returns:
-        The :class:`SpawnedProcess`, its pipes wrapped as Trio streams.
+        The :class:`SpawnedProcess`; its pipes become Trio streams when first used.
 
     Raises:
         OSError: The program could not be executed (missing, not executable, bad
@@ -725,13 +769,7 @@ def _spawn(
         raise
     for fd in child_side:
         os.close(fd)
-    return SpawnedProcess(
-        pid,
-        trio.lowlevel.FdStream(ours["stdin"]) if "stdin" in ours else None,
-        trio.lowlevel.FdStream(ours["stdout"]) if "stdout" in ours else None,
-        trio.lowlevel.FdStream(ours["stderr"]) if "stderr" in ours else None,
-        popen,
-    )
+    return SpawnedProcess(pid, ours, popen)
 
 
 def _open_stdio(
@@ -857,6 +895,8 @@ def _monotonic_offset() -> float | None:
     Trio's ``SystemClock`` is ``perf_counter()`` (``CLOCK_MONOTONIC``) plus a constant
     offset; any other clock (``MockClock`` in tests) has no fixed relation to the kernel's.
     """
+    import trio
+
     clock = trio.lowlevel.current_clock()
     offset = getattr(clock, "offset", None)
     if type(clock).__name__ != "SystemClock" or not isinstance(offset, float):
@@ -950,6 +990,8 @@ class ExitWatch:
         """
         if self._timer_failed or math.isinf(deadline):
             return False
+        import trio
+
         offset = _monotonic_offset()
         if offset is None:
             if not real_time:
@@ -988,6 +1030,8 @@ class ExitWatch:
         """
         if not self._available:
             raise RuntimeError("no pidfd support: poll instead")
+        import trio
+
         self._collect_exits()
         if not self._fds:
             await trio.lowlevel.checkpoint_if_cancelled()
@@ -1014,8 +1058,7 @@ class ExitWatch:
         self._available = False
         epoll, self._epoll = self._epoll, None
         if epoll is not None:
-            with contextlib.suppress(RuntimeError):  # outside a Trio run: nothing registered
-                trio.lowlevel.notify_closing(epoll.fileno())
+            _notify_closing(epoll.fileno())
             epoll.close()
         for fd in self._fds:
             os.close(fd)

@@ -32,22 +32,26 @@ import contextlib
 import functools
 import math
 import os
-import shutil
 import signal
-import stat
 import subprocess
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, final
+from typing import TYPE_CHECKING, final
 
 import trio
-
-from protocol import CoreError, JSONObject, argv_item_problem, env_item_problem, path_problem
 
 from .._handles import NoPublicConstructor
 from . import _reaper, _watchdog
 from ._ladder import KILL_WAIT_MS, POLITE_TIMEOUT_MS, TERM_GRACE_MS, StopBounds, stop_ladder
+from ._launch import (
+    check_argv,
+    check_cwd,
+    check_env,
+    resolve_executable,
+    spawn_failed,
+    spawned,
+)
 from ._marker import SCOPE_ENV, new_scope_marker
 from ._procfs import HAVE_PROCFS, ProcStat, all_pids, children_of, read_env_var, read_stat
 from ._spawn import ExitWatch, SpawnedProcess, spawn, spawn_forks
@@ -122,111 +126,6 @@ class TreeEndReport:
     unkillable: tuple[int, ...]
     polite_error: str | None
     duration_ms: int
-
-
-def _invalid(message: str, details: JSONObject | None = None) -> CoreError:
-    return CoreError("invalid_request", message, details)
-
-
-def _launch_failed(message: str, details: JSONObject | None = None) -> CoreError:
-    return CoreError("launch_failed", message, details)
-
-
-def _check_argv(argv: object) -> list[str]:
-    if isinstance(argv, (str, bytes)) or not isinstance(argv, Sequence):
-        raise _invalid("argv must be a list of strings (no shell is used)")
-    if not argv:
-        raise _invalid("argv must not be empty")
-    for index, arg in enumerate(argv):
-        if (problem := argv_item_problem(index, arg)) is not None:
-            raise _invalid(problem, {"field": "argv", "index": index})
-    return list(argv)
-
-
-#: ``(raw os.environ, its decoded copy)``: decoding the environment costs tens of
-#: microseconds per spawn, comparing the raw bytes mapping about one.
-_environ_cache: tuple[dict[Any, Any], dict[str, str]] | None = None
-
-
-def _environ_copy() -> dict[str, str]:
-    """A fresh ``dict(os.environ)``, decoded once per change of the environment."""
-    global _environ_cache
-    raw = getattr(os.environ, "_data", None)  # the encoded mapping behind os.environ
-    if not isinstance(raw, dict):
-        return dict(os.environ)
-    if _environ_cache is None or _environ_cache[0] != raw:
-        _environ_cache = (dict(raw), dict(os.environ))
-    return dict(_environ_cache[1])
-
-
-def _check_env(env: object) -> dict[str, str]:
-    merged = _environ_copy()
-    if env is None:
-        return merged
-    if not isinstance(env, Mapping):
-        raise _invalid("env must be an object mapping names to strings or null")
-    for key, value in env.items():
-        if (problem := env_item_problem(key, value)) is not None:
-            raise _invalid(problem, {"field": "env"})
-        if value is None:
-            merged.pop(key, None)
-        else:
-            merged[key] = value
-    return merged
-
-
-def _check_cwd(cwd: object) -> str | None:
-    if cwd is None:
-        return None
-    if not isinstance(cwd, (str, os.PathLike)):
-        raise _invalid("cwd must be a string path")
-    path = os.fspath(cwd)
-    if not isinstance(path, str):
-        raise _invalid("cwd must be a string path", {"field": "cwd"})
-    if (problem := path_problem(path, "cwd")) is not None:
-        raise _invalid(problem, {"field": "cwd"})
-    # One stat rather than exists() + isdir(): each system call counts at thousands of
-    # jobs.
-    try:
-        mode = os.stat(path).st_mode
-    except (OSError, ValueError):
-        raise _launch_failed(f"working directory does not exist: {path}", {"cwd": path}) from None
-    if not stat.S_ISDIR(mode):
-        raise _launch_failed(f"working directory is not a directory: {path}", {"cwd": path})
-    return path
-
-
-def _resolve_executable(name: str, cwd: str | None, env: Mapping[str, str]) -> str:
-    if os.sep in name:
-        # Absolute, not normalized: the child gets this path after its chdir, so a relative
-        # cwd must not be applied twice; ".." keeps the kernel's meaning through symlinks.
-        path = name if os.path.isabs(name) else os.path.join(os.getcwd(), cwd or "", name)
-        try:
-            mode = os.stat(path).st_mode
-        except (OSError, ValueError):
-            raise _launch_failed(
-                f"executable not found: {name}", {"executable": name, "reason": "notFound"}
-            ) from None
-        if stat.S_ISDIR(mode):
-            raise _launch_failed(
-                f"executable is a directory: {name}",
-                {"executable": name, "reason": "notExecutable"},
-            )
-        if not os.access(path, os.X_OK):
-            raise _launch_failed(
-                f"executable is not executable: {name}",
-                {"executable": name, "reason": "notExecutable"},
-            )
-        return path
-    # The same lookup subprocess performs: the child's PATH, not ours.
-    search = os.pathsep.join(os.get_exec_path(env))
-    found = shutil.which(name, path=search)
-    if found is None:
-        raise _launch_failed(
-            f"executable not found on PATH: {name}", {"executable": name, "reason": "notFound"}
-        )
-    # A relative PATH entry was searched from our directory: run the file that was found.
-    return found if os.path.isabs(found) else os.path.join(os.getcwd(), found)
 
 
 @final
@@ -438,6 +337,8 @@ class ProcessTree(metaclass=NoPublicConstructor):
                 elif self._adopted_seen or report is None or report.terminated or report.killed:
                     # Orphans of this tree may have turned zombie since the last scan.
                     _reaper.reap_adopted_children()
+                if report is None or report.unkillable or report.returncode is None:
+                    _watchdog.note_left_behind()  # its sweep at our exit is the next chance
                 _reaper.tree_ended()
         assert self._report is not None
         return self._report
@@ -892,9 +793,9 @@ async def _open_tree(
     after an in-thread spawn, for a caller that waits on the tree right away (one pass
     less per ``process.run``). It is still a cancel point. ``pass_fd`` is ``spawn``'s (a
     job's report pipe)."""
-    args = _check_argv(argv)
-    child_env = _check_env(env)
-    workdir = _check_cwd(cwd)
+    args = check_argv(argv)
+    child_env = check_env(env)
+    workdir = check_cwd(cwd)
     for name, value, allowed in (
         ("stdin", stdin, (PIPE, DEVNULL)),
         ("stdout", stdout, (PIPE, DEVNULL)),
@@ -903,7 +804,7 @@ async def _open_tree(
         # A descriptor of ours (>= 0) is passed as it is (``exec --stream``: our stdio).
         if value not in allowed and value < 0:
             raise ValueError(f"{name} must be one of {allowed} or a descriptor, got {value!r}")
-    executable = _resolve_executable(args[0], workdir, child_env)
+    executable = resolve_executable(args[0], workdir, child_env)
     marker = new_scope_marker()
     child_env[SCOPE_ENV] = marker
     # -- PTY option: the slave becomes fds 0-2 and the controlling terminal.
@@ -944,15 +845,8 @@ async def _open_tree(
                 process = spawn_call()
         except OSError as exc:
             _reaper.tree_ended()
-            details: JSONObject = {"executable": args[0]}
-            if exc.errno is not None:
-                # Resolved, yet not started: the errno tells why (ENOEXEC, E2BIG, ...).
-                details["errno"] = exc.errno
-            raise _launch_failed(
-                f"could not start {args[0]}: {exc.strerror or exc}", details
-            ) from exc
-        _reaper.register_managed(process.pid)
-        _watchdog.watch_tree(process.pid)
+            raise spawn_failed(exc, args[0]) from exc
+        spawned(process.pid)
         _running_mains[0] += 1
     if not threaded and yield_after_spawn:
         # The spawn blocked without yielding: give other tasks their turn (never raises).

@@ -79,6 +79,7 @@ __all__ = (
     "drain_records",
     "ensure_watchdog",
     "find_watchdogs",
+    "note_left_behind",
     "sweep_instance",
     "watch_tree",
     "watchdog_pid",
@@ -227,11 +228,14 @@ def watch_tree(pid: int) -> None:
     current = _current
     if current is None or current.owner_pid != os.getpid():
         return
+    # Not imported here: a process without Trio (the watchdog script, `supervisor exec`'s
+    # direct path) is in no Trio run.
+    trio = sys.modules.get("trio")
     try:
-        import trio  # the watchdog script itself imports no package
-
+        if trio is None:
+            raise RuntimeError("no Trio")
         trio.lowlevel.current_trio_token()
-    except (ImportError, RuntimeError):  # not in a Trio run: no timer to send it later
+    except RuntimeError:  # not in a Trio run: no timer to send it later
         _send_records([pid])
         return
     _unsent.append(pid)
@@ -333,8 +337,12 @@ def drain_records() -> list[tuple[int, int]]:
 
 def _finish_at_exit() -> None:
     # A normal exit: end the watchdog now and collect its status, rather than leave it to
-    # init (which, in some containers, never reaps). Its sweep finds nothing, as every scope
-    # has ended its processes; the wait is bounded, and a watchdog still sweeping is left.
+    # init (which, in some containers, never reaps). When every tree has ended and none left a
+    # process behind, its sweep would find nothing by construction: it is killed rather than
+    # waited for (a watchdog spawned by a short command has often not finished starting
+    # Python yet, and `supervisor exec` spent most of its exit waiting for it). Otherwise the
+    # pipe's EOF starts its sweep, and the wait for it is bounded; a watchdog still sweeping
+    # then is left.
     global _current
     current = _current
     if current is None or current.owner_pid != os.getpid():
@@ -343,17 +351,56 @@ def _finish_at_exit() -> None:
     for fd in (current.write_fd, current.feed_fd):
         with contextlib.suppress(OSError):
             os.close(fd)
-    deadline = time.monotonic() + _EXIT_WAIT_S
-    pause = 0.001
-    while time.monotonic() < deadline:
-        try:
-            done, _ = os.waitpid(current.pid, os.WNOHANG)
-        except ChildProcessError:
+    if _nothing_left():
+        with contextlib.suppress(OSError):
+            os.kill(current.pid, signal.SIGKILL)
+    _wait_exit(current.pid, _EXIT_WAIT_S)
+
+
+def _nothing_left() -> bool:
+    """Whether every tree of this process has ended and none left a live process behind."""
+    from . import _reaper
+
+    return not _left_behind[0] and not _reaper.trees_open()
+
+
+#: Set once a tree's end left a process alive (unkillable, or not reaped): the watchdog's
+#: sweep at our exit is then its next chance, and it is not killed (one cell).
+_left_behind = [False]
+
+
+def note_left_behind() -> None:
+    """Record that a tree's end left a process alive (see :func:`_finish_at_exit`)."""
+    _left_behind[0] = True
+
+
+def _wait_exit(pid: int, bound_s: float) -> None:
+    """Reap ``pid`` (a child of ours), waiting at most ``bound_s`` seconds for its exit."""
+    try:
+        pidfd = os.pidfd_open(pid)
+    except (AttributeError, OSError):
+        pidfd = -1
+    try:
+        if pidfd >= 0:
+            # Readable at the exit: no polling, and no sleep that overshoots it.
+            select.select([pidfd], [], [], bound_s)
+            with contextlib.suppress(ChildProcessError):
+                os.waitpid(pid, os.WNOHANG)
             return
-        if done:
-            return
-        time.sleep(pause)
-        pause = min(pause * 2, 0.02)
+        deadline = time.monotonic() + bound_s
+        pause = 0.001
+        while time.monotonic() < deadline:
+            try:
+                done, _ = os.waitpid(pid, os.WNOHANG)
+            except ChildProcessError:
+                return
+            if done:
+                return
+            time.sleep(pause)
+            pause = min(pause * 2, 0.02)
+    finally:
+        if pidfd >= 0:
+            os.close(pidfd)
 
 
 def watchdog_pid() -> int | None:

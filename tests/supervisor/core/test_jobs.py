@@ -18,7 +18,7 @@ from supervisor import open_core
 from supervisor._boundary import FaultPlan
 from supervisor._core._jobs import ProcessJobRunner
 from supervisor._flow import Watermarks
-from supervisor._process._oneshot import _GROWN_PIPE_BYTES
+from supervisor._process._mux import _GROWN_PIPE_BYTES
 from supervisor._session._events import EventQueue
 from tests._faults import armed
 from tests._procfs import runs_no_more
