@@ -51,6 +51,9 @@ if TYPE_CHECKING:
 
     from protocol import JSONObject, JSONValue
 
+    from .._process._direct import Unfinished
+    from .._process._mux import ProcessResult
+
 
 __all__ = ("main",)
 
@@ -775,8 +778,6 @@ def _completion(args: argparse.Namespace) -> int:
 
 
 def _exec(args: argparse.Namespace) -> int:
-    import trio
-
     argv = list(args.argv)
     if argv and argv[0] == "--":
         argv = argv[1:]
@@ -808,7 +809,12 @@ def _exec(args: argparse.Namespace) -> int:
         if stdin is not None:
             payload["stdin"] = stdin
 
-    response, signum = trio.run(_exec_main, payload)
+    outcome = _exec_direct(payload)
+    if outcome is None:
+        import trio
+
+        outcome = trio.run(_exec_main, payload)
+    response, signum = outcome
     try:
         print(json.dumps(response, ensure_ascii=False, indent=2), flush=True)
     except BrokenPipeError:
@@ -922,12 +928,114 @@ async def _exec_main(payload: JSONObject) -> tuple[JSONObject, int | None]:
             )
             nursery.cancel_scope.cancel()
     if response is None:
-        response = {
-            "id": "exec",
-            "ok": False,
-            "error": {"code": "cancelled", "message": "The operation was cancelled"},
-        }
+        response = _EXEC_CANCELLED
     return response, interrupted[0] if interrupted else None
+
+
+#: ``exec``'s answer when SIGINT or SIGTERM cancelled the command.
+_EXEC_CANCELLED: Final[JSONObject] = {
+    "id": "exec",
+    "ok": False,
+    "error": {"code": "cancelled", "message": "The operation was cancelled"},
+}
+
+
+def _exec_direct(payload: JSONObject) -> tuple[JSONObject, int | None] | None:
+    """Run ``exec``'s ``process.run`` without starting Trio when it can (``_process._direct``):
+    the same answer, without an event loop's start for a command that exits and leaves
+    nothing. None when the Core must answer: a value the direct path does not check itself
+    (the Core's answer is then the one every client gets), or no pidfd or subreaper here.
+
+    Returns:
+        The envelope response and the signal that interrupted the command, or None.
+    """
+    from protocol import MAX_MILLISECONDS, MAX_OUTPUT_BYTES, CoreError
+    from protocol._payload import DEFAULT_RUN_TIMEOUT_MS
+
+    from .._process._direct import Unfinished, direct_available, run_direct
+    from .._process._mux import DEFAULT_MAX_OUTPUT_BYTES
+
+    timeout = payload.get("timeoutMilliseconds", DEFAULT_RUN_TIMEOUT_MS)
+    max_output = payload.get("maxOutputBytes", DEFAULT_MAX_OUTPUT_BYTES)
+    if not (
+        isinstance(timeout, int)
+        and 0 <= timeout <= MAX_MILLISECONDS
+        and isinstance(max_output, int)
+        and 1 <= max_output <= MAX_OUTPUT_BYTES
+        and direct_available()
+    ):
+        return None
+    argv, cwd, env, stdin = (payload.get(k) for k in ("argv", "cwd", "env", "stdin"))
+    assert isinstance(argv, list)
+    assert isinstance(cwd, str | None)
+    assert isinstance(stdin, str | None)
+    assert env is None or isinstance(env, dict)
+    interrupted: list[int] = []
+    wake_read, wake_write = os.pipe()
+    os.set_blocking(wake_read, False)
+    os.set_blocking(wake_write, False)
+
+    def note(signum: int, frame: object) -> None:
+        # Recorded here, acted on where run_direct wakes up (the wake-up pipe): the command's
+        # tree is ended by the stop ladder, as a cancelled process.run's.
+        interrupted.append(signum)
+
+    # A SIGINT ignored by an inherited disposition (a job started with `&`) is ours too.
+    previous = {sig: signal.signal(sig, note) for sig in (signal.SIGINT, signal.SIGTERM)}
+    previous_wakeup = signal.set_wakeup_fd(wake_write)
+    try:
+        try:
+            outcome = run_direct(
+                [str(item) for item in argv],
+                cwd=cwd,
+                env={str(k): v if v is None else str(v) for k, v in env.items()} if env else None,
+                stdin=stdin,
+                timeout_ms=timeout or None,
+                max_output_bytes=max_output,
+                wake_fd=wake_read,
+                interrupted=interrupted,
+            )
+        except CoreError:
+            return None  # nothing started: the Core's answer is the one to give
+        finally:
+            # Trio takes the wake-up descriptor over (finish_direct); our handlers stay until
+            # its own receiver replaces them, so no signal is lost in between.
+            signal.set_wakeup_fd(previous_wakeup)
+        if isinstance(outcome, Unfinished):
+            import trio
+
+            result = trio.run(_exec_finish, outcome, interrupted)
+        else:
+            result = outcome
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+        os.close(wake_read)
+        os.close(wake_write)
+    if result is None:
+        return _EXEC_CANCELLED, interrupted[0]
+    return {"id": "exec", "ok": True, "data": result.answer()}, None
+
+
+async def _exec_finish(run: Unfinished, interrupted: list[int]) -> ProcessResult | None:
+    """Finish a direct run on Trio; a signal meanwhile cancels it (its tree still ends)."""
+    import trio
+
+    from .._process._oneshot import finish_direct
+
+    with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
+        async with trio.open_nursery() as nursery:
+
+            async def watch_signals() -> None:
+                async for signum in signals:
+                    # One at a time, as they come: the nursery cancels this loop.
+                    interrupted.append(signum)  # noqa: PERF401
+
+            nursery.start_soon(watch_signals)
+            run.interrupted = run.interrupted or bool(interrupted)
+            result = await finish_direct(run)
+            nursery.cancel_scope.cancel()
+    return None if interrupted else result
 
 
 def _reap(args: argparse.Namespace) -> int:

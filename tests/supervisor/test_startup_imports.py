@@ -1,6 +1,7 @@
 """What each start imports (issue 26.2): ``import supervisor`` and the command line's
-``--version``, ``--help`` and a command's ``--help`` import neither trio, nor msgspec, nor a
-session kind; the Core, ``exec`` and ``serve``'s ``initialize`` import no session kind (each
+``--version``, ``--help``, a command's ``--help`` and ``exec`` of a command that leaves nothing
+import neither trio, nor msgspec, nor a session kind; the Core, every ``exec`` and ``serve``'s
+``initialize`` import no session kind (each
 kind is imported when it is first used: docs/architecture.md "The Core and its services").
 
 Read from ``sys.modules`` of a fresh interpreter at its exit, never from a timing: the
@@ -74,6 +75,18 @@ def test_the_core_imports_no_session_kind() -> None:
 
 def test_exec_imports_no_session_kind() -> None:
     assert _imported(_COMMAND, "exec", "--", "/bin/true", heavy=KINDS) == []
+
+
+def test_exec_of_a_command_that_leaves_nothing_imports_neither_trio_nor_msgspec() -> None:
+    """``exec``'s direct path (``_process/_direct.py``): no event loop, no JSON layer."""
+    assert _imported(_COMMAND, "exec", "--", "/bin/true") == []
+    assert _imported(_COMMAND, "exec", "--", "sh", "-c", "echo hi >&2; exit 3") == []
+
+
+def test_exec_past_its_deadline_takes_trio_for_the_stop_ladder() -> None:
+    """What needs the stop ladder is handed over to Trio (the probe sees the import)."""
+    found = _imported(_COMMAND, "exec", "--timeout-ms", "100", "--", "sleep", "5")
+    assert "trio" in found
 
 
 def test_serve_answers_initialize_without_a_session_kind() -> None:

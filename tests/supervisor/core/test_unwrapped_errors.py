@@ -12,6 +12,7 @@ import traceback
 import pytest
 import trio
 
+import supervisor._process._direct
 from supervisor import Core, CoreThread, open_core
 from supervisor._cli._main import main
 
@@ -76,5 +77,7 @@ def test_the_cli_lets_an_unhandled_error_leave_unwrapped(
         raise _Mine("a bug around the command")
 
     monkeypatch.setattr(Core, "execute", broken)
+    # exec's own path without the Core (_process/_direct.py) is not this test's subject.
+    monkeypatch.setattr(supervisor._process._direct, "direct_available", lambda: False)
     with pytest.raises(_Mine, match="a bug around the command"):
         main(["exec", "--", sys.executable, "-c", "pass"])
