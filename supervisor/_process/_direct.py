@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Final
 
 from . import _reaper, _watchdog
 from ._launch import check_argv, check_cwd, check_env, resolve_executable, spawn_failed, spawned
-from ._marker import SCOPE_ENV, new_scope_marker
+from ._marker import SCOPE_ENV, marked_processes, new_scope_marker
 from ._mux import Capture, Multiplexer, ProcessResult
 from ._procfs import HAVE_PROCFS, children_of
 from ._spawn import DEVNULL, PIPE, SpawnedProcess, spawn
@@ -40,8 +40,8 @@ if TYPE_CHECKING:
 
 __all__ = ("Unfinished", "direct_available", "run_direct")
 
-#: Where this path can run: Linux, with pidfds (the exit on a descriptor), epoll, ``/proc``
-#: (what is left after the exit) and a child subreaper (every orphan of the tree is ours).
+#: Where this path can run: Linux, with pidfds (the exit on a descriptor), epoll and ``/proc``
+#: (what is left after the exit, with the child subreaper every tree's start makes us).
 _PLATFORM_OK: Final = (
     sys.platform.startswith("linux")
     and hasattr(os, "pidfd_open")
@@ -58,7 +58,7 @@ def direct_available() -> bool:
         os.close(os.pidfd_open(os.getpid()))  # a kernel before 5.3, or a seccomp filter
     except OSError:
         return False
-    return _reaper.ensure_subreaper()
+    return True
 
 
 @dataclass
@@ -129,7 +129,9 @@ def run_direct(
     marker = new_scope_marker()
     child_env[SCOPE_ENV] = marker
     _watchdog.ensure_watchdog()  # sweeps our trees if we die, even by SIGKILL
-    _reaper.tree_opening()
+    # A child subreaper while the tree is open (as every tree's start makes us): without it,
+    # what the command leaves can not be proven gone, and the stop ladder always takes over.
+    subreaper = _reaper.tree_opening()
     started = time.perf_counter()
     with _reaper.spawning():
         try:
@@ -187,7 +189,7 @@ def run_direct(
         return unfinished(timed_out=not interrupted)
     mux.stop_feeding()
     mux.drain_nowait()
-    if mux.readers or _left_behind(process.pid):
+    if mux.readers or not subreaper or _left_behind(process.pid):
         # A pipe held open by what the command left running, or something left: the stop
         # ladder's work, with its bounds.
         return unfinished(timed_out=False)
@@ -197,6 +199,9 @@ def run_direct(
     pipes.clear()
     _reaper.unregister_managed(process.pid)
     _reaper.tree_ended()
+    if not marked_processes():
+        # Nothing of ours is left anywhere, proven: the watchdog need not sweep at our exit.
+        _watchdog.nothing_to_sweep()
     rc = process.returncode
     assert rc is not None
     return ProcessResult(

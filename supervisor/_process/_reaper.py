@@ -84,7 +84,6 @@ __all__ = (
     "sweep_orphans",
     "tree_ended",
     "tree_opening",
-    "trees_open",
     "unregister_managed",
 )
 
@@ -159,12 +158,6 @@ def tree_opening() -> bool:
     with _trees_lock:
         _trees_open[0] += 1
         return ensure_subreaper()
-
-
-def trees_open() -> int:
-    """How many process trees of this process are between their spawn and their end."""
-    with _trees_lock:
-        return _trees_open[0]
 
 
 def tree_ended() -> None:

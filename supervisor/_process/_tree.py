@@ -337,8 +337,6 @@ class ProcessTree(metaclass=NoPublicConstructor):
                 elif self._adopted_seen or report is None or report.terminated or report.killed:
                     # Orphans of this tree may have turned zombie since the last scan.
                     _reaper.reap_adopted_children()
-                if report is None or report.unkillable or report.returncode is None:
-                    _watchdog.note_left_behind()  # its sweep at our exit is the next chance
                 _reaper.tree_ended()
         assert self._report is not None
         return self._report

@@ -79,7 +79,7 @@ __all__ = (
     "drain_records",
     "ensure_watchdog",
     "find_watchdogs",
-    "note_left_behind",
+    "nothing_to_sweep",
     "sweep_instance",
     "watch_tree",
     "watchdog_pid",
@@ -225,6 +225,7 @@ def watch_tree(pid: int) -> None:
     that lives longer is recorded after the delay, well within one ancestry snapshot
     (:data:`SNAPSHOT_S`).
     """
+    _proven_clean[0] = False
     current = _current
     if current is None or current.owner_pid != os.getpid():
         return
@@ -337,12 +338,11 @@ def drain_records() -> list[tuple[int, int]]:
 
 def _finish_at_exit() -> None:
     # A normal exit: end the watchdog now and collect its status, rather than leave it to
-    # init (which, in some containers, never reaps). When every tree has ended and none left a
-    # process behind, its sweep would find nothing by construction: it is killed rather than
-    # waited for (a watchdog spawned by a short command has often not finished starting
-    # Python yet, and `supervisor exec` spent most of its exit waiting for it). Otherwise the
-    # pipe's EOF starts its sweep, and the wait for it is bounded; a watchdog still sweeping
-    # then is left.
+    # init (which, in some containers, never reaps). Its sweep usually finds nothing, as every
+    # scope has ended its processes; when one of them missed a process (it escaped the tree's
+    # scans) the sweep is the backstop. The wait is bounded; a watchdog still sweeping is left.
+    # Only a process that proved nothing of its is left (nothing_to_sweep) kills it instead:
+    # `supervisor exec` of a short command would otherwise wait for it to start Python.
     global _current
     current = _current
     if current is None or current.owner_pid != os.getpid():
@@ -351,27 +351,22 @@ def _finish_at_exit() -> None:
     for fd in (current.write_fd, current.feed_fd):
         with contextlib.suppress(OSError):
             os.close(fd)
-    if _nothing_left():
+    if _proven_clean[0]:
         with contextlib.suppress(OSError):
             os.kill(current.pid, signal.SIGKILL)
     _wait_exit(current.pid, _EXIT_WAIT_S)
 
 
-def _nothing_left() -> bool:
-    """Whether every tree of this process has ended and none left a live process behind."""
-    from . import _reaper
-
-    return not _left_behind[0] and not _reaper.trees_open()
+#: Set by :func:`nothing_to_sweep`, cleared by the next tree's record (one cell).
+_proven_clean = [False]
 
 
-#: Set once a tree's end left a process alive (unkillable, or not reaped): the watchdog's
-#: sweep at our exit is then its next chance, and it is not killed (one cell).
-_left_behind = [False]
-
-
-def note_left_behind() -> None:
-    """Record that a tree's end left a process alive (see :func:`_finish_at_exit`)."""
-    _left_behind[0] = True
+def nothing_to_sweep() -> None:
+    """Say that no process of this supervisor instance is left, proven just now: no child but
+    the watchdog (we are a child subreaper, so nothing of a tree lives elsewhere) and no
+    process carrying the instance's marker (``_direct``). At a normal exit the watchdog is then
+    killed rather than left to sweep. A tree spawned afterwards takes the proof back."""
+    _proven_clean[0] = True
 
 
 def _wait_exit(pid: int, bound_s: float) -> None:
