@@ -193,10 +193,18 @@ def run_direct(
         # A pipe held open by what the command left running, or something left: the stop
         # ladder's work, with its bounds.
         return unfinished(timed_out=False)
+    return _finish(process, mux, out, err, started)
+
+
+def _finish(
+    process: SpawnedProcess, mux: Multiplexer, out: Capture, err: Capture, started: float
+) -> ProcessResult:
+    """The end of a run that exited and left nothing: what the stop ladder would have
+    found and done (nothing to signal; the records closed), and the result."""
     mux.close()
-    for fd in list(pipes.values()):
+    for fd in list(process.pipes.values()):
         os.close(fd)
-    pipes.clear()
+    process.pipes.clear()
     _reaper.unregister_managed(process.pid)
     _reaper.tree_ended()
     if not marked_processes():
