@@ -51,9 +51,6 @@ if TYPE_CHECKING:
 
     from protocol import JSONObject, JSONValue
 
-    from .._process._direct import Unfinished
-    from .._process._mux import ProcessResult
-
 
 __all__ = ("main",)
 
@@ -952,8 +949,15 @@ def _exec_direct(payload: JSONObject) -> tuple[JSONObject, int | None] | None:
     from protocol import MAX_MILLISECONDS, MAX_OUTPUT_BYTES, CoreError
     from protocol._payload import DEFAULT_RUN_TIMEOUT_MS
 
-    from .._process._direct import Unfinished, direct_available, run_direct
+    from .._process._direct import (
+        Unfinished,
+        direct_available,
+        release_wakeup,
+        run_direct,
+        signals_to_pipe,
+    )
     from .._process._mux import DEFAULT_MAX_OUTPUT_BYTES
+    from ._stream import exec_finish
 
     timeout = payload.get("timeoutMilliseconds", DEFAULT_RUN_TIMEOUT_MS)
     max_output = payload.get("maxOutputBytes", DEFAULT_MAX_OUTPUT_BYTES)
@@ -970,20 +974,7 @@ def _exec_direct(payload: JSONObject) -> tuple[JSONObject, int | None] | None:
     assert isinstance(cwd, str | None)
     assert isinstance(stdin, str | None)
     assert env is None or isinstance(env, dict)
-    interrupted: list[int] = []
-    wake_read, wake_write = os.pipe()
-    os.set_blocking(wake_read, False)
-    os.set_blocking(wake_write, False)
-
-    def note(signum: int, frame: object) -> None:
-        # Recorded here, acted on where run_direct wakes up (the wake-up pipe): the command's
-        # tree is ended by the stop ladder, as a cancelled process.run's.
-        interrupted.append(signum)
-
-    # A SIGINT ignored by an inherited disposition (a job started with `&`) is ours too.
-    previous = {sig: signal.signal(sig, note) for sig in (signal.SIGINT, signal.SIGTERM)}
-    previous_wakeup = signal.set_wakeup_fd(wake_write)
-    try:
+    with signals_to_pipe() as (wake_fd, interrupted):
         try:
             outcome = run_direct(
                 [str(item) for item in argv],
@@ -992,50 +983,21 @@ def _exec_direct(payload: JSONObject) -> tuple[JSONObject, int | None] | None:
                 stdin=stdin,
                 timeout_ms=timeout or None,
                 max_output_bytes=max_output,
-                wake_fd=wake_read,
+                wake_fd=wake_fd,
                 interrupted=interrupted,
             )
         except CoreError:
             return None  # nothing started: the Core's answer is the one to give
-        finally:
-            # Trio takes the wake-up descriptor over (finish_direct); our handlers stay until
-            # its own receiver replaces them, so no signal is lost in between.
-            signal.set_wakeup_fd(previous_wakeup)
         if isinstance(outcome, Unfinished):
             import trio
 
-            result = trio.run(_exec_finish, outcome, interrupted)
+            release_wakeup()  # Trio takes it over
+            result = trio.run(exec_finish, outcome, interrupted)
         else:
             result = outcome
-    finally:
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
-        os.close(wake_read)
-        os.close(wake_write)
     if result is None:
         return _EXEC_CANCELLED, interrupted[0]
     return {"id": "exec", "ok": True, "data": result.answer()}, None
-
-
-async def _exec_finish(run: Unfinished, interrupted: list[int]) -> ProcessResult | None:
-    """Finish a direct run on Trio; a signal meanwhile cancels it (its tree still ends)."""
-    import trio
-
-    from .._process._oneshot import finish_direct
-
-    with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
-        async with trio.open_nursery() as nursery:
-
-            async def watch_signals() -> None:
-                async for signum in signals:
-                    # One at a time, as they come: the nursery cancels this loop.
-                    interrupted.append(signum)  # noqa: PERF401
-
-            nursery.start_soon(watch_signals)
-            run.interrupted = run.interrupted or bool(interrupted)
-            result = await finish_direct(run)
-            nursery.cancel_scope.cancel()
-    return None if interrupted else result
 
 
 def _reap(args: argparse.Namespace) -> int:

@@ -31,11 +31,15 @@ from typing import TYPE_CHECKING, Final
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
 
+    from .._process._direct import Unfinished
+    from .._process._mux import ProcessResult
+
 __all__ = (
     "EXIT_CANNOT_RUN",
     "EXIT_NOT_FOUND",
     "EXIT_REFUSED",
     "EXIT_TIMED_OUT",
+    "exec_finish",
     "exec_stream",
     "launch_exit_status",
 )
@@ -82,7 +86,8 @@ def exec_stream(
 ) -> int:
     """Run ``argv`` with our stdio and return the exit status (see the module docstring).
 
-    Runs its own ``trio.run``; call it from synchronous code only.
+    A command that exits and leaves nothing runs without an event loop (``_process._direct``);
+    anything else runs its own ``trio.run``. Call it from synchronous code only.
 
     Args:
         argv: The program and its arguments (no shell).
@@ -92,8 +97,6 @@ def exec_stream(
         stdin: Give the command our stdin (False: ``/dev/null``).
     """
     import subprocess
-
-    import trio
 
     from protocol import MAX_MILLISECONDS, CoreError
 
@@ -109,6 +112,16 @@ def exec_stream(
         )
         return EXIT_REFUSED
 
+    stdio = (
+        _open_or_null(0) if stdin else subprocess.DEVNULL,
+        _open_or_null(1),
+        _open_or_null(2),
+    )
+    from .._process._direct import direct_available
+
+    if direct_available():
+        return _stream_direct(argv, timeout_ms=timeout_ms, cwd=cwd, env=env, stdio=stdio)
+
     async def main() -> int:
         from .._process._tree import open_process_tree
 
@@ -119,9 +132,9 @@ def exec_stream(
                     list(argv),
                     cwd=cwd,
                     env=env,
-                    stdin=_open_or_null(0) if stdin else subprocess.DEVNULL,
-                    stdout=_open_or_null(1),
-                    stderr=_open_or_null(2),
+                    stdin=stdio[0],
+                    stdout=stdio[1],
+                    stderr=stdio[2],
                 )
             except CoreError as exc:
                 print(f"supervisor exec: {exc.message}", file=sys.stderr)
@@ -144,18 +157,96 @@ def exec_stream(
             # The main process has exited, or must end now: the whole tree goes (shielded
             # and bounded inside aclose), what it left in the background with it.
             await tree.aclose()
-        if interrupted:
-            name = signal.Signals(interrupted[0]).name
-            print(f"supervisor exec: {name}: the command was ended", file=sys.stderr)
-            return 128 + interrupted[0]
-        if timed_out:
-            print(
-                f"supervisor exec: the command passed its deadline ({timeout_ms} ms) and was ended",
-                file=sys.stderr,
-            )
-            return EXIT_TIMED_OUT
         code = tree.returncode
         assert code is not None
-        return 128 - code if code < 0 else code
+        return _status(interrupted, timed_out, code, timeout_ms)
+
+    import trio
 
     return trio.run(main)
+
+
+def _stream_direct(
+    argv: Sequence[str],
+    *,
+    timeout_ms: int | None,
+    cwd: str | None,
+    env: Mapping[str, str] | None,
+    stdio: tuple[int, int, int],
+) -> int:
+    """:func:`exec_stream` without starting Trio when the command leaves nothing
+    (``_process._direct``; what needs the stop ladder is handed over to it)."""
+    from protocol import CoreError
+
+    from .._process._direct import Unfinished, release_wakeup, run_direct, signals_to_pipe
+
+    with signals_to_pipe() as (wake_fd, interrupted):
+        try:
+            outcome = run_direct(
+                list(argv),
+                cwd=cwd,
+                env=env,
+                stdin=None,
+                timeout_ms=timeout_ms or None,
+                max_output_bytes=1,  # nothing is read: the command has our stdio
+                wake_fd=wake_fd,
+                interrupted=interrupted,
+                stdio=stdio,
+            )
+        except CoreError as exc:
+            print(f"supervisor exec: {exc.message}", file=sys.stderr)
+            return launch_exit_status(exc.details) or EXIT_REFUSED
+        if isinstance(outcome, Unfinished):
+            import trio
+
+            release_wakeup()  # Trio takes it over
+            result = trio.run(exec_finish, outcome, interrupted)
+        else:
+            result = outcome
+    if result is None:
+        return _status(interrupted, False, 0, timeout_ms)
+    code = -result.signal if result.signal is not None else result.exit_code
+    assert code is not None
+    return _status([], result.timed_out, code, timeout_ms)
+
+
+def _status(interrupted: list[int], timed_out: bool, code: int, timeout_ms: int | None) -> int:
+    """``exec --stream``'s exit status (``timeout``'s), said on stderr when we ended it."""
+    if interrupted:
+        name = signal.Signals(interrupted[0]).name
+        print(f"supervisor exec: {name}: the command was ended", file=sys.stderr)
+        return 128 + interrupted[0]
+    if timed_out:
+        print(
+            f"supervisor exec: the command passed its deadline ({timeout_ms} ms) and was ended",
+            file=sys.stderr,
+        )
+        return EXIT_TIMED_OUT
+    return 128 - code if code < 0 else code
+
+
+async def exec_finish(run: Unfinished, interrupted: list[int]) -> ProcessResult | None:
+    """Finish a run ``_process._direct.run_direct`` handed over, on Trio (``exec`` and ``exec
+    --stream``); a signal meanwhile cancels it, and its tree still ends.
+
+    Returns:
+        The result, or None when SIGINT or SIGTERM cancelled the run (``interrupted`` names
+        them).
+    """
+    import trio
+
+    from .._process._oneshot import finish_direct
+
+    with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
+        async with trio.open_nursery() as nursery:
+
+            async def watch_signals() -> None:
+                async for signum in signals:
+                    # One at a time, as they come: the nursery cancels this loop.
+                    interrupted.append(signum)  # noqa: PERF401
+
+            nursery.start_soon(watch_signals)
+            run.interrupted = run.interrupted or bool(interrupted)
+            result = await finish_direct(run)
+            nursery.cancel_scope.cancel()
+    return None if interrupted else result

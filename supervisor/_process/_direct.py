@@ -20,9 +20,11 @@ the one every client gets (``invalid_request``, ``launch_failed``).
 
 from __future__ import annotations
 
+import contextlib
 import math
 import os
 import select
+import signal
 import sys
 import time
 from dataclasses import dataclass
@@ -36,9 +38,9 @@ from ._procfs import HAVE_PROCFS, children_of
 from ._spawn import DEVNULL, PIPE, SpawnedProcess, spawn
 
 if TYPE_CHECKING:
-    from collections.abc import Mapping, Sequence
+    from collections.abc import Iterator, Mapping, Sequence
 
-__all__ = ("Unfinished", "direct_available", "run_direct")
+__all__ = ("Unfinished", "direct_available", "release_wakeup", "run_direct", "signals_to_pipe")
 
 #: Where this path can run: Linux, with pidfds (the exit on a descriptor), epoll and ``/proc``
 #: (what is left after the exit, with the child subreaper every tree's start makes us).
@@ -59,6 +61,49 @@ def direct_available() -> bool:
     except OSError:
         return False
     return True
+
+
+@contextlib.contextmanager
+def signals_to_pipe() -> Iterator[tuple[int, list[int]]]:
+    """SIGINT and SIGTERM, recorded and made readable on a pipe, for :func:`run_direct`.
+
+    Yields ``(wake_fd, interrupted)``: ``wake_fd`` becomes readable when a signal arrives
+    (``signal.set_wakeup_fd``), and each one is appended to ``interrupted``. A SIGINT ignored
+    by an inherited disposition (a command started with `&` by a script) is ours too. The
+    wake-up descriptor is given back when the block ends or :func:`release_wakeup` is called
+    (before ``trio.run``, which takes it over); the handlers stay until the block ends, so
+    no signal is lost in between (Trio's receiver replaces them while it runs).
+    """
+    interrupted: list[int] = []
+    wake_read, wake_write = os.pipe()
+    os.set_blocking(wake_read, False)
+    os.set_blocking(wake_write, False)
+
+    def note(signum: int, frame: object) -> None:
+        # Recorded here, acted on where run_direct wakes up (the pipe): the command's tree is
+        # ended by the stop ladder, as a cancelled process.run's.
+        interrupted.append(signum)
+
+    previous = {sig: signal.signal(sig, note) for sig in (signal.SIGINT, signal.SIGTERM)}
+    _wakeups.append(signal.set_wakeup_fd(wake_write))
+    try:
+        yield wake_read, interrupted
+    finally:
+        release_wakeup()
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+        os.close(wake_read)
+        os.close(wake_write)
+
+
+#: The wake-up descriptor :func:`signals_to_pipe` replaced, until it is given back.
+_wakeups: list[int] = []
+
+
+def release_wakeup() -> None:
+    """Give back the wake-up descriptor :func:`signals_to_pipe` replaced (idempotent)."""
+    if _wakeups:
+        signal.set_wakeup_fd(_wakeups.pop())
 
 
 @dataclass
@@ -101,6 +146,7 @@ def run_direct(
     max_output_bytes: int,
     wake_fd: int,
     interrupted: list[int],
+    stdio: tuple[int, int, int] | None = None,
 ) -> ProcessResult | Unfinished:
     """Run ``argv`` as ``process.run`` does, without an event loop, as far as it can go.
 
@@ -113,6 +159,8 @@ def run_direct(
         max_output_bytes: Bytes kept per stream.
         wake_fd: Readable when a signal arrived (``signal.set_wakeup_fd``'s pipe).
         interrupted: The signals received so far (the caller's handler appends).
+        stdio: Descriptors the command gets as its stdin, stdout and stderr (``exec
+            --stream``: ours), instead of pipes read into the result; ``stdin`` is then None.
 
     Returns:
         The :class:`ProcessResult` when the command exited and left nothing (the tree is
@@ -140,9 +188,9 @@ def run_direct(
                 args,
                 child_env,
                 cwd=workdir,
-                stdin=DEVNULL if stdin is None else PIPE,
-                stdout=PIPE,
-                stderr=PIPE,
+                stdin=(DEVNULL if stdin is None else PIPE) if stdio is None else stdio[0],
+                stdout=PIPE if stdio is None else stdio[1],
+                stderr=PIPE if stdio is None else stdio[2],
             )
         except OSError as exc:
             _reaper.tree_ended()
@@ -161,7 +209,7 @@ def run_direct(
         if fd is not None:
             os.close(fd)
 
-    readers = {pipes["stdout"]: out, pipes["stderr"]: err}
+    readers = {} if stdio is not None else {pipes["stdout"]: out, pipes["stderr"]: err}
     mux = Multiplexer(process, process.pidfd, readers, stdin_fd, stdin or b"", close_stdin)
 
     def unfinished(*, timed_out: bool) -> Unfinished:

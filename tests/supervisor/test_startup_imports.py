@@ -81,6 +81,7 @@ def test_exec_of_a_command_that_leaves_nothing_imports_neither_trio_nor_msgspec(
     """``exec``'s direct path (``_process/_direct.py``): no event loop, no JSON layer."""
     assert _imported(_COMMAND, "exec", "--", "/bin/true") == []
     assert _imported(_COMMAND, "exec", "--", "sh", "-c", "echo hi >&2; exit 3") == []
+    assert _imported(_COMMAND, "exec", "--stream", "--", "/bin/true") == []
 
 
 def test_exec_past_its_deadline_takes_trio_for_the_stop_ladder() -> None:

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 import trio
 
+import supervisor._process._direct
 from protocol import MAX_MILLISECONDS, MAX_OUTPUT_BYTES
 from supervisor._cli._main import _exec_direct, _exec_main
 from supervisor._process import _oneshot
@@ -177,3 +178,31 @@ def test_the_answer_is_json_that_exec_prints(tmp_path: Path) -> None:
     )
     assert done.returncode == 4, done.stderr
     assert json.loads(done.stdout)["data"]["stdout"] == "hi\n"
+
+
+#: ``exec --stream`` runs, by the status ``timeout`` gives: (argv, timeout in ms).
+STREAMED = [
+    (["sh", "-c", "exit 3"], None),
+    (["sh", "-c", "kill -TERM $$"], None),
+    (["sleep", "5"], 200),
+    (["sh", "-c", "sleep 30 </dev/null >/dev/null 2>&1 & exit 0"], None),
+    (["/no/such/program"], None),
+    (["/"], None),
+]
+
+
+@pytest.mark.parametrize(("argv", "timeout_ms"), STREAMED, ids=repr)
+def test_exec_stream_gives_the_same_status_either_way(
+    argv: list[str], timeout_ms: int | None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``exec --stream``: the direct path's status is the Trio path's, run for run."""
+    from supervisor._cli._stream import exec_stream
+
+    def run() -> int:
+        return exec_stream(argv, timeout_ms=timeout_ms, cwd=None, env=None, stdin=False)
+
+    direct = run()
+    before = _children()
+    monkeypatch.setattr(supervisor._process._direct, "direct_available", lambda: False)
+    assert run() == direct
+    assert _children() <= before
