@@ -82,7 +82,12 @@ class JobStart(Payload, kw_only=True):
 
 
 class JobStartResult(Result, kw_only=True):
-    """``job.start``: the new job's id."""
+    """``job.start``: the new job's id.
+
+    Attributes:
+        job_id: The id the supervisor gave the job just admitted: ``job.cancel`` takes it and
+            every event of the job carries it.
+    """
 
     job_id: str
 

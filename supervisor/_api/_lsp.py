@@ -377,6 +377,8 @@ class LspSnapshotResult(Result, kw_only=True):
         last_exit: How the server's last process ended (``{exitCode, signal, signalName}``), or
             null.
         stderr_tail: The last lines the server wrote on stderr (bounded).
+        events: The session's event queue, counted: ``{queued, dropped}`` (events waiting for
+            a drain, and those dropped since the session started because nobody took them).
         restart: The restart policy: ``{enabled, maxCrashes, windowMilliseconds, ...}``.
         stderr: ``{lines, notQueued}``: stderr lines read, and those kept out of the event queue
             by its rate bound.

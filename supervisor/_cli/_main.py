@@ -401,7 +401,7 @@ def _add_exec(sub: Any) -> None:
         type=int,
         default=None,
         metavar="MS",
-        help="deadline in milliseconds, 1 to 2147483647; 0 or absent: none",
+        help="deadline in milliseconds, 1 to 2147483647; 0: none; absent: a day (86400000)",
     )
     exec_.add_argument(
         "--max-output-bytes",

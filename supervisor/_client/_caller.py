@@ -19,7 +19,7 @@ if TYPE_CHECKING:
 
     from protocol import JSONObject, JSONValue
 
-__all__ = ("CommandCaller", "renamed_option")
+__all__ = ("CommandCaller", "check_options", "renamed_option")
 
 
 class CommandCaller(CommandHelpers, abc.ABC):
@@ -55,5 +55,65 @@ def renamed_option(options: Mapping[str, Any], name: str, old: str, where: str) 
         return options.get(name)
     if name in options:
         raise TypeError(f"{where}: give {name}= or {old}=, not both")
-    warnings.warn(f"{where}: {old}= is deprecated; use {name}=", DeprecationWarning, stacklevel=3)
+    warnings.warn(
+        f"{where}: {old}= is deprecated; use {name}=",
+        DeprecationWarning,
+        stacklevel=_callers_level(),
+    )
     return options[old]
+
+
+def check_options(options: Mapping[str, Any], known: type, where: str) -> None:
+    """Refuse a keyword ``known`` (a ``TypedDict`` of the options) does not declare.
+
+    A misspelt option, or the wire's camelCase name (``workingDirectory`` for ``cwd``), would
+    otherwise be ignored without a word (the options are read with ``get``).
+
+    Raises:
+        TypeError: ``<where>() got an unexpected keyword argument 'x' (did you mean 'y'?)``,
+            the suggestion by the one did-you-mean helper (``protocol.did_you_mean``).
+    """
+    from protocol import did_you_mean
+
+    names = set(getattr(known, "__annotations__", {}))
+    for key in options:
+        if key not in names:
+            hint = did_you_mean(key, sorted(names), aliases=_WIRE_NAMES)
+            raise TypeError(f"{where}() got an unexpected keyword argument {key!r}{hint}")
+
+
+#: The wire's names (and other tools' habits) of the options, for the did-you-mean.
+_WIRE_NAMES: dict[str, str] = {
+    "workingDirectory": "cwd",
+    "working_dir": "cwd",
+    "environment": "env",
+    "serverId": "server_id",
+    "adapterID": "adapter_id",
+    "adapterId": "adapter_id",
+    "rootPath": "root_path",
+    "initializationOptions": "initialization_options",
+    "workspaceConfiguration": "workspace_configuration",
+    "clientCapabilities": "client_capabilities",
+    "initializeTimeoutMilliseconds": "initialize_timeout_ms",
+    "requestTimeoutMilliseconds": "request_timeout_ms",
+    "shutdownTimeoutMilliseconds": "shutdown_timeout_ms",
+    "connectTimeoutMilliseconds": "connect_timeout_ms",
+}
+
+
+def _callers_level() -> int:
+    """The ``stacklevel`` of the first frame outside this package and ``contextlib``: a
+    warning about an option names the line that gave it, not the context manager's."""
+    import os
+    import sys
+
+    package = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    frame = sys._getframe(1)
+    level = 1
+    while frame is not None:
+        filename = frame.f_code.co_filename
+        if not filename.startswith(package) and not filename.endswith("contextlib.py"):
+            return level
+        frame = frame.f_back  # type: ignore[assignment]
+        level += 1
+    return 2

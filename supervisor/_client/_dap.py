@@ -47,7 +47,7 @@ from .._api._debug import (
 )
 from .._boundary import raise_single
 from .._handles import NoPublicConstructor
-from ._caller import renamed_option
+from ._caller import check_options, renamed_option
 from ._errors import RequestFailed, SessionFailed, StartFailed
 
 if TYPE_CHECKING:
@@ -498,6 +498,7 @@ async def open_dap_client(
     """
     if not argv:
         raise ValueError("argv must name the adapter's program")
+    check_options(options, DebugAdapterOptions, "debug_adapter")
     adapter_id = options.get("adapter_id") or os.path.basename(argv[0])
     adapter: JSONObject = {"executable": argv[0], "arguments": list(argv[1:])}
     if (env := renamed_option(options, "env", "environment", "debug_adapter")) is not None:

@@ -47,7 +47,7 @@ from .._api._lsp import (
 )
 from .._boundary import raise_single
 from .._handles import NoPublicConstructor
-from ._caller import renamed_option
+from ._caller import check_options, renamed_option
 from ._errors import LanguageServerError, RequestFailed, SessionFailed, StartFailed
 
 if TYPE_CHECKING:
@@ -175,6 +175,15 @@ def _failure(session_id: str, server_id: str, error: JSONObject, *, start: bool)
     message = str(error.get("message") or "the server failed")
     exit_code = error.get("exitCode")
     signal = error.get("signal")
+    if reason == "exitedEarly" and (isinstance(exit_code, int) or isinstance(signal, int)):
+        # Say what the process did, in our words: the transport's detail of how its end was
+        # seen (a broken pipe, EOF) stays in ``details``.
+        how = (
+            f"exited with code {exit_code}"
+            if isinstance(exit_code, int)
+            else f"was killed by signal {signal}"
+        )
+        message = f"{how} before it was ready" if start else how
     tail = error.get("stderrTail")
     kind = StartFailed if start else SessionFailed
     return kind(
@@ -704,6 +713,7 @@ async def open_lsp_client(
     """
     if not argv:
         raise ValueError("argv must name the server's program")
+    check_options(options, LanguageServerOptions, _WHERE)
     server_id = options.get("server_id") or os.path.basename(argv[0])
     payload: JSONObject = {
         "serverId": server_id,

@@ -265,3 +265,40 @@ async def test_leaving_the_block_stops_and_forgets_the_session(core: Core, tmp_p
             await server.request("test/sleep", {"ms": 1})
         with pytest.raises(TypeError, match="no public constructor"):
             LspClient()  # type: ignore[call-arg]
+
+
+async def test_an_unknown_option_is_refused_with_a_suggestion(core: Core, tmp_path: Path) -> None:
+    """A misspelt option, or the wire's name of one, is not ignored (newcomer report)."""
+    with pytest.raises(TypeError, match=r"'workingDirectory' \(did you mean 'cwd'\?\)"):
+        async with core.language_server(
+            fake(),
+            root_uri=tmp_path.as_uri(),
+            workingDirectory=str(tmp_path),  # type: ignore[call-arg]
+        ):
+            raise AssertionError("not reached")
+    with pytest.raises(TypeError, match="unexpected keyword argument 'adapterID'"):
+        async with core.debug_adapter(fake(), adapterID="x"):  # type: ignore[call-arg]
+            raise AssertionError("not reached")
+
+
+async def test_a_server_that_exits_at_start_says_so_in_our_words(
+    core: Core, tmp_path: Path
+) -> None:
+    with pytest.raises(StartFailed) as failed:
+        async with core.language_server(
+            ["sh", "-c", "echo 'boom: missing config' >&2; exit 3"], root_uri=tmp_path.as_uri()
+        ):
+            raise AssertionError("not reached")
+    assert failed.value.reason == "exitedEarly"
+    assert failed.value.exit_code == 3
+    assert "exited with code 3 before it was ready" in str(failed.value)
+    assert "Error" not in str(failed.value).split("stderr tail")[0]
+
+
+async def test_an_older_option_name_warns_at_the_callers_line(core: Core, tmp_path: Path) -> None:
+    with pytest.warns(DeprecationWarning, match="working_directory= is deprecated") as record:
+        async with core.language_server(
+            fake(), root_uri=tmp_path.as_uri(), working_directory=str(tmp_path)
+        ):
+            pass
+    assert record[0].filename == __file__
