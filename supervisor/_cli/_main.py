@@ -950,14 +950,12 @@ def _exec_direct(payload: JSONObject) -> tuple[JSONObject, int | None] | None:
     from protocol._payload import DEFAULT_RUN_TIMEOUT_MS
 
     from .._process._direct import (
-        Unfinished,
         direct_available,
-        release_wakeup,
         run_direct,
         signals_to_pipe,
     )
     from .._process._mux import DEFAULT_MAX_OUTPUT_BYTES
-    from ._stream import exec_finish
+    from ._stream import finish
 
     timeout = payload.get("timeoutMilliseconds", DEFAULT_RUN_TIMEOUT_MS)
     max_output = payload.get("maxOutputBytes", DEFAULT_MAX_OUTPUT_BYTES)
@@ -988,13 +986,7 @@ def _exec_direct(payload: JSONObject) -> tuple[JSONObject, int | None] | None:
             )
         except CoreError:
             return None  # nothing started: the Core's answer is the one to give
-        if isinstance(outcome, Unfinished):
-            import trio
-
-            release_wakeup()  # Trio takes it over
-            result = trio.run(exec_finish, outcome, interrupted)
-        else:
-            result = outcome
+        result = finish(outcome, interrupted)
     if result is None:
         return _EXEC_CANCELLED, interrupted[0]
     return {"id": "exec", "ok": True, "data": result.answer()}, None

@@ -41,6 +41,7 @@ __all__ = (
     "EXIT_TIMED_OUT",
     "exec_finish",
     "exec_stream",
+    "finish",
     "launch_exit_status",
 )
 
@@ -178,7 +179,7 @@ def _stream_direct(
     (``_process._direct``; what needs the stop ladder is handed over to it)."""
     from protocol import CoreError
 
-    from .._process._direct import Unfinished, release_wakeup, run_direct, signals_to_pipe
+    from .._process._direct import run_direct, signals_to_pipe
 
     with signals_to_pipe() as (wake_fd, interrupted):
         try:
@@ -196,13 +197,7 @@ def _stream_direct(
         except CoreError as exc:
             print(f"supervisor exec: {exc.message}", file=sys.stderr)
             return launch_exit_status(exc.details) or EXIT_REFUSED
-        if isinstance(outcome, Unfinished):
-            import trio
-
-            release_wakeup()  # Trio takes it over
-            result = trio.run(exec_finish, outcome, interrupted)
-        else:
-            result = outcome
+        result = finish(outcome, interrupted)
     if result is None:
         return _status(interrupted, False, 0, timeout_ms)
     code = -result.signal if result.signal is not None else result.exit_code
@@ -223,6 +218,20 @@ def _status(interrupted: list[int], timed_out: bool, code: int, timeout_ms: int 
         )
         return EXIT_TIMED_OUT
     return 128 - code if code < 0 else code
+
+
+def finish(outcome: ProcessResult | Unfinished, interrupted: list[int]) -> ProcessResult | None:
+    """``run_direct``'s outcome as a result: a run it handed over is finished on Trio
+    (:func:`exec_finish`, which takes the wake-up descriptor over); None when a signal
+    cancelled it. Call it inside ``signals_to_pipe``'s block."""
+    from .._process._direct import Unfinished, release_wakeup
+
+    if not isinstance(outcome, Unfinished):
+        return outcome
+    import trio
+
+    release_wakeup()  # Trio takes it over
+    return trio.run(exec_finish, outcome, interrupted)
 
 
 async def exec_finish(run: Unfinished, interrupted: list[int]) -> ProcessResult | None:
