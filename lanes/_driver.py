@@ -321,7 +321,6 @@ class _JobOutput:
         self._dropped = dict.fromkeys(_STREAMS, 0)
         self._closed = False
         self._have_data = trio.Event()
-        self._urgent = trio.Event()
         # The flusher task starts with the first output (see ``attach``).
         self._nursery: trio.Nursery | None = None
         self._flusher_started = False
@@ -338,10 +337,15 @@ class _JobOutput:
     def emit(self, stream: str, text: str) -> None:
         """The ``emit_output`` callable given to the runner; never blocks.
 
+        Once a stream holds ``max_event_bytes`` pending, its ``job.output`` events go to
+        ``on_event`` from this call, so a runner's reader meets the host's flow control
+        before its next read.
+
         Raises:
             ValueError: ``stream`` is not ``"stdout"`` or ``"stderr"``.
             TypeError: ``text`` is not a ``str``.
             RuntimeError: The job has already finished.
+            Exception: Whatever ``on_event`` raised (the host's bug: the lanes end with it).
         """
         if stream not in _STREAMS:
             raise ValueError(f"stream must be 'stdout' or 'stderr', not {stream!r}")
@@ -362,12 +366,17 @@ class _JobOutput:
         self._accepted[stream] += len(data)
         self._pending.setdefault(stream, []).append(data)
         self._pending_bytes[stream] += len(data)
+        if self._pending_bytes[stream] >= self._max_event_bytes:
+            # At the size bound the output goes out from the reader's own call, not from the
+            # flusher task: the host's queue (and through it flow control's pause) then sees
+            # it before the reader's next read. Left to the flusher, a loaded machine let the
+            # reader take several more MiB first, past what the queue keeps per job.
+            self.flush()
+            return
         self._have_data.set()
         if not self._flusher_started and self._nursery is not None:
             self._flusher_started = True
             self._nursery.start_soon(self.flush_loop)
-        if self._pending_bytes[stream] >= self._max_event_bytes:
-            self._urgent.set()
 
     def _overflow(self, stream: str, data: memoryview) -> None:
         """Keep the last ``max_tail_bytes`` of what is past the cap; count the rest dropped."""
@@ -384,14 +393,13 @@ class _JobOutput:
                 del tail[: len(tail) - limit]
 
     async def flush_loop(self) -> None:
-        """Flush pending output ``flush_s`` after it appears, or at once past the size bound."""
+        """Flush pending output ``flush_s`` after it appears (:meth:`emit` flushes at once
+        past the size bound)."""
         while True:
             await self._have_data.wait()
-            with trio.move_on_after(self._flush_s):
-                await self._urgent.wait()
+            await trio.sleep(self._flush_s)
             # No checkpoint from here to the end of flush(): no emit can slip in between.
             self._have_data = trio.Event()
-            self._urgent = trio.Event()
             self.flush()
 
     def flush(self) -> None:
@@ -985,6 +993,11 @@ class Lanes(trio.abc.AsyncResource):
                 except CoreError as exc:
                     error = (exc.code, exc.message)
                 except Exception as exc:
+                    host = self._host_error
+                    if host is not None and _has_leaf(exc, host):
+                        # on_event raised inside the runner's emit_output (output at the
+                        # size bound goes out from there): the host's bug, not the job's.
+                        raise
                     error = (CoreErrorCode.INTERNAL.value, f"{type(exc).__name__}: {exc}")
                 output_nursery.cancel_scope.cancel()
         except BaseException as exc:

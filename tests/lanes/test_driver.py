@@ -14,6 +14,7 @@ from ._sim import CLEANUP_S, Events, SimRunner
 
 if TYPE_CHECKING:
     import pathlib
+    from collections.abc import Callable
 
 
 def req(
@@ -482,6 +483,49 @@ async def test_an_on_event_error_is_a_bug_and_propagates(
         async with open_lanes(SimRunner(), on_event=on_event) as lanes:
             lanes.start_job(req("out:x", "sleep:10"))
             await trio.sleep(20)
+
+
+async def test_an_on_event_error_at_the_size_bound_propagates_from_the_runners_emit(
+    autojump_clock: trio.abc.Clock,
+) -> None:
+    """Output at the size bound goes to on_event from the runner's own emit_output call; the
+    host's exception there still ends the lanes, it is not taken for the job's failure."""
+
+    def on_event(method: str, params: object) -> None:
+        if method == "job.output":
+            raise KeyError("host bug")
+
+    with pytest.RaisesGroup(pytest.RaisesExc(KeyError), flatten_subgroups=True):
+        async with open_lanes(SimRunner(), on_event=on_event, max_output_event_bytes=8) as lanes:
+            lanes.start_job(req("bulk:64", "sleep:10"))
+            await trio.sleep(20)
+
+
+async def test_output_at_the_size_bound_reaches_on_event_before_emit_returns(
+    autojump_clock: trio.abc.Clock,
+) -> None:
+    """Issue 25's flow control: what a reader emits past the event bound is in the host's
+    hands before the reader reads again, with no checkpoint between (under load the flusher
+    task used to run only after several more reads, past the queue's per-job bound)."""
+    events = Events()
+    seen: list[int] = []
+
+    async def runner(job: Job, emit_output: Callable[[str, str], None]) -> None:
+        for size in (3, 5, 8, 100):
+            emit_output("stdout", "x" * size)
+            seen.append(len(events.output(job.id, "stdout")))
+        job.exit_code = 0
+
+    async with open_lanes(
+        runner, on_event=events, max_output_event_bytes=8, output_flush_ms=60_000
+    ) as lanes:
+        job = lanes.start_job(req())
+        await lanes.wait_idle()
+    # 3 waits for the flush interval; 3+5 reaches the bound; 8 and 100 each pass it.
+    assert seen == [0, 8, 16, 116]
+    chunks = [str(p["text"]) for p in events.of("job.output") if p["jobId"] == job]
+    assert all(len(c) <= 8 for c in chunks)
+    assert events.finished()[job]["durationMs"] == 0
 
 
 async def test_a_bug_inside_a_job_task_ends_that_job_and_the_lane_goes_on(
