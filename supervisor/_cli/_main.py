@@ -794,9 +794,9 @@ def _exec(args: argparse.Namespace) -> int:
         env: JSONObject = {}
         for item in args.env:
             name, sep, value = item.partition("=")
-            if not sep or not name:
-                print(f"supervisor exec: --env {item!r}: expected NAME=VALUE", file=sys.stderr)
-                return 2
+            if not sep:
+                # A name the Core checks (empty, NUL) goes to it: its refusal is everyone's.
+                return _exec_refused(f"--env {item!r}: expected NAME=VALUE", f"env.{item}")
             env[name] = value
         payload["env"] = env
     if not args.no_stdin:
@@ -883,13 +883,33 @@ def _read_stdin() -> str | int | None:
         return None  # a terminal, /dev/null, a socket: nothing meant for the command
     data = sys.stdin.buffer.read(MAX_STDIN_BYTES + 1)
     if len(data) > MAX_STDIN_BYTES:
-        print(f"supervisor exec: stdin is larger than {MAX_STDIN_BYTES} bytes", file=sys.stderr)
-        return 2
+        return _exec_refused(f"stdin is larger than {MAX_STDIN_BYTES} bytes", "stdin")
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError as exc:
-        print(f"supervisor exec: stdin is not UTF-8 text ({exc.reason})", file=sys.stderr)
-        return 2
+        return _exec_refused(f"stdin is not UTF-8 text ({exc.reason})", "stdin")
+
+
+def _exec_refused(message: str, field: str) -> int:
+    """Refuse ``exec``'s request before anything starts, as the Core refuses a bad value:
+    the envelope on stdout (code ``invalid_request``, ``details.field``), exit status 2."""
+    response: JSONObject = {
+        "id": "exec",
+        "ok": False,
+        "error": {
+            "code": "invalid_request",
+            "message": f"exec: {message}",
+            "details": {"field": field},
+        },
+    }
+    try:
+        print(json.dumps(response, ensure_ascii=False, indent=2), flush=True)
+    except BrokenPipeError:
+        raise  # the reader went away: main() exits 141, quietly
+    except OSError as exc:
+        print(f"supervisor exec: cannot write the result: {exc.strerror}", file=sys.stderr)
+        return EXIT_STDOUT_UNWRITABLE
+    return 2
 
 
 async def _exec_main(payload: JSONObject) -> tuple[JSONObject, int | None]:

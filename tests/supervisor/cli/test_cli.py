@@ -89,6 +89,37 @@ def test_exec_refuses_values_past_their_bounds() -> None:
         assert error["code"] == "invalid_request"
 
 
+def test_exec_refuses_a_bad_env_or_stdin_with_its_json_envelope(tmp_path: Path) -> None:
+    """Every refusal of ``exec`` (without --stream) is the JSON envelope a script parses,
+    not only those the Core makes: ``--env NAME`` without ``=`` and stdin that is not UTF-8
+    text are ``invalid_request`` with the field, exit 2, and nothing runs."""
+    marker = tmp_path / "ran"
+    touch = ("--", PY, "-c", f"open({str(marker)!r}, 'w')")
+    done = _supervisor("exec", "--env", "FOO", *touch)
+    assert done.returncode == 2
+    error = json.loads(done.stdout)["error"]
+    assert error == {
+        "code": "invalid_request",
+        "message": "exec: --env 'FOO': expected NAME=VALUE",
+        "details": {"field": "env.FOO"},
+    }
+    # An empty name has its '=': the Core's own check refuses it, as for every client.
+    empty_name = _supervisor("exec", "--env", "=x", *touch)
+    assert empty_name.returncode == 2
+    assert json.loads(empty_name.stdout)["error"]["details"] == {"field": "env."}
+    binary = subprocess.run(
+        [PY, "-m", "supervisor", "exec", *touch],
+        input=b"\xff\xfe",
+        capture_output=True,
+        timeout=60,
+    )
+    assert binary.returncode == 2
+    error = json.loads(binary.stdout)["error"]
+    assert (error["code"], error["details"]) == ("invalid_request", {"field": "stdin"})
+    assert "UTF-8" in error["message"]
+    assert not marker.exists()
+
+
 def test_exec_negative_timeout_says_0_is_allowed() -> None:
     done = _supervisor("exec", "--timeout-ms", "-1", "--", "/bin/true")
     assert done.returncode == 2
