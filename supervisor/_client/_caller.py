@@ -10,16 +10,20 @@ from __future__ import annotations
 
 import abc
 import warnings
-from typing import TYPE_CHECKING, Any
+from contextlib import AbstractAsyncContextManager
+from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 
 from .._api._helpers import CommandHelpers
 
 if TYPE_CHECKING:
-    from collections.abc import Mapping
+    from collections.abc import Generator, Mapping
+    from types import TracebackType
 
     from protocol import JSONObject, JSONValue
 
-__all__ = ("CommandCaller", "check_options", "renamed_option")
+__all__ = ("CommandCaller", "SessionBlock", "check_options", "renamed_option")
+
+_T = TypeVar("_T")
 
 
 class CommandCaller(CommandHelpers, abc.ABC):
@@ -117,3 +121,34 @@ def _callers_level() -> int:
         frame = frame.f_back  # type: ignore[assignment]
         level += 1
     return 2
+
+
+class SessionBlock(AbstractAsyncContextManager[_T]):
+    """What ``core.language_server(...)`` and ``core.debug_adapter(...)`` return: the
+    session's block (``async with ... as client``), and a clear ``TypeError`` when it is
+    awaited instead (other clients' habit, pytest-lsp's for one), where Python would say
+    only that the object "can't be used in 'await' expression". Awaited, nothing starts.
+    """
+
+    __slots__ = ("_block", "_what")
+
+    def __init__(self, block: AbstractAsyncContextManager[_T], what: str) -> None:
+        self._block = block
+        self._what = what
+
+    async def __aenter__(self) -> _T:
+        return await self._block.__aenter__()
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> bool | None:
+        return await self._block.__aexit__(exc_type, exc, tb)
+
+    def __await__(self) -> Generator[Any, None, NoReturn]:
+        raise TypeError(
+            f"core.{self._what}(...) is not awaited: it starts the session for a block, "
+            f"'async with core.{self._what}(...) as client:', and stops it when the block ends"
+        )

@@ -360,9 +360,12 @@ class Core(CommandCaller):
         :func:`supervisor.open_lsp_client` for the options and errors
         (:class:`~supervisor.StartFailed` when it does not get ready).
         """
+        from .._client._caller import SessionBlock
         from .._client._lsp import open_lsp_client
 
-        return open_lsp_client(self, argv, root_uri=root_uri, **options)
+        return SessionBlock(
+            open_lsp_client(self, argv, root_uri=root_uri, **options), "language_server"
+        )
 
     def debug_adapter(
         self, argv: Sequence[str], **options: Unpack[DebugAdapterOptions]
@@ -374,9 +377,10 @@ class Core(CommandCaller):
         ...); leaving it disconnects. See :func:`supervisor.open_dap_client` for the options
         and errors.
         """
+        from .._client._caller import SessionBlock
         from .._client._dap import open_dap_client
 
-        return open_dap_client(self, argv, **options)
+        return SessionBlock(open_dap_client(self, argv, **options), "debug_adapter")
 
     # -- dispatch ------------------------------------------------------------------------
 

@@ -281,6 +281,15 @@ async def test_an_unknown_option_is_refused_with_a_suggestion(core: Core, tmp_pa
             raise AssertionError("not reached")
 
 
+async def test_awaiting_a_session_block_says_how_to_use_it(core: Core, tmp_path: Path) -> None:
+    """pytest-lsp's habit, ``await core.language_server(...)``, is a TypeError naming the
+    ``async with`` form (not Python's "can't be used in 'await' expression"); nothing starts."""
+    with pytest.raises(TypeError, match=r"async with core\.language_server\(\.\.\.\) as client"):
+        await core.language_server(fake(), root_uri=tmp_path.as_uri())  # type: ignore[misc]
+    with pytest.raises(TypeError, match=r"async with core\.debug_adapter\(\.\.\.\) as client"):
+        await core.debug_adapter(fake())  # type: ignore[misc]
+
+
 async def test_a_server_that_exits_at_start_says_so_in_our_words(
     core: Core, tmp_path: Path
 ) -> None:
