@@ -24,6 +24,7 @@ import os
 from collections import deque
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final, TypedDict, cast, final
 from urllib.parse import unquote, urlparse
 
@@ -674,6 +675,23 @@ class LspClient(metaclass=NoPublicConstructor):
         self._note_ended()
 
 
+def _check_root_uri(root_uri: object) -> None:
+    """Refuse a ``root_uri`` that is not a URI (a path is the usual slip): LSP's
+    ``rootUri`` is a ``DocumentUri``, and a server given a path misreads the workspace
+    quietly, far from the cause.
+
+    Raises:
+        TypeError: Not a string.
+        ValueError: No scheme; the message gives the ``file:`` URI of the path.
+    """
+    if not isinstance(root_uri, str):
+        raise TypeError(f"root_uri must be a URI string, not {type(root_uri).__name__}")
+    scheme = urlparse(root_uri).scheme
+    if len(scheme) < 2:  # none, or a Windows drive letter read as one
+        hint = Path(root_uri).absolute().as_uri() if root_uri else "Path(root).as_uri()"
+        raise ValueError(f"root_uri must be a URI, such as {hint!r}, not {root_uri!r}")
+
+
 def _default_cwd(root_uri: str) -> str:
     parsed = urlparse(root_uri)
     if parsed.scheme == "file" and parsed.path:
@@ -707,12 +725,15 @@ async def open_lsp_client(
             with its exit code and stderr tail), failed or timed out its handshake. Nothing
             of it is left running.
         CoreError: A bad argument (``invalid_request`` naming the field).
+        ValueError: ``argv`` is empty, or ``root_uri`` is not a URI (a path: the message
+            gives its ``file:`` URI); nothing is started.
 
     **Cancellation:** leaving the block, however it happens, stops the server (``shutdown``,
     ``exit``, then TERM and KILL of its tree, bounded) and forgets the session.
     """
     if not argv:
         raise ValueError("argv must name the server's program")
+    _check_root_uri(root_uri)
     check_options(options, LanguageServerOptions, _WHERE)
     server_id = options.get("server_id") or os.path.basename(argv[0])
     payload: JSONObject = {

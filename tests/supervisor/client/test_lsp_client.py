@@ -6,6 +6,7 @@ Every test ends with nothing left running (the suite's leak guard).
 
 from __future__ import annotations
 
+import re
 import sys
 from typing import TYPE_CHECKING
 
@@ -288,6 +289,19 @@ async def test_awaiting_a_session_block_says_how_to_use_it(core: Core, tmp_path:
         await core.language_server(fake(), root_uri=tmp_path.as_uri())  # type: ignore[misc]
     with pytest.raises(TypeError, match=r"async with core\.debug_adapter\(\.\.\.\) as client"):
         await core.debug_adapter(fake())  # type: ignore[misc]
+
+
+async def test_a_path_given_as_root_uri_is_refused_with_its_uri(core: Core, tmp_path: Path) -> None:
+    """rootUri is a DocumentUri: a path (the usual slip) is refused before anything starts,
+    the message giving the URI to pass instead."""
+    with pytest.raises(ValueError, match=re.escape(repr(tmp_path.as_uri()))):
+        async with core.language_server(fake(), root_uri=str(tmp_path)):
+            raise AssertionError("not reached")
+    with pytest.raises(TypeError, match="root_uri must be a URI string"):
+        async with core.language_server(fake(), root_uri=tmp_path):  # type: ignore[arg-type]
+            raise AssertionError("not reached")
+    async with core.language_server(fake(), root_uri="untitled:workspace") as server:
+        assert server.state == "ready"
 
 
 async def test_a_server_that_exits_at_start_says_so_in_our_words(
