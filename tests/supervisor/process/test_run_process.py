@@ -128,6 +128,43 @@ async def test_a_flood_read_in_grown_pieces_keeps_every_byte_in_order() -> None:
     assert result.stdout == expected[: 3 * 1024 * 1024].decode()
 
 
+@pytest.mark.skipif(not hasattr(os, "splice"), reason="needs splice (Linux)")
+@pytest.mark.parametrize("splice_works", [True, False])
+async def test_output_past_the_cap_nobody_takes_is_discarded_in_the_kernel(
+    monkeypatch: pytest.MonkeyPatch, splice_works: bool
+) -> None:
+    """Past the cap, with no on_output, the bytes are only counted: they are spliced to
+    /dev/null, never copied to us; the head kept is the program's first bytes exactly, the
+    program is not blocked, and where splice refuses the pipe (EINVAL) they are read as
+    before, to the same result."""
+    spliced: list[int] = []
+    real_splice = os.splice
+
+    def splice(src: int, dst: int, count: int, *args: object, **kwargs: object) -> int:
+        if not splice_works:
+            raise OSError(22, "Invalid argument")
+        moved = real_splice(src, dst, count, *args, **kwargs)  # type: ignore[arg-type]
+        spliced.append(moved)
+        return moved
+
+    monkeypatch.setattr(os, "splice", splice)
+    lines = 800_000  # 8 MB of numbered lines, past a 3 MiB cap
+    program = (
+        "import sys\nsys.stdout.buffer.write(b''.join(b'%09d\\n' % i for i in range(800_000)))\n"
+    )
+    expected = b"".join(b"%09d\n" % i for i in range(lines))
+    result = await run_process([PY, "-c", program], max_output_bytes=3 * 1024 * 1024)
+    assert result.exit_code == 0
+    assert result.truncated
+    assert result.stdout == expected[: 3 * 1024 * 1024].decode()
+    if splice_works:
+        # What was past the cap went by splice (some of it may have come with the read
+        # that reached the cap).
+        assert len(expected) - 3 * 1024 * 1024 - 1024 * 1024 <= sum(spliced)
+    else:
+        assert spliced == []
+
+
 async def test_output_exactly_at_the_cap_is_not_truncated() -> None:
     result = await run_process([PY, "-c", "print('x' * 9)"], max_output_bytes=10)
     assert result.stdout == "x" * 9 + "\n"
