@@ -457,7 +457,7 @@ def test_exec_env_and_stdin_pass_through() -> None:
     assert json.loads(result.stdout)["data"]["stdout"] == "hi PIPED\n"
     bad = supervisor("exec", "--env", "NOEQUALS", "--", "true")
     assert bad.returncode == 2
-    assert "expected NAME=VALUE" in bad.stderr
+    assert "expected NAME=VALUE" in json.loads(bad.stdout)["error"]["message"]
 
 
 def test_timeout_0_means_none_in_exec_and_in_lanes_files(tmp_path: Path) -> None:
