@@ -171,6 +171,25 @@ async def test_exit_watch_returns_at_the_deadline_then_on_the_exit() -> None:
         assert await tree.wait() == -signal.SIGKILL
 
 
+async def test_exit_watch_real_time_wait_after_a_fired_timer_still_waits() -> None:
+    """A real-time wait (the one after SIGKILL) under Trio's system clock uses Trio's own
+    deadline, not the timerfd; the timer an earlier precise wait armed, fired and readable,
+    must not end it at once (it would spin for the whole bound)."""
+    tree = await open_process_tree(
+        [PY, "-S", "-c", "import time; time.sleep(60)"], stdout=DEVNULL, stderr=DEVNULL
+    )
+    async with tree:
+        watch = ExitWatch()
+        try:
+            watch.add(tree.pid, _starttime(tree.pid), verify=True)
+            assert not await watch.wait(trio.current_time() + 0.02)  # the timer fires
+            started = time.perf_counter()
+            assert not await watch.wait(trio.current_time() + 0.2, real_time=True)
+            assert time.perf_counter() - started >= 0.15
+        finally:
+            watch.close()
+
+
 async def test_exit_watch_follows_a_mock_clock(autojump_clock: trio.abc.Clock) -> None:
     """Under a clock that is not Trio's system clock the deadline is Trio's own."""
     tree = await open_process_tree(
