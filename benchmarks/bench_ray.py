@@ -166,10 +166,14 @@ _JOIN = (
 
 def _join_s(address: str) -> float:
     """Joining the running cluster as the runner does, less a bare interpreter's start."""
+    from supervisor._ray._executor import _DRIVER_CONFIG
+
+    # The runner's driver settings (its ``ray.shutdown`` is 0.03 s with them, 0.28 without).
+    env = {**os.environ, **_DRIVER_CONFIG}
 
     def wall(*argv: str) -> float:
         started = time.perf_counter()
-        subprocess.run([sys.executable, *argv], check=True, capture_output=True)
+        subprocess.run([sys.executable, *argv], check=True, capture_output=True, env=env)
         return time.perf_counter() - started
 
     return max(0.0, wall("-c", _JOIN, address) - wall("-c", "pass"))

@@ -506,3 +506,22 @@ async def test_open_ray_lanes_streams_each_jobs_events_in_order_exactly_once(
         assert finished[job_id]["status"] == "ok"
         text = "".join(p["text"] for m, p in events if m == "job.output" and p["jobId"] == job_id)
         assert text == "".join(f"line {i}\n" for i in range(200))
+
+
+def test_the_driver_config_is_set_for_the_join_only_and_yields_to_the_users(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """``ray.init`` sees the driver's settings; nothing started later inherits them; a value
+    the user set wins."""
+    from supervisor._ray._executor import _DRIVER_CONFIG, _driver_config
+
+    name = "RAY_task_events_report_interval_ms"
+    assert name in _DRIVER_CONFIG
+    monkeypatch.delenv(name, raising=False)
+    with _driver_config():
+        assert os.environ[name] == "0"
+    assert name not in os.environ
+    monkeypatch.setenv(name, "500")
+    with _driver_config():
+        assert os.environ[name] == "500"
+    assert os.environ[name] == "500"
