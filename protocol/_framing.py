@@ -42,8 +42,8 @@ import enum
 import operator
 import re
 from collections import deque
-from itertools import repeat
 from dataclasses import dataclass
+from itertools import repeat
 from typing import TYPE_CHECKING, Final, Literal, TypeAlias
 
 from ._codes import ErrorCode
@@ -339,13 +339,8 @@ class FrameDecoder:
         frames: list[Frame] = list(map(object.__new__, repeat(Frame, count)))
         deque(map(_SET_FRAME_BODY, frames, bodies), maxlen=0)
         consumed = (
-            pos
-            + sum(sizes[:count])
-            + count * _CANONICAL_OVERHEAD
-            + sum(map(len, digits[:count]))
+            pos + sum(sizes[:count]) + count * _CANONICAL_OVERHEAD + sum(map(len, digits[:count]))
         )
-        if not frames:
-            return None
         self._pos = self._scan = consumed
         frames.reverse()
         first = frames.pop()
