@@ -39,12 +39,18 @@ https://microsoft.github.io/language-server-protocol/specifications/lsp/3.17/spe
 from __future__ import annotations
 
 import enum
+import operator
 import re
+from collections import deque
 from dataclasses import dataclass
-from typing import Final, Literal, TypeAlias
+from itertools import repeat
+from typing import TYPE_CHECKING, Final, Literal, TypeAlias
 
 from ._codes import ErrorCode
 from ._errors import RemoteProtocolError
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator
 
 __all__ = (
     "EOF",
@@ -119,6 +125,14 @@ _COMPACT_MIN_BYTES = 65536
 _SLICE_COPY_MAX = 4096
 #: A body at least this large that empties the buffer releases it at once.
 _RELEASE_MIN_BYTES = 1024 * 1024
+
+
+def _first_true(flags: Iterator[bool], default: int) -> int:
+    """The index of the first true flag, or ``default`` (at most ``default``)."""
+    for index, flag in enumerate(flags):
+        if flag or index >= default:
+            return min(index, default)
+    return default
 
 
 def _positive_limit(name: str, value: object) -> int:
@@ -300,30 +314,33 @@ class FrameDecoder:
         # parts: b"" (the window starts with a header), then (length, body) pairs; a body
         # that does not match its length was cut by the window, ends in text that is not a
         # frame, or contains a header, and it and everything after it are left in the buffer.
-        max_body = self._max_body
+        # The checks run over whole lists in C (a loop in Python only past the first frame
+        # that fails one, which ends the batch there): per frame, in Python, they cost as
+        # much as the split.
+        digits = parts[1::2]
+        bodies = parts[2::2]
+        sizes = list(map(len, bodies))
+        count = len(sizes)
+        lengths = list(map(int, digits))
+        if sizes != lengths:
+            # Usually only the last body, cut by the window.
+            count -= 1
+            if sizes[:count] != lengths[:count]:
+                count = _first_true(map(operator.ne, sizes, lengths), count)
+        if count and max(sizes[:count]) > self._max_body:
+            count = _first_true(map(operator.gt, sizes, repeat(self._max_body)), count)
         # A header of 20 digits is 40 bytes: only a smaller header limit needs a check.
-        max_header = self._max_header if self._max_header < 40 else None
-        frames: list[Frame] = []
-        append = frames.append
-        new = object.__new__
-        set_body = _SET_FRAME_BODY
-        consumed = pos
-        pairs = iter(parts)
-        next(pairs)
-        for digits, body in zip(pairs, pairs, strict=False):  # an odd count: a pair each
-            length = len(body)
-            if length != int(digits) or length > max_body:
-                break
-            header = _CANONICAL_OVERHEAD + len(digits)
-            if max_header is not None and header > max_header:
-                break
-            # Built like _jsonrpc's messages: every field is checked, __init__ is not needed.
-            frame: Frame = new(Frame)
-            set_body(frame, body)
-            append(frame)
-            consumed += header + length
-        if not frames:
+        if count and self._max_header < 40:
+            limit = self._max_header - _CANONICAL_OVERHEAD
+            count = _first_true(map(operator.gt, map(len, digits), repeat(limit)), count)
+        if not count:
             return None
+        # Built like _jsonrpc's messages: every field is checked, __init__ is not needed.
+        frames: list[Frame] = list(map(object.__new__, repeat(Frame, count)))
+        deque(map(_SET_FRAME_BODY, frames, bodies), maxlen=0)
+        consumed = (
+            pos + sum(sizes[:count]) + count * _CANONICAL_OVERHEAD + sum(map(len, digits[:count]))
+        )
         self._pos = self._scan = consumed
         frames.reverse()
         first = frames.pop()
