@@ -812,12 +812,7 @@ def _exec(args: argparse.Namespace) -> int:
 
         outcome = trio.run(_exec_main, payload)
     response, signum = outcome
-    try:
-        print(json.dumps(response, ensure_ascii=False, indent=2), flush=True)
-    except BrokenPipeError:
-        raise  # the reader went away: main() exits 141, quietly
-    except OSError as exc:
-        print(f"supervisor exec: cannot write the result: {exc.strerror}", file=sys.stderr)
+    if not _print_exec_answer(response):
         return EXIT_STDOUT_UNWRITABLE
     if signum is not None:
         name = signal.Signals(signum).name
@@ -902,14 +897,22 @@ def _exec_refused(message: str, field: str) -> int:
             "details": {"field": field},
         },
     }
+    if not _print_exec_answer(response):
+        return EXIT_STDOUT_UNWRITABLE
+    return 2
+
+
+def _print_exec_answer(response: JSONObject) -> bool:
+    """Print ``exec``'s envelope on stdout; False when it can not be written (a full disk:
+    said on stderr). A reader that went away raises ``BrokenPipeError`` (main() exits 141)."""
     try:
         print(json.dumps(response, ensure_ascii=False, indent=2), flush=True)
     except BrokenPipeError:
-        raise  # the reader went away: main() exits 141, quietly
+        raise
     except OSError as exc:
         print(f"supervisor exec: cannot write the result: {exc.strerror}", file=sys.stderr)
-        return EXIT_STDOUT_UNWRITABLE
-    return 2
+        return False
+    return True
 
 
 async def _exec_main(payload: JSONObject) -> tuple[JSONObject, int | None]:
