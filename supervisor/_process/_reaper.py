@@ -61,7 +61,7 @@ from ._procfs import (
 )
 
 if TYPE_CHECKING:
-    from collections.abc import Iterable, Iterator, Mapping
+    from collections.abc import Iterable, Iterator, Mapping, Set as AbstractSet
 
 
 __all__ = (
@@ -71,6 +71,7 @@ __all__ = (
     "ensure_subreaper",
     "forget_ours",
     "is_managed",
+    "managed_pids",
     "note_ours",
     "own_whole_process",
     "owning_whole_process",
@@ -205,6 +206,11 @@ def unregister_managed(pid: int) -> None:
     _managed.discard(pid)
 
 
+def managed_pids() -> AbstractSet[int]:
+    """The main processes whose exit status Trio will collect (a live view, not a copy)."""
+    return _managed
+
+
 def is_managed(pid: int) -> bool:
     """Whether ``pid`` is a spawned main process not yet reaped by Trio."""
     return pid in _managed
@@ -313,9 +319,11 @@ def adopted_stats(*, reap_exited: Mapping[int, int] | None = None) -> list[ProcS
     """
     if not HAVE_PROCFS:
         return []
-    _take_watchdog_records()
     sessions = _sessions()
     found: list[ProcStat] = []
+    # The watchdog's records prove ours what no other fact does; they are needed only for an
+    # unknown child (the common tree end has none, after its members were reaped by pidfd).
+    records_taken = False
     me = os.getpid()
     prefix = instance_id() + "/"
     # Orphans are reparented to our main thread; the other threads' children are what
@@ -325,6 +333,9 @@ def adopted_stats(*, reap_exited: Mapping[int, int] | None = None) -> list[ProcS
     for pid in children if children is not None else children_of(me):
         if pid in _managed:
             continue
+        if not records_taken:
+            _take_watchdog_records()
+            records_taken = True
         stat = read_stat(pid)
         if stat is None or stat.sid in sessions:
             continue

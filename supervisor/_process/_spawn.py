@@ -89,7 +89,7 @@ from typing import TYPE_CHECKING, Any, Final, final
 from ._procfs import HAVE_PROCFS, read_stat
 
 if TYPE_CHECKING:
-    from collections.abc import Iterator, Mapping, Sequence
+    from collections.abc import Container, Iterator, Mapping, Sequence
 
     import trio
 
@@ -940,6 +940,9 @@ class ExitWatch:
         # Created on the first add: most tree ends (nothing left alive) never need it.
         self._epoll: select.epoll | None = None
         self._fds: dict[int, tuple[int, int]] = {}  # pidfd -> (pid, starttime)
+        # The pidfds of those seen exiting, kept until close: reaping through them
+        # (reap_exited) needs no stat read and cannot hit a reused pid.
+        self._exited: dict[int, int] = {}  # pidfd -> pid
         self._watched: set[tuple[int, int]] = set()
         self._timer: _TimerFd | None = None
         self._timer_failed = False
@@ -994,9 +997,34 @@ class ExitWatch:
                 fired = True
                 continue
             self._epoll.unregister(fd)
-            del self._fds[fd]
-            os.close(fd)
+            self._exited[fd] = self._fds.pop(fd)[0]
         return fired
+
+    def reap_exited(self, skip: Container[int]) -> list[int]:
+        """Reap the watched processes seen exiting that are our children (orphans the
+        subreaper adopted), through their pidfds (``waitid(P_PIDFD)``); never blocks.
+
+        A pidfd names one process, so no stat read has to prove the zombie is the one
+        watched (a reused pid cannot be reaped by mistake), and no ``/proc`` read is made.
+        A process that is not our child (``ECHILD``) is left to its parent.
+
+        Args:
+            skip: Pids to leave alone: processes whose status someone else collects (a
+                tree's main process, which its ``SpawnedProcess`` reaps).
+
+        Returns:
+            The pids reaped.
+        """
+        reaped: list[int] = []
+        for fd, pid in self._exited.items():
+            if pid in skip:
+                continue
+            try:
+                if os.waitid(os.P_PIDFD, fd, os.WEXITED | os.WNOHANG) is not None:
+                    reaped.append(pid)
+            except OSError:
+                continue  # ECHILD: not ours to reap (or reaped already)
+        return reaped
 
     def _arm_timer(self, deadline: float, *, real_time: bool) -> bool:
         """Arm the timerfd at the Trio time ``deadline``; False when Trio's clock must do.
@@ -1089,9 +1117,10 @@ class ExitWatch:
         if epoll is not None:
             _notify_closing(epoll.fileno())
             epoll.close()
-        for fd in self._fds:
+        for fd in (*self._fds, *self._exited):
             os.close(fd)
         self._fds.clear()
+        self._exited.clear()
         timer, self._timer = self._timer, None
         if timer is not None:
             timer.close()

@@ -610,6 +610,14 @@ class ProcessTree(metaclass=NoPublicConstructor):
         me = os.getpid()
         ancestry_only = members_gone and not full_scan and _reaper.subreaper_active()
         roots: list[int] = [self.pid] if rc is None and not ancestry_only else []
+        if ancestry_only and watch is not None:
+            # Members seen exiting that the subreaper adopted are reaped through their
+            # pidfds (no stat read, no reused pid): the listing below then finds only what
+            # they forked since the last scan, and on the common end nothing at all.
+            reaped = watch.reap_exited(_reaper.managed_pids())
+            for pid in reaped:
+                self._seen.pop(pid, None)
+            _reaper.forget_ours(reaped)
         # Listing our children costs a few microseconds; reading and reaping them happens
         # only when there are any (the common end, no orphans at all, pays for the list).
         adopted = _reaper.adopted_stats(reap_exited=self._seen if ancestry_only else None)
@@ -642,7 +650,7 @@ class ProcessTree(metaclass=NoPublicConstructor):
             known_start = self._seen.get(pid)
             if known_start is not None and known_start != st.starttime:
                 # The pid was reused by an unrelated process.
-                del self._seen[pid]
+                self._seen.pop(pid, None)
                 _reaper.forget_ours((pid,))
                 continue
             if known_start is None:

@@ -22,6 +22,7 @@ import trio
 import supervisor._process._spawn
 from protocol import CoreError
 from supervisor._process._marker import SCOPE_ENV
+from supervisor._process._procfs import children_of
 from supervisor._process._spawn import ExitWatch, wait_exits
 from supervisor._process._tree import DEVNULL, open_process_tree
 from supervisor._process._watchdog import ensure_watchdog
@@ -169,6 +170,42 @@ async def test_exit_watch_returns_at_the_deadline_then_on_the_exit() -> None:
         finally:
             watch.close()
         assert await tree.wait() == -signal.SIGKILL
+
+
+async def test_exit_watch_reaps_exited_children_through_their_pidfds() -> None:
+    """``reap_exited`` reaps the watched processes that exited and are our children (the
+    orphans a tree end adopted), leaves those in ``skip`` (a main process its
+    ``SpawnedProcess`` reaps) and never touches a process that is not our child."""
+    # The peer is the raw system call on purpose: a child no tree or Trio knows about.
+    child = os.posix_spawn("/bin/sleep", ["sleep", "60"], os.environ)  # noqa: ASYNC221
+    skipped = os.posix_spawn("/bin/sleep", ["sleep", "60"], os.environ)  # noqa: ASYNC221
+    # A grandchild (its parent, the shell, alive and waiting): exits but is not ours.
+    tree = await open_process_tree(
+        ["/bin/sh", "-c", "sleep 60 & wait"], stdout=DEVNULL, stderr=DEVNULL
+    )
+    async with tree:
+        children: list[int] = []
+        with trio.fail_after(20):
+            while not children:
+                await trio.sleep(0.01)
+                children = children_of(tree.pid)
+        grandchild = children[0]
+        watch = ExitWatch()
+        try:
+            for pid in (child, skipped, grandchild):
+                watch.add(pid, _starttime(pid), verify=True)
+            for pid in (child, skipped, grandchild):
+                os.kill(pid, signal.SIGKILL)
+            with trio.fail_after(20):
+                assert await watch.wait(trio.current_time() + 60)
+            assert watch.reap_exited({skipped}) == [child]
+            assert state(child) is None  # reaped, not a zombie
+            assert state(skipped) == "Z"  # left to whoever reaps it
+            assert watch.reap_exited({skipped}) == []  # once only
+        finally:
+            watch.close()
+            with contextlib.suppress(ChildProcessError):
+                os.waitpid(skipped, 0)  # noqa: ASYNC222  # a zombie: returns at once
 
 
 async def test_exit_watch_real_time_wait_after_a_fired_timer_still_waits() -> None:
