@@ -30,6 +30,7 @@ import functools
 import logging
 import os
 import socket
+import threading
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final
@@ -109,11 +110,17 @@ class RayCluster:
         address: What ``--ray`` named.
         nodes: The live nodes when the run joined (the head first).
         placement: Lane root -> the node it runs on.
+        local_node_id: The runner's own node, whose lanes run in the runner (see below).
     """
 
     address: str
     nodes: list[_Node] = field(default_factory=list)
     placement: dict[str, _Node] = field(default_factory=dict)
+    #: The node this process is a driver on, when it joined a running cluster as one of its
+    #: nodes (not through Ray Client, not a cluster it started): that node's lanes run in
+    #: this process (:class:`_LocalAgent`), with no Ray worker to start. None: every lane's
+    #: node gets an agent actor.
+    local_node_id: str | None = None
 
     def place(self, root: str, pin: str | None) -> _Node:
         """The node of ``root``'s lane: where it already is, else the node with the fewest
@@ -174,7 +181,7 @@ def connect_cluster(address: str, lanes: Sequence[tuple[str, str | None]]) -> Ra
             )
     except Exception as exc:
         raise ClusterError(f"cannot join the Ray cluster: {type(exc).__name__}: {exc}") from None
-    cluster = RayCluster(address=address)
+    cluster = RayCluster(address=address, local_node_id=_driver_node_id(address))
     try:
         cluster.nodes = _live_nodes()
         for root, pin in lanes:
@@ -208,6 +215,25 @@ def _driver_config() -> Iterator[None]:
     finally:
         for name in added:
             os.environ.pop(name, None)
+
+
+def _driver_node_id(address: str) -> str | None:
+    """The id of the node this driver joined as, when its lanes may run in this process.
+
+    None through Ray Client (``ray://``: the driver is not on a node) and for a cluster this
+    process started (``auto`` without one): Ray's own processes are then this process's
+    children, which its tree ends must not have to tell apart from a job's orphans.
+    """
+    if address.startswith("ray://"):
+        return None
+    try:
+        node = ray._private.worker._global_node
+        if node is None or node.head:
+            return None
+        return str(ray.get_runtime_context().get_node_id())
+    except Exception:  # a Ray without these internals: every node gets an actor
+        logger.debug("the driver's node", exc_info=True)
+        return None
 
 
 def _check_reachable(address: str) -> None:
@@ -246,10 +272,70 @@ def _live_nodes() -> list[_Node]:
 
 async def _ray_get(ref: Any, bound_s: float) -> Any:
     """``ray.get`` on a worker thread (Ray blocks), at most ``bound_s`` seconds (then Ray's
-    ``GetTimeoutError``); cancelling abandons the wait."""
+    ``GetTimeoutError``); cancelling abandons the wait. A call to the in-process agent
+    (:class:`_LocalCall`) runs on a worker thread with the same bound (then ``TimeoutError``).
+    """
+    if isinstance(ref, _LocalCall):
+        with trio.move_on_after(bound_s):
+            return await trio.to_thread.run_sync(ref.call, abandon_on_cancel=True)
+        raise TimeoutError(f"no answer for {bound_s:g} s")
     return await trio.to_thread.run_sync(
         functools.partial(ray.get, ref, timeout=bound_s), abandon_on_cancel=True
     )
+
+
+@dataclass(frozen=True, slots=True)
+class _LocalCall:
+    """A call to the in-process agent, made when awaited (:func:`_ray_get`)."""
+
+    call: Callable[[], Any]
+
+
+class _LocalMethod:
+    def __init__(self, agent: _LocalAgent, name: str) -> None:
+        self._agent = agent
+        self._name = name
+
+    def remote(self, *args: Any) -> _LocalCall:
+        return _LocalCall(functools.partial(self._agent.call, self._name, *args))
+
+
+class _LocalAgent:
+    """The agent of the runner's own node, in the runner's process: a :class:`NodeAgent`
+    (its own Trio thread, the lanes a local run has) behind the calls a Ray actor handle
+    takes (``handle.method.remote(...)``, awaited by :func:`_ray_get`).
+
+    A lane placed on the node the runner joined as needs no Ray worker started for it (a
+    new Python and ``import ray`` per run, most of a small run's fixed cost): its jobs start
+    at once, as locally. Its trees are the runner's: the runner's watchdog ends them if the
+    runner dies, as a node agent's watchdog ends its node's. The agent is built by the first
+    call (``describe``), on a worker thread, as its start blocks.
+    """
+
+    def __init__(self, name: str, max_output_bytes: int) -> None:
+        self._name = name
+        self._max_output_bytes = max_output_bytes
+        self._agent: NodeAgent | None = None
+        self._stopped = False
+
+    def __getattr__(self, name: str) -> _LocalMethod:
+        return _LocalMethod(self, name)
+
+    def call(self, name: str, *args: Any) -> Any:
+        if self._agent is None:
+            if name == "shutdown" or self._stopped:
+                return None
+            self._agent = NodeAgent(self._name, self._max_output_bytes)
+        return getattr(self._agent, name)(*args)
+
+    def kill(self) -> None:
+        """What ``ray.kill`` is to an actor: close its lanes (every tree ends), not waited for."""
+        self._stopped = True
+        agent = self._agent
+        if agent is not None:
+            threading.Thread(
+                target=agent.shutdown, name="supervisor-local-agent-stop", daemon=True
+            ).start()
 
 
 def _short(exc: BaseException) -> str:
@@ -294,13 +380,17 @@ class _AgentLink:
         self._pending: list[Command] = []
         self._wake = trio.Event()
         self._acked = 0
-        self.handle: Any = (
-            _remote_agent()
-            .options(
-                scheduling_strategy=NodeAffinitySchedulingStrategy(node.node_id, soft=False),
+        self.handle: Any
+        if node.node_id == executor.cluster.local_node_id:
+            self.handle = _LocalAgent(node.name, executor.max_output_bytes)
+        else:
+            self.handle = (
+                _remote_agent()
+                .options(
+                    scheduling_strategy=NodeAffinitySchedulingStrategy(node.node_id, soft=False),
+                )
+                .remote(node.name, executor.max_output_bytes)
             )
-            .remote(node.name, executor.max_output_bytes)
-        )
         self.ready = trio.Event()
         #: Set when no pull is in flight any more (the event pump ended or never began).
         self.pulls_done = trio.Event()
@@ -367,10 +457,18 @@ class _AgentLink:
         for job_id in list(self.jobs):
             self.executor.fail(job_id, self.dead)
         self._wake.set()
+        self.kill()
+
+    def kill(self) -> None:
+        """End the agent: ``ray.kill`` for an actor (its watchdog ends its trees), its lanes
+        closed for the in-process one."""
+        if isinstance(self.handle, _LocalAgent):
+            self.handle.kill()
+            return
         try:
             ray.kill(self.handle, no_restart=True)
         except Exception:
-            logger.debug("ray.kill of a lost agent", exc_info=True)
+            logger.debug("ray.kill of the agent on %s", self.node.name, exc_info=True)
 
 
 @functools.cache
@@ -616,10 +714,8 @@ class RayExecutor:
             # answer arrived made ``ray.shutdown`` wait 0.25 s for the broken call.
             with trio.move_on_after(PULL_WAIT_S):
                 await link.pulls_done.wait()
-        try:
-            ray.kill(link.handle, no_restart=True)
-        except Exception:
-            logger.debug("ray.kill of the agent on %s", link.node.name, exc_info=True)
+        if not isinstance(link.handle, _LocalAgent):  # stopped above: its lanes are closed
+            link.kill()
 
 
 @asynccontextmanager

@@ -83,6 +83,7 @@ def cluster() -> Iterator[Any]:
         c.zone_b = c.add_node(num_cpus=1, labels={"zone": "b"})
         c.bigbox = c.add_node(num_cpus=1, resources={"bigbox": 1})
         c.wait_for_nodes()
+        _warm(c.address)
         yield c
     finally:
         with contextlib.suppress(Exception):
@@ -96,6 +97,25 @@ def cluster() -> Iterator[Any]:
                 break
             time.sleep(0.1)
         assert not left, f"Ray processes outlived the cluster: {left}"
+
+
+def _warm(address: str) -> None:
+    """Connect a first driver, as a cluster in use has had, and wait for the worker Ray starts
+    for it (``prestart_worker_first_driver``): Ray keeps that worker in its pool, idle, for
+    as long as the cluster runs. It is the cluster's, not a test's; a runner whose lanes all
+    run in agents used to take it for the head's agent, one whose head lane runs in its own
+    process leaves it idle."""
+    subprocess.run(
+        [sys.executable, "-c", f"import ray; ray.init(address={address!r}, log_to_driver=False)"],
+        check=True,
+        capture_output=True,
+        timeout=RUN_BOUND_S,
+    )
+    deadline = time.monotonic() + GONE_BOUND_S
+    while time.monotonic() < deadline:
+        if any(cmd.startswith("ray::IDLE") for cmd in _ray_processes().values()):
+            return
+        time.sleep(0.1)
 
 
 def _node_name(node: Any) -> str:
@@ -318,6 +338,53 @@ def test_sigint_ends_every_remote_tree(cluster: Any, runners: list[Runner], tmp_
     }
     assert runner.events[-1]["leftovers"] == []
     assert _wait_gone(pids) == []
+
+
+def test_the_runners_own_node_runs_its_lanes_in_the_runner(
+    cluster: Any, runners: list[Runner], tmp_path: Path
+) -> None:
+    """The runner joins the running cluster as a driver on the head: the head's lane runs in
+    the runner's own process (no Ray worker to start for it), another node's in that node's
+    agent; SIGINT ends both trees, and the head's jobs report the head as their node."""
+    path = write(
+        tmp_path / "here.toml",
+        f"""
+        [[job]]
+        name = "here"
+        project = "."
+        kind = "command"
+        argv = ["{{python}}", "-c", "{SLEEPER}"]
+
+        [[job]]
+        name = "there"
+        project = "sub"
+        kind = "command"
+        argv = ["{{python}}", "-c", "{SLEEPER}"]
+        node = "zone=b"
+        """,
+    )
+    (tmp_path / "sub").mkdir()
+    runner = Runner(path, cluster.address)
+    runners.append(runner)
+    here, there = runner.job_pid("here"), runner.job_pid("there")
+    parents = {}
+    for name, pid in (("here", here), ("there", there)):
+        fields = stat_fields(pid)
+        assert fields is not None
+        parents[name] = int(fields[1])
+    assert parents["here"] == runner.proc.pid
+    assert parents["there"] != runner.proc.pid
+    runner.proc.send_signal(signal.SIGINT)
+    assert runner.finish() == 130, runner.stderr
+    finished = runner.finished()
+    assert {n: e["status"] for n, e in finished.items()} == {
+        "here": "cancelled",
+        "there": "cancelled",
+    }
+    assert finished["here"]["node"].endswith(_node_name(cluster.head_node))
+    assert finished["there"]["node"].endswith(_node_name(cluster.zone_b))
+    assert runner.events[-1]["leftovers"] == []
+    assert _wait_gone([here, there]) == []
 
 
 def test_a_killed_node_agent_fails_its_jobs_and_its_trees_end(
