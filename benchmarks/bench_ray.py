@@ -21,6 +21,11 @@ the fixed costs of a small run:
 - the time from submitting one ``/bin/true`` job to its ``job.finished`` with the agents up,
   against the same locally (goal: at most 200 ms).
 
+The runner joins each cluster as a driver on its head, and a runner's own node runs its lanes
+in the runner's process (README "Job lanes on a Ray cluster"): the whole-command row is that
+real command. The 2 000-job row and the first-event row measure Ray's path itself, so every
+lane there runs in an agent, the head's too (:func:`_agents_only`).
+
 Skipped (no row) when Ray is not installed. ``python -m benchmarks.bench_ray [JOBS]``
 prints the row; fewer jobs keep it short on a loaded machine.
 """
@@ -43,6 +48,8 @@ from lanes import JobKind, JobRequest, open_lanes
 from supervisor._core._jobs import ProcessJobRunner
 
 if TYPE_CHECKING:
+    from collections.abc import Iterator
+
     from protocol import JSONObject
     from supervisor._ray._executor import RayCluster
 
@@ -83,20 +90,36 @@ class _Tally:
             raise RuntimeError(f"{what}: {self.finished} finished, not ok: {self.bad[:3]}")
 
 
+@contextlib.contextmanager
+def _agents_only() -> Iterator[None]:
+    """Every node's lanes in its agent, the runner's own node's too: the rows that measure
+    Ray's path (commands and events through Ray and an agent) take it on every lane, as they
+    did before the runner's node ran its lanes in the runner's process."""
+    from supervisor._ray import _executor
+
+    saved = _executor._driver_node_id
+    _executor._driver_node_id = lambda address: None
+    try:
+        yield
+    finally:
+        _executor._driver_node_id = saved
+
+
 async def _ray(roots: list[str], jobs: int) -> float:
     from supervisor import open_ray_lanes
 
     tally = _Tally()
-    async with open_ray_lanes(on_event=tally) as lanes:
-        # One job per node first: its agent starts outside the measured time.
-        for root in roots[:NODES]:
-            lanes.start_job(JobRequest(kind=JobKind.COMMAND, root=root, argv=ARGV))
-        await lanes.wait_idle()
-        started = time.perf_counter()
-        for i in range(jobs):
-            lanes.start_job(JobRequest(kind=JobKind.COMMAND, root=roots[i % LANES], argv=ARGV))
-        await lanes.wait_idle()
-        elapsed = time.perf_counter() - started
+    with _agents_only():
+        async with open_ray_lanes(on_event=tally) as lanes:
+            # One job per node first: its agent starts outside the measured time.
+            for root in roots[:NODES]:
+                lanes.start_job(JobRequest(kind=JobKind.COMMAND, root=root, argv=ARGV))
+            await lanes.wait_idle()
+            started = time.perf_counter()
+            for i in range(jobs):
+                lanes.start_job(JobRequest(kind=JobKind.COMMAND, root=roots[i % LANES], argv=ARGV))
+            await lanes.wait_idle()
+            elapsed = time.perf_counter() - started
     tally.check(jobs + NODES, "ray lanes")
     return jobs / elapsed
 
@@ -247,6 +270,7 @@ def measure_fixed_costs(*, pairs: int = 3, tries: int = 20) -> list[dict[str, ob
                 joins.append(_join_s(cluster.address))
             local_first = trio.run(_first_event_ms, roots[0], None, tries)
             joined = connect_cluster(cluster.address, [(roots[0], None)])
+            joined.local_node_id = None  # through an agent, as the row says (_agents_only)
             try:
                 firsts = trio.run(_first_event_ms, roots[0], joined, tries)
             finally:

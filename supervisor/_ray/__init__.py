@@ -38,6 +38,9 @@ async def open_ray_lanes(
     ``job.record`` of a job with ``report``), in order, each job's
     ``job.finished`` exactly once. A lane is placed on a node at its first job and stays
     there (``node_of(root)`` names it); the job's root, cwd and argv must exist on that node.
+    The lanes placed on the node this process is a driver on (when it joined a running
+    cluster, not through ``ray://``) run in this process, on a thread of their own, with no
+    Ray worker started for them.
 
     Args:
         address: ``"auto"`` (the running cluster, else a local one started for the block)
@@ -66,9 +69,11 @@ async def open_ray_lanes(
 
     connected_before = ray.is_initialized()
     if connected_before:
-        from ._executor import RayCluster, _live_nodes
+        from ._executor import RayCluster, _driver_node_id, _live_nodes
 
-        cluster = RayCluster(address=address, nodes=_live_nodes())
+        cluster = RayCluster(
+            address=address, nodes=_live_nodes(), local_node_id=_driver_node_id(address)
+        )
     else:
         cluster = connect_cluster(address, [])
     try:
