@@ -76,7 +76,8 @@ exit status:
        (--list, --dry-run: the file is valid; nothing ran)
   1    some job did not (or a process was left behind)
   2    bad lanes file, unknown job name, bad -j, unusable --log-dir or --junit
-       file, or a --ray cluster that can not run the file (nothing started)
+       file, or a --ray cluster that can not run the file (nothing started;
+       with --json one {"event": "run.refused", ...} object on stdout)
   130  interrupted by SIGINT (every job cancelled, every process ended)
   143  interrupted by SIGTERM (likewise)
   141  the reader of stdout or stderr went away (| head): likewise, quietly
