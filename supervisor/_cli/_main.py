@@ -409,7 +409,8 @@ def _add_exec(sub: Any) -> None:
         type=int,
         default=None,
         metavar="N",
-        help="output kept per stream in bytes (default 16 MiB, at most 64 MiB)",
+        help="output kept per stream in bytes, its start (default 16 MiB, at most 64 MiB;"
+        " the rest is dropped: truncated)",
     )
     _complete(
         exec_.add_argument("--cwd", default=None, help="working directory of the command"),
