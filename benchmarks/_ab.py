@@ -23,6 +23,7 @@ Exit status: 2 when a row failed to run on either side, 1 when a row moved worse
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import importlib.metadata
 import importlib.util
@@ -285,6 +286,7 @@ class Compared:
     module: str
     figure: str
     peer: str
+    unit: str = ""
     old: float = math.nan
     new: float = math.nan
     change: float = math.nan
@@ -309,9 +311,9 @@ def compare(old: Side, new: Side, rows: str | None) -> list[Compared]:
                 samples[key]["old" if side is old else "new"].append(r)
     table: list[Compared] = []
     for key in order:
-        module, figure, peer, _ = key
+        module, figure, peer, unit = key
         both = samples[key]
-        item = Compared(module, figure, peer)
+        item = Compared(module, figure, peer, unit)
         if any(_is_failed(r) for r in both["old"] + both["new"]):
             item.verdict = "FAILED"
             table.append(item)
@@ -363,16 +365,23 @@ def render(table: list[Compared], old: Side, new: Side, markdown: bool) -> str:
     head = ["row", "old", "new", "new/old (spread)", "band", "moved"]
     lines: list[str] = []
     body: list[list[str]] = []
-    for item in table:
+    labels = [
+        f"{item.module}: {item.figure} (vs {item.peer})"
+        if markdown
+        else f"{item.figure[:44]} (vs {item.peer[:22]})"
+        for item in table
+    ]
+    # Rows told apart only by their unit (one figure in two units, as the framer rows of
+    # older commits) or by words past the cut would read as one row printed twice.
+    seen = collections.Counter(labels)
+    for item, label in zip(table, labels, strict=True):
         change = "-" if math.isnan(item.change) else f"{item.change:.2f}x"
         if item.spread:
             change += f" ({item.spread})"
         band = "-" if math.isnan(item.band) else f"±{item.band * 100:.0f}%"
         body.append(
             [
-                f"{item.module}: {item.figure} (vs {item.peer})"
-                if markdown
-                else f"{item.figure[:44]} (vs {item.peer[:22]})",
+                f"{label} [{item.unit}]" if seen[label] > 1 else label,
                 _number(item.old),
                 _number(item.new),
                 change,

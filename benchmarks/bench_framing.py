@@ -196,8 +196,8 @@ def measure(*, rounds: int = 200) -> list[dict[str, object]]:
 
     Returns:
         One row per figure: ``{figure, ours, peer, unit, peer_name, ratio, goal, met}``
-        with throughputs in MB/s and messages/s (medians); ``ratio`` is ours / peer
-        (> 1 means we are faster).
+        with throughputs in MB/s (medians; the framer rows give them in messages/s in their
+        ``note``); ``ratio`` is ours / peer (> 1 means we are faster).
     """
     rows: list[dict[str, object]] = []
     for kind, goal in (("small", 1.0), ("large", 2.0)):
@@ -213,20 +213,22 @@ def measure(*, rounds: int = 200) -> list[dict[str, object]]:
         ours_s = statistics.median(ours)
         peer_s = statistics.median(peer)
         label = f"{kind} messages ({size // messages} B each), 4-64 KiB chunks"
-        for unit, amount in (("MB/s", size / 1e6), ("messages/s", float(messages))):
-            ratio = peer_s / ours_s
-            rows.append(
-                {
-                    "figure": f"framer throughput, {label} (ratio > 1: we are faster)",
-                    "ours": round(amount / ours_s, 1),
-                    "peer": round(amount / peer_s, 1),
-                    "unit": unit,
-                    "peer_name": "naive re-splitting parser (pygls-style)",
-                    "ratio": round(ratio, 2),
-                    "goal": f">= {goal:g}x naive",
-                    "met": ratio >= goal,
-                }
-            )
+        ratio = peer_s / ours_s
+        # One measurement, one goal, one row: the same figure in messages/s is its note
+        # (two rows, one per unit, counted the goal twice and showed twice in an A/B table).
+        rows.append(
+            {
+                "figure": f"framer throughput, {label} (ratio > 1: we are faster)",
+                "ours": round(size / 1e6 / ours_s, 1),
+                "peer": round(size / 1e6 / peer_s, 1),
+                "unit": "MB/s",
+                "peer_name": "naive re-splitting parser (pygls-style)",
+                "ratio": round(ratio, 2),
+                "goal": f">= {goal:g}x naive",
+                "met": ratio >= goal,
+                "note": f"{messages / ours_s:.4g} vs {messages / peer_s:.4g} messages/s",
+            }
+        )
     rows.extend(_decoding_rows(max(5, rounds // 10)))
     return rows
 

@@ -76,7 +76,8 @@ exit status:
        (--list, --dry-run: the file is valid; nothing ran)
   1    some job did not (or a process was left behind)
   2    bad lanes file, unknown job name, bad -j, unusable --log-dir or --junit
-       file, or a --ray cluster that can not run the file (nothing started)
+       file, or a --ray cluster that can not run the file (nothing started;
+       with --json one {"event": "run.refused", ...} object on stdout)
   130  interrupted by SIGINT (every job cancelled, every process ended)
   143  interrupted by SIGTERM (likewise)
   141  the reader of stdout or stderr went away (| head): likewise, quietly
@@ -408,7 +409,8 @@ def _add_exec(sub: Any) -> None:
         type=int,
         default=None,
         metavar="N",
-        help="output kept per stream in bytes (default 16 MiB, at most 64 MiB)",
+        help="output kept per stream in bytes, its start (default 16 MiB, at most 64 MiB;"
+        " the rest is dropped: truncated)",
     )
     _complete(
         exec_.add_argument("--cwd", default=None, help="working directory of the command"),

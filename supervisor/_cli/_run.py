@@ -1,8 +1,9 @@
 """``supervisor run FILE.toml [JOB...]``: run a lanes file headless and check its outcomes.
 
 Contract: the file is validated completely before anything starts (a bad file prints
-``FILE:LINE: message`` on stderr and exits 2). The jobs are then submitted to one set of job
-lanes run by :class:`~supervisor._core._jobs.ProcessJobRunner` (so every job of the run has
+``FILE:LINE: message`` on stderr, with ``--json`` one ``run.refused`` object on stdout, and
+exits 2). The jobs are then submitted to one set of job lanes run by
+:class:`~supervisor._core._jobs.ProcessJobRunner` (so every job of the run has
 its own id), each on its lane (its ``lane``, else its project; ``-j N`` bounds the jobs
 running at once over every lane), each at its ``start_after_ms`` once every job it ``needs``
 ended ok (a need that did not makes it ``skipped``, never submitted). A lanes file means
@@ -127,7 +128,8 @@ def run_command(
     Args:
         path: the lanes file (format: :mod:`supervisor._cli._runfile`).
         json_output: print one JSON object per event on stdout (``{"event": "job.started",
-            "name": ..., "lane": ..., **params}``), then one ``run.finished`` object.
+            "name": ..., "lane": ..., **params}``), then one ``run.finished`` object; a run
+            refused before it starts prints one ``run.refused`` object (:class:`_Refuser`).
         only: run only the jobs of these names, and the jobs they need (all when empty).
         log_dir: write each job's whole output (stdout and stderr as they came) to
             ``LOG_DIR/<n>-<name>.log``; created if missing.
@@ -149,33 +151,29 @@ def run_command(
         JUnit file is bad, or the cluster can not run the file (nothing started), 130 / 143
         interrupted by SIGINT / SIGTERM, 141 the reader of stdout or stderr went away.
     """
+    refuse = _Refuser(sys.stdout if json_output else None)
     try:
         run_file = _select(load_run_file(path), only)
     except RunFileError as exc:
-        print(visible(str(exc)), file=sys.stderr)
-        return EXIT_BAD_FILE
+        return refuse.file(exc)
     if max_running is not None and max_running < 1:
-        print(f"supervisor run: -j {max_running}: must be at least 1", file=sys.stderr)
-        return EXIT_BAD_FILE
+        return refuse.option("-j", f"-j {max_running}: must be at least 1")
     if ray is not None and (problem := _ray_problem(run_file, max_running)) is not None:
-        print(f"supervisor run: --ray: {problem}", file=sys.stderr)
-        return EXIT_BAD_FILE
+        return refuse.option("--ray", f"--ray: {problem}")
     if list_only:
         from ._plan import list_jobs
 
         list_jobs(run_file, _lane_of(run_file), json_output=json_output, out=sys.stdout)
         return EXIT_OK
     if dry_run:
-        return _dry_run(run_file, max_running, json_output=json_output)
+        return _dry_run(run_file, max_running, json_output=json_output, refuse=refuse)
     if log_dir is not None:
         try:
             os.makedirs(log_dir, exist_ok=True)
         except OSError as exc:
-            print(f"supervisor run: --log-dir {log_dir}: {exc.strerror}", file=sys.stderr)
-            return EXIT_BAD_FILE
+            return refuse.option("--log-dir", f"--log-dir {log_dir}: {exc.strerror}")
     if junit is not None and (problem := _junit_problem(junit)) is not None:
-        print(f"supervisor run: --junit {junit}: {problem}", file=sys.stderr)
-        return EXIT_BAD_FILE
+        return refuse.option("--junit", f"--junit {junit}: {problem}")
     with tempfile.TemporaryDirectory(prefix="supervisor-run-") as tmpdir:
         placeholders = {
             "{python}": sys.executable,
@@ -185,18 +183,18 @@ def run_command(
         try:
             requests = _job_requests(run_file, placeholders)
         except RunFileError as exc:
-            print(visible(str(exc)), file=sys.stderr)
-            return EXIT_BAD_FILE
+            return refuse.file(exc)
         json_stream = sys.stdout if json_output else None
         with contextlib.ExitStack() as stack:
-            cluster = None
+            cluster: RayCluster | None = None
             if ray is not None:
                 # Ray prints its own notices (a worker that died, ...) on sys.stdout, which
                 # carries only our JSON: they go to stderr, with the human progress.
                 stack.enter_context(contextlib.redirect_stdout(sys.stderr))
-                cluster = _connect_cluster(ray, run_file)
-                if cluster is None:
-                    return EXIT_BAD_FILE
+                joined = _connect_cluster(ray, run_file, refuse)
+                if isinstance(joined, int):
+                    return joined
+                cluster = joined
                 stack.callback(cluster.disconnect)
             live = is_terminal(sys.stderr)
             reporter = _Reporter(
@@ -265,7 +263,9 @@ def _junit_problem(path: str) -> str | None:
     return None
 
 
-def _dry_run(run_file: RunFile, max_running: int | None, *, json_output: bool) -> int:
+def _dry_run(
+    run_file: RunFile, max_running: int | None, *, json_output: bool, refuse: _Refuser
+) -> int:
     """``--dry-run``: print the plan, resolved as a run would submit it; start nothing."""
     from lanes import parse_job_start
     from protocol import CoreError
@@ -286,8 +286,7 @@ def _dry_run(run_file: RunFile, max_running: int | None, *, json_output: bool) -
     try:
         _job_requests(run_file, {**placeholders, "{tmpdir}": "/tmp"})
     except RunFileError as exc:
-        print(visible(str(exc)), file=sys.stderr)
-        return EXIT_BAD_FILE
+        return refuse.file(exc)
     describe_plan(
         run_file,
         payloads,
@@ -300,22 +299,72 @@ def _dry_run(run_file: RunFile, max_running: int | None, *, json_output: bool) -
     return EXIT_OK
 
 
-def _connect_cluster(address: str, run_file: RunFile) -> RayCluster | None:
-    """Join the cluster and place the lanes, or say why not (on stderr) and return None."""
+def _connect_cluster(address: str, run_file: RunFile, refuse: _Refuser) -> RayCluster | int:
+    """Join the cluster and place the lanes, or refuse (exit status 2) saying why not."""
     try:
         from .._ray._executor import ClusterError, connect_cluster
     except ImportError as exc:
-        print(
-            f"supervisor run: --ray needs Ray: pip install 'trio-process-supervisor[ray]' ({exc})",
-            file=sys.stderr,
+        return refuse.option(
+            "--ray",
+            f"--ray needs Ray: pip install 'trio-process-supervisor[ray]' ({exc})",
+            code="not_supported",
         )
-        return None
     lanes = [(job.project, job.node) for job in run_file.jobs]
     try:
         return connect_cluster(address, lanes)
     except ClusterError as exc:
-        print(f"supervisor run: --ray {address}: {visible(str(exc))}", file=sys.stderr)
-        return None
+        return refuse.option("--ray", f"--ray {address}: {exc}", code="launch_failed")
+
+
+@dataclass(frozen=True, slots=True)
+class _Refuser:
+    """Says why ``run`` starts nothing (exit status 2): the line on stderr and, with
+    ``--json``, one ``run.refused`` object on stdout, so a script that reads the events gets
+    an answer it can parse: ``{"event": "run.refused", "exitCode": 2, "error": {"code",
+    "message", "details"}}``, the error as the Core's envelope carries one (a code of
+    ``protocol.ERROR_CATALOG``).
+
+    Attributes:
+        json_stream: stdout with ``--json`` (taken before a ``--ray`` run sends Ray's own
+            prints to stderr), else None.
+    """
+
+    json_stream: TextIO | None
+
+    def file(self, exc: RunFileError) -> int:
+        """A bad lanes file (``details``: its ``file`` and ``line``, None when no line) or a
+        JOB it has not (code ``not_found``, ``details.job``)."""
+        details: JSONObject = {"file": exc.path, "line": exc.line or None}
+        if exc.job is not None:
+            details["job"] = exc.job
+        code = "invalid_request" if exc.job is None else "not_found"
+        return self._refuse(visible(str(exc)), str(exc), code, details)
+
+    def option(self, option: str, message: str, *, code: str = "invalid_request") -> int:
+        """A command-line option that can not work (``details.option``: ``-j``, ``--ray``...)."""
+        line = f"supervisor run: {message}"
+        return self._refuse(visible(line), line, code, {"option": option})
+
+    def _refuse(self, shown: str, message: str, code: str, details: JSONObject) -> int:
+        print(shown, file=sys.stderr)
+        if self.json_stream is not None:
+            refused = {
+                "event": "run.refused",
+                "exitCode": EXIT_BAD_FILE,
+                "error": {"code": code, "message": message, "details": details},
+            }
+            # A reader that went away raises BrokenPipeError (main() exits 141); any other
+            # failure to write leaves the line on stderr.
+            try:
+                self.json_stream.write(
+                    json.dumps(refused, ensure_ascii=False, separators=(",", ":")) + "\n"
+                )
+                self.json_stream.flush()
+            except BrokenPipeError:
+                raise
+            except OSError:
+                pass
+        return EXIT_BAD_FILE
 
 
 def _select(run_file: RunFile, only: Sequence[str]) -> RunFile:
@@ -341,6 +390,7 @@ def _select(run_file: RunFile, only: Sequence[str]) -> RunFile:
                 run_file.path,
                 0,
                 f"no job is named {name!r}{did_you_mean(name, by_name)}; the jobs are: {known}",
+                job=name,
             )
         wanted.add(name)
         pending.extend(job.needs)

@@ -241,13 +241,15 @@ class RunFileError(Exception):
         path: the file as the user named it.
         line: the 1-based line the error is about (0 when the file could not be read).
         message: what is wrong, without the location.
+        job: the JOB named on the command line that the file has not, or None.
     """
 
-    def __init__(self, path: str, line: int, message: str) -> None:
+    def __init__(self, path: str, line: int, message: str, *, job: str | None = None) -> None:
         super().__init__(path, line, message)
         self.path = path
         self.line = line
         self.message = message
+        self.job = job
 
     def __str__(self) -> str:
         if self.line > 0:

@@ -158,7 +158,13 @@ class _Server:
         method = request.method
         refusal = self.lifecycle.check_request(method)
         if refusal is ErrorCode.SERVER_NOT_INITIALIZED:
-            raise JSONRPCError(int(refusal), "The server is not initialized")
+            # Said so a client that pipelines its first requests behind `initialize` knows
+            # what to change, not only what went wrong.
+            raise JSONRPCError(
+                int(refusal),
+                f"{cut_utf8(method, MAX_ECHO_BYTES)}: the server is not initialized yet: send"
+                " initialize and wait for its response before sending other requests",
+            )
         if refusal is not None:
             raise JSONRPCError(
                 int(refusal), f"{cut_utf8(method, MAX_ECHO_BYTES)} is not allowed now"

@@ -1045,7 +1045,11 @@ class Backend:
         if method == "initialize":
             return await self._initialize(params)
         if self._state in ("new", "initializing"):
-            raise JSONRPCError(ErrorCode.SERVER_NOT_INITIALIZED, "Server not initialized")
+            raise JSONRPCError(
+                ErrorCode.SERVER_NOT_INITIALIZED,
+                f"{method}: the backend is not initialized yet: send initialize and wait for"
+                " its response before sending other requests",
+            )
         if self._state == "shutdown":
             raise JSONRPCError(ErrorCode.INVALID_REQUEST, "The backend is shutting down")
         if method == "shutdown":

@@ -49,6 +49,7 @@ async def test_lifecycle_refusals() -> None:
         with pytest.raises(JSONRPCError) as info:
             await peer.invoke("tool.compile")
         assert info.value.code == -32002
+        assert "wait for its response" in info.value.message
         with pytest.raises(JSONRPCError) as info:
             await peer.endpoint.request("initialize", {"capabilities": {}})
         assert info.value.data == {"code": "sdk.logging.required"}

@@ -62,6 +62,20 @@ def test_exec_timeout_and_output_cap() -> None:
     assert data["stdout"] == "x" * 10
 
 
+def test_exec_of_a_flood_keeps_the_start_of_each_stream_as_asked() -> None:
+    """A script bounds the answer with --max-output-bytes (the default, 16 MiB per stream,
+    is process.run's, from the reference): the start is kept, NULs escaped, truncated."""
+    done = _supervisor(
+        "exec", "--max-output-bytes", "1048576", "--", "head", "-c", "3000000", "/dev/zero"
+    )
+    assert done.returncode == 0
+    data = json.loads(done.stdout)["data"]
+    assert data["truncated"] is True
+    assert data["stdout"] == "\0" * 1048576
+    # Six characters a NUL on the wire, and nothing of the dropped 1.9 MB.
+    assert len(done.stdout) < 6 * 1048576 + 4096
+
+
 def test_exec_refuses_bad_input_with_a_code() -> None:
     # A missing program is 127, as `env` and `timeout` say it (issue 29).
     done = _supervisor("exec", "--", "/no/such/program")

@@ -2,17 +2,19 @@
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import signal
 import subprocess
 import sys
 import textwrap
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Final
 
 import pytest
 import trio
 
+from protocol import ERROR_CATALOG
 from tests._procfs import runs_no_more
 
 if TYPE_CHECKING:
@@ -216,6 +218,59 @@ def test_missing_file_exits_2(tmp_path: Path) -> None:
     result = supervisor_run(str(tmp_path / "nope.toml"))
     assert result.returncode == 2
     assert "cannot read the file" in result.stderr
+
+
+REFUSALS: Final[dict[str, tuple[str, tuple[str, ...], str, dict[str, Any]]]] = {
+    # name: (the file's text after a job that would leave the marker, extra arguments,
+    #        error code, details)
+    "bad TOML": ('argv = ["a",\n', (), "invalid_request", {"line": 7}),
+    "unknown key": ("bogus = 1\n", (), "invalid_request", {"line": 7}),
+    "missing project": ('project = "nowhere"\n', (), "invalid_request", {"line": 7}),
+    "unknown JOB": ("", ("nojob",), "not_found", {"line": None, "job": "nojob"}),
+    "-j 0": ("", ("-j", "0"), "invalid_request", {"option": "-j"}),
+    "--ray with -j": ("", ("--ray", "auto", "-j", "2"), "invalid_request", {"option": "--ray"}),
+    "--junit": ("", ("--junit", "/nonexistent/r.xml"), "invalid_request", {"option": "--junit"}),
+    "--log-dir": ("", ("--log-dir", "/proc/no/logs"), "invalid_request", {"option": "--log-dir"}),
+    "--dry-run -j 0": ("", ("--dry-run", "-j", "0"), "invalid_request", {"option": "-j"}),
+}
+if importlib.util.find_spec("ray") is None:
+    REFUSALS["--ray without Ray"] = ("", ("--ray", "auto"), "not_supported", {"option": "--ray"})
+
+
+@pytest.mark.parametrize("kind", REFUSALS)
+def test_every_refusal_with_json_is_one_object_on_stdout(tmp_path: Path, kind: str) -> None:
+    tail, extra, code, details = REFUSALS[kind]
+    marker = tmp_path / "started"
+    path = write(
+        tmp_path / "run.toml",
+        f"""\
+        [[job]]
+        name = "marker"
+        argv = ["{sys.executable}", "-c", "open({str(marker)!r}, 'w')"]
+
+        [[job]]
+        argv = ["true"]
+        """,
+    )
+    with open(path, "a") as file:
+        file.write(tail)
+    plain = supervisor_run(path, *extra)
+    result = supervisor_run(path, *extra, "--json")
+    assert plain.returncode == result.returncode == 2
+    # The human line is the same with --json or without; only --json prints the object.
+    assert plain.stdout == ""
+    assert result.stderr == plain.stderr != ""
+    [line] = result.stdout.splitlines()
+    refused = json.loads(line)
+    assert refused["event"] == "run.refused"
+    assert refused["exitCode"] == 2
+    assert refused["error"]["code"] == code
+    assert refused["error"]["message"] in plain.stderr
+    assert refused["error"]["details"] == (
+        details if "option" in details else {"file": path, **details}
+    )
+    assert code in {entry.name for entry in ERROR_CATALOG}
+    assert not marker.exists()
 
 
 def test_unexpected_outcome_exits_1_and_names_the_job(tmp_path: Path) -> None:

@@ -272,6 +272,11 @@ async def client() -> AsyncIterator[Client]:
 async def test_handshake_and_requests_before_initialize(client: Client) -> None:
     early = await client.request("core.ping", {})
     assert _field(early, "error", "code") == -32002
+    # The message says what to do, for a client that pipelined it behind initialize.
+    assert _field(early, "error", "message") == (
+        "core.ping: the server is not initialized yet: send initialize and wait for its"
+        " response before sending other requests"
+    )
     await client.notify("job.cancel", {"jobId": "x"})  # dropped before initialize
     result = await client.initialize()
     assert result["protocol"] == 1
