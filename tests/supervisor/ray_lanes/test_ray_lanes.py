@@ -304,7 +304,12 @@ def test_a_pin_no_node_satisfies_starts_nothing(
     runners.append(runner)
     assert runner.finish() == 2
     assert "no live node of the cluster has the label zone=mars" in runner.stderr
-    assert runner.events == []
+    # Nothing started: the one object on stdout is the refusal (README, run --json).
+    assert [e["event"] for e in runner.events] == ["run.refused"]
+    error = runner.events[0]["error"]
+    assert error["code"] == "launch_failed"
+    assert error["details"] == {"option": "--ray"}
+    assert "zone=mars" in error["message"]
 
 
 def test_sigint_ends_every_remote_tree(cluster: Any, runners: list[Runner], tmp_path: Path) -> None:
