@@ -100,6 +100,9 @@ DEFAULT_TERM_GRACE_MS: Final = TERM_GRACE_MS
 DEFAULT_KILL_WAIT_MS: Final = KILL_WAIT_MS
 #: Output drained after the main process exited (the stop ladder's), milliseconds.
 DEFAULT_DRAIN_MS: Final = DRAIN_AFTER_EXIT_MS
+#: Full events one pass of the reader fills before it lets other tasks run (a flood's
+#: fairness bound: 256 KiB, about 3 ms of reading).
+_CHUNKS_PER_PASS: Final = 4
 #: Output arriving within this many seconds is rendered in one batch.
 _RENDER_COALESCE_S: Final = 0.02
 #: How long :meth:`TerminalProcess.end` waits for the generation's task once cancelled, in
@@ -292,43 +295,60 @@ class TerminalProcess:
         # cost of a flood. So once the master is readable the reader reads again at once
         # while data is there, up to READ_CHUNK_BYTES per event. The read that comes back
         # empty proves the master drained, so the reader goes straight back to waiting (a
-        # keystroke's echo costs one pass of this task, not two); after a full chunk the wait
-        # finds the master readable at the next pass (fairness, cancellation).
+        # keystroke's echo costs one pass of this task, not two). A flood fills up to
+        # _CHUNKS_PER_PASS events per pass (the consumer then takes them in one drain, not
+        # one wake-up and one waitEvents call each), and after a full pass the reader only
+        # checkpoints (fairness, cancellation) and reads on: the master still has data, so
+        # registering with epoll to learn that would be a wasted round trip.
         fd = self._master
         decoder = self._decoder
         read = os.read
+        more = False
         try:
             while True:
                 if self.paused and not (self.__discard or self._ending or self.exited.is_set()):
                     # Flow control: nothing is read until the output is taken (resume),
                     # the program exits or a close begins.
                     await self._unpaused.wait()
+                    more = False
                     continue
-                try:
-                    await trio.lowlevel.wait_readable(fd)
-                except trio.ClosedResourceError:
-                    break  # aclose() closed the master under us
-                parts: list[bytes] = []
-                size = 0
-                eof = False
-                while size < READ_CHUNK_BYTES:
+                if more:
+                    await trio.lowlevel.checkpoint()
+                else:
                     try:
-                        data = read(fd, READ_CHUNK_BYTES - size)
-                    except BlockingIOError:
-                        break
-                    except OSError:
-                        # EIO: every slave fd is closed (the session is gone).
-                        eof = True
-                        break
-                    if not data:
-                        eof = True
-                        break
-                    parts.append(data)
-                    size += len(data)
-                if size:
-                    self.bytes_read += size
-                    self._emit(decoder.decode(parts[0] if len(parts) == 1 else b"".join(parts)))
-                    fault_point("terminal.reader")
+                        await trio.lowlevel.wait_readable(fd)
+                    except trio.ClosedResourceError:
+                        break  # aclose() closed the master under us
+                more = False
+                eof = False
+                for _ in range(_CHUNKS_PER_PASS):
+                    parts: list[bytes] = []
+                    size = 0
+                    while size < READ_CHUNK_BYTES:
+                        try:
+                            data = read(fd, READ_CHUNK_BYTES - size)
+                        except BlockingIOError:
+                            break
+                        except OSError:
+                            # EIO: every slave fd is closed (the session is gone); EBADF:
+                            # aclose() closed the master (only once cancelled).
+                            eof = True
+                            break
+                        if not data:
+                            eof = True
+                            break
+                        parts.append(data)
+                        size += len(data)
+                    if size:
+                        self.bytes_read += size
+                        self._emit(decoder.decode(parts[0] if len(parts) == 1 else b"".join(parts)))
+                        fault_point("terminal.reader")
+                    if eof or size < READ_CHUNK_BYTES:
+                        break  # the master drained (or ended)
+                    if self.paused:
+                        break  # the loop's head decides whether the pause holds
+                else:
+                    more = True
                 if eof:
                     break
             self._emit(decoder.decode(b"", final=True))
