@@ -19,6 +19,7 @@ Contract:
 from __future__ import annotations
 
 import contextlib
+import functools
 import math
 import os
 import re
@@ -56,7 +57,7 @@ from ._reaper import reap_orphans as reap_orphans
 from ._tree import DEVNULL, PIPE, ProcessTree, _open_tree
 
 if TYPE_CHECKING:
-    from collections.abc import Mapping, Sequence
+    from collections.abc import Callable, Mapping, Sequence
 
     from ._direct import Unfinished
 
@@ -327,17 +328,11 @@ class _Multiplexer(Multiplexer):
         tree: ProcessTree,
         pidfd: int | None,
         readers: dict[int, Capture],
-        stdin_stream: trio.lowlevel.FdStream | None,
+        stdin_fd: int | None,
         stdin_data: bytes | str | StdinFeed,
+        close_stdin: Callable[[], None] | None,
     ) -> None:
-        super().__init__(
-            tree,
-            pidfd,
-            readers,
-            None if stdin_stream is None else stdin_stream.fileno(),
-            stdin_data,
-            None if stdin_stream is None else stdin_stream.close,
-        )
+        super().__init__(tree, pidfd, readers, stdin_fd, stdin_data, close_stdin)
         self.tree = tree
 
     @classmethod
@@ -350,19 +345,31 @@ class _Multiplexer(Multiplexer):
     ) -> _Multiplexer | None:
         """The multiplexer for ``tree``, or None when it needs the task-based path."""
         pidfd = tree._exit_fd()
-        streams = (tree.stdout, tree.stderr, tree.stdin)
         # No pidfd: unsupported, unless the main process was reaped already (an adopted run,
         # see finish_direct), when there is no exit left to wait for.
         if not _HAVE_EPOLL or (pidfd is None and tree.returncode is None):
             return None
-        if not all(s is None or isinstance(s, trio.lowlevel.FdStream) for s in streams):
-            return None
+        # The bare descriptors (no Trio stream made for them), or the streams made already.
+        fds: dict[str, int] = {}
+        closers: dict[str, Callable[[], None]] = {}
+        for name, stream in zip(
+            ("stdin", "stdout", "stderr"), tree._streams_or_none(), strict=True
+        ):
+            raw = tree._raw_pipe(name)
+            if raw is not None:
+                os.set_blocking(raw, False)  # ours only: the child's end stays blocking
+                fds[name] = raw
+                closers[name] = functools.partial(tree._close_raw_pipe, name)
+            elif isinstance(stream, trio.lowlevel.FdStream):
+                fds[name] = stream.fileno()
+                closers[name] = stream.close
+            elif stream is not None:
+                return None
         readers: dict[int, Capture] = {}
-        for capture, stream in ((out, tree.stdout), (err, tree.stderr)):
-            if isinstance(stream, trio.lowlevel.FdStream):
-                readers[stream.fileno()] = capture
-        stdin_stream = tree.stdin if isinstance(tree.stdin, trio.lowlevel.FdStream) else None
-        return cls(tree, pidfd, readers, stdin_stream, stdin or b"")
+        for capture, name in ((out, "stdout"), (err, "stderr")):
+            if name in fds:
+                readers[fds[name]] = capture
+        return cls(tree, pidfd, readers, fds.get("stdin"), stdin or b"", closers.get("stdin"))
 
     async def run(self, *, until_exit: bool) -> None:
         """Serve events until the main process exits (or, with ``until_exit`` False,
@@ -429,8 +436,10 @@ async def _end_after_run(mux: _Multiplexer, timed_out: bool, bounds: StopBounds)
     to read was read); returns ``timed_out``."""
     if not mux.readers and not timed_out:
         # The common end: exited, pipes at EOF; only leftovers (if any) to end. The
-        # caller closes the pipes without the ladder's extra scheduler pass.
-        await stop_ladder(mux.tree, bounds, close_pipes=False)
+        # caller closes the pipes without the ladder's extra scheduler pass. Nothing left
+        # (the leftovers check found nothing alive): ended without the ladder's scopes.
+        if mux.tree._end_nowait() is None:
+            await stop_ladder(mux.tree, bounds, close_pipes=False)
         return False
     # Something still holds a pipe open, or the deadline passed: end the tree while
     # draining, the drain bounded from the exit on: a grandchild
@@ -462,7 +471,7 @@ async def finish_direct(run: Unfinished) -> ProcessResult | None:
     if run.exited_at is not None:
         tree._note_exit()  # the drain after the exit is bounded from the exit itself
         tree._exit_time = trio.current_time() - (time.perf_counter() - run.exited_at)
-    stdin = run.mux.stdin_data if tree.stdin is not None else None
+    stdin = run.mux.stdin_data if tree._raw_pipe("stdin") is not None else None
     mux = _Multiplexer.open(tree, run.out, run.err, stdin)
     assert mux is not None  # an epoll and FdStreams: what run_direct needed too
     timed_out = run.timed_out

@@ -170,6 +170,9 @@ class SpawnedProcess:
         # Created by the first wait(): a child polled without Trio never needs it.
         self._wait_lock: trio.Lock | None = None
         self._pidfd: int | None = None
+        # Whether wait() gave the pidfd to Trio's epoll (only then may a Trio task be
+        # waiting on it when it closes; a ``pidfd`` caller stops watching before reaping).
+        self._pidfd_in_trio = False
         if _HAVE_PIDFD:
             # A kernel without pidfd_open (before 5.3) gets the thread fallback in wait().
             with contextlib.suppress(OSError):
@@ -258,8 +261,9 @@ class SpawnedProcess:
     def _close_pidfd(self) -> None:
         pidfd, self._pidfd = self._pidfd, None
         if pidfd is not None:
-            # Trio's epoll may still hold a registration for this number.
-            _notify_closing(pidfd)
+            if self._pidfd_in_trio:
+                # Trio's epoll may still hold a registration for this number.
+                _notify_closing(pidfd)
             os.close(pidfd)
 
     async def wait(self) -> int:
@@ -286,6 +290,7 @@ class SpawnedProcess:
         try:
             while self.returncode is None:
                 if self._pidfd is not None:
+                    self._pidfd_in_trio = True
                     await trio.lowlevel.wait_readable(self._pidfd)
                 else:
                     # No pidfd: block a worker thread in waitid(WNOWAIT), which leaves

@@ -151,9 +151,6 @@ class ProcessTree(metaclass=NoPublicConstructor):
         self.pid: int = process.pid
         self.pgid: int = process.pid
         self.marker = marker
-        self.stdin: trio.abc.SendStream | None = process.stdin
-        self.stdout: trio.abc.ReceiveStream | None = process.stdout
-        self.stderr: trio.abc.ReceiveStream | None = process.stderr
         self._exit_time: float | None = None
         self._seen: dict[int, int] = {}
         self._end_done: trio.Event | None = None
@@ -166,6 +163,41 @@ class ProcessTree(metaclass=NoPublicConstructor):
 
     def __repr__(self) -> str:
         return f"<ProcessTree pid={self.pid} marker={self.marker!r} returncode={self.returncode}>"
+
+    # The pipes become Trio streams when first read here; ``process.run``'s multiplexer takes
+    # the bare descriptors instead (``_raw_pipe``), which never meet Trio's epoll: no stream
+    # objects to build and close, no ``notify_closing`` for them.
+
+    @property
+    def stdin(self) -> trio.abc.SendStream | None:
+        """Stream to the child's stdin, or None when not piped."""
+        return self._proc.stdin
+
+    @property
+    def stdout(self) -> trio.abc.ReceiveStream | None:
+        """Stream from the child's stdout, or None when not piped."""
+        return self._proc.stdout
+
+    @property
+    def stderr(self) -> trio.abc.ReceiveStream | None:
+        """Stream from the child's stderr, or None when not piped."""
+        return self._proc.stderr
+
+    def _raw_pipe(self, name: str) -> int | None:
+        """Our end of the pipe ``name`` (``"stdin"``, ``"stdout"``, ``"stderr"``) while it is
+        not wrapped as a stream, else None; it stays the tree's to close (``_close_pipes``)."""
+        return self._proc.pipes.get(name)
+
+    def _close_raw_pipe(self, name: str) -> None:
+        """Close the unwrapped pipe ``name`` now (Trio never saw it: no ``notify_closing``)."""
+        fd = self._proc.pipes.pop(name, None)
+        if fd is not None:
+            os.close(fd)
+
+    def _streams_or_none(self) -> tuple[object, ...]:
+        # The streams already made, without making the others.
+        streams = self._proc._streams
+        return tuple(streams.get(name) for name in ("stdin", "stdout", "stderr"))
 
     @property
     def returncode(self) -> int | None:
@@ -274,25 +306,34 @@ class ProcessTree(metaclass=NoPublicConstructor):
             await trio.lowlevel.cancel_shielded_checkpoint()
             return
         self._pipes_closed = True
-        for stream in (self.stdin, self.stdout, self.stderr):
-            if stream is not None:
+        self._close_raw_pipes()
+        for stream in self._streams_or_none():
+            if isinstance(stream, trio.abc.AsyncResource):
                 with contextlib.suppress(trio.BrokenResourceError, trio.ClosedResourceError):
                     await stream.aclose()
         await trio.lowlevel.cancel_shielded_checkpoint()
 
     def _close_pipes_nowait(self) -> bool:
-        """Close the pipes when all of them are ``FdStream`` (closing one never blocks);
-        False, closing nothing, when one needs an ``await``."""
-        streams = (self.stdin, self.stdout, self.stderr)
+        """Close the pipes when each is unwrapped or an ``FdStream`` (closing one never
+        blocks); False, closing nothing, when one needs an ``await``."""
         if self._pipes_closed:
             return True
+        streams = self._streams_or_none()
         if not all(s is None or isinstance(s, trio.lowlevel.FdStream) for s in streams):
             return False
         self._pipes_closed = True
+        self._close_raw_pipes()
         for stream in streams:
             if isinstance(stream, trio.lowlevel.FdStream):
                 stream.close()
         return True
+
+    def _close_raw_pipes(self) -> None:
+        pipes = self._proc.pipes
+        while pipes:
+            _, fd = pipes.popitem()
+            with contextlib.suppress(OSError):
+                os.close(fd)
 
     def _end_reported(self) -> bool:
         """Whether ending the tree is done (its report final); for ``_process``."""
@@ -314,9 +355,10 @@ class ProcessTree(metaclass=NoPublicConstructor):
         ):
             if value < 0:
                 raise ValueError(f"{name} must be >= 0, got {value}")
-        if self._report is not None:
+        if self._report is not None or self._end_nowait() is not None:
             # Already ended: the report is final. No scheduler pass here; ``aclose`` (the
             # public way in) still makes one when it closes the pipes.
+            assert self._report is not None
             return self._report
         with trio.CancelScope(shield=True):
             if self._end_done is not None:
@@ -330,16 +372,52 @@ class ProcessTree(metaclass=NoPublicConstructor):
                 )
             finally:
                 self._end_done.set()
-                report = self._report
-                if self._scan_clean:
-                    # Nothing of the tree is left, alive or zombie: no pid to prove ours.
-                    _reaper.forget_ours(self._seen)
-                elif self._adopted_seen or report is None or report.terminated or report.killed:
-                    # Orphans of this tree may have turned zombie since the last scan.
-                    _reaper.reap_adopted_children()
-                _reaper.tree_ended()
+                self._ended(self._report)
         assert self._report is not None
         return self._report
+
+    def _end_nowait(self) -> TreeEndReport | None:
+        """End the tree at once when that takes no wait: its main process has exited and
+        been reaped, and the leftovers check finds nothing of the tree alive. Returns the
+        report, or None (nothing was signalled; the caller runs the steps, which scan again).
+
+        The check is the steps' own first scan (:meth:`_first_scan`, the same proof: our
+        children listed, the main process's descendants reparented to us, the members seen,
+        the marker scan where ancestry may miss one); with nothing alive, the steps would
+        signal nothing, wait for nothing and report the same, so this is them without the
+        cancel scope, the event and the exit watch that only a wait needs. A grandchild that
+        outlived the main process is alive here, and the steps run
+        (``test_run_process_ends_a_grandchild_left_running``).
+        """
+        if self._report is not None:
+            return self._report
+        if self._end_done is not None or self.returncode is None:
+            return None
+        started = trio.current_time()
+        if self._first_scan():
+            return None
+        report = self._report = TreeEndReport(
+            returncode=self.returncode,
+            polite_attempted=False,
+            terminated=(),
+            killed=(),
+            swept=(),
+            unkillable=(),
+            polite_error=None,
+            duration_ms=math.ceil((trio.current_time() - started) * 1000),
+        )
+        self._ended(report)
+        return report
+
+    def _ended(self, report: TreeEndReport | None) -> None:
+        """The bookkeeping of an end (``report`` None: the steps failed)."""
+        if self._scan_clean:
+            # Nothing of the tree is left, alive or zombie: no pid to prove ours.
+            _reaper.forget_ours(self._seen)
+        elif self._adopted_seen or report is None or report.terminated or report.killed:
+            # Orphans of this tree may have turned zombie since the last scan.
+            _reaper.reap_adopted_children()
+        _reaper.tree_ended()
 
     async def _end_steps(
         self,

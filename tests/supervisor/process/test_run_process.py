@@ -290,3 +290,32 @@ async def test_relative_executable_missing_under_a_relative_cwd_is_launch_failed
         await run_process(["./missing.sh"], cwd="sub")
     assert info.value.code == "launch_failed"
     assert info.value.message == "executable not found: ./missing.sh"
+
+
+@pytest.mark.parametrize(
+    "script",
+    [
+        # A grandchild in the tree's group, its output elsewhere: the pipes reach EOF at the
+        # main process's exit while it runs on.
+        "sleep 3600 >/dev/null 2>&1 & echo $!",
+        # One level deeper: the subshell that forked it is gone too.
+        "(sleep 3600 >/dev/null 2>&1 & echo $!)",
+    ],
+)
+async def test_run_process_ends_a_grandchild_left_running(script: str) -> None:
+    # The end without a wait (ProcessTree._end_nowait) is taken only when the leftovers check
+    # finds nothing alive: a grandchild that outlived its parent must still be found and ended.
+    result = await run_process(["sh", "-c", script], term_grace_ms=200)
+    assert result.exit_code == 0
+    leftover = int(result.stdout.split()[0])
+    assert state(leftover) is None
+
+
+async def test_run_process_leaves_no_descriptor_open() -> None:
+    # Its pipes are closed bare (never Trio streams), the pidfd and the epoll with them.
+    before = sorted(os.listdir("/proc/self/fd"))
+    for stdin in (None, b"x" * 100_000, "text"):
+        for _ in range(5):
+            result = await run_process(["cat"], stdin=stdin)
+            assert result.exit_code == 0
+    assert sorted(os.listdir("/proc/self/fd")) == before
