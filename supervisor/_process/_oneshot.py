@@ -492,8 +492,10 @@ async def finish_direct(run: Unfinished) -> ProcessResult | None:
     return _result(tree, run.out, run.err, timed_out, time.perf_counter() - run.started)
 
 
+@functools.lru_cache(maxsize=16)
 def _run_bounds(term_grace_ms: int) -> StopBounds:
-    # No polite step: a command is asked to stop by SIGTERM.
+    # No polite step: a command is asked to stop by SIGTERM. Built once per grace (frozen;
+    # its checks cost a few microseconds per call).
     return StopBounds(
         polite_ms=0,
         term_grace_ms=term_grace_ms,
