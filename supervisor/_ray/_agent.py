@@ -22,6 +22,7 @@ can be tested, and type-checked, without Ray).
 from __future__ import annotations
 
 import contextlib
+import os
 import socket
 import threading
 import time
@@ -57,9 +58,15 @@ class NodeAgent:
     Args:
         name: How the runner names this node in reports (``host/node-id``).
         max_output_bytes: The lanes' output cap per job and stream, in bytes.
+        drop_env: Environment variables to remove before any job starts (set for the
+            agent's own process only).
     """
 
-    def __init__(self, name: str, max_output_bytes: int) -> None:
+    def __init__(self, name: str, max_output_bytes: int, *, drop_env: tuple[str, ...] = ()) -> None:
+        # Settings meant for this process alone (the runner's Ray settings for its worker),
+        # not for the jobs its lanes start, which inherit its environment.
+        for env_name in drop_env:
+            os.environ.pop(env_name, None)
         self.name = name
         self._max_output_bytes = max_output_bytes
         self._lock = threading.Condition()
@@ -85,8 +92,6 @@ class NodeAgent:
 
     def describe(self) -> JSONObject:
         """``{name, host, pid}``: where this agent runs (the pid owns the node's trees)."""
-        import os
-
         return {"name": self.name, "host": socket.gethostname(), "pid": os.getpid()}
 
     def commands(self, batch: list[Command]) -> list[bool]:

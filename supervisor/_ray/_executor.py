@@ -237,22 +237,43 @@ def _driver_node_id(address: str) -> str | None:
 
 
 def _check_reachable(address: str) -> None:
-    """Refuse a ``host:port`` nothing answers at, within :data:`CONNECT_BOUND_S`.
+    """Refuse a ``host:port`` nothing answers at, or that stays silent when spoken to, within
+    :data:`CONNECT_BOUND_S`.
 
     Ray itself retries an unreachable cluster for minutes; a mistyped address should fail
-    at once. Anything that is not ``[ray://]host:port`` is left to Ray.
+    at once. A port that accepts the connection and never answers (some other program's
+    listener) would hang Ray's join as well, beyond Ctrl-C: Ray's services speak gRPC, whose
+    server answers the HTTP/2 connection preface with its settings at once, so a peer that
+    says nothing to it within the bound is refused. Any answer, or a close (a TLS server
+    given plain text), passes: the rest is Ray's to judge. Anything that is not
+    ``[ray://]host:port`` is left to Ray.
 
     Raises:
-        ClusterError: The connection was refused or timed out.
+        ClusterError: The connection was refused or timed out, or the peer said nothing.
     """
     host, colon, port = address.removeprefix("ray://").rpartition(":")
     if not colon or not host or not port.isdigit():
         return
     try:
-        socket.create_connection((host, int(port)), timeout=CONNECT_BOUND_S).close()
+        conn = socket.create_connection((host, int(port)), timeout=CONNECT_BOUND_S)
     except OSError as exc:
         reason = exc.strerror or type(exc).__name__
         raise ClusterError(f"nothing answers at {address} ({reason})") from None
+    with conn:
+        try:
+            conn.sendall(_HTTP2_PREFACE)
+            conn.recv(1)
+        except TimeoutError:
+            raise ClusterError(
+                f"{address} accepts connections but does not answer as a Ray cluster"
+                f" (no reply within {CONNECT_BOUND_S:g} s): is it Ray's address?"
+            ) from None
+        except OSError:
+            return  # it answered by closing (a TLS server given plain text): Ray judges
+
+
+#: What an HTTP/2 (gRPC) client sends first; the server answers with a SETTINGS frame.
+_HTTP2_PREFACE: Final = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + bytes.fromhex("000000040000000000")
 
 
 def _live_nodes() -> list[_Node]:
@@ -389,7 +410,7 @@ class _AgentLink:
                 .options(
                     scheduling_strategy=NodeAffinitySchedulingStrategy(node.node_id, soft=False),
                 )
-                .remote(node.name, executor.max_output_bytes)
+                .remote(node.name, executor.max_output_bytes, drop_env=tuple(_AGENT_ENV))
             )
         self.ready = trio.Event()
         #: Set when no pull is in flight any more (the event pump ended or never began).
@@ -471,11 +492,25 @@ class _AgentLink:
             logger.debug("ray.kill of the agent on %s", self.node.name, exc_info=True)
 
 
+#: The agent worker's own Ray settings. ``kill_child_processes_on_worker_exit`` off: when the
+#: run's driver dies, Ray ends its workers, and by default a worker that exits SIGKILLs its
+#: direct children first, the agent's watchdog among them, which then can not end the trees
+#: (their main processes, Ray's other victims, leave their own children running). The
+#: watchdog does that job instead: it sees the agent gone and ends every tree the agent
+#: started, grandchildren included.
+_AGENT_ENV: Final = {"RAY_kill_child_processes_on_worker_exit": "0"}
+
+
 @functools.cache
 def _remote_agent() -> Any:
     # Threaded: a pull waits while commands arrive. No CPU reserved: the lane's jobs are
     # the node's work, and an agent must fit on a node that is busy with them.
-    return ray.remote(num_cpus=0, max_concurrency=8, max_restarts=0)(NodeAgent)
+    return ray.remote(
+        num_cpus=0,
+        max_concurrency=8,
+        max_restarts=0,
+        runtime_env={"env_vars": _AGENT_ENV},
+    )(NodeAgent)
 
 
 class RayLanes:

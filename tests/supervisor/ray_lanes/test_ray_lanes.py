@@ -267,7 +267,9 @@ def test_pinned_lanes_run_on_their_nodes(
         name = "on zone b"
         project = "."
         kind = "command"
-        argv = ["{python}", "-c", "pass"]
+        argv = [
+            "{python}", "-c", "import os; print([k for k in os.environ if 'kill_child' in k])",
+        ]
         node = "zone=b"
 
         [[job]]
@@ -285,6 +287,11 @@ def test_pinned_lanes_run_on_their_nodes(
     finished = runner.finished()
     assert finished["on zone b"]["node"].endswith(_node_name(cluster.zone_b))
     assert finished["on bigbox"]["node"].endswith(_node_name(cluster.bigbox))
+    # The agent's own Ray settings are not the jobs' environment.
+    printed = "".join(
+        e["text"] for e in runner.events if e["event"] == "job.output" and e["name"] == "on zone b"
+    )
+    assert printed == "[]\n"
 
 
 def test_a_pin_no_node_satisfies_starts_nothing(
@@ -455,14 +462,20 @@ def test_a_killed_node_agent_fails_its_jobs_and_its_trees_end(
 def test_the_runners_death_ends_every_remote_tree(
     cluster: Any, runners: list[Runner], tmp_path: Path
 ) -> None:
+    # The sleeper runs as a grandchild of the agent: Ray ends a dead driver's workers and
+    # their direct children (the job's main process, and the agent's watchdog unless it is
+    # spared), never their grandchildren.
+    (tmp_path / "grand.py").write_text(
+        f"import subprocess, sys\nsubprocess.run([sys.executable, '-c', {SLEEPER!r}])\n"
+    )
     path = write(
         tmp_path / "orphans.toml",
-        f"""
+        """
         [[job]]
         name = "a"
         project = "."
         kind = "command"
-        argv = ["{{python}}", "-c", "{SLEEPER}"]
+        argv = ["{python}", "grand.py"]
         node = "zone=b"
         """,
     )
@@ -597,3 +610,32 @@ def test_the_driver_config_is_set_for_the_join_only_and_yields_to_the_users(
     with _driver_config():
         assert os.environ[name] == "500"
     assert os.environ[name] == "500"
+
+
+def test_an_address_that_accepts_but_never_answers_is_refused_in_bounded_time(
+    runners: list[Runner], tmp_path: Path
+) -> None:
+    """A port some other program listens on, silent: Ray's join would hang there (beyond
+    Ctrl-C); the run is refused with exit 2 and its run.refused object, nothing started."""
+    import socket
+
+    path = write(
+        tmp_path / "one.toml",
+        """
+        [[job]]
+        project = "."
+        kind = "command"
+        argv = ["/bin/true"]
+        """,
+    )
+    with socket.socket() as listener:
+        listener.bind(("127.0.0.1", 0))
+        listener.listen()
+        address = f"127.0.0.1:{listener.getsockname()[1]}"
+        runner = Runner(path, address)
+        runners.append(runner)
+        # The connection waits in the backlog, never accepted nor answered.
+        assert runner.finish() == 2, runner.stderr
+    assert "does not answer as a Ray cluster" in runner.stderr
+    assert [e["event"] for e in runner.events] == ["run.refused"]
+    assert runner.events[0]["error"]["details"] == {"option": "--ray"}
