@@ -313,7 +313,8 @@ class _JobOutput:
         self._max_event_bytes = max_event_bytes
         self._max_bytes = max_bytes
         self._max_tail_bytes = max_tail_bytes
-        self._tail = {stream: bytearray() for stream in _STREAMS}
+        # Per stream, made when its output first passes the cap.
+        self._tail: dict[str, bytearray] = {}
         self._flush_s = flush_s
         self._pending: dict[str, list[bytes]] = {}
         self._pending_bytes = dict.fromkeys(_STREAMS, 0)
@@ -384,7 +385,7 @@ class _JobOutput:
         limit = self._max_tail_bytes
         if limit == 0:
             return
-        tail = self._tail[stream]
+        tail = self._tail.setdefault(stream, bytearray())
         if len(data) >= limit:
             tail[:] = data[len(data) - limit :]
         else:
@@ -430,7 +431,7 @@ class _JobOutput:
             past_cap = self._dropped[stream]
             if not past_cap:
                 continue
-            tail, self._tail[stream] = self._tail[stream], bytearray()
+            tail = self._tail.pop(stream, None) or bytearray()
             # A ring that held everything past the cap continues the head exactly; a trimmed
             # one starts anywhere, maybe inside a character: cut it at a boundary.
             start = 0 if len(tail) == past_cap else _tail_start(tail)

@@ -106,6 +106,7 @@ __all__ = (
 DEFAULT_DRAIN_MS: Final = DRAIN_AFTER_EXIT_MS
 #: Bytes asked for per read of a pipe.
 _READ_BYTES: Final = 65536
+_UTF8_DECODER: Final = codecs.getincrementaldecoder("utf-8")
 #: The environment variable that names a reporting job's report descriptor.
 REPORT_FD_ENV: Final = "SUPERVISOR_REPORT_FD"
 #: The longest report line, newline excluded, in bytes (ours; a job.output event's bound).
@@ -251,12 +252,10 @@ class ProcessJobRunner:
     ) -> TreeEndReport:
         """The stop ladder, reading through it with ``drained`` unless our own code
         ``failed`` (then reading again could meet the same bug); joins an end already run."""
-        # The ladder is shielded itself; the extra shield covers the checkpoint on the way in.
-        with trio.CancelScope(shield=True):
-            report = await stop_ladder(
-                tree, self._bounds, drained=None if failed else drained, progress=progress
-            )
-        return report
+        # The ladder is shielded itself (calling it is no checkpoint).
+        return await stop_ladder(
+            tree, self._bounds, drained=None if failed else drained, progress=progress
+        )
 
     async def _supervise_reporting(
         self,
@@ -305,14 +304,15 @@ class ProcessJobRunner:
             also_drained: Returns once another reader of the job (its report pipe) is done;
                 the ladder's drain waits for it too.
         """
-        decoders = {
-            name: codecs.getincrementaldecoder("utf-8")(errors="replace")
-            for name in ("stdout", "stderr")
-        }
+        # Made with a stream's first output: most short jobs print nothing.
+        decoders: dict[str, codecs.IncrementalDecoder] = {}
 
         def on_output(stream_name: str, chunk: bytes) -> None:
             fault_point("job.output")
-            text = decoders[stream_name].decode(chunk)
+            decoder = decoders.get(stream_name)
+            if decoder is None:
+                decoder = decoders[stream_name] = _UTF8_DECODER(errors="replace")
+            text = decoder.decode(chunk)
             if text:
                 emit_output(stream_name, text)
 
@@ -351,12 +351,18 @@ class ProcessJobRunner:
             # The ladder reads while the tree ends: the pause must not hold its drain.
             gate.release()
             try:
-                await self._stop(tree, drained, lambda: out.total + err.total, failed=failed)
+                if not mux.readers and also_drained is None:
+                    # The usual end: both pipes at EOF, nothing left to drain; the ladder
+                    # only ends what the job left running (no drain task, no nursery).
+                    await self._stop(tree)
+                else:
+                    await self._stop(tree, drained, lambda: out.total + err.total, failed=failed)
             finally:
                 mux.close()
-                for name, decoder in decoders.items():
+                for name in ("stdout", "stderr"):
+                    decoder = decoders.get(name)
                     # A character cut off by EOF or the drain bound is still reported (U+FFFD).
-                    rest = decoder.decode(b"", final=True)
+                    rest = "" if decoder is None else decoder.decode(b"", final=True)
                     if rest:
                         emit_output(name, rest)
 

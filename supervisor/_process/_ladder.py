@@ -148,11 +148,15 @@ async def stop_ladder(
     scans) even when called from a cancelled scope; the caller's cancellation is delivered
     at its next checkpoint.
     """
+    if drained is None:
+        # No scope of our own: the tree's end and the closing of the pipes are each shielded
+        # where they wait (a cancel scope per end is measurable at thousands of jobs).
+        report = await _end(tree, bounds, polite)
+        if close_pipes:
+            await tree._close_pipes()
+        return report
     with trio.CancelScope(shield=True):
-        if drained is None:
-            report = await _end(tree, bounds, polite)
-        else:
-            report = await _end_while_draining(tree, bounds, polite, drained, progress)
+        report = await _end_while_draining(tree, bounds, polite, drained, progress)
         if close_pipes:
             await tree._close_pipes()
     return report

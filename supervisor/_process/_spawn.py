@@ -89,7 +89,7 @@ from typing import TYPE_CHECKING, Any, Final, final
 from ._procfs import HAVE_PROCFS, read_stat
 
 if TYPE_CHECKING:
-    from collections.abc import Container, Iterator, Mapping, Sequence
+    from collections.abc import Container, Mapping, Sequence
 
     import trio
 
@@ -644,19 +644,19 @@ class _SpawnGate:
         self._in_flight = 0
         self._closed = False
 
-    @contextlib.contextmanager
-    def enter(self) -> Iterator[None]:
+    def enter(self) -> None:
+        """Count a spawn in flight; raises ``OSError`` (ESHUTDOWN) once closed. Pair each
+        with :meth:`leave` (not a generator context manager: this runs once per spawn)."""
         with self._lock:
             if self._closed:
                 raise OSError(errno.ESHUTDOWN, "the supervisor is ending: no new process starts")
             self._in_flight += 1
-        try:
-            yield
-        finally:
-            with self._lock:
-                self._in_flight -= 1
-                if not self._in_flight:
-                    self._lock.notify_all()
+
+    def leave(self) -> None:
+        with self._lock:
+            self._in_flight -= 1
+            if not self._in_flight:
+                self._lock.notify_all()
 
     def close(self) -> None:
         with self._lock:
@@ -720,8 +720,11 @@ def spawn(
             format), the cwd or the terminal could not be used or a pipe could not be
             created; nothing is left running and every descriptor opened here is closed.
     """
-    with _gate.enter():
+    _gate.enter()
+    try:
         return _spawn(executable, argv, env, cwd, stdin, stdout, stderr, tty, pass_fd)
+    finally:
+        _gate.leave()
 
 
 def _spawn(

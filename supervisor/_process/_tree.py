@@ -307,11 +307,14 @@ class ProcessTree(metaclass=NoPublicConstructor):
             return
         self._pipes_closed = True
         self._close_raw_pipes()
-        for stream in self._streams_or_none():
-            if isinstance(stream, trio.abc.AsyncResource):
-                with contextlib.suppress(trio.BrokenResourceError, trio.ClosedResourceError):
-                    await stream.aclose()
-        await trio.lowlevel.cancel_shielded_checkpoint()
+        # Shielded: a cancelled caller (the stop ladder has no scope of its own when it has
+        # nothing to drain) still closes every stream.
+        with trio.CancelScope(shield=True):
+            for stream in self._streams_or_none():
+                if isinstance(stream, trio.abc.AsyncResource):
+                    with contextlib.suppress(trio.BrokenResourceError, trio.ClosedResourceError):
+                        await stream.aclose()
+            await trio.lowlevel.cancel_shielded_checkpoint()
 
     def _close_pipes_nowait(self) -> bool:
         """Close the pipes when each is unwrapped or an ``FdStream`` (closing one never
