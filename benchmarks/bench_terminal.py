@@ -198,15 +198,7 @@ async def _ours_throughput(core: Core) -> _Throughput:
 
 def _raw_throughput() -> _Throughput:
     started = time.perf_counter()
-    master, slave = os.openpty()
-    proc = subprocess.Popen(
-        [sys.executable, "-c", WRITER],
-        stdin=slave,
-        stdout=slave,
-        stderr=slave,
-        start_new_session=True,
-    )
-    os.close(slave)
+    master, proc = _writer_on_pty()
     received = 0
     first = last = 0.0
     first_bytes = 0
