@@ -310,6 +310,10 @@ def _connect_cluster(address: str, run_file: RunFile, refuse: _Refuser) -> RayCl
             code="not_supported",
         )
     lanes = [(job.project, job.node) for job in run_file.jobs]
+    if not is_terminal(sys.stderr):
+        # Ray colours the notices it prints (a worker that died...) whatever the stream; ours
+        # carry no escape sequence where no terminal shows them, nor do Ray's then.
+        os.environ.setdefault("RAY_COLOR_PREFIX", "0")
     try:
         return connect_cluster(address, lanes)
     except ClusterError as exc:

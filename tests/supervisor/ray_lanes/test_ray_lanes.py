@@ -455,6 +455,8 @@ def test_a_killed_node_agent_fails_its_jobs_and_its_trees_end(
         assert zone_b in finished[name]["error"]
     # The other node's lane went on.
     assert finished["elsewhere"]["status"] == "ok"
+    # Ray's notice of the dead worker, if it printed one, is plain text in a file.
+    assert "\x1b[" not in runner.stderr
     # The agent's watchdog ended its tree on the node.
     assert _wait_gone([pid]) == []
 
