@@ -437,9 +437,9 @@ async def _end_after_run(mux: _Multiplexer, timed_out: bool, bounds: StopBounds)
     if not mux.readers and not timed_out:
         # The common end: exited, pipes at EOF; only leftovers (if any) to end. The
         # caller closes the pipes without the ladder's extra scheduler pass. Nothing left
-        # (the leftovers check found nothing alive): ended without the ladder's scopes.
-        if mux.tree._end_nowait() is None:
-            await stop_ladder(mux.tree, bounds, close_pipes=False)
+        # (the leftovers check found nothing alive): the tree's end takes no wait and no
+        # scope (ProcessTree._end_nowait, which the ladder's end tries first).
+        await stop_ladder(mux.tree, bounds, close_pipes=False)
         return False
     # Something still holds a pipe open, or the deadline passed: end the tree while
     # draining, the drain bounded from the exit on: a grandchild

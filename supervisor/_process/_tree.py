@@ -160,6 +160,9 @@ class ProcessTree(metaclass=NoPublicConstructor):
         self._escapees_seen = False
         # The last scan found nothing alive and no zombie it had not reaped.
         self._scan_clean = False
+        # A first scan ``_end_nowait`` made and found members alive in: the end's steps
+        # start from it (taken with no await between, so it is as fresh as their own).
+        self._first_live: dict[int, ProcStat] | None = None
 
     def __repr__(self) -> str:
         return f"<ProcessTree pid={self.pid} marker={self.marker!r} returncode={self.returncode}>"
@@ -382,7 +385,8 @@ class ProcessTree(metaclass=NoPublicConstructor):
     def _end_nowait(self) -> TreeEndReport | None:
         """End the tree at once when that takes no wait: its main process has exited and
         been reaped, and the leftovers check finds nothing of the tree alive. Returns the
-        report, or None (nothing was signalled; the caller runs the steps, which scan again).
+        report, or None (nothing was signalled; the caller runs the steps, which start from
+        this scan).
 
         The check is the steps' own first scan (:meth:`_first_scan`, the same proof: our
         children listed, the main process's descendants reparented to us, the members seen,
@@ -397,7 +401,9 @@ class ProcessTree(metaclass=NoPublicConstructor):
         if self._end_done is not None or self.returncode is None:
             return None
         started = trio.current_time()
-        if self._first_scan():
+        live = self._first_scan()
+        if live:
+            self._first_live = live
             return None
         report = self._report = TreeEndReport(
             returncode=self.returncode,
@@ -438,7 +444,7 @@ class ProcessTree(metaclass=NoPublicConstructor):
         # last exit, and the SIGKILL at the end of the grace is on time (see ExitWatch).
         watch = ExitWatch()
         try:
-            live = self._first_scan()
+            live, self._first_live = self._first_live or self._first_scan(), None
             kill_sent = False
             if live and term_grace_ms > 0:
                 live, terminated, kill_sent = await self._term_step(
