@@ -76,6 +76,7 @@ __all__ = (
     "SWEEP_BOUND_S",
     "WATCHDOG_ARG",
     "WATCHDOG_ENV",
+    "detach_watchdog",
     "drain_records",
     "ensure_watchdog",
     "find_watchdogs",
@@ -110,14 +111,31 @@ class _Watchdog:
     #: The read end of the watchdog's stdout: ``<pid> <starttime>`` per descendant it records.
     feed_fd: int = -1
     pending: bytes = b""
+    #: A pidfd of a detached watchdog (no child of ours to wait for), else -1.
+    pidfd: int = -1
 
     def alive(self) -> bool:
         """Whether the watchdog still runs; reaps it when it has exited."""
+        if self.pidfd >= 0:
+            # Readable once it exited. A replacement started while we were a subreaper was
+            # handed back to us by its first process's exit: then it is ours to reap.
+            if not select.select([self.pidfd], [], [], 0)[0]:
+                return True
+            with contextlib.suppress(ChildProcessError):
+                os.waitpid(self.pid, os.WNOHANG)
+            return False
         try:
             done, _ = os.waitpid(self.pid, os.WNOHANG)
         except ChildProcessError:
             return False
         return done == 0
+
+    def close(self) -> None:
+        """Close our ends (the pipe's write end first: that is what tells it we are gone)."""
+        for fd in (self.write_fd, self.feed_fd, self.pidfd):
+            if fd >= 0:
+                with contextlib.suppress(OSError):
+                    os.close(fd)
 
 
 _current: _Watchdog | None = None
@@ -130,9 +148,7 @@ def _forget_in_child() -> None:
     _unsent.clear()
     _flush_scheduled[0] = False
     if _current is not None:
-        for fd in (_current.write_fd, _current.feed_fd):
-            with contextlib.suppress(OSError):
-                os.close(fd)
+        _current.close()
         _current = None
 
 
@@ -144,11 +160,12 @@ def ensure_watchdog() -> int | None:
     """Make sure this supervisor process has a running watchdog; start one if not.
 
     Called before every spawn of a process tree. Cheap when the watchdog runs (one
-    non-blocking ``waitpid``); starting one costs one ``posix_spawn``, once per process (or
-    again after the watchdog was killed). The watchdog starts as every child does
-    (``_spawn.spawn``: own session, every signal at its default, an empty mask, only fds
-    0-2), with the pipe on stdin and ``/dev/null`` on stdout and stderr, and without the
-    scope marker; only its pid is kept, as it is meant to outlive us.
+    non-blocking ``waitpid``, or a ``select`` on its pidfd when detached); starting one costs
+    one ``posix_spawn``, once per process (or again after the watchdog was killed). The
+    watchdog starts as every child does (``_spawn.spawn``: own session, every signal at its
+    default, an empty mask, only fds 0-2), with the pipe on stdin, its record feed on stdout,
+    ``/dev/null`` on stderr, and without the scope marker; only its pid is kept, as it is
+    meant to outlive us. After :func:`detach_watchdog` it is started detached (see there).
 
     Returns:
         The watchdog's pid, or None where it cannot work (no ``/proc``: not Linux).
@@ -165,22 +182,64 @@ def ensure_watchdog() -> int | None:
     if not os.path.isdir("/proc/self/task"):
         return None
     from . import _reaper
-    from ._marker import instance_id
-    from ._spawn import DEVNULL, spawn
 
     if _current is not None and _current.owner_pid == me:
         # Killed behind our back (and reaped just now by alive()): replace it.
         _reaper.unregister_managed(_current.pid)
-        for fd in (_current.write_fd, _current.feed_fd):
-            with contextlib.suppress(OSError):
-                os.close(fd)
+        _current.close()
         _current = None
+    _current = _start(me)
+    if _whole[0]:
+        _tell(b"=1\n")
+    global _atexit_pid
+    if _atexit_pid != me:
+        _atexit_pid = me
+        atexit.register(_finish_at_exit)
+    return _current.pid
+
+
+def detach_watchdog() -> int | None:
+    """Start this process's watchdog now, as no child of ours, and every replacement so.
+
+    For a process whose own end kills its direct children first, such as a Ray worker
+    (``kill_child_processes_on_worker_exit``): a watchdog among them would die with it and
+    end nothing. The watchdog forks once at its start and its first process exits, so it
+    runs on as a child of init (or of the nearest subreaper above us), hands its pid back on
+    its feed, and is watched through a pidfd. Call it before any process tree opens: while
+    a tree is open this process is a subreaper, and a watchdog started then comes back to
+    us as our child (it still works; only the kill above can reach it).
+
+    Blocks until the watchdog runs (its interpreter's start, tens of milliseconds).
+
+    Returns:
+        The watchdog's pid, or None where it cannot work (no ``/proc``: not Linux).
+
+    Raises:
+        OSError: The watchdog could not be started.
+    """
+    _detached[0] = True
+    return ensure_watchdog()
+
+
+#: Whether watchdogs are started detached (one cell, set by :func:`detach_watchdog`).
+_detached = [False]
+#: The longest a detached watchdog may take to hand back its pid, in seconds.
+_DETACH_BOUND_S: Final = 10.0
+
+
+def _start(me: int) -> _Watchdog:
+    from . import _reaper
+    from ._marker import instance_id
+    from ._spawn import DEVNULL, spawn
+
     instance = instance_id()
     read_fd, write_fd = os.pipe()  # both close-on-exec: no child of ours inherits them
     env = {k: v for k, v in os.environ.items() if k != _SCOPE_ENV}
     env[WATCHDOG_ENV] = instance
     argv = [sys.executable, "-I", "-S", os.path.abspath(__file__), WATCHDOG_ARG, instance]
     argv.append(str(os.getpgrp()))
+    if _detached[0]:
+        argv.append(_DETACH_ARG)
     feed_fd, feed_write_fd = os.pipe()  # close-on-exec too
     try:
         pid = spawn(
@@ -193,18 +252,56 @@ def ensure_watchdog() -> int | None:
     finally:
         os.close(read_fd)
         os.close(feed_write_fd)
-    # Its exit status is ours to collect (alive() above), not the orphan reaper's.
+    # Its exit status is ours to collect (alive(), or just below), not the orphan reaper's.
     _reaper.register_managed(pid)
+    watchdog = _Watchdog(me, pid, write_fd, feed_fd)
+    if _detached[0]:
+        try:
+            _take_detached(watchdog, instance)
+        except BaseException:
+            watchdog.close()  # EOF: a watchdog that did start sweeps nothing and exits
+            raise
+        finally:
+            _wait_exit(pid, _DETACH_BOUND_S)
+            _reaper.unregister_managed(pid)
+        if _ppid(watchdog.pid) == me:  # handed back to us, a subreaper: ours to reap
+            _reaper.register_managed(watchdog.pid)
     os.set_blocking(write_fd, False)
     os.set_blocking(feed_fd, False)
-    _current = _Watchdog(me, pid, write_fd, feed_fd)
-    if _whole[0]:
-        _tell(b"=1\n")
-    global _atexit_pid
-    if _atexit_pid != me:
-        _atexit_pid = me
-        atexit.register(_finish_at_exit)
-    return pid
+    return watchdog
+
+
+def _take_detached(watchdog: _Watchdog, instance: str) -> None:
+    """Read the detached watchdog's ``@<pid>`` line and hold a pidfd of it."""
+    deadline = time.monotonic() + _DETACH_BOUND_S
+    data = b""
+    while b"\n" not in data:
+        left = deadline - time.monotonic()
+        if left <= 0 or not select.select([watchdog.feed_fd], [], [], left)[0]:
+            raise OSError("the detached watchdog did not start in time")
+        chunk = os.read(watchdog.feed_fd, 4096)
+        if not chunk:
+            raise OSError("the detached watchdog exited at its start")
+        data += chunk
+    line, _, watchdog.pending = data.partition(b"\n")
+    if line[:1] != b"@" or not line[1:].isdigit():
+        raise OSError(f"the detached watchdog said {line!r}, not its pid")
+    pid = int(line[1:])
+    watchdog.pidfd = os.pidfd_open(pid)
+    # The pidfd names a process from now on; make sure it is the watchdog and not a process
+    # that took its pid after a (very) early death.
+    if _env_value(pid, WATCHDOG_ENV) != instance:
+        raise OSError("the detached watchdog exited at its start")
+    watchdog.pid = pid
+
+
+def _ppid(pid: int) -> int:
+    stat = _stat(pid)
+    return -1 if stat is None else stat[1]
+
+
+#: The watchdog's last argument when it is to detach itself (see :func:`detach_watchdog`).
+_DETACH_ARG: Final = "detach"
 
 
 _atexit_pid: int | None = None
@@ -348,13 +445,19 @@ def _finish_at_exit() -> None:
     if current is None or current.owner_pid != os.getpid():
         return
     _current = None
-    for fd in (current.write_fd, current.feed_fd):
-        with contextlib.suppress(OSError):
-            os.close(fd)
-    if _proven_clean[0]:
-        with contextlib.suppress(OSError):
-            os.kill(current.pid, signal.SIGKILL)
-    _wait_exit(current.pid, _EXIT_WAIT_S)
+    pidfd, current.pidfd = current.pidfd, -1
+    current.close()
+    try:
+        if _proven_clean[0]:
+            with contextlib.suppress(OSError):
+                if pidfd >= 0:
+                    signal.pidfd_send_signal(pidfd, signal.SIGKILL)
+                else:
+                    os.kill(current.pid, signal.SIGKILL)
+        _wait_exit(current.pid, _EXIT_WAIT_S, pidfd=pidfd)
+    finally:
+        if pidfd >= 0:
+            os.close(pidfd)
 
 
 #: Set by :func:`nothing_to_sweep`, cleared by the next tree's record (one cell).
@@ -369,12 +472,18 @@ def nothing_to_sweep() -> None:
     _proven_clean[0] = True
 
 
-def _wait_exit(pid: int, bound_s: float) -> None:
-    """Reap ``pid`` (a child of ours), waiting at most ``bound_s`` seconds for its exit."""
-    try:
-        pidfd = os.pidfd_open(pid)
-    except (AttributeError, OSError):
-        pidfd = -1
+def _wait_exit(pid: int, bound_s: float, *, pidfd: int = -1) -> None:
+    """Reap ``pid`` (a child of ours), waiting at most ``bound_s`` seconds for its exit.
+
+    ``pidfd``: one the caller holds (and closes), for a process that may be no child of
+    ours (a detached watchdog): then it is only waited for.
+    """
+    own = pidfd < 0
+    if own:
+        try:
+            pidfd = os.pidfd_open(pid)
+        except (AttributeError, OSError):
+            pidfd = -1
     try:
         if pidfd >= 0:
             # Readable at the exit: no polling, and no sleep that overshoots it.
@@ -394,7 +503,7 @@ def _wait_exit(pid: int, bound_s: float) -> None:
             time.sleep(pause)
             pause = min(pause * 2, 0.02)
     finally:
-        if pidfd >= 0:
+        if own and pidfd >= 0:
             os.close(pidfd)
 
 
@@ -812,11 +921,18 @@ def _instance_process(instance: str) -> tuple[int, int]:
 
 
 def _main(argv: list[str]) -> int:
-    """The watchdog: ``watchdog.py supervisor-watchdog INSTANCE SUPERVISOR_PGID``."""
-    if len(argv) != 4 or argv[1] != WATCHDOG_ARG:
-        print(f"usage: {argv[0]} {WATCHDOG_ARG} INSTANCE PGID", file=sys.stderr)
+    """The watchdog: ``watchdog.py supervisor-watchdog INSTANCE SUPERVISOR_PGID [detach]``."""
+    if len(argv) not in (4, 5) or argv[1] != WATCHDOG_ARG or argv[4:] not in ([], [_DETACH_ARG]):
+        print(f"usage: {argv[0]} {WATCHDOG_ARG} INSTANCE PGID [{_DETACH_ARG}]", file=sys.stderr)
         return 2
     instance, supervisor_pgid = argv[2], int(argv[3])
+    if argv[4:]:
+        # Detach: our first process exits, the second runs on, no child of the supervisor's
+        # (whose own exit may kill its children first), and tells it who it is.
+        child = os.fork()
+        if child:
+            os.write(1, b"@%d\n" % child)
+            return 0
     # Terminal signals meant for the supervisor's job must not take the watchdog first.
     for signum in (signal.SIGINT, signal.SIGHUP):
         signal.signal(signum, signal.SIG_IGN)

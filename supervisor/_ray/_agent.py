@@ -58,15 +58,23 @@ class NodeAgent:
     Args:
         name: How the runner names this node in reports (``host/node-id``).
         max_output_bytes: The lanes' output cap per job and stream, in bytes.
-        drop_env: Environment variables to remove before any job starts (set for the
-            agent's own process only).
+        own_process: The agent is the process's only user (a Ray worker made for it), not
+            the runner: its watchdog is started now and detached (see below).
+
+    Raises:
+        RuntimeError: Its lanes could not open (the cause chained).
+        OSError: Its watchdog could not start.
     """
 
-    def __init__(self, name: str, max_output_bytes: int, *, drop_env: tuple[str, ...] = ()) -> None:
-        # Settings meant for this process alone (the runner's Ray settings for its worker),
-        # not for the jobs its lanes start, which inherit its environment.
-        for env_name in drop_env:
-            os.environ.pop(env_name, None)
+    def __init__(self, name: str, max_output_bytes: int, *, own_process: bool = False) -> None:
+        if own_process:
+            # When the run's driver dies, Ray ends its workers, and a worker that exits first
+            # SIGKILLs its direct children (``kill_child_processes_on_worker_exit``): the
+            # watchdog must be none of them, or nobody ends the trees' orphaned grandchildren.
+            # Started before any tree opens, while this process is no subreaper yet.
+            from .._process._watchdog import detach_watchdog
+
+            detach_watchdog()
         self.name = name
         self._max_output_bytes = max_output_bytes
         self._lock = threading.Condition()

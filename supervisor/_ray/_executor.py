@@ -410,7 +410,7 @@ class _AgentLink:
                 .options(
                     scheduling_strategy=NodeAffinitySchedulingStrategy(node.node_id, soft=False),
                 )
-                .remote(node.name, executor.max_output_bytes, drop_env=tuple(_AGENT_ENV))
+                .remote(node.name, executor.max_output_bytes, own_process=True)
             )
         self.ready = trio.Event()
         #: Set when no pull is in flight any more (the event pump ended or never began).
@@ -492,15 +492,6 @@ class _AgentLink:
             logger.debug("ray.kill of the agent on %s", self.node.name, exc_info=True)
 
 
-#: The agent worker's own Ray settings. ``kill_child_processes_on_worker_exit`` off: when the
-#: run's driver dies, Ray ends its workers, and by default a worker that exits SIGKILLs its
-#: direct children first, the agent's watchdog among them, which then can not end the trees
-#: (their main processes, Ray's other victims, leave their own children running). The
-#: watchdog does that job instead: it sees the agent gone and ends every tree the agent
-#: started, grandchildren included.
-_AGENT_ENV: Final = {"RAY_kill_child_processes_on_worker_exit": "0"}
-
-
 @functools.cache
 def _remote_agent() -> Any:
     # Threaded: a pull waits while commands arrive. No CPU reserved: the lane's jobs are
@@ -509,7 +500,6 @@ def _remote_agent() -> Any:
         num_cpus=0,
         max_concurrency=8,
         max_restarts=0,
-        runtime_env={"env_vars": _AGENT_ENV},
     )(NodeAgent)
 
 

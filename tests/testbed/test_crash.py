@@ -475,3 +475,88 @@ def test_a_watchdog_whose_supervisor_died_first_spares_its_new_parent() -> None:
         for process in (bystander, watchdog):
             process.kill()
             process.wait()
+
+
+#: A supervisor process whose exit first SIGKILLs its direct children, as a Ray worker's
+#: does (``kill_child_processes_on_worker_exit``): argv[1] "detach" or "attached", argv[2]
+#: the grandchild's pid file. Prints the watchdog's pid, then waits for a line on stdin.
+_KILLS_ITS_CHILDREN = """
+import os, signal, sys, trio
+from supervisor import open_process_tree
+from supervisor._process import _watchdog
+
+if sys.argv[1] == "detach":
+    print(_watchdog.detach_watchdog(), flush=True)
+
+async def main():
+    # Without the scope marker (an empty environment): only the watchdog's ancestry records
+    # can tie it to us, and no other supervisor's orphan sweep on this machine ends it.
+    grandchild = "import subprocess, sys, time; p = subprocess.Popen([sys.executable, '-c', "
+    grandchild += "'import time; time.sleep(300)'], env={}); "
+    grandchild += "open(sys.argv[1], 'w').write(str(p.pid)); "
+    grandchild += "time.sleep(300)"
+    tree = await open_process_tree([sys.executable, "-c", grandchild, sys.argv[2]])
+    if sys.argv[1] != "detach":
+        print(_watchdog.watchdog_pid(), flush=True)
+    while not os.path.exists(sys.argv[2]) or not open(sys.argv[2]).read():
+        await trio.sleep(0.01)
+    await trio.sleep(3 * _watchdog.SNAPSHOT_S)  # a snapshot has recorded the grandchild
+    print("ready", flush=True)
+    sys.stdin.readline()
+    for tid in os.listdir("/proc/self/task"):
+        for child in open(f"/proc/self/task/{tid}/children").read().split():
+            os.kill(int(child), signal.SIGKILL)
+    os._exit(0)
+
+trio.run(main)
+"""
+
+
+@pytest.mark.parametrize("mode", ["detach", "attached"])
+async def test_a_detached_watchdog_outlives_a_process_that_kills_its_children(
+    tmp_path: Path, mode: str
+) -> None:
+    """Issue 27 (Ray lanes): a Ray worker's exit SIGKILLs its direct children first, so a
+    node agent's watchdog must be none of them (``detach_watchdog``): then it ends the
+    grandchild the killed tree main left, within the crash bound. Attached, the watchdog dies
+    with the others and the grandchild is left: the reason detaching exists."""
+    pid_file = tmp_path / "grandchild"
+    process = await trio.lowlevel.open_process(
+        [PY, "-c", _KILLS_ITS_CHILDREN, mode, str(pid_file)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+    )
+    assert process.stdin is not None
+    assert process.stdout is not None
+    grandchild = -1
+    try:
+        with trio.fail_after(BOUND_S):
+            out = b""
+            while b"ready\n" not in out:
+                chunk = await process.stdout.receive_some()
+                assert chunk, out
+                out += chunk
+        watchdog = int(out.split()[0])
+        grandchild = int(pid_file.read_text())
+        assert alive(watchdog)
+        assert alive(grandchild)
+        assert (_ppid(watchdog) != process.pid) == (mode == "detach")
+        await process.stdin.send_all(b"go\n")
+        await process.wait()
+        ended_at = trio.current_time()
+        if mode == "detach":
+            await wait_until(lambda: not alive(grandchild), timeout_s=10)
+            assert trio.current_time() - ended_at < CRASH_BOUND_S
+            await wait_until(lambda: not alive(watchdog), timeout_s=10)
+        else:
+            await trio.sleep(4 * SNAPSHOT_S)
+            assert not alive(watchdog)
+            assert alive(grandchild), "the attached watchdog was expected to die first"
+    finally:
+        with trio.CancelScope(shield=True):
+            if grandchild > 0 and alive(grandchild):
+                os.kill(grandchild, signal.SIGKILL)
+            if process.returncode is None:
+                process.kill()
+            await process.wait()
+            await settle_zombies()

@@ -287,7 +287,7 @@ def test_pinned_lanes_run_on_their_nodes(
     finished = runner.finished()
     assert finished["on zone b"]["node"].endswith(_node_name(cluster.zone_b))
     assert finished["on bigbox"]["node"].endswith(_node_name(cluster.bigbox))
-    # The agent's own Ray settings are not the jobs' environment.
+    # No Ray setting meant for an agent reaches its jobs' environment.
     printed = "".join(
         e["text"] for e in runner.events if e["event"] == "job.output" and e["name"] == "on zone b"
     )
