@@ -52,6 +52,10 @@ Why it is safe:
   waits a moment for the watchdog, so no zombie of it stays); the sweep then finds nothing
   (every scope ended its processes) and the watchdog exits at once.
 
+A process whose own end kills its direct children (a Ray worker hosting a node agent) starts
+its watchdog *detached* (:func:`detach_watchdog`): the watchdog forks once at its start and
+its first process exits, so it runs on as init's child and is watched through a pidfd.
+
 If the watchdog itself is killed, the supervisor starts a new one at its next spawn; if both
 die, ``supervisor reap`` (or the next Core start, which calls ``reap_orphans``) ends the
 orphans by marker.
