@@ -117,9 +117,16 @@ class _Watchdog:
     pending: bytes = b""
     #: A pidfd of a detached watchdog (no child of ours to wait for), else -1.
     pidfd: int = -1
+    #: The instance a detached watchdog guards, until its pid is taken (:func:`_settle`).
+    starting: str = ""
 
     def alive(self) -> bool:
         """Whether the watchdog still runs; reaps it when it has exited."""
+        if self.starting:
+            try:
+                _settle(self)
+            except OSError:
+                return False
         if self.pidfd >= 0:
             # Readable once it exited. A replacement started while we were a subreaper was
             # handed back to us by its first process's exit: then it is ours to reap.
@@ -135,8 +142,11 @@ class _Watchdog:
         return done == 0
 
     def close(self) -> None:
-        """Close our ends (the pipe's write end first: that is what tells it we are gone)."""
-        for fd in (self.write_fd, self.feed_fd, self.pidfd):
+        """Close our ends (the pipe's write end first: that is what tells it we are gone).
+        Twice is harmless: a closed end is -1."""
+        fds = (self.write_fd, self.feed_fd, self.pidfd)
+        self.write_fd = self.feed_fd = self.pidfd = -1
+        for fd in fds:
             if fd >= 0:
                 with contextlib.suppress(OSError):
                     os.close(fd)
@@ -160,7 +170,7 @@ if hasattr(os, "register_at_fork"):
     os.register_at_fork(after_in_child=_forget_in_child)
 
 
-def ensure_watchdog() -> int | None:
+def ensure_watchdog(*, settle: bool = True) -> int | None:
     """Make sure this supervisor process has a running watchdog; start one if not.
 
     Called before every spawn of a process tree. Cheap when the watchdog runs (one
@@ -170,6 +180,9 @@ def ensure_watchdog() -> int | None:
     default, an empty mask, only fds 0-2), with the pipe on stdin, its record feed on stdout,
     ``/dev/null`` on stderr, and without the scope marker; only its pid is kept, as it is
     meant to outlive us. After :func:`detach_watchdog` it is started detached (see there).
+
+    Args:
+        settle: For a detached watchdog, wait until it runs (else the next check does).
 
     Returns:
         The watchdog's pid, or None where it cannot work (no ``/proc``: not Linux).
@@ -192,7 +205,7 @@ def ensure_watchdog() -> int | None:
         _reaper.unregister_managed(_current.pid)
         _current.close()
         _current = None
-    _current = _start(me)
+    _current = _start(me, settle=settle)
     if _whole[0]:
         _tell(b"=1\n")
     global _atexit_pid
@@ -202,7 +215,7 @@ def ensure_watchdog() -> int | None:
     return _current.pid
 
 
-def detach_watchdog() -> int | None:
+def detach_watchdog(*, wait: bool = True) -> int | None:
     """Start this process's watchdog now, as no child of ours, and every replacement so.
 
     For a process whose own end kills its direct children first, such as a Ray worker
@@ -213,16 +226,21 @@ def detach_watchdog() -> int | None:
     a tree is open this process is a subreaper, and a watchdog started then comes back to
     us as our child (it still works; only the kill above can reach it).
 
-    Blocks until the watchdog runs (its interpreter's start, tens of milliseconds).
+    Args:
+        wait: Block until the watchdog runs (its interpreter's start, tens of milliseconds).
+            Without, the process can go on starting (importing, opening its lanes) while the
+            watchdog starts; the next check (:func:`watchdog_pid`, a tree's spawn) waits for
+            what is left.
 
     Returns:
-        The watchdog's pid, or None where it cannot work (no ``/proc``: not Linux).
+        The watchdog's pid (with ``wait=False``: that of its first process, which exits), or
+        None where it cannot work (no ``/proc``: not Linux).
 
     Raises:
         OSError: The watchdog could not be started.
     """
     _detached[0] = True
-    return ensure_watchdog()
+    return ensure_watchdog(settle=wait)
 
 
 #: Whether watchdogs are started detached (one cell, set by :func:`detach_watchdog`).
@@ -231,7 +249,7 @@ _detached = [False]
 _DETACH_BOUND_S: Final = 10.0
 
 
-def _start(me: int) -> _Watchdog:
+def _start(me: int, *, settle: bool) -> _Watchdog:
     from . import _reaper
     from ._marker import instance_id
     from ._spawn import DEVNULL, spawn
@@ -256,23 +274,40 @@ def _start(me: int) -> _Watchdog:
     finally:
         os.close(read_fd)
         os.close(feed_write_fd)
-    # Its exit status is ours to collect (alive(), or just below), not the orphan reaper's.
+    # Its exit status is ours to collect (alive(), or _settle), not the orphan reaper's.
     _reaper.register_managed(pid)
-    watchdog = _Watchdog(me, pid, write_fd, feed_fd)
-    if _detached[0]:
-        try:
-            _take_detached(watchdog, instance)
-        except BaseException:
-            watchdog.close()  # EOF: a watchdog that did start sweeps nothing and exits
-            raise
-        finally:
-            _wait_exit(pid, _DETACH_BOUND_S)
-            _reaper.unregister_managed(pid)
-        if _ppid(watchdog.pid) == me:  # handed back to us, a subreaper: ours to reap
-            _reaper.register_managed(watchdog.pid)
     os.set_blocking(write_fd, False)
-    os.set_blocking(feed_fd, False)
+    watchdog = _Watchdog(me, pid, write_fd, feed_fd)
+    if not _detached[0]:
+        os.set_blocking(feed_fd, False)
+        return watchdog
+    watchdog.starting = instance
+    if settle:
+        _settle(watchdog)
     return watchdog
+
+
+def _settle(watchdog: _Watchdog) -> None:
+    """Take a detached watchdog's pid from its feed and collect its first process.
+
+    Raises:
+        OSError: It did not start (its ends are closed then).
+    """
+    from . import _reaper
+
+    instance, watchdog.starting = watchdog.starting, ""
+    first = watchdog.pid
+    try:
+        _take_detached(watchdog, instance)
+    except BaseException:
+        watchdog.close()  # EOF: a watchdog that did start sweeps nothing and exits
+        raise
+    finally:
+        _wait_exit(first, _DETACH_BOUND_S)
+        _reaper.unregister_managed(first)
+    if _ppid(watchdog.pid) == watchdog.owner_pid:  # handed back to us, a subreaper
+        _reaper.register_managed(watchdog.pid)
+    os.set_blocking(watchdog.feed_fd, False)
 
 
 def _take_detached(watchdog: _Watchdog, instance: str) -> None:
@@ -415,7 +450,11 @@ def drain_records() -> list[tuple[int, int]]:
     with the same start time, is ours (a nested supervisor's child, its watchdog...).
     """
     current = _current
-    if current is None or current.owner_pid != os.getpid() or current.feed_fd < 0:
+    if current is None or current.owner_pid != os.getpid():
+        return []
+    if current.starting:
+        current.alive()  # its first line is its pid, not a record
+    if current.feed_fd < 0:
         return []
     chunks = [current.pending]
     while True:
@@ -449,6 +488,9 @@ def _finish_at_exit() -> None:
     if current is None or current.owner_pid != os.getpid():
         return
     _current = None
+    if current.starting:
+        with contextlib.suppress(OSError):
+            _settle(current)
     pidfd, current.pidfd = current.pidfd, -1
     current.close()
     try:

@@ -71,10 +71,11 @@ class NodeAgent:
             # When the run's driver dies, Ray ends its workers, and a worker that exits first
             # SIGKILLs its direct children (``kill_child_processes_on_worker_exit``): the
             # watchdog must be none of them, or nobody ends the trees' orphaned grandchildren.
-            # Started before any tree opens, while this process is no subreaper yet.
+            # Started before any tree opens, while this process is no subreaper yet; it starts
+            # while the lanes below open, and is waited for before the first job.
             from .._process._watchdog import detach_watchdog
 
-            detach_watchdog()
+            detach_watchdog(wait=False)
         self.name = name
         self._max_output_bytes = max_output_bytes
         self._lock = threading.Condition()
@@ -95,6 +96,10 @@ class NodeAgent:
         self._ready.wait()
         if self._error is not None:
             raise RuntimeError(f"the node agent on {name} could not start") from self._error
+        if own_process:
+            from .._process._watchdog import ensure_watchdog
+
+            ensure_watchdog()  # waits for what is left of its start (or starts another)
 
     # -- what the runner calls -------------------------------------------------------------
 

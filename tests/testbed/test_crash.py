@@ -478,7 +478,8 @@ def test_a_watchdog_whose_supervisor_died_first_spares_its_new_parent() -> None:
 
 
 #: A supervisor process whose exit first SIGKILLs its direct children, as a Ray worker's
-#: does (``kill_child_processes_on_worker_exit``): argv[1] "detach" or "attached", argv[2]
+#: does (``kill_child_processes_on_worker_exit``): argv[1] "detach", "detach-later" or
+#: "attached", argv[2]
 #: the grandchild's pid file. Prints the watchdog's pid, then waits for a line on stdin.
 _KILLS_ITS_CHILDREN = """
 import os, signal, sys, trio
@@ -487,6 +488,9 @@ from supervisor._process import _watchdog
 
 if sys.argv[1] == "detach":
     print(_watchdog.detach_watchdog(), flush=True)
+elif sys.argv[1] == "detach-later":  # as a node agent: it starts while the process goes on
+    _watchdog.detach_watchdog(wait=False)
+    print(_watchdog.watchdog_pid(), flush=True)
 
 async def main():
     # Without the scope marker (an empty environment): only the watchdog's ancestry records
@@ -496,7 +500,7 @@ async def main():
     grandchild += "open(sys.argv[1], 'w').write(str(p.pid)); "
     grandchild += "time.sleep(300)"
     tree = await open_process_tree([sys.executable, "-c", grandchild, sys.argv[2]])
-    if sys.argv[1] != "detach":
+    if sys.argv[1] == "attached":
         print(_watchdog.watchdog_pid(), flush=True)
     while not os.path.exists(sys.argv[2]) or not open(sys.argv[2]).read():
         await trio.sleep(0.01)
@@ -512,7 +516,7 @@ trio.run(main)
 """
 
 
-@pytest.mark.parametrize("mode", ["detach", "attached"])
+@pytest.mark.parametrize("mode", ["detach", "detach-later", "attached"])
 async def test_a_detached_watchdog_outlives_a_process_that_kills_its_children(
     tmp_path: Path, mode: str
 ) -> None:
@@ -540,11 +544,11 @@ async def test_a_detached_watchdog_outlives_a_process_that_kills_its_children(
         grandchild = int(pid_file.read_text())
         assert alive(watchdog)
         assert alive(grandchild)
-        assert (_ppid(watchdog) != process.pid) == (mode == "detach")
+        assert (_ppid(watchdog) != process.pid) == mode.startswith("detach")
         await process.stdin.send_all(b"go\n")
         await process.wait()
         ended_at = trio.current_time()
-        if mode == "detach":
+        if mode.startswith("detach"):
             await wait_until(lambda: not alive(grandchild), timeout_s=10)
             assert trio.current_time() - ended_at < CRASH_BOUND_S
             await wait_until(lambda: not alive(watchdog), timeout_s=10)
@@ -560,3 +564,21 @@ async def test_a_detached_watchdog_outlives_a_process_that_kills_its_children(
                 process.kill()
             await process.wait()
             await settle_zombies()
+
+
+@pytest.mark.parametrize("wait", [True, False])
+def test_a_detached_watchdog_ends_with_a_normal_exit(wait: bool) -> None:
+    """A normal exit closes the pipe and waits for the detached watchdog (through its pidfd,
+    as it is no child to wait for): it is gone when the process is, even when the process
+    never waited for its start."""
+    code = (
+        "from supervisor._process import _watchdog, _marker; "
+        f"_watchdog.detach_watchdog(wait={wait}); "
+        "print(_marker.instance_id(), _watchdog.watchdog_pid(), flush=True)"
+    )
+    out = subprocess.run([PY, "-c", code], capture_output=True, text=True, timeout=BOUND_S)
+    assert out.returncode == 0, out.stderr
+    instance, pid = out.stdout.split()
+    assert int(pid) > 0
+    assert find_watchdogs(instance) == []
+    assert not alive(int(pid))
