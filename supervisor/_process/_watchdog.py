@@ -72,6 +72,7 @@ import os
 import select
 import signal
 import sys
+import threading
 import time
 from dataclasses import dataclass
 from typing import Final
@@ -290,24 +291,34 @@ def _start(me: int, *, settle: bool) -> _Watchdog:
 def _settle(watchdog: _Watchdog) -> None:
     """Take a detached watchdog's pid from its feed and collect its first process.
 
+    Any thread may be first to need it (a spawn, the reaper's records, the exit): one settles
+    it, the others wait for that, and none reads the feed before its pid line is taken.
+
     Raises:
         OSError: It did not start (its ends are closed then).
     """
     from . import _reaper
 
-    instance, watchdog.starting = watchdog.starting, ""
-    first = watchdog.pid
-    try:
-        _take_detached(watchdog, instance)
-    except BaseException:
-        watchdog.close()  # EOF: a watchdog that did start sweeps nothing and exits
-        raise
-    finally:
-        _wait_exit(first, _DETACH_BOUND_S)
-        _reaper.unregister_managed(first)
-    if _ppid(watchdog.pid) == watchdog.owner_pid:  # handed back to us, a subreaper
-        _reaper.register_managed(watchdog.pid)
-    os.set_blocking(watchdog.feed_fd, False)
+    with _settle_lock:
+        instance = watchdog.starting
+        if not instance:
+            return
+        first = watchdog.pid
+        try:
+            _take_detached(watchdog, instance)
+            if _ppid(watchdog.pid) == watchdog.owner_pid:  # handed back to us, a subreaper
+                _reaper.register_managed(watchdog.pid)
+            os.set_blocking(watchdog.feed_fd, False)
+        except BaseException:
+            watchdog.close()  # EOF: a watchdog that did start sweeps nothing and exits
+            raise
+        finally:
+            watchdog.starting = ""
+            _wait_exit(first, _DETACH_BOUND_S)
+            _reaper.unregister_managed(first)
+
+
+_settle_lock = threading.Lock()
 
 
 def _take_detached(watchdog: _Watchdog, instance: str) -> None:
