@@ -326,7 +326,8 @@ class _Refuser:
     ``--json``, one ``run.refused`` object on stdout, so a script that reads the events gets
     an answer it can parse: ``{"event": "run.refused", "exitCode": 2, "error": {"code",
     "message", "details"}}``, the error as the Core's envelope carries one (a code of
-    ``protocol.ERROR_CATALOG``).
+    ``protocol.ERROR_CATALOG``). An option argparse refuses never gets here: the command
+    line's parser prints the same object (``_main._Parser``).
 
     Attributes:
         json_stream: stdout with ``--json`` (taken before a ``--ray`` run sends Ray's own
