@@ -302,7 +302,7 @@ def _dry_run(
 def _connect_cluster(address: str, run_file: RunFile, refuse: _Refuser) -> RayCluster | int:
     """Join the cluster and place the lanes, or refuse (exit status 2) saying why not."""
     try:
-        from .._ray._executor import ClusterError, connect_cluster
+        from .._ray._executor import ClusterAuthenticationError, ClusterError, connect_cluster
     except ImportError as exc:
         return refuse.option(
             "--ray",
@@ -316,6 +316,8 @@ def _connect_cluster(address: str, run_file: RunFile, refuse: _Refuser) -> RayCl
         os.environ.setdefault("RAY_COLOR_PREFIX", "0")
     try:
         return connect_cluster(address, lanes)
+    except ClusterAuthenticationError as exc:
+        return refuse.option("--ray", f"--ray {address}: {exc}", code="permission_denied")
     except ClusterError as exc:
         return refuse.option("--ray", f"--ray {address}: {exc}", code="launch_failed")
 

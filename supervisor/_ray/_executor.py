@@ -57,6 +57,7 @@ __all__ = (
     "CLOSE_BOUND_S",
     "LOST_AFTER_S",
     "RAY_AUTO",
+    "ClusterAuthenticationError",
     "ClusterError",
     "RayCluster",
     "RayExecutor",
@@ -84,6 +85,11 @@ START_BOUND_S: Final = 60.0
 
 class ClusterError(Exception):
     """The cluster can not run this file: no connection, or no node for a pinned lane."""
+
+
+class ClusterAuthenticationError(ClusterError):
+    """The cluster requires Ray's token authentication and refused this process's token
+    (none, or not the cluster's)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -168,8 +174,16 @@ def connect_cluster(address: str, lanes: Sequence[tuple[str, str | None]]) -> Ra
     Raises:
         ClusterError: Ray could not connect, or no live node satisfies a lane's pin (the
             message names the lane and the pin). Nothing was started on the cluster.
+        ClusterAuthenticationError: The cluster requires Ray's token authentication and
+            refused this process's token, or that it sent none (the message says what to
+            set).
     """
-    _check_reachable(os.environ.get("RAY_ADDRESS", "") if address == RAY_AUTO else address)
+    reached = os.environ.get("RAY_ADDRESS", "") if address == RAY_AUTO else address
+    _check_reachable(reached)
+    if address != RAY_AUTO:
+        # With ``auto`` Ray may turn token authentication on itself (a token in
+        # ~/.ray/auth_token): only its join tells, below.
+        _check_authenticated(reached)
     try:
         with _driver_config():
             ray.init(
@@ -180,6 +194,8 @@ def connect_cluster(address: str, lanes: Sequence[tuple[str, str | None]]) -> Ra
                 configure_logging=False,
             )
     except Exception as exc:
+        if isinstance(exc, ConnectionError):
+            _check_authenticated(reached)
         raise ClusterError(f"cannot join the Ray cluster: {type(exc).__name__}: {exc}") from None
     cluster = RayCluster(address=address, local_node_id=_driver_node_id(address))
     try:
@@ -270,6 +286,52 @@ def _check_reachable(address: str) -> None:
             ) from None
         except OSError:
             return  # it answered by closing (a TLS server given plain text): Ray judges
+
+
+def _check_authenticated(address: str) -> None:
+    """Refuse a cluster that requires Ray's token authentication when it refuses this
+    process's token, within :data:`CONNECT_BOUND_S`.
+
+    Ray's join retries a refused token for 20 s, printing a warning a second, then says
+    only "Failed to connect"; a GCS client of its own raises ``AuthenticationError`` at the
+    first refusal (milliseconds). Any other outcome (joined, another error, no answer in
+    the bound) passes: Ray's join judges. Only ``host:port`` (the GCS) is checked: Ray
+    Client (``ray://``) says so itself.
+
+    Raises:
+        ClusterAuthenticationError: The cluster refused the token, or that none was sent.
+    """
+    host, colon, port = address.rpartition(":")
+    if address.startswith("ray://") or not colon or not host or not port.isdigit():
+        return
+    # Ray's own client (it sends the token as the join would); a Ray without it: the join
+    # judges.
+    gcs_client: Any = getattr(ray._raylet, "GcsClient", None)
+    if gcs_client is None:
+        return
+    refused: list[BaseException] = []
+
+    def probe() -> None:
+        try:
+            gcs_client(address=address)
+        except ray.exceptions.AuthenticationError as exc:
+            refused.append(exc)
+        except Exception:
+            logger.debug("probing %s", address, exc_info=True)
+
+    # On a thread: the client has no timeout of its own (a GCS that never answers keeps it
+    # 30 s); past the bound it is left to end by itself and Ray's join goes on.
+    thread = threading.Thread(target=probe, name="supervisor-ray-auth-probe", daemon=True)
+    thread.start()
+    thread.join(CONNECT_BOUND_S)
+    if refused:
+        sent = os.environ.get("RAY_AUTH_MODE", "").lower() == "token"
+        raise ClusterAuthenticationError(
+            f"the cluster at {address} requires Ray's token authentication and refused"
+            + (" this process's token" if sent else " this process, which sent no token")
+            + ": set RAY_AUTH_MODE=token and RAY_AUTH_TOKEN to the cluster's token (or"
+            " RAY_AUTH_TOKEN_PATH to a file holding it)"
+        ) from None
 
 
 #: What an HTTP/2 (gRPC) client sends first; the server answers with a SETTINGS frame.

@@ -12,6 +12,7 @@ import contextlib
 import json
 import os
 import queue
+import shutil
 import signal
 import subprocess
 import sys
@@ -130,13 +131,16 @@ def write(path: Path, text: str) -> str:
 class Runner:
     """``supervisor run FILE --ray ADDRESS --json`` as a subprocess, its events read live."""
 
-    def __init__(self, path: str, address: str, *extra: str) -> None:
+    def __init__(
+        self, path: str, address: str, *extra: str, env: dict[str, str] | None = None
+    ) -> None:
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "supervisor", "run", path, "--ray", address, "--json", *extra],
             cwd=REPO,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,
+            env=env,
         )
         self.events: list[dict[str, Any]] = []
         self._lines: queue.Queue[str | None] = queue.Queue()
@@ -641,3 +645,89 @@ def test_an_address_that_accepts_but_never_answers_is_refused_in_bounded_time(
     assert "does not answer as a Ray cluster" in runner.stderr
     assert [e["event"] for e in runner.events] == ["run.refused"]
     assert runner.events[0]["error"]["details"] == {"option": "--ray"}
+
+
+#: A one-node cluster that requires Ray's token authentication, run by its own driver
+#: (token mode is a setting of the whole process): prints its GCS address, ends with stdin.
+_TOKEN_HEAD = """
+import sys, ray
+context = ray.init(num_cpus=1, include_dashboard=False, _temp_dir=sys.argv[1])
+print(context.address_info["gcs_address"], flush=True)
+sys.stdin.read()
+ray.shutdown()
+"""
+
+
+@pytest.mark.parametrize("token", [None, "wrong"])
+def test_a_cluster_that_requires_a_token_is_refused_at_once_naming_what_to_set(
+    runners: list[Runner], tmp_path: Path, token: str | None
+) -> None:
+    """Ray's join retries a refused token for 20 s, then says only "Failed to connect": the
+    run is refused at once (exit 2, run.refused ``permission_denied``), saying it is the
+    token and which variables to set. Token or none, the cluster's own token is elsewhere
+    (its HOME), and so is the runner's (~/.ray/auth_token is not read for an address)."""
+    import tempfile
+
+    # Short: Ray's sockets live under it. Its own, so the machine's /tmp/ray is not touched.
+    temp_dir = tempfile.mkdtemp(prefix="raytok", dir="/tmp")
+    (tmp_path / "head").mkdir()
+    (tmp_path / "runner").mkdir()
+    secret = "0123456789abcdef0123456789abcdef"
+    head = subprocess.Popen(
+        [sys.executable, "-c", _TOKEN_HEAD, temp_dir],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+        env={
+            **os.environ,
+            "HOME": str(tmp_path / "head"),
+            "RAY_AUTH_MODE": "token",
+            "RAY_AUTH_TOKEN": secret,
+        },
+    )
+    try:
+        assert head.stdout is not None
+        address = head.stdout.readline().strip()
+        assert address, "the token cluster did not start"
+        path = write(
+            tmp_path / "one.toml",
+            """
+            [[job]]
+            project = "."
+            kind = "command"
+            argv = ["/bin/true"]
+            """,
+        )
+        env = {k: v for k, v in os.environ.items() if not k.startswith(("RAY_AUTH", "RAY_ADDRESS"))}
+        env["HOME"] = str(tmp_path / "runner")
+        if token is not None:
+            env.update(RAY_AUTH_MODE="token", RAY_AUTH_TOKEN=secret[::-1])
+        started = time.monotonic()
+        runner = Runner(path, address, env=env)
+        runners.append(runner)
+        assert runner.finish() == 2, runner.stderr
+        # Not Ray's 20 s of retries (a generous bound: a loaded machine).
+        assert time.monotonic() - started < 15.0
+        assert [e["event"] for e in runner.events] == ["run.refused"]
+        error = runner.events[0]["error"]
+        assert error["code"] == "permission_denied"
+        assert error["details"] == {"option": "--ray"}
+        assert "requires Ray's token authentication" in error["message"]
+        assert "RAY_AUTH_MODE=token and RAY_AUTH_TOKEN" in error["message"]
+        said = "refused this process's token" if token else "which sent no token"
+        assert said in error["message"]
+        assert error["message"] in runner.stderr
+    finally:
+        with contextlib.suppress(OSError):
+            head.communicate(input="", timeout=RUN_BOUND_S)
+        if head.poll() is None:
+            head.kill()
+            head.wait()
+    deadline = time.monotonic() + GONE_BOUND_S
+    while (left := [c for c in _ray_processes().values() if temp_dir in c]) and (
+        time.monotonic() < deadline
+    ):
+        time.sleep(0.1)
+    assert not left, f"Ray processes outlived the token cluster: {left}"
+    shutil.rmtree(temp_dir, ignore_errors=True)
