@@ -302,14 +302,19 @@ def _dry_run(
 def _connect_cluster(address: str, run_file: RunFile, refuse: _Refuser) -> RayCluster | int:
     """Join the cluster and place the lanes, or refuse (exit status 2) saying why not."""
     try:
-        from .._ray._executor import ClusterAuthenticationError, ClusterError, connect_cluster
+        from .._ray._executor import (
+            ClusterAuthenticationError,
+            ClusterError,
+            ClusterPinError,
+            connect_cluster,
+        )
     except ImportError as exc:
         return refuse.option(
             "--ray",
             f"--ray needs Ray: pip install 'trio-process-supervisor[ray]' ({exc})",
             code="not_supported",
         )
-    lanes = [(job.project, job.node) for job in run_file.jobs]
+    lanes = _pinned_lanes(run_file)
     if not is_terminal(sys.stderr):
         # Ray colours the notices it prints (a worker that died...) whatever the stream; ours
         # carry no escape sequence where no terminal shows them, nor do Ray's then.
@@ -318,8 +323,36 @@ def _connect_cluster(address: str, run_file: RunFile, refuse: _Refuser) -> RayCl
         return connect_cluster(address, lanes)
     except ClusterAuthenticationError as exc:
         return refuse.option("--ray", f"--ray {address}: {exc}", code="permission_denied")
+    except ClusterPinError as exc:
+        from lanes import normalize_root
+
+        pinned = next(
+            (
+                job
+                for job in run_file.jobs
+                if job.node == exc.pin and normalize_root(job.project) == exc.root
+            ),
+            None,
+        )
+        if pinned is not None:
+            return refuse.pin(run_file.path, pinned.node_line, f"--ray {address}: {exc}")
+        return refuse.option("--ray", f"--ray {address}: {exc}", code="launch_failed")
     except ClusterError as exc:
         return refuse.option("--ray", f"--ray {address}: {exc}", code="launch_failed")
+
+
+def _pinned_lanes(run_file: RunFile) -> list[tuple[str, str | None]]:
+    """``(project, pin)`` per job, in file order, each job with its project's pin.
+
+    A lane is placed at its first job: a job without ``node`` before the project's pinned
+    one would otherwise place the lane anywhere, and the pin would be ignored (the jobs of
+    a project that give ``node`` agree: the file's loader checked).
+    """
+    pins: dict[str, str] = {}
+    for job in run_file.jobs:
+        if job.node is not None:
+            pins.setdefault(job.project, job.node)
+    return [(job.project, pins.get(job.project)) for job in run_file.jobs]
 
 
 @dataclass(frozen=True, slots=True)
@@ -351,6 +384,13 @@ class _Refuser:
         """A command-line option that can not work (``details.option``: ``-j``, ``--ray``...)."""
         line = f"supervisor run: {message}"
         return self._refuse(visible(line), line, code, {"option": option})
+
+    def pin(self, path: str, line: int, message: str) -> int:
+        """A job's ``node`` that no node of the cluster satisfies (code ``launch_failed``,
+        ``details``: ``option`` ``--ray`` and the ``file`` and ``line`` of the pin)."""
+        where = f"{path}:{line}: {message}"
+        details: JSONObject = {"option": "--ray", "file": path, "line": line}
+        return self._refuse(visible(where), where, "launch_failed", details)
 
     def _refuse(self, shown: str, message: str, code: str, details: JSONObject) -> int:
         print(shown, file=sys.stderr)

@@ -59,6 +59,7 @@ __all__ = (
     "RAY_AUTO",
     "ClusterAuthenticationError",
     "ClusterError",
+    "ClusterPinError",
     "RayCluster",
     "RayExecutor",
     "RayLanes",
@@ -79,12 +80,39 @@ LOST_AFTER_S: Final = 20.0
 CLOSE_BOUND_S: Final = 15.0
 #: How long reaching a cluster's address may take before it is refused, in seconds.
 CONNECT_BOUND_S: Final = 5.0
+#: A pin no node satisfies: the nodes whose labels (or resources) the refusal shows, and
+#: how many of each node's.
+NODES_SHOWN: Final = 8
+PER_NODE_SHOWN: Final = 6
+#: Resources Ray gives every node (not a pin's custom resource).
+_RAY_RESOURCES: Final = frozenset({"CPU", "GPU", "TPU", "memory", "object_store_memory"})
+
+
+def _ray_resource(name: str) -> bool:
+    return name in _RAY_RESOURCES or name.startswith(("node:", "accelerator_type:"))
+
+
 #: How long an agent may take to start (a Python worker on its node), in seconds.
 START_BOUND_S: Final = 60.0
 
 
 class ClusterError(Exception):
     """The cluster can not run this file: no connection, or no node for a pinned lane."""
+
+
+class ClusterPinError(ClusterError):
+    """No live node satisfies a lane's pin (the message names the pin, the lane and what
+    the nodes have).
+
+    Attributes:
+        root: The lane's project root, normalized.
+        pin: The pin no node satisfies.
+    """
+
+    def __init__(self, message: str, *, root: str, pin: str) -> None:
+        super().__init__(message)
+        self.root = root
+        self.pin = pin
 
 
 class ClusterAuthenticationError(ClusterError):
@@ -141,14 +169,47 @@ class RayCluster:
             return node
         candidates = [n for n in self.nodes if n.matches(pin)]
         if not candidates:
-            what = f"the label {pin}" if "=" in (pin or "") else f"the resource {pin!r}"
-            raise ClusterError(f"no live node of the cluster has {what} (lane {root})")
+            assert pin is not None  # every node matches no pin
+            what = f"the label {pin}" if "=" in pin else f"the resource {pin!r}"
+            raise ClusterPinError(
+                f"no live node of the cluster has {what} (lane {root});"
+                f" {self._what_nodes_have(pin)}",
+                root=root,
+                pin=pin,
+            )
         load = {n.node_id: 0 for n in candidates}
         for placed in self.placement.values():
             if placed.node_id in load:
                 load[placed.node_id] += 1
         node = self.placement[root] = min(candidates, key=lambda n: load[n.node_id])
         return node
+
+    def _what_nodes_have(self, pin: str) -> str:
+        """The live nodes' labels (for a ``key=value`` pin) or custom resources (for a
+        resource pin), at most :data:`NODES_SHOWN` nodes and :data:`PER_NODE_SHOWN` each:
+        what the pin could have said. Ray's own labels (``ray.io/``) only under the key
+        the pin names."""
+        key, equals, _ = pin.partition("=")
+        if equals:
+            kind = "labels"
+            listed = [
+                [
+                    f"{k}={v}"
+                    for k, v in sorted(n.labels.items())
+                    if not k.startswith("ray.io/") or k == key.strip()
+                ]
+                for n in self.nodes
+            ]
+        else:
+            kind = "custom resources"
+            listed = [[r for r in sorted(n.resources) if not _ray_resource(r)] for n in self.nodes]
+        shown = [
+            f"{node.name} {', '.join(have[:PER_NODE_SHOWN]) or 'none'}"
+            + (f" (+{len(have) - PER_NODE_SHOWN})" if len(have) > PER_NODE_SHOWN else "")
+            for node, have in zip(self.nodes[:NODES_SHOWN], listed, strict=False)
+        ]
+        more = len(self.nodes) - NODES_SHOWN
+        return f"the nodes' {kind}: " + "; ".join(shown) + (f"; {more} more" if more > 0 else "")
 
     def node_name(self, root: str) -> str | None:
         node = self.placement.get(normalize_root(root))

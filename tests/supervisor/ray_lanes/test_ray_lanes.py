@@ -298,29 +298,55 @@ def test_pinned_lanes_run_on_their_nodes(
     assert printed == "[]\n"
 
 
+@pytest.mark.parametrize(
+    ("pin", "said", "have"),
+    [
+        ("zone=mars", "the label zone=mars", "the nodes' labels: "),
+        ("hugebox", "the resource 'hugebox'", "the nodes' custom resources: "),
+    ],
+)
 def test_a_pin_no_node_satisfies_starts_nothing(
-    cluster: Any, runners: list[Runner], tmp_path: Path
+    cluster: Any, runners: list[Runner], tmp_path: Path, pin: str, said: str, have: str
 ) -> None:
+    """Refused naming the pin's file and line, and what the nodes have that a pin could
+    name (newcomer finding: neither was said)."""
+    (tmp_path / "other").mkdir()
     path = write(
         tmp_path / "nowhere.toml",
-        """
+        f"""
+        [[job]]
+        name = "free"
+        project = "other"
+        argv = ["/bin/true"]
+
         [[job]]
         project = "."
         kind = "command"
         argv = ["/bin/true"]
-        node = "zone=mars"
+        node = "{pin}"
         """,
     )
     runner = Runner(path, cluster.address)
     runners.append(runner)
     assert runner.finish() == 2
-    assert "no live node of the cluster has the label zone=mars" in runner.stderr
+    assert f"{path}:11: --ray {cluster.address}: no live node of the cluster has {said}" in (
+        runner.stderr
+    )
     # Nothing started: the one object on stdout is the refusal (README, run --json).
     assert [e["event"] for e in runner.events] == ["run.refused"]
     error = runner.events[0]["error"]
     assert error["code"] == "launch_failed"
-    assert error["details"] == {"option": "--ray"}
-    assert "zone=mars" in error["message"]
+    assert error["details"] == {"option": "--ray", "file": path, "line": 11}
+    assert error["message"] in runner.stderr
+    shown = error["message"].partition(have)[2]
+    # Every node, by the name the reports give it; the worker's label or resource a pin
+    # could have named; none of Ray's own resources.
+    for node in (cluster.head_node, cluster.zone_b, cluster.bigbox):
+        assert f"/{_node_name(node)} " in shown
+    assert f"/{_node_name(cluster.zone_b)} zone=b" in shown or pin == "hugebox"
+    assert f"/{_node_name(cluster.bigbox)} bigbox" in shown or pin == "zone=mars"
+    assert "CPU" not in shown
+    assert "memory" not in shown
 
 
 def test_sigint_ends_every_remote_tree(cluster: Any, runners: list[Runner], tmp_path: Path) -> None:
