@@ -931,6 +931,10 @@ class _Reporter:
                     self._output_line(view, prefix, stream, tail.last()[-1][1])
             view.finished = params
             self._close_log(view)
+            if not self.live and view.lane in self._nodes:
+                # A log read later has no live view naming each lane's node: the line of
+                # the job's end says where it ran, as the lane labels do (``lane @ node``).
+                prefix = f"[{self._lane_label(view.lane)}] {visible(view.job.name)}"
             ended = f"{prefix} finished {self._outcome(view)}{self._verdict(view)}"
             if view.group:
                 # One group per job, titled with its outcome: open it to read the output.

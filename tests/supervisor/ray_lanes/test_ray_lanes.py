@@ -291,6 +291,10 @@ def test_pinned_lanes_run_on_their_nodes(
     finished = runner.finished()
     assert finished["on zone b"]["node"].endswith(_node_name(cluster.zone_b))
     assert finished["on bigbox"]["node"].endswith(_node_name(cluster.bigbox))
+    # Without a terminal, the line of each job's end names its node as the lane labels do.
+    zone_b, bigbox = finished["on zone b"]["node"], finished["on bigbox"]["node"]
+    assert f"[{tmp_path.name} @ {zone_b}] on zone b finished ok in " in runner.stderr
+    assert f"[sub @ {bigbox}] on bigbox finished ok in " in runner.stderr
     # The agent's own Ray settings are not the jobs' environment.
     printed = "".join(
         e["text"] for e in runner.events if e["event"] == "job.output" and e["name"] == "on zone b"
