@@ -42,9 +42,10 @@ import argparse
 import json
 import logging
 import os
+import re
 import signal
 import sys
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Any, Final, NoReturn
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
@@ -75,9 +76,9 @@ exit status:
   0    every job ended as its `expect` says, and no process was left behind
        (--list, --dry-run: the file is valid; nothing ran)
   1    some job did not (or a process was left behind)
-  2    bad lanes file, unknown job name, bad -j, unusable --log-dir or --junit
-       file, or a --ray cluster that can not run the file (nothing started;
-       with --json one {"event": "run.refused", ...} object on stdout)
+  2    bad lanes file, unknown job name, bad option or -j, unusable --log-dir or
+       --junit file, or a --ray cluster that can not run the file (nothing
+       started; with --json one {"event": "run.refused", ...} object on stdout)
   130  interrupted by SIGINT (every job cancelled, every process ended)
   143  interrupted by SIGTERM (likewise)
   141  the reader of stdout or stderr went away (| head): likewise, quietly
@@ -644,8 +645,10 @@ _SUBCOMMANDS: Final = (
 )
 
 
-def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+def _parser(*, run_json: bool = False) -> argparse.ArgumentParser:
+    """The command line's parser; ``run_json``: the command line is ``run ... --json``
+    (:func:`_asks_run_json`), so a bad option is a ``run.refused`` object too."""
+    parser = _Parser(
         prog="supervisor",
         description="Trio structured-concurrency process supervisor for IDE backends.",
         epilog="Each subcommand has its own --help, with its exit codes and an example.",
@@ -656,10 +659,90 @@ def _parser() -> argparse.ArgumentParser:
         help="print the version (the one core.ping answers) and exit",
     )
     _log_level_option(parser, default="WARNING")
-    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    sub = parser.add_subparsers(
+        dest="command", required=True, metavar="COMMAND", parser_class=_Parser
+    )
     for add in _SUBCOMMANDS:
         add(sub)
+    # An unknown option is reported by the top parser (the subcommand hands it up), a bad
+    # value by the subcommand's: both refuse alike.
+    for each in (parser, *sub.choices.values()):
+        if isinstance(each, _Parser):
+            each.run_json = run_json
     return parser
+
+
+class _Parser(argparse.ArgumentParser):
+    """An argument parser whose error, when the command line is ``run ... --json``, also
+    prints the ``run.refused`` object every other refusal of ``run`` prints (the shape of
+    ``_run._Refuser``): a script reading the events gets an answer it can parse. The usage
+    and the error line on stderr are argparse's own, with ``--json`` or without."""
+
+    run_json: bool = False
+
+    def error(self, message: str) -> NoReturn:
+        if self.run_json:
+            line = f"{self.prog}: error: {message}"
+            refused = {
+                "event": "run.refused",
+                "exitCode": 2,
+                "error": {
+                    "code": "invalid_request",
+                    "message": line,
+                    "details": {"option": _option_named(message)},
+                },
+            }
+            try:
+                print(json.dumps(refused, ensure_ascii=False, separators=(",", ":")), flush=True)
+            except BrokenPipeError:
+                raise
+            except OSError:
+                # Stdout closed: the line on stderr still says why.
+                pass
+        super().error(message)
+
+
+#: argparse's error messages (Python 3.11 to 3.14) and where each names the option.
+_ARGPARSE_OPTION: Final = (
+    # "argument -j/--jobs: invalid int value: 'abc'", "argument --color: invalid choice: ..."
+    re.compile(r"argument ([^/:\s]+)"),
+    # "unrecognized arguments: --bogus x"
+    re.compile(r"unrecognized arguments: ([^\s=]+)"),
+    # "ambiguous option: --j could match --json, --jobs, --junit"
+    re.compile(r"ambiguous option: ([^\s=]+)"),
+    # "the following arguments are required: file"
+    re.compile(r"the following arguments are required: ([^,\s]+)"),
+)
+
+
+def _option_named(message: str) -> str | None:
+    """The option (or argument) an argparse error message names, or None."""
+    for pattern in _ARGPARSE_OPTION:
+        if (match := pattern.match(message)) is not None:
+            return match.group(1)
+    return None
+
+
+def _asks_run_json(argv: Sequence[str]) -> bool:
+    """Whether ``argv`` is ``run ... --json``: its command (the first word that is no
+    global option) is ``run`` and ``--json`` (or a prefix argparse takes for it) comes
+    before any ``--``. Read before parsing, so a parse error can answer in JSON."""
+    words = iter(argv)
+    for word in words:
+        if word == "--log-level" or (word.startswith("--log") and "--log-level".startswith(word)):
+            next(words, None)
+        elif not word.startswith("-"):
+            if word != "run":
+                return False
+            break
+    else:
+        return False
+    for word in words:
+        if word == "--":
+            return False
+        if len(word) >= len("--js") and "--json".startswith(word):
+            return True
+    return False
 
 
 class _VersionAction(argparse.Action):
@@ -1105,7 +1188,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         # Parsed before anything of the Core is imported: ``--version``, ``--help`` and a
         # bad option answer in milliseconds (bench_startup), and exit here (SystemExit).
-        args = _parser().parse_args(argv)
+        args = _parser(run_json=_asks_run_json(sys.argv[1:] if argv is None else argv)).parse_args(
+            argv
+        )
         from .._process._reaper import owning_whole_process
 
         with owning_whole_process():

@@ -302,22 +302,57 @@ def _dry_run(
 def _connect_cluster(address: str, run_file: RunFile, refuse: _Refuser) -> RayCluster | int:
     """Join the cluster and place the lanes, or refuse (exit status 2) saying why not."""
     try:
-        from .._ray._executor import ClusterError, connect_cluster
+        from .._ray._executor import (
+            ClusterAuthenticationError,
+            ClusterError,
+            ClusterPinError,
+            connect_cluster,
+        )
     except ImportError as exc:
         return refuse.option(
             "--ray",
             f"--ray needs Ray: pip install 'trio-process-supervisor[ray]' ({exc})",
             code="not_supported",
         )
-    lanes = [(job.project, job.node) for job in run_file.jobs]
+    lanes = _pinned_lanes(run_file)
     if not is_terminal(sys.stderr):
         # Ray colours the notices it prints (a worker that died...) whatever the stream; ours
         # carry no escape sequence where no terminal shows them, nor do Ray's then.
         os.environ.setdefault("RAY_COLOR_PREFIX", "0")
     try:
         return connect_cluster(address, lanes)
+    except ClusterAuthenticationError as exc:
+        return refuse.option("--ray", f"--ray {address}: {exc}", code="permission_denied")
+    except ClusterPinError as exc:
+        from lanes import normalize_root
+
+        pinned = next(
+            (
+                job
+                for job in run_file.jobs
+                if job.node == exc.pin and normalize_root(job.project) == exc.root
+            ),
+            None,
+        )
+        if pinned is not None:
+            return refuse.pin(run_file.path, pinned.node_line, f"--ray {address}: {exc}")
+        return refuse.option("--ray", f"--ray {address}: {exc}", code="launch_failed")
     except ClusterError as exc:
         return refuse.option("--ray", f"--ray {address}: {exc}", code="launch_failed")
+
+
+def _pinned_lanes(run_file: RunFile) -> list[tuple[str, str | None]]:
+    """``(project, pin)`` per job, in file order, each job with its project's pin.
+
+    A lane is placed at its first job: a job without ``node`` before the project's pinned
+    one would otherwise place the lane anywhere, and the pin would be ignored (the jobs of
+    a project that give ``node`` agree: the file's loader checked).
+    """
+    pins: dict[str, str] = {}
+    for job in run_file.jobs:
+        if job.node is not None:
+            pins.setdefault(job.project, job.node)
+    return [(job.project, pins.get(job.project)) for job in run_file.jobs]
 
 
 @dataclass(frozen=True, slots=True)
@@ -326,7 +361,8 @@ class _Refuser:
     ``--json``, one ``run.refused`` object on stdout, so a script that reads the events gets
     an answer it can parse: ``{"event": "run.refused", "exitCode": 2, "error": {"code",
     "message", "details"}}``, the error as the Core's envelope carries one (a code of
-    ``protocol.ERROR_CATALOG``).
+    ``protocol.ERROR_CATALOG``). An option argparse refuses never gets here: the command
+    line's parser prints the same object (``_main._Parser``).
 
     Attributes:
         json_stream: stdout with ``--json`` (taken before a ``--ray`` run sends Ray's own
@@ -348,6 +384,13 @@ class _Refuser:
         """A command-line option that can not work (``details.option``: ``-j``, ``--ray``...)."""
         line = f"supervisor run: {message}"
         return self._refuse(visible(line), line, code, {"option": option})
+
+    def pin(self, path: str, line: int, message: str) -> int:
+        """A job's ``node`` that no node of the cluster satisfies (code ``launch_failed``,
+        ``details``: ``option`` ``--ray`` and the ``file`` and ``line`` of the pin)."""
+        where = f"{path}:{line}: {message}"
+        details: JSONObject = {"option": "--ray", "file": path, "line": line}
+        return self._refuse(visible(where), where, "launch_failed", details)
 
     def _refuse(self, shown: str, message: str, code: str, details: JSONObject) -> int:
         print(shown, file=sys.stderr)
@@ -888,6 +931,10 @@ class _Reporter:
                     self._output_line(view, prefix, stream, tail.last()[-1][1])
             view.finished = params
             self._close_log(view)
+            if not self.live and view.lane in self._nodes:
+                # A log read later has no live view naming each lane's node: the line of
+                # the job's end says where it ran, as the lane labels do (``lane @ node``).
+                prefix = f"[{self._lane_label(view.lane)}] {visible(view.job.name)}"
             ended = f"{prefix} finished {self._outcome(view)}{self._verdict(view)}"
             if view.group:
                 # One group per job, titled with its outcome: open it to read the output.

@@ -286,6 +286,8 @@ class RunFileJob:
     expect: frozenset[str] = DEFAULT_EXPECT
     expect_timed_out: bool | None = None
     node: str | None = None
+    #: The line of its ``node`` (the job's, or ``[defaults]``'s); 0 without one.
+    node_line: int = 0
     report: bool = False
 
     def payload(self, placeholders: Mapping[str, str]) -> JSONObject:
@@ -744,13 +746,18 @@ class _JobTable:
         element: int | None = None,
     ) -> RunFileError:
         """The error for ``key`` (its line), or for the table header when ``key`` is None."""
+        return RunFileError(self.path, self.line_of(key, subkey, element), message)
+
+    def line_of(
+        self, key: str | None, subkey: str | None = None, element: int | None = None
+    ) -> int:
+        """The line of ``key`` (in the job, or in ``[defaults]`` when it comes from there),
+        or of the table header when ``key`` is None."""
         if key is None:
-            line = self.header_line
-        elif self._from_defaults(key, subkey):
-            line = self.where.table_key_line(("defaults",), key, subkey, element)
-        else:
-            line = self.where.job_key_line(self.index, key, subkey, element)
-        return RunFileError(self.path, line, message)
+            return self.header_line
+        if self._from_defaults(key, subkey):
+            return self.where.table_key_line(("defaults",), key, subkey, element)
+        return self.where.job_key_line(self.index, key, subkey, element)
 
     def declared(self) -> JobTable:
         """The table converted to its declaration; a value it refuses names its own line."""
@@ -889,6 +896,7 @@ def _parse_job(
         expect=expect,
         expect_timed_out=declared.expect_timed_out,
         node=declared.node,
+        node_line=0 if declared.node is None else table.line_of("node"),
         report=declared.report,
     )
 

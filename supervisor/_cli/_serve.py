@@ -166,9 +166,19 @@ class _Server:
                 " initialize and wait for its response before sending other requests",
             )
         if refusal is not None:
-            raise JSONRPCError(
-                int(refusal), f"{cut_utf8(method, MAX_ECHO_BYTES)} is not allowed now"
-            )
+            # Said with its cause: the code alone (-32600) does not tell a client which rule
+            # it broke.
+            if method == "initialize":
+                # LSP 3.17, "Initialize Request": it may only be sent once.
+                why = "initialize was already received: it may only be sent once per session"
+            elif self.lifecycle.state is LifecycleState.SHUTTING_DOWN:
+                why = (
+                    f"{cut_utf8(method, MAX_ECHO_BYTES)}: shutdown was already received:"
+                    " only the exit notification is accepted now"
+                )
+            else:
+                why = f"{cut_utf8(method, MAX_ECHO_BYTES)}: exit was received: the server is ending"
+            raise JSONRPCError(int(refusal), why)
         if self._ending is not None:
             raise _ending_error(self._ending)
         if method == "initialize":

@@ -55,8 +55,10 @@ async def open_ray_lanes(
 
     Raises:
         ImportError: Ray is not installed (``pip install 'trio-process-supervisor[ray]'``).
-        supervisor._ray._executor.ClusterError: Ray could not connect; or, from
-            ``start_job``, no node satisfies a new lane's pin.
+        supervisor._ray._executor.ClusterError: Ray could not connect (its subclass
+            ``ClusterAuthenticationError``: the cluster requires Ray's token authentication
+            and refused this process's token); or, from ``start_job``, no node satisfies a
+            new lane's pin.
 
     Joining the cluster blocks this thread (Ray's own start-up, seconds for a new local
     cluster). **Cancellation:** leaving the block, also by cancellation, cancels every job

@@ -57,7 +57,9 @@ __all__ = (
     "CLOSE_BOUND_S",
     "LOST_AFTER_S",
     "RAY_AUTO",
+    "ClusterAuthenticationError",
     "ClusterError",
+    "ClusterPinError",
     "RayCluster",
     "RayExecutor",
     "RayLanes",
@@ -78,12 +80,44 @@ LOST_AFTER_S: Final = 20.0
 CLOSE_BOUND_S: Final = 15.0
 #: How long reaching a cluster's address may take before it is refused, in seconds.
 CONNECT_BOUND_S: Final = 5.0
+#: A pin no node satisfies: the nodes whose labels (or resources) the refusal shows, and
+#: how many of each node's.
+NODES_SHOWN: Final = 8
+PER_NODE_SHOWN: Final = 6
+#: Resources Ray gives every node (not a pin's custom resource).
+_RAY_RESOURCES: Final = frozenset({"CPU", "GPU", "TPU", "memory", "object_store_memory"})
+
+
+def _ray_resource(name: str) -> bool:
+    return name in _RAY_RESOURCES or name.startswith(("node:", "accelerator_type:"))
+
+
 #: How long an agent may take to start (a Python worker on its node), in seconds.
 START_BOUND_S: Final = 60.0
 
 
 class ClusterError(Exception):
     """The cluster can not run this file: no connection, or no node for a pinned lane."""
+
+
+class ClusterPinError(ClusterError):
+    """No live node satisfies a lane's pin (the message names the pin, the lane and what
+    the nodes have).
+
+    Attributes:
+        root: The lane's project root, normalized.
+        pin: The pin no node satisfies.
+    """
+
+    def __init__(self, message: str, *, root: str, pin: str) -> None:
+        super().__init__(message)
+        self.root = root
+        self.pin = pin
+
+
+class ClusterAuthenticationError(ClusterError):
+    """The cluster requires Ray's token authentication and refused this process's token
+    (none, or not the cluster's)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -135,14 +169,47 @@ class RayCluster:
             return node
         candidates = [n for n in self.nodes if n.matches(pin)]
         if not candidates:
-            what = f"the label {pin}" if "=" in (pin or "") else f"the resource {pin!r}"
-            raise ClusterError(f"no live node of the cluster has {what} (lane {root})")
+            assert pin is not None  # every node matches no pin
+            what = f"the label {pin}" if "=" in pin else f"the resource {pin!r}"
+            raise ClusterPinError(
+                f"no live node of the cluster has {what} (lane {root});"
+                f" {self._what_nodes_have(pin)}",
+                root=root,
+                pin=pin,
+            )
         load = {n.node_id: 0 for n in candidates}
         for placed in self.placement.values():
             if placed.node_id in load:
                 load[placed.node_id] += 1
         node = self.placement[root] = min(candidates, key=lambda n: load[n.node_id])
         return node
+
+    def _what_nodes_have(self, pin: str) -> str:
+        """The live nodes' labels (for a ``key=value`` pin) or custom resources (for a
+        resource pin), at most :data:`NODES_SHOWN` nodes and :data:`PER_NODE_SHOWN` each:
+        what the pin could have said. Ray's own labels (``ray.io/``) only under the key
+        the pin names."""
+        key, equals, _ = pin.partition("=")
+        if equals:
+            kind = "labels"
+            listed = [
+                [
+                    f"{k}={v}"
+                    for k, v in sorted(n.labels.items())
+                    if not k.startswith("ray.io/") or k == key.strip()
+                ]
+                for n in self.nodes
+            ]
+        else:
+            kind = "custom resources"
+            listed = [[r for r in sorted(n.resources) if not _ray_resource(r)] for n in self.nodes]
+        shown = [
+            f"{node.name} {', '.join(have[:PER_NODE_SHOWN]) or 'none'}"
+            + (f" (+{len(have) - PER_NODE_SHOWN})" if len(have) > PER_NODE_SHOWN else "")
+            for node, have in zip(self.nodes[:NODES_SHOWN], listed, strict=False)
+        ]
+        more = len(self.nodes) - NODES_SHOWN
+        return f"the nodes' {kind}: " + "; ".join(shown) + (f"; {more} more" if more > 0 else "")
 
     def node_name(self, root: str) -> str | None:
         node = self.placement.get(normalize_root(root))
@@ -168,8 +235,16 @@ def connect_cluster(address: str, lanes: Sequence[tuple[str, str | None]]) -> Ra
     Raises:
         ClusterError: Ray could not connect, or no live node satisfies a lane's pin (the
             message names the lane and the pin). Nothing was started on the cluster.
+        ClusterAuthenticationError: The cluster requires Ray's token authentication and
+            refused this process's token, or that it sent none (the message says what to
+            set).
     """
-    _check_reachable(os.environ.get("RAY_ADDRESS", "") if address == RAY_AUTO else address)
+    reached = os.environ.get("RAY_ADDRESS", "") if address == RAY_AUTO else address
+    _check_reachable(reached)
+    if address != RAY_AUTO:
+        # With ``auto`` Ray may turn token authentication on itself (a token in
+        # ~/.ray/auth_token): only its join tells, below.
+        _check_authenticated(reached)
     try:
         with _driver_config():
             ray.init(
@@ -180,6 +255,8 @@ def connect_cluster(address: str, lanes: Sequence[tuple[str, str | None]]) -> Ra
                 configure_logging=False,
             )
     except Exception as exc:
+        if isinstance(exc, ConnectionError):
+            _check_authenticated(reached)
         raise ClusterError(f"cannot join the Ray cluster: {type(exc).__name__}: {exc}") from None
     cluster = RayCluster(address=address, local_node_id=_driver_node_id(address))
     try:
@@ -270,6 +347,52 @@ def _check_reachable(address: str) -> None:
             ) from None
         except OSError:
             return  # it answered by closing (a TLS server given plain text): Ray judges
+
+
+def _check_authenticated(address: str) -> None:
+    """Refuse a cluster that requires Ray's token authentication when it refuses this
+    process's token, within :data:`CONNECT_BOUND_S`.
+
+    Ray's join retries a refused token for 20 s, printing a warning a second, then says
+    only "Failed to connect"; a GCS client of its own raises ``AuthenticationError`` at the
+    first refusal (milliseconds). Any other outcome (joined, another error, no answer in
+    the bound) passes: Ray's join judges. Only ``host:port`` (the GCS) is checked: Ray
+    Client (``ray://``) says so itself.
+
+    Raises:
+        ClusterAuthenticationError: The cluster refused the token, or that none was sent.
+    """
+    host, colon, port = address.rpartition(":")
+    if address.startswith("ray://") or not colon or not host or not port.isdigit():
+        return
+    # Ray's own client (it sends the token as the join would); a Ray without it: the join
+    # judges.
+    gcs_client: Any = getattr(ray._raylet, "GcsClient", None)
+    if gcs_client is None:
+        return
+    refused: list[BaseException] = []
+
+    def probe() -> None:
+        try:
+            gcs_client(address=address)
+        except ray.exceptions.AuthenticationError as exc:
+            refused.append(exc)
+        except Exception:
+            logger.debug("probing %s", address, exc_info=True)
+
+    # On a thread: the client has no timeout of its own (a GCS that never answers keeps it
+    # 30 s); past the bound it is left to end by itself and Ray's join goes on.
+    thread = threading.Thread(target=probe, name="supervisor-ray-auth-probe", daemon=True)
+    thread.start()
+    thread.join(CONNECT_BOUND_S)
+    if refused:
+        sent = os.environ.get("RAY_AUTH_MODE", "").lower() == "token"
+        raise ClusterAuthenticationError(
+            f"the cluster at {address} requires Ray's token authentication and refused"
+            + (" this process's token" if sent else " this process, which sent no token")
+            + ": set RAY_AUTH_MODE=token and RAY_AUTH_TOKEN to the cluster's token (or"
+            " RAY_AUTH_TOKEN_PATH to a file holding it)"
+        ) from None
 
 
 #: What an HTTP/2 (gRPC) client sends first; the server answers with a SETTINGS frame.

@@ -273,6 +273,68 @@ def test_every_refusal_with_json_is_one_object_on_stdout(tmp_path: Path, kind: s
     assert not marker.exists()
 
 
+ARGPARSE_REFUSALS: Final = {
+    # name: (arguments, the option details name)
+    "bad -j value": (("-j", "abc"), "-j"),
+    "unknown option": (("--bogus",), "--bogus"),
+    "unknown option with a value": (("--bogus=1", "x"), "--bogus"),
+    "bad choice": (("--color", "sometimes"), "--color"),
+    "option without its value": (("--ray",), "--ray"),
+}
+
+
+@pytest.mark.parametrize("kind", ARGPARSE_REFUSALS)
+def test_a_bad_option_with_json_is_one_run_refused_object(tmp_path: Path, kind: str) -> None:
+    """argparse refuses before ``--json`` is read: with ``--json`` among the arguments its
+    error is a ``run.refused`` object too, its stderr (usage and error line) unchanged."""
+    extra, option = ARGPARSE_REFUSALS[kind]
+    marker = tmp_path / "started"
+    path = write(
+        tmp_path / "run.toml",
+        f"""\
+        [[job]]
+        argv = ["{sys.executable}", "-c", "open({str(marker)!r}, 'w')"]
+        """,
+    )
+    plain = supervisor_run(path, *extra)
+    result = supervisor_run(path, "--json", *extra)
+    assert plain.returncode == result.returncode == 2
+    assert plain.stdout == ""
+    assert plain.stderr.startswith("usage: supervisor")
+    assert result.stderr == plain.stderr
+    [line] = result.stdout.splitlines()
+    refused = json.loads(line)
+    assert refused == {
+        "event": "run.refused",
+        "exitCode": 2,
+        "error": {
+            "code": "invalid_request",
+            "message": plain.stderr.splitlines()[-1],
+            "details": {"option": option},
+        },
+    }
+    assert not marker.exists()
+
+
+@pytest.mark.parametrize(
+    ("argv", "run_json"),
+    [
+        (["run", "f.toml", "--json"], True),
+        (["--log-level", "DEBUG", "run", "f.toml", "--js"], True),
+        (["--log-level=DEBUG", "run", "--json", "f.toml"], True),
+        (["run", "f.toml", "--", "--json"], False),  # a JOB named --json
+        (["run", "f.toml", "--j"], False),  # ambiguous: not --json
+        (["exec", "--json"], False),
+        (["--log-level", "run", "x", "--json"], False),  # run is the level there
+        ([], False),
+    ],
+)
+def test_which_command_lines_refuse_in_json(argv: list[str], run_json: bool) -> None:
+    from supervisor._cli._main import _asks_run_json
+
+    assert _asks_run_json(argv) is run_json
+
+
 def test_unexpected_outcome_exits_1_and_names_the_job(tmp_path: Path) -> None:
     path = write(
         tmp_path / "lanes.toml",

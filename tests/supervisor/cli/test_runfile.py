@@ -561,3 +561,60 @@ def test_env_files_read_as_dotenv_files_are(tmp_path: Path) -> None:
         with pytest.raises(EnvFileError) as info:
             read_env_file(str(env))
         assert (info.value.line, fragment in info.value.message) == (line, True), info.value
+
+
+def test_each_job_knows_the_line_of_its_node(tmp_path: Path) -> None:
+    """A pin no node satisfies is refused at the line of its ``node`` (run --ray): the job's
+    own, or ``[defaults]``'s when it comes from there; 0 without one."""
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    jobs = parse(
+        """\
+        [defaults]
+        node = "zone=eu"
+
+        [[job]]
+        project = "a"
+        argv = ["true"]
+
+        [[job]]
+        project = "b"
+        argv = ["true"]
+        node = "bigbox"
+        """,
+        tmp_path,
+    )
+    assert [(job.node, job.node_line) for job in jobs] == [("zone=eu", 2), ("bigbox", 11)]
+    (unpinned,) = parse('[[job]]\nargv = ["true"]\n', tmp_path)
+    assert (unpinned.node, unpinned.node_line) == (None, 0)
+
+
+def test_a_lane_takes_its_projects_pin_from_any_of_its_jobs(tmp_path: Path) -> None:
+    """``run --ray`` places a lane at its first job: an unpinned job of the project before
+    the pinned one carries the project's pin (it was placed anywhere, the pin ignored)."""
+    from supervisor._cli._run import _pinned_lanes
+
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    run_file = parse_run_file(
+        textwrap.dedent(
+            """\
+            [[job]]
+            project = "a"
+            argv = ["true"]
+
+            [[job]]
+            project = "b"
+            argv = ["true"]
+
+            [[job]]
+            project = "a"
+            argv = ["true"]
+            node = "zone=b"
+            """
+        ),
+        path="lanes.toml",
+        directory=str(tmp_path),
+    )
+    a, b = str(tmp_path / "a"), str(tmp_path / "b")
+    assert _pinned_lanes(run_file) == [(a, "zone=b"), (b, None), (a, "zone=b")]

@@ -289,6 +289,10 @@ async def test_handshake_and_requests_before_initialize(client: Client) -> None:
     assert {"core.ping", "process.run", "job.start", "job.cancel", "job.list"} <= set(commands)
     again = await client.request("initialize", {"capabilities": {}})
     assert _field(again, "error", "code") == -32600
+    # Said why (LSP 3.17: initialize may only be sent once), not only refused.
+    assert _field(again, "error", "message") == (
+        "initialize was already received: it may only be sent once per session"
+    )
     ping = await client.request("core.ping", {}, request_id="string-id")
     assert ping["id"] == "string-id"
     assert _field(ping, "result", "protocolVersion") == 1
@@ -385,6 +389,9 @@ async def test_jobs_push_notifications_and_shutdown_waits(
     assert order == [5, 6]
     after = await client.request("core.ping", {})
     assert _field(after, "error", "code") == -32600
+    assert _field(after, "error", "message") == (
+        "core.ping: shutdown was already received: only the exit notification is accepted now"
+    )
     await client.notify("exit")
     assert await client.wait_exit() == 0
 

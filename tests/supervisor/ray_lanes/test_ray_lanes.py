@@ -12,6 +12,7 @@ import contextlib
 import json
 import os
 import queue
+import shutil
 import signal
 import subprocess
 import sys
@@ -130,13 +131,16 @@ def write(path: Path, text: str) -> str:
 class Runner:
     """``supervisor run FILE --ray ADDRESS --json`` as a subprocess, its events read live."""
 
-    def __init__(self, path: str, address: str, *extra: str) -> None:
+    def __init__(
+        self, path: str, address: str, *extra: str, env: dict[str, str] | None = None
+    ) -> None:
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "supervisor", "run", path, "--ray", address, "--json", *extra],
             cwd=REPO,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,
+            env=env,
         )
         self.events: list[dict[str, Any]] = []
         self._lines: queue.Queue[str | None] = queue.Queue()
@@ -287,6 +291,10 @@ def test_pinned_lanes_run_on_their_nodes(
     finished = runner.finished()
     assert finished["on zone b"]["node"].endswith(_node_name(cluster.zone_b))
     assert finished["on bigbox"]["node"].endswith(_node_name(cluster.bigbox))
+    # Without a terminal, the line of each job's end names its node as the lane labels do.
+    zone_b, bigbox = finished["on zone b"]["node"], finished["on bigbox"]["node"]
+    assert f"[{tmp_path.name} @ {zone_b}] on zone b finished ok in " in runner.stderr
+    assert f"[sub @ {bigbox}] on bigbox finished ok in " in runner.stderr
     # No Ray setting meant for an agent reaches its jobs' environment.
     printed = "".join(
         e["text"] for e in runner.events if e["event"] == "job.output" and e["name"] == "on zone b"
@@ -294,29 +302,55 @@ def test_pinned_lanes_run_on_their_nodes(
     assert printed == "[]\n"
 
 
+@pytest.mark.parametrize(
+    ("pin", "said", "have"),
+    [
+        ("zone=mars", "the label zone=mars", "the nodes' labels: "),
+        ("hugebox", "the resource 'hugebox'", "the nodes' custom resources: "),
+    ],
+)
 def test_a_pin_no_node_satisfies_starts_nothing(
-    cluster: Any, runners: list[Runner], tmp_path: Path
+    cluster: Any, runners: list[Runner], tmp_path: Path, pin: str, said: str, have: str
 ) -> None:
+    """Refused naming the pin's file and line, and what the nodes have that a pin could
+    name (newcomer finding: neither was said)."""
+    (tmp_path / "other").mkdir()
     path = write(
         tmp_path / "nowhere.toml",
-        """
+        f"""
+        [[job]]
+        name = "free"
+        project = "other"
+        argv = ["/bin/true"]
+
         [[job]]
         project = "."
         kind = "command"
         argv = ["/bin/true"]
-        node = "zone=mars"
+        node = "{pin}"
         """,
     )
     runner = Runner(path, cluster.address)
     runners.append(runner)
     assert runner.finish() == 2
-    assert "no live node of the cluster has the label zone=mars" in runner.stderr
+    assert f"{path}:11: --ray {cluster.address}: no live node of the cluster has {said}" in (
+        runner.stderr
+    )
     # Nothing started: the one object on stdout is the refusal (README, run --json).
     assert [e["event"] for e in runner.events] == ["run.refused"]
     error = runner.events[0]["error"]
     assert error["code"] == "launch_failed"
-    assert error["details"] == {"option": "--ray"}
-    assert "zone=mars" in error["message"]
+    assert error["details"] == {"option": "--ray", "file": path, "line": 11}
+    assert error["message"] in runner.stderr
+    shown = error["message"].partition(have)[2]
+    # Every node, by the name the reports give it; the worker's label or resource a pin
+    # could have named; none of Ray's own resources.
+    for node in (cluster.head_node, cluster.zone_b, cluster.bigbox):
+        assert f"/{_node_name(node)} " in shown
+    assert f"/{_node_name(cluster.zone_b)} zone=b" in shown or pin == "hugebox"
+    assert f"/{_node_name(cluster.bigbox)} bigbox" in shown or pin == "zone=mars"
+    assert "CPU" not in shown
+    assert "memory" not in shown
 
 
 def test_sigint_ends_every_remote_tree(cluster: Any, runners: list[Runner], tmp_path: Path) -> None:
@@ -641,3 +675,89 @@ def test_an_address_that_accepts_but_never_answers_is_refused_in_bounded_time(
     assert "does not answer as a Ray cluster" in runner.stderr
     assert [e["event"] for e in runner.events] == ["run.refused"]
     assert runner.events[0]["error"]["details"] == {"option": "--ray"}
+
+
+#: A one-node cluster that requires Ray's token authentication, run by its own driver
+#: (token mode is a setting of the whole process): prints its GCS address, ends with stdin.
+_TOKEN_HEAD = """
+import sys, ray
+context = ray.init(num_cpus=1, include_dashboard=False, _temp_dir=sys.argv[1])
+print(context.address_info["gcs_address"], flush=True)
+sys.stdin.read()
+ray.shutdown()
+"""
+
+
+@pytest.mark.parametrize("token", [None, "wrong"])
+def test_a_cluster_that_requires_a_token_is_refused_at_once_naming_what_to_set(
+    runners: list[Runner], tmp_path: Path, token: str | None
+) -> None:
+    """Ray's join retries a refused token for 20 s, then says only "Failed to connect": the
+    run is refused at once (exit 2, run.refused ``permission_denied``), saying it is the
+    token and which variables to set. Token or none, the cluster's own token is elsewhere
+    (its HOME), and so is the runner's (~/.ray/auth_token is not read for an address)."""
+    import tempfile
+
+    # Short: Ray's sockets live under it. Its own, so the machine's /tmp/ray is not touched.
+    temp_dir = tempfile.mkdtemp(prefix="raytok", dir="/tmp")
+    (tmp_path / "head").mkdir()
+    (tmp_path / "runner").mkdir()
+    secret = "0123456789abcdef0123456789abcdef"
+    head = subprocess.Popen(
+        [sys.executable, "-c", _TOKEN_HEAD, temp_dir],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+        env={
+            **os.environ,
+            "HOME": str(tmp_path / "head"),
+            "RAY_AUTH_MODE": "token",
+            "RAY_AUTH_TOKEN": secret,
+        },
+    )
+    try:
+        assert head.stdout is not None
+        address = head.stdout.readline().strip()
+        assert address, "the token cluster did not start"
+        path = write(
+            tmp_path / "one.toml",
+            """
+            [[job]]
+            project = "."
+            kind = "command"
+            argv = ["/bin/true"]
+            """,
+        )
+        env = {k: v for k, v in os.environ.items() if not k.startswith(("RAY_AUTH", "RAY_ADDRESS"))}
+        env["HOME"] = str(tmp_path / "runner")
+        if token is not None:
+            env.update(RAY_AUTH_MODE="token", RAY_AUTH_TOKEN=secret[::-1])
+        started = time.monotonic()
+        runner = Runner(path, address, env=env)
+        runners.append(runner)
+        assert runner.finish() == 2, runner.stderr
+        # Not Ray's 20 s of retries (a generous bound: a loaded machine).
+        assert time.monotonic() - started < 15.0
+        assert [e["event"] for e in runner.events] == ["run.refused"]
+        error = runner.events[0]["error"]
+        assert error["code"] == "permission_denied"
+        assert error["details"] == {"option": "--ray"}
+        assert "requires Ray's token authentication" in error["message"]
+        assert "RAY_AUTH_MODE=token and RAY_AUTH_TOKEN" in error["message"]
+        said = "refused this process's token" if token else "which sent no token"
+        assert said in error["message"]
+        assert error["message"] in runner.stderr
+    finally:
+        with contextlib.suppress(OSError):
+            head.communicate(input="", timeout=RUN_BOUND_S)
+        if head.poll() is None:
+            head.kill()
+            head.wait()
+    deadline = time.monotonic() + GONE_BOUND_S
+    while (left := [c for c in _ray_processes().values() if temp_dir in c]) and (
+        time.monotonic() < deadline
+    ):
+        time.sleep(0.1)
+    assert not left, f"Ray processes outlived the token cluster: {left}"
+    shutil.rmtree(temp_dir, ignore_errors=True)
