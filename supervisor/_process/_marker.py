@@ -28,7 +28,7 @@ import os
 from dataclasses import dataclass
 from typing import Final, Literal
 
-from ._procfs import HAVE_PROCFS, all_pids, read_env_var, read_stat
+from ._procfs import HAVE_PROCFS, all_pids, own_pid, read_env_var, read_stat
 
 __all__ = (
     "SCOPE_ENV",
@@ -89,7 +89,7 @@ def instance_id() -> str:
     and the boot are ``0``: such an instance can never be proven dead by another one.
     """
     global _cached_instance
-    pid = os.getpid()
+    pid = own_pid()
     if _cached_instance is not None and _cached_instance[0] == pid:
         return _cached_instance[1]
     stat = read_stat(pid) if HAVE_PROCFS else None

@@ -246,6 +246,7 @@ class Multiplexer:
         stdin_fd: Our end of its stdin when it is fed, else None.
         stdin_data: What to feed it (a feed already under way continues).
         close_stdin: Closes ``stdin_fd`` (the stream that owns it, if any).
+        epoll: An empty epoll to serve them from (``_oneshot``'s pool), else a new one.
     """
 
     def __init__(
@@ -256,9 +257,13 @@ class Multiplexer:
         stdin_fd: int | None,
         stdin_data: bytes | str | StdinFeed,
         close_stdin: Callable[[], None] | None = None,
+        epoll: select.epoll | None = None,
     ) -> None:
         self.exits = exits
-        self.epoll = select.epoll()
+        self.epoll = select.epoll() if epoll is None else epoll
+        #: The descriptors registered with the epoll and not unregistered since: when none is
+        #: left, the epoll is as empty as a new one (see :meth:`reusable`).
+        self._interest: set[int] = set()
         self.pidfd: int | None = pidfd
         self.readers = readers
         self.stdin_fd = stdin_fd
@@ -274,14 +279,28 @@ class Multiplexer:
         #: Bytes read since the last pass through the scheduler (see :meth:`run`).
         self._read_since = 0
         if pidfd is not None:
-            self.epoll.register(pidfd, select.EPOLLIN)
+            self._register(pidfd, select.EPOLLIN)
         for fd in readers:
-            self.epoll.register(fd, select.EPOLLIN)
+            self._register(fd, select.EPOLLIN)
         if stdin_fd is not None:
             if self.stdin_data:
-                self.epoll.register(stdin_fd, select.EPOLLOUT)
+                self._register(stdin_fd, select.EPOLLOUT)
             else:
                 self.stop_feeding()
+
+    def _register(self, fd: int, events: int) -> None:
+        self.epoll.register(fd, events)
+        self._interest.add(fd)
+
+    def reusable(self) -> bool:
+        """Whether every descriptor ever registered was unregistered without error, so the
+        epoll holds no registration (a new multiplexer may take it over).
+
+        A registration whose removal failed (its descriptor closed first) may outlive the
+        close while another process still holds the open file (a fork in flight), and would
+        report events under a number the next user may give to another descriptor.
+        """
+        return not self._interest and not self.epoll.closed
 
     def pause_reading(self) -> None:
         """Stop reading stdout and stderr (flow control: the kernel then holds the child's
@@ -302,8 +321,7 @@ class Multiplexer:
         """Close the child's stdin (all written, the child gone, or it stopped reading)."""
         fd, self.stdin_fd = self.stdin_fd, None
         if fd is not None:
-            with contextlib.suppress(OSError):
-                self.epoll.unregister(fd)
+            self._forget(fd)
             if self._close_stdin is not None:
                 self._close_stdin()
             else:
@@ -372,8 +390,11 @@ class Multiplexer:
         # child (closing its pidfd) or ended a pipe: its registration is gone with it
         # (EBADF/ENOENT), which is no failure of the run (seen as `internal` on a
         # cancelled process.run under serve --listen's chaos).
-        with contextlib.suppress(OSError):
+        if fd not in self._interest:
+            return
+        with contextlib.suppress(OSError, ValueError):
             self.epoll.unregister(fd)
+            self._interest.discard(fd)
 
     def _service(self, events: list[tuple[int, int]]) -> None:
         for fd, _ in events:

@@ -23,6 +23,7 @@ import functools
 import math
 import os
 import re
+import select
 import time
 from typing import TYPE_CHECKING
 
@@ -318,10 +319,58 @@ async def _supervise(
 # a bounded drain after the exit, leftovers ended as soon as the exit is seen.
 
 
+#: Empty epolls kept for the next multiplexer of this Trio run, at most this many.
+_POOLED_EPOLLS = 16
+_epoll_pool: trio.lowlevel.RunVar[list[select.epoll]] = trio.lowlevel.RunVar(
+    "supervisor_mux_epolls"
+)
+
+
+class _ClosePool(trio.abc.Instrument):
+    """Closes the run's pooled epolls when the run ends (its only hook: no per-step cost)."""
+
+    def __init__(self, pool: list[select.epoll]) -> None:
+        self.pool = pool
+
+    def after_run(self) -> None:
+        while self.pool:
+            self.pool.pop().close()
+
+
+def _pooled_epoll() -> select.epoll | None:
+    """An empty epoll an earlier multiplexer of this run left (see ``_Multiplexer.close``).
+
+    Creating an epoll, Trio's first registration of its descriptor (a failed
+    ``EPOLL_CTL_MOD``, then the add) and its ``notify_closing`` and close cost about
+    10 us per command; a pooled one stays registered with Trio (disarmed once it fired).
+    """
+    try:
+        pool = _epoll_pool.get()
+    except LookupError:
+        pool = []
+        _epoll_pool.set(pool)
+        trio.lowlevel.add_instrument(_ClosePool(pool))
+    return pool.pop() if pool else None
+
+
+@functools.cache
+def _closed_epoll() -> select.epoll:
+    """What a multiplexer holds once its epoll went back to the pool (closed: it can not be
+    used, nor pooled twice)."""
+    epoll = select.epoll()
+    epoll.close()
+    return epoll
+
+
 class _Multiplexer(Multiplexer):
     """The multiplexer of one tree, driven from a Trio task: the caller's task registers
     stdout, stderr, stdin (when fed) and the main process's pidfd with an epoll of its own
-    and waits on that epoll's descriptor with ``trio.lowlevel.wait_readable``."""
+    and waits on that epoll's descriptor with ``trio.lowlevel.wait_readable``.
+
+    The epoll comes from the run's pool and goes back to it when :meth:`close` finds it
+    empty (:meth:`Multiplexer.reusable`: every registration removed without error); else it
+    is closed.
+    """
 
     def __init__(
         self,
@@ -332,8 +381,23 @@ class _Multiplexer(Multiplexer):
         stdin_data: bytes | str | StdinFeed,
         close_stdin: Callable[[], None] | None,
     ) -> None:
-        super().__init__(tree, pidfd, readers, stdin_fd, stdin_data, close_stdin)
+        super().__init__(
+            tree, pidfd, readers, stdin_fd, stdin_data, close_stdin, epoll=_pooled_epoll()
+        )
         self.tree = tree
+
+    def close(self) -> None:
+        """Give the epoll back to the run's pool when it holds no registration, else close
+        it; the streams stay the tree's to close."""
+        if self.reusable():
+            self._scratch = None
+            epoll, self.epoll = self.epoll, _closed_epoll()
+            pool = _epoll_pool.get()
+            if len(pool) < _POOLED_EPOLLS:
+                pool.append(epoll)
+                return
+            self.epoll = epoll
+        super().close()
 
     @classmethod
     def open(

@@ -29,12 +29,33 @@ __all__ = (
     "all_pids",
     "children_of",
     "children_of_main_thread",
+    "own_pid",
     "read_env_var",
     "read_stat",
 )
 
 
 HAVE_PROCFS = os.path.isdir("/proc/self/task")
+
+#: This process's id (one cell). A ``process.run`` asked the kernel for it seven times; it
+#: changes only in a forked child, where ``os.register_at_fork`` renews it before any Python
+#: code of the child runs (``os.fork``, and ``subprocess``'s fork when it runs a
+#: ``preexec_fn``; a fork that runs no Python, such as ``posix_spawn``'s, never reads it).
+_own_pid = [os.getpid()]
+
+
+def _renew_own_pid() -> None:
+    _own_pid[0] = os.getpid()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_renew_own_pid)
+
+
+def own_pid() -> int:
+    """``os.getpid()`` without the system call (see ``_own_pid``;
+    ``test_own_pid_is_renewed_in_a_forked_child``)."""
+    return _own_pid[0]
 
 
 @functools.cache

@@ -56,6 +56,7 @@ from ._procfs import (
     all_pids,
     children_of,
     children_of_main_thread,
+    own_pid,
     read_env_var,
     read_stat,
 )
@@ -135,7 +136,7 @@ def ensure_subreaper() -> bool:
         init and are found by marker and remembered ancestry instead.
     """
     global _subreaper_pid, _subreaper_active
-    pid = os.getpid()
+    pid = own_pid()
     if _subreaper_pid == pid:
         return _subreaper_active
     _subreaper_pid = pid
@@ -182,7 +183,7 @@ def tree_ended() -> None:
 
 def subreaper_active() -> bool:
     """Whether :func:`ensure_subreaper` succeeded in this process."""
-    return _subreaper_pid == os.getpid() and _subreaper_active
+    return _subreaper_pid == own_pid() and _subreaper_active
 
 
 class _Spawning:
@@ -331,13 +332,14 @@ def adopted_stats(*, reap_exited: Mapping[int, int] | None = None) -> list[ProcS
     """
     if not HAVE_PROCFS:
         return []
-    sessions = _sessions()
     found: list[ProcStat] = []
     # The watchdog's records prove ours what no other fact does; they are needed only for an
     # unknown child (the common tree end has none, after its members were reaped by pidfd).
+    # Likewise our sessions and marker prefix (a ``getsid`` and a lookup): only for one.
     records_taken = False
-    me = os.getpid()
-    prefix = instance_id() + "/"
+    sessions: set[int] = _host_sessions
+    prefix = ""
+    me = own_pid()
     # Orphans are reparented to our main thread; the other threads' children are what
     # they spawned themselves (tree mains, which are managed, or other code's, in our
     # session), so reading them all is only needed when the main thread is unreadable.
@@ -348,6 +350,8 @@ def adopted_stats(*, reap_exited: Mapping[int, int] | None = None) -> list[ProcS
         if not records_taken:
             _take_watchdog_records()
             records_taken = True
+            sessions = _sessions()
+            prefix = instance_id() + "/"
         stat = read_stat(pid)
         if stat is None or stat.sid in sessions:
             continue

@@ -53,7 +53,15 @@ from ._launch import (
     spawned,
 )
 from ._marker import SCOPE_ENV, new_scope_marker
-from ._procfs import HAVE_PROCFS, ProcStat, all_pids, children_of, read_env_var, read_stat
+from ._procfs import (
+    HAVE_PROCFS,
+    ProcStat,
+    all_pids,
+    children_of,
+    own_pid,
+    read_env_var,
+    read_stat,
+)
 from ._spawn import ExitWatch, SpawnedProcess, spawn, spawn_forks
 
 if TYPE_CHECKING:
@@ -671,7 +679,7 @@ class ProcessTree(metaclass=NoPublicConstructor):
             os.killpg(self.pgid, sig)
 
     def _signal(self, pid: int, sig: int) -> None:
-        if pid == os.getpid():
+        if pid == own_pid():
             return
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.kill(pid, sig)
@@ -694,7 +702,7 @@ class ProcessTree(metaclass=NoPublicConstructor):
         if not HAVE_PROCFS:
             _reaper.reap_adopted_children()
             return self._collect_without_procfs(main_alive=rc is None)
-        me = os.getpid()
+        me = own_pid()
         ancestry_only = members_gone and not full_scan and _reaper.subreaper_active()
         roots: list[int] = [self.pid] if rc is None and not ancestry_only else []
         if ancestry_only and watch is not None:

@@ -86,3 +86,31 @@ def test_a_zombie_leader_with_live_threads_is_alive() -> None:
     assert not leader.dead
     assert _procfs.ProcStat(10, "Z", 1, 10, 10, 0, threads=1).dead
     assert _procfs.ProcStat(10, "X", 1, 10, 10, 0).dead
+
+
+def test_own_pid_is_renewed_in_a_forked_child() -> None:
+    # own_pid() stands for os.getpid() on the spawn path (no system call): a forked copy of
+    # the supervisor must see its own pid, or it would take the parent's subreaper state,
+    # instance id and watchdog for its own.
+    from supervisor._process import _reaper
+
+    _reaper.tree_opening()  # a subreaper while it lasts, as the parent of a tree is
+    try:
+        assert _procfs.own_pid() == os.getpid()
+        read_end, write_end = os.pipe()
+        pid = os.fork()
+        if pid == 0:  # the child: report and leave without running the parent's cleanup
+            try:
+                ok = _procfs.own_pid() == os.getpid() and not _reaper.subreaper_active()
+                os.write(write_end, b"1" if ok else b"0")
+            finally:
+                os._exit(0)
+        os.close(write_end)
+        try:
+            assert os.read(read_end, 1) == b"1"
+        finally:
+            os.close(read_end)
+            os.waitpid(pid, 0)
+    finally:
+        _reaper.tree_ended()
+    assert _procfs.own_pid() == os.getpid()

@@ -6,6 +6,7 @@ generous; nothing sleeps to synchronise.
 
 from __future__ import annotations
 
+import functools
 import os
 import signal
 import sys
@@ -312,10 +313,69 @@ async def test_run_process_ends_a_grandchild_left_running(script: str) -> None:
 
 
 async def test_run_process_leaves_no_descriptor_open() -> None:
-    # Its pipes are closed bare (never Trio streams), the pidfd and the epoll with them.
+    # Its pipes are closed bare (never Trio streams), the pidfd with them; its epoll goes back
+    # to the run's pool, where the first call's stays for the next (the test below bounds it).
+    await run_process(["true"])
     before = sorted(os.listdir("/proc/self/fd"))
     for stdin in (None, b"x" * 100_000, "text"):
         for _ in range(5):
             result = await run_process(["cat"], stdin=stdin)
             assert result.exit_code == 0
+    assert sorted(os.listdir("/proc/self/fd")) == before
+
+
+def _epoll_registrations(fd: int) -> int:
+    """How many descriptors the epoll ``fd`` of this process watches (its ``tfd:`` lines)."""
+    with open(f"/proc/self/fdinfo/{fd}") as f:
+        return sum(line.startswith("tfd:") for line in f)
+
+
+async def test_pooled_epolls_are_empty_bounded_and_closed_with_the_run() -> None:
+    # A multiplexer's epoll is reused by the next one of the run only when it holds nothing:
+    # a registration left behind would report events under a number the next call may give
+    # to another descriptor. Runs that end every way (exit, timeout, a grandchild holding
+    # stdout past the drain, cancellation), many at once, then none may be left in the pool.
+    from supervisor._process import _oneshot
+
+    grandchild_holds = "sleep 3 & echo started"
+    async with trio.open_nursery() as nursery:
+        for _ in range(12):
+            nursery.start_soon(run_process, ["true"])
+            nursery.start_soon(functools.partial(run_process, ["sleep", "5"], timeout_ms=50))
+            nursery.start_soon(run_process, ["sh", "-c", grandchild_holds])
+        with trio.move_on_after(0.05):
+            await run_process(["sleep", "5"])
+    pool = _oneshot._epoll_pool.get()
+    assert 0 < len(pool) <= _oneshot._POOLED_EPOLLS
+    assert [_epoll_registrations(epoll.fileno()) for epoll in pool] == [0] * len(pool)
+    # A run that left a registration behind gives its epoll up: it is never pooled.
+    mux_fds: list[int] = []
+    original_close = _oneshot._Multiplexer.close
+
+    def close_dirty(self: _oneshot._Multiplexer) -> None:
+        self._interest.add(-1)  # as if a removal had failed
+        mux_fds.append(self.epoll.fileno())
+        original_close(self)
+
+    _oneshot._Multiplexer.close = close_dirty  # type: ignore[method-assign]
+    try:
+        pool.clear()  # (their descriptors close with the objects)
+        await run_process(["true"])
+    finally:
+        _oneshot._Multiplexer.close = original_close  # type: ignore[method-assign]
+    assert not pool
+    assert mux_fds
+    assert mux_fds[0] not in [int(name) for name in os.listdir("/proc/self/fd")]
+
+
+def test_the_pool_closes_with_its_run() -> None:
+    from supervisor._process import _oneshot
+
+    async def main() -> list[int]:
+        await run_process(["true"])
+        return [epoll.fileno() for epoll in _oneshot._epoll_pool.get()]
+
+    before = sorted(os.listdir("/proc/self/fd"))
+    pooled = trio.run(main)
+    assert pooled
     assert sorted(os.listdir("/proc/self/fd")) == before
