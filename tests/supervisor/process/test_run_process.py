@@ -74,6 +74,23 @@ async def test_env_reaches_the_child() -> None:
     assert result.stdout == "42\n"
 
 
+async def test_each_child_gets_the_environment_of_its_own_call(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # The spawn keeps the last environment built (all but the scope marker): a change of a
+    # value, of our own environment, or a variable removed must still reach the next child,
+    # and each child gets a marker of its own, once.
+    show = ["sh", "-c", 'echo "${RUN_TEST_VAR-unset}"; env | grep -c "^SUPERVISOR_SCOPE="']
+    envs = ({"RUN_TEST_VAR": "1"}, {"RUN_TEST_VAR": "2"}, None, {"RUN_TEST_VAR": "é"})
+    seen = [(await run_process(show, env=env)).stdout for env in envs]
+    monkeypatch.setenv("RUN_TEST_VAR", "ours")
+    seen.append((await run_process(show)).stdout)
+    seen.append((await run_process(show, env={"RUN_TEST_VAR": None})).stdout)
+    assert seen == ["1\n1\n", "2\n1\n", "unset\n1\n", "é\n1\n", "ours\n1\n", "unset\n1\n"]
+    markers = [(await run_process(["sh", "-c", "echo $SUPERVISOR_SCOPE"])).stdout for _ in range(3)]
+    assert len(set(markers)) == 3
+
+
 async def test_invalid_utf8_is_replaced() -> None:
     result = await run_process([PY, "-c", "import os; os.write(1, b'a\\xffb')"])
     assert result.stdout == "a\ufffdb"
