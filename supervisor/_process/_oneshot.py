@@ -413,6 +413,21 @@ class _Multiplexer(Multiplexer):
         # see finish_direct), when there is no exit left to wait for.
         if not _HAVE_EPOLL or (pidfd is None and tree.returncode is None):
             return None
+        pipes = tree._bare_pipes()
+        if pipes is not None:
+            # The usual case: no stream was made; the bare descriptors, ours non-blocking
+            # (the child's ends stay blocking).
+            readers = {}
+            for capture, name in ((out, "stdout"), (err, "stderr")):
+                if (fd := pipes.get(name)) is not None:
+                    os.set_blocking(fd, False)
+                    readers[fd] = capture
+            stdin_fd = pipes.get("stdin")
+            close_stdin = None
+            if stdin_fd is not None:
+                os.set_blocking(stdin_fd, False)
+                close_stdin = functools.partial(tree._close_raw_pipe, "stdin")
+            return cls(tree, pidfd, readers, stdin_fd, stdin or b"", close_stdin)
         # The bare descriptors (no Trio stream made for them), or the streams made already.
         fds: dict[str, int] = {}
         closers: dict[str, Callable[[], None]] = {}
@@ -429,7 +444,7 @@ class _Multiplexer(Multiplexer):
                 closers[name] = stream.close
             elif stream is not None:
                 return None
-        readers: dict[int, Capture] = {}
+        readers = {}
         for capture, name in ((out, "stdout"), (err, "stderr")):
             if name in fds:
                 readers[fds[name]] = capture

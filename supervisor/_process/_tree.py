@@ -211,6 +211,11 @@ class ProcessTree(metaclass=NoPublicConstructor):
         if fd is not None:
             os.close(fd)
 
+    def _bare_pipes(self) -> Mapping[str, int] | None:
+        """Our ends of the pipes by name when none was made a stream (the usual case), else
+        None; they stay the tree's to close."""
+        return None if self._proc._streams else self._proc.pipes
+
     def _streams_or_none(self) -> tuple[object, ...]:
         # The streams already made, without making the others.
         streams = self._proc._streams
@@ -337,6 +342,10 @@ class ProcessTree(metaclass=NoPublicConstructor):
         """Close the pipes when each is unwrapped or an ``FdStream`` (closing one never
         blocks); False, closing nothing, when one needs an ``await``."""
         if self._pipes_closed:
+            return True
+        if not self._proc._streams:  # the usual case: no stream was made, only descriptors
+            self._pipes_closed = True
+            self._close_raw_pipes()
             return True
         streams = self._streams_or_none()
         if not all(s is None or isinstance(s, trio.lowlevel.FdStream) for s in streams):
