@@ -326,6 +326,10 @@ _epoll_pool: trio.lowlevel.RunVar[list[select.epoll]] = trio.lowlevel.RunVar(
 )
 
 
+#: What ``_epoll_pool`` reads as in a run that has none (never appended to).
+_NO_POOL: list[select.epoll] = []
+
+
 class _ClosePool(trio.abc.Instrument):
     """Closes the run's pooled epolls when the run ends (its only hook: no per-step cost)."""
 
@@ -390,13 +394,12 @@ class _Multiplexer(Multiplexer):
         """Give the epoll back to the run's pool when it holds no registration, else close
         it; the streams stay the tree's to close."""
         if self.reusable():
-            self._scratch = None
-            epoll, self.epoll = self.epoll, _closed_epoll()
-            pool = _epoll_pool.get()
-            if len(pool) < _POOLED_EPOLLS:
-                pool.append(epoll)
+            pool = _epoll_pool.get(_NO_POOL)  # (made with the epoll: see __init__)
+            if pool is not _NO_POOL and len(pool) < _POOLED_EPOLLS:
+                self._scratch = None
+                pool.append(self.epoll)
+                self.epoll = _closed_epoll()
                 return
-            self.epoll = epoll
         super().close()
 
     @classmethod
