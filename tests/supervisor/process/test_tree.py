@@ -361,3 +361,30 @@ async def test_term_ignoring_tree_with_escapee_is_killed_at_the_deadline() -> No
     assert report.unkillable == ()
     assert state(grandchild) is None
     assert state(tree.pid) is None
+
+
+async def test_a_spawn_goes_to_a_worker_thread_once_another_tree_runs(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # A spawn blocks its thread until the child has exec'd: inline only while no other tree
+    # of ours runs (nothing else waits then), in a worker thread as soon as one does, so the
+    # Trio thread keeps serving the others (2 000 jobs over 200 lanes, README).
+    threaded: list[object] = []
+    run_sync = trio.to_thread.run_sync
+
+    async def counting(fn: object, *args: object, **kwargs: object) -> object:
+        threaded.append(fn)
+        return await run_sync(fn, *args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(trio.to_thread, "run_sync", counting)
+    first = await open_process_tree(SLEEP, stdin=DEVNULL)
+    try:
+        assert threaded == []
+        second = await open_process_tree(SLEEP, stdin=DEVNULL)
+        await second.aclose()
+        assert len(threaded) == 1
+    finally:
+        await first.aclose()
+    lone = await open_process_tree(["true"], stdin=DEVNULL)
+    await lone.aclose()
+    assert len(threaded) == 1
