@@ -319,6 +319,9 @@ FORK_ON_TERM = """
 import os, signal, subprocess, sys, time
 SLEEPER = "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); time.sleep(3600)"
 def on_term(*_):
+    # Ignored from its birth (the disposition is inherited across exec), not only once its
+    # Python has started: a rescan's SIGTERM can reach it before that on a loaded machine.
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
     # New session and an empty environment: only ancestry can find it.
     child = subprocess.Popen([sys.executable, "-c", SLEEPER], start_new_session=True, env={})
     print(child.pid, flush=True)
