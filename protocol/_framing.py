@@ -321,12 +321,16 @@ class FrameDecoder:
         bodies = parts[2::2]
         sizes = list(map(len, bodies))
         count = len(sizes)
-        lengths = list(map(int, digits))
-        if sizes != lengths:
-            # Usually only the last body, cut by the window.
-            count -= 1
-            if sizes[:count] != lengths[:count]:
-                count = _first_true(map(operator.ne, sizes, lengths), count)
+        # Usually only the last body differs from its length (cut by the window). The others
+        # are compared as text, one formatting and one join for all of them (an int() per
+        # frame cost as much as the split): the regular expression admits no leading zero,
+        # so the digits equal a size's decimal text exactly when their value equals it.
+        head = count - 1
+        if b"%d " * head % tuple(sizes[:head]) != b" ".join([*digits[:head], b""]):
+            lengths = list(map(int, digits))
+            count = _first_true(map(operator.ne, sizes, lengths), head)
+        elif sizes[head] != int(digits[head]):
+            count = head
         if count and max(sizes[:count]) > self._max_body:
             count = _first_true(map(operator.gt, sizes, repeat(self._max_body)), count)
         # A header of 20 digits is 40 bytes: only a smaller header limit needs a check.

@@ -297,7 +297,7 @@ def _decode_members(
     return ErrorResponse(readable_id, ErrorObject(code, message, error.get("data")))
 
 
-def _message_decoder() -> Callable[[bytes], Any] | None:
+def _message_decoder() -> Callable[[bytes | bytearray | memoryview], Any] | None:
     """msgspec's decoder of one valid message object into its six members.
 
     None without msgspec. The types let msgspec's C parser check the envelope
@@ -372,15 +372,15 @@ def decode_message(
             the message's id when it could be read), is an empty array, or
             (``finite_only``) holds a number out of range, with its id.
     """
-    data = body if type(body) is bytes else bytes(body)
     # A body with more brackets than the depth bound takes the full path, which checks the
     # depth: one no longer than the bound can not have more (a bracket is a byte), and for
-    # the others two scans in C spare nearly every one the walk.
+    # the others two scans in C spare nearly every one the walk. msgspec reads any buffer,
+    # so a body is copied to bytes only for the full path.
     if _MESSAGE_DECODER is not None and (
-        len(data) <= _MAX_DEPTH or not _json.may_nest_deeper(data)
+        len(body) <= _MAX_DEPTH or not _json.may_nest_deeper(bytes(body))
     ):
         try:
-            wire = _MESSAGE_DECODER(data)
+            wire = _MESSAGE_DECODER(body)
         except Exception:  # a batch, an unknown member, or what msgspec refuses: full path
             pass
         else:
@@ -414,6 +414,7 @@ def decode_message(
                 wire.result,
                 wire.error,
             )
+    data = body if type(body) is bytes else bytes(body)
     try:
         obj = _json.loads(data, finite_only=finite_only)
     except _json.NestingTooDeep as exc:
