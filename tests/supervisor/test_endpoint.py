@@ -1095,6 +1095,61 @@ async def test_wait_read_by_peer_waits_until_the_pipe_is_read() -> None:
         os.close(peer_writes)
 
 
+async def test_callers_woken_by_one_read_send_their_next_requests_in_one_write() -> None:
+    """The replies of one read wake several callers: the requests they make next go out in one
+    system call, in the order they were made, and each caller gets its own answer once."""
+    peer_reads, we_write = os.pipe()
+    we_read, peer_writes = os.pipe()
+    send = trio.lowlevel.FdStream(we_write)
+    receive = trio.lowlevel.FdStream(we_read)
+    callers = 16
+    got: list[tuple[int, JSONValue]] = []
+
+    async def answer_all(expected: int) -> list[int]:
+        """Read until ``expected`` requests came, answer them all in one write."""
+        decoder = FrameDecoder()
+        seen: list[Request] = []
+        while len(seen) < expected:
+            await trio.lowlevel.wait_readable(peer_reads)
+            decoder.receive_data(os.read(peer_reads, 65536))
+            while isinstance(event := decoder.next_event(), Frame):
+                message = decode_message(event.body)
+                assert isinstance(message, Request)
+                seen.append(message)
+        assert decoder.next_event() is NEED_DATA  # nothing more than expected
+        os.write(
+            peer_writes,
+            b"".join(frame(Response(id=m.id, result=m.params)) for m in seen),
+        )
+        return [m.id for m in seen if isinstance(m.id, int)]
+
+    async def caller(index: int) -> None:
+        for round_ in range(2):
+            result = await endpoint.request("echo", [index, round_])
+            got.append((index, result))
+
+    try:
+        async with open_jsonrpc_endpoint(send, receive, request_handler=echo_handler) as endpoint:
+            transport = endpoint._transport
+            with trio.fail_after(10):
+                async with trio.open_nursery() as nursery:
+                    for index in range(callers):
+                        nursery.start_soon(caller, index)
+                    first_ids = await answer_all(callers)
+                    first_writes = transport.writes
+                    second_ids = await answer_all(callers)
+            # The second round's callers all woke from one read: their requests left in one
+            # write, in the order they were made (ids are numbered as frames are queued).
+            assert transport.writes == first_writes + 1
+            assert second_ids == sorted(second_ids)
+            assert min(second_ids) > max(first_ids)
+            assert endpoint._woken == 0
+    finally:
+        os.close(peer_reads)
+        os.close(peer_writes)
+    assert sorted(got) == sorted((i, [i, r]) for i in range(callers) for r in range(2))
+
+
 async def test_stray_text_is_logged_with_its_byte_count_only(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
