@@ -310,7 +310,8 @@ class FrameDecoder:
         Returns the first frame and keeps the others in ``_ready``; None when the first
         body holds a canonical header itself (the caller then takes it by its length).
         """
-        parts = _SPLIT_CANONICAL(bytes(self._buf[pos : pos + _BATCH_WINDOW_BYTES]))
+        window = bytes(self._buf[pos : pos + _BATCH_WINDOW_BYTES])
+        parts = _SPLIT_CANONICAL(window)
         # parts: b"" (the window starts with a header), then (length, body) pairs; a body
         # that does not match its length was cut by the window, ends in text that is not a
         # frame, or contains a header, and it and everything after it are left in the buffer.
@@ -342,10 +343,14 @@ class FrameDecoder:
         # Built like _jsonrpc's messages: every field is checked, __init__ is not needed.
         frames: list[Frame] = list(map(object.__new__, repeat(Frame, count)))
         deque(map(_SET_FRAME_BODY, frames, bodies), maxlen=0)
-        consumed = (
-            pos + sum(sizes[:count]) + count * _CANONICAL_OVERHEAD + sum(map(len, digits[:count]))
+        # The window is its frames' headers and bodies end to end: what the batch consumed is
+        # the window less what is left of it (usually one frame, cut), not a sum over frames.
+        left = (
+            sum(sizes[count:])
+            + sum(map(len, digits[count:]))
+            + (len(sizes) - count) * _CANONICAL_OVERHEAD
         )
-        self._pos = self._scan = consumed
+        self._pos = self._scan = pos + len(window) - left
         frames.reverse()
         first = frames.pop()
         self._ready = frames
