@@ -310,7 +310,8 @@ class FrameDecoder:
         Returns the first frame and keeps the others in ``_ready``; None when the first
         body holds a canonical header itself (the caller then takes it by its length).
         """
-        window = bytes(self._buf[pos : pos + _BATCH_WINDOW_BYTES])
+        with memoryview(self._buf) as view:  # one copy (a bytearray slice would be two)
+            window = view[pos : pos + _BATCH_WINDOW_BYTES].tobytes()
         parts = _SPLIT_CANONICAL(window)
         # parts: b"" (the window starts with a header), then (length, body) pairs; a body
         # that does not match its length was cut by the window, ends in text that is not a
