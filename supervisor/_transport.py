@@ -178,7 +178,8 @@ class _WriteQueue:
     def _append(self, frame: bytes, written: trio.Event | None) -> None:
         self.frames.append((frame, written))
         self.bytes += len(frame)
-        self._not_empty.unpark_all()
+        if self._not_empty:  # only the writer parks there: a burst wakes it once
+            self._not_empty.unpark_all()
 
     async def put(self, frame: bytes, written: trio.Event | None = None) -> None:
         await trio.lowlevel.checkpoint_if_cancelled()
