@@ -103,6 +103,8 @@ DEFAULT_DRAIN_MS: Final = DRAIN_AFTER_EXIT_MS
 #: Full events one pass of the reader fills before it lets other tasks run (a flood's
 #: fairness bound: 256 KiB, about 3 ms of reading).
 _CHUNKS_PER_PASS: Final = 4
+#: A first read shorter than this is taken as all the master had (no read to prove it).
+_SHORT_READ_BYTES: Final = 256
 #: Output arriving within this many seconds is rendered in one batch.
 _RENDER_COALESCE_S: Final = 0.02
 #: How long :meth:`TerminalProcess.end` waits for the generation's task once cancelled, in
@@ -295,7 +297,8 @@ class TerminalProcess:
         # cost of a flood. So once the master is readable the reader reads again at once
         # while data is there, up to READ_CHUNK_BYTES per event. The read that comes back
         # empty proves the master drained, so the reader goes straight back to waiting (a
-        # keystroke's echo costs one pass of this task, not two). A flood fills up to
+        # keystroke's echo costs one pass of this task, not two); a short first read (a
+        # keystroke's echo) is taken as the drain without that read. A flood fills up to
         # _CHUNKS_PER_PASS events per pass (the consumer then takes them in one drain, not
         # one wake-up and one waitEvents call each), and after a full pass the reader only
         # checkpoints (fairness, cancellation) and reads on: the master still has data, so
@@ -339,6 +342,13 @@ class TerminalProcess:
                             break
                         parts.append(data)
                         size += len(data)
+                        if size < _SHORT_READ_BYTES:
+                            # A keystroke's echo, a prompt: the master had no more than this
+                            # (a read returns what is there), so the read that would come
+                            # back empty is skipped (a syscall and an exception on each
+                            # keystroke's path). Output that arrives meanwhile makes the
+                            # master readable again: the wait below returns at once.
+                            break
                     if size:
                         self.bytes_read += size
                         self._emit(decoder.decode(parts[0] if len(parts) == 1 else b"".join(parts)))
@@ -407,8 +417,17 @@ class TerminalProcess:
                     # Small slices: output that starts while we render overflows the
                     # pending bound within one slice and stops the rendering.
                     seen = self.display.fed_chars
+                    sliced = self.display.pending_chars > _RENDER_SLICE_CHARS
                     fault_point("terminal.render")
                     await trio.to_thread.run_sync(self.display.render_pending, _RENDER_SLICE_CHARS)
+                    if not sliced:
+                        # What was pending is rendered. Output that came in meanwhile waits
+                        # for the next coalescing wait (the reader set _render_wanted), not
+                        # for a thread of its own: typing made this loop render each
+                        # keystroke's echo in a worker thread as it came, and those threads
+                        # took the GIL from the reader and the clients (a thread hop for
+                        # every few keystrokes). A screen renders what is pending itself.
+                        break
         finally:
             self._render_done.set()
 

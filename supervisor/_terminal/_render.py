@@ -271,6 +271,11 @@ class RetainedDisplay:
         return bool(self._pending)
 
     @property
+    def pending_chars(self) -> int:
+        """Characters fed and not rendered yet (what :meth:`render_pending` would take)."""
+        return self._pending_chars
+
+    @property
     def overflowed(self) -> bool:
         """Whether pending output was dropped since the last render (a flood)."""
         return self._reset
