@@ -7,10 +7,12 @@ or Core.
 
 from __future__ import annotations
 
+import itertools
 import os
 import re
 import signal
 import sys
+import time
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -26,7 +28,7 @@ from protocol._json import encoded_size
 from supervisor._core._core import open_core
 from supervisor._flow import DEFAULT_HIGH_WATERMARK_BYTES
 from supervisor._terminal._events import DEFAULT_MAX_OUTPUT_BYTES
-from supervisor._terminal._pty import READ_CHUNK_BYTES, EndBounds
+from supervisor._terminal._pty import _RENDER_COALESCE_S, READ_CHUNK_BYTES, EndBounds
 from supervisor._terminal._service import (
     MAX_HANDLES_PER_OWNER,
     MAX_TERMINAL_EVENTS,
@@ -223,6 +225,45 @@ def _terminal_foreground_group(pid: int) -> int:
     fields = stat_fields(pid)
     assert fields is not None
     return int(fields[5])
+
+
+async def test_typing_is_rendered_once_per_coalescing_wait_not_per_keystroke() -> None:
+    """Echoes that arrive while the display renders wait for the next coalescing wait, not
+    for a worker thread each (typing rendered every few keystrokes, in a thread that took the
+    GIL from the reader), and none is left unrendered: the render loop takes them all."""
+    async with terminal_core() as (core, service):
+        term = await Term.create(core, "sh", "-c", "stty raw -echo; echo ready; exec cat")
+        await term.until("ready")
+        process = service._handles.find(term.id).process
+        assert process is not None
+        display = process.display
+        starts: list[float] = []
+        render_pending = display.render_pending
+
+        def recorded(max_chars: int | None = None) -> None:
+            starts.append(time.perf_counter())
+            render_pending(max_chars)
+
+        display.render_pending = recorded  # type: ignore[method-assign]
+        typed = ""
+        for i in range(300):
+            key = chr(ord("a") + i % 26)
+            typed += key
+            await term.type(key)
+            with trio.fail_after(WAIT_S):
+                while not term.text.endswith(typed):
+                    await term.pump()
+        with trio.fail_after(WAIT_S):
+            while display.has_pending:  # noqa: ASYNC110 - the render loop sets no event
+                await trio.sleep(0.01)
+        assert starts
+        # A trickle's renders are a coalescing wait apart (each waits from the end of the
+        # one before); the clocks may differ by rounding only.
+        gaps = [b - a for a, b in itertools.pairwise(starts)]
+        assert all(gap >= _RENDER_COALESCE_S - 0.001 for gap in gaps), gaps
+        screen = _dict(await term.call("terminal.screen"))
+        assert str(screen["text"]).endswith(typed[-26:])
+        await term.call("terminal.dispose")
 
 
 async def test_bash_job_control_ctrl_c_reaches_the_foreground_job() -> None:
