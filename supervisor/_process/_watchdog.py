@@ -53,8 +53,8 @@ Why it is safe:
   (every scope ended its processes) and the watchdog exits at once.
 
 A process whose own end kills its direct children (a Ray worker hosting a node agent) starts
-its watchdog *detached* (:func:`detach_watchdog`): the watchdog forks once at its start and
-its first process exits, so it runs on as init's child and is watched through a pidfd.
+its watchdog *detached* (:func:`detach_watchdog`): a shell starts it in the background and
+exits, so it runs on as init's child and is watched through a pidfd.
 
 If the watchdog itself is killed, the supervisor starts a new one at its next spawn; if both
 die, ``supervisor reap`` (or the next Core start, which calls ``reap_orphans``) ends the
@@ -120,12 +120,15 @@ class _Watchdog:
     pidfd: int = -1
     #: The instance a detached watchdog guards, until its pid is taken (:func:`_settle`).
     starting: str = ""
+    #: The shell that started a detached watchdog in the background, until it is reaped.
+    first: int = 0
 
     def alive(self) -> bool:
         """Whether the watchdog still runs; reaps it when it has exited."""
         if self.starting:
             try:
-                _settle(self)
+                if not _settle(self, block=False):
+                    return True  # starting: its first process runs, our records wait in its pipe
             except OSError:
                 return False
         if self.pidfd >= 0:
@@ -221,7 +224,7 @@ def detach_watchdog(*, wait: bool = True) -> int | None:
 
     For a process whose own end kills its direct children first, such as a Ray worker
     (``kill_child_processes_on_worker_exit``): a watchdog among them would die with it and
-    end nothing. The watchdog forks once at its start and its first process exits, so it
+    end nothing. A shell starts the watchdog in the background and exits at once, so it
     runs on as a child of init (or of the nearest subreaper above us), hands its pid back on
     its feed, and is watched through a pidfd. Call it before any process tree opens: while
     a tree is open this process is a subreaper, and a watchdog started then comes back to
@@ -229,12 +232,12 @@ def detach_watchdog(*, wait: bool = True) -> int | None:
 
     Args:
         wait: Block until the watchdog runs (its interpreter's start, tens of milliseconds).
-            Without, the process can go on starting (importing, opening its lanes) while the
-            watchdog starts; the next check (:func:`watchdog_pid`, a tree's spawn) waits for
-            what is left.
+            Without, the process goes on (importing, opening its lanes, spawning) while the
+            watchdog starts: what it is told meanwhile waits in its pipe, and its pid is
+            taken once it is there (:func:`watchdog_pid` and the exit wait for it).
 
     Returns:
-        The watchdog's pid (with ``wait=False``: that of its first process, which exits), or
+        The watchdog's pid (with ``wait=False``: the shell's, which starts it and exits), or
         None where it cannot work (no ``/proc``: not Linux).
 
     Raises:
@@ -261,13 +264,15 @@ def _start(me: int, *, settle: bool) -> _Watchdog:
     env[WATCHDOG_ENV] = instance
     argv = [sys.executable, "-I", "-S", os.path.abspath(__file__), WATCHDOG_ARG, instance]
     argv.append(str(os.getpgrp()))
+    executable = sys.executable
     if _detached[0]:
-        argv.append(_DETACH_ARG)
+        # A shell starts it in the background and exits at once: the watchdog is then no
+        # child of ours. (A background command's stdin would be /dev/null: fd 3 keeps ours.)
+        argv = [_SH, "-c", _BACKGROUND, "sh", *argv, _DETACH_ARG]
+        executable = _SH
     feed_fd, feed_write_fd = os.pipe()  # close-on-exec too
     try:
-        pid = spawn(
-            sys.executable, argv, env, stdin=read_fd, stdout=feed_write_fd, stderr=DEVNULL
-        ).pid
+        pid = spawn(executable, argv, env, stdin=read_fd, stdout=feed_write_fd, stderr=DEVNULL).pid
     except OSError:
         os.close(write_fd)
         os.close(feed_fd)
@@ -283,16 +288,25 @@ def _start(me: int, *, settle: bool) -> _Watchdog:
         os.set_blocking(feed_fd, False)
         return watchdog
     watchdog.starting = instance
+    watchdog.first = pid
     if settle:
         _settle(watchdog)
     return watchdog
 
 
-def _settle(watchdog: _Watchdog) -> None:
-    """Take a detached watchdog's pid from its feed and collect its first process.
+def _settle(watchdog: _Watchdog, *, block: bool = True) -> bool:
+    """Collect the shell that started a detached watchdog, and take its pid from its feed.
 
     Any thread may be first to need it (a spawn, the reaper's records, the exit): one settles
     it, the others wait for that, and none reads the feed before its pid line is taken.
+
+    Args:
+        block: Wait (at most :data:`_DETACH_BOUND_S`) for the pid line; without, only take
+            it if it is there.
+
+    Returns:
+        True once settled; False while it is still starting (``block=False`` only): what it
+        is told meanwhile waits in its pipe.
 
     Raises:
         OSError: It did not start (its ends are closed then).
@@ -302,33 +316,44 @@ def _settle(watchdog: _Watchdog) -> None:
     with _settle_lock:
         instance = watchdog.starting
         if not instance:
-            return
-        first = watchdog.pid
+            return True
+        if watchdog.first:
+            # Until the shell exits the watchdog is its child, then init's (or the nearest
+            # subreaper's above us). The shell must be gone before this process becomes a
+            # subreaper (the next tree's spawn), or the watchdog would come back to us: a
+            # shell's start and exit, about a millisecond.
+            _wait_exit(watchdog.first, _DETACH_BOUND_S)
+            _reaper.unregister_managed(watchdog.first)
+            watchdog.first = 0
         try:
-            _take_detached(watchdog, instance)
-            if _ppid(watchdog.pid) == watchdog.owner_pid:  # handed back to us, a subreaper
-                _reaper.register_managed(watchdog.pid)
-            os.set_blocking(watchdog.feed_fd, False)
+            if not _take_detached(watchdog, instance, _DETACH_BOUND_S if block else 0.0):
+                return False
         except BaseException:
             watchdog.close()  # EOF: a watchdog that did start sweeps nothing and exits
-            raise
-        finally:
             watchdog.starting = ""
-            _wait_exit(first, _DETACH_BOUND_S)
-            _reaper.unregister_managed(first)
+            raise
+        if _ppid(watchdog.pid) == watchdog.owner_pid:  # handed back to us, a subreaper
+            _reaper.register_managed(watchdog.pid)
+        os.set_blocking(watchdog.feed_fd, False)
+        watchdog.starting = ""
+        return True
 
 
 _settle_lock = threading.Lock()
 
 
-def _take_detached(watchdog: _Watchdog, instance: str) -> None:
-    """Read the detached watchdog's ``@<pid>`` line and hold a pidfd of it."""
-    deadline = time.monotonic() + _DETACH_BOUND_S
-    data = b""
+def _take_detached(watchdog: _Watchdog, instance: str, timeout_s: float) -> bool:
+    """Read the detached watchdog's ``@<pid>`` line and hold a pidfd of it; False when the
+    line has not come within ``timeout_s`` (what came of it is kept)."""
+    deadline = time.monotonic() + timeout_s
+    data = watchdog.pending
     while b"\n" not in data:
-        left = deadline - time.monotonic()
-        if left <= 0 or not select.select([watchdog.feed_fd], [], [], left)[0]:
-            raise OSError("the detached watchdog did not start in time")
+        left = max(0.0, deadline - time.monotonic())
+        if not select.select([watchdog.feed_fd], [], [], left)[0]:
+            watchdog.pending = data
+            if timeout_s > 0:
+                raise OSError("the detached watchdog did not start in time")
+            return False
         chunk = os.read(watchdog.feed_fd, 4096)
         if not chunk:
             raise OSError("the detached watchdog exited at its start")
@@ -343,6 +368,7 @@ def _take_detached(watchdog: _Watchdog, instance: str) -> None:
     if _env_value(pid, WATCHDOG_ENV) != instance:
         raise OSError("the detached watchdog exited at its start")
     watchdog.pid = pid
+    return True
 
 
 def _ppid(pid: int) -> int:
@@ -350,8 +376,11 @@ def _ppid(pid: int) -> int:
     return -1 if stat is None else stat[1]
 
 
-#: The watchdog's last argument when it is to detach itself (see :func:`detach_watchdog`).
+#: The watchdog's last argument when it runs detached: its pid is the first line of its feed.
 _DETACH_ARG: Final = "detach"
+#: The shell that starts a detached watchdog, and its script (the watchdog's argv follows).
+_SH: Final = "/bin/sh"
+_BACKGROUND: Final = 'exec 3<&0; "$@" <&3 3<&- &'
 
 
 _atexit_pid: int | None = None
@@ -463,9 +492,9 @@ def drain_records() -> list[tuple[int, int]]:
     current = _current
     if current is None or current.owner_pid != os.getpid():
         return []
-    if current.starting:
-        current.alive()  # its first line is its pid, not a record
-    if current.feed_fd < 0:
+    if current.starting and not current.alive():
+        return []
+    if current.starting or current.feed_fd < 0:  # its first line is its pid, not a record
         return []
     chunks = [current.pending]
     while True:
@@ -565,7 +594,14 @@ def _wait_exit(pid: int, bound_s: float, *, pidfd: int = -1) -> None:
 
 
 def watchdog_pid() -> int | None:
-    """The pid of this process's watchdog, or None when none was started (or it died)."""
+    """The pid of this process's watchdog, or None when none was started (or it died).
+
+    Waits for a detached watchdog that is still starting (see :func:`detach_watchdog`).
+    """
+    current = _current
+    if current is not None and current.owner_pid == os.getpid() and current.starting:
+        with contextlib.suppress(OSError):
+            _settle(current)
     if _current is None or _current.owner_pid != os.getpid() or not _current.alive():
         return None
     return _current.pid
@@ -984,12 +1020,9 @@ def _main(argv: list[str]) -> int:
         return 2
     instance, supervisor_pgid = argv[2], int(argv[3])
     if argv[4:]:
-        # Detach: our first process exits, the second runs on, no child of the supervisor's
-        # (whose own exit may kill its children first), and tells it who it is.
-        child = os.fork()
-        if child:
-            os.write(1, b"@%d\n" % child)
-            return 0
+        # Detached (a shell started us in the background and exited): our pid, first on the
+        # feed, before any record we may write.
+        os.write(1, b"@%d\n" % os.getpid())
     # Terminal signals meant for the supervisor's job must not take the watchdog first.
     for signum in (signal.SIGINT, signal.SIGHUP):
         signal.signal(signum, signal.SIG_IGN)

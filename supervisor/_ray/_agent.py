@@ -72,7 +72,8 @@ class NodeAgent:
             # SIGKILLs its direct children (``kill_child_processes_on_worker_exit``): the
             # watchdog must be none of them, or nobody ends the trees' orphaned grandchildren.
             # Started before any tree opens, while this process is no subreaper yet; it starts
-            # while the lanes below open, and is waited for before the first job.
+            # while the lanes below open and the first jobs run (they are told to it through
+            # its pipe, read once it runs).
             from .._process._watchdog import detach_watchdog
 
             detach_watchdog(wait=False)
@@ -99,7 +100,7 @@ class NodeAgent:
         if own_process:
             from .._process._watchdog import ensure_watchdog
 
-            ensure_watchdog()  # waits for what is left of its start (or starts another)
+            ensure_watchdog()  # one that failed to start is replaced now, not at a job
 
     # -- what the runner calls -------------------------------------------------------------
 

@@ -488,9 +488,8 @@ from supervisor._process import _watchdog
 
 if sys.argv[1] == "detach":
     print(_watchdog.detach_watchdog(), flush=True)
-elif sys.argv[1] == "detach-later":  # as a node agent: it starts while the process goes on
+elif sys.argv[1] == "detach-later":  # as a node agent: it starts while the tree spawns
     _watchdog.detach_watchdog(wait=False)
-    print(_watchdog.watchdog_pid(), flush=True)
 
 async def main():
     # Without the scope marker (an empty environment): only the watchdog's ancestry records
@@ -500,7 +499,7 @@ async def main():
     grandchild += "open(sys.argv[1], 'w').write(str(p.pid)); "
     grandchild += "time.sleep(300)"
     tree = await open_process_tree([sys.executable, "-c", grandchild, sys.argv[2]])
-    if sys.argv[1] == "attached":
+    if sys.argv[1] != "detach":
         print(_watchdog.watchdog_pid(), flush=True)
     while not os.path.exists(sys.argv[2]) or not open(sys.argv[2]).read():
         await trio.sleep(0.01)
