@@ -26,6 +26,7 @@ __all__ = (
     "Bounds",
     "Leftovers",
     "Zombies",
+    "behind",
     "describe_status",
     "early_verdict",
     "exit_on_eof",
@@ -116,6 +117,18 @@ async def no_answer(program: Program, waited_s: float) -> str:
     if program.protocol_error is not None:
         return f"no answer in {ms(waited_s)}; it {program.protocol_error}"
     return f"no answer in {ms(waited_s)}"
+
+
+def behind(program: Program, rid: object) -> str:
+    """``; the instance had not answered M sent N ms earlier`` when a request of ours sent
+    before ``rid`` on the same instance is still unanswered, else ``""``: a server that works
+    through requests one by one is still busy with that one, and the finding must say so (the
+    check that failed is not to blame)."""
+    earlier = program.unanswered_before(rid)
+    if earlier is None:
+        return ""
+    method, before = earlier
+    return f"; the instance had not answered {method} sent {ms(before)} earlier"
 
 
 def cut_json(value: object, limit: int = 120) -> str:

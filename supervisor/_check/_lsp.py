@@ -19,6 +19,7 @@ import json
 import os
 import signal
 import sys
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
 import trio
@@ -32,6 +33,7 @@ from ._common import (
     Bounds,
     Leftovers,
     Zombies,
+    behind,
     cut_json,
     describe_status,
     early_verdict,
@@ -92,8 +94,17 @@ PASSIVE_CHECKS: Final = (
     "stdout-frames",
 )
 
-#: A request every server can answer (an error is an answer): ``workspace/symbol``.
-_ORDINARY: Final = ("workspace/symbol", {"query": ""})
+#: The document the checker opens after ``initialized`` (``didOpen``, never written to disk):
+#: empty plain text, so no server has anything to analyse in it.
+_DOCUMENT: Final = ".supervisor-check.txt"
+#: The ordinary request: ``textDocument/documentSymbol`` on that document. An editor sends it
+#: on every open (outline, breadcrumbs), and its cost is bounded by the one document, so every
+#: server answers it at once (a server without it answers MethodNotFound: an answer too).
+#: ``workspace/symbol`` with an empty query, the request used before, has a server index the
+#: whole workspace and environment (jedi-language-server: 41 s on a cold cache), and an
+#: editor never sends it at start; a server that works through requests in turn then failed
+#: every later check behind it.
+_ORDINARY_METHOD: Final = "textDocument/documentSymbol"
 #: A method no server implements.
 _UNKNOWN: Final = "conformance/unknownMethod"
 #: Requests queued while the client does not read, and the padding of each (bytes).
@@ -123,6 +134,9 @@ class _Battery:
         #: What the vanishing client's instance sent before its initialize answer.
         self.early_elsewhere: list[list[str]] = []
         self.results: dict[str, tuple[Outcome, str]] = {}
+        self.document_uri = Path(cwd, _DOCUMENT).as_uri()
+        #: The capabilities of the main session's instance (its InitializeResult).
+        self.capabilities: dict[str, Any] = {}
 
     def wants(self, *checks: str) -> bool:
         return self.only is None or any(c in self.only for c in checks)
@@ -161,6 +175,7 @@ class _Battery:
         if not isinstance(capabilities, dict):
             return False, "the result has no 'capabilities' object"
         program.notify("initialized", {})
+        self.capabilities = capabilities
         info = result.get("serverInfo")
         name = info.get("name") if isinstance(info, dict) else None
         return True, (
@@ -179,6 +194,17 @@ class _Battery:
                 for check in ("requests", "cancel", "client-stops-reading", "shutdown-exit"):
                     self.note(check, Outcome.SKIP, "initialize failed")
                 return
+            program.notify(
+                "textDocument/didOpen",
+                {
+                    "textDocument": {
+                        "uri": self.document_uri,
+                        "languageId": "plaintext",
+                        "version": 1,
+                        "text": "",
+                    }
+                },
+            )
             if self.wants("requests", "answers-once"):
                 await self.requests(program)
             if self.wants("cancel"):
@@ -206,10 +232,14 @@ class _Battery:
                     f"{program.requests_sent} requests, one answer each",
                 )
 
+    def send_ordinary(self, program: Program) -> object:
+        """Send the ordinary request (:data:`_ORDINARY_METHOD`); returns its id."""
+        return program.send_request(_ORDINARY_METHOD, {"textDocument": {"uri": self.document_uri}})
+
     async def requests(self, program: Program) -> None:
         start = trio.current_time()
         ids = {
-            program.send_request(*_ORDINARY): _ORDINARY[0],
+            self.send_ordinary(program): _ORDINARY_METHOD,
             program.send_request(_UNKNOWN, {}): _UNKNOWN,
         }
         parts: list[str] = []
@@ -223,18 +253,21 @@ class _Battery:
                 parts.append(
                     f"{method}: no answer in {ms(self.bounds.request)}"
                     + (f" ({describe_status(status)})" if status is not None else "")
+                    + behind(program, rid)
                 )
                 continue
             error = answer.get("error")
             code = error.get("code") if isinstance(error, dict) else None
             parts.append(f"{method}: " + ("a result" if code is None else f"error {code}"))
+            if method == _ORDINARY_METHOD and not self.capabilities.get("documentSymbolProvider"):
+                parts[-1] += " (not advertised)"
         parts.append(f"within {ms(trio.current_time() - start)}")
         self.note("requests", Outcome.FAIL if failed else Outcome.PASS, "; ".join(parts))
 
     async def cancel(self, program: Program) -> None:
         # The cancel follows the request at once: it reaches the server while the request
         # is read or worked on, the case a client's stale-request cancel produces.
-        rid = program.send_request(*_ORDINARY)
+        rid = self.send_ordinary(program)
         program.notify("$/cancelRequest", {"id": rid})
         answer = await program.wait_answer(rid, self.bounds.request)
         if answer is None:
@@ -242,7 +275,7 @@ class _Battery:
                 "cancel",
                 Outcome.FAIL,
                 f"the cancelled request got no response in {ms(self.bounds.request)}"
-                " (dropped: the client waits forever)",
+                " (dropped: the client waits forever)" + behind(program, rid),
             )
             return
         error = answer.get("error")
@@ -254,7 +287,9 @@ class _Battery:
             if code == -32800
             else f"error {code}"
         )
-        self.note("cancel", Outcome.PASS, f"{_ORDINARY[0]} cancelled at once: answered with {how}")
+        self.note(
+            "cancel", Outcome.PASS, f"{_ORDINARY_METHOD} cancelled at once: answered with {how}"
+        )
 
     async def stop_reading(self, program: Program) -> None:
         program.pause_reading()
@@ -286,7 +321,8 @@ class _Battery:
             self.note(
                 "client-stops-reading",
                 Outcome.FAIL,
-                f"still running, but {missing} of {queued} never answered after reading resumed",
+                f"still running, but {missing} of {queued} never answered after reading resumed"
+                + behind(program, ids[0]),
             )
         else:
             self.note(
@@ -297,12 +333,15 @@ class _Battery:
             )
 
     async def shutdown_exit(self, program: Program) -> None:
-        answer, waited = await program.request("shutdown", None, timeout_s=self.bounds.shutdown)
+        sent = trio.current_time()
+        rid = program.send_request("shutdown", None)
+        answer = await program.wait_answer(rid, self.bounds.shutdown)
+        waited = trio.current_time() - sent
         parts: list[str] = []
         ok = True
         if answer is None:
             ok = False
-            parts.append(f"no shutdown answer in {ms(self.bounds.shutdown)}")
+            parts.append(f"no shutdown answer in {ms(self.bounds.shutdown)}{behind(program, rid)}")
         elif "error" in answer:
             ok = False
             parts.append(f"shutdown answered with an error {json.dumps(answer['error'])[:150]}")

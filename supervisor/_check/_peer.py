@@ -104,6 +104,8 @@ class Program:
         self._answers: dict[object, dict[str, Any]] = {}
         self._answered: set[object] = set()
         self._sent: set[object] = set()
+        #: Each request's method and when it was queued (``trio.current_time``), by id.
+        self._sent_at: dict[object, tuple[str, float]] = {}
         self._reading = True
         self._resume = trio.Event()
         self._send, self._to_write = trio.open_memory_channel[bytes | None](math.inf)
@@ -139,6 +141,7 @@ class Program:
         self._next_id += 1
         rid = self._next_id
         self._sent.add(rid)
+        self._sent_at[rid] = (method, trio.current_time())
         self._waiting[rid] = trio.Event()
         if method == "initialize" and self._initialize_id is None:
             self._initialize_id = rid
@@ -180,6 +183,17 @@ class Program:
                     nursery.start_soon(first, self._waiting[rid])
                     nursery.start_soon(first, self._eof_event)
         return self._answers.get(rid)
+
+    def unanswered_before(self, rid: object) -> tuple[str, float] | None:
+        """The oldest request sent before ``rid`` that is still unanswered: its method and
+        how long before ``rid`` it was sent (seconds), or None."""
+        _method, at = self._sent_at[rid]
+        for earlier, (name, sent) in self._sent_at.items():
+            if earlier == rid:
+                return None
+            if earlier not in self._answered:
+                return name, at - sent
+        return None
 
     async def request(
         self, method: str, params: Any = None, *, timeout_s: float

@@ -296,3 +296,36 @@ def test_the_cli_spells_out_the_profiles_and_status_it_does_not_import() -> None
 
     assert _cli._CLIENTS == _profiles.CLIENTS
     assert _cli.EXIT_BAD_USAGE == _report.EXIT_BAD_USAGE
+
+
+async def test_the_ordinary_request_is_one_an_editor_sends_at_start() -> None:
+    # A server that works through requests in turn and takes 60 s over an empty
+    # workspace/symbol (as jedi-language-server indexing a large environment): the checker's
+    # ordinary request is documentSymbol on the document it opened, so nothing queues behind.
+    report = await check_language_server(
+        fake("serial-workspace-symbol"),
+        bounds=FAST,
+        only=["requests", "cancel", "client-stops-reading", "shutdown-exit"],
+    )
+    assert report.ok, report.table()
+    row = next(r for r in report.results if r.check == "requests")
+    assert row.evidence.startswith("textDocument/documentSymbol: a result"), row.evidence
+
+
+async def test_a_check_behind_an_unanswered_request_names_it() -> None:
+    # stdin-stall reads nothing after initialize: cancel and shutdown fail behind the first
+    # request of `requests`, and their evidence says so rather than blaming their own step.
+    report = await check_language_server(
+        program_argv("stdin-stall"), bounds=FAST, only=["requests", "cancel", "shutdown-exit"]
+    )
+    evidence = {r.check: r.evidence for r in report.results}
+    assert "behind" not in evidence["requests"].split(";")[0]
+    assert "the instance had not answered textDocument/documentSymbol sent" in evidence["cancel"]
+    assert (
+        "no shutdown answer in 1500 ms; the instance had not answered"
+        " textDocument/documentSymbol sent" in evidence["shutdown-exit"]
+    ), evidence["shutdown-exit"]
+    assert (
+        "conformance/unknownMethod: no answer in 2000 ms; the instance had not answered"
+        in evidence["requests"]
+    )

@@ -10,6 +10,10 @@ Run as ``sys.executable tests/peers/check_fakes.py FLAW [--protocol lsp|dap]``:
     quit-when-blocked  stdout non-blocking; exit 1 as soon as a write would block: fails
                        ``client-stops-reading``
     stdout-log         print a log line on stdout before each answer: fails ``stdout-frames``
+    serial-workspace-symbol
+                       work through requests one at a time, and take 60 s over
+                       ``workspace/symbol`` (as a server that indexes the whole environment
+                       for it): passes only when the checker never sends it
     watch-process-id   ignore the end of stdin; exit 1 once the ``processId`` of ``initialize``
                        is gone (polled every 100 ms with kill(pid, 0)): passes
                        ``client-vanishes`` only when the client that dies sent its own pid
@@ -95,6 +99,17 @@ def stdout_log(options: argparse.Namespace) -> int:
     return tb._serve(options, hook)
 
 
+def serial_workspace_symbol(options: argparse.Namespace) -> int:
+    def hook(peer: tb.Peer, request_id: Any, method: str, message: dict[str, Any]) -> bool:
+        if method == "workspace/symbol":
+            time.sleep(60)  # in the one loop: every later request waits behind it
+            peer.reply(request_id, method, [])
+            return True
+        return False
+
+    return tb._serve(options, hook)
+
+
 def watch_process_id(options: argparse.Namespace) -> int:
     def watch(client: int) -> None:
         while True:
@@ -168,6 +183,7 @@ FLAWS = {
     "orphan-helper": orphan_helper,
     "quit-when-blocked": quit_when_blocked,
     "stdout-log": stdout_log,
+    "serial-workspace-symbol": serial_workspace_symbol,
     "watch-process-id": watch_process_id,
     "run-in-terminal": run_in_terminal,
 }
