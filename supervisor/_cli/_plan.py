@@ -5,7 +5,8 @@ exit 2) and start nothing. ``--list`` prints each job with its lane, kind, needs
 statuses it is expected to end with; ``--dry-run`` prints the plan: the lanes and the bound
 on jobs at once, then each job resolved as it would be submitted (placeholders replaced but
 ``{tmpdir}``, which a run creates; the working directory; the names its environment adds,
-never their values, which may be secrets from an ``env_file``; its deadline and delays), with
+never their values, which may be secrets from an ``env_file``; its deadline and delays; its
+``node`` pin, which only ``--ray`` uses), with
 a note for a program that is not found now (a job may build it first, so it is not an
 error). With ``json_output`` both print one JSON object on stdout instead.
 """
@@ -105,7 +106,7 @@ def describe_plan(
             or None.
         json_output: One JSON object ``{file, maxRunning, lanes: {lane: [job names]},
             jobs: [{..., argv, cwd, envNames, timeoutMs, startAfterMs, cancelAfterMs,
-            notNow?}]}`` instead of text.
+            node?, notNow?}]}`` instead of text.
         out: Where to print.
     """
     lanes: dict[str, list[str]] = {}
@@ -124,6 +125,8 @@ def describe_plan(
             startAfterMs=job.start_after_ms,
             cancelAfterMs=job.cancel_after_ms,
         )
+        if job.node is not None:
+            entry["node"] = job.node
         problem = launch_problem(job)
         if problem is not None:
             entry["notNow"] = problem + argv_hint(job.argv)
@@ -155,6 +158,8 @@ def describe_plan(
             details.append(f"submitted at {entry['startAfterMs']} ms")
         if entry["cancelAfterMs"] is not None:
             details.append(f"cancelled {entry['cancelAfterMs']} ms after submission")
+        if "node" in entry:
+            details.append(f"node {visible(entry['node'])} (with --ray)")
         details.append(f"expected {run_file.jobs[jobs.index(entry)].describe_expectation()}")
         print(f"  {'; '.join(details)}", file=out)
         if "notNow" in entry:

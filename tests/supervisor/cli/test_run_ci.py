@@ -211,6 +211,7 @@ def test_dry_run_prints_the_resolved_plan_and_runs_nothing(tmp_path: Path) -> No
         'name = "touch"\n'
         f'argv = ["{{python}}", "-c", "open({str(marker)!r}, \'w\')", "{{here}}"]\n'
         "timeout_ms = 5000\n"
+        'node = "zone=eu"\n'
         "[[job]]\n"
         'name = "lint"\n'
         'lane = "lint"\n'
@@ -225,7 +226,8 @@ def test_dry_run_prints_the_resolved_plan_and_runs_nothing(tmp_path: Path) -> No
     assert str(tmp_path) in out  # {here} resolved
     assert "env sets TOKEN" in out
     assert "secret-value" not in out  # names, never values
-    assert "deadline 5000 ms" in out
+    assert "deadline 5000 ms; node zone=eu (with --ray); expected" in out
+    assert out.count("node ") == 1  # only the job that pins one
     assert 'did you mean argv = ["ruff", "check", "."]?' in out
     plan = json.loads(supervisor("run", str(path), "--dry-run", "--json").stdout)
     assert plan["maxRunning"] is None
@@ -233,6 +235,8 @@ def test_dry_run_prints_the_resolved_plan_and_runs_nothing(tmp_path: Path) -> No
     touch, lint = plan["jobs"]
     assert touch["argv"][0] == sys.executable
     assert touch["envNames"] == ["TOKEN"]
+    assert touch["node"] == "zone=eu"
+    assert "node" not in lint
     assert "notNow" not in touch
     assert lint["notNow"].startswith("job.start: executable not found on PATH: ruff check .")
 
