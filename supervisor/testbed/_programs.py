@@ -945,7 +945,16 @@ def parser() -> argparse.ArgumentParser:
         description="Run one misbehaving testbed program (see `supervisor testbed list`).",
     )
     p.add_argument("scenario", choices=sorted(PROGRAMS))
-    p.add_argument("--protocol", choices=("lsp", "dap"), default=None, help="default: lsp")
+    # A bare --protocol is LSP, as `testbed list` writes it ("With --protocol it serves LSP").
+    p.add_argument(
+        "--protocol",
+        nargs="?",
+        const="lsp",
+        choices=("lsp", "dap"),
+        default=None,
+        help="lsp (a bare --protocol) or dap; without it a program that only speaks a"
+        " protocol speaks lsp, and one that can also run as a job runs as a job",
+    )
     p.add_argument("--pid-file", default=None, help="append every pid started here")
     p.add_argument("--bytes", type=int, default=64 * 1024 * 1024 + 1024, help="flood size")
     p.add_argument("--count", type=int, default=1000, help="children or requests")

@@ -204,6 +204,24 @@ def test_testbed_run_no_supervise_runs_the_program_itself() -> None:
     assert supervised.stdout == "ready\n"
 
 
+async def test_a_bare_protocol_flag_is_lsp_and_the_readme_check_command_works() -> None:
+    # `testbed list` writes "With --protocol it serves LSP": the bare flag means lsp. The
+    # README's command line for pointing `supervisor check` at a testbed program.
+    from supervisor._check._lsp import check_language_server
+    from supervisor.testbed._programs import parser
+
+    assert parser().parse_args(["zombie-maker", "--protocol"]).protocol == "lsp"
+    assert parser().parse_args(["zombie-maker"]).protocol is None
+    assert parser().parse_args(["zombie-maker", "--protocol", "dap"]).protocol == "dap"
+    argv = [PY, "-m", "supervisor", "testbed", "run", "zombie-maker", "--protocol"]
+    report = await check_language_server(
+        [*argv, "--count", "2", "--no-supervise"], only=["requests", "reaps-children"]
+    )
+    assert report.outcome_of("initialize").value == "pass", report.table()
+    assert report.outcome_of("requests").value == "pass", report.table()
+    assert report.outcome_of("reaps-children").value == "fail", report.table()
+
+
 def test_chaos_command_json() -> None:
     done = _cli("chaos", "--iterations", "1", "--seed", "3", "--json")
     assert done.returncode == 0, done.stdout + done.stderr
