@@ -13,6 +13,7 @@ import trio
 
 from .._process._procfs import HAVE_PROCFS
 from ._report import Outcome
+from ._watch import describe_running
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -171,8 +172,8 @@ class Leftovers:
         """Give the descendants :data:`LEFTOVER_SETTLE_S` to follow, then note survivors."""
         self.looked += 1
         live = await settle_leftovers(program)
-        for pid, cmd in sorted(live.items()):
-            self.found.append(f"{step}: pid {pid} still running: {cmd}")
+        if live:
+            self.found.append(f"{step}: {describe_running(live)}")
 
     def verdict(self) -> tuple[Outcome, str]:
         """The ``no-leftovers`` outcome and evidence."""

@@ -47,7 +47,7 @@ from ._common import (
 from ._peer import Program, open_program
 from ._profiles import lsp_initialize_params
 from ._report import ConformanceReport, Outcome
-from ._watch import Descendants
+from ._watch import Descendants, describe_running
 
 if TYPE_CHECKING:
     from collections.abc import Collection
@@ -399,8 +399,7 @@ class _Battery:
                 parts: list[str] = []
                 if left:
                     parts.append(
-                        "when the new instance was ready the old one still had running: "
-                        + "; ".join(f"pid {p} {c}" for p, c in sorted(left.items()))
+                        "when the new instance was ready the old one had " + describe_running(left)
                     )
                 if not ok:
                     parts.append(f"the new instance did not initialize: {evidence}")
@@ -527,8 +526,7 @@ async def vanish_check(battery: Any, protocol: str, params: dict[str, Any]) -> N
             battery.note(
                 "client-vanishes",
                 Outcome.FAIL,
-                f"{how} {took} after its client was SIGKILLed, but left running: "
-                + "; ".join(f"pid {p} {c}" for p, c in sorted(live.items())),
+                f"{how} {took} after its client was SIGKILLed, but " + describe_running(live),
             )
             return
         battery.note(

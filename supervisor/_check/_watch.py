@@ -25,9 +25,14 @@ from .._process._procfs import HAVE_PROCFS, all_pids, children_of, read_env_var,
 from .._process._reaper import is_managed
 
 if TYPE_CHECKING:
-    from collections.abc import Iterable
+    from collections.abc import Iterable, Mapping
 
-__all__ = ("Descendants", "cmdline_of")
+__all__ = ("Descendants", "cmdline_of", "describe_running", "shorten_command")
+
+#: What :func:`cmdline_of` adds to a process whose main thread exited while others run.
+MAIN_THREAD_EXITED: Final = " (its main thread exited; it runs on in another)"
+#: Characters of a command line kept in a finding (cut at a word boundary, then ``...``).
+_COMMAND_CHARS: Final = 100
 
 #: Most processes remembered per program (a fork bomb must not grow our memory).
 _MAX_SEEN: Final = 4096
@@ -52,7 +57,7 @@ def cmdline_of(pid: int) -> str:
     if not raw:
         st = read_stat(pid)
         if st is not None and st.state in ("Z", "X") and st.threads > 1:
-            note = " (its main thread exited; it runs on in another)"
+            note = MAIN_THREAD_EXITED
             with contextlib.suppress(OSError):
                 for tid in os.listdir(f"/proc/{pid}/task"):
                     if tid != str(pid) and (
@@ -64,7 +69,33 @@ def cmdline_of(pid: int) -> str:
             comm = _read_cmdline(f"/proc/{pid}/comm").strip()
             return f"[{comm.decode(errors='replace')}]" if comm else "?"
     text = raw.replace(b"\0", b" ").decode(errors="replace").strip()
-    return (text[:200] or "?") + note
+    return shorten_command(text or "?", 200) + note
+
+
+def shorten_command(command: str, limit: int = _COMMAND_CHARS) -> str:
+    """``command`` cut to at most ``limit`` characters at a word boundary, then ``...``; the
+    note :func:`cmdline_of` adds (``MAIN_THREAD_EXITED``) is kept whole, never cut."""
+    note = ""
+    if command.endswith(MAIN_THREAD_EXITED):
+        command, note = command[: -len(MAIN_THREAD_EXITED)], MAIN_THREAD_EXITED
+    if len(command) > limit:
+        cut = command[:limit]
+        space = cut.rfind(" ")
+        # One long word (a path): cut inside it rather than keep nothing of it.
+        command = (cut[:space] if space > limit // 2 else cut).rstrip() + " ..."
+    return command + note
+
+
+def describe_running(live: Mapping[int, str]) -> str:
+    """``3 left: pid 11, 12, 13 (CMD)``: the count first, then the pids of each command line
+    (shortened once for all of them, by :func:`shorten_command`)."""
+    by_command: dict[str, list[int]] = {}
+    for pid, command in sorted(live.items()):
+        by_command.setdefault(shorten_command(command), []).append(pid)
+    groups = "; ".join(
+        f"pid {', '.join(map(str, pids))} ({command})" for command, pids in by_command.items()
+    )
+    return f"{len(live)} left: {groups}"
 
 
 class Descendants:

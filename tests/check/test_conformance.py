@@ -17,6 +17,7 @@ from supervisor._check._common import Bounds
 from supervisor._check._dap import check_debug_adapter
 from supervisor._check._lsp import LSP_CHECKS, check_language_server
 from supervisor._check._report import Outcome
+from supervisor._check._watch import MAIN_THREAD_EXITED, describe_running, shorten_command
 from supervisor.testbed import program_argv
 
 pytestmark = pytest.mark.skipif(not os.path.isdir("/proc/self/task"), reason="needs procfs")
@@ -136,7 +137,8 @@ async def test_ruff_server_passes_with_every_client_profile(client: str) -> None
         (
             program_argv("main-thread-exits", protocol="lsp"),
             "no-leftovers",
-            "(its main thread exited; it runs on in another)",
+            # The count first, one command line for the three helpers, its note kept whole.
+            "main-thread-exits ... (its main thread exited; it runs on in another))",
         ),
     ],
     ids=["lsp-early-request", "dap-early-event", "zombies", "main-thread-exits"],
@@ -329,3 +331,18 @@ async def test_a_check_behind_an_unanswered_request_names_it() -> None:
         "conformance/unknownMethod: no answer in 2000 ms; the instance had not answered"
         in evidence["requests"]
     )
+
+
+def test_a_finding_counts_what_was_left_and_cuts_command_lines_at_words() -> None:
+    long = "python /opt/app/helper.py --serve --no-color " + "--flag-number-x " * 10
+    note = MAIN_THREAD_EXITED
+    shown = describe_running({13: long + note, 11: long + note, 12: "sleep 60"})
+    assert shown.startswith("3 left: pid 11, 13 (python /opt/app/helper.py --serve --no-color ")
+    assert shown.count("python") == 1  # one command line for the pids that share it
+    assert " ... (its main thread exited; it runs on in another)); pid 12 (sleep 60)" in shown
+    for cut in (shorten_command(long), shorten_command(long, 40)):
+        assert cut.endswith(" ...")
+        assert long.startswith(cut[: -len(" ...")] + " ")  # whole words only
+    assert len(shorten_command(long, 40)) <= 44
+    assert shorten_command("x" * 300, 50) == "x" * 50 + " ..."  # one long word: cut inside
+    assert shorten_command("sleep 60" + note) == "sleep 60" + note
