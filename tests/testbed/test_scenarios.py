@@ -196,6 +196,11 @@ async def test_request_storm_answers_each_exactly_once() -> None:
     ) as session:
         await session.endpoint.request("initialize", INIT)
         with trio.fail_after(BOUND_S * 2):
+            # Ask for the status only once every request of the storm has been read: the
+            # program writes from two threads under one lock, so a status answer its reader
+            # thread writes mid-storm waits behind the storm thread's write, which waits for
+            # us to read, while we wait for it to read our answers (about 1 run in 25 hung).
+            await wait_until(lambda: session.endpoint.statistics().frames_read >= count + 1)
             while True:
                 status = await session.endpoint.request("testbed/stormStatus")
                 assert isinstance(status, dict)
