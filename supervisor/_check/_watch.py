@@ -33,6 +33,8 @@ __all__ = ("Descendants", "cmdline_of", "describe_running", "shorten_command")
 MAIN_THREAD_EXITED: Final = " (its main thread exited; it runs on in another)"
 #: Characters of a command line kept in a finding (cut at a word boundary, then ``...``).
 _COMMAND_CHARS: Final = 100
+# A path longer than this is shown by its last part when a command line is too long.
+_PATH_CHARS: Final = 24
 
 #: Most processes remembered per program (a fork bomb must not grow our memory).
 _MAX_SEEN: Final = 4096
@@ -73,17 +75,27 @@ def cmdline_of(pid: int) -> str:
 
 
 def shorten_command(command: str, limit: int = _COMMAND_CHARS) -> str:
-    """``command`` cut to at most ``limit`` characters at a word boundary, then ``...``; the
+    """``command`` cut to at most ``limit`` characters: long paths first shown by their last
+    part (``.../_programs.py``), then cut at a word boundary and ``...`` added; the
     note :func:`cmdline_of` adds (``MAIN_THREAD_EXITED``) is kept whole, never cut."""
     note = ""
     if command.endswith(MAIN_THREAD_EXITED):
         command, note = command[: -len(MAIN_THREAD_EXITED)], MAIN_THREAD_EXITED
+    if len(command) > limit:
+        # Long paths first: what a reader needs is the program and its arguments, and where
+        # a checkout or a venv lives would otherwise push them past the cut.
+        command = " ".join(_shorten_path(word) for word in command.split(" "))
     if len(command) > limit:
         cut = command[:limit]
         space = cut.rfind(" ")
         # One long word (a path): cut inside it rather than keep nothing of it.
         command = (cut[:space] if space > limit // 2 else cut).rstrip() + " ..."
     return command + note
+
+
+def _shorten_path(word: str) -> str:
+    head, _, name = word.rpartition("/")
+    return f".../{name}" if head and name and len(word) > _PATH_CHARS else word
 
 
 def describe_running(live: Mapping[int, str]) -> str:

@@ -137,8 +137,9 @@ async def test_ruff_server_passes_with_every_client_profile(client: str) -> None
         (
             program_argv("main-thread-exits", protocol="lsp"),
             "no-leftovers",
-            # The count first, one command line for the three helpers (shortened at a word
-            # when long: where it is cut depends on the checkout's path), its note kept whole.
+            # The count first, one command line for the three helpers (long paths shortened
+            # to their last part, so the program's name shows wherever the checkout lives),
+            # its note kept whole.
             (
                 "3 left: pid ",
                 "main-thread-exits",
@@ -352,3 +353,9 @@ def test_a_finding_counts_what_was_left_and_cuts_command_lines_at_words() -> Non
     assert len(shorten_command(long, 40)) <= 44
     assert shorten_command("x" * 300, 50) == "x" * 50 + " ..."  # one long word: cut inside
     assert shorten_command("sleep 60" + note) == "sleep 60" + note
+    # Where a checkout lives never pushes the program's own arguments out of the cut.
+    deep = "/" + "/".join(["some-rather-long-directory"] * 8)
+    venv = f"{deep}/.venv/bin/python {deep}/supervisor/testbed/_programs.py"
+    shown = shorten_command(f"{venv} main-thread-exits --protocol lsp --count 3")
+    assert shown == ".../python .../_programs.py main-thread-exits --protocol lsp --count 3"
+    assert shorten_command("/usr/bin/sleep 60") == "/usr/bin/sleep 60"  # short: kept whole
