@@ -179,11 +179,13 @@ def run_command(path: str, *extra: str) -> tuple[float, float | None]:
     return time.perf_counter() - started, first
 
 
+#: Join and leave as ``supervisor run --ray`` does on a node of a running cluster: it leaves
+#: by ending its process (``_cli._main.end_process``), not by ``ray.shutdown``.
 _JOIN = (
-    "import logging, sys, ray\n"
+    "import logging, os, sys, ray\n"
     "ray.init(address=sys.argv[1], include_dashboard=False, log_to_driver=False,"
     " logging_level=logging.WARNING, configure_logging=False)\n"
-    "ray.shutdown()\n"
+    "os._exit(0)\n"
 )
 
 
@@ -234,7 +236,7 @@ async def _first_event_ms(root: str, cluster: RayCluster | None, tries: int) -> 
     return times[1:]  # the first one warms the lane (and on Ray, its agent's first spawn)
 
 
-def measure_fixed_costs(*, pairs: int = 3, tries: int = 20) -> list[dict[str, object]]:
+def measure_fixed_costs(*, pairs: int = 5, tries: int = 20) -> list[dict[str, object]]:
     """The three fixed-cost rows (module docstring) on their own three-node cluster.
 
     Returns:
@@ -280,7 +282,10 @@ def measure_fixed_costs(*, pairs: int = 3, tries: int = 20) -> list[dict[str, ob
             ray.shutdown()
         cluster.shutdown()
     join = statistics.median(joins)
-    less_join = [w - j for w, j in zip(whole, joins, strict=True)]
+    # Each whole command less the median join, not less the join measured beside it: the two
+    # are separate processes, and pairing one sample of each added both one's noise to every
+    # round's ratio.
+    less_join = [w - join for w in whole]
     first_ms = statistics.median(firsts)
     return [
         paired_row(
@@ -354,7 +359,7 @@ def measure(*, rounds: int = 120, jobs: int = JOBS) -> list[dict[str, object]]:
         cluster.shutdown()
     overhead_ms = (1 / min(ours) - 1 / max(local)) * 1000 if ours and local else 0.0
     return [
-        *measure_fixed_costs(pairs=max(3, rounds // 40)),
+        *measure_fixed_costs(pairs=max(5, rounds // 24)),
         paired_row(
             f"{jobs} /bin/true jobs over {LANES} lanes on a {NODES}-node local Ray cluster"
             " (jobs/s; ratio > 1 = faster)",
