@@ -120,6 +120,7 @@ def run_command(
     list_only: bool = False,
     dry_run: bool = False,
     junit: str | None = None,
+    leave_by_exit: bool = False,
 ) -> int:
     """Run the lanes file at ``path`` and return the process exit code.
 
@@ -144,6 +145,10 @@ def run_command(
         list_only: print the jobs (``--list``) and run nothing.
         dry_run: print the plan (``--dry-run``) and run nothing.
         junit: write a JUnit XML report to this file when the run ends.
+        leave_by_exit: the caller ends the process as soon as this returns (the command
+            line's own process): a Ray cluster joined as one of its nodes is then left by
+            that end (:func:`supervisor._cli._main.end_process`), not ``ray.shutdown``, whose
+            teardown waited out a 250 ms gRPC poll in about half the runs.
 
     Returns:
         0 every job ended as expected (or the list or plan was printed), 1 some did not (or
@@ -195,7 +200,8 @@ def run_command(
                 if isinstance(joined, int):
                     return joined
                 cluster = joined
-                stack.callback(cluster.disconnect)
+                if not (leave_by_exit and cluster.may_leave_by_exit):
+                    stack.callback(cluster.disconnect)
             live = is_terminal(sys.stderr)
             reporter = _Reporter(
                 run_file,

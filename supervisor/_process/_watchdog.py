@@ -85,6 +85,7 @@ __all__ = (
     "drain_records",
     "ensure_watchdog",
     "find_watchdogs",
+    "finish_watchdog",
     "nothing_to_sweep",
     "sweep_instance",
     "watch_tree",
@@ -514,6 +515,12 @@ def drain_records() -> list[tuple[int, int]]:
         if pid_text.isdigit() and start_text.isdigit():
             records.append((int(pid_text), int(start_text)))
     return records
+
+
+def finish_watchdog() -> None:
+    """End and collect this process's watchdog as a normal exit does (its ``atexit`` hook),
+    for a process about to end without running the hooks (``os._exit``). Bounded; once."""
+    _finish_at_exit()
 
 
 def _finish_at_exit() -> None:

@@ -215,6 +215,18 @@ class RayCluster:
         node = self.placement.get(normalize_root(root))
         return None if node is None else node.name
 
+    @property
+    def may_leave_by_exit(self) -> bool:
+        """Whether this process may leave the cluster by ending, without :meth:`disconnect`.
+
+        True when it joined a running cluster as a driver on one of its nodes
+        (:attr:`local_node_id`): the node's raylet sees the driver's connection close and
+        ends its Ray job as for a driver that called ``ray.shutdown``. False through Ray
+        Client (its server holds a vanished client's session for a reconnect grace) and for
+        a cluster this process started, which only ``ray.shutdown`` stops.
+        """
+        return self.local_node_id is not None
+
     def disconnect(self) -> None:
         """Leave the cluster; one this run started (``auto`` without a cluster) stops."""
         ray.shutdown()

@@ -495,6 +495,67 @@ def test_a_killed_node_agent_fails_its_jobs_and_its_trees_end(
     assert _wait_gone([pid]) == []
 
 
+def _watchdogs() -> set[int]:
+    from supervisor._process._watchdog import find_watchdogs
+
+    return set(find_watchdogs())
+
+
+def _agent_workers() -> set[int]:
+    return {p for p, cmd in _ray_processes().items() if cmd.startswith("ray::NodeAgent")}
+
+
+def test_a_run_leaves_a_running_cluster_by_ending_and_leaves_nothing(
+    cluster: Any, runners: list[Runner], tmp_path: Path
+) -> None:
+    """On a running cluster the command leaves by ending its process (no ``ray.shutdown``,
+    no interpreter teardown: an ``atexit`` hook of the process's never runs), yet its output
+    is whole, its watchdog and its agents' workers are gone, and the next run goes as well."""
+    path = write(
+        tmp_path / "two.toml",
+        """
+        [[job]]
+        name = "here"
+        project = "."
+        kind = "command"
+        argv = ["/bin/true"]
+
+        [[job]]
+        name = "there"
+        project = "sub"
+        kind = "command"
+        argv = ["/bin/true"]
+        node = "zone=b"
+        """,
+    )
+    (tmp_path / "sub").mkdir()
+    hook = tmp_path / "hook"
+    hook.mkdir()
+    ran = tmp_path / "atexit-ran"
+    (hook / "sitecustomize.py").write_text(
+        f"import atexit\natexit.register(lambda: open({str(ran)!r}, 'w').close())\n"
+    )
+    env = {**os.environ, "PYTHONPATH": str(hook)}
+    watchdogs, agents = _watchdogs(), _agent_workers()
+    for attempt in range(2):
+        runner = Runner(path, cluster.address, env=env)
+        runners.append(runner)
+        assert runner.finish() == 0, runner.stderr
+        assert {n: e["status"] for n, e in runner.finished().items()} == {
+            "here": "ok",
+            "there": "ok",
+        }
+        assert runner.events[-1]["event"] == "run.finished", attempt  # flushed before the end
+        assert not ran.exists(), "the process ran its exit hooks (a normal exit)"
+        deadline = time.monotonic() + GONE_BOUND_S
+        while (_watchdogs() - watchdogs or _agent_workers() - agents) and (
+            time.monotonic() < deadline
+        ):
+            time.sleep(0.05)
+        assert _watchdogs() - watchdogs == set(), attempt
+        assert _agent_workers() - agents == set(), attempt
+
+
 def test_the_runners_death_ends_every_remote_tree(
     cluster: Any, runners: list[Runner], tmp_path: Path
 ) -> None:
