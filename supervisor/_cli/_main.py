@@ -1224,21 +1224,25 @@ def end_process(code: int) -> NoReturn:
     """End the command line's own process with ``code`` now, after a ``--ray`` run that
     left its cluster joined (``run_command(leave_by_exit=True)``).
 
-    What a normal exit does that matters is done first: stdout and stderr flushed, the
-    logging handlers flushed, this process's watchdog ended and collected (as its ``atexit``
-    hook does). What is skipped is Ray's teardown: ``ray.shutdown`` destroys the core
-    worker, whose gRPC polling thread is joined only at its next 250 ms poll when a call is
-    still in flight (about half the runs on a local cluster: py-spy shows
-    ``~ClientCallManager`` in ``std::thread::join``), and the interpreter's own teardown of
-    Ray's thousand modules (about 80 ms). The node's raylet sees the driver's connection
-    close and ends its Ray job, which ends whatever of the job is left; the agents were
-    stopped before (README "Fixed costs of a Ray run").
+    The run has told the cluster it leaves (``RayCluster.leave_before_exit``: a graceful
+    driver exit, its Ray job ended). What a normal exit does that matters is done next:
+    stdout and stderr flushed, the logging handlers flushed, this process's watchdog ended
+    and collected (as its ``atexit`` hook does), with SIGINT and SIGTERM ignored (the run's
+    code is decided; a signal now would only turn it into a traceback). What is skipped is
+    Ray's teardown: ``ray.shutdown`` destroys the core worker, whose gRPC polling thread is
+    joined only at its next 250 ms poll when a call is still in flight (about half the runs
+    on a local cluster: py-spy shows ``~ClientCallManager`` in ``std::thread::join``), and
+    the interpreter's own teardown of Ray's thousand modules (about 80 ms) (README "Fixed
+    costs of a Ray run").
     """
     from .._process._watchdog import finish_watchdog
 
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(signum, signal.SIG_IGN)
     for stream in (sys.stdout, sys.stderr):
-        with contextlib.suppress(OSError, ValueError):
-            stream.flush()
+        if stream is not None:  # closed when the command started (`>&-`)
+            with contextlib.suppress(OSError, ValueError):
+                stream.flush()
     logging.shutdown()
     finish_watchdog()
     os._exit(code)

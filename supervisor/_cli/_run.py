@@ -196,11 +196,20 @@ def run_command(
                 # Ray prints its own notices (a worker that died, ...) on sys.stdout, which
                 # carries only our JSON: they go to stderr, with the human progress.
                 stack.enter_context(contextlib.redirect_stdout(sys.stderr))
-                joined = _connect_cluster(ray, run_file, refuse)
+                try:
+                    joined = _connect_cluster(ray, run_file, refuse)
+                except KeyboardInterrupt:
+                    # SIGINT while Ray is imported or joins (before the run's own handler):
+                    # nothing has started on the cluster; what the join set up is left.
+                    _leave_interrupted_join()
+                    print("supervisor run: interrupted while joining the cluster", file=sys.stderr)
+                    return 128 + signal.SIGINT
                 if isinstance(joined, int):
                     return joined
                 cluster = joined
-                if not (leave_by_exit and cluster.may_leave_by_exit):
+                if leave_by_exit and cluster.may_leave_by_exit:
+                    stack.callback(cluster.leave_before_exit)
+                else:
                     stack.callback(cluster.disconnect)
             live = is_terminal(sys.stderr)
             reporter = _Reporter(
@@ -303,6 +312,13 @@ def _dry_run(
         out=sys.stdout,
     )
     return EXIT_OK
+
+
+def _leave_interrupted_join() -> None:
+    ray = sys.modules.get("ray")
+    if ray is not None:
+        with contextlib.suppress(Exception):
+            ray.shutdown()
 
 
 def _connect_cluster(address: str, run_file: RunFile, refuse: _Refuser) -> RayCluster | int:

@@ -537,6 +537,7 @@ def test_a_run_leaves_a_running_cluster_by_ending_and_leaves_nothing(
     )
     env = {**os.environ, "PYTHONPATH": str(hook)}
     watchdogs, agents = _watchdogs(), _agent_workers()
+    ungraceful = _ungraceful_driver_exits(cluster)
     for attempt in range(2):
         runner = Runner(path, cluster.address, env=env)
         runners.append(runner)
@@ -554,6 +555,28 @@ def test_a_run_leaves_a_running_cluster_by_ending_and_leaves_nothing(
             time.sleep(0.05)
         assert _watchdogs() - watchdogs == set(), attempt
         assert _agent_workers() - agents == set(), attempt
+    # Told the cluster it left, as ray.shutdown does: Ray records no driver that died.
+    assert _ungraceful_driver_exits(cluster) == ungraceful
+    # With stdout closed (nothing to flush there) the run still ends 0, without a traceback.
+    command = [sys.executable, "-m", "supervisor", "run", path, "--ray", cluster.address]
+    closed = subprocess.run(
+        ["/bin/sh", "-c", 'exec "$@" >&-', "sh", *command],
+        cwd=REPO,
+        stderr=subprocess.PIPE,
+        text=True,
+        timeout=RUN_BOUND_S,
+        check=False,
+    )
+    assert closed.returncode == 0, closed.stderr
+    assert "Traceback" not in closed.stderr
+    assert _ungraceful_driver_exits(cluster) == ungraceful
+
+
+def _ungraceful_driver_exits(cluster: Any) -> int:
+    """How many drivers the head's raylet saw end without telling it (a crash to Ray)."""
+    log = os.path.join(cluster.head_node.get_session_dir_path(), "logs", "raylet.out")
+    with open(log, errors="replace") as f:
+        return sum("Disconnecting driver, graceful=false" in line for line in f)
 
 
 def test_the_runners_death_ends_every_remote_tree(
@@ -736,6 +759,38 @@ def test_an_address_that_accepts_but_never_answers_is_refused_in_bounded_time(
     assert "does not answer as a Ray cluster" in runner.stderr
     assert [e["event"] for e in runner.events] == ["run.refused"]
     assert runner.events[0]["error"]["details"] == {"option": "--ray"}
+
+
+def test_sigint_while_joining_ends_the_run_with_130_and_starts_nothing(
+    runners: list[Runner], tmp_path: Path
+) -> None:
+    """SIGINT while the runner joins (here: while it waits for a silent port to answer as
+    Ray would, which it does only once Ray is imported) ends it with 130 and a line saying
+    so, not a traceback; nothing was started."""
+    import socket
+
+    path = write(
+        tmp_path / "one.toml",
+        """
+        [[job]]
+        project = "."
+        kind = "command"
+        argv = ["/bin/true"]
+        """,
+    )
+    with socket.socket() as listener:
+        listener.bind(("127.0.0.1", 0))
+        listener.listen()
+        listener.settimeout(RUN_BOUND_S)
+        runner = Runner(path, f"127.0.0.1:{listener.getsockname()[1]}")
+        runners.append(runner)
+        probe, _ = listener.accept()  # the runner is in its join now
+        with probe:
+            runner.proc.send_signal(signal.SIGINT)
+            assert runner.finish() == 130, runner.stderr
+    assert "supervisor run: interrupted while joining the cluster" in runner.stderr
+    assert "Traceback" not in runner.stderr
+    assert runner.events == []
 
 
 #: A one-node cluster that requires Ray's token authentication, run by its own driver
