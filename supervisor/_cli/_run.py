@@ -207,10 +207,7 @@ def run_command(
                 if isinstance(joined, int):
                     return joined
                 cluster = joined
-                if leave_by_exit and cluster.may_leave_by_exit:
-                    stack.callback(cluster.leave_before_exit)
-                else:
-                    stack.callback(cluster.disconnect)
+                stack.push(_leaving(cluster, by_exit=leave_by_exit))
             live = is_terminal(sys.stderr)
             reporter = _Reporter(
                 run_file,
@@ -312,6 +309,21 @@ def _dry_run(
         out=sys.stdout,
     )
     return EXIT_OK
+
+
+def _leaving(cluster: RayCluster, *, by_exit: bool) -> Callable[..., bool]:
+    """How the run leaves ``cluster`` (an exit callback): by the process's end when it may
+    (``leave_by_exit``) and the run returned; with ``ray.shutdown`` when an error leaves
+    (it is then reported by Python, through Ray's excepthook, as any error)."""
+
+    def leave(exc_type: type[BaseException] | None, *_: object) -> bool:
+        if exc_type is None and by_exit and cluster.may_leave_by_exit:
+            cluster.leave_before_exit()
+        else:
+            cluster.disconnect()
+        return False
+
+    return leave
 
 
 def _leave_interrupted_join() -> None:

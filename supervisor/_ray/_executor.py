@@ -682,6 +682,9 @@ class RayLanes:
         #: ``build`` and ``test`` end ``denied``), as :attr:`lanes.Lanes.trusted`.
         self.trusted = trusted
         self._on_event = on_event
+        #: What ``on_event`` raised, once it did: its error ends the run, and no later event
+        #: can be taken, so closing waits for none.
+        self._broken: BaseException | None = None
         self._jobs: dict[str, _RemoteJob] = {}
         self._next_number = 1
         self._idle = trio.Event()
@@ -737,10 +740,23 @@ class RayLanes:
             links = {job.link for job in self._jobs.values() if job.link.dead is None}
             for link in links:
                 link.send(("close",))
+            if self._broken is not None:
+                # The taker of events failed (its error is the run's): the agents end every
+                # tree as they stop; waiting for events nobody can take was a 15 s hang.
+                return
             with trio.move_on_after(CLOSE_BOUND_S):
                 await self.wait_idle()
             for job in list(self._jobs.values()):
                 job.link.lost(TimeoutError())
+
+    def _emit(self, method: str, params: JSONObject) -> None:
+        if self._broken is not None:
+            return
+        try:
+            self._on_event(method, params)
+        except BaseException as exc:
+            self._broken = exc
+            raise
 
     def deliver(self, method: str, params: JSONObject) -> None:
         job = self._jobs.get(str(params.get("jobId")))
@@ -748,7 +764,7 @@ class RayLanes:
             return  # the job was already failed as lost: its one job.finished was sent
         if method == "job.started":
             job.started_at = trio.current_time()
-        self._on_event(method, params)
+        self._emit(method, params)
         if method == "job.finished":
             self._forget(job)
 
@@ -759,7 +775,7 @@ class RayLanes:
         duration = 0
         if job.started_at is not None:
             duration = round((trio.current_time() - job.started_at) * 1000)
-        self._on_event(
+        self._emit(
             "job.finished",
             {
                 "jobId": job_id,

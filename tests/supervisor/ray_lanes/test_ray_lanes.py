@@ -572,6 +572,46 @@ def test_a_run_leaves_a_running_cluster_by_ending_and_leaves_nothing(
     assert _ungraceful_driver_exits(cluster) == ungraceful
 
 
+def test_a_report_that_can_not_be_written_ends_the_run_at_once_with_its_error(
+    cluster: Any, tmp_path: Path
+) -> None:
+    """``--json`` into a full device: the write's error ends the run as locally, one
+    ``OSError`` reported by Python, with no wait for the events nobody can take (it waited
+    out the 15 s close bound, then took the runner's own node for lost)."""
+    path = write(
+        tmp_path / "two.toml",
+        """
+        [[job]]
+        name = "here"
+        project = "."
+        kind = "command"
+        argv = ["/bin/true"]
+
+        [[job]]
+        name = "there"
+        project = "sub"
+        kind = "command"
+        argv = ["/bin/true"]
+        node = "zone=b"
+        """,
+    )
+    (tmp_path / "sub").mkdir()
+    with open("/dev/full", "w") as full:
+        result = subprocess.run(
+            [sys.executable, "-m", "supervisor", "run", path, "--ray", cluster.address, "--json"],
+            cwd=REPO,
+            stdout=full,
+            stderr=subprocess.PIPE,
+            text=True,
+            timeout=RUN_BOUND_S,
+            check=False,
+        )
+    assert result.returncode == 1, result.stderr
+    assert result.stderr.count("Traceback") == 1, result.stderr
+    assert "OSError: [Errno 28] No space left on device" in result.stderr
+    assert "was lost" not in result.stderr
+
+
 def _ungraceful_driver_exits(cluster: Any) -> int:
     """How many drivers the head's raylet saw end without telling it (a crash to Ray)."""
     log = os.path.join(cluster.head_node.get_session_dir_path(), "logs", "raylet.out")
