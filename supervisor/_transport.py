@@ -87,6 +87,16 @@ def _pipe_fd(stream: object) -> int | None:
     return stream.fileno() if isinstance(stream, trio.lowlevel.FdStream) else None
 
 
+def _os_error_text(exc: trio.BrokenResourceError | trio.ClosedResourceError) -> str:
+    # What the system said (``BrokenPipeError: [Errno 32] Broken pipe``), as a read failure
+    # says it: Trio's wrapper class is ours, not the peer's (issue 28: log lines name our
+    # concepts, not internal exceptions).
+    cause = exc.__cause__
+    if not str(exc) and isinstance(cause, OSError):
+        return f"{type(cause).__name__}: {cause}"
+    return str(exc) or type(exc).__name__
+
+
 def _stream_error(exc: OSError) -> trio.ClosedResourceError | trio.BrokenResourceError:
     if exc.errno == errno.EBADF:
         return trio.ClosedResourceError("file was already closed")
@@ -425,7 +435,7 @@ class FramedTransport:
                         if written is not None:
                             written.set()
             except (trio.BrokenResourceError, trio.ClosedResourceError) as exc:
-                on_failed(f"write failed: {type(exc).__name__}: {exc}")
+                on_failed(f"write failed: {_os_error_text(exc)}")
             finally:
                 self.writer_done.set()
         if deadline.cancelled_caught:
