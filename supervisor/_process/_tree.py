@@ -467,8 +467,14 @@ class ProcessTree(metaclass=NoPublicConstructor):
         # last exit, and the SIGKILL at the end of the grace is on time (see ExitWatch).
         watch = ExitWatch()
         try:
-            live, self._first_live = self._first_live or self._first_scan(), None
+            first_live, self._first_live = self._first_live, None
             kill_sent = False
+            if first_live is None and term_grace_ms == 0 and not self._marker_scan_needed():
+                # No grace: each member is killed as soon as its children are listed.
+                live = self._kill_walk(watch, killed, swept)
+                kill_sent = True
+            else:
+                live = first_live or self._first_scan()
             if live and term_grace_ms > 0:
                 live, terminated, kill_sent = await self._term_step(
                     live, watch, term_grace_ms, swept
@@ -532,6 +538,84 @@ class ProcessTree(metaclass=NoPublicConstructor):
             live = self._collect(full_scan=True)
         return live
 
+    def _kill_walk(
+        self, watch: ExitWatch, killed: list[int], swept: set[int]
+    ) -> dict[int, ProcStat]:
+        """SIGKILL every member, each as soon as its children are listed, then the group;
+        return the members found alive afterwards (each watched in ``watch``).
+
+        The first scan's proof without its wait: a member is signalled only once its
+        children (on every thread) are listed, so a child that left the group and the
+        session and dropped the marker is still tied to the tree by its parent when the
+        parent dies (it is then reparented to us, the subreaper, and found again as ours).
+        The kernel kills the members met first while the walk reads the others, and the
+        reads that only identify the members (``/proc/<pid>/stat``: start time, group,
+        state, 10 us each) come after the group's SIGKILL, while they die. Before the
+        kill a member costs a ``stat`` of its ``task`` directory (its thread count: the
+        directory's link count is 2 plus the threads), its children's list and the signal.
+        A member the walk reached by ancestry needs no identity check before its signal
+        (it is the listed child of a member); one remembered from an earlier scan does.
+
+        Appends every pid signalled to ``killed`` (a member that had already exited
+        unreaped, a zombie, too: it was signalled) and those outside the group to ``swept``.
+        Only with the subreaper active (orphans come to us) and no escapee seen before
+        (``_marker_scan_needed``): the marker scan then runs after the kill (``_kill_step``).
+        """
+        me = own_pid()
+        roots: list[int] = [self.pid] if self.returncode is None else []
+        adopted = _reaper.adopted_stats()
+        if adopted:
+            self._adopted_seen = True
+            _reaper.reap_zombies(adopted)
+            roots.extend(st.pid for st in adopted if not st.dead and self._belongs(st))
+        # Whose identity is known without a stat read: the main process (our child, not
+        # reaped: its pid can not be reused), our adopted children just read, and below
+        # the children listed from a member.
+        known = set(roots)
+        roots.extend(self._seen)
+        signalled: list[int] = []
+        visited: set[int] = set()
+        stack = roots
+        while stack:
+            pid = stack.pop()
+            if pid in visited or pid == me:
+                continue
+            visited.add(pid)
+            if pid not in known:
+                st = read_stat(pid)
+                if st is None or st.starttime != self._seen.get(pid):
+                    self._seen.pop(pid, None)
+                    _reaper.forget_ours((pid,))
+                    continue
+            try:
+                threads = os.stat(f"/proc/{pid}/task").st_nlink - 2
+            except OSError:
+                continue  # gone (and reaped)
+            children = children_of(pid, threads)
+            self._signal(pid, signal.SIGKILL)
+            signalled.append(pid)
+            known.update(children)
+            stack.extend(children)
+        self._signal_group(signal.SIGKILL)
+        live: dict[int, ProcStat] = {}
+        for pid in signalled:
+            st = read_stat(pid)
+            if st is None:
+                if self._seen.pop(pid, None) is not None:
+                    _reaper.forget_ours((pid,))
+                continue
+            if self._seen.get(pid) != st.starttime:
+                self._seen[pid] = st.starttime
+                _reaper.note_ours(pid, st.starttime)
+            killed.append(pid)
+            if st.pgid != self.pgid:
+                swept.add(pid)
+                self._escapees_seen = True
+            if not st.dead:
+                live[pid] = st
+                watch.add(pid, st.starttime)
+        return live
+
     async def _term_step(
         self,
         live: dict[int, ProcStat],
@@ -570,7 +654,7 @@ class ProcessTree(metaclass=NoPublicConstructor):
         Appends every pid killed to ``killed`` and those outside the group to ``swept``;
         returns the members still alive at the end (the unkillable ones).
         """
-        killed.extend(live)
+        killed.extend(pid for pid in live if pid not in killed)
         swept.update(pid for pid, st in live.items() if st.pgid != self.pgid)
         if not kill_sent:
             self._signal_members(live, signal.SIGKILL)
