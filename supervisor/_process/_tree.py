@@ -65,6 +65,7 @@ from ._procfs import (
 from ._spawn import ExitWatch, SpawnedProcess, spawn, spawn_forks
 
 if TYPE_CHECKING:
+    import select
     from types import TracebackType
     from typing import Self
 
@@ -112,6 +113,55 @@ _running_mains = [0]
 _THREADED_SPAWN_AT = 1
 
 PoliteStep = Callable[[], Awaitable[object]]
+
+#: Empty epolls kept for the next waiter of this Trio run (``process.run``'s multiplexer, a
+#: tree end's ``ExitWatch``), at most this many.
+_POOLED_EPOLLS = 16
+_epoll_pool: trio.lowlevel.RunVar[list[select.epoll]] = trio.lowlevel.RunVar(
+    "supervisor_mux_epolls"
+)
+
+
+class _ClosePool(trio.abc.Instrument):
+    """Closes the run's pooled epolls when the run ends (its only hook: no per-step cost)."""
+
+    def __init__(self, pool: list[select.epoll]) -> None:
+        self.pool = pool
+
+    def after_run(self) -> None:
+        while self.pool:
+            self.pool.pop().close()
+
+
+def pooled_epoll() -> select.epoll | None:
+    """An empty epoll an earlier waiter of this run gave back (:func:`pool_epoll`), or None.
+
+    Creating an epoll, Trio's first registration of its descriptor (a failed
+    ``EPOLL_CTL_MOD``, then the add) and its ``notify_closing`` and close cost about
+    10 us per command or tree end; a pooled one stays registered with Trio (disarmed once
+    it fired).
+    """
+    try:
+        pool = _epoll_pool.get()
+    except LookupError:
+        pool = []
+        _epoll_pool.set(pool)
+        trio.lowlevel.add_instrument(_ClosePool(pool))
+    return pool.pop() if pool else None
+
+
+def pool_epoll(epoll: select.epoll) -> bool:
+    """Keep ``epoll``, which holds no registration, for this run's next waiter; False (the
+    caller closes it) when the pool is full or was never made in this run."""
+    pool = _epoll_pool.get(_NO_POOL)  # made by the pooled_epoll() that handed one out
+    if pool is _NO_POOL or len(pool) >= _POOLED_EPOLLS:
+        return False
+    pool.append(epoll)
+    return True
+
+
+#: What ``_epoll_pool`` reads as in a run that has none (never appended to).
+_NO_POOL: list[select.epoll] = []
 
 
 @dataclass(frozen=True)
@@ -170,6 +220,9 @@ class ProcessTree(metaclass=NoPublicConstructor):
         self._end_done: trio.Event | None = None
         self._report: TreeEndReport | None = None
         self._pipes_closed = False
+        # The end's steps went through the scheduler (their wait for the exits): closing
+        # the pipes right after needs no pass of its own (see ``_close_pipes``).
+        self._end_yielded = False
         self._adopted_seen = False
         self._escapees_seen = False
         # The last scan found nothing alive and no zombie it had not reaped.
@@ -325,6 +378,11 @@ class ProcessTree(metaclass=NoPublicConstructor):
         if self._pipes_closed:
             return
         if self._close_pipes_nowait():
+            # A schedule point, as every ``aclose`` has; the end's wait for the exits was
+            # one when it waited (this call's, run just before without a pass between).
+            if self._end_yielded:
+                self._end_yielded = False
+                return
             await trio.lowlevel.cancel_shielded_checkpoint()
             return
         self._pipes_closed = True
@@ -465,7 +523,7 @@ class ProcessTree(metaclass=NoPublicConstructor):
         swept: set[int] = set()
         # Every live member found gets a pidfd in ``watch``: the waits below wake up on the
         # last exit, and the SIGKILL at the end of the grace is on time (see ExitWatch).
-        watch = ExitWatch()
+        watch = ExitWatch(epoll=pooled_epoll)
         try:
             first_live, self._first_live = self._first_live, None
             kill_sent = False
@@ -483,7 +541,8 @@ class ProcessTree(metaclass=NoPublicConstructor):
             if live:
                 live = await self._kill_step(live, watch, kill_wait_ms, kill_sent, killed, swept)
         finally:
-            watch.close()
+            self._end_yielded = watch.yielded
+            watch.close(pool=pool_epoll)
         if self.returncode is None and not live:
             # Dead but not yet reaped by Trio: the pidfd wait returns at once.
             with trio.move_on_after(max(kill_wait_ms / 1000, 0.1)):
