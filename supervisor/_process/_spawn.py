@@ -1019,7 +1019,7 @@ class ExitWatch:
         """How many watched processes have not been seen exiting."""
         return len(self._fds)
 
-    def add(self, pid: int, starttime: int, *, verify: bool = False) -> None:
+    def add(self, pid: int, starttime: int, *, verify: bool = False) -> bool:
         """Watch ``pid`` (identified by ``starttime``) until it exits.
 
         Args:
@@ -1031,24 +1031,30 @@ class ExitWatch:
 
         A process already gone, or already watched, is skipped. Without pidfd support
         (``available`` False) this does nothing.
+
+        Returns:
+            True when the process is watched (now or already).
         """
-        if not self._available or (pid, starttime) in self._watched:
-            return
+        if not self._available:
+            return False
+        if (pid, starttime) in self._watched:
+            return True
         if self._epoll is None:
             pooled = self._epoll_source() if self._epoll_source is not None else None
             self._epoll = pooled if pooled is not None else select.epoll()
         try:
             fd = os.pidfd_open(pid)
         except OSError:
-            return  # already reaped (ESRCH), or out of descriptors: the caller's scans see it
+            return False  # already reaped (ESRCH), or out of descriptors: the scans see it
         if verify:
             st = read_stat(pid)
             if st is None or st.dead or st.starttime != starttime:
                 os.close(fd)
-                return
+                return False
         self._watched.add((pid, starttime))
         self._fds[fd] = (pid, starttime)
         self._epoll.register(fd, select.EPOLLIN)
+        return True
 
     def _collect_exits(self) -> bool:
         """Note the exits the epoll reports; True when the timer fired."""

@@ -100,6 +100,8 @@ _POLL_MAX_S = 0.05
 _DEADLINE_EPSILON_S = 1e-6
 #: The last scan of a TERM grace runs this long before its end (see ``_wait_gone``).
 _LAST_SCAN_S = 0.002
+#: The start time of a member watched before its stat was read (``_kill_walk``).
+_START_UNREAD = -1
 
 #: Main processes started and not yet seen exiting (one cell, mutated in place), and the
 #: count from which a new spawn runs in a worker thread rather than in the Trio thread: as soon
@@ -230,6 +232,8 @@ class ProcessTree(metaclass=NoPublicConstructor):
         # A first scan ``_end_nowait`` made and found members alive in: the end's steps
         # start from it (taken with no await between, so it is as fresh as their own).
         self._first_live: dict[int, ProcStat] | None = None
+        # Members ``_kill_walk`` signalled and watched without reading their stat.
+        self._unidentified: list[int] = []
 
     def __repr__(self) -> str:
         return f"<ProcessTree pid={self.pid} marker={self.marker!r} returncode={self.returncode}>"
@@ -527,7 +531,12 @@ class ProcessTree(metaclass=NoPublicConstructor):
         try:
             first_live, self._first_live = self._first_live, None
             kill_sent = False
-            if first_live is None and term_grace_ms == 0 and not self._marker_scan_needed():
+            if (
+                first_live is None
+                and term_grace_ms == 0
+                and watch.available
+                and not self._marker_scan_needed()
+            ):
                 # No grace: each member is killed as soon as its children are listed.
                 live = self._kill_walk(watch, killed, swept)
                 kill_sent = True
@@ -607,18 +616,20 @@ class ProcessTree(metaclass=NoPublicConstructor):
         children (on every thread) are listed, so a child that left the group and the
         session and dropped the marker is still tied to the tree by its parent when the
         parent dies (it is then reparented to us, the subreaper, and found again as ours).
-        The kernel kills the members met first while the walk reads the others, and the
-        reads that only identify the members (``/proc/<pid>/stat``: start time, group,
-        state, 10 us each) come after the group's SIGKILL, while they die. Before the
-        kill a member costs a ``stat`` of its ``task`` directory (its thread count: the
-        directory's link count is 2 plus the threads), its children's list and the signal.
-        A member the walk reached by ancestry needs no identity check before its signal
-        (it is the listed child of a member); one remembered from an earlier scan does.
+        The kernel kills the members met first while the walk reads the others. Before
+        the kill a member costs a ``stat`` of its ``task`` directory (its thread count: the
+        directory's link count is 2 plus the threads), its children's list and the signal;
+        after the group's SIGKILL, while they die, a pidfd and ``getpgid`` each. Their
+        ``/proc/<pid>/stat`` (10 us each) is read only when a wait ends with one alive
+        (:meth:`_identify`): the common end reaps them all through their pidfds. A member
+        the walk reached by ancestry needs no identity check before its signal (it is the
+        listed child of a member); one remembered from an earlier scan does.
 
         Appends every pid signalled to ``killed`` (a member that had already exited
         unreaped, a zombie, too: it was signalled) and those outside the group to ``swept``.
-        Only with the subreaper active (orphans come to us) and no escapee seen before
-        (``_marker_scan_needed``): the marker scan then runs after the kill (``_kill_step``).
+        Only with pidfds, the subreaper active (orphans come to us) and no escapee seen
+        before (``_marker_scan_needed``): the marker scan then runs after the kill
+        (``_kill_step``).
         """
         me = own_pid()
         roots: list[int] = [self.pid] if self.returncode is None else []
@@ -658,22 +669,38 @@ class ProcessTree(metaclass=NoPublicConstructor):
         self._signal_group(signal.SIGKILL)
         live: dict[int, ProcStat] = {}
         for pid in signalled:
+            # The pidfd pins the process (the waits and the reaping go through it) and its
+            # group is one system call; its stat read (the start time, for the records that
+            # prove its zombie ours) waits until a wait ends with it alive (_identify).
+            if not watch.add(pid, _START_UNREAD):
+                continue  # gone: reaped by its parent before the signal
+            try:
+                pgid = os.getpgid(pid)
+            except OSError:
+                continue
+            killed.append(pid)
+            if pgid != self.pgid:
+                swept.add(pid)
+                self._escapees_seen = True
+            # Only its group is read from this stand-in (``_kill_step``, until its first
+            # scan replaces it).
+            live[pid] = ProcStat(pid, "R", 0, pgid, 0, _START_UNREAD)
+        self._unidentified = signalled
+        return live
+
+    def _identify(self) -> None:
+        """Record the members ``_kill_walk`` signalled unread (``_seen``, ``note_ours``):
+        a scan that is not ``members_gone``'s walks them, and their zombies must be provably
+        ours to be reaped."""
+        pids, self._unidentified = self._unidentified, []
+        for pid in pids:
             st = read_stat(pid)
             if st is None:
                 if self._seen.pop(pid, None) is not None:
                     _reaper.forget_ours((pid,))
-                continue
-            if self._seen.get(pid) != st.starttime:
+            elif self._seen.get(pid) != st.starttime:
                 self._seen[pid] = st.starttime
                 _reaper.note_ours(pid, st.starttime)
-            killed.append(pid)
-            if st.pgid != self.pgid:
-                swept.add(pid)
-                self._escapees_seen = True
-            if not st.dead:
-                live[pid] = st
-                watch.add(pid, st.starttime)
-        return live
 
     async def _term_step(
         self,
@@ -731,6 +758,8 @@ class ProcessTree(metaclass=NoPublicConstructor):
                 all_gone = await self._wait_exits(
                     watch, trio.current_time() + left_s, _POLL_FIRST_S, real_time=True
                 )
+            if not all_gone and self._unidentified:
+                self._identify()
             live = self._collect(
                 full_scan=first and self._marker_scan_needed(),
                 watch=watch,
