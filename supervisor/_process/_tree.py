@@ -24,6 +24,14 @@ was stripped) finds all of them cheaply. Whenever something was still alive, a
 full ``/proc/*/environ`` scan for this tree's marker is added, and every process
 ever seen is remembered by ``(pid, starttime)`` so an escapee reparented
 elsewhere (no subreaper) is still found without being confused with a reused pid.
+
+The walk always lists a member's children before that member is signalled: once its parent
+is dead, a child that left the session and dropped the marker has nothing left that ties it
+to this tree. With a grace, the whole walk comes first, then SIGTERM; with none
+(``aclose(term_grace_ms=0)``, the subreaper active, no escapee seen before) the walk *is* the
+kill: each member gets its SIGKILL as soon as its children (on every thread) are listed, so
+the kernel kills the first members while the walk reads the others
+(``ProcessTree._kill_walk``).
 """
 
 from __future__ import annotations
