@@ -55,7 +55,7 @@ from ._mux import (
     StdinFeed,
 )
 from ._reaper import reap_orphans as reap_orphans
-from ._tree import DEVNULL, PIPE, ProcessTree, _open_tree
+from ._tree import DEVNULL, PIPE, ProcessTree, _open_tree, pool_epoll, pooled_epoll
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping, Sequence
@@ -319,44 +319,6 @@ async def _supervise(
 # a bounded drain after the exit, leftovers ended as soon as the exit is seen.
 
 
-#: Empty epolls kept for the next multiplexer of this Trio run, at most this many.
-_POOLED_EPOLLS = 16
-_epoll_pool: trio.lowlevel.RunVar[list[select.epoll]] = trio.lowlevel.RunVar(
-    "supervisor_mux_epolls"
-)
-
-
-#: What ``_epoll_pool`` reads as in a run that has none (never appended to).
-_NO_POOL: list[select.epoll] = []
-
-
-class _ClosePool(trio.abc.Instrument):
-    """Closes the run's pooled epolls when the run ends (its only hook: no per-step cost)."""
-
-    def __init__(self, pool: list[select.epoll]) -> None:
-        self.pool = pool
-
-    def after_run(self) -> None:
-        while self.pool:
-            self.pool.pop().close()
-
-
-def _pooled_epoll() -> select.epoll | None:
-    """An empty epoll an earlier multiplexer of this run left (see ``_Multiplexer.close``).
-
-    Creating an epoll, Trio's first registration of its descriptor (a failed
-    ``EPOLL_CTL_MOD``, then the add) and its ``notify_closing`` and close cost about
-    10 us per command; a pooled one stays registered with Trio (disarmed once it fired).
-    """
-    try:
-        pool = _epoll_pool.get()
-    except LookupError:
-        pool = []
-        _epoll_pool.set(pool)
-        trio.lowlevel.add_instrument(_ClosePool(pool))
-    return pool.pop() if pool else None
-
-
 @functools.cache
 def _closed_epoll() -> select.epoll:
     """What a multiplexer holds once its epoll went back to the pool (closed: it can not be
@@ -386,20 +348,17 @@ class _Multiplexer(Multiplexer):
         close_stdin: Callable[[], None] | None,
     ) -> None:
         super().__init__(
-            tree, pidfd, readers, stdin_fd, stdin_data, close_stdin, epoll=_pooled_epoll()
+            tree, pidfd, readers, stdin_fd, stdin_data, close_stdin, epoll=pooled_epoll()
         )
         self.tree = tree
 
     def close(self) -> None:
         """Give the epoll back to the run's pool when it holds no registration, else close
         it; the streams stay the tree's to close."""
-        if self.reusable():
-            pool = _epoll_pool.get(_NO_POOL)  # (made with the epoll: see __init__)
-            if pool is not _NO_POOL and len(pool) < _POOLED_EPOLLS:
-                self._scratch = None
-                pool.append(self.epoll)
-                self.epoll = _closed_epoll()
-                return
+        if self.reusable() and pool_epoll(self.epoll):
+            self._scratch = None
+            self.epoll = _closed_epoll()
+            return
         super().close()
 
     @classmethod

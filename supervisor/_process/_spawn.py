@@ -91,7 +91,7 @@ from ._marker import SCOPE_ENV
 from ._procfs import HAVE_PROCFS, read_stat
 
 if TYPE_CHECKING:
-    from collections.abc import Container, Mapping, Sequence
+    from collections.abc import Callable, Container, Mapping, Sequence
 
     import trio
 
@@ -993,10 +993,12 @@ class ExitWatch:
     Not thread-safe; one task uses it. :meth:`close` releases every descriptor.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, *, epoll: Callable[[], select.epoll | None] | None = None) -> None:
         self._available = _HAVE_PIDFD and HAVE_PROCFS and _HAVE_EPOLL
         # Created on the first add: most tree ends (nothing left alive) never need it.
         self._epoll: select.epoll | None = None
+        # Where the first add takes an empty epoll from (a pool), before making one.
+        self._epoll_source = epoll
         self._fds: dict[int, tuple[int, int]] = {}  # pidfd -> (pid, starttime)
         # The pidfds of those seen exiting, kept until close: reaping through them
         # (reap_exited) needs no stat read and cannot hit a reused pid.
@@ -1004,6 +1006,8 @@ class ExitWatch:
         self._watched: set[tuple[int, int]] = set()
         self._timer: _TimerFd | None = None
         self._timer_failed = False
+        #: Whether a :meth:`wait` went through the scheduler (waited on the epoll).
+        self.yielded = False
 
     @property
     def available(self) -> bool:
@@ -1015,7 +1019,7 @@ class ExitWatch:
         """How many watched processes have not been seen exiting."""
         return len(self._fds)
 
-    def add(self, pid: int, starttime: int, *, verify: bool = False) -> None:
+    def add(self, pid: int, starttime: int, *, verify: bool = False) -> bool:
         """Watch ``pid`` (identified by ``starttime``) until it exits.
 
         Args:
@@ -1027,23 +1031,30 @@ class ExitWatch:
 
         A process already gone, or already watched, is skipped. Without pidfd support
         (``available`` False) this does nothing.
+
+        Returns:
+            True when the process is watched (now or already).
         """
-        if not self._available or (pid, starttime) in self._watched:
-            return
+        if not self._available:
+            return False
+        if (pid, starttime) in self._watched:
+            return True
         if self._epoll is None:
-            self._epoll = select.epoll()
+            pooled = self._epoll_source() if self._epoll_source is not None else None
+            self._epoll = pooled if pooled is not None else select.epoll()
         try:
             fd = os.pidfd_open(pid)
         except OSError:
-            return  # already reaped (ESRCH), or out of descriptors: the caller's scans see it
+            return False  # already reaped (ESRCH), or out of descriptors: the scans see it
         if verify:
             st = read_stat(pid)
             if st is None or st.dead or st.starttime != starttime:
                 os.close(fd)
-                return
+                return False
         self._watched.add((pid, starttime))
         self._fds[fd] = (pid, starttime)
         self._epoll.register(fd, select.EPOLLIN)
+        return True
 
     def _collect_exits(self) -> bool:
         """Note the exits the epoll reports; True when the timer fired."""
@@ -1158,6 +1169,7 @@ class ExitWatch:
             backup = math.inf  # the timer alone: a jumping clock must not cut it short
         with trio.move_on_at(backup):
             while True:
+                self.yielded = True
                 await trio.lowlevel.wait_readable(self._epoll.fileno())
                 if self._collect_exits():
                     break
@@ -1167,11 +1179,20 @@ class ExitWatch:
         await trio.lowlevel.checkpoint_if_cancelled()
         return not self._fds
 
-    def close(self) -> None:
+    def close(self, *, pool: Callable[[select.epoll], bool] | None = None) -> None:
         """Release the epoll, the pidfds and the timer (idempotent); adds are ignored
-        afterwards."""
+        afterwards.
+
+        Args:
+            pool: Offered the epoll when nothing is registered in it any more (every
+                watched process seen exiting, no timer); it returns True when it keeps it
+                (then it stays open), False to have it closed.
+        """
         self._available = False
         epoll, self._epoll = self._epoll, None
+        empty = not self._fds and self._timer is None
+        if epoll is not None and pool is not None and empty and pool(epoll):
+            epoll = None
         if epoll is not None:
             _notify_closing(epoll.fileno())
             epoll.close()

@@ -24,6 +24,14 @@ was stripped) finds all of them cheaply. Whenever something was still alive, a
 full ``/proc/*/environ`` scan for this tree's marker is added, and every process
 ever seen is remembered by ``(pid, starttime)`` so an escapee reparented
 elsewhere (no subreaper) is still found without being confused with a reused pid.
+
+The walk always lists a member's children before that member is signalled: once its parent
+is dead, a child that left the session and dropped the marker has nothing left that ties it
+to this tree. With a grace, the whole walk comes first, then SIGTERM; with none
+(``aclose(term_grace_ms=0)``, the subreaper active, no escapee seen before) the walk *is* the
+kill: each member gets its SIGKILL as soon as its children (on every thread) are listed, so
+the kernel kills the first members while the walk reads the others
+(``ProcessTree._kill_walk``).
 """
 
 from __future__ import annotations
@@ -65,6 +73,7 @@ from ._procfs import (
 from ._spawn import ExitWatch, SpawnedProcess, spawn, spawn_forks
 
 if TYPE_CHECKING:
+    import select
     from types import TracebackType
     from typing import Self
 
@@ -99,6 +108,8 @@ _POLL_MAX_S = 0.05
 _DEADLINE_EPSILON_S = 1e-6
 #: The last scan of a TERM grace runs this long before its end (see ``_wait_gone``).
 _LAST_SCAN_S = 0.002
+#: The start time of a member watched before its stat was read (``_kill_walk``).
+_START_UNREAD = -1
 
 #: Main processes started and not yet seen exiting (one cell, mutated in place), and the
 #: count from which a new spawn runs in a worker thread rather than in the Trio thread: as soon
@@ -112,6 +123,55 @@ _running_mains = [0]
 _THREADED_SPAWN_AT = 1
 
 PoliteStep = Callable[[], Awaitable[object]]
+
+#: Empty epolls kept for the next waiter of this Trio run (``process.run``'s multiplexer, a
+#: tree end's ``ExitWatch``), at most this many.
+_POOLED_EPOLLS = 16
+_epoll_pool: trio.lowlevel.RunVar[list[select.epoll]] = trio.lowlevel.RunVar(
+    "supervisor_mux_epolls"
+)
+
+
+class _ClosePool(trio.abc.Instrument):
+    """Closes the run's pooled epolls when the run ends (its only hook: no per-step cost)."""
+
+    def __init__(self, pool: list[select.epoll]) -> None:
+        self.pool = pool
+
+    def after_run(self) -> None:
+        while self.pool:
+            self.pool.pop().close()
+
+
+def pooled_epoll() -> select.epoll | None:
+    """An empty epoll an earlier waiter of this run gave back (:func:`pool_epoll`), or None.
+
+    Creating an epoll, Trio's first registration of its descriptor (a failed
+    ``EPOLL_CTL_MOD``, then the add) and its ``notify_closing`` and close cost about
+    10 us per command or tree end; a pooled one stays registered with Trio (disarmed once
+    it fired).
+    """
+    try:
+        pool = _epoll_pool.get()
+    except LookupError:
+        pool = []
+        _epoll_pool.set(pool)
+        trio.lowlevel.add_instrument(_ClosePool(pool))
+    return pool.pop() if pool else None
+
+
+def pool_epoll(epoll: select.epoll) -> bool:
+    """Keep ``epoll``, which holds no registration, for this run's next waiter; False (the
+    caller closes it) when the pool is full or was never made in this run."""
+    pool = _epoll_pool.get(_NO_POOL)  # made by the pooled_epoll() that handed one out
+    if pool is _NO_POOL or len(pool) >= _POOLED_EPOLLS:
+        return False
+    pool.append(epoll)
+    return True
+
+
+#: What ``_epoll_pool`` reads as in a run that has none (never appended to).
+_NO_POOL: list[select.epoll] = []
 
 
 @dataclass(frozen=True)
@@ -170,6 +230,9 @@ class ProcessTree(metaclass=NoPublicConstructor):
         self._end_done: trio.Event | None = None
         self._report: TreeEndReport | None = None
         self._pipes_closed = False
+        # The end's steps went through the scheduler (their wait for the exits): closing
+        # the pipes right after needs no pass of its own (see ``_close_pipes``).
+        self._end_yielded = False
         self._adopted_seen = False
         self._escapees_seen = False
         # The last scan found nothing alive and no zombie it had not reaped.
@@ -177,6 +240,8 @@ class ProcessTree(metaclass=NoPublicConstructor):
         # A first scan ``_end_nowait`` made and found members alive in: the end's steps
         # start from it (taken with no await between, so it is as fresh as their own).
         self._first_live: dict[int, ProcStat] | None = None
+        # Members ``_kill_walk`` signalled and watched without reading their stat.
+        self._unidentified: list[int] = []
 
     def __repr__(self) -> str:
         return f"<ProcessTree pid={self.pid} marker={self.marker!r} returncode={self.returncode}>"
@@ -325,6 +390,11 @@ class ProcessTree(metaclass=NoPublicConstructor):
         if self._pipes_closed:
             return
         if self._close_pipes_nowait():
+            # A schedule point, as every ``aclose`` has; the end's wait for the exits was
+            # one when it waited (this call's, run just before without a pass between).
+            if self._end_yielded:
+                self._end_yielded = False
+                return
             await trio.lowlevel.cancel_shielded_checkpoint()
             return
         self._pipes_closed = True
@@ -465,10 +535,21 @@ class ProcessTree(metaclass=NoPublicConstructor):
         swept: set[int] = set()
         # Every live member found gets a pidfd in ``watch``: the waits below wake up on the
         # last exit, and the SIGKILL at the end of the grace is on time (see ExitWatch).
-        watch = ExitWatch()
+        watch = ExitWatch(epoll=pooled_epoll)
         try:
-            live, self._first_live = self._first_live or self._first_scan(), None
+            first_live, self._first_live = self._first_live, None
             kill_sent = False
+            if (
+                first_live is None
+                and term_grace_ms == 0
+                and watch.available
+                and not self._marker_scan_needed()
+            ):
+                # No grace: each member is killed as soon as its children are listed.
+                live = self._kill_walk(watch, killed, swept)
+                kill_sent = True
+            else:
+                live = first_live or self._first_scan()
             if live and term_grace_ms > 0:
                 live, terminated, kill_sent = await self._term_step(
                     live, watch, term_grace_ms, swept
@@ -477,7 +558,8 @@ class ProcessTree(metaclass=NoPublicConstructor):
             if live:
                 live = await self._kill_step(live, watch, kill_wait_ms, kill_sent, killed, swept)
         finally:
-            watch.close()
+            self._end_yielded = watch.yielded
+            watch.close(pool=pool_epoll)
         if self.returncode is None and not live:
             # Dead but not yet reaped by Trio: the pidfd wait returns at once.
             with trio.move_on_after(max(kill_wait_ms / 1000, 0.1)):
@@ -532,6 +614,102 @@ class ProcessTree(metaclass=NoPublicConstructor):
             live = self._collect(full_scan=True)
         return live
 
+    def _kill_walk(
+        self, watch: ExitWatch, killed: list[int], swept: set[int]
+    ) -> dict[int, ProcStat]:
+        """SIGKILL every member, each as soon as its children are listed, then the group;
+        return the members found alive afterwards (each watched in ``watch``).
+
+        The first scan's proof without its wait: a member is signalled only once its
+        children (on every thread) are listed, so a child that left the group and the
+        session and dropped the marker is still tied to the tree by its parent when the
+        parent dies (it is then reparented to us, the subreaper, and found again as ours).
+        The kernel kills the members met first while the walk reads the others. Before
+        the kill a member costs a ``stat`` of its ``task`` directory (its thread count: the
+        directory's link count is 2 plus the threads), its children's list and the signal;
+        after the group's SIGKILL, while they die, a pidfd and ``getpgid`` each. Their
+        ``/proc/<pid>/stat`` (10 us each) is read only when a wait ends with one alive
+        (:meth:`_identify`): the common end reaps them all through their pidfds. A member
+        the walk reached by ancestry needs no identity check before its signal (it is the
+        listed child of a member); one remembered from an earlier scan does.
+
+        Appends every pid signalled to ``killed`` (a member that had already exited
+        unreaped, a zombie, too: it was signalled) and those outside the group to ``swept``.
+        Only with pidfds, the subreaper active (orphans come to us) and no escapee seen
+        before (``_marker_scan_needed``): the marker scan then runs after the kill
+        (``_kill_step``).
+        """
+        me = own_pid()
+        roots: list[int] = [self.pid] if self.returncode is None else []
+        adopted = _reaper.adopted_stats()
+        if adopted:
+            self._adopted_seen = True
+            _reaper.reap_zombies(adopted)
+            roots.extend(st.pid for st in adopted if not st.dead and self._belongs(st))
+        # Whose identity is known without a stat read: the main process (our child, not
+        # reaped: its pid can not be reused), our adopted children just read, and below
+        # the children listed from a member.
+        known = set(roots)
+        roots.extend(self._seen)
+        signalled: list[int] = []
+        visited: set[int] = set()
+        stack = roots
+        while stack:
+            pid = stack.pop()
+            if pid in visited or pid == me:
+                continue
+            visited.add(pid)
+            if pid not in known:
+                st = read_stat(pid)
+                if st is None or st.starttime != self._seen.get(pid):
+                    self._seen.pop(pid, None)
+                    _reaper.forget_ours((pid,))
+                    continue
+            try:
+                threads = os.stat(f"/proc/{pid}/task").st_nlink - 2
+            except OSError:
+                continue  # gone (and reaped)
+            children = children_of(pid, threads)
+            self._signal(pid, signal.SIGKILL)
+            signalled.append(pid)
+            known.update(children)
+            stack.extend(children)
+        self._signal_group(signal.SIGKILL)
+        live: dict[int, ProcStat] = {}
+        for pid in signalled:
+            # The pidfd pins the process (the waits and the reaping go through it) and its
+            # group is one system call; its stat read (the start time, for the records that
+            # prove its zombie ours) waits until a wait ends with it alive (_identify).
+            if not watch.add(pid, _START_UNREAD):
+                continue  # gone: reaped by its parent before the signal
+            try:
+                pgid = os.getpgid(pid)
+            except OSError:
+                continue
+            killed.append(pid)
+            if pgid != self.pgid:
+                swept.add(pid)
+                self._escapees_seen = True
+            # Only its group is read from this stand-in (``_kill_step``, until its first
+            # scan replaces it).
+            live[pid] = ProcStat(pid, "R", 0, pgid, 0, _START_UNREAD)
+        self._unidentified = signalled
+        return live
+
+    def _identify(self) -> None:
+        """Record the members ``_kill_walk`` signalled unread (``_seen``, ``note_ours``):
+        a scan that is not ``members_gone``'s walks them, and their zombies must be provably
+        ours to be reaped."""
+        pids, self._unidentified = self._unidentified, []
+        for pid in pids:
+            st = read_stat(pid)
+            if st is None:
+                if self._seen.pop(pid, None) is not None:
+                    _reaper.forget_ours((pid,))
+            elif self._seen.get(pid) != st.starttime:
+                self._seen[pid] = st.starttime
+                _reaper.note_ours(pid, st.starttime)
+
     async def _term_step(
         self,
         live: dict[int, ProcStat],
@@ -570,7 +748,7 @@ class ProcessTree(metaclass=NoPublicConstructor):
         Appends every pid killed to ``killed`` and those outside the group to ``swept``;
         returns the members still alive at the end (the unkillable ones).
         """
-        killed.extend(live)
+        killed.extend(pid for pid in live if pid not in killed)
         swept.update(pid for pid, st in live.items() if st.pgid != self.pgid)
         if not kill_sent:
             self._signal_members(live, signal.SIGKILL)
@@ -588,6 +766,8 @@ class ProcessTree(metaclass=NoPublicConstructor):
                 all_gone = await self._wait_exits(
                     watch, trio.current_time() + left_s, _POLL_FIRST_S, real_time=True
                 )
+            if not all_gone and self._unidentified:
+                self._identify()
             live = self._collect(
                 full_scan=first and self._marker_scan_needed(),
                 watch=watch,

@@ -352,7 +352,7 @@ async def test_pooled_epolls_are_empty_bounded_and_closed_with_the_run() -> None
     # a registration left behind would report events under a number the next call may give
     # to another descriptor. Runs that end every way (exit, timeout, a grandchild holding
     # stdout past the drain, cancellation), many at once, then none may be left in the pool.
-    from supervisor._process import _oneshot
+    from supervisor._process import _oneshot, _tree
 
     grandchild_holds = "sleep 3 & echo started"
     async with trio.open_nursery() as nursery:
@@ -362,8 +362,8 @@ async def test_pooled_epolls_are_empty_bounded_and_closed_with_the_run() -> None
             nursery.start_soon(run_process, ["sh", "-c", grandchild_holds])
         with trio.move_on_after(0.05):
             await run_process(["sleep", "5"])
-    pool = _oneshot._epoll_pool.get()
-    assert 0 < len(pool) <= _oneshot._POOLED_EPOLLS
+    pool = _tree._epoll_pool.get()
+    assert 0 < len(pool) <= _tree._POOLED_EPOLLS
     assert [_epoll_registrations(epoll.fileno()) for epoll in pool] == [0] * len(pool)
     # A run that left a registration behind gives its epoll up: it is never pooled.
     mux_fds: list[int] = []
@@ -386,11 +386,11 @@ async def test_pooled_epolls_are_empty_bounded_and_closed_with_the_run() -> None
 
 
 def test_the_pool_closes_with_its_run() -> None:
-    from supervisor._process import _oneshot
+    from supervisor._process import _tree
 
     async def main() -> list[int]:
         await run_process(["true"])
-        return [epoll.fileno() for epoll in _oneshot._epoll_pool.get()]
+        return [epoll.fileno() for epoll in _tree._epoll_pool.get()]
 
     before = sorted(os.listdir("/proc/self/fd"))
     pooled = trio.run(main)

@@ -246,6 +246,46 @@ async def test_escapee_without_marker_is_found_by_ancestry() -> None:
     assert state(grandchild) is None
 
 
+#: A Python member that starts, from a thread of its own (which then stays), a child in a new
+#: session with an empty environment (no marker): only the child list of that thread
+#: (``/proc/<pid>/task/<tid>/children``) ties the child to the tree.
+_ESCAPE_FROM_A_THREAD = f"""
+import subprocess, sys, threading, time
+def start():
+    child = subprocess.Popen([sys.executable, {IGNORE_TERM!r}], start_new_session=True,
+                             stdout=subprocess.PIPE, env={{}})
+    child.stdout.readline()
+    print(child.pid, flush=True)
+    time.sleep(3600)
+threading.Thread(target=start, daemon=True).start()
+time.sleep(3600)
+"""
+
+
+@pytest.mark.parametrize("shape", ["child", "grandchild", "from-a-thread"])
+async def test_sigkill_without_grace_ends_an_unmarked_escapee(shape: str) -> None:
+    """Issue 26: with no grace every member is SIGKILLed as soon as its children are listed
+    (its thread count read from its ``task`` directory), not after a scan of the whole
+    tree. An escapee in a new session without the marker, whose parent that kill ends, is
+    still tied to the tree by ancestry: it is killed, reported swept, and reaped by us."""
+    argv = {
+        "child": [PY, ESCAPE, "setsid-clean"],
+        # ``sh`` stays the parent of the escaping program (no exec of a last command).
+        "grandchild": ["/bin/sh", "-c", f"{PY} {ESCAPE} setsid-clean; exit 0"],
+        "from-a-thread": [PY, "-c", _ESCAPE_FROM_A_THREAD],
+    }[shape]
+    tree = await open_process_tree(argv)
+    escapee = int(await read_line(tree.stdout))
+    assert SCOPE_ENV.encode() not in environ_of(escapee)
+    assert os.getsid(escapee) == escapee
+    report = await tree.aclose(term_grace_ms=0)
+    assert report.returncode == -signal.SIGKILL
+    assert escapee in report.killed
+    assert escapee in report.swept
+    assert report.unkillable == ()
+    assert state(escapee) is None
+
+
 async def test_stopped_tree_gets_sigcont_with_sigterm() -> None:
     tree = await open_process_tree(SLEEP)
     os.kill(tree.pid, signal.SIGSTOP)
