@@ -505,13 +505,10 @@ def _agent_workers() -> set[int]:
     return {p for p, cmd in _ray_processes().items() if cmd.startswith("ray::NodeAgent")}
 
 
-def test_a_run_leaves_a_running_cluster_by_ending_and_leaves_nothing(
-    cluster: Any, runners: list[Runner], tmp_path: Path
-) -> None:
-    """On a running cluster the command leaves by ending its process (no ``ray.shutdown``,
-    no interpreter teardown: an ``atexit`` hook of the process's never runs), yet its output
-    is whole, its watchdog and its agents' workers are gone, and the next run goes as well."""
-    path = write(
+def _here_and_there(tmp_path: Path) -> str:
+    """A file of two ``/bin/true`` jobs: ``here`` (the runner's node) and ``there`` (zone b)."""
+    (tmp_path / "sub").mkdir()
+    return write(
         tmp_path / "two.toml",
         """
         [[job]]
@@ -528,7 +525,15 @@ def test_a_run_leaves_a_running_cluster_by_ending_and_leaves_nothing(
         node = "zone=b"
         """,
     )
-    (tmp_path / "sub").mkdir()
+
+
+def test_a_run_leaves_a_running_cluster_by_ending_and_leaves_nothing(
+    cluster: Any, runners: list[Runner], tmp_path: Path
+) -> None:
+    """On a running cluster the command leaves by ending its process (no ``ray.shutdown``,
+    no interpreter teardown: an ``atexit`` hook of the process's never runs), yet its output
+    is whole, its watchdog and its agents' workers are gone, and the next run goes as well."""
+    path = _here_and_there(tmp_path)
     hook = tmp_path / "hook"
     hook.mkdir()
     ran = tmp_path / "atexit-ran"
@@ -578,24 +583,7 @@ def test_a_report_that_can_not_be_written_ends_the_run_at_once_with_its_error(
     """``--json`` into a full device: the write's error ends the run as locally, one
     ``OSError`` reported by Python, with no wait for the events nobody can take (it waited
     out the 15 s close bound, then took the runner's own node for lost)."""
-    path = write(
-        tmp_path / "two.toml",
-        """
-        [[job]]
-        name = "here"
-        project = "."
-        kind = "command"
-        argv = ["/bin/true"]
-
-        [[job]]
-        name = "there"
-        project = "sub"
-        kind = "command"
-        argv = ["/bin/true"]
-        node = "zone=b"
-        """,
-    )
-    (tmp_path / "sub").mkdir()
+    path = _here_and_there(tmp_path)
     with open("/dev/full", "w") as full:
         result = subprocess.run(
             [sys.executable, "-m", "supervisor", "run", path, "--ray", cluster.address, "--json"],
