@@ -220,8 +220,8 @@ class RayCluster:
         """Whether this process may leave the cluster by ending, without :meth:`disconnect`.
 
         True when it joined a running cluster as a driver on one of its nodes
-        (:attr:`local_node_id`): the node's raylet sees the driver's connection close and
-        ends its Ray job as for a driver that called ``ray.shutdown``. False through Ray
+        (:attr:`local_node_id`): :meth:`leave_before_exit` tells its node it leaves, which
+        ends its Ray job as ``ray.shutdown`` does, and the process ends. False through Ray
         Client (its server holds a vanished client's session for a reconnect grace) and for
         a cluster this process started, which only ``ray.shutdown`` stops.
         """
