@@ -243,16 +243,15 @@ class RayCluster:
 
         Returns:
             True: told; the process must now end without ``ray.shutdown``. False: this Ray
-            has no such call, so the cluster was left with ``ray.shutdown`` instead.
+            has no such call, or it failed, so the cluster was left with ``ray.shutdown``
+            instead.
         """
         try:
-            core_worker = ray._private.worker.global_worker.core_worker
-            shutdown_driver = core_worker.shutdown_driver
-        except AttributeError:
-            logger.debug("no core worker shutdown_driver: leaving with ray.shutdown")
+            ray._private.worker.global_worker.core_worker.shutdown_driver()
+        except Exception:  # a Ray without it, or one whose call failed: the public way
+            logger.debug("leaving with ray.shutdown", exc_info=True)
             ray.shutdown()
             return False
-        shutdown_driver()
         return True
 
 

@@ -577,6 +577,16 @@ def test_a_run_leaves_a_running_cluster_by_ending_and_leaves_nothing(
     assert _ungraceful_driver_exits(cluster) == ungraceful
 
 
+def test_leaving_before_exit_falls_back_to_ray_shutdown_without_a_core_worker() -> None:
+    """Not connected (no core worker to tell): the public ``ray.shutdown`` is the way out,
+    and the caller is told so (it then must not end the process unannounced)."""
+    from supervisor._ray._executor import RayCluster
+
+    assert not ray.is_initialized()
+    assert RayCluster(address="127.0.0.1:1").leave_before_exit() is False
+    assert not ray.is_initialized()
+
+
 def test_a_report_that_can_not_be_written_ends_the_run_at_once_with_its_error(
     cluster: Any, tmp_path: Path
 ) -> None:
