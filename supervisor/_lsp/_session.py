@@ -1434,7 +1434,11 @@ class LspSession(SessionResource[JSONObject]):
         if self.plugin is not None:
             await self.plugin.notifications.wait_written(req.after_notifications)
         self._stop_waiting(req)
-        fault_point("lsp.request")
+        if req.outcome is None:
+            # Only into a request still live: one that ended while it waited its turn (its
+            # session ended) runs on only to say so or to cancel, and a fault there could not
+            # end it internal (fault-injection chaos charged such a fault to it, once).
+            fault_point("lsp.request")
         endpoint = gen.endpoint
         if gen.ended or not gen.ready or endpoint is None:
             self._finish(req, self._unavailable(req, "The language server stopped"))
