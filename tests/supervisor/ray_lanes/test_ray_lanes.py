@@ -770,14 +770,9 @@ def test_the_driver_config_is_set_for_the_join_only_and_yields_to_the_users(
     assert os.environ[name] == "500"
 
 
-def test_an_address_that_accepts_but_never_answers_is_refused_in_bounded_time(
-    runners: list[Runner], tmp_path: Path
-) -> None:
-    """A port some other program listens on, silent: Ray's join would hang there (beyond
-    Ctrl-C); the run is refused with exit 2 and its run.refused object, nothing started."""
-    import socket
-
-    path = write(
+def _one_job(tmp_path: Path) -> str:
+    """A file of one ``/bin/true`` job."""
+    return write(
         tmp_path / "one.toml",
         """
         [[job]]
@@ -786,6 +781,16 @@ def test_an_address_that_accepts_but_never_answers_is_refused_in_bounded_time(
         argv = ["/bin/true"]
         """,
     )
+
+
+def test_an_address_that_accepts_but_never_answers_is_refused_in_bounded_time(
+    runners: list[Runner], tmp_path: Path
+) -> None:
+    """A port some other program listens on, silent: Ray's join would hang there (beyond
+    Ctrl-C); the run is refused with exit 2 and its run.refused object, nothing started."""
+    import socket
+
+    path = _one_job(tmp_path)
     with socket.socket() as listener:
         listener.bind(("127.0.0.1", 0))
         listener.listen()
@@ -807,15 +812,7 @@ def test_sigint_while_joining_ends_the_run_with_130_and_starts_nothing(
     so, not a traceback; nothing was started."""
     import socket
 
-    path = write(
-        tmp_path / "one.toml",
-        """
-        [[job]]
-        project = "."
-        kind = "command"
-        argv = ["/bin/true"]
-        """,
-    )
+    path = _one_job(tmp_path)
     with socket.socket() as listener:
         listener.bind(("127.0.0.1", 0))
         listener.listen()
