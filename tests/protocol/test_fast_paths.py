@@ -82,6 +82,69 @@ def test_loads_round_trips_like_the_standard_library(value: object) -> None:
     assert protocol_json.loads(data) == _stdlib_loads(data)
 
 
+def _stdlib_dumps(value: object) -> bytes:
+    return json.dumps(value, ensure_ascii=False, allow_nan=False, separators=(",", ":")).encode()
+
+
+@given(json_values)
+def test_dumps_writes_what_the_standard_library_reads_back_the_same(value: object) -> None:
+    data = protocol_json.dumps(value)
+    assert json.loads(data) == value
+    # Only a float may be spelled differently (1e16 against 1e+16): the same number.
+    if not _holds_a_float(value):
+        assert data == _stdlib_dumps(value)
+
+
+def _holds_a_float(value: object) -> bool:
+    if isinstance(value, float):
+        return True
+    if isinstance(value, dict):
+        return any(_holds_a_float(v) for v in value.values())
+    if isinstance(value, list):
+        return any(_holds_a_float(v) for v in value)
+    return False
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        float("nan"),
+        [1, float("inf")],
+        {"a": {"b": -float("inf")}},
+        {"result": None, "x": float("nan")},
+    ],
+)
+def test_dumps_refuses_nan_and_infinities_which_msgspec_writes_as_null(value: object) -> None:
+    with pytest.raises(ValueError, match="JSON compliant"):
+        protocol_json.dumps(value)
+
+
+@pytest.mark.parametrize(
+    ("value", "expected"),
+    [
+        ({"result": None}, b'{"result":null}'),
+        ({"k": "\ud800"}, b'{"k":"\\ud800"}'),
+        ({None: 1, True: 2, 3: [None]}, b'{"null":1,"true":2,"3":[null]}'),
+        ([[[[]]]], b"[[[[]]]]"),
+        ({"text": '\u00e9\n"\u0001'}, '{"text":"\u00e9\\n\\"\\u0001"}'.encode()),
+        (2**70, b"1180591620717411303424"),
+    ],
+)
+def test_dumps_gives_the_standard_library_bytes(value: object, expected: bytes) -> None:
+    # A lone surrogate has no UTF-8 form: ASCII escapes. Keys None and True are named as the
+    # standard library names them. A document with a null takes the standard library's path.
+    assert protocol_json.dumps(value) == expected
+
+
+def test_dumps_refuses_a_circular_reference_and_a_python_object() -> None:
+    circular: list[object] = []
+    circular.append(circular)
+    with pytest.raises(ValueError, match="ircular"):
+        protocol_json.dumps(circular)
+    with pytest.raises(TypeError):
+        protocol_json.dumps({"a": object()})
+
+
 @pytest.mark.parametrize(
     ("request_id", "method", "params"),
     [(1, "m", None), ("a", "é", [1, "x"]), (7, "$/x", {"k": "\ud800"}), (0, "", {})],
