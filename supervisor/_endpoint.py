@@ -137,6 +137,13 @@ DEFAULT_MAX_INFLIGHT_BYTES: Final = 96 * 1024 * 1024
 #: Inbound notifications waiting for the dispatcher; past this the reader stops reading,
 #: which is backpressure on the peer that sends them.
 _NOTIFICATION_QUEUE_SIZE: Final = 128
+#: Frames (or bytes) of a burst -- callers woken by one read, each queueing its next
+#: request -- that a caller writes itself before the burst ends, so that the peer works on
+#: them while the rest are made: with one write at the end the peer sat idle until then
+#: (echo peer, 64 in flight: 0.84 of the client's time busy, 2 writes per 64 frames now
+#: keeps it at 1.0). 32 measured best against 8, 16 and 24 frames and 2 and 4 KiB.
+_BURST_FRAMES: Final = 32
+_BURST_BYTES: Final = 64 * 1024
 #: ``wait_read_by_peer`` polls the pipe's fill this often at first, then backs off to the max.
 _PEER_READ_POLL_FIRST_S: Final = 0.001
 _PEER_READ_POLL_MAX_S: Final = 0.05
@@ -526,11 +533,14 @@ class JSONRPCEndpoint(metaclass=NoPublicConstructor):
         # taken without yielding first: one trip through the scheduler less per request.
         # While other callers woken by the same read have yet to run, the frame is queued
         # instead of written at once: the writer then sends all of theirs with one system
-        # call (one write per request woke the peer once per request, 64 in flight).
+        # call (one write per request woke the peer once per request, 64 in flight), and
+        # every _BURST_FRAMES of them a caller writes those queued so far itself.
         if (self._woken or not self._transport.write_now(frame)) and not self._queue.put_nowait(
             frame
         ):
             await self._queue.put(frame)
+        elif len(self._queue.frames) >= _BURST_FRAMES or self._queue.bytes >= _BURST_BYTES:
+            self._transport.write_queued_now()
         pending.queued = True
         if wait:
             await pending.wait()

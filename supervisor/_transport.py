@@ -296,6 +296,10 @@ class _WriteQueue:
         self._admit_waiting()
         return items
 
+    def room_made(self) -> None:
+        """Queued frames were written by a producer (:meth:`FramedTransport.write_queued_now`)."""
+        self._room.unpark_all()
+
     def written(self) -> None:
         """The writer finished writing what :meth:`get_all` gave it."""
         self.bytes -= self.writing
@@ -472,6 +476,50 @@ class FramedTransport:
             return True
         queue.put_urgent(frame[written:])
         return True
+
+    def write_queued_now(self) -> None:
+        """Write what is queued from the caller's task, while the writer has not taken it.
+
+        For a burst of producers that run before the writer does (callers woken by one
+        read): writing every few frames at once lets the peer work on them while the rest
+        of the burst is made, where one write at the end kept the peer idle until then.
+        Only while the writer is parked (or woken and not yet run: it then finds the queue
+        empty and parks again), nothing waits for room, and no queued frame has a
+        ``written`` event or is a flush marker; otherwise it leaves everything to the
+        writer. What the pipe does not take stays at the front of the queue; any error is
+        left to the writer.
+        """
+        fd = self.send_fd
+        queue = self.queue
+        frames = queue.frames
+        if (
+            fd is None
+            or not frames
+            or not queue.writer_parked
+            or queue.waiting
+            or queue.closed_reason
+            or self.flush_markers
+            or any(written is not None for _, written in frames)
+        ):
+            return
+        data = b"".join([frame for frame, _ in frames])
+        try:
+            written = os.write(fd, data)
+        except BlockingIOError:
+            return
+        except OSError:
+            return
+        count = len(frames)
+        frames.clear()
+        queue.bytes -= len(data)
+        self.writes += 1
+        if written == len(data):
+            self.frames_written += count
+        else:
+            # The rest (the frame the pipe cut, and those after it) goes first, as one.
+            self.frames_written += count - 1
+            queue.put_urgent(data[written:])
+        queue.room_made()
 
     async def _send(self, data: bytes, deadline: trio.CancelScope) -> None:
         send_all = self._send_all_fd if self.send_fd is not None else self.send_stream.send_all

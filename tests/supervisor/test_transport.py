@@ -10,6 +10,7 @@ a broken pipe reported once, and the pipe fast path.
 
 from __future__ import annotations
 
+import fcntl
 import json
 import logging
 import os
@@ -283,3 +284,44 @@ async def test_pipes_take_the_fast_paths_and_a_broken_pipe_is_reported_once() ->
         await receive.aclose()
     assert len(failures) == 1
     assert failures[0].startswith("write failed: BrokenPipeError"), failures
+
+
+async def test_queued_frames_written_by_a_producer_keep_their_order_when_the_pipe_cuts() -> None:
+    """``write_queued_now`` writes what a burst queued from the producer's task while the writer
+    is parked: what the pipe does not take stays first in the queue, the writer sends it and
+    then what came after, and the peer reads every frame once, in order."""
+    peer_reads, we_write = os.pipe()
+    send = trio.lowlevel.FdStream(we_write)
+    transport = FramedTransport(send, send, name="server")
+    failures: list[str] = []
+    capacity = fcntl.fcntl(we_write, fcntl.F_GETPIPE_SZ)
+    filler = b"x" * (capacity - 8192)  # the pipe takes only part of the burst
+    # Over PIPE_BUF together, so the pipe may take part of the write (not all or nothing).
+    frames = [encode_frame(b'{"n":%d,"pad":"%s"}' % (n, b"p" * 3000)) for n in range(8)]
+    try:
+        with trio.fail_after(WAIT_S):
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(_write_loop, transport, failures)
+                await trio.testing.wait_all_tasks_blocked()
+                os.write(we_write, filler)
+                for frame in frames[:6]:
+                    assert transport.queue.put_nowait(frame)
+                transport.write_queued_now()
+                assert transport.writes == 1
+                assert transport.frames_written == 5  # the rest: one frame, once written
+                left = transport.queue.bytes
+                assert 0 < left < sum(map(len, frames[:6]))
+                for frame in frames[6:]:
+                    assert transport.queue.put_nowait(frame)
+                got = b""
+                while len(got) < len(filler) + sum(map(len, frames)):
+                    await trio.lowlevel.wait_readable(peer_reads)
+                    got += os.read(peer_reads, 1 << 20)
+                transport.queue.close("done")
+        assert got == filler + b"".join(frames)
+        assert transport.frames_written == 8
+        assert transport.queue.bytes == 0
+    finally:
+        await send.aclose()
+        os.close(peer_reads)
+    assert failures == []
