@@ -12,10 +12,11 @@ import os
 import re
 import signal
 import sys
+import threading
 import time
 from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import psutil
 import pytest
@@ -38,7 +39,7 @@ from supervisor._terminal._service import (
 from tests._procfs import runs_no_more, stat_fields
 
 if TYPE_CHECKING:
-    from collections.abc import AsyncIterator, Sequence
+    from collections.abc import AsyncIterator, Callable, Sequence
 
     from protocol import JSONObject, JSONValue
     from supervisor._core._core import Core
@@ -677,14 +678,23 @@ def _listed(result: JSONValue) -> list[JSONObject]:
 async def _cancelled_call(core: Core, command: str, payload: JSONObject, *, mid: bool) -> bool:
     """Run ``command`` and cancel it before its first step (``mid=False``) or during the spawn.
 
-    ``mid=True`` cancels once every task is blocked, with the spawn sent to a worker thread:
-    the command then waits for that thread, which has started the PTY's program (the only
-    place a create/reopen blocks). The spawn runs in a worker thread when many trees start
-    at once (``_tree._THREADED_SPAWN_AT``); otherwise it is ``posix_spawn`` in the Trio
-    thread, which nothing can interrupt, so the threshold is lowered to 0 for the call.
+    ``mid=True`` cancels while the spawn runs in a worker thread: the command then waits for
+    that thread, which starts the PTY's program (the only place a create/reopen blocks). The
+    spawn runs in a worker thread when many trees start at once (``_tree._THREADED_SPAWN_AT``);
+    otherwise it is ``posix_spawn`` in the Trio thread, which nothing can interrupt, so the
+    threshold is lowered to 0 for the call. The thread is held before it spawns until the
+    cancel was made (waiting for every task to block raced a thread that spawned first).
     Returns True when the call was cancelled, False when it completed first.
     """
     done: list[bool] = []
+    in_thread = trio.Event()
+    cancelled = threading.Event()
+    spawn_registered = supervisor._process._tree._spawn_registered
+
+    def held_spawn(spawn_call: Callable[[], Any]) -> Any:
+        trio.from_thread.run_sync(in_thread.set)
+        cancelled.wait(WAIT_S)
+        return spawn_registered(spawn_call)
 
     async def run(scope: trio.CancelScope) -> None:
         with scope:
@@ -695,11 +705,14 @@ async def _cancelled_call(core: Core, command: str, payload: JSONObject, *, mid:
     with pytest.MonkeyPatch.context() as patch:
         if mid:
             patch.setattr(supervisor._process._tree, "_THREADED_SPAWN_AT", 0)
+            patch.setattr(supervisor._process._tree, "_spawn_registered", held_spawn)
         async with trio.open_nursery() as nursery:
             nursery.start_soon(run, scope)
             if mid:
-                await trio.testing.wait_all_tasks_blocked()
+                with trio.fail_after(WAIT_S):
+                    await in_thread.wait()
             scope.cancel()
+            cancelled.set()
     return not done
 
 
