@@ -6,7 +6,11 @@ Each ``benchmarks/bench_*.py`` module exposes ``measure(*, rounds) -> list[row]`
 one figure measured side by side with a peer in the same run (medians after warm-up) and the
 ratio between them (``benchmarks._common.row``; ``spread`` is the interquartile range of the
 per-round ratios where a module measures pairs). A module that fails becomes one failed row;
-the others still run. Figures are ratios on purpose: these machines are shared and noisy, so an
+the others still run. Each module runs in a fresh interpreter, as the A/B harness runs it
+(``--in-process``: one after another in this one): what a module leaves behind -- its heap,
+its threads, what it imported -- weighed on the next (after ``bench_fuzz``, a Trio worker
+thread and 70 000 more objects, the asyncio client of ``bench_jsonrpc`` ran in its other
+speed mode). Figures are ratios on purpose: these machines are shared and noisy, so an
 absolute time says little, while ours-versus-peer in one run is stable.
 
 The last line counts the goals met. Exit status: 0 when every goal is met, 1 when a goal is
@@ -21,7 +25,9 @@ import json
 import os
 import pkgutil
 import platform
+import subprocess
 import sys
+import tempfile
 import time
 from typing import Any
 
@@ -72,6 +78,43 @@ def _markdown(rows: list[dict[str, Any]], met: int) -> str:
     return "\n".join(lines)
 
 
+_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(benchmarks.__file__)))
+
+
+def _run_fresh(name: str, *, quick: bool, rows: str | None) -> list[dict[str, Any]]:
+    """One module's rows, measured in a fresh interpreter (its progress lines still shown)."""
+    fd, out = tempfile.mkstemp(suffix=".json", prefix="bench-")
+    os.close(fd)
+    argv = [sys.executable, "-m", "benchmarks", "--in-process", "--json", out]
+    argv += ["--quick"] if quick else []
+    argv += ["--rows", rows] if rows else []
+    try:
+        done = subprocess.run([*argv, name], cwd=_ROOT, stdout=subprocess.DEVNULL, check=False)
+        try:
+            with open(out) as f:
+                result: list[dict[str, Any]] = json.load(f)["rows"]
+        except (OSError, ValueError, KeyError):
+            return [_failed_row(name, f"no rows (exit status {done.returncode})")]
+    finally:
+        os.unlink(out)
+    return result
+
+
+def _failed_row(name: str, why: str) -> dict[str, Any]:
+    return {
+        "benchmark": name,
+        "figure": f"{name} failed: {why}"[:120],
+        "ours": float("nan"),
+        "peer": float("nan"),
+        "unit": "",
+        "peer_name": "-",
+        "ratio": float("nan"),
+        "goal": "-",
+        "met": False,
+        "failed": True,
+    }
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run the benchmarks; return 0 when every goal is met, 1 otherwise."""
     parser = argparse.ArgumentParser(prog="python -m benchmarks")
@@ -101,6 +144,11 @@ def main(argv: list[str] | None = None) -> int:
         help="with --against: build REV in DIR and keep it (reused when it holds REV already)",
     )
     parser.add_argument(
+        "--in-process",
+        action="store_true",
+        help="run the modules one after another in this interpreter (default: each in a fresh one)",
+    )
+    parser.add_argument(
         "only", nargs="*", help="benchmark module names, bench_spawn or spawn (default: all)"
     )
     args = parser.parse_args(argv)
@@ -116,7 +164,7 @@ def main(argv: list[str] | None = None) -> int:
             json_path=args.json,
         )
 
-    root = os.path.dirname(os.path.dirname(os.path.abspath(benchmarks.__file__)))
+    root = _ROOT
     known = {m.name for m in pkgutil.iter_modules(benchmarks.__path__)}
     names = [n for n in select_modules(root, args.only, args.rows) if n in known]
     if not names:
@@ -125,6 +173,10 @@ def main(argv: list[str] | None = None) -> int:
     rows: list[dict[str, Any]] = []
     for name in names:
         started = time.monotonic()
+        if not args.in_process and len(names) > 1:
+            rows.extend(_run_fresh(name, quick=args.quick, rows=args.rows))
+            print(f"# {name}: {time.monotonic() - started:.1f} s", file=sys.stderr, flush=True)
+            continue
         if args.quick:
             kwargs = {"rounds": 20}
         elif name in _SUITE_ROUNDS:
@@ -139,20 +191,7 @@ def main(argv: list[str] | None = None) -> int:
                 if row_matches(r, args.rows)
             )
         except Exception as exc:  # one broken benchmark must not hide the others' figures
-            rows.append(
-                {
-                    "benchmark": name,
-                    "figure": f"{name} failed: {type(exc).__name__}: {exc}"[:120],
-                    "ours": float("nan"),
-                    "peer": float("nan"),
-                    "unit": "",
-                    "peer_name": "-",
-                    "ratio": float("nan"),
-                    "goal": "-",
-                    "met": False,
-                    "failed": True,
-                }
-            )
+            rows.append(_failed_row(name, f"{type(exc).__name__}: {exc}"))
         print(f"# {name}: {time.monotonic() - started:.1f} s", file=sys.stderr, flush=True)
 
     header = f"{'figure':58} {'ours':>14} {'peer':>10} {'ratio':>7} {'spread':>10}  {'goal':9} met"
