@@ -13,10 +13,14 @@ context and reopen"):
   times that as JSON), and a flood fills the queue with full events. The retained screen still
   shows what was dropped from here.
 - Flow control (xterm.js's ``WriteBuffer``, :mod:`supervisor._flow`): once a consumer exists
-  (the queue was drained once), output not taken reaching the high watermark pauses the
-  terminal's reader (:meth:`TerminalEvents.watch`; the kernel then holds the program's next
-  write, the program is never killed for it), and a drain down to the low watermark resumes
-  it. So a subscriber that keeps up, or that comes back, loses nothing; drops are for a
+  (the queue was drained once), output not taken reaching the high watermark -- or half the
+  event bound, whichever comes first -- pauses the terminal's reader
+  (:meth:`TerminalEvents.watch`; the kernel then holds the program's next write, the program
+  is never killed for it), and a drain down to the low watermark and an eighth of the event
+  bound resumes it. The count matters for output that comes in small pieces (a program
+  writing a line at a time, each read a few KiB or less): 256 such events are far below the
+  1 MiB watermark, and the event bound dropped the oldest before the bytes paused anything.
+  So a subscriber that keeps up, or that comes back, loses nothing; drops are for a
   terminal whose consumer took nothing for long enough (or a queue nobody ever drained).
 - An ``exit`` outcome (one per generation, sent after cleanup) is never evicted by output: a
   program that floods right after a reopen can not make a subscriber miss the previous
@@ -116,6 +120,11 @@ class TerminalEvents:
         self._output: deque[_Item] = deque()
         self._outcomes: deque[_Item] = deque()
         self._max_output = max_output_events
+        #: Output events not taken at which the reader pauses, and at or below which it
+        #: resumes (with the byte watermarks): half the bound leaves room for what the
+        #: reader puts before it sees the pause (the rest of its pass).
+        self._high_events = max(1, max_output_events // 2)
+        self._low_events = max_output_events // 8
         self._max_outcomes = max_outcomes
         self._max_output_bytes = max_output_bytes
         self._budget = budget
@@ -188,7 +197,10 @@ class TerminalEvents:
             listener is not None
             and self._armed
             and not self._paused
-            and self._output_bytes >= self._marks.high_bytes
+            and (
+                self._output_bytes >= self._marks.high_bytes
+                or len(self._output) >= self._high_events
+            )
         ):
             self._paused = True
             listener.pause()
@@ -325,7 +337,11 @@ class TerminalEvents:
             # Only a set event is replaced: a waiter still blocked on an unset one (a
             # pollEvents between its wait and the next event) must see that next event.
             self._ready = trio.Event()
-        if self._paused and self._output_bytes <= self._marks.low_bytes:
+        if (
+            self._paused
+            and self._output_bytes <= self._marks.low_bytes
+            and len(self._output) <= self._low_events
+        ):
             self._paused = False
             assert self._listener is not None
             self._listener.resume()

@@ -459,3 +459,48 @@ def test_bounds_must_be_positive() -> None:
         TerminalEvents(0)
     with pytest.raises(ValueError, match="positive"):
         TerminalEvents(8, max_output_bytes=0)
+
+
+class _Reader:
+    """A producer the queue pauses and resumes (the terminal's reader, without a PTY)."""
+
+    def __init__(self) -> None:
+        self.paused = False
+        self.pauses = 0
+
+    def pause(self) -> None:
+        self.paused = True
+        self.pauses += 1
+
+    def resume(self) -> None:
+        self.paused = False
+
+
+def test_small_output_pauses_the_reader_at_half_the_event_bound_and_loses_nothing() -> None:
+    """Output in small pieces (a line per read) reaches the event bound long before the byte
+    watermark: the reader is paused at half the bound, so a consumer that is there (it
+    drained once) loses nothing, and resumes once a drain leaves an eighth of it or less."""
+    events = TerminalEvents(16)
+    reader = _Reader()
+    events.watch(reader)
+    assert _drained(events.poll()) == []  # a consumer exists from here on
+    sent = 0
+    while not reader.paused:
+        events.put_output(_out(1, f"line {sent}\r\n"))
+        sent += 1
+        assert sent <= 8
+    assert sent == 8  # half of 16 events, a few hundred bytes: far below the watermark
+    # What the reader puts before it sees the pause (the rest of its pass) still fits.
+    for _ in range(3):
+        events.put_output(_out(1, f"line {sent}\r\n"))
+        sent += 1
+    batch = events.poll()
+    assert batch["gap"] is False
+    assert [e["data"] for e in _drained(batch)] == [f"line {n}\r\n" for n in range(sent)]
+    assert not reader.paused
+    assert events.statistics().dropped == 0
+    # It pauses again at half the bound.
+    for n in range(8):
+        events.put_output(_out(1, f"more {n}"))
+    assert reader.paused
+    assert reader.pauses == 2

@@ -431,6 +431,33 @@ async def test_flooding_program_memory_bounded_close_not_blocked() -> None:
         await term.call("terminal.dispose")
 
 
+async def test_output_in_small_pieces_is_held_back_not_dropped() -> None:
+    """A program writing a short line at a time makes an event per read of a few bytes: the
+    event bound (256) comes long before the byte watermark (1 MiB). A consumer that drained
+    once and then looks away for a while loses nothing: the reader pauses at half the event
+    bound (the program then waits in its write), and every line arrives, in order."""
+    lines = 800
+    script = (
+        "import sys, time\n"
+        "sys.stdin.readline()\n"
+        f"for i in range(1, {lines} + 1):\n"
+        "    print('n', i, flush=True)\n"
+        "    time.sleep(0.001)\n"  # one line per read: an event each
+        "sys.stdin.readline()\n"
+    )
+    async with terminal_core() as (core, _):
+        term = await Term.create(core, PY, "-c", script)
+        await term.poll()  # a consumer exists
+        await term.type("go\n")
+        await trio.sleep(3)  # not drained meanwhile: far more than 256 lines are written
+        with trio.fail_after(WAIT_S):
+            await term.until(f"n {lines}\r\n")
+        assert not term.gap
+        numbers = [int(n) for n in re.findall(r"^n (\d+)\r$", term.text, re.MULTILINE)]
+        assert numbers == list(range(1, lines + 1))
+        await term.call("terminal.dispose")
+
+
 async def test_utf8_split_across_writes_is_never_split_across_events() -> None:
     script = (
         "import os, time\n"
