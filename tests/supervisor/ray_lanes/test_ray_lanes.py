@@ -128,6 +128,17 @@ def write(path: Path, text: str) -> str:
     return str(path)
 
 
+#: Python, started with SIGINT at its default disposition whatever ours is: a suite started as
+#: a shell's background job ignores SIGINT, and an ignored signal stays ignored across exec
+#: (Python then installs no KeyboardInterrupt handler), so Ctrl-C tests would test nothing.
+_SIGINT_DEFAULT = [
+    sys.executable,
+    "-c",
+    "import os, signal, sys; signal.signal(signal.SIGINT, signal.SIG_DFL);"
+    " os.execv(sys.executable, [sys.executable, *sys.argv[1:]])",
+]
+
+
 class Runner:
     """``supervisor run FILE --ray ADDRESS --json`` as a subprocess, its events read live."""
 
@@ -135,7 +146,7 @@ class Runner:
         self, path: str, address: str, *extra: str, env: dict[str, str] | None = None
     ) -> None:
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "supervisor", "run", path, "--ray", address, "--json", *extra],
+            [*_SIGINT_DEFAULT, "-m", "supervisor", "run", path, "--ray", address, "--json", *extra],
             cwd=REPO,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
