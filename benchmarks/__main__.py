@@ -174,8 +174,8 @@ def main(argv: list[str] | None = None) -> int:
     for name in names:
         started = time.monotonic()
         if not args.in_process and len(names) > 1:
+            # Its progress, and its time, are printed by the fresh interpreter.
             rows.extend(_run_fresh(name, quick=args.quick, rows=args.rows))
-            print(f"# {name}: {time.monotonic() - started:.1f} s", file=sys.stderr, flush=True)
             continue
         if args.quick:
             kwargs = {"rounds": 20}
