@@ -173,8 +173,29 @@ def check_depth(value: object, limit: int = MAX_DEPTH) -> None:
 
 _decoder = json.JSONDecoder(parse_constant=_reject_constant)
 _finite_decoder = json.JSONDecoder(parse_constant=_reject_constant, parse_float=_finite_float)
-_compact = json.JSONEncoder(ensure_ascii=False, allow_nan=False, separators=(",", ":"))
-_compact_ascii = json.JSONEncoder(ensure_ascii=True, allow_nan=False, separators=(",", ":"))
+
+
+def _msgspec_form(value: object) -> object:
+    """What msgspec writes for a type JSON has none of (a set, bytes, a date), as builtins:
+    so the standard library's path (a document with a null in it) writes such a value as the
+    msgspec path does, not refuses it only when a null happens to be beside it."""
+    if _to_builtins is None:
+        raise TypeError(f"Object of type {type(value).__name__} is not JSON serializable")
+    return _to_builtins(value)
+
+
+_to_builtins: Callable[[Any], Any] | None
+try:
+    from msgspec import to_builtins as _to_builtins
+except ImportError:  # the optional speed-up is not installed
+    _to_builtins = None
+
+_compact = json.JSONEncoder(
+    ensure_ascii=False, allow_nan=False, separators=(",", ":"), default=_msgspec_form
+)
+_compact_ascii = json.JSONEncoder(
+    ensure_ascii=True, allow_nan=False, separators=(",", ":"), default=_msgspec_form
+)
 
 
 def loads(data: bytes | str, *, finite_only: bool = False) -> JSONValue:
@@ -229,7 +250,9 @@ def dumps(value: object) -> bytes:
 
     Floats are written in their shortest form (``1e16``, where the standard library writes
     ``1e+16``: the same number). Types msgspec writes that JSON has none of (sets, bytes,
-    dates, enums, dataclasses) are written in msgspec's JSON form, not refused.
+    dates, enums, dataclasses) are written in msgspec's JSON form, not refused, on both
+    paths. (The Core refuses them in a command's payload before anything is written:
+    :func:`protocol.check_request_values`.)
 
     Raises:
         TypeError: ``value`` holds something neither JSON nor msgspec can represent.

@@ -339,12 +339,16 @@ def check_request_values(value: JSONValue, field: str = "") -> None:
     Raises:
         CoreError: ``invalid_request`` whose ``details.field`` is the path (cut to
             :data:`MAX_ECHO_BYTES`) of the first non-finite number (``1e400`` decodes as
-            infinity, which JSON can not write back), or of the first string or key holding
-            a lone surrogate (no encoding can write it; a key is named by its object).
+            infinity, which JSON can not write back), of the first string or key holding
+            a lone surrogate (no encoding can write it; a key is named by its object), of
+            the first value that is not JSON at all (a Python caller's set, bytes, Decimal:
+            an array is a list or a tuple, an object a dict with string keys), or of the
+            first container nested deeper than :data:`protocol._json.MAX_DEPTH` (512) levels,
+            which a peer's reader refuses (ours does).
     """
-    stack: list[tuple[JSONValue, _Where | None]] = [(value, None)]
+    stack: list[tuple[JSONValue, _Where | None, int]] = [(value, None, 1)]
     while stack:
-        item, where = stack.pop()
+        item, where, depth = stack.pop()
         if isinstance(item, str):
             if _has_surrogate(item):
                 path = _path(where, field)
@@ -354,12 +358,33 @@ def check_request_values(value: JSONValue, field: str = "") -> None:
                 path = _path(where, field)
                 raise invalid_field(path, f"{path} must be a finite number")
         elif isinstance(item, dict):
+            _check_depth(depth, where, field)
             for key, child in item.items():
+                if not isinstance(key, str):
+                    path = _path(where, field)
+                    raise invalid_field(path, f"a key in {path} must be a string, not {echo(key)}")
                 if _has_surrogate(key):
                     path = _path(where, field)
                     raise invalid_field(
                         path, f"a key in {path} must be valid Unicode text (a lone surrogate)"
                     )
-                stack.append((child, (where, key)))
-        elif isinstance(item, list):
-            stack.extend((child, (where, index)) for index, child in enumerate(item))
+                stack.append((child, (where, key), depth + 1))
+        elif isinstance(item, list | tuple):
+            _check_depth(depth, where, field)
+            stack.extend((child, (where, index), depth + 1) for index, child in enumerate(item))
+        elif item is not None and not isinstance(item, int):  # bool is an int
+            path = _path(where, field)
+            raise invalid_field(
+                path, f"{path} must be a JSON value, not {type(item).__name__}: {echo(item)}"
+            )
+
+
+#: :data:`protocol._json.MAX_DEPTH`, not imported: this module stays free of msgspec (the
+#: start of ``supervisor exec`` imports it); a test holds the two equal.
+_MAX_DEPTH: Final = 512
+
+
+def _check_depth(depth: int, where: _Where | None, field: str) -> None:
+    if depth > _MAX_DEPTH:
+        path = _path(where, field)
+        raise invalid_field(path, f"{path} nests deeper than {_MAX_DEPTH} levels")

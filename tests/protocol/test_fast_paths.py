@@ -9,6 +9,7 @@
 
 from __future__ import annotations
 
+import decimal
 import json
 
 import pytest
@@ -256,3 +257,14 @@ def test_decode_message_fast_path_matches_the_full_path(members: dict[str, objec
     body = json.dumps(members).encode()
     with_unknown = json.dumps({**members, "zz": 1}).encode()
     assert _outcome(body) == _outcome(with_unknown)
+
+
+@pytest.mark.parametrize("value", [{1, 2}, b"xy", decimal.Decimal("1.5")])
+def test_dumps_writes_a_type_json_lacks_alike_with_or_without_a_null_beside_it(
+    value: object,
+) -> None:
+    """msgspec writes a set, bytes, a Decimal in its JSON form; the standard library's path,
+    taken when the document holds a null, writes them the same way, not refuses them."""
+    alone = protocol_json.dumps({"v": value})
+    beside = protocol_json.dumps({"v": value, "n": None})
+    assert beside == alone[:-1] + b',"n":null}'

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import decimal
 import math
 from typing import TYPE_CHECKING
 
@@ -13,6 +14,8 @@ from protocol import (
     MAX_MESSAGE_BYTES,
     MAX_MILLISECONDS,
     CoreError,
+    _json as protocol_json,
+    _payload,
     argv_item_problem,
     check_request_values,
     cut_utf8,
@@ -119,6 +122,41 @@ def test_milliseconds() -> None:
 def test_request_values_are_finite_and_valid_unicode(payload: JSONObject, field: str) -> None:
     error = _refused(lambda: check_request_values(payload), field)
     assert len(error.message.encode()) <= MAX_MESSAGE_BYTES
+
+
+@pytest.mark.parametrize(
+    ("payload", "field", "words"),
+    [
+        ({"params": {"s": {1}}}, "params.s", "not set"),
+        ({"params": [b"x"]}, "params[0]", "not bytes"),
+        ({"p": {"d": decimal.Decimal("1.5")}}, "p.d", "not Decimal"),
+        ({"p": object()}, "p", "not object"),
+        ({"p": {1: "x"}}, "p", "must be a string, not 1"),
+        ({None: 1}, "payload", "a key in payload must be a string, not None"),
+    ],
+)
+def test_request_values_are_json(payload: object, field: str, words: str) -> None:
+    """What a Python caller can pass and JSON can not carry is refused up front, named by
+    its path (it failed inside the request, or was written in another form by chance)."""
+    error = _refused(lambda: check_request_values(payload), field)  # type: ignore[arg-type]
+    assert words in error.message
+
+
+def test_request_values_nest_at_most_the_depth_bound() -> None:
+    """Nesting past 512 levels is refused up front, as a peer's reader (ours) refuses it; a
+    tuple is an array."""
+    assert _payload._MAX_DEPTH == protocol_json.MAX_DEPTH
+    value: JSONValue = 1
+    for _ in range(protocol_json.MAX_DEPTH - 1):
+        value = [value]
+    check_request_values({"ok": value})  # 512 levels with the payload's own object
+    with pytest.raises(CoreError) as info:
+        check_request_values({"deep": [value]})
+    assert info.value.code == "invalid_request"
+    assert "nests deeper than 512 levels" in info.value.message
+    assert info.value.details is not None
+    assert str(info.value.details["field"]).startswith("deep[0][0]")
+    check_request_values({"t": (1, ("a", {"k": None}))})  # type: ignore[dict-item]
 
 
 def test_deep_request_values_do_not_recurse() -> None:
