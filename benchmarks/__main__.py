@@ -25,6 +25,8 @@ import json
 import os
 import pkgutil
 import platform
+import re
+import signal
 import subprocess
 import sys
 import tempfile
@@ -82,14 +84,25 @@ _ROOT = os.path.dirname(os.path.dirname(os.path.abspath(benchmarks.__file__)))
 
 
 def _run_fresh(name: str, *, quick: bool, rows: str | None) -> list[dict[str, Any]]:
-    """One module's rows, measured in a fresh interpreter (its progress lines still shown)."""
+    """One module's rows, measured in a fresh interpreter (its progress lines still shown).
+
+    The interpreter ends with this one: killed if this one is interrupted or ends by
+    SIGTERM (see :func:`_end_on_sigterm`), sent SIGKILL by the kernel if this one dies.
+    """
     fd, out = tempfile.mkstemp(suffix=".json", prefix="bench-")
     os.close(fd)
-    argv = [sys.executable, "-m", "benchmarks", "--in-process", "--json", out]
+    argv = [sys.executable, "-m", "benchmarks", "--in-process", "--module-of-run", "--json", out]
     argv += ["--quick"] if quick else []
-    argv += ["--rows", rows] if rows else []
+    argv += [f"--rows={rows}"] if rows else []  # "=": a pattern may start with "-"
     try:
-        done = subprocess.run([*argv, name], cwd=_ROOT, stdout=subprocess.DEVNULL, check=False)
+        # run() kills the child on any exception here (KeyboardInterrupt, SystemExit).
+        done = subprocess.run(
+            [*argv, name],
+            cwd=_ROOT,
+            stdout=subprocess.DEVNULL,
+            check=False,
+            preexec_fn=_die_with_parent,
+        )
         try:
             with open(out) as f:
                 result: list[dict[str, Any]] = json.load(f)["rows"]
@@ -98,6 +111,38 @@ def _run_fresh(name: str, *, quick: bool, rows: str | None) -> list[dict[str, An
     finally:
         os.unlink(out)
     return result
+
+
+def _die_with_parent() -> None:
+    # In the child, between fork and exec. This process spawns from its main thread (the
+    # death signal follows the thread that forked), so it fires when this process dies.
+    import ctypes
+
+    pr_set_pdeathsig = 1
+    ctypes.CDLL(None, use_errno=True).prctl(pr_set_pdeathsig, signal.SIGKILL, 0, 0, 0)
+
+
+def _end_on_sigterm() -> None:
+    """SIGTERM ends this process as an exception, so the module measuring is killed and its
+    temporary file removed (by default SIGTERM ends it at once and leaves both)."""
+
+    def raise_exit(signum: int, frame: object) -> None:
+        raise SystemExit(128 + signum)
+
+    signal.signal(signal.SIGTERM, raise_exit)
+
+
+def _writable(path: str) -> bool:
+    """Whether ``path`` can be written (checked before a run of minutes, not after it)."""
+    existed = os.path.exists(path)
+    try:
+        with open(path, "a"):
+            pass
+    except OSError:
+        return False
+    if not existed:
+        os.unlink(path)
+    return True
 
 
 def _failed_row(name: str, why: str) -> dict[str, Any]:
@@ -148,10 +193,22 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="run the modules one after another in this interpreter (default: each in a fresh one)",
     )
+    # One module of a run in its fresh interpreter: the run reports failures, not it.
+    parser.add_argument("--module-of-run", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument(
         "only", nargs="*", help="benchmark module names, bench_spawn or spawn (default: all)"
     )
     args = parser.parse_args(argv)
+    if args.rows is not None:
+        try:
+            re.compile(args.rows)
+        except re.error as exc:
+            print(f"--rows {args.rows!r} is not a regular expression: {exc}", file=sys.stderr)
+            return 2
+    for option, path in (("--json", args.json), ("--markdown", args.markdown)):
+        if path and not args.against and not _writable(path):
+            print(f"{option} {path}: can not write there", file=sys.stderr)
+            return 2
     if args.against:
         return main_ab(
             args.against,
@@ -166,14 +223,22 @@ def main(argv: list[str] | None = None) -> int:
 
     root = _ROOT
     known = {m.name for m in pkgutil.iter_modules(benchmarks.__path__)}
-    names = [n for n in select_modules(root, args.only, args.rows) if n in known]
+    try:
+        selected = select_modules(root, args.only, args.rows)
+    except SystemExit as exc:  # a module name that does not exist: a usage error
+        print(exc, file=sys.stderr)
+        return 2
+    names = [n for n in selected if n in known]
     if not names:
         print(f"no benchmark module matches {args.rows!r}", file=sys.stderr)
         return 2
+    fresh = not args.in_process and len(names) > 1
+    if fresh:
+        _end_on_sigterm()
     rows: list[dict[str, Any]] = []
     for name in names:
         started = time.monotonic()
-        if not args.in_process and len(names) > 1:
+        if fresh:
             # Its progress, and its time, are printed by the fresh interpreter.
             rows.extend(_run_fresh(name, quick=args.quick, rows=args.rows))
             continue
@@ -218,7 +283,8 @@ def main(argv: list[str] | None = None) -> int:
             json.dump({"machine": _machine(), "rows": rows}, f, indent=2)
     failed = sum(1 for row in rows if row.get("failed"))
     if failed:
-        print(f"{failed} row(s) failed to run", file=sys.stderr)
+        if not args.module_of_run:
+            print(f"{failed} row(s) failed to run", file=sys.stderr)
         return 2
     return 0 if met == len(rows) else 1
 

@@ -49,3 +49,30 @@ def test_in_process_runs_them_in_this_interpreter(tmp_path: Path) -> None:
     rows, imported = _run(tmp_path, "--in-process", "bench_framing", "bench_tree")
     assert {row["benchmark"] for row in rows} == {"bench_framing", "bench_tree"}
     assert imported == "['benchmarks.bench_framing', 'benchmarks.bench_tree']"
+
+
+def test_a_rows_pattern_may_start_with_a_dash(tmp_path: Path) -> None:
+    """The pattern reaches each module's interpreter whole (it was read as an option there,
+    and every module failed to run)."""
+    rows, _ = _run(tmp_path, "--rows=-process|framer", "bench_framing", "bench_tree")
+    assert rows
+    assert not any(row.get("failed") for row in rows)
+
+
+def test_usage_errors_end_at_once_with_2(tmp_path: Path) -> None:
+    for args in (
+        ["bench_nosuch"],
+        ["--rows", "(", "bench_tree"],
+        ["--json", str(tmp_path / "no" / "such" / "dir.json"), "bench_tree"],
+    ):
+        done = subprocess.run(
+            [sys.executable, "-m", "benchmarks", "--quick", *args],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+        assert done.returncode == 2, (args, done.stderr)
+        assert "Traceback" not in done.stderr
+        assert "goals met" not in done.stdout  # nothing was measured
