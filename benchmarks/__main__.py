@@ -29,12 +29,11 @@ import re
 import signal
 import subprocess
 import sys
-import tempfile
 import time
 from typing import Any
 
 import benchmarks
-from benchmarks._ab import main_ab, row_matches, select_modules
+from benchmarks._ab import failed_row, fresh_rows, main_ab, row_matches, select_modules
 
 #: Rounds for modules whose own default is a long stand-alone run, so that the whole suite
 #: stays under 10 minutes. ``python -m benchmarks.bench_chaos`` runs
@@ -89,28 +88,17 @@ def _run_fresh(name: str, *, quick: bool, rows: str | None) -> list[dict[str, An
     The interpreter ends with this one: killed if this one is interrupted or ends by
     SIGTERM (see :func:`_end_on_sigterm`), sent SIGKILL by the kernel if this one dies.
     """
-    fd, out = tempfile.mkstemp(suffix=".json", prefix="bench-")
-    os.close(fd)
-    argv = [sys.executable, "-m", "benchmarks", "--in-process", "--module-of-run", "--json", out]
-    argv += ["--quick"] if quick else []
-    argv += [f"--rows={rows}"] if rows else []  # "=": a pattern may start with "-"
-    try:
-        # run() kills the child on any exception here (KeyboardInterrupt, SystemExit).
-        done = subprocess.run(
-            [*argv, name],
-            cwd=_ROOT,
-            stdout=subprocess.DEVNULL,
-            check=False,
-            preexec_fn=_die_with_parent,
-        )
-        try:
-            with open(out) as f:
-                result: list[dict[str, Any]] = json.load(f)["rows"]
-        except (OSError, ValueError, KeyError):
-            return [_failed_row(name, f"no rows (exit status {done.returncode})")]
-    finally:
-        os.unlink(out)
-    return result
+    args = ["--in-process", "--module-of-run"]
+    args += ["--quick"] if quick else []
+    args += [f"--rows={rows}"] if rows else []  # "=": a pattern may start with "-"
+    result, status = fresh_rows(
+        sys.executable,
+        _ROOT,
+        [*args, name],
+        stdout=subprocess.DEVNULL,
+        preexec_fn=_die_with_parent,
+    )
+    return result if result is not None else [failed_row(name, f"no rows (exit status {status})")]
 
 
 def _die_with_parent() -> None:
@@ -143,21 +131,6 @@ def _writable(path: str) -> bool:
     if not existed:
         os.unlink(path)
     return True
-
-
-def _failed_row(name: str, why: str) -> dict[str, Any]:
-    return {
-        "benchmark": name,
-        "figure": f"{name} failed: {why}"[:120],
-        "ours": float("nan"),
-        "peer": float("nan"),
-        "unit": "",
-        "peer_name": "-",
-        "ratio": float("nan"),
-        "goal": "-",
-        "met": False,
-        "failed": True,
-    }
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -256,7 +229,7 @@ def main(argv: list[str] | None = None) -> int:
                 if row_matches(r, args.rows)
             )
         except Exception as exc:  # one broken benchmark must not hide the others' figures
-            rows.append(_failed_row(name, f"{type(exc).__name__}: {exc}"))
+            rows.append(failed_row(name, f"{type(exc).__name__}: {exc}"))
         print(f"# {name}: {time.monotonic() - started:.1f} s", file=sys.stderr, flush=True)
 
     header = f"{'figure':58} {'ours':>14} {'peer':>10} {'ratio':>7} {'spread':>10}  {'goal':9} met"

@@ -41,7 +41,7 @@ import tomllib
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ("main_ab", "select_modules")
+__all__ = ("failed_row", "fresh_rows", "main_ab", "select_modules")
 
 _ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 _PROJECT = "trio-process-supervisor"
@@ -205,33 +205,46 @@ def remove_old(workdir: str) -> None:
 
 def run_module(side: Side, module: str, extra: list[str], log: str) -> list[dict[str, Any]]:
     """Run one module on one side in a fresh interpreter; return its rows."""
-    fd, out = tempfile.mkstemp(suffix=".json", prefix="bench-ab-")
+    with open(log, "a") as f:
+        f.write(f"\n===== {side.label}: {module}\n")
+        f.flush()
+        rows, _ = fresh_rows(
+            side.python, side.tree, [*extra, module], stdout=f, stderr=subprocess.STDOUT
+        )
+    return rows if rows is not None else [failed_row(module, "no rows (see the log)")]
+
+
+def fresh_rows(
+    python: str, tree: str, args: list[str], **popen: Any
+) -> tuple[list[dict[str, Any]] | None, int]:
+    """``python -m benchmarks --json FILE *args`` in ``tree``, in a fresh interpreter.
+
+    Returns:
+        Its rows (None when it wrote none) and its exit status. ``popen`` goes to
+        :func:`subprocess.run` (where its output goes, ...).
+    """
+    fd, out = tempfile.mkstemp(suffix=".json", prefix="bench-")
     os.close(fd)
     try:
-        with open(log, "a") as f:
-            f.write(f"\n===== {side.label}: {module}\n")
-            f.flush()
-            subprocess.run(
-                [side.python, "-m", "benchmarks", "--json", out, *extra, module],
-                cwd=side.tree,
-                stdout=f,
-                stderr=subprocess.STDOUT,
-                check=False,
-            )
+        # run() kills the child on any exception here (KeyboardInterrupt, SystemExit).
+        done = subprocess.run(
+            [python, "-m", "benchmarks", "--json", out, *args], cwd=tree, check=False, **popen
+        )
         try:
             with open(out) as f:
                 rows: list[dict[str, Any]] = json.load(f)["rows"]
         except (OSError, ValueError, KeyError):
-            rows = [_failed(module, "no rows (see the log)")]
+            return None, done.returncode
     finally:
         os.unlink(out)
-    return rows
+    return rows, done.returncode
 
 
-def _failed(module: str, why: str) -> dict[str, Any]:
+def failed_row(module: str, why: str) -> dict[str, Any]:
+    """The row of a module that gave none (its figure says why, cut to 120 characters)."""
     return {
         "benchmark": module,
-        "figure": f"{module} failed: {why}",
+        "figure": f"{module} failed: {why}"[:120],
         "ours": math.nan,
         "peer": math.nan,
         "unit": "",

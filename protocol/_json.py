@@ -31,11 +31,13 @@ if TYPE_CHECKING:
 
 _fast_decode: Callable[[bytes], Any] | None
 _fast_encode: Callable[[Any], bytes] | None
+_to_builtins: Callable[[Any], Any] | None
 try:
     import msgspec.json
 except ImportError:  # the optional speed-up is not installed
-    _fast_decode = _fast_encode = None
+    _fast_decode = _fast_encode = _to_builtins = None
 else:
+    _to_builtins = msgspec.to_builtins
     _fast_decode = msgspec.json.Decoder().decode
     # Its bytes are the standard library's for every string (same escapes, non-ASCII kept);
     # dumps() guards the one value it writes wrongly (NaN as null).
@@ -183,12 +185,6 @@ def _msgspec_form(value: object) -> object:
         raise TypeError(f"Object of type {type(value).__name__} is not JSON serializable")
     return _to_builtins(value)
 
-
-_to_builtins: Callable[[Any], Any] | None
-try:
-    from msgspec import to_builtins as _to_builtins
-except ImportError:  # the optional speed-up is not installed
-    _to_builtins = None
 
 _compact = json.JSONEncoder(
     ensure_ascii=False, allow_nan=False, separators=(",", ":"), default=_msgspec_form

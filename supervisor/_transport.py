@@ -505,9 +505,7 @@ class FramedTransport:
         data = b"".join([frame for frame, _ in frames])
         try:
             written = os.write(fd, data)
-        except BlockingIOError:
-            return
-        except OSError:
+        except OSError:  # a full pipe (nothing written) or an error: the writer's to handle
             return
         count = len(frames)
         frames.clear()
