@@ -19,10 +19,14 @@ Tasks, all in one nursery owned by :func:`open_jsonrpc_endpoint`:
 
 Flow control, not a write timeout (docs/architecture.md "Flow control"): a peer that reads
 slowly, or not at all for a while, is never taken for a dead one.
-The write queue is bounded in frames and in bytes; past it, whoever queues waits: answers wait
-(their handler tasks hold them, counted), the reader admits no new request (it stops reading,
-which is backpressure on the peer) and a drain of queued events takes only the room left
-(:data:`supervisor._flow.current_answer_room`, set for every handler). The endpoint closes only
+The write queue is bounded in frames and in bytes; past it, our requests and notifications
+wait, and a drain of queued events takes only the room left
+(:data:`supervisor._flow.current_answer_room`, set for every handler). Answers and refusals we
+owe the peer wait in the same line without a task and without stopping the reader, within an
+owed budget; past it answers wait in their handler tasks (counted) and the reader admits no new
+request (it stops reading: backpressure on a peer that reads none of our answers). The reader
+never waits behind our own frames: a peer blocked writing to us reads nothing of them (the
+mutual block, docs/architecture.md "Flow control"). The endpoint closes only
 when the peer is gone: end of input, a failed read or write (a broken pipe), a broken frame
 header, or its owner closing it. ``write_timeout_ms`` is opt-in, for the one peer whose
 contract asks for it (a plugin backend that stays blocked past its request timeout,
@@ -794,8 +798,10 @@ class JSONRPCEndpoint(metaclass=NoPublicConstructor):
         if isinstance(event, RequestReceived):
             if event.request.method not in self._exempt:
                 # Flow control: while what we owe the peer does not move, take on nothing
-                # new (the reader stops: backpressure); it never closes for it.
-                await self._queue.wait_room()
+                # new (the reader stops: backpressure); it never closes for it. What we owe,
+                # not what we send: our own frames waiting for room must not stop the
+                # reader, or a peer blocked writing to us never reads them (a mutual block).
+                await self._queue.wait_owed_room()
             await self._start_inbound(event.request, event.body_bytes)
         elif isinstance(event, NotificationReceived):
             if event.notification.method == CANCEL_METHOD:
@@ -848,13 +854,14 @@ class JSONRPCEndpoint(metaclass=NoPublicConstructor):
         entry.finish()
 
     async def _answer_from_reader(self, frame: bytes) -> None:
-        """Queue an answer the reader makes itself (a refusal), waiting for room if need be.
+        """Queue an answer the reader makes itself (a refusal), waiting only past the budget
+        of what is owed (:meth:`~supervisor._transport._WriteQueue.put_owed`).
 
-        While the reader waits it reads nothing, the replies the writer may be waiting on
-        included: a peer that sends requests while it reads none of our answers is held
-        back until it reads again (flow control); the endpoint does not close for it.
+        Within it the reader reads on whatever our own frames wait for; past it (a peer that
+        sends requests while it reads none of our answers) it reads nothing until the peer
+        reads again (flow control); the endpoint does not close for it.
         """
-        if self._queue.put_nowait(frame):
+        if self._queue.put_owed(frame):
             return
         with contextlib.suppress(EndpointClosed):
             await self._queue.put(frame)
@@ -967,8 +974,10 @@ class JSONRPCEndpoint(metaclass=NoPublicConstructor):
             else:
                 answer = Response(id=request.id, result=result)
         frame = self._encode_answer(request, answer)
-        # Counted while it waits for room: an answer not yet queued is still a request in
-        # flight for the in-flight bound (see _start_inbound).
+        if self._queue.put_owed(frame):
+            return
+        # Past the owed budget: counted while it waits for room, an answer not yet queued is
+        # still a request in flight for the in-flight bound (see _start_inbound).
         self._answers_waiting += 1
         try:
             await self._queue.put(frame)
@@ -1068,9 +1077,13 @@ async def open_jsonrpc_endpoint(
     Flow control (never a timeout): what is on its way to the peer -- frames queued, answers
     waiting for room, room reserved by drains -- is bounded by ``max_pending_writes`` frames
     and ``max_write_bytes`` bytes (a single larger frame goes alone). A peer that does not
-    read makes answers and notifications wait, the reader stop admitting requests (it reads
-    no further until there is room: backpressure on the peer), and a drain of queued events
-    in a handler take only the room left (:data:`supervisor._flow.current_answer_room`).
+    read makes our requests and notifications wait, and a drain of queued events in a
+    handler take only the room left (:data:`supervisor._flow.current_answer_room`). What we
+    owe the peer (answers, refusals) waits in the same line, in its turn, without a task and
+    without stopping the reader, up to ``max_write_bytes`` bytes and 16 times
+    ``max_pending_writes`` frames; past that the reader admits no new request (it reads no
+    further: backpressure on a peer that sends requests and reads none of our answers). So
+    a peer that stops reading while its own writes block (a mutual block) is still read.
     Being slow never closes the endpoint.
 
     Each inbound request and notification is a supervision boundary. A request handler

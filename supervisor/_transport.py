@@ -68,6 +68,11 @@ _WRITE_CHUNK_BYTES: Final = 64 * 1024
 _JOIN_BYTES: Final = 1024 * 1024
 #: How much one read may return.
 _READ_CHUNK_BYTES: Final = 64 * 1024
+#: Answers owed to the peer that may wait in the write queue's line with no task holding
+#: them, as a multiple of the queue's bound in frames (4 096 with the default 256): about
+#: 2 MiB of small answers. Past it, or past the queue's bound in bytes, the reader admits
+#: nothing more until they move (see ``_WriteQueue.put_owed``).
+_OWED_FRAMES_PER_LIMIT: Final = 16
 #: Reads of a pipe that found data before the reader passes through the scheduler anyway.
 _READS_PER_PASS: Final = 16
 
@@ -122,13 +127,16 @@ class EndpointClosed(Exception):
 
 
 class _Waiter:
-    """A producer waiting for room in the write queue, with its frame."""
+    """A producer waiting for room in the write queue, with its frame; or an answer owed to
+    the peer that waits in the line with no task holding it (``owed``, see
+    :meth:`_WriteQueue.put_owed`)."""
 
-    __slots__ = ("event", "frame", "queued", "written")
+    __slots__ = ("event", "frame", "owed", "queued", "written")
 
-    def __init__(self, frame: bytes, written: trio.Event | None) -> None:
+    def __init__(self, frame: bytes, written: trio.Event | None, *, owed: bool = False) -> None:
         self.frame = frame
         self.written = written
+        self.owed = owed
         self.queued = False
         self.event = trio.Event()
 
@@ -168,6 +176,10 @@ class _WriteQueue:
         self.waiting_bytes = 0
         #: Bytes reserved for answers being made (see :meth:`reserve`).
         self.reserved = 0
+        #: Of the line, the answers owed to the peer that wait with no task, in bytes and
+        #: in frames (see :meth:`put_owed`).
+        self.owed_waiting = 0
+        self.owed_frames = 0
         self.closed_reason: str | None = None
         #: True while the writer waits for frames (nothing is being written).
         self.writer_parked = False
@@ -226,6 +238,9 @@ class _WriteQueue:
         while self.waiting and self._fits(len(self.waiting[0].frame)):
             waiter = self.waiting.popleft()
             self.waiting_bytes -= len(waiter.frame)
+            if waiter.owed:
+                self.owed_waiting -= len(waiter.frame)
+                self.owed_frames -= 1
             waiter.queued = True
             self._append(waiter.frame, waiter.written)
             waiter.event.set()
@@ -237,6 +252,50 @@ class _WriteQueue:
             return False
         self._append(frame, None)
         return True
+
+    def put_owed(self, frame: bytes) -> bool:
+        """Queue an answer owed to the peer without waiting, if the owed budget allows; say
+        whether it did (if not, the caller waits in :meth:`put`).
+
+        Into the queue when it fits and nobody waits; else into the line, in its turn,
+        held by no task, while the answers waiting there stay within the owed budget:
+        ``max_bytes`` bytes and :data:`_OWED_FRAMES_PER_LIMIT` times ``limit`` frames.
+        The reader never waits behind our own frames for what it owes: a peer that blocks
+        writing to us stops reading what we write, so a reader that waited for our frames
+        to move would wait for ever (the mutual block; docs/architecture.md "Flow control").
+        """
+        if self.closed_reason is not None:
+            return False
+        size = len(frame)
+        if not self.waiting and self._fits(size):
+            self._append(frame, None)
+            return True
+        if self.owed_frames and (
+            self.owed_waiting + size > self.max_bytes
+            or self.owed_frames >= self.limit * _OWED_FRAMES_PER_LIMIT
+        ):
+            return False
+        self.waiting.append(_Waiter(frame, None, owed=True))
+        self.waiting_bytes += size
+        self.owed_waiting += size
+        self.owed_frames += 1
+        return True
+
+    async def wait_owed_room(self) -> None:
+        """Wait until the answers owed to the peer (waiting in the line, or being made
+        with room reserved) total less than ``max_bytes`` (or the queue closed).
+
+        What the reader waits on before it admits a request: what we owe the peer, not what
+        we send it (our own requests waiting for room never stop the reader).
+
+        **Cancellation:** safe to cancel.
+        """
+        await trio.lowlevel.checkpoint_if_cancelled()
+        while self.closed_reason is None and (
+            self.owed_waiting + self.reserved >= self.max_bytes
+            or self.owed_frames >= self.limit * _OWED_FRAMES_PER_LIMIT
+        ):
+            await self._room.park()
 
     def put_urgent(self, frame: bytes) -> None:
         if self.closed_reason is None:
@@ -312,6 +371,8 @@ class _WriteQueue:
             self.closed_reason = reason
         waiting, self.waiting = self.waiting, deque()
         self.waiting_bytes = 0
+        self.owed_waiting = 0
+        self.owed_frames = 0
         for waiter in waiting:
             waiter.event.set()  # not queued: it raises EndpointClosed
         self._room.unpark_all()

@@ -49,7 +49,9 @@ if TYPE_CHECKING:
     from protocol import JSONObject, JSONValue, Params
     from supervisor._endpoint import NotificationHandler, RequestHandler
 
-ECHO_SERVER = os.path.join(os.path.dirname(os.path.dirname(__file__)), "peers", "echo_server.py")
+PEERS = os.path.join(os.path.dirname(os.path.dirname(__file__)), "peers")
+ECHO_SERVER = os.path.join(PEERS, "echo_server.py")
+ASKING_SERVER = os.path.join(PEERS, "asking_server.py")
 
 Message = Request | Notification | Response | ErrorResponse
 
@@ -1325,6 +1327,56 @@ async def test_against_a_real_echo_server_subprocess(caplog: pytest.LogCaptureFi
                 process.kill()
             await process.wait()
     assert any("5 bytes" in r.getMessage() for r in caplog.records)
+
+
+@pytest.mark.parametrize(("requests", "pad_bytes"), [(2000, 100), (600, 60_000)])
+async def test_a_blocking_peer_that_asks_while_we_pipeline_is_not_a_mutual_block(
+    requests: int, pad_bytes: int
+) -> None:
+    """A peer that asks us something before each answer, and stops reading while its own
+    writes block, against a caller that pipelines many requests: the reader must keep reading
+    while our own requests wait for room. Before, the reader waited behind them (to admit the
+    peer's request, or to queue its answer or refusal), the peer blocked writing to us and read
+    nothing more, and both sides waited for ever (2000 small requests: 128 answered; 600 of
+    60 KB: none)."""
+    process = await trio.lowlevel.open_process(
+        [sys.executable, ASKING_SERVER], stdin=subprocess.PIPE, stdout=subprocess.PIPE
+    )
+    asked: list[str] = []
+
+    async def answer_the_peer(method: str, params: JSONValue | None) -> JSONValue:
+        asked.append(method)
+        return [{}]
+
+    try:
+        assert process.stdin is not None
+        assert process.stdout is not None
+        async with open_jsonrpc_endpoint(
+            process.stdin, process.stdout, request_handler=answer_the_peer, name="asking"
+        ) as endpoint:
+            answers: list[int] = []
+
+            async def call(n: int) -> None:
+                answer = await endpoint.request("work", {"n": n, "pad": "x" * pad_bytes})
+                assert isinstance(answer, dict)
+                assert isinstance(answer["n"], int)
+                answers.append(answer["n"])
+
+            with trio.fail_after(60):
+                async with trio.open_nursery() as nursery:
+                    for n in range(requests):
+                        nursery.start_soon(call, n)
+            assert sorted(answers) == list(range(1, requests + 1))
+            # Each ask was answered (a burst past the in-flight bound is refused busy, also
+            # an answer); the handler ran for those admitted.
+            assert 0 < len(asked) <= requests
+            assert not endpoint.closed
+        assert await process.wait() == 0
+    finally:
+        with trio.CancelScope(shield=True):
+            if process.returncode is None:
+                process.kill()
+            await process.wait()
 
 
 async def test_handlers_see_the_request_id() -> None:

@@ -213,6 +213,43 @@ async def test_frames_are_written_strictly_first_in_first_out_waiters_included()
     assert failures == []
 
 
+async def test_what_the_reader_owes_takes_its_turn_without_waiting_within_its_budget() -> None:
+    """An answer owed to the peer (``put_owed``) joins the line behind our waiting frames
+    without a task, in its turn; the reader's admission (``wait_owed_room``) waits on what is
+    owed, not on our own frames; past the owed budget (16 x the frame bound) it waits."""
+    ours, theirs = trio.testing.lockstep_stream_pair()
+    transport = FramedTransport(ours, ours, name="peer", max_pending_writes=2)
+    queue = transport.queue
+    failures: list[str] = []
+    decoder = FrameDecoder()
+    got: list[int] = []
+    with trio.fail_after(WAIT_S):
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(_write_loop, transport, failures)
+            for n in range(5):  # ours: past the frame bound some wait in line
+                nursery.start_soon(queue.put, message("jsonrpc", n))
+                await trio.testing.wait_all_tasks_blocked()
+            assert queue.waiting
+            with trio.move_on_after(WAIT_S / 2) as admitted:
+                await queue.wait_owed_room()  # our own frames waiting: the reader reads on
+            assert not admitted.cancelled_caught
+            owed = [queue.put_owed(message("jsonrpc", n)) for n in range(5, 5 + 32)]
+            assert owed == [True] * 32
+            assert queue.put_owed(message("jsonrpc", 99)) is False  # past 16 x 2 frames
+            with trio.move_on_after(0.05) as admitted:
+                await queue.wait_owed_room()
+            assert admitted.cancelled_caught  # the budget is full: the reader would wait
+            while len(got) < 5 + 32:
+                decoder.receive_data(await theirs.receive_some(65536))
+                while isinstance(frame := decoder.next_event(), Frame):
+                    got.append(json.loads(frame.body)["params"]["n"])
+            await queue.wait_owed_room()  # moved: room again
+            assert (queue.owed_frames, queue.owed_waiting) == (0, 0)
+            queue.close("closed")
+    assert got == list(range(5 + 32))  # strictly in the order handed over
+    assert failures == []
+
+
 async def test_a_peer_that_does_not_read_is_waited_for_and_a_timeout_is_opt_in(
     autojump_clock: trio.testing.MockClock,
 ) -> None:
