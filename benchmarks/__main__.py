@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import argparse
 import importlib
-import json
 import os
 import pkgutil
 import platform
@@ -33,7 +32,14 @@ import time
 from typing import Any
 
 import benchmarks
-from benchmarks._ab import failed_row, fresh_rows, main_ab, row_matches, select_modules
+from benchmarks._ab import (
+    dump_json,
+    failed_row,
+    fresh_rows,
+    main_ab,
+    row_matches,
+    select_modules,
+)
 
 #: Rounds for modules whose own default is a long stand-alone run, so that the whole suite
 #: stays under 10 minutes. ``python -m benchmarks.bench_chaos`` runs
@@ -252,8 +258,7 @@ def main(argv: list[str] | None = None) -> int:
         with open(args.markdown, "w") as f:
             f.write(_markdown(rows, met))
     if args.json:
-        with open(args.json, "w") as f:
-            json.dump({"machine": _machine(), "rows": rows}, f, indent=2)
+        dump_json({"machine": _machine(), "rows": rows}, args.json)
     failed = sum(1 for row in rows if row.get("failed"))
     if failed:
         if not args.module_of_run:

@@ -41,7 +41,7 @@ import tomllib
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ("failed_row", "fresh_rows", "main_ab", "select_modules")
+__all__ = ("dump_json", "failed_row", "fresh_rows", "main_ab", "select_modules")
 
 _ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 _PROJECT = "trio-process-supervisor"
@@ -220,7 +220,8 @@ def fresh_rows(
     """``python -m benchmarks --json FILE *args`` in ``tree``, in a fresh interpreter.
 
     Returns:
-        Its rows (None when it wrote none) and its exit status. ``popen`` goes to
+        Its rows (None when it wrote none), each figure that has no value NaN again
+        (:func:`dump_json` wrote it as null), and its exit status. ``popen`` goes to
         :func:`subprocess.run` (where its output goes, ...).
     """
     fd, out = tempfile.mkstemp(suffix=".json", prefix="bench-")
@@ -237,11 +238,44 @@ def fresh_rows(
             return None, done.returncode
     finally:
         os.unlink(out)
+    for row in rows:
+        for name in _FIGURES:
+            if name in row and row[name] is None:
+                row[name] = math.nan
     return rows, done.returncode
 
 
+#: A row's numbers. A figure that has no value (a failed row's) is NaN in memory, so the
+#: tables print it as they always did, and null in JSON, which has no NaN.
+_FIGURES = ("ours", "peer", "ratio")
+
+
+def _strict(value: Any) -> Any:
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {k: _strict(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_strict(v) for v in value]
+    return value
+
+
+def dump_json(document: Any, path: str) -> None:
+    """Write ``document`` (rows, runs of rows) to ``path`` as strict JSON (RFC 8259).
+
+    NaN and the infinities, which strict readers (jq, ``JSON.parse``) refuse, are written
+    as null: a figure that has no value. :func:`fresh_rows` reads a row's null figures back
+    as NaN.
+    """
+    with open(path, "w") as f:
+        json.dump(_strict(document), f, indent=2, allow_nan=False)
+
+
 def failed_row(module: str, why: str) -> dict[str, Any]:
-    """The row of a module that gave none (its figure says why, cut to 120 characters)."""
+    """The row of a module that gave none (its figure says why, cut to 120 characters).
+
+    Its numbers are NaN: the tables print ``nan``, :func:`dump_json` writes null.
+    """
     return {
         "benchmark": module,
         "figure": f"{module} failed: {why}"[:120],
@@ -468,15 +502,13 @@ def main_ab(
             with open(markdown, "w") as f:
                 f.write(render(table, old, new, markdown=True))
         if json_path:
-            with open(json_path, "w") as f:
-                json.dump(
-                    {
-                        "old": {"label": old.label, "runs": old.runs},
-                        "new": {"label": new.label, "runs": new.runs},
-                    },
-                    f,
-                    indent=2,
-                )
+            dump_json(
+                {
+                    "old": {"label": old.label, "runs": old.runs},
+                    "new": {"label": new.label, "runs": new.runs},
+                },
+                json_path,
+            )
         if not temporary:
             _log(f"kept {work}")
     finally:

@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import json
+import math
 import os
 import subprocess
 import sys
 from typing import TYPE_CHECKING
+
+from benchmarks._ab import Side, compare, fresh_rows, render
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -76,3 +79,83 @@ def test_usage_errors_end_at_once_with_2(tmp_path: Path) -> None:
         assert done.returncode == 2, (args, done.stderr)
         assert "Traceback" not in done.stderr
         assert "goals met" not in done.stdout  # nothing was measured
+
+
+#: Imported by every interpreter of a run whose PYTHONPATH holds it: the modules named in
+#: BENCH_TEST_BROKEN fail to import there, so each gives a failed row, in whichever
+#: interpreter measures it.
+_BREAK = """
+import os, sys
+
+class _Broken:
+    def find_spec(self, name, path=None, target=None):
+        if name.rpartition(".")[2] in os.environ.get("BENCH_TEST_BROKEN", "").split(","):
+            raise ImportError("broken on purpose")
+        return None
+
+sys.meta_path.insert(0, _Broken())
+"""
+
+
+def _broken_env(tmp_path: Path, *modules: str) -> dict[str, str]:
+    site = tmp_path / "site"
+    site.mkdir()
+    (site / "sitecustomize.py").write_text(_BREAK)
+    path = os.pathsep.join(p for p in (str(site), os.environ.get("PYTHONPATH")) if p)
+    return {**os.environ, "PYTHONPATH": path, "BENCH_TEST_BROKEN": ",".join(modules)}
+
+
+def _refuse(token: str) -> object:
+    raise AssertionError(f"{token} is not JSON (RFC 8259)")
+
+
+def test_a_failed_row_is_written_as_strict_json(tmp_path: Path) -> None:
+    """A row that failed to run was written with NaN figures, which strict JSON readers (jq,
+    JSON.parse) refuse: its figures are null; the table and the exit status are as before."""
+    out, markdown = tmp_path / "rows.json", tmp_path / "rows.md"
+    outputs = ["--json", str(out), "--markdown", str(markdown)]
+    done = subprocess.run(
+        [sys.executable, "-m", "benchmarks", "--quick", *outputs, "bench_framing", "bench_tree"],
+        cwd=ROOT,
+        env=_broken_env(tmp_path, "bench_framing", "bench_tree"),
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert done.returncode == 2, done.stderr[-2000:]
+    assert "Traceback" not in done.stderr
+    # Each module failed in its fresh interpreter, which wrote its row for this one to read.
+    rows = json.loads(out.read_text(), parse_constant=_refuse)["rows"]
+    assert [row["benchmark"] for row in rows] == ["bench_framing", "bench_tree"]
+    for row in rows:
+        assert row["failed"] is True
+        assert "ImportError: broken on purpose" in row["figure"]
+        assert (row["ours"], row["peer"], row["ratio"]) == (None, None, None)
+    table = markdown.read_text()
+    assert "| - | nan  | nan | nanx | - | **no** |" in table
+    assert "0 of 2 goals met." in table
+    assert "nan" in done.stdout  # the terminal's table too
+
+
+def test_the_ab_harness_reads_a_failed_row_back(tmp_path: Path) -> None:
+    """fresh_rows (the A/B harness's run of one side) reads the null figures of a failed row
+    as NaN again, and the comparison marks the row FAILED."""
+    rows, status = fresh_rows(
+        sys.executable,
+        ROOT,
+        ["--quick", "bench_framing"],
+        env=_broken_env(tmp_path, "bench_framing"),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    assert status == 2
+    assert rows is not None
+    [row] = rows
+    assert row["failed"] is True
+    assert all(math.isnan(row[name]) for name in ("ours", "peer", "ratio"))
+    old, new = Side("old", ROOT, sys.executable), Side("new", ROOT, sys.executable)
+    old.runs, new.runs = [[dict(row)]], [[dict(row)]]
+    table = compare(old, new, None)
+    assert [item.verdict for item in table] == ["FAILED"]
+    assert render(table, old, new, markdown=False).splitlines()[2].endswith("FAILED")
