@@ -92,7 +92,9 @@ def _run_fresh(name: str, *, quick: bool, rows: str | None) -> list[dict[str, An
     """One module's rows, measured in a fresh interpreter (its progress lines still shown).
 
     The interpreter ends with this one: killed if this one is interrupted or ends by
-    SIGTERM (see :func:`_end_on_sigterm`), sent SIGKILL by the kernel if this one dies.
+    SIGTERM (see :func:`_end_on_sigterm`), sent SIGKILL by the kernel if this one dies. Its
+    rows come through a file with no name (:func:`~benchmarks._ab.fresh_rows`), so however
+    this one ends, nothing is left behind.
     """
     args = ["--in-process", "--module-of-run"]
     args += ["--quick"] if quick else []
@@ -117,8 +119,8 @@ def _die_with_parent() -> None:
 
 
 def _end_on_sigterm() -> None:
-    """SIGTERM ends this process as an exception, so the module measuring is killed and its
-    temporary file removed (by default SIGTERM ends it at once and leaves both)."""
+    """SIGTERM ends this process as an exception, so the module measuring is killed and
+    waited for (by default SIGTERM ends this one at once, and the kernel kills the child)."""
 
     def raise_exit(signum: int, frame: object) -> None:
         raise SystemExit(128 + signum)

@@ -219,25 +219,31 @@ def fresh_rows(
 ) -> tuple[list[dict[str, Any]] | None, int]:
     """``python -m benchmarks --json FILE *args`` in ``tree``, in a fresh interpreter.
 
+    FILE is ``/dev/fd/N``: a file of this process that has no name (``O_TMPFILE``, or
+    unlinked at once), handed to the child as its fd N. However either process ends, SIGKILL
+    included, nothing is left behind; and the child needs no option an older tree lacks.
+
     Returns:
         Its rows (None when it wrote none), each figure that has no value NaN again
         (:func:`dump_json` wrote it as null), and its exit status. ``popen`` goes to
         :func:`subprocess.run` (where its output goes, ...).
     """
-    fd, out = tempfile.mkstemp(suffix=".json", prefix="bench-")
-    os.close(fd)
-    try:
+    with tempfile.TemporaryFile(prefix="bench-", suffix=".json") as out:
+        fd = out.fileno()
         # run() kills the child on any exception here (KeyboardInterrupt, SystemExit).
         done = subprocess.run(
-            [python, "-m", "benchmarks", "--json", out, *args], cwd=tree, check=False, **popen
+            [python, "-m", "benchmarks", "--json", f"/dev/fd/{fd}", *args],
+            cwd=tree,
+            check=False,
+            pass_fds=(fd,),
+            **popen,
         )
+        # The child opened the file anew (its own offset): this one reads it from the start.
+        out.seek(0)
         try:
-            with open(out) as f:
-                rows: list[dict[str, Any]] = json.load(f)["rows"]
-        except (OSError, ValueError, KeyError):
+            rows: list[dict[str, Any]] = json.load(out)["rows"]
+        except (ValueError, KeyError, TypeError):
             return None, done.returncode
-    finally:
-        os.unlink(out)
     for row in rows:
         for name in _FIGURES:
             if name in row and row[name] is None:
