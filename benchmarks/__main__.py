@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import argparse
 import importlib
-import json
 import os
 import pkgutil
 import platform
@@ -33,7 +32,14 @@ import time
 from typing import Any
 
 import benchmarks
-from benchmarks._ab import failed_row, fresh_rows, main_ab, row_matches, select_modules
+from benchmarks._ab import (
+    dump_json,
+    failed_row,
+    fresh_rows,
+    main_ab,
+    row_matches,
+    select_modules,
+)
 
 #: Rounds for modules whose own default is a long stand-alone run, so that the whole suite
 #: stays under 10 minutes. ``python -m benchmarks.bench_chaos`` runs
@@ -86,7 +92,9 @@ def _run_fresh(name: str, *, quick: bool, rows: str | None) -> list[dict[str, An
     """One module's rows, measured in a fresh interpreter (its progress lines still shown).
 
     The interpreter ends with this one: killed if this one is interrupted or ends by
-    SIGTERM (see :func:`_end_on_sigterm`), sent SIGKILL by the kernel if this one dies.
+    SIGTERM (see :func:`_end_on_sigterm`), sent SIGKILL by the kernel if this one dies. Its
+    rows come through a file with no name (:func:`~benchmarks._ab.fresh_rows`), so however
+    this one ends, nothing is left behind.
     """
     args = ["--in-process", "--module-of-run"]
     args += ["--quick"] if quick else []
@@ -111,8 +119,8 @@ def _die_with_parent() -> None:
 
 
 def _end_on_sigterm() -> None:
-    """SIGTERM ends this process as an exception, so the module measuring is killed and its
-    temporary file removed (by default SIGTERM ends it at once and leaves both)."""
+    """SIGTERM ends this process as an exception, so the module measuring is killed and
+    waited for (by default SIGTERM ends this one at once, and the kernel kills the child)."""
 
     def raise_exit(signum: int, frame: object) -> None:
         raise SystemExit(128 + signum)
@@ -252,8 +260,7 @@ def main(argv: list[str] | None = None) -> int:
         with open(args.markdown, "w") as f:
             f.write(_markdown(rows, met))
     if args.json:
-        with open(args.json, "w") as f:
-            json.dump({"machine": _machine(), "rows": rows}, f, indent=2)
+        dump_json({"machine": _machine(), "rows": rows}, args.json)
     failed = sum(1 for row in rows if row.get("failed"))
     if failed:
         if not args.module_of_run:

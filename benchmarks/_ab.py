@@ -41,7 +41,7 @@ import tomllib
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ("failed_row", "fresh_rows", "main_ab", "select_modules")
+__all__ = ("dump_json", "failed_row", "fresh_rows", "main_ab", "select_modules")
 
 _ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 _PROJECT = "trio-process-supervisor"
@@ -219,29 +219,69 @@ def fresh_rows(
 ) -> tuple[list[dict[str, Any]] | None, int]:
     """``python -m benchmarks --json FILE *args`` in ``tree``, in a fresh interpreter.
 
+    FILE is ``/dev/fd/N``: a file of this process that has no name (``O_TMPFILE``, or
+    unlinked at once), handed to the child as its fd N. However either process ends, SIGKILL
+    included, nothing is left behind; and the child needs no option an older tree lacks.
+
     Returns:
-        Its rows (None when it wrote none) and its exit status. ``popen`` goes to
+        Its rows (None when it wrote none), each figure that has no value NaN again
+        (:func:`dump_json` wrote it as null), and its exit status. ``popen`` goes to
         :func:`subprocess.run` (where its output goes, ...).
     """
-    fd, out = tempfile.mkstemp(suffix=".json", prefix="bench-")
-    os.close(fd)
-    try:
+    with tempfile.TemporaryFile(prefix="bench-", suffix=".json") as out:
+        fd = out.fileno()
         # run() kills the child on any exception here (KeyboardInterrupt, SystemExit).
         done = subprocess.run(
-            [python, "-m", "benchmarks", "--json", out, *args], cwd=tree, check=False, **popen
+            [python, "-m", "benchmarks", "--json", f"/dev/fd/{fd}", *args],
+            cwd=tree,
+            check=False,
+            pass_fds=(fd,),
+            **popen,
         )
+        # The child opened the file anew (its own offset): this one reads it from the start.
+        out.seek(0)
         try:
-            with open(out) as f:
-                rows: list[dict[str, Any]] = json.load(f)["rows"]
-        except (OSError, ValueError, KeyError):
+            rows: list[dict[str, Any]] = json.load(out)["rows"]
+        except (ValueError, KeyError, TypeError):
             return None, done.returncode
-    finally:
-        os.unlink(out)
+    for row in rows:
+        for name in _FIGURES:
+            if name in row and row[name] is None:
+                row[name] = math.nan
     return rows, done.returncode
 
 
+#: A row's numbers. A figure that has no value (a failed row's) is NaN in memory, so the
+#: tables print it as they always did, and null in JSON, which has no NaN.
+_FIGURES = ("ours", "peer", "ratio")
+
+
+def _strict(value: Any) -> Any:
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {k: _strict(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_strict(v) for v in value]
+    return value
+
+
+def dump_json(document: Any, path: str) -> None:
+    """Write ``document`` (rows, runs of rows) to ``path`` as strict JSON (RFC 8259).
+
+    NaN and the infinities, which strict readers (jq, ``JSON.parse``) refuse, are written
+    as null: a figure that has no value. :func:`fresh_rows` reads a row's null figures back
+    as NaN.
+    """
+    with open(path, "w") as f:
+        json.dump(_strict(document), f, indent=2, allow_nan=False)
+
+
 def failed_row(module: str, why: str) -> dict[str, Any]:
-    """The row of a module that gave none (its figure says why, cut to 120 characters)."""
+    """The row of a module that gave none (its figure says why, cut to 120 characters).
+
+    Its numbers are NaN: the tables print ``nan``, :func:`dump_json` writes null.
+    """
     return {
         "benchmark": module,
         "figure": f"{module} failed: {why}"[:120],
@@ -468,15 +508,13 @@ def main_ab(
             with open(markdown, "w") as f:
                 f.write(render(table, old, new, markdown=True))
         if json_path:
-            with open(json_path, "w") as f:
-                json.dump(
-                    {
-                        "old": {"label": old.label, "runs": old.runs},
-                        "new": {"label": new.label, "runs": new.runs},
-                    },
-                    f,
-                    indent=2,
-                )
+            dump_json(
+                {
+                    "old": {"label": old.label, "runs": old.runs},
+                    "new": {"label": new.label, "runs": new.runs},
+                },
+                json_path,
+            )
         if not temporary:
             _log(f"kept {work}")
     finally:

@@ -5,8 +5,14 @@ Request: ``{id, operationId?, timeoutMilliseconds?, command, payload}``. Respons
 
 Rules implemented by :func:`parse_envelope`:
 
-* Bytes or text that are not a JSON object are ``invalid_request`` with the message
-  "Invalid JSON request" (the Core API contract's example response).
+* Bytes or text that can not be read are ``invalid_request`` with the cause and the
+  JSON-RPC code ``supervisor serve`` answers such a request with (one function reads both:
+  :func:`~protocol._jsonrpc.read_json`): "message body is not usable JSON: NaN is not
+  valid JSON", "message body is not UTF-8", "the message nests deeper than 512 levels"...,
+  ``details.jsonrpcCode`` -32700 (not JSON) or -32600 (JSON that can not be used; the
+  response then carries the request's ``id`` when it could be read).
+* JSON that is not an object is ``invalid_request`` with the message "Invalid JSON
+  request" (the Core API contract's example response).
 * ``id`` is a non-empty string or an integer; it keeps its JSON type in the response.
   It may be absent (or ``null``).
 * ``operationId`` defaults to ``id`` (as text) when ``id`` is present; when neither is
@@ -29,8 +35,8 @@ import uuid
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from . import _json
-from ._errors import CoreError
+from ._errors import CoreError, RemoteProtocolError
+from ._jsonrpc import read_json
 from ._payload import MAX_MILLISECONDS
 
 if TYPE_CHECKING:
@@ -107,18 +113,16 @@ def parse_envelope(data: str | bytes | JSONObject) -> EnvelopeRequest:
         obj: JSONValue = data
     elif isinstance(data, str | bytes):
         try:
-            obj = _json.loads(data)
-        except _json.NestingTooDeep as exc:
-            # Read, then refused: the answer still names the request when its id is usable.
-            raw_id = _json.id_of(exc.document)
-            read_id: RequestId | None = None
-            if (isinstance(raw_id, str) and raw_id) or type(raw_id) is int:
-                read_id = raw_id
+            obj = read_json(data)
+        except RemoteProtocolError as exc:
+            # Refused as serve refuses it; the answer still names the request when its id
+            # was read and is one an envelope may have.
+            read_id = exc.request_id
             raise EnvelopeError(
-                f"The request nests deeper than {_json.MAX_DEPTH} levels", request_id=read_id
+                str(exc),
+                request_id=read_id if read_id != "" else None,
+                details={"jsonrpcCode": int(exc.error_code)},
             ) from None
-        except ValueError:
-            raise EnvelopeError(_INVALID_JSON) from None
     else:
         raise TypeError(f"parse_envelope() takes str, bytes or dict, not {type(data).__name__}")
     if not isinstance(obj, dict):

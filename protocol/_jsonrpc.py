@@ -45,6 +45,8 @@ __all__ = (
     "decode_message",
     "encode_message",
     "encode_request",
+    # For the envelope (protocol._envelope); not re-exported by the package.
+    "read_json",
 )
 
 #: Structured ``params``: a JSON object (by-name) or array (by-position).
@@ -332,7 +334,7 @@ _MESSAGE_DECODER = _message_decoder()
 _MAX_DEPTH = _json.MAX_DEPTH
 
 
-def _out_of_range(data: bytes) -> RemoteProtocolError:
+def _out_of_range(data: bytes | str) -> RemoteProtocolError:
     """The refusal of a message holding a number out of range, naming its id when it has one
     (the document is read again, leniently, only to find the id)."""
     try:
@@ -350,6 +352,64 @@ def _scanned_id(data: bytes | str) -> int | str | None:
     """The id of a message the parser could not read whole, when a token scan finds one."""
     raw = _json.scan_id(data if isinstance(data, bytes) else data.encode("utf-8", "replace"))
     return raw if isinstance(raw, int | str) and _is_id(raw) else None
+
+
+def read_json(data: bytes | str, *, finite_only: bool = False) -> JSONValue:
+    """Parse one JSON document a peer sent, or refuse it in the words of its JSON-RPC error.
+
+    The one reading of a body that ``supervisor serve`` answers -32700 or -32600 for, shared by
+    :func:`decode_message` and the Core's envelope (:func:`~protocol.parse_envelope`), so a
+    request that can not be read is refused with the same cause and code on both roads.
+
+    Args:
+        data: UTF-8 JSON bytes, or text.
+        finite_only: As :func:`decode_message`.
+
+    Returns:
+        The document.
+
+    Raises:
+        RemoteProtocolError: ``PARSE_ERROR`` (id None) when the bytes are not UTF-8 or the
+            text is not JSON (``NaN`` included); ``INVALID_REQUEST`` when it is JSON that
+            can not be used: nested deeper than 512 levels, a number with more digits than
+            Python converts, or (``finite_only``) a number out of range, with the
+            document's id when it could be read.
+    """
+    try:
+        value = _json.loads(data, finite_only=finite_only)
+    except _json.NestingTooDeep as exc:
+        # Read, then refused: the refusal can still name the request (JSON-RPC 2.0 §5: the
+        # id is null only when it could not be detected).
+        raw_id = _json.id_of(exc.document)
+        raise _invalid(
+            f"the message nests deeper than {_json.MAX_DEPTH} levels",
+            raw_id if isinstance(raw_id, int | str) and _is_id(raw_id) else None,
+        ) from None
+    except _json.TooDeepToRead:
+        raise _invalid(
+            f"the message nests deeper than {_json.MAX_DEPTH} levels", _scanned_id(data)
+        ) from None
+    except ValueError as exc:
+        if finite_only and type(exc) is ValueError and "out of range" in str(exc):
+            raise _out_of_range(data) from None
+        if type(exc) is ValueError and "int_max_str_digits" in str(exc):
+            # Python's own bound on converting digits to an int: valid JSON, unreadable here.
+            raise _invalid(
+                f"a number in the message has more than {sys.get_int_max_str_digits()} digits",
+                _scanned_id(data),
+            ) from None
+        # UnicodeDecodeError is a ValueError too; say which without echoing the bytes (the
+        # parser's own messages give a position, ours a reason: neither quotes content).
+        if isinstance(exc, UnicodeDecodeError):
+            what = "not UTF-8"
+        elif type(exc) is ValueError:
+            what = f"not usable JSON: {exc}"
+        else:
+            what = "not valid JSON"
+        raise RemoteProtocolError(
+            f"message body is {what}", error_code=ErrorCode.PARSE_ERROR
+        ) from None
+    return value
 
 
 def decode_message(
@@ -414,41 +474,7 @@ def decode_message(
                 wire.result,
                 wire.error,
             )
-    data = body if type(body) is bytes else bytes(body)
-    try:
-        obj = _json.loads(data, finite_only=finite_only)
-    except _json.NestingTooDeep as exc:
-        # Read, then refused: the refusal can still name the request (JSON-RPC 2.0 §5: the
-        # id is null only when it could not be detected).
-        raw_id = _json.id_of(exc.document)
-        raise _invalid(
-            f"the message nests deeper than {_json.MAX_DEPTH} levels",
-            raw_id if isinstance(raw_id, int | str) and _is_id(raw_id) else None,
-        ) from None
-    except _json.TooDeepToRead:
-        raise _invalid(
-            f"the message nests deeper than {_json.MAX_DEPTH} levels", _scanned_id(data)
-        ) from None
-    except ValueError as exc:
-        if finite_only and type(exc) is ValueError and "out of range" in str(exc):
-            raise _out_of_range(data) from None
-        if type(exc) is ValueError and "int_max_str_digits" in str(exc):
-            # Python's own bound on converting digits to an int: valid JSON, unreadable here.
-            raise _invalid(
-                f"a number in the message has more than {sys.get_int_max_str_digits()} digits",
-                _scanned_id(data),
-            ) from None
-        # UnicodeDecodeError is a ValueError too; say which without echoing the bytes (the
-        # parser's own messages give a position, ours a reason: neither quotes content).
-        if isinstance(exc, UnicodeDecodeError):
-            what = "not UTF-8"
-        elif type(exc) is ValueError:
-            what = f"not usable JSON: {exc}"
-        else:
-            what = "not valid JSON"
-        raise RemoteProtocolError(
-            f"message body is {what}", error_code=ErrorCode.PARSE_ERROR
-        ) from None
+    obj = read_json(body if type(body) is bytes else bytes(body), finite_only=finite_only)
     if not isinstance(obj, list):
         return _decode_one(obj)
     if not obj:

@@ -47,7 +47,10 @@ class ErrorBody(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
         code: The error code, from the catalog ("Error codes" below).
         message: What went wrong, for a person: at most 1 024 UTF-8 bytes.
         details: Facts a program can act on: ``field`` (the payload path at fault) for
-            ``invalid_request``, others per code; absent when none.
+            ``invalid_request``, or ``jsonrpcCode`` for a request that could not be read
+            (-32700 not JSON, -32600 JSON that can not be used: the code ``supervisor
+            serve`` answers it with, under the same message); others per code; absent when
+            none.
     """
 
     code: str

@@ -645,7 +645,8 @@ class Core(CommandCaller):
 
         Returns:
             ``{id, ok: true, data}`` or ``{id, ok: false, error: {code, message, details?}}``.
-            Invalid JSON is ``invalid_request`` with the message "Invalid JSON request".
+            A request that can not be read is ``invalid_request`` with the cause ``supervisor
+            serve`` names (:func:`protocol.parse_envelope`).
 
         **Cancellation:** as :meth:`call`.
         """
@@ -1048,7 +1049,10 @@ class CoreThread:
 
         Blocks the calling thread until the request ends (it always ends exactly once). Data
         that JSON can not carry (a non-finite number a peer sent) ends the request
-        ``internal`` rather than writing invalid JSON.
+        ``internal`` rather than writing invalid JSON. Text that can not be read (a ``NaN``
+        token, nesting too deep...) is ``invalid_request`` with the cause ``supervisor
+        serve`` answers it with and its JSON-RPC code in ``details.jsonrpcCode`` (-32700, or
+        -32600 under the request's id when that was read).
 
         Raises:
             RuntimeError: The CoreThread is not running.

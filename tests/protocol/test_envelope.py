@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import sys
 from typing import TYPE_CHECKING
 
 import pytest
@@ -73,15 +74,70 @@ def test_null_payload_defaults_to_empty_object() -> None:
     assert parse_envelope({"command": "c", "payload": None}).payload == {}
 
 
-@pytest.mark.parametrize(
-    "text", ["", "{", "not json", '{"command": "c"', b"\xff\xfe", "[]", "1", "null", '"x"']
-)
+@pytest.mark.parametrize("text", ["[]", "1", "null", '"x"'])
 def test_invalid_json(text: str | bytes) -> None:
     with pytest.raises(EnvelopeError) as info:
         parse_envelope(text)
     assert info.value.code == "invalid_request"
     assert info.value.message == "Invalid JSON request"
     assert info.value.request_id is None
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("", "message body is not valid JSON"),
+        ("{", "message body is not valid JSON"),
+        ('{"command": "c"', "message body is not valid JSON"),
+        (b"\xff\xfe", "message body is not UTF-8"),
+        (
+            '{"id": 1, "command": "c", "payload": NaN}',
+            "message body is not usable JSON: NaN is not valid JSON",
+        ),
+    ],
+)
+def test_unreadable_json_is_refused_with_its_cause(text: str | bytes, message: str) -> None:
+    """A request that can not be parsed names why, as ``supervisor serve`` does (the same
+    function reads both), with serve's JSON-RPC code: -32700, and no id (none was read)."""
+    with pytest.raises(EnvelopeError) as info:
+        parse_envelope(text)
+    assert info.value.code == "invalid_request"
+    assert info.value.message == message
+    assert info.value.details == {"jsonrpcCode": -32700}
+    assert info.value.request_id is None
+
+
+@pytest.mark.parametrize(
+    ("text", "message", "request_id"),
+    [
+        (
+            '{"id": 7, "command": "c", "payload": {"a": ' + "[" * 600 + "]" * 600 + "}}",
+            "the message nests deeper than 512 levels",
+            7,
+        ),
+        (
+            '{"id": "", "command": "c", "payload": ' + "[" * 600 + "]" * 600 + "}",
+            "the message nests deeper than 512 levels",
+            None,
+        ),
+        (
+            '{"id": "r", "command": "c", "payload": {"n": ' + "1" * 5000 + "}}",
+            f"a number in the message has more than {sys.get_int_max_str_digits()} digits",
+            "r",
+        ),
+    ],
+)
+def test_json_that_can_not_be_used_is_refused_under_its_id(
+    text: str, message: str, request_id: object
+) -> None:
+    """JSON read but refused is serve's -32600; the refusal names the request when its id is
+    one an envelope may have (not an empty string)."""
+    with pytest.raises(EnvelopeError) as info:
+        parse_envelope(text)
+    assert info.value.code == "invalid_request"
+    assert info.value.message == message
+    assert info.value.details == {"jsonrpcCode": -32600}
+    assert info.value.request_id == request_id
 
 
 BAD: list[tuple[str, JSONObject, str, object]] = [

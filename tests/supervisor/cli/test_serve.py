@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 import pytest
 import trio
 
+from supervisor import CoreThread, open_core
 from supervisor._cli._serve import SERVE_MAX_REQUESTS_IN_FLIGHT
 from tests._procfs import runs_no_more
 
@@ -323,6 +324,70 @@ async def test_garbage_body_gets_parse_error_and_server_goes_on(client: Client) 
     assert _field(parse_error, "error", "code") == -32700
     pong = await client.request("core.ping", {})
     assert "result" in pong
+    await client.shut_down()
+
+
+#: Payloads no request can be read with, and the JSON-RPC code serve refuses them with.
+_UNREADABLE = [
+    ("NaN", -32700),
+    ('{"a": ' + "[" * 600 + "]" * 600 + "}", -32600),
+    ('{"n": ' + "7" * 5000 + "}", -32600),
+    ("{not json", -32700),
+]
+
+
+async def test_an_unreadable_request_is_refused_alike_by_serve_and_execute_json(
+    client: Client,
+) -> None:
+    """CoreThread.execute_json answered every request it could not parse with a vague
+    "Invalid JSON request", where serve names the cause: both name it in the same words,
+    with the same JSON-RPC code (in the envelope: ``details.jsonrpcCode``) and, where serve
+    could read it, the same id."""
+    envelopes = [f'{{"id": 5, "command": "core.ping", "payload": {p}}}' for p, _ in _UNREADABLE]
+    answers = await trio.to_thread.run_sync(_execute_json, envelopes)
+    await client.initialize()
+    for (payload, code), answer in zip(_UNREADABLE, answers, strict=True):
+        body = f'{{"jsonrpc": "2.0", "id": 5, "method": "core.ping", "params": {payload}}}'
+        await client.send_raw(b"Content-Length: %d\r\n\r\n" % len(body) + body.encode())
+        served = await client.reply_to(5 if code == -32600 else None)
+        assert _field(served, "error", "code") == code
+        assert answer["id"] == served["id"]
+        assert answer["ok"] is False
+        assert answer["error"] == {
+            "code": "invalid_request",
+            "message": _field(served, "error", "message"),
+            "details": {"jsonrpcCode": code},
+        }
+    await client.shut_down()
+
+
+def _execute_json(requests: list[str]) -> list[JSONObject]:
+    """Each request's answer from ``CoreThread.execute_json`` (a blocking call: run it in a
+    worker thread, not in the Trio thread)."""
+    with CoreThread() as core:
+        return [json.loads(core.execute_json(request)) for request in requests]
+
+
+async def test_a_body_that_is_not_utf8_is_refused_alike_by_serve_and_the_core(
+    client: Client,
+) -> None:
+    """The same for bytes that are not UTF-8 (``Core.execute`` takes bytes; execute_json
+    takes text, which is never undecodable)."""
+    await client.initialize()
+    await client.send_raw(b"Content-Length: 3\r\n\r\n\xff\xfe{")
+    served = await client.reply_to(None)
+    assert _field(served, "error", "code") == -32700
+    async with open_core() as core:
+        answer = await core.execute(b"\xff\xfe{")
+    assert answer == {
+        "id": None,
+        "ok": False,
+        "error": {
+            "code": "invalid_request",
+            "message": _field(served, "error", "message"),
+            "details": {"jsonrpcCode": -32700},
+        },
+    }
     await client.shut_down()
 
 

@@ -56,6 +56,12 @@ async def test_ping_and_envelope_defaults() -> None:
 async def test_invalid_json_and_unknown_command() -> None:
     async with open_core() as core:
         error = _error(await core.execute("{not json"))
+        assert error == {
+            "code": "invalid_request",
+            "message": "message body is not valid JSON",
+            "details": {"jsonrpcCode": -32700},
+        }
+        error = _error(await core.execute("[]"))
         assert error == {"code": "invalid_request", "message": "Invalid JSON request"}
         response = await core.execute({"id": "x", "command": "no.such", "payload": {}})
         assert response["id"] == "x"
