@@ -1187,6 +1187,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     exception groups of the nurseries it crossed (a group leaves only when it holds two or
     more), so its traceback names the error first.
     """
+    _open_missing_stdio()
     try:
         # Parsed before anything of the Core is imported: ``--version``, ``--help`` and a
         # bad option answer in milliseconds (bench_startup), and exit here (SystemExit).
@@ -1211,6 +1212,29 @@ def main(argv: Sequence[str] | None = None) -> int:
         os.dup2(devnull, sys.stdout.fileno())
         os.close(devnull)
         return 141  # 128 + SIGPIPE, as a shell reports it
+
+
+def _open_missing_stdio() -> None:
+    """Give stdin or stderr, when we were started without it, ``/dev/null``.
+
+    Started with one closed (``2>&-``), the next file this process opens would take its
+    number: a library's write to "stderr" would land in a pipe to a child or a log file.
+    Python leaves ``sys.stderr`` None then, which Ray's ``init`` refuses (``--ray`` failed
+    with "sys.stderr is None"): the stream is made again on ``/dev/null``, where nothing is
+    shown, as nothing was. A closed stdout is left as it is: the commands that print a
+    result refuse to start without it (exit 120).
+    """
+    for fd, name, flags in ((0, "stdin", os.O_RDONLY), (2, "stderr", os.O_WRONLY)):
+        try:
+            os.fstat(fd)
+        except OSError:
+            null = os.open(os.devnull, flags)
+            if null != fd:
+                os.dup2(null, fd)
+                os.close(null)
+            if getattr(sys, name) is None:
+                # Lives as long as the process, as the stream Python would have made.
+                setattr(sys, name, open(fd, "r" if fd == 0 else "w", closefd=False))  # noqa: SIM115
 
 
 def _ray_joined() -> bool:

@@ -163,6 +163,28 @@ def test_closed_stdout_is_an_error_and_nothing_runs(tmp_path: Path) -> None:
         assert not marker.exists()
 
 
+def test_a_closed_stderr_or_stdin_is_given_dev_null() -> None:
+    """Started with stderr (or stdin) closed, the command line opens /dev/null on it: no file
+    of ours takes the number, and ``sys.stderr`` exists for the libraries that need it (Ray's
+    ``init`` refused ``--ray`` with "sys.stderr is None", exit 2). Stdout stays as it was."""
+    code = (
+        "import os, sys\n"
+        "from supervisor._cli._main import main\n"
+        "status = main(['exec', '--no-stdin', '--', '/bin/true'])\n"
+        "print(status, sys.stdin is not None, sys.stderr is not None,"
+        " os.readlink('/proc/self/fd/0'), os.readlink('/proc/self/fd/2'))\n"
+    )
+    done = subprocess.run(
+        ["bash", "-c", 'exec "$@" 2>&- <&-', "bash", PY, "-c", code],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 0, done.stdout
+    assert done.stdout.splitlines()[-1] == "0 True True /dev/null /dev/null"
+
+
 def _lanes_file(tmp_path: Path, marker: Path) -> Path:
     path = tmp_path / "lanes.toml"
     code = f"open({str(marker)!r}, 'w')"
