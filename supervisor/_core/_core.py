@@ -413,8 +413,7 @@ class Core(CommandCaller):
         order = _api.COMMANDS[command].order
         assert order is not None  # it has a target
         turn = self._sequencer.arrive(target, ending=order.ending)
-        if order.named:
-            assert isinstance(payload, dict)  # it has a target
+        if order.named and isinstance(payload, dict):
             named = payload.get("operationId")
             turn.name = named if isinstance(named, str) and named else operation_id
             turn.about = (command, payload)
