@@ -113,8 +113,9 @@ class CancelledResult(Result, kw_only=True):
     """A ``*.cancelOperation``: false when the operation was unknown or already ended.
 
     Attributes:
-        cancelled: True when the operation was running and is now ending ``cancelled``; false
-            when it was unknown or had already ended.
+        cancelled: True when the operation was running, or still waited for its turn on
+            its session (it arrived before the cancel), and is now ending ``cancelled``;
+            false when it was unknown, another session's, or had already ended.
     """
 
     cancelled: bool
@@ -151,11 +152,17 @@ class Ordered:
         ending: The command ends its target (stop, close, dispose, disconnect, destroy): it
             waits for the operations ahead of it at most :data:`ENDING_TURN_WAIT_MS`, so a
             target stuck on a blocked write can always be ended.
+        named: The target's own cancel (``lsp.cancelOperation``, ``debug.cancelOperation``)
+            finds the command while it still waits for its turn, by the id the target will
+            know it by: the payload's ``operationId``, else the Core operation's id (the
+            envelope's, the JSON-RPC id in serve). It then ends cancelled without its
+            effect (:meth:`supervisor._session._order.Sequencer.withdraw`).
     """
 
     target: str
     field: str | None = None
     ending: bool = False
+    named: bool = False
 
 
 #: How long an ending command (:attr:`Ordered.ending`) waits for the operations ahead of it

@@ -437,7 +437,8 @@ class OperationOutcome(Result, kw_only=True):
 
 class DebugCancelOperation(Payload, kw_only=True):
     """``debug.cancelOperation``: end a running operation (DAP ``cancel`` when the adapter
-    supports it).
+    supports it), or one still waiting for its turn on the session behind earlier ones (it
+    then fails the same way and nothing of it reaches the adapter).
 
     Attributes:
         reason: How the operation ends: ``cancelled`` (default) or ``timedOut``.
@@ -822,21 +823,24 @@ class DebugEvents(Result, kw_only=True):
 
 _ON_SESSION = Ordered("debug", "sessionId")
 _ENDS_SESSION = Ordered("debug", "sessionId", ending=True)
+#: An operation ``debug.cancelOperation`` finds while it waits for its turn.
+_OPERATION = Ordered("debug", "sessionId", named=True)
 #: The order rule (:class:`~._base.Ordered`): what is sent to one debug adapter takes effect
 #: in arrival order (``createSession`` with a caller's ``sessionId`` first); event waits,
-#: listings and cancels are ordered with nothing.
+#: listings and cancels are ordered with nothing (a cancel must not wait behind what it
+#: cancels: it finds an operation still in line by its ``operationId``).
 ORDER = {
     "debug.createSession": _ON_SESSION,
-    "debug.launch": _ON_SESSION,
-    "debug.attach": _ON_SESSION,
-    "debug.setBreakpoints": _ON_SESSION,
-    "debug.setExceptionBreakpoints": _ON_SESSION,
-    "debug.setFunctionBreakpoints": _ON_SESSION,
-    "debug.execute": _ON_SESSION,
-    "debug.inspect": _ON_SESSION,
-    "debug.setVariable": _ON_SESSION,
-    "debug.dataBreakpointInfo": _ON_SESSION,
-    "debug.setDataBreakpoints": _ON_SESSION,
+    "debug.launch": _OPERATION,
+    "debug.attach": _OPERATION,
+    "debug.setBreakpoints": _OPERATION,
+    "debug.setExceptionBreakpoints": _OPERATION,
+    "debug.setFunctionBreakpoints": _OPERATION,
+    "debug.execute": _OPERATION,
+    "debug.inspect": _OPERATION,
+    "debug.setVariable": _OPERATION,
+    "debug.dataBreakpointInfo": _OPERATION,
+    "debug.setDataBreakpoints": _OPERATION,
     "debug.runInTerminalResponse": _ON_SESSION,
     "debug.disconnect": _ENDS_SESSION,
     "debug.destroySession": _ENDS_SESSION,

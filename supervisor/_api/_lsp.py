@@ -562,7 +562,9 @@ class OperationResult(Result, kw_only=True):
 
 class LspCancelOperation(Payload, kw_only=True):
     """``lsp.cancelOperation``: cancel a pending ``lsp.request`` or function call
-    (``$/cancelRequest`` is sent; its ``requestCompleted`` says ``requestCancelled``).
+    (``$/cancelRequest`` is sent; its ``requestCompleted`` says ``requestCancelled``). One
+    still waiting for its turn on the session behind earlier commands (a pipelining client)
+    ends the same way, and the server never sees it.
 
     Attributes:
         operation_id: The ``operationId`` the request was answered with.
@@ -897,10 +899,13 @@ class LspEvents(Result, kw_only=True):
 
 _ON_SESSION = Ordered("lsp", "sessionId")
 _ENDS_SESSION = Ordered("lsp", "sessionId", ending=True)
+#: A request ``lsp.cancelOperation`` finds while it waits for its turn.
+_NAMED_ON_SESSION = Ordered("lsp", "sessionId", named=True)
 #: The order rule (:class:`~._base.Ordered`): every command that sends the server something
 #: or changes the session's documents takes effect in arrival order on its session
 #: (``didOpen``/``didChange``/``didClose``, requests, notifications, answers to the server's
-#: requests); snapshots, event waits and cancels are ordered with nothing.
+#: requests); snapshots, event waits and cancels are ordered with nothing (a cancel must not
+#: wait behind what it cancels: it finds a request still in line by its ``operationId``).
 ORDER = {
     "lsp.stopServer": _ENDS_SESSION,
     "lsp.restartServer": _ENDS_SESSION,
@@ -910,7 +915,7 @@ ORDER = {
     "lsp.workspaceFilesChanged": _ON_SESSION,
     "lsp.clearDiagnostics": _ON_SESSION,
     "lsp.updateWorkspaceConfiguration": _ON_SESSION,
-    "lsp.request": _ON_SESSION,
+    "lsp.request": _NAMED_ON_SESSION,
     "lsp.notify": _ON_SESSION,
     "lsp.serverRequestResponse": _ON_SESSION,
 }

@@ -221,7 +221,7 @@ _ON_SESSION = Ordered("lsp", "sessionId")
 #: context changes take effect in arrival order.
 ORDER = {
     "workspace.setContexts": Ordered("workspace"),
-    "lsp.functionRequest": _ON_SESSION,
+    "lsp.functionRequest": Ordered("lsp", "sessionId", named=True),
     "lsp.hostResponse": _ON_SESSION,
     "lsp.hostNotify": _ON_SESSION,
     "lsp.configureFunctionRelay": _ON_SESSION,

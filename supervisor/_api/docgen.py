@@ -136,6 +136,8 @@ def _order_md(order: Ordered | None) -> str:
     if order is None:
         return ""
     text = order.target if order.field is None else f"{order.target} (`{order.field}`)"
+    if order.named:
+        text += ", *named*"
     return f"{text}, *ends*" if order.ending else text
 
 
@@ -620,7 +622,10 @@ def render_markdown() -> str:
         "order, and a command with no target is ordered with nothing. *ends* marks a command",
         "that ends its target: it waits for an ending command ahead of it, but for any other",
         f"operation at most {ENDING_TURN_WAIT_MS} ms, so a target stuck on a blocked write can",
-        "always be ended.",
+        "always be ended. *named* marks an operation its kind's `*.cancelOperation` (ordered",
+        "with nothing: it never waits behind what it cancels) finds while it still waits for",
+        "its turn, by its `operationId` (the Core operation's id when the payload has none):",
+        "it then ends cancelled as a running one does, and nothing of it is sent.",
         "",
         "| command | payload | result | order |",
         "|---|---|---|---|",

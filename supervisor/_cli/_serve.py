@@ -193,7 +193,9 @@ class _Server:
         core = self._core
         if core is None or method in ("initialize", "shutdown"):
             return None
-        return core.arrive(method, request.params)
+        # The JSON-RPC id is the operation id (see _dispatch), so a cancel can name a
+        # request still in line by it.
+        return core.arrive(method, request.params, str(request.id))
 
     async def handle_request(self, method: str, params: JSONValue | None) -> JSONValue:
         """Run one admitted request in a scope the end of the session can cancel."""

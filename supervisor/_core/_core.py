@@ -80,7 +80,7 @@ if TYPE_CHECKING:
     from .._client._lsp import LanguageServerOptions, LspClient
     from .._client._sync import Portal, SyncDapClient, SyncLspClient
     from .._session._events import EventQueue
-    from .._session._order import Turn
+    from .._session._order import Target, Turn
     from ._policy import HostPolicy
     from ._service import CommandHandler, Service, ServiceFactory
 
@@ -384,7 +384,7 @@ class Core(CommandCaller):
 
     # -- dispatch ------------------------------------------------------------------------
 
-    def arrive(self, command: str, payload: object) -> Turn | None:
+    def arrive(self, command: str, payload: object, operation_id: str | None = None) -> Turn | None:
         """Give a command its place in its target's line, where it arrives.
 
         docs/architecture.md "The order rule": commands on one target (a terminal, a
@@ -395,6 +395,14 @@ class Core(CommandCaller):
         :meth:`call`. Cheap: two dict operations; nothing when the command is ordered with
         nothing.
 
+        Args:
+            command: The command name.
+            payload: Its payload, not decoded yet.
+            operation_id: The id it will run under (:meth:`call`'s): a *named* command
+                (:attr:`supervisor._api.Ordered.named`) whose payload has no
+                ``operationId`` is known to its target by it, so its target's cancel finds
+                it while it waits (:meth:`_withdraw`).
+
         Returns:
             The turn, or None for a command ordered with nothing (or whose payload names no
             target: its decoding refuses it before any effect).
@@ -403,7 +411,42 @@ class Core(CommandCaller):
         if target is None:
             return None
         order = _api.COMMANDS[command].order
-        return self._sequencer.arrive(target, ending=order is not None and order.ending)
+        assert order is not None  # it has a target
+        turn = self._sequencer.arrive(target, ending=order.ending)
+        if order.named and isinstance(payload, dict):
+            named = payload.get("operationId")
+            turn.name = named if isinstance(named, str) and named else operation_id
+            turn.about = (command, payload)
+        return turn
+
+    def _withdraw(self, target: Target, name: str, why: str) -> bool:
+        """End the operation on ``target`` named ``name`` before it takes its turn.
+
+        What a target's own cancel (``lsp.cancelOperation``, ``debug.cancelOperation``)
+        falls back on when its session knows no such operation yet: one still in line
+        (:meth:`supervisor._session._order.Sequencer.withdraw`). Its handler, when its task
+        gets there, ends it as its kind ends a cancelled operation, without its effect. A
+        payload its declaration refuses is not withdrawn (it ends with that refusal).
+
+        Args:
+            target: The target, e.g. ``("lsp", "lsp-1")``.
+            name: The operation's id as its target knows it (:meth:`arrive`).
+            why: Its kind's reason (``"cancelled"``, ``"timedOut"``).
+
+        Returns:
+            True when such an operation waited and was withdrawn; False otherwise (nothing
+            changed).
+        """
+        turn = self._sequencer.waiting_turn(target, name)
+        if turn is None or not isinstance(turn.about, tuple):
+            return False
+        command, payload = turn.about
+        try:
+            check_request_values(payload)
+            _api.validate_payload(command, payload)
+        except CoreError:
+            return False
+        return turn.withdraw(why)
 
     async def call(
         self,
@@ -454,7 +497,7 @@ class Core(CommandCaller):
         turn ends without its effect.
         """
         if turn is None:
-            turn = self.arrive(command, payload)
+            turn = self.arrive(command, payload, operation_id)
         task_status.started()
         try:
             return await self._call(command, payload, operation_id, timeout_ms, turn)
@@ -603,7 +646,7 @@ class Core(CommandCaller):
         if self._nursery is None:
             raise RuntimeError("this Core runs no operations of its own (no nursery)")
         submitted = SubmittedOperation._create()
-        turn = self.arrive(command, payload)
+        turn = self.arrive(command, payload, operation_id)
         self._nursery.start_soon(
             self._run_submitted, submitted, command, payload, operation_id, timeout_ms, turn
         )
@@ -681,7 +724,7 @@ class Core(CommandCaller):
             envelope = parse_envelope(request)
         except EnvelopeError as exc:
             return exc, None
-        return envelope, self.arrive(envelope.command, envelope.payload)
+        return envelope, self.arrive(envelope.command, envelope.payload, envelope.operation_id)
 
     def cancel(self, operation_id: str) -> bool:
         """Cancel a running operation.
@@ -923,6 +966,7 @@ async def _open_core(
                     plugin_state_root=plugin_state_root,
                     lookup=_ServicesOf(core),
                     event_budget=EventBudget(event_budget_bytes),
+                    withdraw=core._withdraw,
                 )
                 core._context = context
                 core.event_budget = context.event_budget

@@ -27,6 +27,7 @@ if TYPE_CHECKING:
     from protocol import JSONObject, JSONValue
 
     from .._session._events import EventBudget
+    from .._session._order import Target
     from ._policy import HostPolicy
 
 __all__ = (
@@ -82,6 +83,11 @@ async def _no_owned_resources(owner: str) -> None:
     """The default :attr:`ServiceContext.owner_ended`: a context outside a Core owns nothing."""
 
 
+def _nothing_waits(target: Target, name: str, why: str) -> bool:
+    """The default :attr:`ServiceContext.withdraw`: outside a Core no operation waits."""
+    return False
+
+
 class ServiceLookup(Protocol):
     """How a service finds the Core's other services: by name (the Core implements it)."""
 
@@ -129,6 +135,11 @@ class ServiceContext:
         lookup: The Core's services by name (:meth:`service`); none outside a Core.
         event_budget: The bytes every event queue of the Core keeps together
             (:class:`~supervisor._session._events.EventBudget`); None: no shared bound.
+        withdraw: ``withdraw(target, name, why) -> bool``: a target's own cancel
+            (``lsp.cancelOperation``) ends an operation on ``target`` that its session does
+            not know yet because it still waits for its turn, by the id it was named with
+            (``Core._withdraw``; the command's handler then ends it cancelled, unsent).
+            False when none waits.
     """
 
     nursery: trio.Nursery
@@ -139,6 +150,7 @@ class ServiceContext:
     plugin_state_root: Path | None = None
     lookup: ServiceLookup = field(default_factory=_NoServices)
     event_budget: EventBudget | None = None
+    withdraw: Callable[[Target, str, str], bool] = _nothing_waits
     _shared: dict[object, object] = field(default_factory=dict, repr=False, compare=False)
 
     async def service(self, name: str) -> Service | None:

@@ -518,9 +518,18 @@ class DebugService:
 
     @declared
     async def _cancel_operation(self, payload: DebugCancelOperation) -> JSONValue:
+        """``debug.cancelOperation``: a pending operation of the session, or one still in the
+        session's line (it arrived before the cancel; it fails the same way, unsent).
+
+        Ordered with nothing, so it never waits behind what it cancels; an operation of
+        another session, an unknown or an ended one answers false and nothing changes.
+        """
         session = self._sessions.find(payload.session_id)
         reason = payload.reason or "cancelled"
-        return {"cancelled": session.cancel_operation(payload.operation_id, reason)}
+        if session.cancel_operation(payload.operation_id, reason):
+            return {"cancelled": True}
+        target = ("debug", payload.session_id)
+        return {"cancelled": self._context.withdraw(target, payload.operation_id, reason)}
 
     @declared
     async def _run_in_terminal_response(self, payload: DebugRunInTerminalResponse) -> JSONValue:

@@ -120,7 +120,7 @@ from .._session import (
     stop_ladder,
 )
 from .._session._operations import Operation, OperationTable, run_operation
-from .._session._order import effect_taken
+from .._session._order import effect_taken, withdrawn
 from .._session._resource import SessionResource
 from .._terminal._pty import EndBounds, TerminalProcess
 from .._terminal._render import RetainedDisplay
@@ -395,6 +395,8 @@ class DebugSession(SessionResource[JSONObject]):
         self._anonymous = itertools.count(1)
         #: Set (and dropped) when an operation leaves the table: a caller waiting for room.
         self._operation_room: trio.Event | None = None
+        #: Operations waiting for room (:meth:`_wait_for_room`), by id: a cancel finds them.
+        self._held_for_room: dict[str, _Operation] = {}
         self._terminal_ids = itertools.count(1)
         self._terminal_requests: dict[str, _TerminalRequest] = {}
         self._terminals: list[TerminalProcess] = []
@@ -953,17 +955,17 @@ class DebugSession(SessionResource[JSONObject]):
         """
         if operation_id is None:
             operation_id = f"{command}#{next(self._anonymous)}"
+        withdrawn_as = withdrawn()
+        if withdrawn_as is not None:
+            return self._end_unsent(command, operation_id, withdrawn_as, timeout_ms)
         refused: JSONObject = {"operationId": operation_id, "reason": REASON_REFUSED}
         if operation_id in self._operations:
             raise CoreError(
                 "invalid_request", f"Operation {operation_id!r} is already pending", refused
             )
-        while len(self._operations) >= MAX_PENDING_OPERATIONS and self.lifecycle.live:
-            # A pipelining client is held back, not refused: this one takes its effect once
-            # an earlier one ended, and the session's later operations wait behind it.
-            if self._operation_room is None:
-                self._operation_room = trio.Event()
-            await self._operation_room.wait()
+        withdrawn_as = await self._wait_for_room(command, operation_id)
+        if withdrawn_as is not None:
+            return self._end_unsent(command, operation_id, withdrawn_as, timeout_ms)
         if operation_id in self._operations:
             raise CoreError(
                 "invalid_request", f"Operation {operation_id!r} is already pending", refused
@@ -1072,6 +1074,48 @@ class DebugSession(SessionResource[JSONObject]):
             raise CoreError("cancelled", "The operation was cancelled", details)
         raise CoreError("timed_out", f"The operation timed out ({timeout} ms)", details)
 
+    async def _wait_for_room(self, command: str, operation_id: str) -> str | None:
+        """Hold a pipelining client back while :data:`MAX_PENDING_OPERATIONS` are pending:
+        not refused, this operation takes its effect once an earlier one ended, and the
+        session's later operations wait behind it. ``debug.cancelOperation`` finds it here
+        too (it holds its turn but has no pending request yet).
+
+        Returns:
+            The reason of a cancel that named it meanwhile (it then ends unsent), or None.
+        """
+        if len(self._operations) < MAX_PENDING_OPERATIONS or not self.lifecycle.live:
+            return None
+        held = _Operation(operation_id, command)
+        self._held_for_room.setdefault(operation_id, held)
+        try:
+            with held.scope:
+                while len(self._operations) >= MAX_PENDING_OPERATIONS and self.lifecycle.live:
+                    if self._operation_room is None:
+                        self._operation_room = trio.Event()
+                    await self._operation_room.wait()
+        finally:
+            if self._held_for_room.get(operation_id) is held:
+                del self._held_for_room[operation_id]
+        return held.cancel_reason
+
+    def _end_unsent(
+        self, command: str, operation_id: str, reason: str, timeout_ms: int | None
+    ) -> JSONValue:
+        """An operation ``debug.cancelOperation`` named while it still waited for its turn in
+        the session's line: it fails now as :meth:`cancel_operation` fails a pending one
+        (``operationFailed`` with ``reason``, the caller gets ``cancelled`` or
+        ``timed_out``), and nothing is sent to the adapter."""
+        operation = _Operation(operation_id, command, cancel_reason=reason)
+        self._settle(operation, self._cancelled(operation, reason))
+        timeout = timeout_ms if timeout_ms is not None else DEFAULT_OPERATION_TIMEOUT_MS
+        return self._answer(operation, timeout, [])
+
+    def _cancelled(self, operation: _Operation, reason: str) -> JSONObject:
+        message = (
+            "The operation was cancelled" if reason == "cancelled" else "The operation timed out"
+        )
+        return self._outcome(operation, message=message, reason=reason)
+
     def cancel_operation(self, operation_id: str, reason: str) -> bool:
         """``debug.cancelOperation``: fail a pending operation now.
 
@@ -1084,14 +1128,18 @@ class DebugSession(SessionResource[JSONObject]):
             True when the operation was pending.
         """
         operation = self._operations.get(operation_id)
-        if operation is None or operation.done:
+        if operation is None:
+            held = self._held_for_room.get(operation_id)
+            if held is None or held.cancel_reason is not None:
+                return False
+            held.cancel_reason = reason  # it fails unsent (_wait_for_room)
+            held.scope.cancel()
+            return True
+        if operation.done:
             return False
         seq = operation.seq
         operation.cancel_reason = reason
-        message = (
-            "The operation was cancelled" if reason == "cancelled" else "The operation timed out"
-        )
-        self._settle(operation, self._outcome(operation, message=message, reason=reason))
+        self._settle(operation, self._cancelled(operation, reason))
         operation.scope.cancel()
         if seq is not None:
             self._send_cancel(seq)

@@ -59,7 +59,7 @@ from .._plugin._state import (
 from .._plugin._workspace import context_expired
 from .._process._tree import open_process_tree
 from .._session._events import EventBudget, EventQueue
-from .._session._order import effect_taken
+from .._session._order import effect_taken, withdrawn
 from .._session._registry import SessionRegistry
 from ._client import check_client_policy
 from ._session import (
@@ -106,6 +106,7 @@ if TYPE_CHECKING:
         LspHostResponse,
     )
     from .._core._service import CommandHandler, ServiceContext
+    from .._session._order import Target
 
     _SessionPayload = (
         LspSessionRef
@@ -470,6 +471,8 @@ class LspService:
         owner_ended: :attr:`ServiceContext.owner_ended`: called with a plugin-owned
             session's id when its backend process ends, so the terminals it owns (created
             with ``owner: <sessionId>``) are disposed.
+        withdraw: :attr:`ServiceContext.withdraw`: ``lsp.cancelOperation`` ends a request
+            or function call still in its session's line with it.
     """
 
     def __init__(
@@ -479,8 +482,10 @@ class LspService:
         owner_ended: Callable[[str], Awaitable[None]] | None = None,
         host: HostEnvironment | None = None,
         event_budget: EventBudget | None = None,
+        withdraw: Callable[[Target, str, str], bool] | None = None,
     ) -> None:
         self._nursery = nursery
+        self._withdraw = withdraw
         self._event_budget = event_budget
         #: The Core's host services for plugin backends (None: all go to the client).
         self.host = host
@@ -989,7 +994,6 @@ class LspService:
     @declared
     async def _request(self, payload: LspRequest) -> JSONValue:
         session = self._session(payload)
-        session.refuse_requests_if_ended()
         method, params, timeout_ms = payload.method, payload.params, payload.timeout_milliseconds
         operation_id = payload.operation_id or current_operation_id() or session.new_operation_id()
         uri = None
@@ -997,6 +1001,12 @@ class LspService:
             document = params.get("textDocument")
             if isinstance(document, dict) and isinstance(document.get("uri"), str):
                 uri = str(document["uri"])
+        if withdrawn() is not None:
+            # lsp.cancelOperation named it while it waited for its turn: it ends as a
+            # cancelled request does, and the server never sees it.
+            session.cancel_unsent(method, operation_id=operation_id, uri=uri)
+            return {"operationId": operation_id}
+        session.refuse_requests_if_ended()
         session.submit(
             method,
             params,
@@ -1026,8 +1036,20 @@ class LspService:
 
     @declared
     async def _cancel(self, payload: LspCancelOperation) -> JSONValue:
+        """``lsp.cancelOperation``: a pending request or call of the session, or one still in
+        the session's line (it arrived before the cancel; it ends the same way, unsent).
+
+        Ordered with nothing, so it never waits behind what it cancels; an operation of
+        another session, an unknown or an ended one answers false and nothing changes.
+        """
         session = self._session(payload)
-        return {"cancelled": session.cancel(payload.operation_id)}
+        if session.cancel(payload.operation_id):
+            return {"cancelled": True}
+        target = ("lsp", payload.session_id)
+        waited = self._withdraw is not None and self._withdraw(
+            target, payload.operation_id, "cancelled"
+        )
+        return {"cancelled": waited}
 
     # -- plugin functions (the plugin contract "Plugin functions") ------------------------
 
@@ -1043,6 +1065,21 @@ class LspService:
         # Capped at one hour below (function_timeout_ms).
         timeout = payload.timeout_milliseconds
         plugin = session.plugin
+        function = payload.function
+        if (
+            withdrawn() is not None
+            and plugin is not None
+            and isinstance(function, dict)
+            and isinstance(function.get("functionID"), str)
+        ):
+            # lsp.cancelOperation named it while it waited for its turn: it ends as a
+            # cancelled call does, never invoked. (Without a plugin or a function ID the
+            # checks below refuse it, as they would have at its turn.)
+            operation_id = (
+                payload.operation_id or current_operation_id() or session.new_operation_id()
+            )
+            plugin.cancel_uninvoked(operation_id, str(function["functionID"]))
+            return {"operationId": operation_id}
         function_id, params = check_function_request(
             payload.function,
             payload.params,
@@ -1366,7 +1403,12 @@ async def open_lsp_service(context: ServiceContext) -> AsyncIterator[LspService]
     async with trio.open_nursery() as nursery:
         host = HostEnvironment.of(context)
         service = LspService(
-            nursery, context.max_events, context.owner_ended, host, context.event_budget
+            nursery,
+            context.max_events,
+            context.owner_ended,
+            host,
+            context.event_budget,
+            withdraw=context.withdraw,
         )
         try:
             yield service

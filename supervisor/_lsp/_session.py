@@ -1397,10 +1397,23 @@ class LspSession(SessionResource[JSONObject]):
         req.end_reason = "cancelled"
         req.scope.cancel()
         # Completed now, not when the task gets around to it.
+        self._finish(req, self._cancelled(req))
+        return True
+
+    def cancel_unsent(self, method: str, *, operation_id: str, uri: str | None = None) -> None:
+        """A request ``lsp.cancelOperation`` named while it still waited for its turn in the
+        session's line: it completes now as :meth:`cancel` completes a running one (one
+        ``requestCompleted``, ``requestCancelled``), and nothing is sent (no
+        ``$/cancelRequest`` is needed)."""
+        gen = self._gen
+        req = _Request(operation_id, method, None, uri, gen.number if gen is not None else 0, True)
+        req.end_reason = "cancelled"
+        self._finish(req, self._cancelled(req))
+
+    def _cancelled(self, req: _Request) -> JSONObject:
         # The outcome names of the plugin contract "Invocation", shared by every
         # requestCompleted of a session (envelope answers keep cancelled/timed_out).
-        self._finish(req, self._error(req, "requestCancelled", "The request was cancelled"))
-        return True
+        return self._error(req, "requestCancelled", "The request was cancelled")
 
     async def _run_request(self, req: _Request, gen: _Generation) -> None:
         """One request's task: the one operation path (:func:`run_operation`)."""

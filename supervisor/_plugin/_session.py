@@ -136,6 +136,11 @@ def _runner_reason(outcome: JSONObject) -> str:
     return _RUNNER_REASONS.get(code, "unavailable") if isinstance(code, str) else "unavailable"
 
 
+def _cancelled_call() -> JSONObject:
+    """The outcome of a cancelled call (the plugin contract "Invocation")."""
+    return {"error": {"code": "requestCancelled", "message": "The call was cancelled"}}
+
+
 @dataclass(eq=False)
 class _Call(Operation):
     """One function call; completed exactly once (one ``requestCompleted``)."""
@@ -472,12 +477,15 @@ class PluginRuntime:
         call = self._calls.get(operation_id)
         if call is None:
             return False
-        self._finish(
-            call,
-            {"error": {"code": "requestCancelled", "message": "The call was cancelled"}},
-            "cancelled",
-        )
+        self._finish(call, _cancelled_call(), "cancelled")
         return True
+
+    def cancel_uninvoked(self, operation_id: str, function_id: str) -> None:
+        """A call ``lsp.cancelOperation`` named while it still waited for its turn in the
+        session's line: it completes now as :meth:`cancel_call` completes a running one
+        (one ``requestCompleted``, ``requestCancelled``), and nothing is sent."""
+        call = _Call(operation_id, "", function_id, self._generation, end_reason="cancelled")
+        self._calls.finish(call, _cancelled_call())
 
     # -- backend requests and notifications -------------------------------------------
 

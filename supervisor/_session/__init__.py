@@ -23,6 +23,7 @@ from ._order import (
     Target as Target,
     Turn as Turn,
     effect_taken as effect_taken,
+    withdrawn as withdrawn,
 )
 from ._registry import EventSource as EventSource, SessionRegistry as SessionRegistry
 from ._resource import SessionResource as SessionResource
@@ -47,4 +48,5 @@ __all__ = (
     "exit_detail",
     "signal_name",
     "stop_ladder",
+    "withdrawn",
 )

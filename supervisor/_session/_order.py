@@ -17,7 +17,13 @@ for an answer comes after, concurrently. A target that can not take more input (
 server that does not read) therefore holds back only its own later operations.
 
 An operation cancelled while it waits for its turn releases it untaken: it ends
-``cancelled`` and has no effect, and the operations behind it go on.
+``cancelled`` and has no effect, and the operations behind it go on. A turn may carry the id
+its target knows the operation by (:attr:`Turn.name`: an ``lsp.request``'s ``operationId``),
+so that the target's own cancel (``lsp.cancelOperation``, ``debug.cancelOperation``), which
+is ordered with nothing and must not wait behind what it cancels, finds an operation that
+has not taken its turn yet: :meth:`Sequencer.withdraw` takes it out of the line, and its
+handler, seeing :func:`withdrawn`, ends it the way that kind ends a cancelled operation,
+without its effect.
 
 Cost: an operation that arrives at an idle target is at the head of its line at once --
 :meth:`Turn.wait` then does not block -- and its line is dropped when it leaves, so an idle
@@ -36,7 +42,15 @@ import trio
 if TYPE_CHECKING:
     from collections.abc import Hashable
 
-__all__ = ("Sequencer", "SequencerStatistics", "Target", "Turn", "effect_taken", "hold_turn")
+__all__ = (
+    "Sequencer",
+    "SequencerStatistics",
+    "Target",
+    "Turn",
+    "effect_taken",
+    "hold_turn",
+    "withdrawn",
+)
 
 #: A target: ``(kind, id)``, e.g. ``("terminal", "term-3")``, ``("lsp", "lsp-1")``.
 Target: TypeAlias = "tuple[str, Hashable]"
@@ -52,17 +66,26 @@ class Turn:
         target: The target it is in line for.
         ending: Whether its operation ends the target (a stop, close, dispose): see
             :meth:`Sequencer.head`.
+        name: The id its target knows the operation by, for the target's cancel to find it
+            while it waits (:meth:`Sequencer.withdraw`); None: it can not be named.
+        about: What the turn's owner keeps with it (the Core: the command and its payload).
+        withdrawn: Why a cancel took it out of its line before its turn (``"cancelled"``,
+            ``"timedOut"``), or None.
     """
 
     __slots__ = (
+        "_begun",
         "_head",
         "_line",
         "_owner",
         "_released",
         "_sequencer",
         "_wake",
+        "about",
         "ending",
+        "name",
         "target",
+        "withdrawn",
     )
 
     def __init__(
@@ -77,6 +100,11 @@ class Turn:
         self._wake: trio.Event | None = _NO_WAKE
         #: The task running the operation (see :func:`effect_taken`).
         self._owner: trio.lowlevel.Task | None = None
+        #: Set once :meth:`wait` returned: the operation is taking its turn.
+        self._begun = False
+        self.name: str | None = None
+        self.about: object = None
+        self.withdrawn: str | None = None
 
     @property
     def is_head(self) -> bool:
@@ -92,19 +120,46 @@ class Turn:
     async def wait(self) -> None:
         """Wait until this operation may take its effect.
 
-        Returns at once (after a cancellation checkpoint) when it is at the head.
+        Returns at once (after a cancellation checkpoint) when it is at the head, and when
+        a cancel withdrew it (:meth:`withdraw`: the operation then ends without its effect).
 
         **Cancellation:** cancellable. A cancelled waiter must still :meth:`release` its
         turn (leaving untaken), which the operation path does in its ``finally``.
         """
-        if self._head:
+        if self._head or self.withdrawn is not None:
             await trio.lowlevel.checkpoint_if_cancelled()
-            return
-        if self._released:
-            raise RuntimeError("this turn was released")
-        if self._wake is None:
-            self._wake = trio.Event()
-        await self._wake.wait()
+        else:
+            if self._released:
+                raise RuntimeError("this turn was released")
+            if self._wake is None:
+                self._wake = trio.Event()
+            await self._wake.wait()
+        self._begun = True
+
+    @property
+    def waiting(self) -> bool:
+        """Whether the operation has not taken its turn yet and is still in line (a cancel
+        may :meth:`withdraw` it)."""
+        return not self._begun and not self._released
+
+    def withdraw(self, why: str) -> bool:
+        """Take the operation out of its line before it took its turn: a cancel named it.
+
+        The operations behind it go on at once; its own :meth:`wait` returns (now, or when
+        its task gets there) with :attr:`withdrawn` set to ``why``, and its handler ends it
+        without its effect (see :func:`withdrawn`).
+
+        Returns:
+            False when it had taken its turn already, or left the line (nothing changed).
+        """
+        if not self.waiting:
+            return False
+        self.withdrawn = why
+        wake = self._wake
+        self.release()
+        if wake is not None:
+            wake.set()
+        return True
 
     def release(self) -> None:
         """Leave the line: the effect was taken, or the operation ends without it.
@@ -180,6 +235,28 @@ class Sequencer:
         elif self._lines.get(target) is line:
             del self._lines[target]
 
+    def withdraw(self, target: Target, name: str, why: str) -> Turn | None:
+        """Withdraw the operation on ``target`` named ``name`` that waits for its turn
+        (:meth:`Turn.withdraw`).
+
+        Linear in the target's line (a cancel is rare; a line is as long as a client's
+        pipeline).
+
+        Returns:
+            The withdrawn turn; None when no operation of that name waits on ``target``.
+        """
+        turn = self.waiting_turn(target, name)
+        if turn is None or not turn.withdraw(why):
+            return None
+        return turn
+
+    def waiting_turn(self, target: Target, name: str) -> Turn | None:
+        """The first operation on ``target`` named ``name`` that has not taken its turn."""
+        for turn in self._lines.get(target, ()):
+            if turn.name == name and turn.waiting:
+                return turn
+        return None
+
     def head(self, target: Target) -> Turn | None:
         """The turn taking its effect on ``target`` now (None when the target is idle)."""
         line = self._lines.get(target)
@@ -225,3 +302,17 @@ def effect_taken() -> None:
     turn = _current_turn.get()
     if turn is not None and turn._owner is trio.lowlevel.current_task():
         turn.release()
+
+
+def withdrawn() -> str | None:
+    """Why a cancel withdrew the running operation before its turn (:meth:`Turn.withdraw`),
+    or None: it is taking its turn as usual (or runs outside an ordered operation).
+
+    A handler of a command that can be named while it waits (:attr:`Turn.name`) asks this
+    right after its turn came, before anything else, and ends a withdrawn operation the way
+    its kind ends a cancelled one, without its effect (nothing is sent).
+    """
+    turn = _current_turn.get()
+    if turn is None or turn._owner is not trio.lowlevel.current_task():
+        return None
+    return turn.withdrawn

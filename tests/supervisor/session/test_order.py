@@ -12,7 +12,14 @@ import pytest
 import trio
 import trio.testing
 
-from supervisor._session._order import Sequencer, Turn, effect_taken, hold_turn
+from supervisor._session._order import (
+    Sequencer,
+    Turn,
+    _current_turn,
+    effect_taken,
+    hold_turn,
+    withdrawn,
+)
 
 
 async def _take(turn: Turn, log: list[int], n: int) -> None:
@@ -107,3 +114,57 @@ async def test_effect_taken_releases_only_in_the_operations_own_task() -> None:
         _current_turn.reset(token)
     effect_taken()  # outside an operation: no effect
     later.release()
+
+
+async def test_a_named_waiter_is_withdrawn_without_its_effect_and_the_line_goes_on() -> None:
+    """cancel40: a cancel finds an operation still in line by its name, on its own target
+    only; it leaves the line at once, its task sees :func:`withdrawn`, and a turn already
+    taken (or another target's) can not be withdrawn."""
+    sequencer = Sequencer()
+    first, second, third = (sequencer.arrive(("lsp", "s")) for _ in range(3))
+    other = sequencer.arrive(("lsp", "t"))
+    for turn, name in ((first, "a"), (second, "b"), (third, "c"), (other, "b")):
+        turn.name = name
+    seen: list[tuple[str, str | None]] = []
+
+    async def operation(turn: Turn) -> None:
+        token = hold_turn(turn)
+        try:
+            await turn.wait()
+            seen.append((str(turn.name), withdrawn()))
+            if turn is first:
+                await trio.sleep_forever()  # an effect that does not end
+        finally:
+            turn.release()
+            _current_turn.reset(token)
+
+    async with trio.open_nursery() as nursery:
+        for turn in (first, second, third):
+            nursery.start_soon(operation, turn)
+        await trio.testing.wait_all_tasks_blocked()
+        assert seen == [("a", None)]  # the first took its turn and holds it
+        assert sequencer.withdraw(("lsp", "s"), "a", "cancelled") is None  # begun
+        assert sequencer.withdraw(("lsp", "s"), "nobody", "cancelled") is None
+        assert sequencer.withdraw(("lsp", "s"), "b", "cancelled") is second
+        assert not second.waiting
+        assert sequencer.withdraw(("lsp", "s"), "b", "cancelled") is None  # once
+        await trio.testing.wait_all_tasks_blocked()
+        assert seen == [("a", None), ("b", "cancelled")]  # ended at once, third waits
+        assert other.waiting  # the other target's "b" was not touched
+        nursery.cancel_scope.cancel()
+    other.release()
+
+
+async def test_a_head_whose_task_has_not_run_can_be_withdrawn() -> None:
+    """The head of an idle target is withdrawn too while its task has not run (a cancel
+    whose task ran first): the next one becomes the head."""
+    sequencer = Sequencer()
+    head, behind = sequencer.arrive(("debug", "d")), sequencer.arrive(("debug", "d"))
+    head.name = "h"
+    assert head.is_head
+    assert sequencer.withdraw(("debug", "d"), "h", "timedOut") is head
+    assert behind.is_head
+    await head.wait()  # returns: the operation ends, withdrawn
+    assert head.withdrawn == "timedOut"
+    behind.release()
+    assert sequencer.statistics().targets == 0
