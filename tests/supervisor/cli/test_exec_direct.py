@@ -161,8 +161,11 @@ def _data(response: JSONObject) -> dict[str, Any]:
 def _children() -> set[int]:
     found: set[int] = set()
     for task in os.listdir("/proc/self/task"):
-        with open(f"/proc/self/task/{task}/children") as f:
-            found |= {int(pid) for pid in f.read().split()}
+        try:
+            with open(f"/proc/self/task/{task}/children") as f:
+                found |= {int(pid) for pid in f.read().split()}
+        except FileNotFoundError:  # a thread (a Trio worker) that ended after the listing
+            continue
     return found
 
 
