@@ -115,6 +115,10 @@ class StrayText:
 
 
 _SET_FRAME_BODY = Frame.__dict__["body"].__set__
+# A frozen dataclass's __init__ costs more than the rest of reporting a stray line: the
+# decoder sets the two slots itself (every field is checked already).
+_SET_STRAY_COUNT = StrayText.__dict__["byte_count"].__set__
+_SET_STRAY_SAMPLE = StrayText.__dict__["sample"].__set__
 
 #: What :meth:`FrameDecoder.next_event` returns.
 FrameEvent: TypeAlias = Frame | StrayText | Literal[_Sentinel.NEED_DATA, _Sentinel.EOF]
@@ -199,8 +203,10 @@ class FrameDecoder:
         self._in_stray_line = False
         self._stray_run = 0
         self._stray_unreported = 0
-        # The first bytes of the unreported stray text (filled only while short).
-        self._stray_sample = b""
+        # Where the unreported stray text starts in the buffer: its pieces are contiguous and
+        # all of them are counted and reported within one next_event() call, so nothing
+        # drops them from the buffer meanwhile; the sample is cut from there once.
+        self._stray_start = 0
         self._eof = False
         self._error: RemoteProtocolError | None = None
         # Frames already cut by a batch split (their bytes consumed), last one first.
@@ -391,14 +397,18 @@ class FrameDecoder:
         Empty between events. After the :class:`RemoteProtocolError` for too much stray text
         it is the start of what broke the bound (which the error's message never quotes).
         """
-        return self._stray_sample
+        return self._stray_sample() if self._stray_unreported else b""
+
+    def _stray_sample(self) -> bytes:
+        start = self._stray_start
+        count = self._stray_unreported
+        stop = start + (count if count < STRAY_SAMPLE_BYTES else STRAY_SAMPLE_BYTES)
+        return bytes(self._buf[start:stop])
 
     def _add_stray(self, count: int, end: int) -> None:
         """Count the ``count`` stray bytes that end at ``end`` in the buffer."""
-        have = len(self._stray_sample)
-        if have < STRAY_SAMPLE_BYTES:
-            start = end - count
-            self._stray_sample += self._buf[start : min(end, start + STRAY_SAMPLE_BYTES - have)]
+        if not self._stray_unreported:
+            self._stray_start = end - count
         self._stray_run += count
         self._stray_unreported += count
         if self._stray_run > self._max_stray:
@@ -408,9 +418,10 @@ class FrameDecoder:
             )
 
     def _report_stray(self) -> StrayText:
-        event = StrayText(self._stray_unreported, sample=self._stray_sample)
+        event: StrayText = object.__new__(StrayText)
+        _SET_STRAY_COUNT(event, self._stray_unreported)
+        _SET_STRAY_SAMPLE(event, self._stray_sample())
         self._stray_unreported = 0
-        self._stray_sample = b""
         return event
 
     def _reset_section(self) -> None:
