@@ -70,6 +70,7 @@ if _typing.TYPE_CHECKING:
     from ._framing import (
         EOF as EOF,
         NEED_DATA as NEED_DATA,
+        STRAY_SAMPLE_BYTES as STRAY_SAMPLE_BYTES,
         Frame as Frame,
         FrameDecoder as FrameDecoder,
         FrameEvent as FrameEvent,
@@ -170,6 +171,7 @@ _LAZY: dict[str, str] = {
     "RequestReceived": "_connection",
     "Response": "_jsonrpc",
     "SERVER_ERROR_RANGE": "_codes",
+    "STRAY_SAMPLE_BYTES": "_framing",
     "ServerLifecycle": "_lifecycle",
     "StateMachine": "_machine",
     "StrayText": "_framing",
@@ -231,6 +233,7 @@ __all__ = (
     "MAX_OUTPUT_BYTES",
     "NEED_DATA",
     "SERVER_ERROR_RANGE",
+    "STRAY_SAMPLE_BYTES",
     "Batch",
     "CancelReceived",
     "CatalogEntry",

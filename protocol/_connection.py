@@ -273,7 +273,8 @@ class JSONRPCConnection:
 
         Returns:
             One of the event classes of this module, a :class:`~protocol.StrayText` (text
-            skipped between frames, byte count only), :data:`~protocol.NEED_DATA`, or
+            skipped between frames: its byte count and a bounded ``sample``, which its
+            ``repr`` leaves out), :data:`~protocol.NEED_DATA`, or
             :data:`~protocol.EOF` once the input ended and everything was returned.
 
         Raises:

@@ -274,7 +274,8 @@ class DAPConnection:
 
         Returns:
             A :class:`DAPRequest`, :class:`DAPResponse` or :class:`DAPEvent`; a
-            :class:`~protocol.StrayText` (byte count only) for text skipped between frames;
+            :class:`~protocol.StrayText` (its byte count and a bounded ``sample``, which its
+            ``repr`` leaves out) for text skipped between frames;
             :data:`NEED_DATA`; or :data:`EOF` once the input ended and everything was returned.
 
         Raises:

@@ -24,10 +24,13 @@ https://microsoft.github.io/language-server-protocol/specifications/lsp/3.17/spe
   the ``\\n`` that ends the blank line and is then taken by count, so leniency about
   line ends can never shift a body boundary.
 * Text between frames that is not a header line (a server printing to stdout) is
-  skipped line by line and reported as :class:`StrayText` with its byte count, never
-  its content. Header lines without a ``Content-Length`` that are followed by such a
-  line are counted as stray text as well (``Note: starting`` looks like a header). At
-  most ``max_stray_bytes`` may come in a row (between two frames).
+  skipped line by line and reported as :class:`StrayText` with its byte count and a
+  bounded sample of its first bytes (at most :data:`STRAY_SAMPLE_BYTES`, for a tool
+  that shows the developer what leaked; the event's ``repr`` and its equality leave it
+  out, so logging an event never prints a peer's output). Header lines without a
+  ``Content-Length`` that are followed by such a line are counted as stray text as well
+  (``Note: starting`` looks like a header). At most ``max_stray_bytes`` may come in a
+  row (between two frames).
 * The stream is broken -- :class:`RemoteProtocolError`, and every later call raises
   again -- for a header section without ``Content-Length`` or with a value that is not
   a decimal number, negative, or over ``max_body_bytes``; two different
@@ -42,7 +45,7 @@ import enum
 import operator
 import re
 from collections import deque
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from itertools import repeat
 from typing import TYPE_CHECKING, Final, Literal, TypeAlias
 
@@ -55,6 +58,7 @@ if TYPE_CHECKING:
 __all__ = (
     "EOF",
     "NEED_DATA",
+    "STRAY_SAMPLE_BYTES",
     "Frame",
     "FrameDecoder",
     "FrameEvent",
@@ -78,6 +82,8 @@ NEED_DATA: Final = _Sentinel.NEED_DATA
 #: Returned by :meth:`FrameDecoder.next_event` once :meth:`FrameDecoder.receive_eof` was
 #: called and every buffered frame was consumed.
 EOF: Final = _Sentinel.EOF
+#: Most bytes a :class:`StrayText` quotes of the text it reports (its ``sample``).
+STRAY_SAMPLE_BYTES: Final = 64
 
 
 @dataclass(frozen=True, slots=True)
@@ -97,12 +103,22 @@ class StrayText:
 
     Attributes:
         byte_count: How many bytes were skipped since the last event (> 0).
+        sample: The first of those bytes, at most :data:`STRAY_SAMPLE_BYTES` of them
+            (all of them when ``byte_count`` is no larger), raw: escape before showing.
+            Neither ``repr`` nor ``==`` looks at it (``StrayText(5)`` equals the decoder's
+            event for five bytes), so a log line that prints the event never carries a
+            peer's output.
     """
 
     byte_count: int
+    sample: bytes = field(default=b"", repr=False, compare=False)
 
 
 _SET_FRAME_BODY = Frame.__dict__["body"].__set__
+# A frozen dataclass's __init__ costs more than the rest of reporting a stray line: the
+# decoder sets the two slots itself (every field is checked already).
+_SET_STRAY_COUNT = StrayText.__dict__["byte_count"].__set__
+_SET_STRAY_SAMPLE = StrayText.__dict__["sample"].__set__
 
 #: What :meth:`FrameDecoder.next_event` returns.
 FrameEvent: TypeAlias = Frame | StrayText | Literal[_Sentinel.NEED_DATA, _Sentinel.EOF]
@@ -187,6 +203,10 @@ class FrameDecoder:
         self._in_stray_line = False
         self._stray_run = 0
         self._stray_unreported = 0
+        # Where the unreported stray text starts in the buffer: its pieces are contiguous and
+        # all of them are counted and reported within one next_event() call, so nothing
+        # drops them from the buffer meanwhile; the sample is cut from there once.
+        self._stray_start = 0
         self._eof = False
         self._error: RemoteProtocolError | None = None
         # Frames already cut by a batch split (their bytes consumed), last one first.
@@ -223,14 +243,17 @@ class FrameDecoder:
         if not data:
             return
         buf = self._buf
-        pos = self._pos
+        # The lines of an unfinished header section stay buffered (at most
+        # max_header_bytes): if plain text follows, they are stray text to sample.
+        keep = self._section_bytes
+        pos = self._pos - keep
         if pos == len(buf):
             buf.clear()
             self._pos = self._scan = 0
         elif pos >= _COMPACT_MIN_BYTES and 2 * pos >= len(buf):
             del buf[:pos]
             self._scan -= pos
-            self._pos = 0
+            self._pos = keep
         buf += data
 
     def receive_eof(self) -> None:
@@ -366,7 +389,26 @@ class FrameDecoder:
     def _fail(self, message: str) -> RemoteProtocolError:
         return RemoteProtocolError(message, error_code=ErrorCode.PARSE_ERROR)
 
-    def _add_stray(self, count: int) -> None:
+    @property
+    def pending_stray_sample(self) -> bytes:
+        """The first bytes (at most :data:`STRAY_SAMPLE_BYTES`) of stray text skipped but not
+        yet returned as a :class:`StrayText`.
+
+        Empty between events. After the :class:`RemoteProtocolError` for too much stray text
+        it is the start of what broke the bound (which the error's message never quotes).
+        """
+        return self._stray_sample() if self._stray_unreported else b""
+
+    def _stray_sample(self) -> bytes:
+        start = self._stray_start
+        count = self._stray_unreported
+        stop = start + (count if count < STRAY_SAMPLE_BYTES else STRAY_SAMPLE_BYTES)
+        return bytes(self._buf[start:stop])
+
+    def _add_stray(self, count: int, end: int) -> None:
+        """Count the ``count`` stray bytes that end at ``end`` in the buffer."""
+        if not self._stray_unreported:
+            self._stray_start = end - count
         self._stray_run += count
         self._stray_unreported += count
         if self._stray_run > self._max_stray:
@@ -376,7 +418,9 @@ class FrameDecoder:
             )
 
     def _report_stray(self) -> StrayText:
-        event = StrayText(self._stray_unreported)
+        event: StrayText = object.__new__(StrayText)
+        _SET_STRAY_COUNT(event, self._stray_unreported)
+        _SET_STRAY_SAMPLE(event, self._stray_sample())
         self._stray_unreported = 0
         return event
 
@@ -400,14 +444,14 @@ class FrameDecoder:
             if self._in_stray_line:
                 self._in_stray_line = False
                 self._pos = line_end
-                self._add_stray(line_bytes)
+                self._add_stray(line_bytes, line_end)
                 continue
             content_end = newline - 1 if newline > pos and buf[newline - 1] == 0x0D else newline
             if content_end == pos:
                 if self._section_lines == 0:
                     # An empty line between frames carries nothing: stray text.
                     self._pos = line_end
-                    self._add_stray(line_bytes)
+                    self._add_stray(line_bytes, line_end)
                     continue
                 self._end_section(line_bytes)
                 self._pos = line_end
@@ -419,7 +463,7 @@ class FrameDecoder:
                 # Header-like lines without a Content-Length followed by plain text were
                 # program output too.
                 self._pos = line_end
-                self._add_stray(self._section_bytes + line_bytes)
+                self._add_stray(self._section_bytes + line_bytes, line_end)
                 self._reset_section()
                 continue
             self._section_bytes += line_bytes
@@ -500,7 +544,7 @@ class FrameDecoder:
         if self._in_stray_line:
             if partial:
                 self._pos = len(buf)
-                self._add_stray(partial)
+                self._add_stray(partial, len(buf))
         elif self._section_bytes + partial > self._max_header:
             if self._section_lines or _HEADER_NAME.match(buf, pos) is not None:
                 raise self._header_too_large()
@@ -508,7 +552,7 @@ class FrameDecoder:
             # text instead of buffering it.
             self._in_stray_line = True
             self._pos = len(buf)
-            self._add_stray(partial)
+            self._add_stray(partial, len(buf))
         if self._eof:
             self._finish_at_eof()
         if self._stray_unreported:
@@ -530,7 +574,7 @@ class FrameDecoder:
         self._in_stray_line = False
         self._pos = self._scan = len(buf)
         if leftover:
-            self._add_stray(leftover)
+            self._add_stray(leftover, len(buf))
 
 
 def encode_frame(body: bytes | bytearray | memoryview) -> bytes:

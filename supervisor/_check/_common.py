@@ -296,15 +296,20 @@ async def settle_leftovers(program: Program) -> dict[int, str]:
 def stdout_verdict(programs: list[Program]) -> tuple[Outcome, str]:
     """The ``stdout-frames`` outcome and evidence over every instance."""
     stray = sum(p.stray_bytes for p in programs)
-    errors = [p.protocol_error for p in programs if p.protocol_error]
-    if errors:
+    # What the developer needs to find the print: the first stray text, escaped and bounded.
+    first = next((p for p in programs if p.stray_first is not None), None)
+    shown = f", first: {first.stray_first}" if first is not None else ""
+    broken = [p for p in programs if p.protocol_error]
+    if broken:
+        if first is broken[0] and first.stray_began_stdout:
+            shown = ""  # its stdout's start is quoted already (``yes``)
         return (
             Outcome.FAIL,
-            f"stdout stopped being a frame stream: it {errors[0]}"
-            + (f"; and {stray} bytes outside frames" if stray else ""),
+            f"stdout stopped being a frame stream: it {broken[0].protocol_error}"
+            + (f"; and {stray} bytes outside frames{shown}" if stray else ""),
         )
     if stray:
-        return Outcome.FAIL, f"{stray} bytes on stdout outside frames"
+        return Outcome.FAIL, f"{stray} bytes on stdout outside frames{shown}"
     return Outcome.PASS, f"only frames on stdout across {plural(len(programs), 'instance')}"
 
 

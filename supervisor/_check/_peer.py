@@ -24,6 +24,7 @@ import trio
 from protocol import (
     EOF,
     NEED_DATA,
+    STRAY_SAMPLE_BYTES,
     CoreError,
     Frame,
     FrameDecoder,
@@ -54,9 +55,14 @@ _QUOTE_BYTES: Final = 32
 _REMEMBER_SENT: Final = 4096
 
 
-def quote(data: bytes) -> str:
-    """The first :data:`_QUOTE_BYTES` of ``data`` as an escaped literal (``'y\\ny\\n...'``)."""
-    return repr(data[:_QUOTE_BYTES])[1:] + ("..." if len(data) > _QUOTE_BYTES else "")
+def quote(data: bytes, limit: int = _QUOTE_BYTES, *, cut: bool = False) -> str:
+    """The first ``limit`` bytes of ``data`` as an escaped literal (``'y\\ny\\n...'``).
+
+    ``...`` follows when ``data`` was longer, or when ``cut`` says it is itself the start of
+    something longer. Every byte that is not printable ASCII is escaped (``\\x1b``), so
+    nothing a program wrote reaches the terminal raw.
+    """
+    return repr(data[:limit])[1:] + ("..." if cut or len(data) > limit else "")
 
 
 class Program:
@@ -67,6 +73,11 @@ class Program:
         dap: DAP framing and message shapes instead of JSON-RPC 2.0.
         descendants: Every process it started (ancestry, marker, adoption).
         stray_bytes: Bytes it wrote on stdout outside frames.
+        stray_first: The start of the first of them, quoted (escaped, at most
+            :data:`~protocol.STRAY_SAMPLE_BYTES` bytes, ``...`` when that text went on), or
+            None.
+        stray_began_stdout: That first stray text is where its stdout began (``yes``), which
+            ``protocol_error`` quotes already.
         protocol_error: What it wrote that is no frame stream (a verb phrase quoting the
             bytes: ``wrote bytes that are not a Content-Length frame: ...``), or None.
         echoed: Messages of ours it wrote back verbatim (their method, or
@@ -89,6 +100,8 @@ class Program:
         self.dap = dap
         self.descendants = Descendants(tree.pid, tree.marker)
         self.stray_bytes = 0
+        self.stray_first: str | None = None
+        self.stray_began_stdout = False
         self.protocol_error: str | None = None
         self.echoed: list[str] = []
         self._sent_bodies: dict[bytes, str] = {}
@@ -378,16 +391,37 @@ class Program:
                             self._take(message)
                     else:  # StrayText
                         self.stray_bytes += event.byte_count
+                        if self.stray_first is None and event.sample:
+                            self.stray_began_stdout = self._begins_stdout(event.sample)
+                            self.stray_first = quote(
+                                event.sample,
+                                STRAY_SAMPLE_BYTES,
+                                cut=event.byte_count > len(event.sample),
+                            )
         except RemoteProtocolError as exc:
             # Its stdout may still be open (``yes``): we stop reading it, it did not close it.
             self.protocol_error = (
                 f"wrote bytes that are not a Content-Length frame ({exc}); its stdout began"
-                f" {quote(self._head)}"
+                f" {quote(self._head)}{self._stray_before_error(decoder.pending_stray_sample)}"
             )
         except (trio.ClosedResourceError, trio.BrokenResourceError):
             pass
         self.eof = True
         self._eof_event.set()
+
+    def _stray_before_error(self, sample: bytes) -> str:
+        """Where the stray text that broke the stream began (``sample``, the decoder's
+        unreported stray text), when no stray text was reported before it (else the verdict
+        quotes that first) and it is not stdout's start (``yes``), quoted already."""
+        if not sample or self.stray_first is not None or self._begins_stdout(sample):
+            return ""
+        return f"; the stray text began {quote(sample, STRAY_SAMPLE_BYTES, cut=True)}"
+
+    def _begins_stdout(self, sample: bytes) -> bool:
+        """Whether stray text starting with ``sample`` is what stdout began with (as far as
+        the evidence quotes it)."""
+        same = min(len(sample), len(self._head), _QUOTE_BYTES)
+        return sample[:same] == self._head[:same]
 
     async def _write_stdin(self) -> None:
         stream = self.tree.stdin

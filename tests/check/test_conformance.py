@@ -10,6 +10,7 @@ import re
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -75,6 +76,54 @@ async def test_each_lsp_misbehaviour_fails_its_check(argv: list[str], check: str
     row = next(r for r in report.results if r.check == check)
     assert row.evidence
     assert row.rule
+
+
+def _stdout_evidence(report: Any) -> str:
+    assert report.outcome_of("stdout-frames") is Outcome.FAIL, report.table()
+    return str(next(r.evidence for r in report.results if r.check == "stdout-frames"))
+
+
+async def test_stdout_frames_quotes_the_first_stray_line() -> None:
+    # The developer sees which print leaked, not only how many bytes it wrote.
+    report = await check_language_server(fake("stdout-log"), bounds=FAST, only=["stdout-frames"])
+    evidence = _stdout_evidence(report)
+    assert re.fullmatch(
+        r"\d+ bytes on stdout outside frames, first: 'handling initialize\\n'", evidence
+    ), evidence
+
+
+async def test_stdout_frames_quotes_the_stray_text_that_broke_the_stream() -> None:
+    # 74 375 bytes of log lines after frames: the stream breaks at 64 KiB; its stdout began
+    # with a frame, so the evidence also quotes where the stray text began.
+    report = await check_language_server(fake("stdout-flood"), bounds=FAST, only=["shutdown-exit"])
+    evidence = _stdout_evidence(report)
+    assert evidence.startswith("stdout stopped being a frame stream: it wrote bytes that are not")
+    assert "its stdout began 'Content-Length: " in evidence
+    # One read or several: "the stray text began ..." or "first: ..." (reported before).
+    assert re.search(
+        r"(the stray text began|bytes outside frames, first:) 'flood line 00000\\n", evidence
+    ), evidence
+
+
+@pytest.mark.parametrize("protocol", ["lsp", "dap"])
+async def test_stdout_frames_quotes_stray_bytes_escaped_and_bounded(protocol: str) -> None:
+    # A banner with terminal escapes and UTF-8, longer than the sample: the evidence quotes its
+    # first 64 bytes escaped (nothing raw reaches a terminal), then "...".
+    if protocol == "dap":
+        report = await check_debug_adapter(
+            fake("stdout-banner", "dap"), bounds=FAST.scaled(1.0), only=["exit-on-eof"]
+        )
+    else:
+        report = await check_language_server(
+            fake("stdout-banner"), bounds=FAST, only=["stdout-frames"]
+        )
+    evidence = _stdout_evidence(report)
+    sample = r"'\x1b[1;32mmy-server 1.0\x1b[0m ready \xe2\x9c\x93 " + "=" * 29 + "'..."
+    count, _, rest = evidence.partition(" bytes on stdout outside frames, first: ")
+    assert rest == sample, evidence
+    assert int(count) % 96 == 0, evidence
+    assert "\x1b" not in evidence
+    assert evidence.isascii()
 
 
 @pytest.mark.parametrize(

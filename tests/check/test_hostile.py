@@ -193,6 +193,11 @@ async def test_a_program_writing_no_frames_is_not_said_to_have_closed_its_stdout
     assert "its stdout began 'y\\ny\\ny\\n" in evidence
     assert evidence.endswith("(still running)")
     assert "closed its stdout" not in evidence
+    # The stray text is where its stdout began, quoted once: not again as the first stray text.
+    frames = _evidence(report, "stdout-frames")
+    assert "its stdout began 'y\\ny\\ny\\n" in frames
+    assert "first:" not in frames
+    assert "the stray text began" not in frames
 
 
 async def test_a_frame_that_is_not_json_is_quoted() -> None:

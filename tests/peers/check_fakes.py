@@ -10,6 +10,11 @@ Run as ``sys.executable tests/peers/check_fakes.py FLAW [--protocol lsp|dap]``:
     quit-when-blocked  stdout non-blocking; exit 1 as soon as a write would block: fails
                        ``client-stops-reading``
     stdout-log         print a log line on stdout before each answer: fails ``stdout-frames``
+    stdout-banner      print a coloured banner line (terminal escapes, 96 bytes) on stdout
+                       before the initialize answer: fails ``stdout-frames``
+    stdout-flood       print 74 375 bytes of log lines on stdout (past the 64 KiB of stray
+                       text tolerated between frames) before the shutdown answer: fails
+                       ``stdout-frames``, its stdout no frame stream
     serial-workspace-symbol
                        work through requests one at a time, and take 60 s over
                        ``workspace/symbol`` (as a server that indexes the whole environment
@@ -99,6 +104,28 @@ def stdout_log(options: argparse.Namespace) -> int:
     return tb._serve(options, hook)
 
 
+#: What ``stdout-banner`` prints: escapes a terminal would act on, and longer than the sample.
+BANNER = b"\x1b[1;32mmy-server 1.0\x1b[0m ready \xe2\x9c\x93 " + b"=" * 60 + b"\n"
+
+
+def stdout_banner(options: argparse.Namespace) -> int:
+    def hook(peer: tb.Peer, request_id: Any, method: str, message: dict[str, Any]) -> bool:
+        if method == "initialize":
+            peer.write_raw(BANNER)
+        return False
+
+    return tb._serve(options, hook)
+
+
+def stdout_flood(options: argparse.Namespace) -> int:
+    def hook(peer: tb.Peer, request_id: Any, method: str, message: dict[str, Any]) -> bool:
+        if method == peer.shutdown_method:
+            peer.write_raw(b"".join(b"flood line %05d\n" % i for i in range(4375)))
+        return False
+
+    return tb._serve(options, hook)
+
+
 def serial_workspace_symbol(options: argparse.Namespace) -> int:
     def hook(peer: tb.Peer, request_id: Any, method: str, message: dict[str, Any]) -> bool:
         if method == "workspace/symbol":
@@ -183,6 +210,8 @@ FLAWS = {
     "orphan-helper": orphan_helper,
     "quit-when-blocked": quit_when_blocked,
     "stdout-log": stdout_log,
+    "stdout-banner": stdout_banner,
+    "stdout-flood": stdout_flood,
     "serial-workspace-symbol": serial_workspace_symbol,
     "watch-process-id": watch_process_id,
     "run-in-terminal": run_in_terminal,
