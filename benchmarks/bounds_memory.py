@@ -18,7 +18,7 @@ Cases:
         in flight up to their budget, the client reading nothing while a 60 MiB answer and
         more wait to be written, and 16 language servers logging without pause whose events
         nobody drains (the Core's 64 MiB event budget). Serve's peak against its documented
-        total (README "Memory bounds": 512 MiB).
+        total (README "Memory bounds": 528 MiB).
 """
 
 from __future__ import annotations
@@ -262,7 +262,7 @@ def _serve_full() -> dict[str, object]:
         "serveIdle": _mib(idle),
         "serveRssDuringStall": _mib(max(samples)),
         "servePeak": _mib(peak),
-        "documentedTotal": "512.0 MiB",
+        "documentedTotal": "528.0 MiB",
     }
 
 
