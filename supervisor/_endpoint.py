@@ -1080,8 +1080,8 @@ async def open_jsonrpc_endpoint(
     read makes our requests and notifications wait, and a drain of queued events in a
     handler take only the room left (:data:`supervisor._flow.current_answer_room`). What we
     owe the peer (answers, refusals) waits in the same line, in its turn, without a task and
-    without stopping the reader, up to ``max_write_bytes`` bytes and 16 times
-    ``max_pending_writes`` frames; past that the reader admits no new request (it reads no
+    without stopping the reader, up to ``max_write_bytes`` bytes (each answer counted with its
+    place in the line); past that the reader admits no new request (it reads no
     further: backpressure on a peer that sends requests and reads none of our answers). So
     a peer that stops reading while its own writes block (a mutual block) is still read.
     Being slow never closes the endpoint.

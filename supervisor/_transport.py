@@ -68,11 +68,11 @@ _WRITE_CHUNK_BYTES: Final = 64 * 1024
 _JOIN_BYTES: Final = 1024 * 1024
 #: How much one read may return.
 _READ_CHUNK_BYTES: Final = 64 * 1024
-#: Answers owed to the peer that may wait in the write queue's line with no task holding
-#: them, as a multiple of the queue's bound in frames (4 096 with the default 256): about
-#: 2 MiB of small answers. Past it, or past the queue's bound in bytes, the reader admits
-#: nothing more until they move (see ``_WriteQueue.put_owed``).
-_OWED_FRAMES_PER_LIMIT: Final = 16
+#: What one answer owed to the peer costs while it waits in the write queue's line with no
+#: task holding it, besides its frame (its place in the line), in bytes: counted against the
+#: owed budget (``max_bytes``) with the frame, so the budget bounds memory however small the
+#: answers (see ``_WriteQueue.put_owed``).
+_OWED_OVERHEAD_BYTES: Final = 128
 #: Reads of a pipe that found data before the reader passes through the scheduler anyway.
 _READS_PER_PASS: Final = 16
 
@@ -138,7 +138,8 @@ class _Waiter:
         self.written = written
         self.owed = owed
         self.queued = False
-        self.event = trio.Event()
+        # Nobody waits for an owed answer: no event to make.
+        self.event: trio.Event | None = None if owed else trio.Event()
 
 
 class _WriteQueue:
@@ -176,8 +177,9 @@ class _WriteQueue:
         self.waiting_bytes = 0
         #: Bytes reserved for answers being made (see :meth:`reserve`).
         self.reserved = 0
-        #: Of the line, the answers owed to the peer that wait with no task, in bytes and
-        #: in frames (see :meth:`put_owed`).
+        #: Of the line, the answers owed to the peer that wait with no task: their cost in
+        #: bytes (each frame and its place in the line) and their number (see
+        #: :meth:`put_owed`).
         self.owed_waiting = 0
         self.owed_frames = 0
         self.closed_reason: str | None = None
@@ -214,6 +216,7 @@ class _WriteQueue:
         waiter = _Waiter(frame, written)
         self.waiting.append(waiter)
         self.waiting_bytes += len(frame)
+        assert waiter.event is not None
         try:
             await waiter.event.wait()
         except trio.Cancelled:
@@ -239,11 +242,12 @@ class _WriteQueue:
             waiter = self.waiting.popleft()
             self.waiting_bytes -= len(waiter.frame)
             if waiter.owed:
-                self.owed_waiting -= len(waiter.frame)
+                self.owed_waiting -= len(waiter.frame) + _OWED_OVERHEAD_BYTES
                 self.owed_frames -= 1
             waiter.queued = True
             self._append(waiter.frame, waiter.written)
-            waiter.event.set()
+            if waiter.event is not None:
+                waiter.event.set()
 
     def put_nowait(self, frame: bytes) -> bool:
         """Queue ``frame`` if there is room, nobody waits before it and the queue is open;
@@ -258,8 +262,11 @@ class _WriteQueue:
         whether it did (if not, the caller waits in :meth:`put`).
 
         Into the queue when it fits and nobody waits; else into the line, in its turn,
-        held by no task, while the answers waiting there stay within the owed budget:
-        ``max_bytes`` bytes and :data:`_OWED_FRAMES_PER_LIMIT` times ``limit`` frames.
+        held by no task, while the answers waiting there stay within the owed budget of
+        ``max_bytes`` bytes (each counted with :data:`_OWED_OVERHEAD_BYTES` for its place).
+        In bytes only: the answers owed pile up behind our own frames for as long as those
+        wait (a slow reader that asks us something about each of thousands of pipelined
+        requests), and a bound in frames met that long before any in memory.
         The reader never waits behind our own frames for what it owes: a peer that blocks
         writing to us stops reading what we write, so a reader that waited for our frames
         to move would wait for ever (the mutual block; docs/architecture.md "Flow control").
@@ -270,14 +277,12 @@ class _WriteQueue:
         if not self.waiting and self._fits(size):
             self._append(frame, None)
             return True
-        if self.owed_frames and (
-            self.owed_waiting + size > self.max_bytes
-            or self.owed_frames >= self.limit * _OWED_FRAMES_PER_LIMIT
-        ):
+        cost = size + _OWED_OVERHEAD_BYTES
+        if self.owed_frames and self.owed_waiting + cost > self.max_bytes:
             return False
         self.waiting.append(_Waiter(frame, None, owed=True))
         self.waiting_bytes += size
-        self.owed_waiting += size
+        self.owed_waiting += cost
         self.owed_frames += 1
         return True
 
@@ -291,10 +296,7 @@ class _WriteQueue:
         **Cancellation:** safe to cancel.
         """
         await trio.lowlevel.checkpoint_if_cancelled()
-        while self.closed_reason is None and (
-            self.owed_waiting + self.reserved >= self.max_bytes
-            or self.owed_frames >= self.limit * _OWED_FRAMES_PER_LIMIT
-        ):
+        while self.closed_reason is None and self.owed_waiting + self.reserved >= self.max_bytes:
             await self._room.park()
 
     def put_urgent(self, frame: bytes) -> None:
@@ -374,7 +376,8 @@ class _WriteQueue:
         self.owed_waiting = 0
         self.owed_frames = 0
         for waiter in waiting:
-            waiter.event.set()  # not queued: it raises EndpointClosed
+            if waiter.event is not None:
+                waiter.event.set()  # not queued: it raises EndpointClosed
         self._room.unpark_all()
         self._not_empty.unpark_all()
 

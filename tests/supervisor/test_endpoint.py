@@ -1415,6 +1415,7 @@ async def test_a_peer_sending_requests_while_reading_nothing_is_held_back_not_dr
             ours.receive_stream,
             request_handler=echo_handler,
             max_pending_writes=4,
+            max_write_bytes=4096,
             max_inbound_concurrency=2,
         ) as endpoint,
         trio.open_nursery() as nursery,

@@ -29,7 +29,12 @@ from protocol import (
     encode_frame,
 )
 from protocol._dap import DAPEvent
-from supervisor._transport import DEFAULT_MAX_BODY_BYTES, EndpointClosed, FramedTransport
+from supervisor._transport import (
+    _OWED_OVERHEAD_BYTES,
+    DEFAULT_MAX_BODY_BYTES,
+    EndpointClosed,
+    FramedTransport,
+)
 
 if TYPE_CHECKING:
     from collections.abc import Awaitable
@@ -216,13 +221,19 @@ async def test_frames_are_written_strictly_first_in_first_out_waiters_included()
 async def test_what_the_reader_owes_takes_its_turn_without_waiting_within_its_budget() -> None:
     """An answer owed to the peer (``put_owed``) joins the line behind our waiting frames
     without a task, in its turn; the reader's admission (``wait_owed_room``) waits on what is
-    owed, not on our own frames; past the owed budget (16 x the frame bound) it waits."""
+    owed, not on our own frames; past the owed budget (``max_write_bytes``, each answer counted
+    with its place in the line) it waits. The budget is in bytes only: many small answers
+    behind many of our frames (a slow peer asking about each request) do not stop the reader."""
     ours, theirs = trio.testing.lockstep_stream_pair()
-    transport = FramedTransport(ours, ours, name="peer", max_pending_writes=2)
+    budget = 16 * 1024
+    transport = FramedTransport(
+        ours, ours, name="peer", max_pending_writes=2, max_write_bytes=budget
+    )
     queue = transport.queue
     failures: list[str] = []
     decoder = FrameDecoder()
     got: list[int] = []
+    owed_count = 0
     with trio.fail_after(WAIT_S):
         async with trio.open_nursery() as nursery:
             nursery.start_soon(_write_loop, transport, failures)
@@ -233,20 +244,25 @@ async def test_what_the_reader_owes_takes_its_turn_without_waiting_within_its_bu
             with trio.move_on_after(WAIT_S / 2) as admitted:
                 await queue.wait_owed_room()  # our own frames waiting: the reader reads on
             assert not admitted.cancelled_caught
-            owed = [queue.put_owed(message("jsonrpc", n)) for n in range(5, 5 + 32)]
-            assert owed == [True] * 32
-            assert queue.put_owed(message("jsonrpc", 99)) is False  # past 16 x 2 frames
+            while queue.put_owed(message("jsonrpc", 5 + owed_count)):
+                owed_count += 1
+            # Far more answers than the queue's 2 frames, bounded by their bytes.
+            assert 16 < owed_count < budget // _OWED_OVERHEAD_BYTES
+            assert budget - 2 * _OWED_OVERHEAD_BYTES < queue.owed_waiting <= budget
+            # Answers being made (room reserved by a drain) count too: the budget is full.
+            queue.reserved += budget - queue.owed_waiting
             with trio.move_on_after(0.05) as admitted:
                 await queue.wait_owed_room()
-            assert admitted.cancelled_caught  # the budget is full: the reader would wait
-            while len(got) < 5 + 32:
+            assert admitted.cancelled_caught  # the reader would wait
+            queue.release(budget - queue.owed_waiting)
+            while len(got) < 5 + owed_count:
                 decoder.receive_data(await theirs.receive_some(65536))
                 while isinstance(frame := decoder.next_event(), Frame):
                     got.append(json.loads(frame.body)["params"]["n"])
             await queue.wait_owed_room()  # moved: room again
             assert (queue.owed_frames, queue.owed_waiting) == (0, 0)
             queue.close("closed")
-    assert got == list(range(5 + 32))  # strictly in the order handed over
+    assert got == list(range(5 + owed_count))  # strictly in the order handed over
     assert failures == []
 
 
