@@ -151,7 +151,12 @@ class Descendants:
             if key in self.zombies or len(self.zombies) < _MAX_SEEN:
                 self.zombies[key] = (parent, self.zombies.get(key, (parent, now))[1], now)
                 self._zombies_now.add(key)
-        if key not in self.seen and len(self.seen) < _MAX_SEEN:
+        if key in self.seen:
+            if not st.dead:
+                # Read again while it lives: a child first seen between its fork and its exec
+                # showed its parent's command line (a launcher named as the adapter).
+                self.seen[key] = cmdline_of(pid)
+        elif len(self.seen) < _MAX_SEEN:
             self.seen[key] = cmdline_of(pid)
 
     def sample(self) -> None:
