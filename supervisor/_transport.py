@@ -271,12 +271,11 @@ class _WriteQueue:
         writing to us stops reading what we write, so a reader that waited for our frames
         to move would wait for ever (the mutual block; docs/architecture.md "Flow control").
         """
+        if self.put_nowait(frame):
+            return True
         if self.closed_reason is not None:
             return False
         size = len(frame)
-        if not self.waiting and self._fits(size):
-            self._append(frame, None)
-            return True
         cost = size + _OWED_OVERHEAD_BYTES
         if self.owed_frames and self.owed_waiting + cost > self.max_bytes:
             return False
@@ -302,15 +301,6 @@ class _WriteQueue:
     def put_urgent(self, frame: bytes) -> None:
         if self.closed_reason is None:
             self._append(frame, None)
-
-    async def wait_room(self) -> None:
-        """Wait until less than ``max_bytes`` is on its way (or the queue closed).
-
-        **Cancellation:** safe to cancel.
-        """
-        await trio.lowlevel.checkpoint_if_cancelled()
-        while self.outbound >= self.max_bytes and self.closed_reason is None:
-            await self._room.park()
 
     def reserve_nowait(self, wanted: int) -> int:
         """Reserve up to ``wanted`` bytes of the room left; all of it when nothing is on its
