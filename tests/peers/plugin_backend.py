@@ -64,10 +64,11 @@ seen: Message = {
 }
 
 
-def send(message: Message) -> None:
+def send(message: Message, *, flush: bool = True) -> None:
     body = json.dumps(message).encode()
     out.write(b"Content-Length: %d\r\n\r\n" % len(body) + body)
-    out.flush()
+    if flush:
+        out.flush()
 
 
 def read() -> Message | None:
@@ -88,11 +89,11 @@ def read() -> Message | None:
     return message
 
 
-def request(method: str, params: object, callback: Callback) -> int:
+def request(method: str, params: object, callback: Callback, *, flush: bool = True) -> int:
     global next_id
     next_id += 1
     waiting[next_id] = callback
-    send({"jsonrpc": "2.0", "id": next_id, "method": method, "params": params})
+    send({"jsonrpc": "2.0", "id": next_id, "method": method, "params": params}, flush=flush)
     return next_id
 
 
@@ -221,7 +222,11 @@ def invoke(rid: object, params: Message) -> None:
     elif fid in ("host.call", "reg.change"):
         gather(rid, [(r["method"], r.get("params")) for r in args.get("requests", [])])
     elif fid == "host.cancel":
-        hid = request(args["method"], args.get("params"), lambda m: reply(rid, m.get("error")))
+        # The request and its cancel in one write: the host reads them together, so the
+        # cancel always comes before the request could end (a loaded machine split them).
+        hid = request(
+            args["method"], args.get("params"), lambda m: reply(rid, m.get("error")), flush=False
+        )
         send({"jsonrpc": "2.0", "method": "$/cancelRequest", "params": {"id": hid}})
     elif fid == "log.send":
         for fact in args.get("facts", []):
